@@ -1,0 +1,74 @@
+import CAres
+
+/// The DNS record types this package asks for.
+enum DNSRecordType: Int32, Sendable {
+    case a = 1
+    case aaaa = 28
+
+    /// The family of the addresses this type carries.
+    var family: AddressFamily { self == .a ? .ipv4 : .ipv6 }
+}
+
+/// Extracts addresses and TTLs from a DNS answer message with c-ares's own parsers.
+///
+/// The c-ares parsers follow CNAME chains and give each address the smallest TTL along its chain.
+enum DNSAnswerParser {
+    /// At most this many addresses are taken from one answer.
+    static let maximumAddresses = 256
+
+    /// Parses the `A` or `AAAA` records of `message`.
+    /// - Throws: ``DNSError/Code/noData`` when the answer holds no record of `type`,
+    ///   ``DNSError/Code/badResponse`` when it is malformed.
+    static func addresses(
+        in message: [UInt8],
+        type: DNSRecordType,
+        source: ResolutionSource,
+        host: String,
+        servers: [String]
+    ) throws(DNSError) -> [ResolvedAddress] {
+        guard message.count <= Int(Int32.max) else {
+            throw DNSError(code: .badResponse, message: "answer too large", host: host, servers: servers)
+        }
+        var result: [ResolvedAddress] = []
+        var status: Int32 = ARES_SUCCESS
+        message.withUnsafeBufferPointer { buffer in
+            var count = Int32(maximumAddresses)
+            switch type {
+            case .a:
+                withUnsafeTemporaryAllocation(of: ares_addrttl.self, capacity: maximumAddresses) { ttls in
+                    status = ares_parse_a_reply(buffer.baseAddress, Int32(buffer.count), nil, ttls.baseAddress, &count)
+                    guard status == ARES_SUCCESS else { return }
+                    result.reserveCapacity(Int(count))
+                    for entry in ttls.prefix(Int(count)) {
+                        let ip = IPAddress(ipv4Network: entry.ipaddr.s_addr)
+                        result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
+                    }
+                }
+            case .aaaa:
+                withUnsafeTemporaryAllocation(of: ares_addr6ttl.self, capacity: maximumAddresses) { ttls in
+                    status = ares_parse_aaaa_reply(buffer.baseAddress, Int32(buffer.count), nil, ttls.baseAddress, &count)
+                    guard status == ARES_SUCCESS else { return }
+                    result.reserveCapacity(Int(count))
+                    for var entry in ttls.prefix(Int(count)) {
+                        guard let ip = withUnsafeBytes(of: &entry.ip6addr, { IPAddress(bytes: $0) }) else { continue }
+                        result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
+                    }
+                }
+            }
+        }
+        if status != ARES_SUCCESS {
+            throw DNSError(aresStatus: status, host: host, servers: servers)
+        }
+        if result.isEmpty {
+            throw DNSError(code: .noData, message: "the answer has no \(type.family) address", host: host, servers: servers)
+        }
+        return result
+    }
+}
+
+extension IPAddress {
+    /// Creates an IPv4 address from an `in_addr.s_addr` value (network byte order in memory).
+    init(ipv4Network value: UInt32) {
+        self.storage = .v4(UInt32(bigEndian: value))
+    }
+}

@@ -1,0 +1,128 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The address family of an IP address, or a request for one or both families.
+public enum AddressFamily: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// IPv4 (`A` records).
+    case ipv4
+    /// IPv6 (`AAAA` records).
+    case ipv6
+    /// Both families (an `A` and an `AAAA` query).
+    case any
+
+    /// The family's name as used in JSON and on the command line: `ipv4`, `ipv6` or `any`.
+    public var description: String { rawValue }
+}
+
+/// An IPv4 or IPv6 address, stored in network byte order.
+///
+/// Parse one from text with ``init(_:)``; ``description`` gives the canonical text form
+/// (dotted quad for IPv4, RFC 5952 compressed form for IPv6).
+public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable {
+    @usableFromInline
+    enum Storage: Hashable, Sendable {
+        /// The four bytes as a big-endian integer.
+        case v4(UInt32)
+        /// The sixteen bytes as two big-endian integers.
+        case v6(UInt64, UInt64)
+    }
+
+    @usableFromInline
+    let storage: Storage
+
+    /// Creates an IPv4 address from its four bytes, most significant first.
+    public init(ipv4 a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {
+        storage = .v4(UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d))
+    }
+
+    /// Creates an address from its raw bytes in network order: 4 bytes for IPv4, 16 for IPv6.
+    /// - Returns: `nil` when `bytes` has any other length.
+    public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
+        switch bytes.count {
+        case 4:
+            storage = .v4(bytes.reduce(0) { $0 << 8 | UInt32($1) })
+        case 16:
+            let high = bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let low = bytes.dropFirst(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            storage = .v6(high, low)
+        default:
+            return nil
+        }
+    }
+
+    /// Parses an IPv4 address (`192.0.2.1`) or an IPv6 address (`2001:db8::1`, optionally in brackets).
+    ///
+    /// Zone identifiers (`fe80::1%eth0`) are not accepted.
+    /// - Returns: `nil` when `text` is not an IP literal.
+    public init?(_ text: some StringProtocol) {
+        var literal = Substring(text)
+        if literal.hasPrefix("["), literal.hasSuffix("]") {
+            literal = literal.dropFirst().dropLast()
+            guard literal.contains(":") else { return nil }
+        }
+        guard !literal.isEmpty, literal.utf8.count <= 45 else { return nil }
+        if literal.contains(":") {
+            var raw = in6_addr()
+            guard inet_pton(AF_INET6, String(literal), &raw) == 1 else { return nil }
+            let parsed = withUnsafeBytes(of: &raw) { IPAddress(bytes: $0) }
+            guard let parsed else { return nil }
+            self = parsed
+        } else {
+            // inet_pton accepts only the strict dotted-quad form, unlike inet_aton.
+            var raw = in_addr()
+            guard inet_pton(AF_INET, String(literal), &raw) == 1 else { return nil }
+            self.storage = .v4(UInt32(bigEndian: raw.s_addr))
+        }
+    }
+
+    /// The family of this address: ``AddressFamily/ipv4`` or ``AddressFamily/ipv6``.
+    public var family: AddressFamily {
+        switch storage {
+        case .v4: .ipv4
+        case .v6: .ipv6
+        }
+    }
+
+    /// The address bytes in network order (4 or 16 bytes).
+    public var bytes: [UInt8] {
+        switch storage {
+        case .v4(let value):
+            return withUnsafeBytes(of: value.bigEndian) { Array($0) }
+        case .v6(let high, let low):
+            return withUnsafeBytes(of: high.bigEndian) { Array($0) } + withUnsafeBytes(of: low.bigEndian) { Array($0) }
+        }
+    }
+
+    /// The canonical text form of the address.
+    public var description: String {
+        var raw = bytes
+        let family = raw.count == 4 ? AF_INET : AF_INET6
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let ok = inet_ntop(family, &raw, &buffer, socklen_t(buffer.count)) != nil
+        precondition(ok, "inet_ntop cannot fail for a 4 or 16 byte address")
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The address as it appears in a URL host or a `host:port` pair: IPv6 in brackets.
+    public var urlHost: String {
+        switch storage {
+        case .v4: description
+        case .v6: "[\(description)]"
+        }
+    }
+
+    /// Orders IPv4 before IPv6, then by numeric value.
+    public static func < (lhs: IPAddress, rhs: IPAddress) -> Bool {
+        switch (lhs.storage, rhs.storage) {
+        case (.v4(let l), .v4(let r)): l < r
+        case (.v4, .v6): true
+        case (.v6, .v4): false
+        case (.v6(let lh, let ll), .v6(let rh, let rl)): (lh, ll) < (rh, rl)
+        }
+    }
+}

@@ -1,0 +1,22 @@
+public import ArgumentParser
+
+/// The root of the `hostsctl` command tree.
+public struct HostsCTLCommand: AsyncParsableCommand {
+    /// The command's name, version and subcommands.
+    public static let configuration = CommandConfiguration(
+        commandName: "hostsctl",
+        abstract: "Resolve host names fast and reliably: c-ares, HTTP DNS, a scored IP cache.",
+        version: HostsCTLVersion.current,
+        subcommands: [ResolveCommand.self],
+        defaultSubcommand: nil
+    )
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+}
+
+/// The version `hostsctl --version` prints.
+public enum HostsCTLVersion {
+    /// The package version.
+    public static let current = "0.1.0"
+}

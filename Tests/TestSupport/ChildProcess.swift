@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+public import Glibc
+#endif
+
+/// A child process started with `posix_spawn`, for the servers the tests run.
+///
+/// Foundation's `Process` is avoided on purpose: on Linux its monitor thread and `waitUntilExit` can deadlock when
+/// several tests start and stop children at once, and children inherit the blocked signal mask of the dispatch
+/// thread that spawns them (so they ignore SIGTERM). Here the mask and signal dispositions are reset.
+public final class ChildProcess: Sendable {
+    /// The child's process id.
+    public let pid: pid_t
+
+    /// Starts `path` with `arguments`; standard input, output and error go to /dev/null unless `logPath` is given,
+    /// in which case output and error are appended there.
+    public init(path: String, arguments: [String], logPath: String? = nil) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        let output = logPath ?? "/dev/null"
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid = pid_t()
+        let status = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        guard status == 0 else { throw TestServerError("cannot start \(path): error \(status)") }
+        self.pid = pid
+    }
+
+    /// Whether the child is still running (it is reaped if it has exited).
+    public var isRunning: Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
+    }
+
+    /// Sends `signal` and waits for the child to exit; SIGKILL after 3 s if it is still there. Idempotent.
+    public func stop(signal: Int32 = SIGTERM) {
+        guard isRunning else { return }
+        _ = kill(pid, signal)
+        for _ in 0..<300 {
+            guard isRunning else { return }
+            usleep(10_000)
+        }
+        _ = kill(pid, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+}

@@ -1,0 +1,86 @@
+public import HTTPDNS
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Finds free loopback ports.
+public enum FreePort {
+    /// A UDP port on 127.0.0.1 that was free a moment ago.
+    public static func udp() throws -> UInt16 {
+        let socket = try BoundUDPSocket()
+        defer { socket.close() }
+        return socket.port
+    }
+}
+
+/// A UDP socket bound to 127.0.0.1 on a free port that never reads or answers: a DNS server that stalls.
+public final class BoundUDPSocket: Sendable {
+    private let fd: Int32
+    /// The bound port.
+    public let port: UInt16
+
+    /// The socket's address as a DNS server address.
+    public var address: ServerAddress { ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port) }
+
+    /// Binds a new socket.
+    public init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            Glibc.close(fd)
+            throw TestServerError("bind() failed: errno \(errno)")
+        }
+        self.fd = fd
+        self.port = UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Closes the socket; later datagrams get ICMP port unreachable.
+    public func close() { Glibc.close(fd) }
+}
+
+/// Sends a raw DNS query to check that a server is up.
+enum DNSProbe {
+    /// Polls `server` with an `A ready.test` query every 50 ms for up to 5 s.
+    static func waitUntilAnswering(_ server: ServerAddress, while alive: () -> Bool) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = server.port.bigEndian
+        // Header: id 0x1234, RD, one question; then "ready.test" A IN.
+        let query: [UInt8] =
+            [0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
+            + [5] + Array("ready".utf8) + [4] + Array("test".utf8) + [0, 0, 1, 0, 1]
+        for _ in 0..<100 {
+            guard alive() else { return false }
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, query, query.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if sent == query.count {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&poller, 1, 50) == 1 {
+                    var buffer = [UInt8](repeating: 0, count: 512)
+                    if recv(fd, &buffer, buffer.count, 0) > 0 { return true }
+                }
+            } else {
+                usleep(50_000)
+            }
+        }
+        return false
+    }
+}
