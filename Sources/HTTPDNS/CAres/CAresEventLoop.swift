@@ -21,6 +21,8 @@ final class CAresEventLoop: @unchecked Sendable {
     private struct Inbox {
         var pending: [CAresQuery] = []
         var stopRequested = false
+        /// The loop thread is (about to be) blocked in `epoll_wait` and needs the eventfd to see new queries.
+        var sleeping = false
         var thread: pthread_t?
     }
 
@@ -127,8 +129,10 @@ final class CAresEventLoop: @unchecked Sendable {
         let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
             guard !inbox.stopRequested else { return (false, false) }
             inbox.pending.append(query)
-            // Only the first query of a batch needs to wake the thread: it drains the whole inbox.
-            return (true, inbox.pending.count == 1)
+            // A busy loop drains the inbox before it sleeps again; only a sleeping one needs the (costly) eventfd.
+            guard inbox.sleeping else { return (true, false) }
+            inbox.sleeping = false
+            return (true, true)
         }
         if wake { signal() }
         return accepted
@@ -162,8 +166,14 @@ final class CAresEventLoop: @unchecked Sendable {
         let capacity: Int32 = 128
         var events = [epoll_event](repeating: epoll_event(), count: Int(capacity))
         while let channel {
-            let timeout = Self.nextTimeout(channel)
+            // Sleep only when no query is waiting to be sent; otherwise just collect ready sockets.
+            let idle = inbox.withLock { inbox -> Bool in
+                inbox.sleeping = inbox.pending.isEmpty && !inbox.stopRequested
+                return inbox.sleeping
+            }
+            let timeout = idle ? Self.nextTimeout(channel) : 0
             let count = events.withUnsafeMutableBufferPointer { epoll_wait(epollFD, $0.baseAddress, capacity, timeout) }
+            if idle { inbox.withLock { $0.sleeping = false } }
             wakeups.add(1, ordering: .relaxed)
             if count < 0 {
                 if errno == EINTR { continue }
@@ -186,7 +196,7 @@ final class CAresEventLoop: @unchecked Sendable {
                 handledSocket = true
             }
             if !handledSocket {
-                // A timeout (or only a wake-up): let c-ares expire and retry queries.
+                // A timeout (or only new queries): let c-ares expire and retry queries.
                 ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD)
             }
             let (batch, stop) = inbox.withLock { inbox -> ([CAresQuery], Bool) in

@@ -66,18 +66,13 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
             guard literal.contains(":") else { return nil }
         }
         guard !literal.isEmpty, literal.utf8.count <= 45 else { return nil }
-        if literal.contains(":") {
-            var raw = in6_addr()
-            guard inet_pton(AF_INET6, String(literal), &raw) == 1 else { return nil }
-            let parsed = withUnsafeBytes(of: &raw) { IPAddress(bytes: $0) }
-            guard let parsed else { return nil }
-            self = parsed
-        } else {
-            // inet_pton accepts only the strict dotted-quad form, unlike inet_aton.
-            var raw = in_addr()
-            guard inet_pton(AF_INET, String(literal), &raw) == 1 else { return nil }
-            self.storage = .v4(UInt32(bigEndian: raw.s_addr))
+        let isV6 = literal.contains(":")
+        var raw = [UInt8](repeating: 0, count: isV6 ? 16 : 4)
+        // inet_pton accepts only the strict dotted-quad form for IPv4, unlike inet_aton.
+        guard inet_pton(isV6 ? AF_INET6 : AF_INET, String(literal), &raw) == 1, let parsed = IPAddress(bytes: raw) else {
+            return nil
         }
+        self = parsed
     }
 
     /// The family of this address: ``AddressFamily/ipv4`` or ``AddressFamily/ipv6``.

@@ -1,0 +1,38 @@
+// swift-tools-version:6.1
+import Foundation
+import PackageDescription
+
+// SwiftPM names a path dependency after its folder, which differs between checkouts (CI clones elsewhere).
+let rootPackage = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .lastPathComponent.lowercased()
+
+// The benchmarks live in their own package so the main build stays lean.
+// Run them with Benchmarks/run.sh, which starts the DNS servers they measure against.
+let package = Package(
+    name: "HTTPDNSBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: "../"),
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // The C baseline: c-ares driven directly from epoll, the same way the Swift resolver drives it.
+        .target(
+            name: "CAresDriver",
+            path: "Sources/CAresDriver",
+            cSettings: [.unsafeFlags(["-O2"])],
+            linkerSettings: [.linkedLibrary("cares")]
+        ),
+        .executableTarget(
+            name: "ResolverBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "HTTPDNS", package: rootPackage),
+                "CAresDriver",
+            ],
+            path: "Benchmarks/ResolverBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)

@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HostsCTL
+
+@Suite("hostsctl resolve")
+struct ResolveCommandTests {
+    @Test("arguments parse into servers, family, timeout and tries")
+    func parsing() throws {
+        let command = try #require(
+            try HostsCTLCommand.parseAsRoot([
+                "resolve", "--server", "127.0.0.1:5353", "--server", "[::1]:53", "--family", "IPv6", "--timeout", "0.5",
+                "--tries", "3", "--json", "a.test", "b.test",
+            ]) as? ResolveCommand
+        )
+        #expect(command.servers.map(\.description) == ["127.0.0.1:5353", "[::1]:53"])
+        #expect(command.family == .ipv6)
+        #expect(command.timeout == 0.5)
+        #expect(command.tries == 3)
+        #expect(command.json)
+        #expect(command.hosts == ["a.test", "b.test"])
+    }
+
+    @Test(
+        "bad arguments exit with 64",
+        arguments: [
+            ["resolve"], ["resolve", "--server", "dns.example", "a.test"], ["resolve", "--family", "ipv5", "a.test"],
+            ["resolve", "--timeout", "0", "a.test"], ["resolve", "--timeout", "nan", "a.test"],
+            ["resolve", "--tries", "0", "a.test"], ["resolve", "--bogus", "a.test"],
+        ]
+    )
+    func badArguments(arguments: [String]) {
+        do {
+            _ = try HostsCTLCommand.parseAsRoot(arguments)
+            Issue.record("expected a parse error for \(arguments)")
+        } catch {
+            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
+        }
+    }
+
+    @Test("JSON output has the documented shape, addresses, TTLs and error codes")
+    func json() async throws {
+        try await DNSMasq.with { server in
+            let resolver = try CAresResolver(options: .init(servers: [server.address], timeout: .seconds(1)))
+            let reports = await ResolveCommand.resolveAll(
+                ["multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name"],
+                family: .ipv4,
+                with: resolver
+            )
+            let text = ResolveReport.json(reports)
+            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
+            #expect(parsed.count == 5)
+            #expect(parsed.map { $0["host"] as? String } == ["multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name"])
+            for object in parsed {
+                #expect(Set(object.keys) == ["host", "addresses", "elapsedMs", "error"])
+                #expect(object["elapsedMs"] is Double || object["elapsedMs"] is Int)
+            }
+
+            let multi = try #require(parsed[0]["addresses"] as? [[String: Any]])
+            #expect(Set(multi.compactMap { $0["ip"] as? String }) == Set(TestZone.multiV4))
+            #expect(multi.allSatisfy { $0["ttl"] as? Int == 300 && $0["family"] as? String == "ipv4" && $0["source"] as? String == "cares" })
+            #expect(parsed[0]["error"] is NSNull)
+
+            func errorCode(_ index: Int) -> String? { (parsed[index]["error"] as? [String: Any])?["code"] as? String }
+            #expect(errorCode(1) == "notFound")
+            #expect((parsed[1]["addresses"] as? [Any])?.isEmpty == true)
+            #expect(errorCode(2) == nil, "v4only.test has an A record")
+            #expect(errorCode(4) == "badName")
+            let literal = try #require((parsed[3]["addresses"] as? [[String: Any]])?.first)
+            #expect(literal["source"] as? String == "literal")
+        }
+    }
+
+    @Test("NODATA and timeouts are reported with their codes")
+    func failureCodes() async throws {
+        let silent = try BoundUDPSocket()
+        defer { silent.close() }
+        try await DNSMasq.with { server in
+            let resolver = try CAresResolver(options: .init(servers: [server.address]))
+            let noData = await ResolveCommand.resolveAll(["v4only.test"], family: .ipv6, with: resolver)
+            #expect(noData.first?.error?.code == .noData)
+        }
+        let stalled = try CAresResolver(options: .init(servers: [silent.address], timeout: .milliseconds(100), tries: 1))
+        let timeout = await ResolveCommand.resolveAll(["a.test"], family: .ipv4, with: stalled)
+        #expect(timeout.first?.error?.code == .timeout)
+        #expect(ResolveReport.json(timeout).contains("\"code\": \"timeout\""))
+    }
+
+    @Test("run exits 0 when every host resolved and 1 when any failed")
+    func exitStatus() async throws {
+        try await DNSMasq.with { server in
+            let ok = try #require(
+                try HostsCTLCommand.parseAsRoot(["resolve", "--server", server.address.description, "--json", "multi.test"])
+                    as? ResolveCommand
+            )
+            try await ok.run()
+            let failing = try #require(
+                try HostsCTLCommand.parseAsRoot(["resolve", "--server", server.address.description, "multi.test", "nope.test"])
+                    as? ResolveCommand
+            )
+            await #expect(throws: ExitCode(1)) { try await failing.run() }
+        }
+    }
+
+    @Test("the text report shows a table, the source and the time")
+    func text() async throws {
+        try await DNSMasq.with { server in
+            let resolver = try CAresResolver(options: .init(servers: [server.address]))
+            let reports = await ResolveCommand.resolveAll(["v4only.test", "nope.test"], family: .any, with: resolver)
+            let text = ResolveReport.text(reports)
+            #expect(text.contains("ADDRESS"))
+            #expect(text.contains("192.0.2.10"))
+            #expect(text.contains("120"))
+            #expect(text.contains("cares"))
+            #expect(text.contains("error notFound"))
+            #expect(text.contains(" ms"))
+        }
+    }
+}
+
+@Suite("JSON writer")
+struct JSONValueTests {
+    @Test("keys keep their order and strings are escaped")
+    func serialization() {
+        let value: JSONValue = .object([
+            ("b", 1), ("a", .array([.string("x\"y\\z\n\u{1}"), .null, .bool(true), .number(1.5)])), ("e", .object([])),
+        ])
+        #expect(value.serialized(pretty: false) == #"{"b":1,"a":["x\"y\\z\n\u0001",null,true,1.5],"e":{}}"#)
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages the project needs, only those that are missing.
+#   scripts/install-deps.sh [run|demo|test|benchmarks]
+set -euo pipefail
+need=(libc-ares-dev pkg-config)
+case "${1:-run}" in
+    run) ;;
+    demo) need+=(dnsmasq-base python3) ;;
+    test) need+=(dnsmasq-base) ;;
+    benchmarks) need+=(dnsmasq-base unbound python3) ;;
+    *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
+esac
+missing=()
+for package in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "Installing: ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ! command -v swift >/dev/null; then
+    echo "Swift 6.1 or later is required (https://www.swift.org/install/)." >&2
+    exit 1
+fi
