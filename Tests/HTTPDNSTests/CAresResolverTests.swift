@@ -193,6 +193,58 @@ struct CAresResolverTests {
         }
     }
 
+    @Test("tasks that prefer the resolver's executor run on its thread and get every answer")
+    func executorPreference() async throws {
+        try await DNSMasq.with { server in
+            let resolver = try Self.resolver([server.address])
+            let results = try await withThrowingTaskGroup(of: (Bool, Bool).self) { group in
+                for worker in 0..<50 {
+                    group.addTask(executorPreference: resolver.executor) {
+                        var correct = true
+                        var onLoop = resolver.loop.isLoopThread
+                        for round in 0..<20 {
+                            let index = (worker * 20 + round) % TestZone.bulkNames
+                            let answer = try await resolver.resolve(try HostName("n\(index).test"), family: .ipv4)
+                            correct = correct && Self.ips(answer) == [TestZone.bulkAddress(index)]
+                            onLoop = onLoop && resolver.loop.isLoopThread
+                        }
+                        return (correct, onLoop)
+                    }
+                }
+                var all: [(Bool, Bool)] = []
+                for try await result in group { all.append(result) }
+                return all
+            }
+            #expect(results.count == 50)
+            #expect(results.allSatisfy { $0.0 }, "every answer matches its name")
+            #expect(results.allSatisfy { $0.1 }, "every task ran on the c-ares thread")
+            #expect(!resolver.loop.isLoopThread)
+        }
+    }
+
+    @Test("tasks on the resolver's executor carry on after shutdown")
+    func executorAfterShutdown() async throws {
+        let silent = try BoundUDPSocket()
+        defer { silent.close() }
+        let resolver = try Self.resolver([silent.address], timeout: .seconds(3600), tries: 1)
+        let task = Task(executorPreference: resolver.executor) { () -> DNSError.Code? in
+            do {
+                _ = try await resolver.resolve(try HostName("a.test"), family: .ipv4)
+                return nil
+            } catch {
+                // Runs after the loop is gone: this continuation must be scheduled somewhere else.
+                return (error as? DNSError)?.code
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        resolver.shutdown()
+        let code = await task.value
+        #expect(code == .shutdown)
+        let late = Task(executorPreference: resolver.executor) { 42 }
+        let value = await late.value
+        #expect(value == 42)
+    }
+
     @Test("an idle resolver does not wake up")
     func idle() async throws {
         try await DNSMasq.with { server in

@@ -18,6 +18,11 @@ extension BenchmarkMetric {
     static let swiftQPS = BenchmarkMetric.custom("Swift queries/s", polarity: .prefersLarger, useScalingFactor: false)
     static let cQPS = BenchmarkMetric.custom("C queries/s", polarity: .prefersLarger, useScalingFactor: false)
     static let ratio = BenchmarkMetric.custom("Swift/C throughput %", polarity: .prefersLarger, useScalingFactor: false)
+    static let pinnedQPS = BenchmarkMetric.custom(
+        "Swift on resolver executor queries/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let pinnedRatio = BenchmarkMetric.custom(
+        "Swift on resolver executor/C throughput %", polarity: .prefersLarger, useScalingFactor: false)
+    static let pinnedP50 = BenchmarkMetric.custom("Swift on resolver executor p50 latency (us)", useScalingFactor: false)
     static let swiftP50 = BenchmarkMetric.custom("Swift p50 latency (us)", useScalingFactor: false)
     static let swiftP99 = BenchmarkMetric.custom("Swift p99 latency (us)", useScalingFactor: false)
     static let cP50 = BenchmarkMetric.custom("C p50 latency (us)", useScalingFactor: false)
@@ -27,13 +32,18 @@ extension BenchmarkMetric {
 
 /// One batch through `CAresResolver`: `batch` A queries, every answer checked, kept `inFlight` at a time by as many
 /// long-lived tasks (like a server's connections), each sending its next query when the last one is answered.
-func runSwift(_ resolver: CAresResolver, hosts: [HostName]) async throws -> (qps: Double, latencies: [Double]) {
+/// With `onResolverExecutor` the tasks prefer `resolver.executor`, so each round trip stays on the c-ares thread.
+func runSwift(
+    _ resolver: CAresResolver,
+    hosts: [HostName],
+    onResolverExecutor: Bool
+) async throws -> (qps: Double, latencies: [Double]) {
     let clock = ContinuousClock()
     let start = clock.now
     let perWorker = batch / inFlight
     let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
         for worker in 0..<inFlight {
-            group.addTask {
+            group.addTask(executorPreference: onResolverExecutor ? resolver.executor : nil) {
                 var latencies: [Double] = []
                 latencies.reserveCapacity(perWorker)
                 for index in 0..<perWorker {
@@ -112,14 +122,20 @@ let benchmarks: @Sendable () -> Void = {
     for (name, address) in list {
         Benchmark(
             "c-ares: Swift resolver vs C driver, \(inFlight) in flight, \(name)",
-            configuration: .init(metrics: [.wallClock, .swiftQPS, .cQPS, .ratio, .swiftP50, .swiftP99, .cP50])
+            configuration: .init(metrics: [
+                .wallClock, .swiftQPS, .cQPS, .ratio, .swiftP50, .swiftP99, .cP50, .pinnedQPS, .pinnedRatio, .pinnedP50,
+            ])
         ) { benchmark in
             let server = try ServerAddress(parsing: address)
             let resolver = try CAresResolver(options: .init(servers: [server]))
             let hosts = try names.map { try HostName($0) }
             // Alternate the two sides inside one iteration so that both see the same machine state.
             let c = runC(server: server.description)
-            let swift = try await runSwift(resolver, hosts: hosts)
+            let swift = try await runSwift(resolver, hosts: hosts, onResolverExecutor: false)
+            let pinned = try await runSwift(resolver, hosts: hosts, onResolverExecutor: true)
+            benchmark.measurement(.pinnedQPS, Int(pinned.qps))
+            benchmark.measurement(.pinnedRatio, Int((pinned.qps / c.qps * 100).rounded()))
+            benchmark.measurement(.pinnedP50, Int(percentile(pinned.latencies, 0.5).rounded()))
             benchmark.measurement(.swiftQPS, Int(swift.qps))
             benchmark.measurement(.cQPS, Int(c.qps))
             benchmark.measurement(.ratio, Int((swift.qps / c.qps * 100).rounded()))

@@ -14,12 +14,19 @@ import Musl
 /// so an idle resolver never wakes up. c-ares reports which sockets it wants watched through
 /// `ARES_OPT_SOCK_STATE_CB`; other threads hand queries over through ``inbox`` and an `eventfd`.
 ///
+/// The loop is also a `TaskExecutor`: tasks that prefer it run on the loop thread between socket events, so a caller
+/// can keep a query's whole round trip (send, answer, resumption, next send) on one thread.
+///
 /// `@unchecked Sendable`: `channel` and `watcher` are touched only on the loop thread (after `init` hands the
 /// channel over by starting the thread). Everything shared with other threads is in `inbox` (behind its `Mutex`),
 /// in atomics, or immutable (`epollFD`, `wakeFD`, `servers`).
-final class CAresEventLoop: @unchecked Sendable {
+final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     private struct Inbox {
         var pending: [CAresQuery] = []
+        /// Jobs of tasks that prefer this loop as their executor.
+        var jobs: [UnownedJob] = []
+        /// The loop thread has exited; jobs go to the global concurrent executor from now on.
+        var stopped = false
         var stopRequested = false
         /// The loop thread is (about to be) blocked in `epoll_wait` and needs the eventfd to see new queries.
         var sleeping = false
@@ -138,6 +145,25 @@ final class CAresEventLoop: @unchecked Sendable {
         return accepted
     }
 
+    /// Whether the caller runs on the loop thread.
+    var isLoopThread: Bool {
+        inbox.withLock { inbox in inbox.thread.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    /// Runs `job` on the loop thread (the `TaskExecutor` requirement).
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard !inbox.stopped else { return (false, false) }
+            inbox.jobs.append(job)
+            guard inbox.sleeping else { return (true, false) }
+            inbox.sleeping = false
+            return (true, true)
+        }
+        if wake { signal() }
+        if !accepted { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+    }
+
     /// Stops the loop: pending queries fail with ``DNSError/Code/shutdown``. Waits for the thread unless called on it.
     func shutdown() {
         let thread = inbox.withLock { inbox -> pthread_t? in
@@ -168,7 +194,7 @@ final class CAresEventLoop: @unchecked Sendable {
         while let channel {
             // Sleep only when no query is waiting to be sent; otherwise just collect ready sockets.
             let idle = inbox.withLock { inbox -> Bool in
-                inbox.sleeping = inbox.pending.isEmpty && !inbox.stopRequested
+                inbox.sleeping = inbox.pending.isEmpty && inbox.jobs.isEmpty && !inbox.stopRequested
                 return inbox.sleeping
             }
             let timeout = idle ? Self.nextTimeout(channel) : 0
@@ -199,6 +225,8 @@ final class CAresEventLoop: @unchecked Sendable {
                 // A timeout (or only new queries): let c-ares expire and retry queries.
                 ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD)
             }
+            // Tasks running here (answers resumed them above) send their next queries into the inbox.
+            runJobs()
             let (batch, stop) = inbox.withLock { inbox -> ([CAresQuery], Bool) in
                 defer { inbox.pending.removeAll(keepingCapacity: true) }
                 return (inbox.pending, inbox.stopRequested)
@@ -213,16 +241,33 @@ final class CAresEventLoop: @unchecked Sendable {
         }
     }
 
+    private func runJobs() {
+        let jobs = inbox.withLock { inbox -> [UnownedJob] in
+            defer { inbox.jobs.removeAll(keepingCapacity: true) }
+            return inbox.jobs
+        }
+        let executor = asUnownedTaskExecutor()
+        for job in jobs {
+            job.runSynchronously(on: executor)
+        }
+    }
+
     private func stopLoop(_ channel: ares_channel) {
         // Fails every pending query with ARES_EDESTRUCTION through its callback.
         ares_destroy(channel)
         self.channel = nil
-        inbox.withLock { inbox in
+        let (orphans, jobs) = inbox.withLock { inbox in
             inbox.stopRequested = true
-            let orphans = inbox.pending
-            inbox.pending.removeAll()
-            return orphans
-        }.forEach { $0.complete(.failure(ARES_EDESTRUCTION)) }
+            inbox.stopped = true
+            defer {
+                inbox.pending.removeAll()
+                inbox.jobs.removeAll()
+            }
+            return (inbox.pending, inbox.jobs)
+        }
+        // Tasks that preferred this loop carry on elsewhere rather than hang.
+        for job in jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+        for query in orphans { query.complete(.failure(ARES_EDESTRUCTION)) }
     }
 
     private func start(_ query: CAresQuery, on channel: ares_channel) {
@@ -231,10 +276,15 @@ final class CAresEventLoop: @unchecked Sendable {
         query.name.withCString { name in
             ares_query(channel, name, 1 /* C_IN */, query.type.rawValue, { argument, status, _, answer, length in
                 let query = Unmanaged<CAresQuery>.fromOpaque(argument!).takeRetainedValue()
-                if status == ARES_SUCCESS, let answer, length > 0 {
-                    query.complete(.answer(Array(UnsafeBufferPointer(start: answer, count: Int(length)))))
-                } else {
+                guard status == ARES_SUCCESS, let answer, length > 0 else {
                     query.complete(.failure(status == ARES_SUCCESS ? ARES_EBADRESP : status))
+                    return
+                }
+                // Parsed here, while c-ares still owns the buffer, so the answer is never copied.
+                let message = UnsafeBufferPointer(start: answer, count: Int(length))
+                switch DNSAnswerParser.parse(message, type: query.type, source: .cares) {
+                case .success(let addresses): query.complete(.addresses(addresses))
+                case .failure(let status): query.complete(.failure(status.code))
                 }
             }, argument)
         }

@@ -1,8 +1,8 @@
 import Synchronization
 
-/// What c-ares delivered for one query: the raw answer, or a failure status.
+/// What c-ares delivered for one query: the parsed addresses, or a failure status.
 enum CAresReply: Sendable {
-    case answer([UInt8])
+    case addresses([ResolvedAddress])
     case failure(Int32)
 }
 

@@ -26,43 +26,54 @@ enum DNSAnswerParser {
         host: String,
         servers: [String]
     ) throws(DNSError) -> [ResolvedAddress] {
-        guard message.count <= Int(Int32.max) else {
-            throw DNSError(code: .badResponse, message: "answer too large", host: host, servers: servers)
+        let outcome = message.withUnsafeBufferPointer { parse($0, type: type, source: source) }
+        switch outcome {
+        case .success(let addresses):
+            return addresses
+        case .failure(let status):
+            throw DNSError(aresStatus: status.code, host: host, servers: servers)
         }
+    }
+
+    /// A c-ares status that is not `ARES_SUCCESS`.
+    struct Status: Error {
+        var code: Int32
+    }
+
+    /// Parses the `A` or `AAAA` records of `message`; `ARES_ENODATA` when there are none.
+    static func parse(
+        _ message: UnsafeBufferPointer<UInt8>,
+        type: DNSRecordType,
+        source: ResolutionSource
+    ) -> Result<[ResolvedAddress], Status> {
+        guard message.count <= Int(Int32.max) else { return .failure(Status(code: ARES_EBADRESP)) }
         var result: [ResolvedAddress] = []
         var status: Int32 = ARES_SUCCESS
-        message.withUnsafeBufferPointer { buffer in
-            var count = Int32(maximumAddresses)
-            switch type {
-            case .a:
-                withUnsafeTemporaryAllocation(of: ares_addrttl.self, capacity: maximumAddresses) { ttls in
-                    status = ares_parse_a_reply(buffer.baseAddress, Int32(buffer.count), nil, ttls.baseAddress, &count)
-                    guard status == ARES_SUCCESS else { return }
-                    result.reserveCapacity(Int(count))
-                    for entry in ttls.prefix(Int(count)) {
-                        let ip = IPAddress(ipv4Network: entry.ipaddr.s_addr)
-                        result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
-                    }
+        var count = Int32(maximumAddresses)
+        switch type {
+        case .a:
+            withUnsafeTemporaryAllocation(of: ares_addrttl.self, capacity: maximumAddresses) { ttls in
+                status = ares_parse_a_reply(message.baseAddress, Int32(message.count), nil, ttls.baseAddress, &count)
+                guard status == ARES_SUCCESS else { return }
+                result.reserveCapacity(Int(count))
+                for entry in ttls.prefix(Int(count)) {
+                    let ip = IPAddress(ipv4Network: entry.ipaddr.s_addr)
+                    result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
                 }
-            case .aaaa:
-                withUnsafeTemporaryAllocation(of: ares_addr6ttl.self, capacity: maximumAddresses) { ttls in
-                    status = ares_parse_aaaa_reply(buffer.baseAddress, Int32(buffer.count), nil, ttls.baseAddress, &count)
-                    guard status == ARES_SUCCESS else { return }
-                    result.reserveCapacity(Int(count))
-                    for var entry in ttls.prefix(Int(count)) {
-                        guard let ip = withUnsafeBytes(of: &entry.ip6addr, { IPAddress(bytes: $0) }) else { continue }
-                        result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
-                    }
+            }
+        case .aaaa:
+            withUnsafeTemporaryAllocation(of: ares_addr6ttl.self, capacity: maximumAddresses) { ttls in
+                status = ares_parse_aaaa_reply(message.baseAddress, Int32(message.count), nil, ttls.baseAddress, &count)
+                guard status == ARES_SUCCESS else { return }
+                result.reserveCapacity(Int(count))
+                for var entry in ttls.prefix(Int(count)) {
+                    guard let ip = withUnsafeBytes(of: &entry.ip6addr, { IPAddress(bytes: $0) }) else { continue }
+                    result.append(ResolvedAddress(ip: ip, ttl: UInt32(max(entry.ttl, 0)), source: source))
                 }
             }
         }
-        if status != ARES_SUCCESS {
-            throw DNSError(aresStatus: status, host: host, servers: servers)
-        }
-        if result.isEmpty {
-            throw DNSError(code: .noData, message: "the answer has no \(type.family) address", host: host, servers: servers)
-        }
-        return result
+        guard status == ARES_SUCCESS else { return .failure(Status(code: status)) }
+        return result.isEmpty ? .failure(Status(code: ARES_ENODATA)) : .success(result)
     }
 }
 
