@@ -1,0 +1,69 @@
+import Synchronization
+
+extension ResolutionSource {
+    /// An address from the overrides: a hosts file or ``HostOverrides/set(_:for:)``.
+    public static let override: ResolutionSource = "override"
+}
+
+/// The override layer: names whose addresses are fixed by configuration, in the spirit of /etc/hosts and
+/// NSEtcHosts, but per application and with wildcards.
+///
+/// Two tables are kept: the one loaded from the overrides file (replaced on reload) and the one set at run time
+/// with ``set(_:for:)``, which wins. Safe to use from any thread; a change is seen by the next lookup.
+///
+/// ```swift
+/// let overrides = HostOverrides(file: try HostsFile(contentsOf: "Config/hosts").table)
+/// overrides.set([IPAddress("192.0.2.44")!], for: try HostPattern("api.example.com"))
+/// let answer = overrides.resolve(try HostName("api.example.com"), family: .any)
+/// ```
+public final class HostOverrides: Sendable {
+    private struct State {
+        var file: OverrideTable
+        var runtime: OverrideTable
+    }
+
+    private let state: Mutex<State>
+    /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
+    public let ttl: UInt32
+
+    /// Creates the layer with the table of an overrides file.
+    public init(file: OverrideTable = OverrideTable(), ttl: UInt32 = 60) {
+        self.state = Mutex(State(file: file, runtime: OverrideTable()))
+        self.ttl = ttl
+    }
+
+    /// Gives `pattern` exactly these addresses at run time, over anything the file says. An empty list removes it.
+    public func set(_ addresses: [IPAddress], for pattern: HostPattern) {
+        state.withLock { $0.runtime.set(addresses, for: pattern) }
+    }
+
+    /// Removes a run-time override; the file's entry for the name, if any, applies again.
+    public func remove(_ pattern: HostPattern) {
+        state.withLock { $0.runtime.set([], for: pattern) }
+    }
+
+    /// Replaces the file's table (on reload); run-time overrides stay.
+    public func replaceFileTable(_ table: OverrideTable) {
+        state.withLock { $0.file = table }
+    }
+
+    /// The file's table and the run-time table.
+    public var tables: (file: OverrideTable, runtime: OverrideTable) {
+        state.withLock { ($0.file, $0.runtime) }
+    }
+
+    /// The override for `name`: a run-time one first, then the file's (exact names before wildcards).
+    public func lookup(_ name: HostName) -> OverrideMatch? {
+        state.withLock { state in state.runtime.lookup(name) ?? state.file.lookup(name) }
+    }
+
+    /// The overridden addresses of `host` for `family`, IPv4 first, with source ``ResolutionSource/override``.
+    /// - Returns: `nil` when `host` is not overridden or has no address of `family` (the next layer answers then).
+    public func resolve(_ host: HostName, family: AddressFamily) -> Resolution? {
+        guard let match = lookup(host) else { return nil }
+        let v4 = family == .ipv6 ? [] : match.addresses.filter { $0.family == .ipv4 }
+        let v6 = family == .ipv4 ? [] : match.addresses.filter { $0.family == .ipv6 }
+        let addresses = (v4 + v6).map { ResolvedAddress(ip: $0, ttl: ttl, source: .override) }
+        return addresses.isEmpty ? nil : Resolution(host: host.name, addresses: addresses)
+    }
+}

@@ -1,0 +1,96 @@
+/// What an override lookup found: the addresses and the pattern that matched.
+public struct OverrideMatch: Hashable, Sendable {
+    /// The addresses, in the order they were configured.
+    public var addresses: [IPAddress]
+    /// The pattern that matched: the exact name, or the most specific wildcard.
+    public var pattern: HostPattern
+}
+
+/// An immutable set of host overrides: exact names and wildcards, each with its addresses.
+///
+/// Precedence: an exact name beats any wildcard; among wildcards the longest suffix wins. A value type with no I/O,
+/// so it is cheap to build, swap and test.
+public struct OverrideTable: Sendable {
+    private var exact: [NameKey: OverrideMatch] = [:]
+    private var wildcards: [NameKey: OverrideMatch] = [:]
+
+    /// An empty table.
+    public init() {}
+
+    /// A table from `(pattern, addresses)` pairs; addresses of repeated patterns are merged in order, without
+    /// duplicates.
+    public init(_ entries: some Sequence<(HostPattern, [IPAddress])>) {
+        for (pattern, addresses) in entries {
+            add(addresses, for: pattern)
+        }
+    }
+
+    /// The number of patterns.
+    public var count: Int { exact.count + wildcards.count }
+
+    /// Whether the table has no pattern.
+    public var isEmpty: Bool { exact.isEmpty && wildcards.isEmpty }
+
+    /// Every pattern with its addresses: exact names first, then wildcards, each group sorted by name.
+    public var entries: [OverrideMatch] {
+        exact.values.sorted { $0.pattern.description < $1.pattern.description }
+            + wildcards.values.sorted { $0.pattern.description < $1.pattern.description }
+    }
+
+    /// Adds `addresses` to `pattern`, after any it already has.
+    public mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
+        let key = Self.key(pattern)
+        if case .exact = pattern {
+            exact[key] = OverrideMatch(addresses: Self.unique((exact[key]?.addresses ?? []) + addresses), pattern: pattern)
+        } else {
+            wildcards[key] = OverrideMatch(
+                addresses: Self.unique((wildcards[key]?.addresses ?? []) + addresses),
+                pattern: pattern
+            )
+        }
+    }
+
+    /// Replaces the addresses of `pattern`; an empty list removes it.
+    public mutating func set(_ addresses: [IPAddress], for pattern: HostPattern) {
+        let value = addresses.isEmpty ? nil : OverrideMatch(addresses: Self.unique(addresses), pattern: pattern)
+        if case .exact = pattern {
+            exact[Self.key(pattern)] = value
+        } else {
+            wildcards[Self.key(pattern)] = value
+        }
+    }
+
+    /// The addresses for `name`: its exact entry, else the wildcard with the longest matching suffix.
+    public func lookup(_ name: HostName) -> OverrideMatch? {
+        let text = name.name
+        if !exact.isEmpty, let match = exact[NameKey(text)] {
+            return match
+        }
+        guard !wildcards.isEmpty else { return nil }
+        // Suffixes after each dot, longest first: a.b.example.com -> b.example.com, example.com, com.
+        let utf8 = text.utf8
+        var index = utf8.startIndex
+        while index < utf8.endIndex {
+            if utf8[index] == UInt8(ascii: ".") {
+                let start = utf8.index(after: index)
+                if let match = wildcards[NameKey(text[start...])] {
+                    return match
+                }
+            }
+            index = utf8.index(after: index)
+        }
+        return nil
+    }
+
+    private static func key(_ pattern: HostPattern) -> NameKey {
+        switch pattern {
+        case .exact(let name): NameKey(name.name)
+        case .wildcard(let suffix): NameKey(suffix.name)
+        }
+    }
+
+    private static func unique(_ addresses: [IPAddress]) -> [IPAddress] {
+        var seen = Set<IPAddress>()
+        return addresses.filter { seen.insert($0).inserted }
+    }
+}
