@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's main command: installs what hostsctl needs if missing, builds it (release), and runs it.
-#   scripts/hostsctl.sh              the demo: resolves the names of Config/demo-zone.conf through a local dnsmasq
+#   scripts/hostsctl.sh              the demo: resolves names through Config/hosts (overrides) and a local dnsmasq
+#                                    serving Config/demo-zone.conf
 #   scripts/hostsctl.sh ARGS...      runs `hostsctl ARGS...` (e.g. resolve --server 127.0.0.1:5353 --json api.test)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,7 +28,11 @@ dnsmasq --keep-in-foreground --conf-file="$work/dnsmasq.conf" --log-facility=- 2
 dnsmasq_pid=$!
 trap 'kill $dnsmasq_pid 2>/dev/null; rm -rf "$work"' EXIT
 sleep 0.3
-echo "\$ hostsctl resolve --server 127.0.0.1:$port api.demo.test www.demo.test v4.demo.test gone.demo.test localhost 192.0.2.80"
+names=(api.example.test x.cdn.example.test api.demo.test www.demo.test v4.demo.test gone.demo.test localhost 192.0.2.80)
+echo "\$ hostsctl config check Config/hosts"
+"$hostsctl" config check Config/hosts
+echo
+echo "\$ hostsctl resolve --hosts Config/hosts --server 127.0.0.1:$port ${names[*]}"
 status=0
-"$hostsctl" resolve --server "127.0.0.1:$port" api.demo.test www.demo.test v4.demo.test gone.demo.test localhost 192.0.2.80 || status=$?
+"$hostsctl" resolve --hosts Config/hosts --server "127.0.0.1:$port" "${names[@]}" || status=$?
 echo "(exit status $status: gone.demo.test does not exist, so 1 is expected)"

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Foundation
 
 /// The root of the `hostsctl` command tree.
 public struct HostsCTLCommand: AsyncParsableCommand {
@@ -7,7 +8,7 @@ public struct HostsCTLCommand: AsyncParsableCommand {
         commandName: "hostsctl",
         abstract: "Resolve host names fast and reliably: c-ares, HTTP DNS, a scored IP cache.",
         version: HostsCTLVersion.current,
-        subcommands: [ResolveCommand.self],
+        subcommands: [ResolveCommand.self, ConfigCommand.self],
         defaultSubcommand: nil
     )
 
@@ -19,4 +20,16 @@ public struct HostsCTLCommand: AsyncParsableCommand {
 public enum HostsCTLVersion {
     /// The package version.
     public static let current = "0.1.0"
+}
+
+/// Writes a line to standard error.
+func printToStandardError(_ line: String) {
+    var stream = StandardError()
+    print(line, to: &stream)
+}
+
+private struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandle.standardError.write(Data(string.utf8))
+    }
 }

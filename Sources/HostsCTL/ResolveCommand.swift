@@ -16,7 +16,7 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     /// The names to resolve.
     @Argument(help: "Host names (or IP literals) to resolve.")
-    public var hosts: [String] = []
+    public var names: [String] = []
 
     /// The DNS servers; the system's when none is given.
     @Option(
@@ -38,6 +38,10 @@ public struct ResolveCommand: AsyncParsableCommand {
     @Option(help: "How many times each query is sent before it times out.")
     public var tries: Int = 2
 
+    /// An overrides file in hosts format; its names are answered from it with source `override`.
+    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
+    public var hosts: String?
+
     /// Print JSON instead of tables.
     @Flag(help: "Print a JSON array with one object per host.")
     public var json = false
@@ -47,7 +51,7 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     /// Checks argument ranges before anything runs.
     public func validate() throws {
-        guard !hosts.isEmpty else { throw ValidationError("Give at least one host name.") }
+        guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
         guard timeout.isFinite, timeout >= 0.001, timeout <= 3600 else {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
@@ -68,7 +72,12 @@ public struct ResolveCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         defer { resolver.shutdown() }
-        let reports = await Self.resolveAll(hosts, family: family, with: resolver)
+        let overrides = try hosts.map(Self.loadOverrides)
+        let reports = await Self.resolveAll(
+            names,
+            family: family,
+            with: OverridingResolver(overrides: overrides, upstream: resolver)
+        )
         if json {
             print(ResolveReport.json(reports))
         } else {
@@ -105,6 +114,21 @@ public struct ResolveCommand: AsyncParsableCommand {
             for await (index, report) in group { reports[index] = report }
             return reports.compactMap { $0 }
         }
+    }
+
+    /// Loads an overrides file; bad lines are reported on standard error and skipped, an unreadable file is a
+    /// usage error.
+    static func loadOverrides(_ path: String) throws -> HostOverrides {
+        let file: HostsFile
+        do {
+            file = try HostsFile(contentsOf: path)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        for diagnostic in file.diagnostics {
+            printToStandardError("\(diagnostic) (line skipped)")
+        }
+        return HostOverrides(file: file.table)
     }
 
     static func parseFamily(_ text: String) throws -> AddressFamily {

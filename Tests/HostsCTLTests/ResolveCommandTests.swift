@@ -21,7 +21,7 @@ struct ResolveCommandTests {
         #expect(command.timeout == 0.5)
         #expect(command.tries == 3)
         #expect(command.json)
-        #expect(command.hosts == ["a.test", "b.test"])
+        #expect(command.names == ["a.test", "b.test"])
     }
 
     @Test(
