@@ -62,24 +62,23 @@ public struct OverrideTable: Sendable {
 
     /// The addresses for `name`: its exact entry, else the wildcard with the longest matching suffix.
     public func lookup(_ name: HostName) -> OverrideMatch? {
-        let text = name.name
-        if !exact.isEmpty, let match = exact[NameKey(text)] {
-            return match
-        }
-        guard !wildcards.isEmpty else { return nil }
-        // Suffixes after each dot, longest first: a.b.example.com -> b.example.com, example.com, com.
-        let utf8 = text.utf8
-        var index = utf8.startIndex
-        while index < utf8.endIndex {
-            if utf8[index] == UInt8(ascii: ".") {
-                let start = utf8.index(after: index)
-                if let match = wildcards[NameKey(text[start...])] {
+        if isEmpty { return nil }
+        var text = name.name
+        return text.withUTF8 { bytes in
+            let raw = UnsafeRawBufferPointer(bytes)
+            if !exact.isEmpty, let match = NameKey.withBorrowed(raw, { exact[$0] }) {
+                return match
+            }
+            guard !wildcards.isEmpty else { return nil }
+            // Suffixes after each dot, longest first: a.b.example.com -> b.example.com, example.com, com.
+            for index in raw.indices where raw[index] == UInt8(ascii: ".") {
+                let suffix = UnsafeRawBufferPointer(rebasing: raw[(index + 1)...])
+                if let match = NameKey.withBorrowed(suffix, { wildcards[$0] }) {
                     return match
                 }
             }
-            index = utf8.index(after: index)
+            return nil
         }
-        return nil
     }
 
     private static func key(_ pattern: HostPattern) -> NameKey {
