@@ -8,7 +8,7 @@ import HTTPDNS
 let hostsText: [UInt8] = {
     var text = "# generated for the benchmark\n"
     for index in 0..<100_000 {
-        let ip = index % 4 == 0 ? "2001:db8::\(String(index, radix: 16))" : "10.\(index >> 16 & 255).\(index >> 8 & 255).\(index & 255)"
+        let ip = index % 4 == 0 ? "2001:db8::\(String(index >> 16, radix: 16)):\(String(index & 0xffff, radix: 16))" : "10.\(index >> 16 & 255).\(index >> 8 & 255).\(index & 255)"
         let name = index % 2 == 0 ? "host\(index).example.test" : "*.zone\(index).example.test"
         text += "\(ip)\t\(name)\(index % 10 == 0 ? "  # comment" : "")\n"
     }

@@ -12,26 +12,31 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     /// One trailing dot (the fully qualified form) is accepted and removed.
     /// - Throws: ``DNSError`` with code ``DNSError/Code/badName`` and a message that says what is wrong.
     public init(_ text: some StringProtocol) throws(DNSError) {
-        let text = String(text)
-        var utf8 = Array(text.utf8)
-        if utf8.last == UInt8(ascii: ".") { utf8.removeLast() }
+        var text = String(text)
+        let result = text.withUTF8 { bytes in Result { () throws(DNSError) in try HostName(utf8: bytes) } }
+        self = try result.get()
+    }
+
+    /// Validates and normalises raw bytes; the only allocation is the resulting string (none up to 15 bytes).
+    init(utf8 input: UnsafeBufferPointer<UInt8>) throws(DNSError) {
+        var bytes = input
+        if bytes.last == UInt8(ascii: ".") { bytes = UnsafeBufferPointer(rebasing: bytes.dropLast()) }
         func fail(_ reason: String) -> DNSError {
-            DNSError(code: .badName, message: "invalid host name: \(reason)", host: HostName.printable(text))
+            let text = HostName.printable(String(decoding: input, as: UTF8.self))
+            return DNSError(code: .badName, message: "invalid host name: \(reason)", host: text)
         }
-        guard !utf8.isEmpty else { throw fail("the name is empty") }
-        guard utf8.count <= 253 else { throw fail("the name is \(utf8.count) bytes long; at most 253 are allowed") }
+        guard !bytes.isEmpty else { throw fail("the name is empty") }
+        guard bytes.count <= 253 else { throw fail("the name is \(bytes.count) bytes long; at most 253 are allowed") }
         var labelLength = 0
-        for (offset, byte) in utf8.enumerated() {
+        for (offset, byte) in bytes.enumerated() {
             switch byte {
             case UInt8(ascii: "."):
                 guard labelLength > 0 else { throw fail("empty label at byte \(offset)") }
                 labelLength = 0
                 continue
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "_"):
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
                 break
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"):
-                utf8[offset] = byte + 32
             case 0..<0x20, 0x7F:
                 throw fail("control character 0x\(String(byte, radix: 16)) at byte \(offset)")
             case 0x80...:
@@ -43,7 +48,12 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
             guard labelLength <= 63 else { throw fail("a label is longer than 63 bytes (at byte \(offset))") }
         }
         guard labelLength > 0 else { throw fail("the name ends with an empty label") }
-        self.name = String(decoding: utf8, as: UTF8.self)
+        self.name = String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (index, byte) in bytes.enumerated() {
+                buffer[index] = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+            }
+            return bytes.count
+        }
     }
 
     /// The normalised name.

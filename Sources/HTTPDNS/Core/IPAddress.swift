@@ -75,6 +75,22 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         self = parsed
     }
 
+    /// Parses an IP literal from raw bytes without allocating (no brackets, no zone identifier).
+    init?(literalBytes bytes: UnsafeBufferPointer<UInt8>) {
+        guard !bytes.isEmpty, bytes.count <= 45 else { return nil }
+        let isV6 = bytes.contains(UInt8(ascii: ":"))
+        let parsed = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 46) { text -> IPAddress? in
+            for (index, byte) in bytes.enumerated() { text[index] = CChar(bitPattern: byte) }
+            text[bytes.count] = 0
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { raw -> IPAddress? in
+                guard inet_pton(isV6 ? AF_INET6 : AF_INET, text.baseAddress, raw.baseAddress) == 1 else { return nil }
+                return IPAddress(bytes: UnsafeBufferPointer(rebasing: raw[0..<(isV6 ? 16 : 4)]))
+            }
+        }
+        guard let parsed else { return nil }
+        self = parsed
+    }
+
     /// The family of this address: ``AddressFamily/ipv4`` or ``AddressFamily/ipv6``.
     public var family: AddressFamily {
         switch storage {

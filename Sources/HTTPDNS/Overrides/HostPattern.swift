@@ -17,17 +17,24 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     /// Parses `name` or `*.suffix`. Matching is case-insensitive and ignores one trailing dot.
     /// - Throws: ``DNSError`` with ``DNSError/Code/badName`` saying what is wrong.
     public init(_ text: some StringProtocol) throws(DNSError) {
-        let text = String(text)
-        if text.hasPrefix("*.") {
-            self = .wildcard(suffix: try HostName(text.dropFirst(2)))
-        } else if text.contains("*") {
+        var text = String(text)
+        let result = text.withUTF8 { bytes in Result { () throws(DNSError) in try HostPattern(utf8: bytes) } }
+        self = try result.get()
+    }
+
+    /// Parses raw bytes; allocates only the name.
+    init(utf8 bytes: UnsafeBufferPointer<UInt8>) throws(DNSError) {
+        if bytes.count >= 2, bytes[0] == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ".") {
+            self = .wildcard(suffix: try HostName(utf8: UnsafeBufferPointer(rebasing: bytes.dropFirst(2))))
+        } else if bytes.contains(UInt8(ascii: "*")) {
+            let text = String(decoding: bytes, as: UTF8.self)
             throw DNSError(
                 code: .badName,
                 message: "invalid wildcard '\(HostName.printable(text))': only a leading '*.' is allowed, as in *.example.com",
                 host: HostName.printable(text)
             )
         } else {
-            self = .exact(try HostName(text))
+            self = .exact(try HostName(utf8: bytes))
         }
     }
 
@@ -40,65 +47,120 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A dictionary key over the bytes of a normalised name, with its hash computed once.
+/// An open-addressing hash index from normalised names (as bytes) to values, built for lookups that allocate
+/// and retain nothing.
 ///
-/// Keys stored in a table own their bytes. Keys built for a lookup borrow the bytes of the name being looked up
-/// (``withBorrowed(_:_:)``) and live only inside that lookup, so probing every suffix of a name (for wildcards)
-/// allocates and retains nothing. Equality checks the hash first, then the bytes with `memcmp`.
-struct NameKey: Hashable, @unchecked Sendable {
-    private enum Storage {
-        case owned([UInt8])
-        case borrowed(UnsafeRawBufferPointer)
+/// Hashes live in a plain `[Int]`, so a probe touches only integers; the bytes of a candidate are compared (with
+/// `memcmp`) only when its hash matches. Removing a name keeps its slot and clears its value, so the index never
+/// needs tombstones; it is rebuilt when it grows.
+struct NameIndex<Value: Sendable>: Sendable {
+    /// Per slot: the name's hash (never 0), or 0 for an empty slot.
+    private var hashes: [Int]
+    /// Per slot: the index into `starts` and `values`.
+    private var entries: [Int32]
+    /// Every name's bytes, one after the other; entry `i` is `arena[starts[i]..<starts[i + 1]]`.
+    private var arena: [UInt8] = []
+    private var starts: [Int] = [0]
+    private var values: [Value?] = []
+    private var liveCount = 0
+
+    init() {
+        hashes = [Int](repeating: 0, count: 16)
+        entries = [Int32](repeating: -1, count: 16)
     }
 
-    // `@unchecked Sendable`: a borrowed key never leaves the `withBorrowed` closure that made it; owned keys are
-    // immutable arrays.
-    private let storage: Storage
-    private let hashCode: Int
+    /// The number of names with a value.
+    var count: Int { liveCount }
 
-    /// A key that owns a copy of `text`'s bytes.
-    init(_ text: String) {
-        let bytes = Array(text.utf8)
-        self.storage = .owned(bytes)
-        self.hashCode = bytes.withUnsafeBytes(Self.hash)
+    /// Every name with its value.
+    var all: [(name: [UInt8], value: Value)] {
+        values.indices.compactMap { entry in values[entry].map { (Array(arena[starts[entry]..<starts[entry + 1]]), $0) } }
     }
 
-    private init(borrowing bytes: UnsafeRawBufferPointer) {
-        self.storage = .borrowed(bytes)
-        self.hashCode = Self.hash(bytes)
+    /// The value for the name whose bytes are `name`.
+    func lookup(_ name: UnsafeRawBufferPointer) -> Value? {
+        guard liveCount > 0, let entry = find(name, hash: Self.hash(name)) else { return nil }
+        return values[entry]
     }
 
-    /// Calls `body` with a key over `bytes`; the key must not escape.
-    static func withBorrowed<Result>(_ bytes: UnsafeRawBufferPointer, _ body: (NameKey) -> Result) -> Result {
-        body(NameKey(borrowing: bytes))
+    /// The current value for `name`, if any.
+    subscript(name: String) -> Value? {
+        get {
+            var name = name
+            return name.withUTF8 { lookup(UnsafeRawBufferPointer($0)) }
+        }
+        set {
+            var text = name
+            let hash = text.withUTF8 { Self.hash(UnsafeRawBufferPointer($0)) }
+            if let entry = text.withUTF8({ find(UnsafeRawBufferPointer($0), hash: hash) }) {
+                liveCount += (values[entry] == nil ? 0 : -1) + (newValue == nil ? 0 : 1)
+                values[entry] = newValue
+                return
+            }
+            guard let newValue else { return }
+            if (values.count + 1) * 4 > hashes.count * 3 { grow() }
+            arena.append(contentsOf: name.utf8)
+            starts.append(arena.count)
+            values.append(newValue)
+            liveCount += 1
+            insert(entry: values.count - 1, hash: hash)
+        }
     }
 
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(hashCode)
-    }
-
-    static func == (lhs: NameKey, rhs: NameKey) -> Bool {
-        guard lhs.hashCode == rhs.hashCode else { return false }
-        return lhs.withBytes { left in
-            rhs.withBytes { right in
-                left.count == right.count && (left.count == 0 || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
+    private func find(_ name: UnsafeRawBufferPointer, hash: Int) -> Int? {
+        // Each buffer is entered once, so probing costs no reference counting.
+        hashes.withUnsafeBufferPointer { hashes in
+            entries.withUnsafeBufferPointer { entries in
+                starts.withUnsafeBufferPointer { starts in
+                    arena.withUnsafeBytes { arena -> Int? in
+                        let mask = hashes.count - 1
+                        var slot = hash & mask
+                        while true {
+                            let stored = hashes[slot]
+                            if stored == 0 { return nil }
+                            if stored == hash {
+                                let entry = Int(entries[slot])
+                                let start = starts[entry]
+                                let length = starts[entry + 1] - start
+                                if length == name.count
+                                    && (length == 0 || memcmp(arena.baseAddress! + start, name.baseAddress!, length) == 0)
+                                {
+                                    return entry
+                                }
+                            }
+                            slot = (slot + 1) & mask
+                        }
+                    }
+                }
             }
         }
     }
 
-    private func withBytes<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        switch storage {
-        case .owned(let bytes): bytes.withUnsafeBytes(body)
-        case .borrowed(let bytes): body(bytes)
+    private mutating func insert(entry: Int, hash: Int) {
+        let mask = hashes.count - 1
+        var slot = hash & mask
+        while hashes[slot] != 0 { slot = (slot + 1) & mask }
+        hashes[slot] = hash
+        entries[slot] = Int32(entry)
+    }
+
+    private mutating func grow() {
+        let capacity = hashes.count * 2
+        hashes = [Int](repeating: 0, count: capacity)
+        entries = [Int32](repeating: -1, count: capacity)
+        for entry in values.indices {
+            let hash = arena.withUnsafeBytes { Self.hash(UnsafeRawBufferPointer(rebasing: $0[starts[entry]..<starts[entry + 1]])) }
+            insert(entry: entry, hash: hash)
         }
     }
 
-    /// 64-bit FNV-1a: cheap for short names; the dictionary seeds its own hasher on top of it.
-    private static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
+    /// 64-bit FNV-1a, never 0 (0 marks an empty slot), mixed so the low bits used for the slot spread well.
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
-        return Int(truncatingIfNeeded: hash)
+        hash ^= hash >> 29
+        return Int(truncatingIfNeeded: hash | 1)
     }
 }

@@ -99,8 +99,10 @@ public struct HostsFile: Sendable {
         guard line.count <= maximumLineLength else {
             return .problems([problem(0, "line is \(line.count) bytes long; at most \(maximumLineLength) are allowed")])
         }
-        // Fields: runs of bytes other than space and tab, up to a '#'.
-        var fields: [(column: Int, bytes: UnsafeBufferPointer<UInt8>)] = []
+        // Fields: runs of bytes other than space and tab, up to a '#'. The first is the address, the rest names.
+        var address: IPAddress?
+        var patterns: [HostPattern] = []
+        var problems: [ConfigDiagnostic] = []
         var index = 0
         while index < line.count {
             let byte = line[index]
@@ -115,31 +117,30 @@ public struct HostsFile: Sendable {
             {
                 index += 1
             }
-            fields.append((start + 1, UnsafeBufferPointer(rebasing: line[start..<index])))
-        }
-        guard let first = fields.first else { return .empty }
-        for field in fields {
-            if let problemText = byteProblem(field.bytes, line: line) {
-                return .problems([problem(field.column + problemText.offset, problemText.message)])
+            let field = UnsafeBufferPointer(rebasing: line[start..<index])
+            let column = start + 1
+            if let bad = byteProblem(field, line: line) {
+                return .problems([problem(column + bad.offset, bad.message)])
             }
-        }
-        let ipText = String(decoding: first.bytes, as: UTF8.self)
-        guard let address = IPAddress(ipText) else {
-            let hint = ipText.contains("%") ? " (zone identifiers are not supported)" : ""
-            return .problems([problem(first.column, "'\(HostName.printable(ipText))' is not an IPv4 or IPv6 address\(hint)")])
-        }
-        guard fields.count > 1 else {
-            return .problems([problem(first.column, "no host name after the address \(address)")])
-        }
-        var patterns: [HostPattern] = []
-        var problems: [ConfigDiagnostic] = []
-        for field in fields.dropFirst() {
-            let text = String(decoding: field.bytes, as: UTF8.self)
+            guard address != nil else {
+                guard let ip = IPAddress(literalBytes: field) else {
+                    let text = String(decoding: field, as: UTF8.self)
+                    let hint = text.contains("%") ? " (zone identifiers are not supported)" : ""
+                    return .problems([problem(column, "'\(HostName.printable(text))' is not an IPv4 or IPv6 address\(hint)")])
+                }
+                address = ip
+                continue
+            }
             do {
-                patterns.append(try HostPattern(text))
+                patterns.append(try HostPattern(utf8: field))
             } catch {
-                problems.append(problem(field.column, error.message))
+                problems.append(problem(column, error.message))
             }
+        }
+        guard let address else { return .empty }
+        if patterns.isEmpty && problems.isEmpty {
+            return .problems([problem(1 + (line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? 0),
+                "no host name after the address \(address)")])
         }
         let entry = Entry(address: address, patterns: patterns, line: number)
         if problems.isEmpty { return .entry(entry) }

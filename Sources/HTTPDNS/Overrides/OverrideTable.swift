@@ -11,8 +11,8 @@ public struct OverrideMatch: Hashable, Sendable {
 /// Precedence: an exact name beats any wildcard; among wildcards the longest suffix wins. A value type with no I/O,
 /// so it is cheap to build, swap and test.
 public struct OverrideTable: Sendable {
-    private var exact: [NameKey: OverrideMatch] = [:]
-    private var wildcards: [NameKey: OverrideMatch] = [:]
+    private var exact = NameIndex<OverrideMatch>()
+    private var wildcards = NameIndex<OverrideMatch>()
 
     /// An empty table.
     public init() {}
@@ -29,24 +29,23 @@ public struct OverrideTable: Sendable {
     public var count: Int { exact.count + wildcards.count }
 
     /// Whether the table has no pattern.
-    public var isEmpty: Bool { exact.isEmpty && wildcards.isEmpty }
+    public var isEmpty: Bool { exact.count == 0 && wildcards.count == 0 }
 
     /// Every pattern with its addresses: exact names first, then wildcards, each group sorted by name.
     public var entries: [OverrideMatch] {
-        exact.values.sorted { $0.pattern.description < $1.pattern.description }
-            + wildcards.values.sorted { $0.pattern.description < $1.pattern.description }
+        exact.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
+            + wildcards.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
     }
 
     /// Adds `addresses` to `pattern`, after any it already has.
     public mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
         let key = Self.key(pattern)
         if case .exact = pattern {
-            exact[key] = OverrideMatch(addresses: Self.unique((exact[key]?.addresses ?? []) + addresses), pattern: pattern)
+            let merged = exact[key].map { Self.unique($0.addresses + addresses) } ?? Self.unique(addresses)
+            exact[key] = OverrideMatch(addresses: merged, pattern: pattern)
         } else {
-            wildcards[key] = OverrideMatch(
-                addresses: Self.unique((wildcards[key]?.addresses ?? []) + addresses),
-                pattern: pattern
-            )
+            let merged = wildcards[key].map { Self.unique($0.addresses + addresses) } ?? Self.unique(addresses)
+            wildcards[key] = OverrideMatch(addresses: merged, pattern: pattern)
         }
     }
 
@@ -66,14 +65,14 @@ public struct OverrideTable: Sendable {
         var text = name.name
         return text.withUTF8 { bytes in
             let raw = UnsafeRawBufferPointer(bytes)
-            if !exact.isEmpty, let match = NameKey.withBorrowed(raw, { exact[$0] }) {
+            if let match = exact.lookup(raw) {
                 return match
             }
-            guard !wildcards.isEmpty else { return nil }
+            guard wildcards.count > 0 else { return nil }
             // Suffixes after each dot, longest first: a.b.example.com -> b.example.com, example.com, com.
             for index in raw.indices where raw[index] == UInt8(ascii: ".") {
                 let suffix = UnsafeRawBufferPointer(rebasing: raw[(index + 1)...])
-                if let match = NameKey.withBorrowed(suffix, { wildcards[$0] }) {
+                if let match = wildcards.lookup(suffix) {
                     return match
                 }
             }
@@ -81,14 +80,21 @@ public struct OverrideTable: Sendable {
         }
     }
 
-    private static func key(_ pattern: HostPattern) -> NameKey {
+    private static func key(_ pattern: HostPattern) -> String {
         switch pattern {
-        case .exact(let name): NameKey(name.name)
-        case .wildcard(let suffix): NameKey(suffix.name)
+        case .exact(let name): name.name
+        case .wildcard(let suffix): suffix.name
         }
     }
 
     private static func unique(_ addresses: [IPAddress]) -> [IPAddress] {
+        if addresses.count < 2 { return addresses }
+        if addresses.count <= 16 {
+            var result: [IPAddress] = []
+            result.reserveCapacity(addresses.count)
+            for address in addresses where !result.contains(address) { result.append(address) }
+            return result
+        }
         var seen = Set<IPAddress>()
         return addresses.filter { seen.insert($0).inserted }
     }
