@@ -16,25 +16,6 @@ enum DNSAnswerParser {
     /// At most this many addresses are taken from one answer.
     static let maximumAddresses = 256
 
-    /// Parses the `A` or `AAAA` records of `message`.
-    /// - Throws: ``DNSError/Code/noData`` when the answer holds no record of `type`,
-    ///   ``DNSError/Code/badResponse`` when it is malformed.
-    static func addresses(
-        in message: [UInt8],
-        type: DNSRecordType,
-        source: ResolutionSource,
-        host: String,
-        servers: [String]
-    ) throws(DNSError) -> [ResolvedAddress] {
-        let outcome = message.withUnsafeBufferPointer { parse($0, type: type, source: source) }
-        switch outcome {
-        case .success(let addresses):
-            return addresses
-        case .failure(let status):
-            throw DNSError(aresStatus: status.code, host: host, servers: servers)
-        }
-    }
-
     /// A c-ares status that is not `ARES_SUCCESS`.
     struct Status: Error {
         var code: Int32
