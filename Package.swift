@@ -17,6 +17,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // The system c-ares library. Only files in Sources/HTTPDNS/CAres import it.
@@ -25,12 +29,19 @@ let package = Package(
             pkgConfig: "libcares",
             providers: [.apt(["libc-ares-dev"])]
         ),
-        // The resolver module: core types, the c-ares resolver, and (later) HTTP DNS, cache and overrides.
+        // The resolver module: core types, the c-ares resolver, HTTP DNS (DoH and vendor APIs) and overrides.
         .target(
             name: "HTTPDNS",
             dependencies: [
                 "CAres",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
@@ -52,16 +63,28 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // Launchers for the real servers the tests talk to (dnsmasq on loopback high ports).
+        // Launchers for the real servers the tests talk to (dnsmasq, dnsdist, local HTTP servers on loopback).
         .target(
             name: "TestSupport",
-            dependencies: ["HTTPDNS"],
+            dependencies: [
+                "HTTPDNS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "HTTPDNSTests",
-            dependencies: ["HTTPDNS", "TestSupport"],
+            dependencies: [
+                "HTTPDNS",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

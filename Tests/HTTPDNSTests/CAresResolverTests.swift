@@ -57,10 +57,10 @@ struct CAresResolverTests {
                 #expect(error.host == "nope.test")
                 #expect(error.servers == [server.address.description])
             }
-            await Self.expectCode(.noData) { try await resolver.resolve(try HostName("v4only.test"), family: .ipv6) }
-            await Self.expectCode(.noData) { try await resolver.resolve(try HostName("v6only.test"), family: .ipv4) }
+            await expectDNSError(.noData) { try await resolver.resolve(try HostName("v4only.test"), family: .ipv6) }
+            await expectDNSError(.noData) { try await resolver.resolve(try HostName("v6only.test"), family: .ipv4) }
             // dnsmasq answers NOERROR with only the CNAME when the target is unknown.
-            await Self.expectCode(.noData) { try await resolver.resolve(try HostName("dangling.test"), family: .ipv4) }
+            await expectDNSError(.noData) { try await resolver.resolve(try HostName("dangling.test"), family: .ipv4) }
             // One family answering is enough for .any.
             let v4only = try await resolver.resolve(try HostName("v4only.test"), family: .any)
             #expect(Self.ips(v4only) == ["192.0.2.10"])
@@ -76,7 +76,7 @@ struct CAresResolverTests {
         try await DNSMasq.with { server in
             let resolver = try Self.resolver([server.address])
             // dnsmasq refuses names outside its local zone because it has no upstream.
-            await Self.expectCode(.refused) { try await resolver.resolve(try HostName("outside.example"), family: .ipv4) }
+            await expectDNSError(.refused) { try await resolver.resolve(try HostName("outside.example"), family: .ipv4) }
         }
     }
 
@@ -85,14 +85,14 @@ struct CAresResolverTests {
         let silent = try BoundUDPSocket()
         defer { silent.close() }
         let resolver = try Self.resolver([silent.address], timeout: .milliseconds(150), tries: 2)
-        await Self.expectCode(.timeout) { try await resolver.resolve(try HostName("multi.test"), family: .any) }
+        await expectDNSError(.timeout) { try await resolver.resolve(try HostName("multi.test"), family: .any) }
     }
 
     @Test("a closed port gives connectionRefused")
     func closedPort() async throws {
         let port = try FreePort.udp()
         let resolver = try Self.resolver([ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)], tries: 1)
-        await Self.expectCode(.connectionRefused) { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
+        await expectDNSError(.connectionRefused) { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
     }
 
     @Test("a dead server is skipped in favour of the next one")
@@ -116,12 +116,12 @@ struct CAresResolverTests {
         #expect(literal.addresses == [ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 7), ttl: ResolvedAddress.maximumTTL, source: .literal)])
         let v6 = try await resolver.resolve("[2001:DB8::7]", family: .ipv6)
         #expect(Self.ips(v6) == ["2001:db8::7"])
-        await Self.expectCode(.noData) { try await resolver.resolve("192.0.2.7", family: .ipv6) }
+        await expectDNSError(.noData) { try await resolver.resolve("192.0.2.7", family: .ipv6) }
         let local = try await resolver.resolve("localhost.", family: .any)
         #expect(Self.ips(local) == ["127.0.0.1", "::1"])
         #expect(local.addresses.allSatisfy { $0.source == .localhost })
         for bad in ["", "a..b", String(repeating: "x", count: 254), "a\u{0}b", "a\nb", "\u{7F}"] {
-            await Self.expectCode(.badName) { try await resolver.resolve(bad, family: .any) }
+            await expectDNSError(.badName) { try await resolver.resolve(bad, family: .any) }
         }
         #expect(resolver.loop.wakeups.load(ordering: .relaxed) == 0, "nothing was sent")
     }
@@ -143,7 +143,7 @@ struct CAresResolverTests {
         // Bounded far below the 3 s c-ares timeout: the cancelled caller did not wait for c-ares.
         #expect(clock.now - start < .seconds(2))
         // The other query on the same channel is untouched and ends with its own timeout.
-        await Self.expectCode(.timeout) { try await survivor.value }
+        await expectDNSError(.timeout) { try await survivor.value }
     }
 
     @Test("cancelling some of many queries leaves the others answered")
@@ -266,8 +266,8 @@ struct CAresResolverTests {
         let pending = Task { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
         try await Task.sleep(for: .milliseconds(100))
         resolver.shutdown()
-        await Self.expectCode(.shutdown) { try await pending.value }
-        await Self.expectCode(.shutdown) { try await resolver.resolve(try HostName("b.test"), family: .ipv4) }
+        await expectDNSError(.shutdown) { try await pending.value }
+        await expectDNSError(.shutdown) { try await resolver.resolve(try HostName("b.test"), family: .ipv4) }
         resolver.shutdown()
     }
 
@@ -295,18 +295,4 @@ struct CAresResolverTests {
         }
     }
 
-    static func expectCode(
-        _ code: DNSError.Code,
-        sourceLocation: SourceLocation = #_sourceLocation,
-        _ body: () async throws -> Resolution
-    ) async {
-        do {
-            let answer = try await body()
-            Issue.record("expected \(code), got \(answer)", sourceLocation: sourceLocation)
-        } catch let error as DNSError {
-            #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
-        }
-    }
 }

@@ -48,6 +48,14 @@ public final class ChildProcess: Sendable {
         return waitpid(pid, &status, WNOHANG) == 0
     }
 
+    /// Waits for the child to exit and returns its exit status (128 + signal when killed, -1 if already reaped).
+    public func wait() -> Int32 {
+        var status: Int32 = 0
+        guard waitpid(pid, &status, 0) == pid else { return -1 }
+        if status & 0x7f == 0 { return (status >> 8) & 0xff }
+        return 128 + (status & 0x7f)
+    }
+
     /// Sends `signal` and waits for the child to exit; SIGKILL after 3 s if it is still there. Idempotent.
     public func stop(signal: Int32 = SIGTERM) {
         guard isRunning else { return }

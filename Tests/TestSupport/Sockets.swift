@@ -12,6 +12,46 @@ public enum FreePort {
         defer { socket.close() }
         return socket.port
     }
+
+    /// A TCP port on 127.0.0.1 that was free a moment ago.
+    public static func tcp() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else { throw TestServerError("bind() failed: errno \(errno)") }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Polls until something accepts TCP connections on `ip:port`, every 50 ms for up to 10 s.
+    public static func waitUntilAccepting(ip: String = "127.0.0.1", port: UInt16, while alive: () -> Bool) -> Bool {
+        for _ in 0..<200 {
+            guard alive() else { return false }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { return false }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr(ip)
+            address.sin_port = port.bigEndian
+            let connected = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
+            }
+            Glibc.close(fd)
+            if connected { return true }
+            usleep(50_000)
+        }
+        return false
+    }
 }
 
 /// A UDP socket bound to 127.0.0.1 on a free port that never reads or answers: a DNS server that stalls.

@@ -118,30 +118,7 @@ public final class CAresResolver: HostNameResolver {
         case .any:
             async let v4 = Result(catching: { try await self.query(host, type: .a) })
             let v6 = await Result(catching: { try await self.query(host, type: .aaaa) })
-            return try Resolution(host: host.name, addresses: combine(await v4, v6, host: host))
-        }
-    }
-
-    private func combine(
-        _ v4: Result<[ResolvedAddress], any Error>,
-        _ v6: Result<[ResolvedAddress], any Error>,
-        host: HostName
-    ) throws -> [ResolvedAddress] {
-        switch (v4, v6) {
-        case (.success(let a), .success(let b)):
-            return a + b
-        case (.failure(let error as CancellationError), _), (_, .failure(let error as CancellationError)):
-            throw error
-        case (.success(let a), .failure(let error)), (.failure(let error), .success(let a)):
-            if let error = error as? DNSError, error.code != .noData {
-                logger.debug("one address family failed", metadata: ["host": "\(host)", "error": "\(error)"])
-            }
-            return a
-        case (.failure(let first), .failure(let second)):
-            let codes = [first, second].compactMap { ($0 as? DNSError)?.code }
-            if codes.contains(.notFound) { throw [first, second].first { ($0 as? DNSError)?.code == .notFound }! }
-            if codes.allSatisfy({ $0 == .noData }) { throw first }
-            throw (first as? DNSError)?.code == .noData ? second : first
+            return try Resolution(host: host.name, addresses: DualStack.merge(await v4, v6, host: host, logger: logger))
         }
     }
 
@@ -163,17 +140,6 @@ public final class CAresResolver: HostNameResolver {
             return addresses
         case .failure(let status):
             throw DNSError(aresStatus: status, host: host.name, servers: loop.servers)
-        }
-    }
-}
-
-extension Result where Failure == any Error {
-    /// Captures the outcome of an async throwing call.
-    init(catching body: () async throws -> Success) async {
-        do {
-            self = .success(try await body())
-        } catch {
-            self = .failure(error)
         }
     }
 }

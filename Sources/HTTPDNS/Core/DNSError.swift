@@ -11,6 +11,8 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
             case badQuery, badName, badFamily, badResponse, connectionRefused, timeout, endOfFile
             case fileError, noMemory, shutdown, badString, badFlags, noName, badHints, notInitialized
             case cancelled, badService, invalidServer, invalidConfiguration, internalError
+            case questionMismatch, responseTooLarge, httpStatus, tlsFailure, transportFailure
+            case privateAddress, signatureExpired, invalidSignature, decryptionFailed
         }
 
         let value: Value
@@ -67,6 +69,25 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidServer = Code(.invalidServer)
         /// A resolver option is out of range.
         public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// The answer was for another question than the one asked (name, type or class differ).
+        public static let questionMismatch = Code(.questionMismatch)
+        /// An HTTP DNS response body was larger than the cap (64 KiB).
+        public static let responseTooLarge = Code(.responseTooLarge)
+        /// An HTTP DNS endpoint answered with an HTTP status other than 200, or a body of the wrong type.
+        public static let httpStatus = Code(.httpStatus)
+        /// The TLS handshake failed: an untrusted or expired certificate, or one for another name.
+        public static let tlsFailure = Code(.tlsFailure)
+        /// An HTTP DNS endpoint could not be reached or the connection broke (refused, reset, closed early).
+        public static let transportFailure = Code(.transportFailure)
+        /// An HTTP DNS answer mapped a public name to a private, loopback, link-local or unspecified
+        /// address, and the provider's private-address guard rejected it.
+        public static let privateAddress = Code(.privateAddress)
+        /// A signed HTTPDNS request reached the server after its expiry time.
+        public static let signatureExpired = Code(.signatureExpired)
+        /// The HTTPDNS server rejected the request signature (wrong secret or account).
+        public static let invalidSignature = Code(.invalidSignature)
+        /// An encrypted HTTPDNS answer could not be decrypted (wrong key, corrupt body).
+        public static let decryptionFailed = Code(.decryptionFailed)
         /// An unexpected internal failure; the message says which.
         public static let internalError = Code(.internalError)
 

@@ -1,0 +1,58 @@
+/// Where an address can be reached from, for the private-address guard of HTTP DNS answers.
+public enum AddressScope: String, Sendable, Hashable, CustomStringConvertible {
+    /// A globally routable unicast address (this includes documentation and benchmarking ranges).
+    case global
+    /// A private network: 10/8, 172.16/12, 192.168/16, 100.64/10 (carrier-grade NAT) or IPv6 fc00::/7.
+    case privateNetwork = "private"
+    /// The host itself: 127/8 or ::1.
+    case loopback
+    /// Link-local: 169.254/16 or fe80::/10.
+    case linkLocal = "link-local"
+    /// This network or no address: 0/8 or ::.
+    case unspecified
+    /// Multicast (224/4, ff00::/8) or the limited broadcast address; never a server.
+    case multicast
+
+    /// The scope's name: `global`, `private`, `loopback`, `link-local`, `unspecified`, `multicast`.
+    public var description: String { rawValue }
+}
+
+extension IPAddress {
+    /// The scope of the address. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) have the scope of
+    /// their IPv4 address, so the guard cannot be sidestepped by writing a private address in IPv6 form.
+    public var scope: AddressScope {
+        switch storage {
+        case .v4(let value):
+            return Self.scope(ofIPv4: value)
+        case .v6(let high, let low):
+            if high == 0, low >> 32 == 0xffff { return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low)) }
+            if high == 0, low == 0 { return .unspecified }
+            if high == 0, low == 1 { return .loopback }
+            let top = high >> 48
+            if top & 0xfe00 == 0xfc00 { return .privateNetwork }
+            if top & 0xffc0 == 0xfe80 { return .linkLocal }
+            if top & 0xff00 == 0xff00 { return .multicast }
+            return .global
+        }
+    }
+
+    /// `true` unless the address is ``AddressScope/global``: the addresses an HTTP DNS answer for a public
+    /// name must not carry unless the provider allows it.
+    public var isNonPublic: Bool { scope != .global }
+
+    private static func scope(ofIPv4 value: UInt32) -> AddressScope {
+        switch value >> 24 {
+        case 0: return .unspecified
+        case 10: return .privateNetwork
+        case 127: return .loopback
+        case 224...239: return .multicast
+        default: break
+        }
+        if value == 0xffff_ffff { return .multicast }
+        if value & 0xfff0_0000 == 0xac10_0000 { return .privateNetwork }  // 172.16/12
+        if value & 0xffff_0000 == 0xc0a8_0000 { return .privateNetwork }  // 192.168/16
+        if value & 0xffc0_0000 == 0x6440_0000 { return .privateNetwork }  // 100.64/10
+        if value & 0xffff_0000 == 0xa9fe_0000 { return .linkLocal }  // 169.254/16
+        return .global
+    }
+}

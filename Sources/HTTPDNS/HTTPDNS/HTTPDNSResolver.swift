@@ -1,0 +1,333 @@
+import Crypto
+import Foundation
+public import Logging
+import NIOHTTP1
+
+/// Resolves names through an HTTP DNS service: DNS-over-HTTPS (RFC 8484 wire format or the JSON API) or a
+/// vendor HTTPDNS API (Alibaba-style, Tencent DNSPod-style).
+///
+/// Answers cannot be hijacked or steered by the local network's resolver: they come over HTTPS from a server
+/// reached through fixed bootstrap addresses (see ``HTTPDNSEndpoint``), with the certificate checked against
+/// the endpoint's name. Endpoints are tried in order; an endpoint that cannot be reached, stalls, answers with
+/// an HTTP error, garbage or SERVFAIL is skipped for the next one, while a definite answer (NXDOMAIN, no data,
+/// a rejected signature) ends the lookup.
+///
+/// By default an answer that maps a name to a private, loopback, link-local or unspecified address is
+/// rejected with ``DNSError/Code/privateAddress`` (DNS rebinding and SSRF protection); set
+/// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
+public final class HTTPDNSResolver: HostNameResolver {
+    /// The wire protocol of an HTTP DNS service.
+    public struct API: Sendable, CustomStringConvertible {
+        enum Kind: Sendable {
+            case dnsMessage(DoHMethod)
+            case dnsJSON
+            case alibaba(account: String, secret: HTTPDNSSecret?, signatureLifetime: Duration)
+            case tencent(account: String?, key: HTTPDNSSecret?)
+        }
+
+        /// How RFC 8484 queries are sent.
+        public enum DoHMethod: String, Sendable, CaseIterable {
+            /// `GET ?dns=` with the query in unpadded base64url.
+            case get
+            /// `POST` with the query as an `application/dns-message` body.
+            case post
+        }
+
+        let kind: Kind
+
+        /// DNS-over-HTTPS, RFC 8484 wire format (`application/dns-message`).
+        public static func dnsMessage(method: DoHMethod = .get) -> API { API(kind: .dnsMessage(method)) }
+
+        /// The JSON DNS API (`application/dns-json`, `?name=&type=`) of Google and Cloudflare.
+        public static let dnsJSON = API(kind: .dnsJSON)
+
+        /// The Alibaba-style HTTPDNS API: `/{account}/d`, or `/{account}/sign_d` when a secret is given.
+        /// - Parameters:
+        ///   - account: The account ID (letters, digits, `-`, `_`).
+        ///   - secret: The signing secret; requests are signed when present.
+        ///   - signatureLifetime: How long a signature stays valid after it is made (default 10 minutes).
+        public static func alibaba(
+            account: String,
+            secret: HTTPDNSSecret? = nil,
+            signatureLifetime: Duration = .seconds(600)
+        ) -> API {
+            API(kind: .alibaba(account: account, secret: secret, signatureLifetime: signatureLifetime))
+        }
+
+        /// The Tencent DNSPod-style API: `/d?dn=`. With a key, names and answers are AES-CBC encrypted and
+        /// the account ID is sent as `id`.
+        /// - Parameters:
+        ///   - account: The account ID, required with a key.
+        ///   - key: The AES key (16, 24 or 32 bytes of text).
+        public static func tencent(account: String? = nil, key: HTTPDNSSecret? = nil) -> API {
+            API(kind: .tencent(account: account, key: key))
+        }
+
+        /// A short name for the API: `doh`, `doh-json`, `alibaba`, `tencent`; used as the default source name.
+        public var description: String {
+            switch kind {
+            case .dnsMessage: "doh"
+            case .dnsJSON: "doh-json"
+            case .alibaba: "alibaba"
+            case .tencent: "tencent"
+            }
+        }
+    }
+
+    /// What a resolver talks to and how.
+    public struct Configuration: Sendable {
+        /// The name answers are tagged with (``ResolutionSource``); the API's name when not set.
+        public var name: String
+        /// The wire protocol.
+        public var api: API
+        /// The endpoints, tried in order.
+        public var endpoints: [HTTPDNSEndpoint]
+        /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
+        public var allowNonPublicAddresses: Bool
+
+        /// Creates a configuration.
+        public init(
+            name: String? = nil,
+            api: API,
+            endpoints: [HTTPDNSEndpoint],
+            allowNonPublicAddresses: Bool = false
+        ) {
+            self.name = name ?? api.description
+            self.api = api
+            self.endpoints = endpoints
+            self.allowNonPublicAddresses = allowNonPublicAddresses
+        }
+    }
+
+    /// The configuration the resolver was created with.
+    public let configuration: Configuration
+    /// The source that answers from this resolver carry.
+    public let source: ResolutionSource
+    private let transport: HTTPDNSTransport
+    private let logger: Logger
+    private let aesKey: SymmetricKey?
+    private let now: @Sendable () -> Int64
+
+    /// Creates a resolver.
+    /// - Parameters:
+    ///   - configuration: API, endpoints, guard.
+    ///   - transport: The shared HTTP transport; its owner shuts it down.
+    ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` for no endpoints, a malformed account ID, a Tencent key
+    ///   without an account or of the wrong length, or a non-positive signature lifetime.
+    public convenience init(
+        configuration: Configuration,
+        transport: HTTPDNSTransport,
+        logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(DNSError) {
+        try self.init(configuration: configuration, transport: transport, logger: logger) {
+            Int64(Date().timeIntervalSince1970)
+        }
+    }
+
+    /// Creates a resolver with a clock for request signing, in epoch seconds.
+    init(
+        configuration: Configuration,
+        transport: HTTPDNSTransport,
+        logger: Logger,
+        now: @escaping @Sendable () -> Int64
+    ) throws(DNSError) {
+        func invalid(_ reason: String) -> DNSError {
+            DNSError(code: .invalidConfiguration, message: "HTTP DNS provider \(configuration.name): \(reason)")
+        }
+        guard !configuration.endpoints.isEmpty else { throw invalid("no endpoint is configured") }
+        var aesKey: SymmetricKey?
+        switch configuration.api.kind {
+        case .dnsMessage, .dnsJSON:
+            break
+        case .alibaba(let account, _, let lifetime):
+            guard Self.isValidAccount(account) else { throw invalid("the account ID must be letters, digits, - or _") }
+            guard lifetime > .zero else { throw invalid("the signature lifetime must be positive") }
+        case .tencent(let account, let key):
+            if let account, !Self.isValidAccount(account) {
+                throw invalid("the account ID must be letters, digits, - or _")
+            }
+            if let key {
+                guard account != nil else { throw invalid("an encryption key needs an account ID") }
+                let bytes = Array(key.value.utf8)
+                guard [16, 24, 32].contains(bytes.count) else {
+                    throw invalid("the AES key must be 16, 24 or 32 bytes long")
+                }
+                aesKey = SymmetricKey(data: bytes)
+            }
+        }
+        self.configuration = configuration
+        self.source = ResolutionSource(configuration.name)
+        self.transport = transport
+        self.logger = logger
+        self.aesKey = aesKey
+        self.now = now
+    }
+
+    private static func isValidAccount(_ account: String) -> Bool {
+        !account.isEmpty && account.utf8.count <= 128
+            && account.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    }
+
+    /// Resolves `host` through the service.
+    ///
+    /// For the DoH APIs and ``AddressFamily/any``, `A` and `AAAA` are asked in parallel and merged (IPv4
+    /// first); the vendor APIs answer both families in one request.
+    /// - Throws: ``DNSError`` with the endpoint addresses tried, or `CancellationError`.
+    public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        let addresses: [ResolvedAddress]
+        switch (configuration.api.kind, family) {
+        case (.dnsMessage, .any), (.dnsJSON, .any):
+            async let v4 = Result(catching: { try await self.failover(host) { try await self.doh($0, host, .a) } })
+            let v6 = await Result(catching: { try await self.failover(host) { try await self.doh($0, host, .aaaa) } })
+            addresses = try DualStack.merge(await v4, v6, host: host, logger: logger)
+        case (.dnsMessage, _), (.dnsJSON, _):
+            let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
+            addresses = try await failover(host) { try await self.doh($0, host, type) }
+        case (.alibaba, _), (.tencent, _):
+            addresses = try await failover(host) { try await self.vendor($0, host, family) }
+        }
+        return Resolution(host: host.name, addresses: addresses)
+    }
+
+    /// Whether an error ends the lookup rather than moving on to the next endpoint.
+    private static func isDefinite(_ code: DNSError.Code) -> Bool {
+        [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
+    }
+
+    /// Runs `lookup` against each endpoint in turn until one gives a definite result.
+    private func failover(
+        _ host: HostName,
+        _ lookup: (HTTPDNSEndpoint) async throws -> [ResolvedAddress]
+    ) async throws -> [ResolvedAddress] {
+        var servers: [String] = []
+        var lastError: DNSError?
+        for endpoint in configuration.endpoints {
+            do {
+                let addresses = try await lookup(endpoint)
+                try guardAddresses(addresses, host: host, endpoint: endpoint)
+                return addresses
+            } catch var error as DNSError {
+                servers += error.servers.isEmpty ? [endpoint.url] : error.servers
+                error.servers = servers
+                if Self.isDefinite(error.code) { throw error }
+                logger.debug(
+                    "HTTP DNS endpoint failed",
+                    metadata: ["provider": "\(source)", "endpoint": "\(endpoint.url)", "error": "\(error.code)"]
+                )
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+
+    /// The private-address guard.
+    private func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint) throws(DNSError) {
+        guard !configuration.allowNonPublicAddresses,
+            let bad = addresses.first(where: { $0.ip.isNonPublic })
+        else { return }
+        throw DNSError(
+            code: .privateAddress,
+            message: "\(source) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            host: host.name,
+            servers: [endpoint.url]
+        )
+    }
+
+    /// One DoH exchange (wire or JSON) for one record type.
+    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType) async throws -> [ResolvedAddress] {
+        var request: HTTPDNSTransport.Request
+        let contentType: String
+        switch configuration.api.kind {
+        case .dnsMessage(let method):
+            contentType = "application/dns-message"
+            let query = try DNSWireMessage.query(for: host, type: type)
+            switch method {
+            case .get:
+                request = .init(suffix: "?dns=\(Self.base64URL(query))")
+            case .post:
+                request = .init(method: .POST, suffix: "", headers: [("Content-Type", contentType)], body: query)
+            }
+        default:
+            contentType = "application/dns-json"
+            request = .init(suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")")
+        }
+        request.headers.append(("Accept", contentType))
+        let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
+        guard response.status == 200 else {
+            throw DNSError(
+                code: .httpStatus,
+                message: "\(endpoint.url) answered HTTP \(response.status)",
+                host: host.name,
+                servers: [response.server]
+            )
+        }
+        let mediaType = response.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        // JSON services label their answers inconsistently (application/json or dns-json); wire answers must match.
+        if case .dnsMessage = configuration.api.kind, mediaType != contentType {
+            throw DNSError(
+                code: .httpStatus,
+                message: "\(endpoint.url) answered with content type \(HostName.printable(mediaType ?? "none"))",
+                host: host.name,
+                servers: [response.server]
+            )
+        }
+        do {
+            if case .dnsMessage = configuration.api.kind {
+                return try DNSWireMessage.addresses(in: response.body, for: host, type: type, source: source)
+            }
+            return try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+        } catch {
+            var error = error
+            error.servers = [response.server]
+            throw error
+        }
+    }
+
+    /// One vendor HTTPDNS exchange.
+    private func vendor(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily) async throws -> [ResolvedAddress] {
+        let request: HTTPDNSTransport.Request
+        switch configuration.api.kind {
+        case .alibaba(let account, let secret, let lifetime):
+            let signing = secret.map { (secret: $0, expiry: now() + lifetime.components.seconds) }
+            let suffix = AlibabaHTTPDNS.suffix(account: account, host: host, family: family, signing: signing)
+            request = .init(suffix: suffix, loggableSuffix: "/\(account)/\(secret == nil ? "d" : "sign_d")?host=\(host.name)")
+        case .tencent(let account, _):
+            let suffix = try TencentHTTPDNS.suffix(host: host, family: family, account: account, key: aesKey)
+            request = .init(suffix: suffix)
+        default:
+            preconditionFailure("vendor() called for a DoH API")
+        }
+        let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
+        do {
+            switch configuration.api.kind {
+            case .alibaba:
+                return try AlibabaHTTPDNS.addresses(
+                    status: response.status, body: response.body, for: host, family: family, source: source)
+            default:
+                return try TencentHTTPDNS.addresses(
+                    status: response.status, body: response.body, for: host, family: family, key: aesKey,
+                    source: source)
+            }
+        } catch {
+            var error = error
+            error.servers = [response.server]
+            throw error
+        }
+    }
+
+    /// Unpadded base64url (RFC 4648 §5), as RFC 8484 asks for `?dns=`.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        var text = Data(bytes).base64EncodedString()
+        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        while text.hasSuffix("=") { text.removeLast() }
+        return text
+    }
+}
+
+extension UInt8 {
+    var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}

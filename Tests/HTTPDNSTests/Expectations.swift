@@ -1,0 +1,22 @@
+import Testing
+
+@testable import HTTPDNS
+
+/// Expects `body` to fail with a ``DNSError`` of `code`, and returns the error.
+@discardableResult
+func expectDNSError(
+    _ code: DNSError.Code,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Resolution
+) async -> DNSError? {
+    do {
+        let answer = try await body()
+        Issue.record("expected \(code), got \(answer)", sourceLocation: sourceLocation)
+    } catch let error as DNSError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}

@@ -1,0 +1,145 @@
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small HTTP/1.1 server on 127.0.0.1 for the HTTP APIs that have no real local server (vendor HTTPDNS, the
+/// JSON DNS API) and for hostile behaviour (garbage, stalls, oversized bodies, hang-ups).
+public final class LocalHTTPServer: Sendable {
+    /// A request as the server saw it.
+    public struct Request: Sendable {
+        /// `GET`, `POST`, …
+        public var method: String
+        /// The path without the query, e.g. `/123/d`.
+        public var path: String
+        /// The query parameters (last one wins), percent-decoded.
+        public var query: [String: String]
+        /// The request headers, names lowercased.
+        public var headers: [String: String]
+        /// The request body.
+        public var body: [UInt8]
+    }
+
+    /// What the server does with a request.
+    public enum Reply: Sendable {
+        /// Answers with a status, a content type and a body; `declareLength: false` sends it chunked.
+        case respond(status: Int, contentType: String?, body: [UInt8], declareLength: Bool = true)
+        /// Sends the head (promising 1,000 bytes) and a few bytes of body, then nothing more.
+        case stall
+        /// Closes the connection without answering.
+        case hangUp
+
+        /// A 200 answer with a text body.
+        public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain") -> Reply {
+            .respond(status: status, contentType: contentType, body: Array(text.utf8))
+        }
+    }
+
+    /// The port the server listens on.
+    public let port: Int
+    private let channel: any Channel
+
+    /// Starts a server that answers every request with `handler`.
+    public init(host: String = "127.0.0.1", handler: @escaping @Sendable (Request) -> Reply) async throws {
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler(handler: handler))
+                }
+            }
+            .bind(host: host, port: 0).get()
+        self.channel = channel
+        self.port = channel.localAddress?.port ?? 0
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Stops listening.
+    public func stop() async {
+        try? await channel.close()
+    }
+
+    private final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+
+        let handler: @Sendable (Request) -> Reply
+        var head: HTTPRequestHead?
+        var body: [UInt8] = []
+
+        init(handler: @escaping @Sendable (Request) -> Reply) { self.handler = handler }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head):
+                self.head = head
+                body = []
+            case .body(var buffer):
+                body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            case .end:
+                guard let head else { return }
+                respond(context: context, to: LocalHTTPServer.parse(head, body: body))
+            }
+        }
+
+        private func respond(context: ChannelHandlerContext, to request: Request) {
+            switch handler(request) {
+            case .respond(let status, let contentType, let body, let declareLength):
+                var headers = HTTPHeaders()
+                if let contentType { headers.add(name: "Content-Type", value: contentType) }
+                if declareLength { headers.add(name: "Content-Length", value: String(body.count)) }
+                let responseHead = HTTPResponseHead(
+                    version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
+                context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+                if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            case .stall:
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Type", value: "application/dns-message")
+                headers.add(name: "Content-Length", value: "1000")
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
+            case .hangUp:
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    static func parse(_ head: HTTPRequestHead, body: [UInt8]) -> Request {
+        let parts = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let value = kv.count == 2 ? String(kv[1]).removingPercentEncodingLeniently : ""
+                query[String(kv[0])] = value
+            }
+        }
+        var headers: [String: String] = [:]
+        for (name, value) in head.headers { headers[name.lowercased()] = value }
+        return Request(method: head.method.rawValue, path: String(parts[0]), query: query, headers: headers, body: body)
+    }
+}
+
+extension String {
+    /// `%XX` sequences decoded; invalid ones are kept as they are.
+    var removingPercentEncodingLeniently: String {
+        var out: [UInt8] = []
+        let bytes = Array(utf8)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+                let value = UInt8(String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self), radix: 16)
+            {
+                out.append(value)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
