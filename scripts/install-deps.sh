@@ -2,12 +2,12 @@
 # Installs the Debian/Ubuntu packages the project needs, only those that are missing.
 #   scripts/install-deps.sh [run|demo|test|benchmarks]
 set -euo pipefail
-need=(libc-ares-dev pkg-config)
+need=(libc-ares-dev pkg-config ca-certificates)
 case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base python3) ;;
-    test) need+=(dnsmasq-base) ;;
-    benchmarks) need+=(dnsmasq-base unbound python3) ;;
+    test) need+=(dnsmasq-base dnsdist openssl) ;;
+    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client openssl python3) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac
 missing=()

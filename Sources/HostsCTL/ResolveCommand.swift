@@ -31,7 +31,11 @@ public struct ResolveCommand: AsyncParsableCommand {
     public var family: AddressFamily = .any
 
     /// Seconds to wait for each try.
-    @Option(help: "Seconds to wait for an answer on the first try (c-ares doubles it on each later round).")
+    @Option(
+        help: """
+            Seconds to wait for an answer on the first try (c-ares doubles it on each later round);             with HTTP DNS, the time one HTTP exchange may take.
+            """
+    )
     public var timeout: Double = 2
 
     /// How many tries per query.
@@ -41,6 +45,10 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// An overrides file in hosts format; its names are answered from it with source `override`.
     @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
     public var hosts: String?
+
+    /// An HTTP DNS service to resolve through instead of c-ares.
+    @OptionGroup(title: "HTTP DNS")
+    public var httpDNS: HTTPDNSOptions
 
     /// Print JSON instead of tables.
     @Flag(help: "Print a JSON array with one object per host.")
@@ -56,10 +64,33 @@ public struct ResolveCommand: AsyncParsableCommand {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
         guard (1...16).contains(tries) else { throw ValidationError("--tries must be between 1 and 16.") }
+        if httpDNS.isSelected, !servers.isEmpty {
+            throw ValidationError("--server is for c-ares; it cannot be combined with HTTP DNS options.")
+        }
     }
 
     /// Resolves every host concurrently and prints the results in the order given.
     public func run() async throws {
+        let overrides = try hosts.map(Self.loadOverrides)
+        let reports: [ResolveReport]
+        if httpDNS.isSelected {
+            let (resolver, transport) = try httpDNS.makeResolver(timeout: .milliseconds(Int64((timeout * 1000).rounded(.up))))
+            reports = await Self.resolveAll(names, family: family, with: OverridingResolver(overrides: overrides, upstream: resolver))
+            await transport.shutdown()
+        } else {
+            reports = try await resolveWithCAres(overrides: overrides)
+        }
+        if json {
+            print(ResolveReport.json(reports))
+        } else {
+            print(ResolveReport.text(reports), terminator: "")
+        }
+        if reports.contains(where: { $0.error != nil }) {
+            throw ExitCode(1)
+        }
+    }
+
+    private func resolveWithCAres(overrides: HostOverrides?) async throws -> [ResolveReport] {
         let options = CAresResolver.Options(
             servers: servers,
             timeout: .milliseconds(Int64((timeout * 1000).rounded(.up))),
@@ -72,20 +103,7 @@ public struct ResolveCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         defer { resolver.shutdown() }
-        let overrides = try hosts.map(Self.loadOverrides)
-        let reports = await Self.resolveAll(
-            names,
-            family: family,
-            with: OverridingResolver(overrides: overrides, upstream: resolver)
-        )
-        if json {
-            print(ResolveReport.json(reports))
-        } else {
-            print(ResolveReport.text(reports), terminator: "")
-        }
-        if reports.contains(where: { $0.error != nil }) {
-            throw ExitCode(1)
-        }
+        return await Self.resolveAll(names, family: family, with: OverridingResolver(overrides: overrides, upstream: resolver))
     }
 
     /// Resolves `hosts` concurrently, timing each, and returns the reports in input order.

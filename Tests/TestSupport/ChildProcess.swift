@@ -12,8 +12,15 @@ public final class ChildProcess: Sendable {
     public let pid: pid_t
 
     /// Starts `path` with `arguments`; standard input, output and error go to /dev/null unless `logPath` is given,
-    /// in which case output and error are appended there.
-    public init(path: String, arguments: [String], logPath: String? = nil) throws {
+    /// in which case output and error are appended there (error to `errorPath` when that is given).
+    /// `environment` entries are added to (or replace) this process's environment.
+    public init(
+        path: String,
+        arguments: [String],
+        logPath: String? = nil,
+        errorPath: String? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -32,12 +39,27 @@ public final class ChildProcess: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         let output = logPath ?? "/dev/null"
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let errorPath {
+            posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
+        var variables: [String] = []
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            let name = String(text.prefix { $0 != "=" })
+            if environment[name] == nil { variables.append(text) }
+            index += 1
+        }
+        variables += environment.map { "\($0.key)=\($0.value)" }
+        let envp = variables.map { strdup($0) } + [nil]
+        defer { envp.forEach { free($0) } }
 
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid = pid_t()
-        let status = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         guard status == 0 else { throw TestServerError("cannot start \(path): error \(status)") }
         self.pid = pid
     }

@@ -1,0 +1,146 @@
+public import ArgumentParser
+import Foundation
+public import HTTPDNS
+
+/// The options that select an HTTP DNS service instead of c-ares, shared by the commands that resolve.
+///
+/// Secrets are never taken on the command line (every user of the machine can read arguments): the Alibaba
+/// signing secret or the Tencent AES key comes from ``secretVariable``.
+public struct HTTPDNSOptions: ParsableArguments {
+    /// The environment variable holding the HTTPDNS secret.
+    public static let secretVariable = "HOSTSCTL_HTTPDNS_SECRET"
+
+    /// The vendor APIs `--httpdns` accepts.
+    public enum Vendor: String, ExpressibleByArgument, CaseIterable, Sendable {
+        /// Alibaba-style `/{account}/d` and `/sign_d`.
+        case alibaba
+        /// Tencent DNSPod-style `/d?dn=`.
+        case tencent
+    }
+
+    /// A DoH URL (RFC 8484, or the JSON API with `--doh-json`).
+    @Option(help: ArgumentHelp("Resolve through this DNS-over-HTTPS URL instead of c-ares.", valueName: "URL"))
+    public var doh: String?
+
+    /// GET or POST for RFC 8484.
+    @Option(name: .customLong("doh-method"), help: "RFC 8484 method: get or post.")
+    public var dohMethod: HTTPDNSResolver.API.DoHMethod = .get
+
+    /// Use the JSON API.
+    @Flag(name: .customLong("doh-json"), help: "Use the JSON API (application/dns-json) at the --doh URL.")
+    public var dohJSON = false
+
+    /// A vendor HTTPDNS API.
+    @Option(help: "Resolve through a vendor HTTPDNS API: alibaba or tencent (with --endpoint).")
+    public var httpdns: Vendor?
+
+    /// The vendor endpoints.
+    @Option(name: .customLong("endpoint"), help: ArgumentHelp("HTTPDNS endpoint base URL; repeatable, tried in order.", valueName: "URL"))
+    public var endpoints: [String] = []
+
+    /// The vendor account ID.
+    @Option(help: ArgumentHelp("HTTPDNS account ID. The secret comes only from $\(HTTPDNSOptions.secretVariable).", valueName: "ID"))
+    public var account: String?
+
+    /// A preset from the presets file.
+    @Option(help: ArgumentHelp("Use a named service from the presets file (see Config/providers.json).", valueName: "NAME"))
+    public var provider: String?
+
+    /// The presets file.
+    @Option(help: ArgumentHelp("Presets file for --provider.", valueName: "FILE"))
+    public var presets: String = "Config/providers.json"
+
+    /// Bootstrap addresses for the endpoint host names.
+    @Option(
+        name: .customLong("bootstrap"),
+        help: ArgumentHelp("Connect to this IP for the endpoint's host name (TLS still checks the name); repeatable.", valueName: "IP"),
+        transform: { text in
+            guard let ip = IPAddress(text) else { throw ValidationError("--bootstrap: '\(text)' is not an IP address.") }
+            return ip
+        }
+    )
+    public var bootstrap: [IPAddress] = []
+
+    /// Extra trust roots.
+    @Option(
+        name: .customLong("trust-ca"),
+        help: ArgumentHelp("Also trust the CA certificates in this PEM file (for private CAs); repeatable. Certificates are always verified.", valueName: "FILE")
+    )
+    public var trustCA: [String] = []
+
+    /// Accept private addresses in answers.
+    @Flag(name: .customLong("allow-private-answers"), help: "Accept HTTP DNS answers with private, loopback or link-local addresses.")
+    public var allowPrivateAnswers = false
+
+    /// Creates the options (used by the argument parser).
+    public init() {}
+
+    /// Whether any HTTP DNS service was selected.
+    public var isSelected: Bool { doh != nil || httpdns != nil || provider != nil }
+
+    /// Checks combinations.
+    public func validate() throws {
+        let selections = [doh != nil, httpdns != nil, provider != nil].filter { $0 }.count
+        guard selections <= 1 else { throw ValidationError("Choose one of --doh, --httpdns and --provider.") }
+        if doh == nil, provider == nil, dohJSON || dohMethod != .get {
+            throw ValidationError("--doh-json and --doh-method need --doh.")
+        }
+        if httpdns != nil, endpoints.isEmpty { throw ValidationError("--httpdns needs at least one --endpoint URL.") }
+        if httpdns == nil, provider == nil, !endpoints.isEmpty { throw ValidationError("--endpoint needs --httpdns.") }
+        if httpdns == .alibaba, account == nil { throw ValidationError("--httpdns alibaba needs --account.") }
+        if !isSelected, !bootstrap.isEmpty || !trustCA.isEmpty || allowPrivateAnswers {
+            throw ValidationError("--bootstrap, --trust-ca and --allow-private-answers need --doh, --httpdns or --provider.")
+        }
+    }
+
+    /// Builds the resolver the options describe, with a transport the caller shuts down.
+    /// - Parameter timeout: The time one HTTP exchange may take.
+    /// - Throws: `ValidationError` with the reason for a bad URL, account, presets file or trust root.
+    func makeResolver(timeout: Duration) throws -> (HTTPDNSResolver, HTTPDNSTransport) {
+        let secret = HTTPDNSSecret(environmentVariable: Self.secretVariable)
+        do {
+            let api: HTTPDNSResolver.API
+            var endpoints: [HTTPDNSEndpoint]
+            var name: String?
+            if let doh {
+                api = dohJSON ? .dnsJSON : .dnsMessage(method: dohMethod)
+                endpoints = [try HTTPDNSEndpoint(doh, bootstrapAddresses: bootstrap)]
+            } else if let provider {
+                let all = try HTTPDNSPreset.load(contentsOf: presets)
+                guard let preset = all.first(where: { $0.name == provider }) else {
+                    throw ValidationError(
+                        "No preset '\(provider)' in \(presets); known: \(all.map(\.name).joined(separator: ", ")).")
+                }
+                name = preset.name
+                endpoints = [preset.endpoint]
+                switch preset.api {
+                case "doh": api = .dnsMessage(method: dohMethod)
+                case "doh-json": api = .dnsJSON
+                case "alibaba":
+                    guard let account else { throw ValidationError("Preset '\(provider)' needs --account.") }
+                    api = .alibaba(account: account, secret: secret)
+                default: api = .tencent(account: account, key: secret)
+                }
+            } else {
+                let vendor = httpdns ?? .tencent
+                endpoints = try self.endpoints.map { try HTTPDNSEndpoint($0, bootstrapAddresses: bootstrap) }
+                api = vendor == .alibaba ? .alibaba(account: account ?? "", secret: secret) : .tencent(account: account, key: secret)
+            }
+            let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, additionalTrustRoots: trustCA))
+            do {
+                let resolver = try HTTPDNSResolver(
+                    configuration: .init(name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers),
+                    transport: transport
+                )
+                return (resolver, transport)
+            } catch {
+                Task { await transport.shutdown() }
+                throw error
+            }
+        } catch let error as DNSError {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+extension HTTPDNSResolver.API.DoHMethod: ExpressibleByArgument {}

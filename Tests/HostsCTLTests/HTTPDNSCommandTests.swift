@@ -1,0 +1,135 @@
+import ArgumentParser
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HostsCTL
+
+/// `hostsctl resolve` with HTTP DNS options, run as a real process against dnsdist and local vendor servers.
+@Suite("hostsctl resolve over HTTP DNS")
+struct HTTPDNSCommandTests {
+    /// `[host: ["ip ttl", …]]` from `--json` output, or the error code.
+    static func answers(_ output: String) throws -> [String: [String]] {
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]])
+        var result: [String: [String]] = [:]
+        for object in parsed {
+            let host = try #require(object["host"] as? String)
+            if let error = object["error"] as? [String: Any] {
+                result[host] = ["error \(error["code"] ?? "?")"]
+            } else {
+                let addresses = try #require(object["addresses"] as? [[String: Any]])
+                result[host] = addresses.map { "\($0["ip"] ?? "?") \($0["ttl"] ?? "?")" }.sorted()
+            }
+        }
+        return result
+    }
+
+    static func sources(_ output: String) throws -> Set<String> {
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]])
+        return Set(parsed.flatMap { ($0["addresses"] as? [[String: Any]] ?? []).compactMap { $0["source"] as? String } })
+    }
+
+    static let names = ["multi.test", "alias.test", "v4only.test", "v6only.test", "nope.test"]
+
+    @Test("--doh against dnsdist answers exactly what c-ares answers against the dnsmasq behind it")
+    func dohMatchesCAres() async throws {
+        try await DNSMasq.with { dnsmasq in
+            let dnsdist = try DNSDist(backend: dnsmasq.address)
+            defer { dnsdist.stop() }
+            let cares = try HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--json"] + Self.names)
+            #expect(cares.status == 1, "nope.test fails")
+            for extra in [[], ["--doh-method", "post"]] {
+                let doh = try HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--json"] + extra + Self.names)
+                #expect(doh.status == 1, "\(doh.standardError)")
+                #expect(try Self.answers(doh.standardOutput) == Self.answers(cares.standardOutput))
+                #expect(try Self.sources(doh.standardOutput) == ["doh"])
+            }
+            #expect(try Self.answers(cares.standardOutput)["nope.test"] == ["error notFound"])
+        }
+    }
+
+    @Test("--doh over TLS works with --trust-ca and fails with a certificate error without it")
+    func dohTLS() async throws {
+        try await DNSMasq.with { dnsmasq in
+            let certificates = try TestCertificates()
+            defer { certificates.remove() }
+            let dnsdist = try DNSDist(backend: dnsmasq.address, certificate: try certificates.leaf(for: "doh.test"))
+            defer { dnsdist.stop() }
+            let url = try #require(dnsdist.httpsURL)
+            let trusted = try HostsCTLProcess.run(
+                ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--json", "multi.test"])
+            #expect(trusted.status == 0, "\(trusted.standardError)")
+            #expect(try Self.answers(trusted.standardOutput)["multi.test"]?.count == 4)
+            let untrusted = try HostsCTLProcess.run(["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--json", "multi.test"])
+            #expect(untrusted.status == 1)
+            #expect(try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"])
+        }
+    }
+
+    @Test("--httpdns alibaba signs with the secret from the environment; tencent parses text answers")
+    func vendors() async throws {
+        let alibaba = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "139450", secret: "env-secret"))
+        let tencent = try await LocalHTTPServer(handler: FakeHTTPDNS.tencent())
+        defer { Task { await alibaba.stop(); await tencent.stop() } }
+        let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--json", "multi.test"]
+        let signed = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
+        #expect(signed.status == 0, "\(signed.standardError)")
+        #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
+        #expect(try Self.sources(signed.standardOutput) == ["alibaba"])
+        #expect(!signed.standardOutput.contains("env-secret") && !signed.standardError.contains("env-secret"))
+        let wrong = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
+        #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
+
+        let text = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--json", "multi.test", "private.test"])
+        #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
+        #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
+        let guarded = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--json", "private.test"])
+        #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
+        let allowed = try HostsCTLProcess.run(
+            ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--json", "private.test"])
+        #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
+    }
+
+    @Test("conflicting or incomplete HTTP DNS options exit with 64", arguments: [
+        ["resolve", "--doh", "https://a.example/dns-query", "--httpdns", "tencent", "--endpoint", "http://b.example", "x.test"],
+        ["resolve", "--httpdns", "alibaba", "--endpoint", "http://b.example", "x.test"],
+        ["resolve", "--httpdns", "tencent", "x.test"],
+        ["resolve", "--doh-json", "x.test"],
+        ["resolve", "--bootstrap", "127.0.0.1", "x.test"],
+        ["resolve", "--doh", "https://a.example/dns-query", "--server", "127.0.0.1", "x.test"],
+        ["resolve", "--doh", "https://a.example/dns-query", "--bootstrap", "not-an-ip", "x.test"],
+        ["resolve", "--doh", "https://a.example/dns-query", "--doh-method", "put", "x.test"],
+        ["resolve", "--secret", "x", "x.test"],
+    ])
+    func badOptions(arguments: [String]) {
+        do {
+            _ = try HostsCTLCommand.parseAsRoot(arguments)
+            Issue.record("expected a usage error for \(arguments)")
+        } catch {
+            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
+        }
+    }
+
+    @Test("a bad URL, a missing trust root or an unknown preset is a usage error at run time")
+    func runTimeUsageErrors() throws {
+        for arguments in [
+            ["resolve", "--doh", "ftp://a.example/", "x.test"],
+            ["resolve", "--doh", "https://a.example/", "--trust-ca", "/nonexistent.pem", "x.test"],
+            ["resolve", "--provider", "no-such-preset", "--presets", "Config/providers.json", "x.test"],
+        ] {
+            let output = try HostsCTLProcess.run(arguments)
+            #expect(output.status == 64, "\(arguments): \(output.standardError)")
+        }
+    }
+
+    @Test("the shipped presets file parses and every preset has bootstrap addresses or an IP URL")
+    func presets() throws {
+        let presets = try HTTPDNSPreset.load(contentsOf: "Config/providers.json")
+        #expect(presets.count >= 6)
+        for preset in presets {
+            #expect(preset.endpoint.hostIsIPAddress || !preset.endpoint.bootstrapAddresses.isEmpty, "\(preset.name)")
+            #expect(preset.endpoint.scheme == .https || preset.notes?.contains("HTTP") == true, "\(preset.name)")
+        }
+    }
+}

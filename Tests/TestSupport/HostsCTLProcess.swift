@@ -1,0 +1,42 @@
+import Foundation
+
+/// Runs the built `hostsctl` executable as a child process, as a user would.
+public enum HostsCTLProcess {
+    /// The result of one run.
+    public struct Output: Sendable {
+        /// The exit status.
+        public var status: Int32
+        /// Standard output.
+        public var standardOutput: String
+        /// Standard error.
+        public var standardError: String
+    }
+
+    /// The `hostsctl` binary next to the test bundle in the build directory.
+    public static var executable: String {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = bundle.deletingLastPathComponent()
+        while directory.path != "/" {
+            let candidate = directory.appendingPathComponent("hostsctl")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate.path }
+            directory = directory.deletingLastPathComponent()
+        }
+        return "hostsctl"
+    }
+
+    /// Runs `hostsctl` with `arguments` and extra environment variables, and waits for it.
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let out = directory.appendingPathComponent("out").path
+        let err = directory.appendingPathComponent("err").path
+        let process = try ChildProcess(path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
+        let status = process.wait()
+        return Output(
+            status: status,
+            standardOutput: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            standardError: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        )
+    }
+}
