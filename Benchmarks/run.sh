@@ -38,8 +38,37 @@ unbound_port="$(free_port)"
 } > "$work/unbound.conf"
 unbound -d -c "$work/unbound.conf" 2>"$work/unbound.log" &
 pids+=($!)
+
+# dnsdist with a DoH listener over TLS, forwarding to dnsmasq; a throw-away CA signs its certificate.
+doh_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+dnsdist_port="$(free_port)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=bench CA" \
+    -keyout "$work/ca.key" -out "$work/ca.pem" -addext basicConstraints=critical,CA:TRUE 2>/dev/null
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=doh.bench" \
+    -keyout "$work/doh.key" -out "$work/doh.csr" 2>/dev/null
+printf 'subjectAltName=DNS:doh.bench\nextendedKeyUsage=serverAuth\n' > "$work/doh.ext"
+openssl x509 -req -in "$work/doh.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
+    -extfile "$work/doh.ext" -out "$work/doh.pem" 2>/dev/null
+cat > "$work/dnsdist.conf" <<EOF
+setSecurityPollSuffix("")
+setACL({"127.0.0.0/8", "::1/128"})
+setLocal("127.0.0.1:$dnsdist_port")
+newServer({address="127.0.0.1:$dnsmasq_port", checkName="n0.test.", checkInterval=60})
+addDOHLocal("127.0.0.1:$doh_port", "$work/doh.pem", "$work/doh.key", "/dns-query")
+EOF
+dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
+pids+=($!)
+# The same RFC 8484 GET requests the Swift side sends (A queries, ID 0, RD), for h2load.
+python3 - "$doh_port" > "$work/uris.txt" <<'PY'
+import base64, struct, sys
+for i in range(200):
+    labels = b"".join(bytes([len(l)]) + l.encode() for l in f"n{i}.test".split("."))
+    query = struct.pack(">HHHHHH", 0, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack(">HH", 1, 1)
+    print(f"https://127.0.0.1:{sys.argv[1]}/dns-query?dns=" + base64.urlsafe_b64encode(query).decode().rstrip("="))
+PY
 sleep 1
 
+export HTTPDNS_BENCH_DOH="url=https://doh.bench:$doh_port/dns-query,ca=$work/ca.pem,uris=$work/uris.txt"
 export HTTPDNS_BENCH_SERVERS="dnsmasq=127.0.0.1:$dnsmasq_port,unbound=127.0.0.1:$unbound_port"
 cd "$here"
 swift package benchmark --no-progress "$@"

@@ -138,7 +138,7 @@ struct HTTPDNSAPITests {
             default: return .text("", status: 500)
             }
         }
-        try await Self.withServer(timeout: .milliseconds(500), handler) { server, transport in
+        try await Self.withServer(timeout: .seconds(2), handler) { server, transport in
             for method in HTTPDNSResolver.API.DoHMethod.allCases {
                 let doh = try Self.resolver(.dnsMessage(method: method), server.url + "/dns-query", transport: transport)
                 let error = await expectDNSError(code) { try await doh.resolve(try HostName("multi.test"), family: .ipv4) }
@@ -388,6 +388,23 @@ struct HTTPDNSAPITests {
     func base64URL() {
         #expect(HTTPDNSResolver.base64URL([0xfb, 0xff]) == "-_8")
         #expect(HTTPDNSResolver.base64URL([0, 0, 1]) == "AAAB")
+        #expect(HTTPDNSResolver.base64URL([]) == "")
+        var rng = SeededGenerator(state: 4648)
+        for length in 0..<64 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let expected = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+            #expect(HTTPDNSResolver.base64URL(bytes) == expected, "length \(length)")
+        }
+    }
+
+    @Test("content types compare by media type")
+    func mediaTypes() {
+        #expect(HTTPDNSResolver.mediaType(" Application/DNS-Message ; charset=x") == "application/dns-message")
+        #expect(HTTPDNSResolver.mediaType("application/dns-message") == "application/dns-message")
+        #expect(HTTPDNSResolver.mediaType(nil) == nil)
+        #expect(HTTPDNSResolver.mediaType("") == "")
     }
 }
 

@@ -37,10 +37,10 @@ struct HTTPDNSCommandTests {
         try await DNSMasq.with { dnsmasq in
             let dnsdist = try DNSDist(backend: dnsmasq.address)
             defer { dnsdist.stop() }
-            let cares = try HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--json"] + Self.names)
+            let cares = try HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--timeout", "10", "--json"] + Self.names)
             #expect(cares.status == 1, "nope.test fails")
             for extra in [[], ["--doh-method", "post"]] {
-                let doh = try HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--json"] + extra + Self.names)
+                let doh = try HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--timeout", "10", "--json"] + extra + Self.names)
                 #expect(doh.status == 1, "\(doh.standardError)")
                 #expect(try Self.answers(doh.standardOutput) == Self.answers(cares.standardOutput))
                 #expect(try Self.sources(doh.standardOutput) == ["doh"])
@@ -58,12 +58,13 @@ struct HTTPDNSCommandTests {
             defer { dnsdist.stop() }
             let url = try #require(dnsdist.httpsURL)
             let trusted = try HostsCTLProcess.run(
-                ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--json", "multi.test"])
+                ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--timeout", "20", "--json", "multi.test"])
             #expect(trusted.status == 0, "\(trusted.standardError)")
             #expect(try Self.answers(trusted.standardOutput)["multi.test"]?.count == 4)
-            let untrusted = try HostsCTLProcess.run(["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--json", "multi.test"])
+            let untrusted = try HostsCTLProcess.run(
+                ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--timeout", "20", "--json", "multi.test"])
             #expect(untrusted.status == 1)
-            #expect(try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"])
+            #expect(try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"], "\(untrusted.standardOutput)")
         }
     }
 
@@ -72,7 +73,7 @@ struct HTTPDNSCommandTests {
         let alibaba = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "139450", secret: "env-secret"))
         let tencent = try await LocalHTTPServer(handler: FakeHTTPDNS.tencent())
         defer { Task { await alibaba.stop(); await tencent.stop() } }
-        let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--json", "multi.test"]
+        let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10", "--json", "multi.test"]
         let signed = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
         #expect(signed.status == 0, "\(signed.standardError)")
         #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
@@ -81,13 +82,13 @@ struct HTTPDNSCommandTests {
         let wrong = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
         #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
 
-        let text = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--json", "multi.test", "private.test"])
+        let text = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
         #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
         #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
-        let guarded = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--json", "private.test"])
+        let guarded = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
         #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
         let allowed = try HostsCTLProcess.run(
-            ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--json", "private.test"])
+            ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--timeout", "10", "--json", "private.test"])
         #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
     }
 

@@ -262,7 +262,7 @@ public final class HTTPDNSResolver: HostNameResolver {
                 servers: [response.server]
             )
         }
-        let mediaType = response.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        let mediaType = Self.mediaType(response.contentType)
         // JSON services label their answers inconsistently (application/json or dns-json); wire answers must match.
         if case .dnsMessage = configuration.api.kind, mediaType != contentType {
             throw DNSError(
@@ -318,10 +318,38 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// Unpadded base64url (RFC 4648 §5), as RFC 8484 asks for `?dns=`.
     static func base64URL(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        let length = (bytes.count * 4 + 2) / 3
+        return String(unsafeUninitializedCapacity: length) { out in
+            var written = 0
+            var index = 0
+            while index < bytes.count {
+                let chunk = min(3, bytes.count - index)
+                var value = UInt32(bytes[index]) << 16
+                if chunk > 1 { value |= UInt32(bytes[index + 1]) << 8 }
+                if chunk > 2 { value |= UInt32(bytes[index + 2]) }
+                for position in 0...chunk {
+                    out[written] = alphabet[Int((value >> (18 - 6 * UInt32(position))) & 0x3f)]
+                    written += 1
+                }
+                index += 3
+            }
+            return written
+        }
+    }
+
+    /// The media type of a `Content-Type` value, lower-cased, without parameters or spaces.
+    static func mediaType(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        let bytes = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+        let trimmed = bytes.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        var end = trimmed.endIndex
+        while end > trimmed.startIndex {
+            let previous = trimmed.index(before: end)
+            guard trimmed[previous] == UInt8(ascii: " ") || trimmed[previous] == UInt8(ascii: "\t") else { break }
+            end = previous
+        }
+        return String(decoding: trimmed[..<end], as: UTF8.self).lowercased()
     }
 }
 

@@ -1,0 +1,117 @@
+import Benchmark
+import Foundation
+import HTTPDNS
+
+// DNS-over-HTTPS throughput through one HTTPDNSResolver (one transport, one TLS connection with HTTP/2) against a
+// local dnsdist, side by side with h2load (nghttp2) sending the same RFC 8484 GET requests over one connection to
+// the same server in the same iteration. Benchmarks/run.sh starts dnsmasq and dnsdist (DoH over TLS with a
+// certificate from a throw-away CA) and passes HTTPDNS_BENCH_DOH="url=…,ca=…,uris=…".
+
+let dohBatch = Int(ProcessInfo.processInfo.environment["HTTPDNS_BENCH_DOH_QUERIES"] ?? "") ?? 10_000
+/// Requests kept in flight: tasks for the Swift side, streams (`-m`) for h2load.
+let dohInFlight = 100
+
+extension BenchmarkMetric {
+    static let swiftRate = BenchmarkMetric.custom("Swift DoH resolutions/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let h2loadRate = BenchmarkMetric.custom("h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let dohRatio = BenchmarkMetric.custom("Swift/h2load %", polarity: .prefersLarger, useScalingFactor: false)
+    static let swiftDoHP50 = BenchmarkMetric.custom("Swift DoH p50 latency (us)", useScalingFactor: false)
+}
+
+struct DoHSetup {
+    var url: String
+    var ca: String
+    var uris: String
+
+    init?() {
+        let spec = ProcessInfo.processInfo.environment["HTTPDNS_BENCH_DOH"] ?? ""
+        var fields: [String: String] = [:]
+        for entry in spec.split(separator: ",") {
+            let parts = entry.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        guard let url = fields["url"], let ca = fields["ca"], let uris = fields["uris"] else { return nil }
+        self.url = url
+        self.ca = ca
+        self.uris = uris
+    }
+}
+
+/// Runs h2load over one connection and returns its request rate; every request must succeed.
+func runH2load(uris: String) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/h2load")
+    process.arguments = ["-n", String(dohBatch), "-c", "1", "-m", String(dohInFlight), "-i", uris]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard let succeeded = output.firstMatch(of: /(\d+) succeeded/), Int(succeeded.1) == dohBatch,
+        let rate = output.firstMatch(of: /finished in [0-9.]+m?s, ([0-9.]+) req\/s/), let value = Double(rate.1)
+    else {
+        fatalError("h2load did not complete every request:\n\(output)")
+    }
+    return value
+}
+
+/// `dohBatch` A lookups through one resolver, `dohInFlight` at a time, every answer checked.
+func runSwiftDoH(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws -> (rate: Double, p50: Double) {
+    let clock = ContinuousClock()
+    let start = clock.now
+    let perWorker = dohBatch / dohInFlight
+    let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+        for worker in 0..<dohInFlight {
+            group.addTask {
+                var latencies: [Double] = []
+                for index in 0..<perWorker {
+                    let host = hosts[(worker * perWorker + index) % hosts.count]
+                    let sent = clock.now
+                    let answer = try await resolver.resolve(host, family: .ipv4)
+                    precondition(answer.addresses.count == 1)
+                    let elapsed = clock.now - sent
+                    latencies.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+                }
+                return latencies
+            }
+        }
+        var all: [Double] = []
+        for try await part in group { all += part }
+        return all
+    }
+    let elapsed = clock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return (Double(latencies.count) / seconds, latencies.sorted()[latencies.count / 2])
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(60), maxIterations: 6)
+    guard let setup = DoHSetup() else {
+        print("HTTPDNS_BENCH_DOH is not set: run Benchmarks/run.sh, which starts dnsdist.")
+        return
+    }
+    Benchmark(
+        "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
+        configuration: .init(metrics: [.wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50])
+    ) { benchmark in
+        let transport = try HTTPDNSTransport(configuration: .init(additionalTrustRoots: [setup.ca]))
+        let resolver = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsMessage(method: .get),
+                endpoints: [try HTTPDNSEndpoint(setup.url, bootstrapAddresses: [IPAddress("127.0.0.1")!])],
+                allowNonPublicAddresses: true  // the benchmark zone uses 10.1.0.0/16
+            ),
+            transport: transport
+        )
+        let hosts = try (0..<200).map { try HostName("n\($0).test") }
+        _ = try await resolver.resolve(hosts[0], family: .ipv4)  // connect and handshake outside the measurement
+        let h2load = try runH2load(uris: setup.uris)
+        let swift = try await runSwiftDoH(resolver, hosts: hosts)
+        benchmark.measurement(.swiftRate, Int(swift.rate))
+        benchmark.measurement(.h2loadRate, Int(h2load))
+        benchmark.measurement(.dohRatio, Int((swift.rate / h2load * 100).rounded()))
+        benchmark.measurement(.swiftDoHP50, Int(swift.p50.rounded()))
+        await transport.shutdown()
+    }
+}
