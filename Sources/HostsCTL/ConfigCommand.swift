@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Foundation
 import HTTPDNS
 
 /// `hostsctl config`: checks and shows configuration files.
@@ -6,28 +7,31 @@ public struct ConfigCommand: AsyncParsableCommand {
     /// The subcommand's name, help and children.
     public static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Check configuration files.",
-        subcommands: [ConfigCheckCommand.self]
+        abstract: "Check and show configuration files.",
+        subcommands: [ConfigCheckCommand.self, ConfigShowCommand.self]
     )
 
     /// Creates the command (used by the argument parser).
     public init() {}
 }
 
-/// `hostsctl config check FILE...`: validates overrides files and prints every problem with its position.
+/// `hostsctl config check [FILE...]`: validates settings (`.json`) and overrides files and prints every problem
+/// with its position.
 public struct ConfigCheckCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
     public static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Validate overrides files (hosts format).",
+        abstract: "Validate settings files (.json) and overrides files (hosts format).",
         discussion: """
+            Without files, checks Config/hostsctl.json and Config/hosts. Settings files are checked for unknown keys,
+            wrong types and bad values; environment overrides (HOSTSCTL_...) are checked with them.
             Prints one line per problem as FILE:LINE:COLUMN: error: MESSAGE, then a summary per file.
             Exit status: 0 when no file has errors, 1 when any has, 64 for bad arguments.
             """
     )
 
     /// The files to check.
-    @Argument(help: "Overrides files in hosts format.")
+    @Argument(help: "Settings files (.json) and overrides files (hosts format). Default: Config/hostsctl.json Config/hosts.")
     public var files: [String] = []
 
     /// Print JSON instead of text.
@@ -37,14 +41,12 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
     /// Creates the command (used by the argument parser).
     public init() {}
 
-    /// Requires at least one file.
-    public func validate() throws {
-        guard !files.isEmpty else { throw ValidationError("Give at least one file to check.") }
-    }
+    /// The files checked when none is given.
+    static let defaultFiles = ["Config/hostsctl.json", "Config/hosts"]
 
     /// Checks every file and prints the findings.
     public func run() async throws {
-        let results = files.map(Self.check)
+        let results = (files.isEmpty ? Self.defaultFiles : files).map(Self.check)
         if json {
             print(JSONValue.array(results.map(\.json)).serialized())
         } else {
@@ -55,6 +57,7 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
 
     struct Result {
         var file: String
+        var kind = "hosts"
         var entries: Int
         var diagnostics: [ConfigDiagnostic]
         var unreadable: String?
@@ -64,13 +67,14 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
         var text: String {
             if let unreadable { return "\(unreadable)\n" }
             let errors = diagnostics.filter { $0.severity == .error }.count
-            return diagnostics.map { "\($0)\n" }.joined()
-                + "\(file): \(entries) entr\(entries == 1 ? "y" : "ies"), \(errors) error\(errors == 1 ? "" : "s")\n"
+            let counted = kind == "settings" ? "\(entries) key\(entries == 1 ? "" : "s")" : "\(entries) entr\(entries == 1 ? "y" : "ies")"
+            return diagnostics.map { "\($0)\n" }.joined() + "\(file): \(counted), \(errors) error\(errors == 1 ? "" : "s")\n"
         }
 
         var json: JSONValue {
             .object([
                 ("file", .string(file)),
+                ("kind", .string(kind)),
                 ("ok", .bool(!hasErrors)),
                 ("entries", .number(Double(entries))),
                 ("error", unreadable.map(JSONValue.string) ?? .null),
@@ -80,11 +84,58 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
     }
 
     static func check(_ file: String) -> Result {
+        if file.hasSuffix(".json") {
+            let settings = SettingsFile.load(path: file)
+            if settings.fileKeys.isEmpty, let unreadable = settings.errors.first(where: { $0.line == 0 && $0.message.hasPrefix("cannot read") }) {
+                return Result(file: file, kind: "settings", entries: 0, diagnostics: [], unreadable: "\(file): \(unreadable.message)")
+            }
+            return Result(file: file, kind: "settings", entries: settings.fileKeys.count, diagnostics: settings.diagnostics)
+        }
         do {
             let hosts = try HostsFile(contentsOf: file)
             return Result(file: file, entries: hosts.entries.count, diagnostics: hosts.diagnostics)
         } catch {
             return Result(file: file, entries: 0, diagnostics: [], unreadable: error.message)
+        }
+    }
+}
+
+/// `hostsctl config show`: the effective settings (file, environment, defaults) with secrets masked.
+public struct ConfigShowCommand: AsyncParsableCommand {
+    /// The subcommand's name and help.
+    public static let configuration = CommandConfiguration(
+        commandName: "show",
+        abstract: "Print the effective settings and where each value comes from; secrets are masked.",
+        discussion: "Exit status: 0, or 1 when the settings have errors (they are printed as by config check)."
+    )
+
+    /// The settings file.
+    @Option(help: ArgumentHelp("Settings file; without it only defaults and environment apply.", valueName: "FILE"))
+    public var config: String?
+
+    /// Print JSON instead of text.
+    @Flag(help: "Print a JSON object.")
+    public var json = false
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+
+    /// Prints the settings.
+    public func run() async throws {
+        let file = SettingsLoading.load(config)
+        guard let settings = file.settings, file.errors.isEmpty else {
+            for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+            throw ExitCode(1)
+        }
+        for warning in file.diagnostics where warning.severity == .warning { printToStandardError(warning.description) }
+        let rows = SettingsReport.rows(settings, file: file)
+        if json {
+            print(JSONValue.object(rows.map { ($0.key, .object([("value", .string($0.value)), ("from", .string($0.origin))])) }).serialized())
+        } else {
+            let width = rows.map(\.key.count).max() ?? 0
+            for row in rows {
+                print("\(row.key.padding(toLength: width, withPad: " ", startingAt: 0))  \(row.value)  (\(row.origin))")
+            }
         }
     }
 }

@@ -10,3 +10,22 @@ struct OverridingResolver<Upstream: HostNameResolver>: HostNameResolver {
         return try await upstream.resolve(host, family: family)
     }
 }
+
+/// Asks each layer in order and returns the first answer; when every layer fails, the first layer's error.
+struct LayeredResolver: HostNameResolver {
+    var layers: [any HostNameResolver]
+
+    func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        var firstError: (any Error)?
+        for layer in layers {
+            do {
+                return try await layer.resolve(host, family: family)
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                if firstError == nil { firstError = error }
+            }
+        }
+        throw firstError ?? DNSError(code: .invalidConfiguration, message: "no resolution source is configured", host: host.name)
+    }
+}

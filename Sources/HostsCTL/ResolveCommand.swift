@@ -36,11 +36,15 @@ public struct ResolveCommand: AsyncParsableCommand {
             Seconds to wait for an answer on the first try (c-ares doubles it on each later round);             with HTTP DNS, the time one HTTP exchange may take.
             """
     )
-    public var timeout: Double = 2
+    public var timeout: Double?
 
     /// How many tries per query.
-    @Option(help: "How many times each query is sent before it times out.")
-    public var tries: Int = 2
+    @Option(help: "How many times each query is sent before it times out (default 2).")
+    public var tries: Int?
+
+    /// The settings file.
+    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    public var config: String?
 
     /// An overrides file in hosts format; its names are answered from it with source `override`.
     @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
@@ -60,10 +64,10 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// Checks argument ranges before anything runs.
     public func validate() throws {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
-        guard timeout.isFinite, timeout >= 0.001, timeout <= 3600 else {
+        if let timeout, !(timeout.isFinite && timeout >= 0.001 && timeout <= 3600) {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
-        guard (1...16).contains(tries) else { throw ValidationError("--tries must be between 1 and 16.") }
+        if let tries, !(1...16).contains(tries) { throw ValidationError("--tries must be between 1 and 16.") }
         if httpDNS.isSelected, !servers.isEmpty {
             throw ValidationError("--server is for c-ares; it cannot be combined with HTTP DNS options.")
         }
@@ -71,15 +75,60 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     /// Resolves every host concurrently and prints the results in the order given.
     public func run() async throws {
-        let overrides = try hosts.map(Self.loadOverrides)
-        let reports: [ResolveReport]
-        if httpDNS.isSelected {
-            let (resolver, transport) = try httpDNS.makeResolver(timeout: .milliseconds(Int64((timeout * 1000).rounded(.up))))
-            reports = await Self.resolveAll(names, family: family, with: OverridingResolver(overrides: overrides, upstream: resolver))
-            await transport.shutdown()
-        } else {
-            reports = try await resolveWithCAres(overrides: overrides)
+        let file = SettingsLoading.load(config)
+        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+        guard let settings = file.settings, file.errors.isEmpty else {
+            throw ValidationError("the settings have errors; see above (hostsctl config check)")
         }
+        let overridesPath = hosts ?? (settings.sources.contains(.overrides) ? settings.overridesFile : nil)
+        let overrides = try overridesPath.map(Self.loadOverrides)
+        var layers: [any HostNameResolver] = []
+        var transports: [HTTPDNSTransport] = []
+        var caresResolver: CAresResolver?
+        defer { caresResolver?.shutdown() }
+        if httpDNS.isSelected {
+            let (resolver, transport) = try httpDNS.makeResolver(timeout: Self.duration(timeout, default: 5))
+            layers = [resolver]
+            transports = [transport]
+        } else {
+            for source in settings.sources {
+                switch source {
+                case .overrides, .cache:
+                    continue  // overrides wrap the chain below; the cache arrives with the host resolver
+                case .httpdns:
+                    let transport = try Self.usage {
+                        try HTTPDNSTransport(
+                            configuration: .init(
+                                requestTimeout: Self.duration(timeout, default: Double(settings.httpTimeoutMilliseconds) / 1000),
+                                additionalTrustRoots: settings.trustCA + httpDNS.trustCA
+                            )
+                        )
+                    }
+                    transports.append(transport)
+                    for provider in settings.providers {
+                        layers.append(try Self.usage {
+                            try HTTPDNSResolver(configuration: try provider.resolverConfiguration(), transport: transport)
+                        })
+                    }
+                case .cares:
+                    let options = CAresResolver.Options(
+                        servers: servers.isEmpty ? settings.caresServers : servers,
+                        timeout: Self.duration(timeout, default: Double(settings.caresTimeoutMilliseconds) / 1000),
+                        tries: tries ?? settings.caresTries,
+                        useTCP: settings.caresTCP
+                    )
+                    let resolver = try Self.usage { try CAresResolver(options: options) }
+                    caresResolver = resolver
+                    layers.append(resolver)
+                }
+            }
+        }
+        let reports = await Self.resolveAll(
+            names,
+            family: family,
+            with: OverridingResolver(overrides: overrides, upstream: LayeredResolver(layers: layers))
+        )
+        for transport in transports { await transport.shutdown() }
         if json {
             print(ResolveReport.json(reports))
         } else {
@@ -90,20 +139,14 @@ public struct ResolveCommand: AsyncParsableCommand {
         }
     }
 
-    private func resolveWithCAres(overrides: HostOverrides?) async throws -> [ResolveReport] {
-        let options = CAresResolver.Options(
-            servers: servers,
-            timeout: .milliseconds(Int64((timeout * 1000).rounded(.up))),
-            tries: tries
-        )
-        let resolver: CAresResolver
-        do {
-            resolver = try CAresResolver(options: options)
-        } catch {
-            throw ValidationError(error.description)
-        }
-        defer { resolver.shutdown() }
-        return await Self.resolveAll(names, family: family, with: OverridingResolver(overrides: overrides, upstream: resolver))
+    /// Seconds from the command line, or the default, as a duration.
+    static func duration(_ seconds: Double?, default fallback: Double) -> Duration {
+        .milliseconds(Int64(((seconds ?? fallback) * 1000).rounded(.up)))
+    }
+
+    /// Runs `body`, turning a ``DNSError`` into a usage error (exit 64).
+    static func usage<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as DNSError { throw ValidationError(error.description) }
     }
 
     /// Resolves `hosts` concurrently, timing each, and returns the reports in input order.

@@ -134,3 +134,83 @@ struct HTTPDNSCommandTests {
         }
     }
 }
+
+/// `--config`, `config show` and `config check` on settings files, run as a real process.
+@Suite("hostsctl settings")
+struct SettingsCommandTests {
+    static func write(_ text: String, name: String, next to: String? = nil) throws -> String {
+        let directory = to.map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-settings-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent(name).path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("resolve --config takes servers, overrides file and sources from the settings; the environment overrides them")
+    func resolveWithConfig() async throws {
+        try await DNSMasq.with { dnsmasq in
+            let hosts = try Self.write("198.51.100.7 pinned.test\n", name: "hosts")
+            let settings = try Self.write(
+                """
+                { "sources": { "order": ["overrides", "cares"] }, "overrides": { "file": "hosts" },
+                  "cares": { "servers": ["\(dnsmasq.address)"], "timeoutMs": 5000 } }
+                """, name: "hostsctl.json", next: hosts)
+            let output = try HostsCTLProcess.run(["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test", "v4only.test"])
+            #expect(output.status == 0, "\(output.standardError)")
+            #expect(try HTTPDNSCommandTests.answers(output.standardOutput) == ["pinned.test": ["198.51.100.7 60"], "v4only.test": ["192.0.2.10 120"]])
+            #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["override", "cares"])
+
+            // Without the overrides layer (set through the environment) the pinned name goes to dnsmasq: NXDOMAIN.
+            let env = try HostsCTLProcess.run(
+                ["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test"],
+                environment: ["HOSTSCTL_SOURCES_ORDER": "cares"])
+            #expect(try HTTPDNSCommandTests.answers(env.standardOutput)["pinned.test"] == ["error notFound"])
+
+            // HOSTSCTL_CONFIG names the file when --config is absent.
+            let viaVariable = try HostsCTLProcess.run(["resolve", "--json", "pinned.test"], environment: ["HOSTSCTL_CONFIG": settings])
+            #expect(try HTTPDNSCommandTests.answers(viaVariable.standardOutput)["pinned.test"] == ["198.51.100.7 60"])
+        }
+    }
+
+    @Test("resolve --config through an HTTP DNS provider from the settings, with its secret from the environment")
+    func resolveWithProvider() async throws {
+        let server = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "77", secret: "from-env"))
+        defer { Task { await server.stop() } }
+        let settings = try Self.write(
+            """
+            { "sources": { "order": ["httpdns"] },
+              "httpdns": { "providers": ["vendor"], "timeoutMs": 10000,
+                "provider": { "vendor": { "api": "alibaba", "urls": ["\(server.url)"], "account": "77", "secretEnv": "VENDOR_SECRET" } } } }
+            """, name: "hostsctl.json")
+        let output = try HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
+        #expect(output.status == 0, "\(output.standardError)")
+        #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["vendor"])
+
+        let show = try HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
+        #expect(show.status == 0)
+        #expect(show.standardOutput.contains("httpdns.provider.vendor.secret"))
+        #expect(show.standardOutput.contains("(set)"))
+        #expect(!show.standardOutput.contains("from-env"), "the secret is masked")
+        let json = try HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
+        #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
+        #expect(parsed["httpdns.providers"]?["from"] == "file")
+        #expect(parsed["probe.ports"]?["from"] == "default")
+    }
+
+    @Test("config check finds settings mistakes with positions; resolve refuses broken settings with exit 64")
+    func check() throws {
+        let bad = try Self.write("{\n  \"cares\": { \"tries\": \"two\" },\n  \"bogus\": 1\n}\n", name: "bad.json")
+        let output = try HostsCTLProcess.run(["config", "check", bad, "Config/hostsctl.json", "Config/hosts"])
+        #expect(output.status == 1)
+        #expect(output.standardOutput.contains("\(bad):2:23: error: 'cares.tries' must be an integer, not a string"))
+        #expect(output.standardOutput.contains("\(bad):3:3: error: unknown key 'bogus'"))
+        #expect(output.standardOutput.contains("Config/hostsctl.json:") && output.standardOutput.contains(", 0 errors"))
+        let defaults = try HostsCTLProcess.run(["config", "check"])
+        #expect(defaults.status == 0, "\(defaults.standardOutput)")
+        let resolve = try HostsCTLProcess.run(["resolve", "--config", bad, "localhost"])
+        #expect(resolve.status == 64)
+        #expect(resolve.standardError.contains("\(bad):2:23"))
+    }
+}

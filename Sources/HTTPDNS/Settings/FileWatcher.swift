@@ -1,0 +1,163 @@
+public import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Keeps a value loaded from a file and reloads it when the file changes: hot reload for the settings and
+/// overrides files.
+///
+/// The file's identity (device, inode, size, modification time) is checked every `interval`; a change,
+/// including an editor's save-by-rename, triggers a reload. When the new contents fail to load (a syntax error,
+/// a bad line, a missing file) the last good value stays in effect and the error is logged, so a broken edit
+/// never takes a running service down. Checking `stat` once every few seconds costs nothing measurable.
+public final class FileWatcher<Value: Sendable>: Sendable {
+    private struct Identity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var seconds: Int
+        var nanoseconds: Int
+    }
+
+    private struct State {
+        var value: Value
+        var identity: Identity?
+        var task: Task<Void, Never>?
+        var reloads = 0
+        var failures = 0
+    }
+
+    /// The watched path.
+    public let path: String
+    private let load: @Sendable (String) throws -> Value
+    private let onChange: @Sendable (Value) -> Void
+    private let logger: Logger
+    private let state: Mutex<State>
+
+    /// Loads the file once and returns a watcher holding the value; call ``start(interval:)`` to watch.
+    /// - Parameters:
+    ///   - path: The file.
+    ///   - logger: Receives one error per failed reload and one notice per applied one.
+    ///   - load: Reads and validates the file; throws to reject it.
+    ///   - onChange: Called with each newly loaded value (not for the first load).
+    /// - Throws: Whatever `load` throws for the first load.
+    public init(
+        path: String,
+        logger: Logger,
+        load: @escaping @Sendable (String) throws -> Value,
+        onChange: @escaping @Sendable (Value) -> Void = { _ in }
+    ) throws {
+        self.path = path
+        self.load = load
+        self.onChange = onChange
+        self.logger = logger
+        let identity = Self.identity(of: path)
+        self.state = Mutex(State(value: try load(path), identity: identity))
+    }
+
+    deinit { state.withLock { $0.task?.cancel() } }
+
+    /// The last good value.
+    public var value: Value { state.withLock { $0.value } }
+
+    /// How many edits were applied and how many were rejected.
+    public var counts: (reloads: Int, failures: Int) { state.withLock { ($0.reloads, $0.failures) } }
+
+    /// Starts checking the file every `interval` in a background task. Calling it again restarts the task.
+    public func start(interval: Duration) {
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: interval) } catch { return }
+                guard let self else { return }
+                self.checkNow()
+            }
+        }
+        state.withLock { state in
+            state.task?.cancel()
+            state.task = task
+        }
+    }
+
+    /// Stops watching.
+    public func stop() {
+        state.withLock { state in
+            state.task?.cancel()
+            state.task = nil
+        }
+    }
+
+    /// Checks the file now and reloads it if it changed.
+    /// - Returns: `true` when a new value was applied.
+    @discardableResult
+    public func checkNow() -> Bool {
+        let identity = Self.identity(of: path)
+        let changed = state.withLock { state in
+            guard state.identity != identity else { return false }
+            state.identity = identity
+            return true
+        }
+        guard changed else { return false }
+        do {
+            let value = try load(path)
+            state.withLock { state in
+                state.value = value
+                state.reloads += 1
+            }
+            logger.notice("reloaded \(path)")
+            onChange(value)
+            return true
+        } catch {
+            state.withLock { $0.failures += 1 }
+            logger.error("kept the last good configuration; \(path) was not applied: \(error)", metadata: ["file": "\(path)"])
+            return false
+        }
+    }
+
+    private static func identity(of path: String) -> Identity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Identity(
+            device: UInt64(info.st_dev),
+            inode: UInt64(info.st_ino),
+            size: Int64(info.st_size),
+            seconds: Int(info.st_mtim.tv_sec),
+            nanoseconds: Int(info.st_mtim.tv_nsec)
+        )
+    }
+}
+
+extension HostOverrides {
+    /// Loads `path` into the file table and keeps it in step with edits of the file.
+    ///
+    /// An edit with any bad line is rejected as a whole (the previous table stays, the diagnostics are logged),
+    /// so a half-written file cannot drop overrides.
+    /// - Parameters:
+    ///   - path: The hosts-format file.
+    ///   - interval: How often the file is checked.
+    ///   - logger: Receives the result of each reload.
+    /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
+    /// - Throws: ``ConfigurationError`` when the file cannot be loaded the first time.
+    public func watch(path: String, interval: Duration, logger: Logger) throws -> FileWatcher<OverrideTable> {
+        let watcher = try FileWatcher(
+            path: path,
+            logger: logger,
+            load: { path in
+                let file = try HostsFile(contentsOf: path)
+                guard file.diagnostics.filter({ $0.severity == .error }).isEmpty else {
+                    throw ConfigurationError(code: .invalid, message: "\(path) has errors", diagnostics: file.diagnostics)
+                }
+                return file.table
+            },
+            onChange: { [weak self] table in self?.replaceFileTable(table) }
+        )
+        replaceFileTable(watcher.value)
+        if interval > .zero { watcher.start(interval: interval) }
+        return watcher
+    }
+}

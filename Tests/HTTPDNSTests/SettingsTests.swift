@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import HTTPDNS
+
+/// The settings file: positions of every kind of mistake, environment overrides, and hot reload.
+@Suite("settings and hot reload")
+struct SettingsTests {
+    static func temporaryFile(_ text: String, name: String = "settings.json") throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-settings-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent(name).path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("the shipped Config/hostsctl.json is valid and keeps the offline defaults")
+    func shippedFile() throws {
+        let file = SettingsFile.load(path: "Config/hostsctl.json", environment: [:])
+        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
+        let settings = try file.get()
+        #expect(settings.sources == [.overrides, .cares])
+        #expect(settings.overridesFile == "Config/hosts")
+        #expect(settings.caresServers.isEmpty)
+        #expect(settings.providers.isEmpty)
+        #expect(file.fileKeys["cares.timeoutMs"] != nil)
+    }
+
+    @Test("defaults without a file")
+    func defaults() throws {
+        let settings = try SettingsFile.load(path: nil, environment: [:]).get()
+        #expect(settings == ResolverSettings.default)
+        #expect(settings.caresTimeoutMilliseconds == 2000 && settings.caresTries == 2)
+        #expect(settings.dualStack == .fastest && settings.probePorts == [443])
+    }
+
+    @Test(
+        "every kind of mistake is reported at its line and column",
+        arguments: [
+            ("{\n  \"cares\": { \"timeout\": 5 }\n}", 2, 14, "unknown key 'cares.timeout'"),
+            ("{\n  \"cares\": { \"tries\": \"two\" }\n}", 2, 23, "must be an integer, not a string"),
+            ("{ \"cares\": { \"tries\": 99 } }", 1, 23, "99 is outside 1...16"),
+            ("{ \"cares\": { \"tcp\": 1 } }", 1, 21, "must be true or false"),
+            ("{ \"cares\": { \"servers\": [\"dns.example\"] } }", 1, 26, "is not IP[:PORT]"),
+            ("{ \"sources\": { \"order\": [\"cares\", 5] } }", 1, 35, "must hold strings, not an integer"),
+            ("{ \"dualStack\": { \"policy\": \"ipv4\" } }", 1, 28, "'ipv4' is not one of"),
+            ("{ \"httpdns\": { \"provider\": { \"p\": { \"secret\": \"s3cr3t\" } } } }", 1, 37, "secrets are never read from files"),
+            ("{ \"httpdns\": { \"provider\": { \"p\": { \"urls\": [\"ftp://x\"] } } } }", 1, 46, "scheme must be https or http"),
+            ("{ \"cares\": 5 }", 1, 12, "'cares' must be an object"),
+            ("{ \"cares\": { } ", 1, 16, "invalid JSON"),
+            ("{ \"a\": 1, \"a\": 2 }", 1, 11, "duplicate key"),
+            ("[1, 2]", 1, 1, "must hold a JSON object"),
+            ("// comment\n{ \"bogus\": true }", 2, 3, "unknown key 'bogus'"),
+            ("{ \"cares\": { \"timeoutMs\": 1.5 } }", 1, 27, "must be an integer, not a number"),
+            (String(repeating: "[", count: 200), 1, 66, "nesting deeper"),
+        ]
+    )
+    func diagnostics(text: String, line: Int, column: Int, message: String) throws {
+        let path = try Self.temporaryFile(text)
+        let file = SettingsFile.load(path: path, environment: [:])
+        #expect(file.settings == nil)
+        let first = try #require(file.errors.first)
+        #expect(first.file == path)
+        #expect(first.line == line && first.column == column, "\(first)")
+        #expect(first.message.contains(message), "\(first)")
+        #expect(throws: ConfigurationError.self) { try file.get() }
+    }
+
+    @Test("environment variables override the file, and bad or unknown ones are reported")
+    func environment() throws {
+        let path = try Self.temporaryFile("{ \"cares\": { \"timeoutMs\": 900, \"tries\": 3 }, \"sources\": { \"order\": [\"cares\"] } }")
+        let file = SettingsFile.load(
+            path: path,
+            environment: [
+                "HOSTSCTL_CARES_TIMEOUT_MS": "250", "HOSTSCTL_SOURCES_ORDER": "overrides,cares",
+                "HOSTSCTL_DUAL_STACK_POLICY": "preferIPv6", "HOSTSCTL_NOT_A_SETTING": "x", "PATH": "/usr/bin",
+            ]
+        )
+        let settings = try file.get()
+        #expect(settings.caresTimeoutMilliseconds == 250)
+        #expect(settings.caresTries == 3, "from the file")
+        #expect(settings.sources == [.overrides, .cares])
+        #expect(settings.dualStack == .preferIPv6)
+        #expect(file.environmentOverrides["cares.timeoutMs"] == "250")
+        #expect(file.diagnostics.map(\.severity) == [.warning])
+        #expect(file.diagnostics.first?.message.contains("HOSTSCTL_NOT_A_SETTING") == true)
+
+        for (variable, value) in [("HOSTSCTL_CARES_TRIES", "many"), ("HOSTSCTL_CARES_TRIES", "0"), ("HOSTSCTL_CARES_TCP", "maybe"),
+                                  ("HOSTSCTL_DUAL_STACK_POLICY", "ipv4")] {
+            let bad = SettingsFile.load(path: path, environment: [variable: value])
+            #expect(bad.settings == nil, "\(variable)=\(value)")
+            #expect(bad.errors.first?.message.contains(variable) == true, "\(bad.diagnostics)")
+        }
+        #expect(SettingKey.environmentVariable(for: "cache.maxStaleSeconds") == "HOSTSCTL_CACHE_MAX_STALE_SECONDS")
+    }
+
+    @Test("providers are read with their secret variable, never a secret")
+    func providers() throws {
+        let path = try Self.temporaryFile(
+            """
+            { "sources": { "order": ["httpdns", "cares"] },
+              "httpdns": { "providers": ["local"], "provider": { "local": {
+                "api": "alibaba", "urls": ["https://dns.example/"], "bootstrap": ["192.0.2.53"], "account": "42",
+                "secretEnv": "MY_SECRET", "allowPrivateAnswers": true } } } }
+            """)
+        let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get()
+        let provider = try #require(settings.providers.first)
+        #expect(provider.name == "local" && provider.api == "alibaba" && provider.account == "42")
+        #expect(provider.secretVariable == "MY_SECRET" && provider.allowPrivateAnswers)
+        let configuration = try provider.resolverConfiguration()
+        #expect(configuration.endpoints.first?.bootstrapAddresses == [IPAddress("192.0.2.53")!])
+        #expect(configuration.name == "local")
+
+        let missing = try Self.temporaryFile("{ \"sources\": { \"order\": [\"httpdns\"] } }")
+        #expect(SettingsFile.load(path: missing, environment: [:]).errors.first?.message.contains("httpdns.providers is empty") == true)
+    }
+
+    @Test("the JSON reader handles escapes, unicode and comments")
+    func json() throws {
+        let document = try PositionedJSON.parse(Array(#"// c\n{"k": "a\"b\u00e9\ud83d\ude00", "n": -1.5e2, "t": [true, null]}"#.replacingOccurrences(of: "\\n", with: "\n").utf8))
+        guard case .object(let members) = document.value, case .string(let text) = members[0].value.value,
+            case .number(let number, let isInteger) = members[1].value.value
+        else {
+            Issue.record("unexpected shape")
+            return
+        }
+        #expect(text == "a\"bé😀")
+        #expect(number == -150 && !isInteger)
+        #expect(members[0].keyPosition == .init(line: 2, column: 2))
+        for bad in ["{\"a\": 01}", "{\"a\": \"\\ud800\"}", "{\"a\": \"x", "{\"a\" 1}", "{\"a\": tru}", "\"\u{01}\""] {
+            #expect(throws: PositionedJSON.SyntaxError.self) { try PositionedJSON.parse(Array(bad.utf8)) }
+        }
+    }
+
+    @Test("hot reload: a good edit is applied, a broken edit keeps the last good settings and is logged")
+    func reload() async throws {
+        let path = try Self.temporaryFile("{ \"cares\": { \"tries\": 3 } }")
+        let store = LogStore()
+        let applied = Counter()
+        let watcher = try FileWatcher(
+            path: path,
+            logger: Logger(label: "test", factory: { _ in RecordingLogHandler(store: store) }),
+            load: { path in try SettingsFile.load(path: path, environment: [:]).get() },
+            onChange: { _ in applied.increment() }
+        )
+        #expect(watcher.value.caresTries == 3)
+        #expect(!watcher.checkNow(), "nothing changed")
+
+        try "{ \"cares\": { \"tries\": 5 } }".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(watcher.checkNow())
+        #expect(watcher.value.caresTries == 5)
+
+        try "{ \"cares\": { \"tries\": \"five\" ".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(!watcher.checkNow())
+        #expect(watcher.value.caresTries == 5, "the last good settings stay")
+        #expect(store.lines.withLock { $0.contains { $0.contains("kept the last good configuration") && $0.contains(path) } })
+
+        try FileManager.default.removeItem(atPath: path)
+        #expect(!watcher.checkNow())
+        #expect(watcher.value.caresTries == 5, "a deleted file keeps the last good settings")
+
+        try "{ \"cares\": { \"tries\": 7 } }".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(watcher.checkNow())
+        #expect(watcher.value.caresTries == 7)
+        #expect(watcher.counts.reloads == 2 && watcher.counts.failures == 2)
+        #expect(applied.value == 2)
+
+        // The background task picks up edits by itself.
+        watcher.start(interval: .milliseconds(20))
+        try "{ \"cares\": { \"tries\": 9 } }".write(toFile: path, atomically: true, encoding: .utf8)
+        for _ in 0..<500 where watcher.value.caresTries != 9 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(watcher.value.caresTries == 9)
+        watcher.stop()
+    }
+
+    @Test("hot reload of the overrides file: edits apply, an edit with a bad line is rejected whole")
+    func overridesReload() async throws {
+        let path = try Self.temporaryFile("192.0.2.1 a.test\n", name: "hosts")
+        let overrides = HostOverrides()
+        let watcher = try overrides.watch(path: path, interval: .zero, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let name = try HostName("a.test")
+        #expect(overrides.resolve(name, family: .ipv4)?.addresses.map(\.ip.description) == ["192.0.2.1"])
+
+        try "192.0.2.2 a.test\n192.0.2.3 b.test\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(watcher.checkNow())
+        #expect(overrides.resolve(name, family: .ipv4)?.addresses.map(\.ip.description) == ["192.0.2.2"])
+
+        try "192.0.2.4 a.test\nnot-an-ip b.test\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(!watcher.checkNow())
+        #expect(overrides.resolve(name, family: .ipv4)?.addresses.map(\.ip.description) == ["192.0.2.2"])
+        #expect(overrides.resolve(try HostName("b.test"), family: .ipv4) != nil, "the whole last good table stays")
+    }
+}
+
+/// A thread-safe counter for callbacks.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
