@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's main command: installs what hostsctl needs if missing, builds it (release), and runs it.
-#   scripts/hostsctl.sh              the demo: resolves names through Config/hosts (overrides) and a local dnsmasq
-#                                    serving Config/demo-zone.conf
+#   scripts/hostsctl.sh              the demo on the default config (Config/hostsctl.json, Config/hosts): checks it,
+#                                    resolves names through the overrides and a local dnsmasq serving
+#                                    Config/demo-zone.conf, then the same over DNS-over-HTTPS through a local dnsdist
 #   scripts/hostsctl.sh ARGS...      runs `hostsctl ARGS...` (e.g. resolve --server 127.0.0.1:5353 --json api.test)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,14 +26,29 @@ port="$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_D
     echo "no-poll"; echo "pid-file="; echo "conf-file=$root/Config/demo-zone.conf"
 } > "$work/dnsmasq.conf"
 dnsmasq --keep-in-foreground --conf-file="$work/dnsmasq.conf" --log-facility=- 2>/dev/null &
-dnsmasq_pid=$!
-trap 'kill $dnsmasq_pid 2>/dev/null; rm -rf "$work"' EXIT
-sleep 0.3
+pids=($!)
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+# dnsdist serves DNS-over-HTTPS (plain HTTP on loopback) in front of the same dnsmasq.
+doh_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+udp_port="$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+cat > "$work/dnsdist.conf" <<EOF
+setSecurityPollSuffix("")
+setACL({"127.0.0.0/8"})
+setLocal("127.0.0.1:$udp_port")
+newServer({address="127.0.0.1:$port", checkName="api.demo.test.", checkInterval=60})
+addDOHLocal("127.0.0.1:$doh_port", nil, nil, "/dns-query")
+EOF
+dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
+pids+=($!)
+sleep 1
 names=(api.example.test x.cdn.example.test api.demo.test www.demo.test v4.demo.test gone.demo.test localhost 192.0.2.80)
-echo "\$ hostsctl config check Config/hosts"
-"$hostsctl" config check Config/hosts
+echo "\$ hostsctl config check            # Config/hostsctl.json and Config/hosts"
+"$hostsctl" config check
 echo
-echo "\$ hostsctl resolve --hosts Config/hosts --server 127.0.0.1:$port ${names[*]}"
+echo "\$ hostsctl resolve --config Config/hostsctl.json --server 127.0.0.1:$port ${names[*]}"
 status=0
-"$hostsctl" resolve --hosts Config/hosts --server "127.0.0.1:$port" "${names[@]}" || status=$?
+"$hostsctl" resolve --config Config/hostsctl.json --server "127.0.0.1:$port" "${names[@]}" || status=$?
 echo "(exit status $status: gone.demo.test does not exist, so 1 is expected)"
+echo
+echo "\$ hostsctl resolve --doh http://127.0.0.1:$doh_port/dns-query --family ipv4 api.demo.test v4.demo.test"
+"$hostsctl" resolve --doh "http://127.0.0.1:$doh_port/dns-query" --family ipv4 api.demo.test v4.demo.test

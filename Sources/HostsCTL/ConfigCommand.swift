@@ -8,7 +8,7 @@ public struct ConfigCommand: AsyncParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "config",
         abstract: "Check and show configuration files.",
-        subcommands: [ConfigCheckCommand.self, ConfigShowCommand.self]
+        subcommands: [ConfigCheckCommand.self, ConfigShowCommand.self, ConfigKeysCommand.self]
     )
 
     /// Creates the command (used by the argument parser).
@@ -135,6 +135,41 @@ public struct ConfigShowCommand: AsyncParsableCommand {
             let width = rows.map(\.key.count).max() ?? 0
             for row in rows {
                 print("\(row.key.padding(toLength: width, withPad: " ", startingAt: 0))  \(row.value)  (\(row.origin))")
+            }
+        }
+    }
+}
+
+/// `hostsctl config keys`: every settings key with its type, default, environment variable and meaning.
+public struct ConfigKeysCommand: ParsableCommand {
+    /// The subcommand's name and help.
+    public static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "List every settings key with its type, default and environment variable."
+    )
+
+    /// Print a Markdown table.
+    @Flag(help: "Print a Markdown table.")
+    public var markdown = false
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+
+    /// Prints the keys.
+    public func run() {
+        if markdown {
+            print("| key | type | default | environment variable | meaning |")
+            print("| --- | --- | --- | --- | --- |")
+        }
+        for key in ResolverSettings.keys {
+            let variable = SettingKey.environmentVariable(for: key.path.replacingOccurrences(of: "*", with: "NAME"))
+            var meaning = key.help
+            if let allowed = key.allowed { meaning += " (\(allowed.joined(separator: ", ")))" }
+            if let range = key.range { meaning += " (\(range.lowerBound)...\(range.upperBound))" }
+            if markdown {
+                print("| `\(key.path)` | \(key.kind.rawValue) | \(key.defaultText) | `\(variable)` | \(meaning) |")
+            } else {
+                print("\(key.path)  [\(key.kind.rawValue), default \(key.defaultText), \(variable)]\n    \(meaning)")
             }
         }
     }

@@ -199,6 +199,15 @@ struct SettingsCommandTests {
         #expect(parsed["probe.ports"]?["from"] == "default")
     }
 
+    @Test("config keys lists every documented key, and the README's table is the same")
+    func keys() throws {
+        let output = try HostsCTLProcess.run(["config", "keys", "--markdown"])
+        #expect(output.status == 0)
+        for key in ResolverSettings.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
+        let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
+        #expect(readme.contains(output.standardOutput), "regenerate the README table with hostsctl config keys --markdown")
+    }
+
     @Test("config check finds settings mistakes with positions; resolve refuses broken settings with exit 64")
     func check() throws {
         let bad = try Self.write("{\n  \"cares\": { \"tries\": \"two\" },\n  \"bogus\": 1\n}\n", name: "bad.json")
