@@ -86,7 +86,7 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
     static func check(_ file: String) -> Result {
         if file.hasSuffix(".json") {
             let settings = SettingsFile.load(path: file)
-            if settings.fileKeys.isEmpty, let unreadable = settings.errors.first(where: { $0.line == 0 && $0.message.hasPrefix("cannot read") }) {
+            if settings.isUnreadable, let unreadable = settings.errors.first {
                 return Result(file: file, kind: "settings", entries: 0, diagnostics: [], unreadable: "\(file): \(unreadable.message)")
             }
             return Result(file: file, kind: "settings", entries: settings.fileKeys.count, diagnostics: settings.diagnostics)

@@ -34,6 +34,15 @@ struct SettingsTests {
         #expect(settings == ResolverSettings.default)
         #expect(settings.caresTimeoutMilliseconds == 2000 && settings.caresTries == 2)
         #expect(settings.dualStack == .fastest && settings.probePorts == [443])
+
+        let missing = SettingsFile.load(path: "/nonexistent/hostsctl.json", environment: [:])
+        #expect(missing.isUnreadable && missing.settings == nil)
+        do {
+            _ = try missing.get()
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.code == .unreadable)
+        }
     }
 
     @Test(

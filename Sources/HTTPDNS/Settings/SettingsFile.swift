@@ -22,6 +22,8 @@ public struct SettingsFile: Sendable {
     var keyPositions: [String: PositionedJSON.Position]
     /// The environment variables that override keys, by dotted path.
     public var environmentOverrides: [String: String]
+    /// Whether the file could not be read at all (missing, not a regular file, too large).
+    public var isUnreadable = false
 
     /// The largest settings file read (1 MiB).
     public static let maximumFileSize = 1 << 20
@@ -34,8 +36,7 @@ public struct SettingsFile: Sendable {
     public func get() throws(ConfigurationError) -> ResolverSettings {
         guard let settings, errors.isEmpty else {
             throw ConfigurationError(
-                code: keyPositions.isEmpty && diagnostics.contains(where: { $0.line == 0 && $0.message.hasPrefix("cannot read") })
-                    ? .unreadable : .invalid,
+                code: isUnreadable ? .unreadable : .invalid,
                 message: "\(path): \(errors.count) error\(errors.count == 1 ? "" : "s")",
                 diagnostics: diagnostics
             )
@@ -65,6 +66,7 @@ public struct SettingsFile: Sendable {
             bytes = try FileBytes.contents(of: path, limit: maximumFileSize)
         } catch {
             diagnose(nil, "cannot read the settings file: \(error.message)")
+            result.isUnreadable = true
             return result
         }
         let document: PositionedJSON
