@@ -126,8 +126,10 @@ public final class FileWatcher<Value: Sendable>: Sendable {
             device: UInt64(info.st_dev),
             inode: UInt64(info.st_ino),
             size: Int64(info.st_size),
-            seconds: Int(info.st_mtim.tv_sec),
-            nanoseconds: Int(info.st_mtim.tv_nsec)
+            // timespec's members are not reachable by name in every build configuration (the C module that
+            // first declares the struct varies), so read its two words directly.
+            seconds: withUnsafeBytes(of: info.st_mtim) { $0.load(as: Int.self) },
+            nanoseconds: withUnsafeBytes(of: info.st_mtim) { $0.load(fromByteOffset: MemoryLayout<Int>.size, as: Int.self) }
         )
     }
 }
