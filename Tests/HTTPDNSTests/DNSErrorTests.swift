@@ -30,7 +30,7 @@ struct DNSErrorTests {
         let mapped = Set(Self.table.map(\.1.value))
         let own: Set<DNSError.Code.Value> = [
             .invalidServer, .invalidConfiguration, .questionMismatch, .responseTooLarge, .httpStatus, .tlsFailure,
-            .transportFailure, .privateAddress, .signatureExpired, .invalidSignature, .decryptionFailed,
+            .transportFailure, .privateAddress, .signatureExpired, .invalidSignature, .decryptionFailed, .notCached,
         ]
         #expect(mapped.union(own) == Set(DNSError.Code.Value.allCases))
     }

@@ -12,7 +12,7 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
             case fileError, noMemory, shutdown, badString, badFlags, noName, badHints, notInitialized
             case cancelled, badService, invalidServer, invalidConfiguration, internalError
             case questionMismatch, responseTooLarge, httpStatus, tlsFailure, transportFailure
-            case privateAddress, signatureExpired, invalidSignature, decryptionFailed
+            case privateAddress, signatureExpired, invalidSignature, decryptionFailed, notCached
         }
 
         let value: Value
@@ -88,6 +88,8 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidSignature = Code(.invalidSignature)
         /// An encrypted HTTPDNS answer could not be decrypted (wrong key, corrupt body).
         public static let decryptionFailed = Code(.decryptionFailed)
+        /// Only the cache was asked and it holds nothing usable for the host.
+        public static let notCached = Code(.notCached)
         /// An unexpected internal failure; the message says which.
         public static let internalError = Code(.internalError)
 

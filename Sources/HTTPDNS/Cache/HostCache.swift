@@ -1,0 +1,282 @@
+import Foundation
+public import Logging
+import Synchronization
+
+/// The scored IP cache: per host and asked family, the addresses with their TTL and source, ranked by measured
+/// connect latency and failures.
+///
+/// Lookups take a mutex and a dictionary probe; rankings are computed when answers or scores change, not on
+/// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
+/// data are cached for ``Configuration/negativeTTL``; the least recently used hosts are evicted beyond
+/// ``Configuration/maximumHosts``. ``save(to:)`` and ``load(from:logger:)`` persist it across restarts.
+///
+/// ```swift
+/// let cache = HostCache()
+/// cache.store(try HostName("api.example.com"), family: .any, addresses: [ip1, ip2], ttl: 300, origin: .cares)
+/// cache.recordConnect(to: ip2, of: try HostName("api.example.com"), latency: .milliseconds(8))
+/// let best = cache.bestAddress(for: try HostName("api.example.com"), family: .any)   // ip2 once measured faster
+/// ```
+public final class HostCache: Sendable {
+    /// The cache's limits and policies.
+    public struct Configuration: Sendable, Hashable {
+        /// TTLs below this (seconds) are raised to it.
+        public var minimumTTL: UInt32
+        /// TTLs above this (seconds) are lowered to it.
+        public var maximumTTL: UInt32
+        /// How long NXDOMAIN and no-data answers are cached, in seconds; 0 turns negative caching off.
+        public var negativeTTL: UInt32
+        /// How long past its TTL an answer may still be served.
+        public var maximumStaleness: Duration
+        /// The most hosts kept; the least recently used are evicted first.
+        public var maximumHosts: Int
+        /// How the two families are ordered in answers to `any` lookups.
+        public var dualStack: ResolverSettings.DualStackPolicy
+        /// How measurements become scores.
+        public var scoring: ScoringPolicy
+        /// Fresh hits after which an answer counts as hot and is refreshed shortly before it expires.
+        public var hotHits: Int
+        /// The longest lead before expiry at which a hot answer is refreshed (the lead is a tenth of the TTL,
+        /// at most this).
+        public var maximumRefreshLead: Duration
+        /// After a failed refresh, the time before another is tried.
+        public var refreshRetryInterval: Duration
+        /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
+        public var refreshClaimDuration: Duration
+
+        /// Creates a configuration; the defaults match `Config/hostsctl.json`.
+        public init(
+            minimumTTL: UInt32 = 30,
+            maximumTTL: UInt32 = 86_400,
+            negativeTTL: UInt32 = 30,
+            maximumStaleness: Duration = .seconds(86_400),
+            maximumHosts: Int = 10_000,
+            dualStack: ResolverSettings.DualStackPolicy = .fastest,
+            scoring: ScoringPolicy = .default,
+            hotHits: Int = 2,
+            maximumRefreshLead: Duration = .seconds(30),
+            refreshRetryInterval: Duration = .seconds(5),
+            refreshClaimDuration: Duration = .seconds(60)
+        ) {
+            self.minimumTTL = minimumTTL
+            self.maximumTTL = max(maximumTTL, minimumTTL)
+            self.negativeTTL = negativeTTL
+            self.maximumStaleness = maximumStaleness
+            self.maximumHosts = max(maximumHosts, 1)
+            self.dualStack = dualStack
+            self.scoring = scoring
+            self.hotHits = max(hotHits, 1)
+            self.maximumRefreshLead = maximumRefreshLead
+            self.refreshRetryInterval = refreshRetryInterval
+            self.refreshClaimDuration = refreshClaimDuration
+        }
+
+        /// The defaults.
+        public static let `default` = Configuration()
+
+        /// The cache settings of a settings file.
+        public init(settings: ResolverSettings) {
+            self.init(
+                minimumTTL: UInt32(settings.cacheMinTTL),
+                maximumTTL: UInt32(settings.cacheMaxTTL),
+                negativeTTL: UInt32(settings.cacheNegativeTTL),
+                maximumStaleness: .seconds(settings.cacheMaxStale),
+                maximumHosts: settings.cacheMaxHosts,
+                dualStack: settings.dualStack
+            )
+        }
+
+        func clamp(_ ttl: UInt32) -> UInt32 { min(max(ttl, minimumTTL), maximumTTL) }
+    }
+
+    /// One cached answer, as `hostsctl cache show` lists it.
+    public struct Entry: Sendable, Hashable {
+        /// The host.
+        public var host: String
+        /// The family that was asked for.
+        public var family: AddressFamily
+        /// The addresses, ranked (empty for a negative answer).
+        public var addresses: [RankedAddress]
+        /// Where the answer came from.
+        public var origin: ResolutionSource
+        /// The (clamped) TTL the answer was stored with, in seconds.
+        public var ttl: UInt32
+        /// Seconds until it expires; negative when it is stale.
+        public var remainingSeconds: Double
+        /// The error of a negative answer.
+        public var error: DNSError.Code?
+    }
+
+    /// What loading a persisted cache did.
+    public struct LoadReport: Sendable, Hashable {
+        /// Answers added to the cache.
+        public var loaded: Int
+        /// Answers skipped: malformed, or past the maximum staleness.
+        public var dropped: Int
+        /// Why the whole file was ignored (missing files are not a problem and give `nil`).
+        public var problem: String?
+    }
+
+    private let core: Mutex<HostCacheCore>
+    private let clock: CacheClock
+    /// The cache's configuration.
+    public let configuration: Configuration
+
+    /// Creates an empty cache.
+    /// - Parameters:
+    ///   - configuration: Limits and policies.
+    ///   - clock: The clocks read for expiry; tests pass one they control.
+    public init(configuration: Configuration = .default, clock: CacheClock = .system) {
+        self.configuration = configuration
+        self.clock = clock
+        self.core = Mutex(HostCacheCore(configuration: configuration))
+    }
+
+    /// The number of hosts held.
+    public var count: Int { core.withLock { $0.count } }
+
+    /// The best address of `host` if it has a fresh answer for `family`: the fast path for callers that connect.
+    public func bestAddress(for host: HostName, family: AddressFamily = .any) -> IPAddress? {
+        let now = clock.now()
+        return core.withLock { $0.bestAddress(host, family: family, now: now) }
+    }
+
+    /// The answer for `host` and `family`: fresh or stale (see ``RankedResolution/freshness``), or `nil`.
+    /// Unlike the host resolver, this never starts a refresh.
+    public func resolution(for host: HostName, family: AddressFamily = .any) -> RankedResolution? {
+        let now = clock.now()
+        return core.withLock { $0.fallback(host, family: family, now: now) }
+    }
+
+    /// The ranked addresses of `host` for `family` (fresh or stale), best first; empty when nothing is cached.
+    public func rankedAddresses(for host: HostName, family: AddressFamily = .any) -> [RankedAddress] {
+        let now = clock.now()
+        return core.withLock { $0.ranked(host, family: family, now: now) }
+    }
+
+    /// Looks up `host`, counting the hit and claiming a refresh when one is due.
+    func lookup(_ host: HostName, family: AddressFamily, probeInterval: Duration? = nil) -> HostCacheCore.Lookup {
+        let now = clock.now()
+        return core.withLock { $0.lookup(host, family: family, now: now, probeInterval: probeInterval) }
+    }
+
+    /// Stores a positive answer and returns it ranked.
+    /// - Parameters:
+    ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
+    @discardableResult
+    public func store(
+        _ host: HostName,
+        family: AddressFamily,
+        addresses: [IPAddress],
+        ttl: UInt32,
+        origin: ResolutionSource,
+        merge: Bool = false
+    ) -> RankedResolution {
+        precondition(!addresses.isEmpty, "a positive answer has addresses")
+        let now = clock.now()
+        return core.withLock { $0.store(host, family: family, addresses: addresses, ttl: ttl, origin: origin, merge: merge, now: now) }
+    }
+
+    /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
+    public func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
+        let now = clock.now()
+        core.withLock { $0.storeNegative(host, family: family, error: error, now: now) }
+    }
+
+    /// A positive answer within the maximum staleness, fresh or stale, without claiming anything: what is served
+    /// when every source fails.
+    func fallback(_ host: HostName, family: AddressFamily) -> RankedResolution? {
+        let now = clock.now()
+        return core.withLock { $0.fallback(host, family: family, now: now) }
+    }
+
+    /// A background refresh failed; the next is tried after ``Configuration/refreshRetryInterval``.
+    func refreshFailed(_ host: HostName, family: AddressFamily) {
+        let now = clock.now()
+        core.withLock { $0.refreshFailed(host, family: family, now: now) }
+    }
+
+    /// Passive feedback: connecting to `ip` of `host` succeeded after `latency`. The latency enters the address's
+    /// moving average and half its failure penalty is forgiven.
+    public func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
+        let now = clock.now()
+        core.withLock { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
+    }
+
+    /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.
+    public func recordFailure(to ip: IPAddress, of host: HostName) {
+        let now = clock.now()
+        core.withLock { $0.recordFailure(host, ip: ip, now: now) }
+    }
+
+    /// Claims a probe round for `host` if none ran within `interval`.
+    func claimProbe(_ host: HostName, interval: Duration) -> HostCacheCore.ProbeRequest? {
+        let now = clock.now()
+        return core.withLock { $0.claimProbe(host, interval: interval, now: now) }
+    }
+
+    /// Remembers the port connections to `host` use, so its probes measure that port.
+    public func setProbePort(_ port: Int, for host: HostName) {
+        core.withLock { $0.setProbePort(port, for: host) }
+    }
+
+    /// After a network change: every answer is due for refresh (and served stale until refreshed), and
+    /// measurements are forgotten so addresses are probed again.
+    public func markAllForRefresh() {
+        let now = clock.now()
+        core.withLock { $0.markAllForRefresh(now: now) }
+    }
+
+    /// Removes `host`.
+    public func remove(_ host: HostName) {
+        core.withLock { $0.remove(host) }
+    }
+
+    /// Empties the cache.
+    public func removeAll() {
+        core.withLock { $0.removeAll() }
+    }
+
+    /// Every cached answer, most recently used host first.
+    public func entries() -> [Entry] {
+        let now = clock.now()
+        return core.withLock { $0.snapshot(now: now) }
+    }
+
+    /// Saves positive answers and scores to `path` atomically (temporary file, then rename).
+    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
+    public func save(to path: String) throws(DNSError) {
+        let now = clock.now()
+        let wallNow = clock.wallSeconds()
+        let file = core.withLock { $0.exported(now: now, wallNow: wallNow) }
+        try file.write(to: path)
+    }
+
+    /// Loads a persisted cache. Hosts already cached keep their answers; answers past the maximum staleness are
+    /// dropped. A missing file loads nothing; a corrupt, truncated, oversized or foreign file is ignored with a
+    /// warning on `logger`, never a crash.
+    @discardableResult
+    public func load(from path: String, logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() })) -> LoadReport {
+        guard FileManager.default.fileExists(atPath: path) else { return LoadReport(loaded: 0, dropped: 0, problem: nil) }
+        let file: CacheFile
+        do {
+            file = try CacheFile.read(from: path)
+        } catch {
+            logger.warning("ignoring the persisted cache", metadata: ["path": "\(path)", "reason": "\(error.message)"])
+            return LoadReport(loaded: 0, dropped: 0, problem: error.message)
+        }
+        let now = clock.now()
+        let wallNow = clock.wallSeconds()
+        let (loaded, dropped) = core.withLock { $0.load(file, now: now, wallNow: wallNow) }
+        logger.debug("loaded the persisted cache", metadata: ["path": "\(path)", "answers": "\(loaded)", "dropped": "\(dropped)"])
+        return LoadReport(loaded: loaded, dropped: dropped, problem: nil)
+    }
+
+    /// The default cache file: `$XDG_CACHE_HOME/hostsctl/cache.json`, else `$HOME/.cache/hostsctl/cache.json`;
+    /// `nil` when neither variable is set.
+    public static func defaultPath(environment: [String: String]? = nil) -> String? {
+        let environment = environment ?? ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") { return xdg + "/hostsctl/cache.json" }
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.cache/hostsctl/cache.json" }
+        return nil
+    }
+}

@@ -1,0 +1,534 @@
+/// The cache's state and rules as a plain value: no locks, no I/O, time passed in. ``HostCache`` wraps it in a
+/// mutex; tests drive it directly with made-up instants.
+struct HostCacheCore: Sendable {
+    /// One answer for one host and one asked family.
+    struct Answer: Sendable {
+        /// The addresses as the source gave them (empty for a negative answer).
+        var addresses: [IPAddress]
+        /// ``addresses`` ranked, best first; recomputed when scores change.
+        var ranked: [RankedAddress]
+        /// The error of a negative answer (NXDOMAIN or no data).
+        var error: DNSError?
+        var origin: ResolutionSource
+        /// The clamped TTL in seconds.
+        var ttl: UInt32
+        var storedAt: ContinuousClock.Instant
+        var expiresAt: ContinuousClock.Instant
+        /// Fresh hits since the answer was stored; hot answers are refreshed shortly before they expire.
+        var hits: Int = 0
+        /// When a hot answer's refresh is due.
+        var refreshAt: ContinuousClock.Instant
+        /// No new refresh is started before this (one is running, or the last one failed recently).
+        var refreshBlockedUntil: ContinuousClock.Instant?
+    }
+
+    /// Everything known about one host.
+    struct Record: Sendable {
+        /// Answers by asked family: any, ipv4, ipv6.
+        var answers: [Answer?] = [nil, nil, nil]
+        var scores: [IPAddress: AddressScore] = [:]
+        var lastUsed: UInt64
+        /// Rankings include decaying penalties; they are recomputed once this passes.
+        var rankValidUntil: ContinuousClock.Instant?
+        var probedAt: ContinuousClock.Instant?
+        var probePort: Int?
+    }
+
+    /// The outcome of a lookup.
+    enum Lookup: Sendable {
+        case miss
+        /// A positive answer, fresh or stale; `refresh` says the caller should start a background refresh
+        /// (the claim is already taken).
+        /// `probe` is set when a probe round is due (and claimed).
+        case hit(RankedResolution, refresh: Bool, probe: ProbeRequest?)
+        case negative(DNSError)
+    }
+
+    /// What a probe round should connect to.
+    struct ProbeRequest: Sendable, Hashable {
+        var host: HostName
+        var addresses: [IPAddress]
+        var port: Int?
+    }
+
+    let configuration: HostCache.Configuration
+    private(set) var records: [HostName: Record] = [:]
+    private var tick: UInt64 = 0
+
+    init(configuration: HostCache.Configuration) {
+        self.configuration = configuration
+    }
+
+    var count: Int { records.count }
+
+    private static func slot(_ family: AddressFamily) -> Int {
+        switch family {
+        case .any: 0
+        case .ipv4: 1
+        case .ipv6: 2
+        }
+    }
+
+    private static let families: [AddressFamily] = [.any, .ipv4, .ipv6]
+
+    private mutating func nextTick() -> UInt64 {
+        tick &+= 1
+        return tick
+    }
+
+    // MARK: Lookups
+
+    /// The answer for `host` and `family` at `now`: fresh, stale within the maximum staleness, negative or none.
+    /// - Parameter probeInterval: When set, a hit also claims a probe round if none ran within the interval.
+    mutating func lookup(
+        _ host: HostName,
+        family: AddressFamily,
+        now: ContinuousClock.Instant,
+        probeInterval: Duration? = nil
+    ) -> Lookup {
+        guard let index = records.index(forKey: host) else { return .miss }
+        let slot = Self.slot(family)
+        let tick = nextTick()
+        let result = Self.lookup(
+            in: &records.values[index], host: host, family: family, slot: slot, tick: tick, now: now, configuration: configuration
+        )
+        guard case .hit(let resolution, let refresh, _) = result, let probeInterval else { return result }
+        return .hit(resolution, refresh: refresh, probe: Self.claimProbe(&records.values[index], host: host, interval: probeInterval, now: now))
+    }
+
+    private static func lookup(
+        in record: inout Record,
+        host: HostName,
+        family: AddressFamily,
+        slot: Int,
+        tick: UInt64,
+        now: ContinuousClock.Instant,
+        configuration: HostCache.Configuration
+    ) -> Lookup {
+        guard var answer = record.answers[slot] else { return .miss }
+        record.lastUsed = tick
+        if let error = answer.error {
+            if now < answer.expiresAt { return .negative(error) }
+            record.answers[slot] = nil
+            return .miss
+        }
+        if let until = record.rankValidUntil, now >= until {
+            rerank(&record, now: now, configuration: configuration)
+            answer = record.answers[slot]!
+        }
+        if now < answer.expiresAt {
+            answer.hits += 1
+            var refresh = false
+            if answer.hits >= configuration.hotHits, now >= answer.refreshAt, answer.canRefresh(at: now) {
+                answer.refreshBlockedUntil = now + configuration.refreshClaimDuration
+                refresh = true
+            }
+            record.answers[slot] = answer
+            let remaining = (answer.expiresAt - now).fractionalSeconds
+            let resolution = RankedResolution(
+                host: host.name, family: family, addresses: answer.ranked, origin: answer.origin,
+                ttl: UInt32(remaining.rounded(.up)), freshness: .cache
+            )
+            return .hit(resolution, refresh: refresh, probe: nil)
+        }
+        let staleFor = now - answer.expiresAt
+        guard staleFor <= configuration.maximumStaleness else {
+            record.answers[slot] = nil
+            return .miss
+        }
+        var refresh = false
+        if answer.canRefresh(at: now) {
+            answer.refreshBlockedUntil = now + configuration.refreshClaimDuration
+            record.answers[slot] = answer
+            refresh = true
+        }
+        return .hit(stale(answer, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
+    }
+
+    private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration) -> RankedResolution {
+        RankedResolution(
+            host: host.name, family: family, addresses: answer.ranked, origin: answer.origin, ttl: 0,
+            freshness: .stale, staleSeconds: UInt32(min(staleFor.fractionalSeconds.rounded(.up), Double(UInt32.max)))
+        )
+    }
+
+    /// The best address of a fresh positive answer, for the fast path. Does not count as a hit for refreshes.
+    mutating func bestAddress(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> IPAddress? {
+        guard let index = records.index(forKey: host) else { return nil }
+        let record = records.values[index]
+        guard let answer = record.answers[Self.slot(family)], answer.error == nil, now < answer.expiresAt,
+              record.rankValidUntil.map({ now < $0 }) ?? true
+        else {
+            // Not fresh, or the ranking has decayed: take the full path.
+            if case .hit(let resolution, _, _) = lookup(host, family: family, now: now), !resolution.isStale {
+                return resolution.best
+            }
+            return nil
+        }
+        records.values[index].lastUsed = nextTick()
+        return answer.ranked[0].ip
+    }
+
+    /// A positive answer still within the maximum staleness, fresh or not, without claiming a refresh: what is
+    /// served when every upstream fails.
+    func fallback(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> RankedResolution? {
+        guard let answer = records[host]?.answers[Self.slot(family)], answer.error == nil else { return nil }
+        if now < answer.expiresAt {
+            return RankedResolution(
+                host: host.name, family: family, addresses: answer.ranked, origin: answer.origin,
+                ttl: UInt32((answer.expiresAt - now).fractionalSeconds.rounded(.up)), freshness: .cache
+            )
+        }
+        let staleFor = now - answer.expiresAt
+        guard staleFor <= configuration.maximumStaleness else { return nil }
+        return Self.stale(answer, host: host, family: family, staleFor: staleFor)
+    }
+
+    /// The ranked addresses of `host` for `family` from any answer within the maximum staleness.
+    func ranked(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> [RankedAddress] {
+        fallback(host, family: family, now: now)?.addresses ?? []
+    }
+
+    // MARK: Stores
+
+    /// Stores a positive answer (replacing, or with `merge` adding to, the addresses already cached) and returns
+    /// it ranked.
+    mutating func store(
+        _ host: HostName,
+        family: AddressFamily,
+        addresses: [IPAddress],
+        ttl: UInt32,
+        origin: ResolutionSource,
+        merge: Bool = false,
+        now: ContinuousClock.Instant
+    ) -> RankedResolution {
+        let ttl = configuration.clamp(ttl)
+        var record = takeRecord(host)
+        let slot = Self.slot(family)
+        var list = addresses
+        if merge, let existing = record.answers[slot], existing.error == nil {
+            list = existing.addresses
+            for ip in addresses where !list.contains(ip) { list.append(ip) }
+        }
+        let expiresAt = now + .seconds(Int64(ttl))
+        let lead = Duration.seconds(fractional: min(Double(ttl) / 10, configuration.maximumRefreshLead.fractionalSeconds))
+        var answer = Answer(
+            addresses: list, ranked: [], error: nil, origin: merge ? (record.answers[slot]?.origin ?? origin) : origin,
+            ttl: ttl, storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt - lead
+        )
+        if merge, let existing = record.answers[slot], existing.error == nil {
+            answer.hits = existing.hits
+            answer.storedAt = existing.storedAt
+        }
+        record.answers[slot] = answer
+        Self.pruneScores(&record)
+        Self.rerank(&record, now: now, configuration: configuration)
+        let ranked = record.answers[slot]!.ranked
+        putRecord(record, for: host)
+        return RankedResolution(host: host.name, family: family, addresses: ranked, origin: answer.origin, ttl: ttl, freshness: .upstream)
+    }
+
+    /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
+    mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: ContinuousClock.Instant) {
+        guard error.code == .notFound || error.code == .noData, configuration.negativeTTL > 0 else { return }
+        var record = takeRecord(host)
+        let expiresAt = now + .seconds(Int64(configuration.negativeTTL))
+        record.answers[Self.slot(family)] = Answer(
+            addresses: [], ranked: [], error: error, origin: "negative", ttl: configuration.negativeTTL,
+            storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt
+        )
+        Self.pruneScores(&record)
+        putRecord(record, for: host)
+    }
+
+    /// A background refresh failed: no new one for `configuration.refreshRetryInterval`.
+    mutating func refreshFailed(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) {
+        guard let index = records.index(forKey: host), records.values[index].answers[Self.slot(family)] != nil else { return }
+        records.values[index].answers[Self.slot(family)]!.refreshBlockedUntil = now + configuration.refreshRetryInterval
+    }
+
+    private mutating func takeRecord(_ host: HostName) -> Record {
+        if let record = records.removeValue(forKey: host) { return record }
+        evictIfFull()
+        return Record(lastUsed: nextTick())
+    }
+
+    private mutating func putRecord(_ record: Record, for host: HostName) {
+        var record = record
+        record.lastUsed = nextTick()
+        records[host] = record
+    }
+
+    /// Makes room for one more host: when full, the least recently used sixteenth (at least one) goes.
+    private mutating func evictIfFull() {
+        guard records.count >= configuration.maximumHosts else { return }
+        let excess = records.count - configuration.maximumHosts + 1
+        let batch = max(excess, configuration.maximumHosts / 16, 1)
+        let victims = records.map { ($0.key, $0.value.lastUsed) }.sorted { $0.1 < $1.1 }.prefix(batch)
+        for (host, _) in victims { records.removeValue(forKey: host) }
+    }
+
+    /// Drops scores of addresses no answer mentions any more.
+    private static func pruneScores(_ record: inout Record) {
+        guard !record.scores.isEmpty else { return }
+        var live = Set<IPAddress>()
+        for answer in record.answers { if let answer { live.formUnion(answer.addresses) } }
+        record.scores = record.scores.filter { live.contains($0.key) }
+    }
+
+    // MARK: Scores
+
+    /// Passive feedback: a connect to `ip` of `host` succeeded after `latency`.
+    mutating func recordSuccess(_ host: HostName, ip: IPAddress, latency: Duration, now: ContinuousClock.Instant) {
+        let policy = configuration.scoring
+        updateScore(host, ip: ip, now: now) { $0.recordSuccess(latency: latency, at: now, policy: policy) }
+    }
+
+    /// Passive feedback: a connect to `ip` of `host` failed.
+    mutating func recordFailure(_ host: HostName, ip: IPAddress, now: ContinuousClock.Instant) {
+        let policy = configuration.scoring
+        updateScore(host, ip: ip, now: now) { $0.recordFailure(at: now, policy: policy) }
+    }
+
+    private mutating func updateScore(
+        _ host: HostName,
+        ip: IPAddress,
+        now: ContinuousClock.Instant,
+        _ body: (inout AddressScore) -> Void
+    ) {
+        // Feedback about an address the cache does not hold for the host (an override, a literal) is dropped:
+        // scores live and die with the answers they rank.
+        guard let index = records.index(forKey: host),
+              records.values[index].answers.contains(where: { $0?.addresses.contains(ip) ?? false })
+        else { return }
+        body(&records.values[index].scores[ip, default: AddressScore()])
+        Self.rerank(&records.values[index], now: now, configuration: configuration)
+    }
+
+    /// Claims a probe round for `host` if none ran within `interval`; returns what to connect to.
+    mutating func claimProbe(_ host: HostName, interval: Duration, now: ContinuousClock.Instant) -> ProbeRequest? {
+        guard let index = records.index(forKey: host) else { return nil }
+        return Self.claimProbe(&records.values[index], host: host, interval: interval, now: now)
+    }
+
+    private static func claimProbe(
+        _ record: inout Record,
+        host: HostName,
+        interval: Duration,
+        now: ContinuousClock.Instant
+    ) -> ProbeRequest? {
+        if let probedAt = record.probedAt, now - probedAt < interval { return nil }
+        var addresses: [IPAddress] = []
+        for answer in record.answers {
+            for ip in answer?.addresses ?? [] where !addresses.contains(ip) { addresses.append(ip) }
+        }
+        guard !addresses.isEmpty else { return nil }
+        record.probedAt = now
+        return ProbeRequest(host: host, addresses: addresses, port: record.probePort)
+    }
+
+    /// Remembers the port a caller connects to on `host`, for its probes.
+    mutating func setProbePort(_ port: Int, for host: HostName) {
+        guard let index = records.index(forKey: host) else { return }
+        records.values[index].probePort = port
+    }
+
+    /// Re-ranks every answer of a record by the scores at `now` and the dual-stack policy.
+    private static func rerank(_ record: inout Record, now: ContinuousClock.Instant, configuration: HostCache.Configuration) {
+        var decaying = false
+        for slot in record.answers.indices {
+            guard let answer = record.answers[slot], answer.error == nil else { continue }
+            let scored = answer.addresses.enumerated().map { position, ip -> (RankedAddress, Int) in
+                let score = record.scores[ip] ?? AddressScore()
+                if score.penalty(at: now, policy: configuration.scoring) > 0 { decaying = true }
+                return (
+                    RankedAddress(
+                        ip: ip, rank: 0, score: score.value(at: now, policy: configuration.scoring),
+                        latencyMilliseconds: score.latencyMilliseconds, successes: score.successes, failures: score.failures
+                    ),
+                    position
+                )
+            }
+            var ordered = order(scored, policy: configuration.dualStack)
+            for index in ordered.indices { ordered[index].rank = index + 1 }
+            record.answers[slot]!.ranked = ordered
+        }
+        record.rankValidUntil = decaying ? now + .seconds(1) : nil
+    }
+
+    /// Orders scored addresses: by score (ties keep the source's order), then by family as the policy says.
+    static func order(_ scored: [(RankedAddress, Int)], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress] {
+        let sorted = scored.sorted { $0.0.score != $1.0.score ? $0.0.score < $1.0.score : $0.1 < $1.1 }.map(\.0)
+        let v4 = sorted.filter { $0.ip.family == .ipv4 }
+        let v6 = sorted.filter { $0.ip.family == .ipv6 }
+        switch policy {
+        case .preferIPv4:
+            return v4 + v6
+        case .preferIPv6:
+            return v6 + v4
+        case .fastest:
+            // The better head goes next; on equal scores the families alternate, IPv4 first.
+            var result: [RankedAddress] = []
+            result.reserveCapacity(sorted.count)
+            var i = 0, j = 0
+            var lastWasV4 = false
+            while i < v4.count || j < v6.count {
+                let takeV4: Bool
+                if i == v4.count { takeV4 = false }
+                else if j == v6.count { takeV4 = true }
+                else if v4[i].score != v6[j].score { takeV4 = v4[i].score < v6[j].score }
+                else { takeV4 = !lastWasV4 }
+                if takeV4 { result.append(v4[i]); i += 1 } else { result.append(v6[j]); j += 1 }
+                lastWasV4 = takeV4
+            }
+            return result
+        }
+    }
+
+    // MARK: Maintenance
+
+    /// After a network change: every answer is due for refresh (served stale meanwhile), probes run again and
+    /// measurements from the old network are forgotten.
+    mutating func markAllForRefresh(now: ContinuousClock.Instant) {
+        for index in records.indices {
+            var record = records.values[index]
+            for slot in record.answers.indices where record.answers[slot] != nil {
+                if record.answers[slot]!.error != nil {
+                    record.answers[slot] = nil
+                    continue
+                }
+                record.answers[slot]!.expiresAt = min(record.answers[slot]!.expiresAt, now)
+                record.answers[slot]!.refreshBlockedUntil = nil
+            }
+            record.scores = [:]
+            record.probedAt = nil
+            Self.rerank(&record, now: now, configuration: configuration)
+            records.values[index] = record
+        }
+    }
+
+    /// Removes one host.
+    mutating func remove(_ host: HostName) {
+        records.removeValue(forKey: host)
+    }
+
+    /// Removes every host.
+    mutating func removeAll() {
+        records.removeAll()
+    }
+
+    /// Hosts and families with a positive answer, most recently used first, for export and pre-resolution.
+    func snapshot(now: ContinuousClock.Instant) -> [HostCache.Entry] {
+        records.sorted { $0.value.lastUsed > $1.value.lastUsed }.flatMap { host, record in
+            Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
+                guard let answer = record.answers[slot] else { return nil }
+                let remaining = answer.expiresAt - now
+                return HostCache.Entry(
+                    host: host.name,
+                    family: family,
+                    addresses: answer.ranked,
+                    origin: answer.origin,
+                    ttl: answer.ttl,
+                    remainingSeconds: remaining.fractionalSeconds,
+                    error: answer.error?.code
+                )
+            }
+        }
+    }
+}
+
+extension HostCacheCore.Answer {
+    func canRefresh(at now: ContinuousClock.Instant) -> Bool {
+        guard let until = refreshBlockedUntil else { return true }
+        return now >= until
+    }
+}
+
+// MARK: Persistence
+
+extension HostCacheCore {
+    /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
+    func exported(now: ContinuousClock.Instant, wallNow: Double) -> CacheFile {
+        let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, record -> CacheFile.Host? in
+            let answers = Self.families.enumerated().compactMap { slot, family -> CacheFile.Answer? in
+                guard let answer = record.answers[slot], answer.error == nil else { return nil }
+                return CacheFile.Answer(
+                    family: family.rawValue,
+                    origin: answer.origin.name,
+                    ttl: answer.ttl,
+                    expiresAt: wallNow + (answer.expiresAt - now).fractionalSeconds,
+                    addresses: answer.addresses.map(\.description)
+                )
+            }
+            guard !answers.isEmpty else { return nil }
+            let scores = record.scores.sorted { $0.key < $1.key }.map { ip, score in
+                CacheFile.Score(
+                    ip: ip.description,
+                    latencyMs: score.latencyMilliseconds,
+                    penaltyMs: score.penalty(at: now, policy: configuration.scoring),
+                    successes: score.successes,
+                    failures: score.failures
+                )
+            }
+            return CacheFile.Host(name: host.name, probePort: record.probePort, answers: answers, scores: scores)
+        }
+        return CacheFile(format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: wallNow, hosts: hosts)
+    }
+
+    /// Adds the hosts of a loaded file that are not already cached, skipping anything malformed and answers past
+    /// the maximum staleness. Returns how many answers were loaded and how many were dropped.
+    mutating func load(_ file: CacheFile, now: ContinuousClock.Instant, wallNow: Double) -> (loaded: Int, dropped: Int) {
+        var loaded = 0
+        var dropped = 0
+        let maximumStaleness = configuration.maximumStaleness.fractionalSeconds
+        // The file lists the most recently used first; insert the oldest first so LRU order survives.
+        for host in file.hosts.prefix(configuration.maximumHosts).reversed() {
+            guard let name = try? HostName(host.name), records[name] == nil else {
+                dropped += host.answers.count
+                continue
+            }
+            var record = Record(lastUsed: 0)
+            for answer in host.answers {
+                let addresses = answer.addresses.compactMap(IPAddress.init)
+                guard let family = AddressFamily(rawValue: answer.family), answer.expiresAt.isFinite,
+                      !addresses.isEmpty, addresses.count == answer.addresses.count,
+                      addresses.allSatisfy({ family == .any || $0.family == family }),
+                      wallNow - answer.expiresAt <= maximumStaleness,
+                      !answer.origin.isEmpty, answer.origin.utf8.count <= 255
+                else {
+                    dropped += 1
+                    continue
+                }
+                let ttl = configuration.clamp(answer.ttl)
+                let remaining = min(answer.expiresAt - wallNow, Double(ttl))
+                let expiresAt = now + .seconds(fractional: remaining)
+                let lead = Duration.seconds(fractional: min(Double(ttl) / 10, configuration.maximumRefreshLead.fractionalSeconds))
+                record.answers[Self.slot(family)] = Answer(
+                    addresses: addresses, ranked: [], error: nil, origin: ResolutionSource(answer.origin), ttl: ttl,
+                    storedAt: expiresAt - .seconds(Int64(ttl)), expiresAt: expiresAt, refreshAt: expiresAt - lead
+                )
+                loaded += 1
+            }
+            guard record.answers.contains(where: { $0 != nil }) else { continue }
+            for score in host.scores {
+                guard let ip = IPAddress(score.ip), score.penaltyMs.isFinite, score.penaltyMs >= 0,
+                      score.latencyMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
+                      score.successes >= 0, score.failures >= 0
+                else { continue }
+                record.scores[ip] = AddressScore(
+                    latencyMilliseconds: score.latencyMs,
+                    penalty: min(score.penaltyMs, configuration.scoring.maximumPenaltyMilliseconds),
+                    penaltyAt: now,
+                    successes: score.successes,
+                    failures: score.failures
+                )
+            }
+            if let port = host.probePort, (1...65_535).contains(port) { record.probePort = port }
+            Self.pruneScores(&record)
+            Self.rerank(&record, now: now, configuration: configuration)
+            evictIfFull()
+            putRecord(record, for: name)
+        }
+        return (loaded, dropped)
+    }
+}

@@ -1,0 +1,110 @@
+extension ResolutionSource {
+    /// An answer served from the IP cache while it was fresh.
+    public static let cache: ResolutionSource = "cache"
+}
+
+/// One address of a host with its place in the ranking.
+public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
+    /// The address.
+    public var ip: IPAddress
+    /// Its place, 1 for the best.
+    public var rank: Int
+    /// Its score at the time of the lookup: an expected connect time in milliseconds plus a decaying failure
+    /// penalty. Lower is better. For an unmeasured address this is ``ScoringPolicy/unmeasuredMilliseconds``.
+    public var score: Double
+    /// The moving average of measured connect latencies, in milliseconds; `nil` when never measured.
+    public var latencyMilliseconds: Double?
+    /// Successful connects measured (probes and reports).
+    public var successes: Int
+    /// Failed connects measured (probes and reports).
+    public var failures: Int
+
+    /// Creates a ranked address.
+    public init(ip: IPAddress, rank: Int, score: Double, latencyMilliseconds: Double?, successes: Int, failures: Int) {
+        self.ip = ip
+        self.rank = rank
+        self.score = score
+        self.latencyMilliseconds = latencyMilliseconds
+        self.successes = successes
+        self.failures = failures
+    }
+
+    /// Whether a connect to this address was ever measured.
+    public var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 }
+
+    /// `#rank IP (score N ms)`.
+    public var description: String { "#\(rank) \(ip) (score \(Int(score.rounded())) ms)" }
+}
+
+/// The answer of the host resolver: the addresses best first, where they came from and how fresh they are.
+public struct RankedResolution: Sendable, Hashable {
+    /// How the answer was obtained.
+    public enum Freshness: String, Sendable, Hashable {
+        /// From an upstream source just now.
+        case upstream
+        /// From the cache, within its TTL.
+        case cache
+        /// From the cache past its TTL (within the maximum staleness), because the entry is being refreshed or
+        /// every upstream failed.
+        case stale
+        /// From the overrides.
+        case override
+        /// An IP literal or `localhost`; nothing was asked.
+        case local
+    }
+
+    /// The host as asked (normalised).
+    public var host: String
+    /// The family asked for.
+    public var family: AddressFamily
+    /// The addresses, best first (after the dual-stack policy); never empty.
+    public var addresses: [RankedAddress]
+    /// The source that produced the addresses: `cares`, a provider's name, `override`, `literal`, `localhost`.
+    public var origin: ResolutionSource
+    /// The seconds left of the TTL; 0 when stale.
+    public var ttl: UInt32
+    /// How the answer was obtained.
+    public var freshness: Freshness
+    /// How many seconds past its TTL a stale answer is; 0 otherwise.
+    public var staleSeconds: UInt32
+
+    /// Creates a ranked resolution.
+    public init(
+        host: String,
+        family: AddressFamily,
+        addresses: [RankedAddress],
+        origin: ResolutionSource,
+        ttl: UInt32,
+        freshness: Freshness,
+        staleSeconds: UInt32 = 0
+    ) {
+        self.host = host
+        self.family = family
+        self.addresses = addresses
+        self.origin = origin
+        self.ttl = ttl
+        self.freshness = freshness
+        self.staleSeconds = staleSeconds
+    }
+
+    /// The best address.
+    public var best: IPAddress { addresses[0].ip }
+
+    /// Whether the answer is served past its TTL.
+    public var isStale: Bool { freshness == .stale }
+
+    /// The source to show for this answer: ``ResolutionSource/cache`` for fresh cache hits, `stale` for stale
+    /// ones, otherwise the origin.
+    public var source: ResolutionSource {
+        switch freshness {
+        case .cache: .cache
+        case .stale: "stale"
+        default: origin
+        }
+    }
+
+    /// The plain resolution: the addresses in rank order, each with the remaining TTL and the origin.
+    public var resolution: Resolution {
+        Resolution(host: host, addresses: addresses.map { ResolvedAddress(ip: $0.ip, ttl: ttl, source: origin) })
+    }
+}

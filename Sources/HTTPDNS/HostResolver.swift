@@ -1,0 +1,493 @@
+public import CoreMetrics
+public import Logging
+import Synchronization
+
+/// The library's main entry point: resolves a host through overrides, the scored IP cache, the HTTP DNS
+/// providers and c-ares, and ranks the addresses by measured connect speed.
+///
+/// Order of a lookup:
+/// 1. **Overrides** (hosts file and run-time entries) answer at once.
+/// 2. **The cache**: a fresh answer is returned at once (hot answers are refreshed in the background shortly
+///    before they expire); an expired one within the maximum staleness is returned too while one background
+///    refresh runs; a cached NXDOMAIN or no-data is thrown.
+/// 3. **Upstreams** in order (HTTP DNS providers, then c-ares), the first answer wins; or, with
+///    ``Configuration/race``, HTTP DNS and c-ares at once, the first good answer wins and the other still fills
+///    the cache. Concurrent lookups of one host share one upstream query. When every upstream fails, a stale
+///    answer is served rather than an error.
+///
+/// Addresses are probed with TCP connects in the background (rate-limited, never on a lookup's path), and
+/// callers report what their own connects measured with ``reportConnect(to:of:latency:)`` and
+/// ``reportFailure(to:of:)``.
+///
+/// ```swift
+/// let resolver = try HostResolver(settings: settings, logger: logger)
+/// let answer = try await resolver.resolveRanked("api.example.com")
+/// print(answer.best, answer.addresses.map(\.score))
+/// await resolver.shutdown()   // saves the cache
+/// ```
+public final class HostResolver: HostNameResolver {
+    /// One upstream source.
+    public struct Upstream: Sendable {
+        /// The kind of source; race mode runs HTTP DNS against the rest.
+        public enum Kind: String, Sendable, Hashable {
+            /// An HTTP DNS provider (DoH or a vendor API).
+            case httpDNS
+            /// Classic DNS through c-ares.
+            case cares
+            /// Anything else.
+            case other
+        }
+
+        /// The name used in metrics and logs.
+        public var name: String
+        /// The kind of source.
+        public var kind: Kind
+        /// The resolver asked.
+        public var resolver: any HostNameResolver
+
+        /// Creates an upstream.
+        public init(name: String, kind: Kind, resolver: any HostNameResolver) {
+            self.name = name
+            self.kind = kind
+            self.resolver = resolver
+        }
+    }
+
+    /// Background TCP probing of candidate addresses.
+    public struct Probing: Sendable, Hashable {
+        /// Ports tried in order for each address (the first that connects counts) unless the host's own port is
+        /// known from ``HostResolver/resolveRanked(_:family:port:)``.
+        public var ports: [Int]
+        /// The least time between two probe rounds of one host.
+        public var interval: Duration
+        /// The connect timeout of one probe.
+        public var timeout: Duration
+        /// The most hosts probed at once; further rounds are skipped until one ends.
+        public var maximumConcurrentHosts: Int
+
+        /// Creates a probing configuration.
+        public init(ports: [Int] = [443], interval: Duration = .seconds(60), timeout: Duration = .seconds(1), maximumConcurrentHosts: Int = 8) {
+            self.ports = ports.isEmpty ? [443] : ports
+            self.interval = interval
+            self.timeout = timeout
+            self.maximumConcurrentHosts = max(maximumConcurrentHosts, 1)
+        }
+    }
+
+    /// The pipeline's policy.
+    public struct Configuration: Sendable {
+        /// Ask HTTP DNS and the other upstreams in parallel; the first good answer wins.
+        public var race: Bool
+        /// Background probing; `nil` turns it off.
+        public var probing: Probing?
+        /// Hosts resolved in the background as soon as the resolver is created.
+        public var preResolve: [String]
+        /// Where the cache is persisted; loaded at creation, saved at ``HostResolver/shutdown()`` and every
+        /// ``saveInterval``.
+        public var cachePath: String?
+        /// How often the cache is saved while running; `nil` saves only at shutdown.
+        public var saveInterval: Duration?
+
+        /// Creates a configuration.
+        public init(
+            race: Bool = false,
+            probing: Probing? = Probing(),
+            preResolve: [String] = [],
+            cachePath: String? = nil,
+            saveInterval: Duration? = .seconds(300)
+        ) {
+            self.race = race
+            self.probing = probing
+            self.preResolve = preResolve
+            self.cachePath = cachePath
+            self.saveInterval = saveInterval
+        }
+    }
+
+    private struct FlightKey: Hashable, Sendable {
+        var host: HostName
+        var family: AddressFamily
+    }
+
+    /// The upstreams, in order.
+    public let upstreams: [Upstream]
+    /// The override layer, if any.
+    public let overrides: HostOverrides?
+    /// The scored IP cache, if caching is on.
+    public let cache: HostCache?
+    /// The policy.
+    public let configuration: Configuration
+    private let prober: (any ConnectProber)?
+    private let logger: Logger
+    private let metrics: ResolverMetrics
+    private let tasks = BackgroundTasks()
+    /// The periodic save, kept apart so that waiting for lookups and probes does not wait for it.
+    private let maintenance = BackgroundTasks()
+    private let flights: SingleFlight<FlightKey, RankedResolution>
+    private let probesRunning = Atomic<Int>(0)
+    private let cleanups: [@Sendable () async -> Void]
+    private let shutDown = Atomic<Bool>(false)
+
+    /// Creates a resolver from its parts.
+    /// - Parameters:
+    ///   - upstreams: The sources asked on a cache miss, in order; may be empty (overrides and cache only).
+    ///   - overrides: The override layer.
+    ///   - cache: The IP cache; `nil` turns caching off (lookups still share upstream queries).
+    ///   - prober: Measures connect times for background probes.
+    ///   - configuration: Race mode, probing, pre-resolution and persistence.
+    ///   - logger: Where the resolver logs; nothing is logged by default.
+    ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
+    ///   - onShutdown: Work run at the end of ``shutdown()``, e.g. closing upstreams the caller handed over.
+    public init(
+        upstreams: [Upstream],
+        overrides: HostOverrides? = nil,
+        cache: HostCache? = HostCache(),
+        prober: (any ConnectProber)? = TCPConnectProber(),
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsFactory: (any MetricsFactory)? = nil,
+        onShutdown: [@Sendable () async -> Void] = []
+    ) {
+        self.upstreams = upstreams
+        self.overrides = overrides
+        self.cache = cache
+        self.prober = prober
+        self.configuration = configuration
+        self.logger = logger
+        self.metrics = ResolverMetrics(sources: upstreams.map(\.name), factory: metricsFactory ?? MetricsSystem.factory)
+        self.flights = SingleFlight(tasks: tasks)
+        self.cleanups = onShutdown
+        if let cache, let path = configuration.cachePath {
+            cache.load(from: path, logger: logger)
+        }
+        if !configuration.preResolve.isEmpty {
+            let hosts = configuration.preResolve
+            tasks.spawn { [weak self] in await self?.preResolve(hosts) }
+        }
+        if cache != nil, configuration.cachePath != nil, let interval = configuration.saveInterval, interval > .zero {
+            maintenance.spawn { [weak self] in
+                while (try? await Task.sleep(for: interval)) != nil {
+                    self?.saveCache()
+                }
+            }
+        }
+    }
+
+    // MARK: Resolving
+
+    /// Resolves `host` and returns the plain resolution (addresses in rank order).
+    public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        try await resolveRanked(host, family: family).resolution
+    }
+
+    /// Resolves a host given as text: overrides first (they may name any host, even `localhost`), then IP literals
+    /// and `localhost` without a query, then the pipeline.
+    /// - Parameters:
+    ///   - port: The port the caller will connect to; background probes of this host measure it.
+    /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
+    public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws -> RankedResolution {
+        if let overrides, let name = try? HostName(text), let answer = overrides.resolve(name, family: family) {
+            return Self.ranked(answer, family: family, freshness: .override)
+        }
+        if let local = try LocalAnswers.answer(for: text, family: family) {
+            return Self.ranked(local, family: family, freshness: .local)
+        }
+        let name = try HostName(text)
+        if let port, let cache { cache.setProbePort(port, for: name) }
+        return try await resolveRanked(name, family: family)
+    }
+
+    /// Resolves `host` through the pipeline and returns the ranked answer.
+    /// - Throws: ``DNSError`` when no layer has an answer (a cached NXDOMAIN or no data included),
+    ///   ``DNSError/Code/notCached`` when the cache is the only layer and misses, `CancellationError`.
+    public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
+        if let overrides, let answer = overrides.resolve(host, family: family) {
+            return Self.ranked(answer, family: family, freshness: .override)
+        }
+        if let cache {
+            let probeInterval = probeIntervalIfIdle
+            switch cache.lookup(host, family: family, probeInterval: probeInterval) {
+            case .hit(let answer, let refresh, let probe):
+                if answer.isStale {
+                    metrics.staleServes.increment()
+                    logger.debug("serving a stale answer", metadata: ["host": "\(host)", "staleSeconds": "\(answer.staleSeconds)"])
+                } else {
+                    metrics.hits.increment()
+                }
+                if refresh { refreshInBackground(host, family: family) }
+                if let probe { startProbe(probe) }
+                return answer
+            case .negative(let error):
+                metrics.negativeHits.increment()
+                throw error
+            case .miss:
+                metrics.misses.increment()
+            }
+        }
+        guard !upstreams.isEmpty else {
+            throw DNSError(code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
+        }
+        return try await flights.run(FlightKey(host: host, family: family)) { [self] in
+            try await fetch(host, family: family, isRefresh: false)
+        }
+    }
+
+    /// The best address for `host`, resolving it if needed.
+    public func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
+        try await resolveRanked(host, family: family).best
+    }
+
+    /// Resolves `hosts` concurrently so later lookups hit the cache; failures are logged, not thrown.
+    public func preResolve(_ hosts: [String], family: AddressFamily = .any) async {
+        await withTaskGroup(of: Void.self) { group in
+            for host in hosts {
+                group.addTask { [self] in
+                    do {
+                        _ = try await resolveRanked(host, family: family)
+                    } catch {
+                        logger.info("pre-resolution failed", metadata: ["host": "\(host)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+
+    private var probeIntervalIfIdle: Duration? {
+        guard let probing = configuration.probing, prober != nil,
+              probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
+        else { return nil }
+        return probing.interval
+    }
+
+    private func refreshInBackground(_ host: HostName, family: AddressFamily) {
+        guard !upstreams.isEmpty else { return }
+        let started = flights.launchIfIdle(FlightKey(host: host, family: family)) { [self] in
+            try await fetch(host, family: family, isRefresh: true)
+        }
+        if !started { cache?.refreshFailed(host, family: family) }
+    }
+
+    /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).
+    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool) async throws -> RankedResolution {
+        do {
+            let answer: RankedResolution
+            if configuration.race, let groups = raceGroups {
+                answer = try await race(groups, host: host, family: family)
+            } else {
+                let resolution = try await Self.askInOrder(upstreams, host: host, family: family, metrics: metrics)
+                answer = store(resolution, host: host, family: family, merge: false)
+            }
+            if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
+                startProbe(probe)
+            }
+            return answer
+        } catch let error as DNSError {
+            if error.code == .notFound || error.code == .noData {
+                cache?.storeNegative(host, family: family, error: error)
+                throw error
+            }
+            if isRefresh { cache?.refreshFailed(host, family: family) }
+            if let fallback = cache?.fallback(host, family: family) {
+                metrics.staleServes.increment()
+                logger.notice(
+                    "every upstream failed; serving the cached answer",
+                    metadata: ["host": "\(host)", "error": "\(error.code)", "stale": "\(fallback.isStale)"]
+                )
+                return fallback
+            }
+            throw error
+        }
+    }
+
+    /// Stores a positive resolution in the cache (or ranks it as it is without one).
+    private func store(_ resolution: Resolution, host: HostName, family: AddressFamily, merge: Bool) -> RankedResolution {
+        let ttl = resolution.addresses.map(\.ttl).min() ?? 0
+        let origin = resolution.addresses.first?.source ?? "unknown"
+        guard let cache else { return Self.ranked(resolution, family: family, freshness: .upstream) }
+        return cache.store(host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, merge: merge)
+    }
+
+    /// Asks each upstream in turn; the first answer wins. When all fail: NXDOMAIN if any said so, else no data
+    /// if any said so, else the first error.
+    private static func askInOrder(
+        _ upstreams: [Upstream],
+        host: HostName,
+        family: AddressFamily,
+        metrics: ResolverMetrics
+    ) async throws -> Resolution {
+        var errors: [any Error] = []
+        let clock = ContinuousClock()
+        for upstream in upstreams {
+            let start = clock.now
+            do {
+                let resolution = try await upstream.resolver.resolve(host, family: family)
+                metrics.recordUpstream(upstream.name, success: true, duration: clock.now - start)
+                guard !resolution.addresses.isEmpty else {
+                    throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
+                }
+                return resolution
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
+                errors.append(error)
+            }
+        }
+        let codes = errors.map { ($0 as? DNSError)?.code }
+        if let index = codes.firstIndex(of: .notFound) { throw errors[index] }
+        if let index = codes.firstIndex(of: .noData) { throw errors[index] }
+        throw errors.first ?? DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
+    }
+
+    /// HTTP DNS upstreams and the others as two groups, when both exist.
+    private var raceGroups: [[Upstream]]? {
+        let httpDNS = upstreams.filter { $0.kind == .httpDNS }
+        let others = upstreams.filter { $0.kind != .httpDNS }
+        return httpDNS.isEmpty || others.isEmpty ? nil : [httpDNS, others]
+    }
+
+    /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
+    /// cache, and the error is thrown only when every group failed.
+    private func race(_ groups: [[Upstream]], host: HostName, family: AddressFamily) async throws -> RankedResolution {
+        struct RaceState {
+            var continuation: CheckedContinuation<RankedResolution, any Error>?
+            var errors: [any Error] = []
+        }
+        let state = Mutex(RaceState())
+        return try await withCheckedThrowingContinuation { continuation in
+            state.withLock { $0.continuation = continuation }
+            for group in groups {
+                let started = tasks.spawn { [self] in
+                    let outcome = await Result { try await Self.askInOrder(group, host: host, family: family, metrics: metrics) }
+                    // The store happens under the race's lock so the winner replaces and later answers merge.
+                    let resume: (() -> Void)? = state.withLock { race in
+                        switch outcome {
+                        case .success(let resolution):
+                            guard let continuation = race.continuation else {
+                                _ = store(resolution, host: host, family: family, merge: true)
+                                return nil
+                            }
+                            race.continuation = nil
+                            let answer = store(resolution, host: host, family: family, merge: false)
+                            return { continuation.resume(returning: answer) }
+                        case .failure(let error):
+                            race.errors.append(error)
+                            guard race.errors.count == groups.count, let continuation = race.continuation else { return nil }
+                            race.continuation = nil
+                            let errors = race.errors
+                            let codes = errors.map { ($0 as? DNSError)?.code }
+                            let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
+                            return { continuation.resume(throwing: errors[chosen]) }
+                        }
+                    }
+                    resume?()
+                }
+                if !started {
+                    let continuation = state.withLock { race in
+                        defer { race.continuation = nil }
+                        return race.continuation
+                    }
+                    continuation?.resume(throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
+                    return
+                }
+            }
+        }
+    }
+
+    static func ranked(_ resolution: Resolution, family: AddressFamily, freshness: RankedResolution.Freshness) -> RankedResolution {
+        let policy = ScoringPolicy.default
+        let addresses = resolution.addresses.enumerated().map { index, address in
+            RankedAddress(ip: address.ip, rank: index + 1, score: policy.unmeasuredMilliseconds, latencyMilliseconds: nil, successes: 0, failures: 0)
+        }
+        return RankedResolution(
+            host: resolution.host,
+            family: family,
+            addresses: addresses,
+            origin: resolution.addresses.first?.source ?? "unknown",
+            ttl: resolution.addresses.map(\.ttl).min() ?? 0,
+            freshness: freshness
+        )
+    }
+
+    // MARK: Scoring
+
+    /// Reports a connect to `ip` of `host` that succeeded after `latency` (passive feedback for the ranking).
+    public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
+        cache?.recordConnect(to: ip, of: host, latency: latency)
+    }
+
+    /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
+    public func reportFailure(to ip: IPAddress, of host: HostName) {
+        cache?.recordFailure(to: ip, of: host)
+    }
+
+    /// Call when the network changed (interface, Wi-Fi, VPN): every cached answer is refreshed on its next use
+    /// (served stale meanwhile) and every address is probed again.
+    public func networkDidChange() {
+        logger.info("network changed; every cached answer is due for refresh")
+        cache?.markAllForRefresh()
+    }
+
+    private func startProbe(_ request: HostCacheCore.ProbeRequest) {
+        guard let prober, let probing = configuration.probing, let cache else { return }
+        probesRunning.add(1, ordering: .relaxed)
+        let ports = request.port.map { [$0] } ?? probing.ports
+        let started = tasks.spawn { [self] in
+            defer { probesRunning.subtract(1, ordering: .relaxed) }
+            await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
+                for ip in request.addresses {
+                    group.addTask {
+                        var outcome = ProbeOutcome.failed(.connectionRefused)
+                        for port in ports {
+                            outcome = await prober.probe(ip, port: port, timeout: probing.timeout)
+                            if outcome.isSuccess || Task.isCancelled { break }
+                        }
+                        return (ip, outcome)
+                    }
+                }
+                for await (ip, outcome) in group {
+                    if Task.isCancelled { continue }
+                    switch outcome {
+                    case .connected(let latency):
+                        metrics.probesConnected.increment()
+                        metrics.probeDuration.recordNanoseconds(ResolverMetrics.nanoseconds(latency))
+                        cache.recordConnect(to: ip, of: request.host, latency: latency)
+                    case .failed(let code):
+                        metrics.probesFailed.increment()
+                        logger.debug("probe failed", metadata: ["host": "\(request.host)", "ip": "\(ip)", "error": "\(code)"])
+                        cache.recordFailure(to: ip, of: request.host)
+                    }
+                }
+            }
+        }
+        if !started { probesRunning.subtract(1, ordering: .relaxed) }
+    }
+
+    // MARK: Lifecycle
+
+    /// Waits until background work started so far (refreshes, probes, pre-resolution) has ended. The periodic
+    /// save is not waited for. Meant for command-line tools and tests.
+    public func waitForBackgroundWork() async {
+        await tasks.waitForAll()
+    }
+
+    /// Saves the cache to ``Configuration/cachePath`` now; failures are logged.
+    public func saveCache() {
+        guard let cache, let path = configuration.cachePath else { return }
+        do {
+            try cache.save(to: path)
+        } catch {
+            logger.warning("cannot save the cache", metadata: ["path": "\(path)", "error": "\(error.message)"])
+        }
+    }
+
+    /// Stops background work, saves the cache and runs the shutdown work it was given. Lookups after this fail
+    /// with ``DNSError/Code/shutdown`` when they need an upstream.
+    public func shutdown() async {
+        guard !shutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        await maintenance.shutdown()
+        await tasks.shutdown()
+        saveCache()
+        for cleanup in cleanups { await cleanup() }
+    }
+}

@@ -1,0 +1,55 @@
+import Synchronization
+
+/// The unstructured tasks a long-lived object starts (refreshes, probes, shared lookups), tracked so that
+/// ``shutdown()`` can cancel them and wait until they have ended.
+final class BackgroundTasks: Sendable {
+    private struct State {
+        var nextID = 0
+        var tasks: [Int: Task<Void, Never>] = [:]
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Starts `operation` unless the registry is shut down; returns whether it started.
+    @discardableResult
+    func spawn(_ operation: @escaping @Sendable () async -> Void) -> Bool {
+        state.withLock { state in
+            guard !state.closed else { return false }
+            let id = state.nextID
+            state.nextID += 1
+            // Registered under the lock before the task can finish and deregister itself.
+            state.tasks[id] = Task { [weak self] in
+                await operation()
+                self?.finished(id)
+            }
+            return true
+        }
+    }
+
+    private func finished(_ id: Int) {
+        _ = state.withLock { $0.tasks.removeValue(forKey: id) }
+    }
+
+    /// The number of tasks running.
+    var count: Int { state.withLock { $0.tasks.count } }
+
+    /// Waits until every task started so far, and any they start, has ended.
+    func waitForAll() async {
+        while true {
+            let tasks = state.withLock { Array($0.tasks.values) }
+            if tasks.isEmpty { return }
+            for task in tasks { await task.value }
+        }
+    }
+
+    /// Refuses new tasks, cancels the running ones and waits for them to end.
+    func shutdown() async {
+        let tasks = state.withLock { state in
+            state.closed = true
+            return Array(state.tasks.values)
+        }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+}

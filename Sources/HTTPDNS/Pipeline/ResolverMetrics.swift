@@ -1,0 +1,55 @@
+import CoreMetrics
+
+/// The host resolver's metrics, created once so that recording costs no lookups.
+///
+/// | label | type | dimensions |
+/// |---|---|---|
+/// | `httpdns_cache_hits` | counter | |
+/// | `httpdns_cache_misses` | counter | |
+/// | `httpdns_cache_stale_serves` | counter | |
+/// | `httpdns_cache_negative_hits` | counter | |
+/// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`, `failure`) |
+/// | `httpdns_probes` | counter | `outcome` (`connected`, `failed`) |
+/// | `httpdns_probe_duration` | timer | |
+struct ResolverMetrics: Sendable {
+    let hits: Counter
+    let misses: Counter
+    let staleServes: Counter
+    let negativeHits: Counter
+    let probesConnected: Counter
+    let probesFailed: Counter
+    let probeDuration: Timer
+    private let upstream: [String: (success: Timer, failure: Timer)]
+    private let factory: any MetricsFactory
+
+    init(sources: [String], factory: any MetricsFactory) {
+        self.factory = factory
+        hits = Counter(label: "httpdns_cache_hits", factory: factory)
+        misses = Counter(label: "httpdns_cache_misses", factory: factory)
+        staleServes = Counter(label: "httpdns_cache_stale_serves", factory: factory)
+        negativeHits = Counter(label: "httpdns_cache_negative_hits", factory: factory)
+        probesConnected = Counter(label: "httpdns_probes", dimensions: [("outcome", "connected")], factory: factory)
+        probesFailed = Counter(label: "httpdns_probes", dimensions: [("outcome", "failed")], factory: factory)
+        probeDuration = Timer(label: "httpdns_probe_duration", factory: factory)
+        var upstream: [String: (Timer, Timer)] = [:]
+        for source in sources {
+            upstream[source] = (Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory))
+        }
+        self.upstream = upstream
+    }
+
+    private static func upstreamTimer(_ source: String, _ outcome: String, _ factory: any MetricsFactory) -> Timer {
+        Timer(label: "httpdns_upstream_duration", dimensions: [("source", source), ("outcome", outcome)], factory: factory)
+    }
+
+    /// Records how long asking `source` took.
+    func recordUpstream(_ source: String, success: Bool, duration: Duration) {
+        let timers = upstream[source] ?? (Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory))
+        (success ? timers.success : timers.failure).recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
