@@ -187,10 +187,10 @@ public final class HostResolver: HostNameResolver {
     /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
     public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws -> RankedResolution {
         if let overrides, let name = try? HostName(text), let answer = overrides.resolve(name, family: family) {
-            return Self.ranked(answer, family: family, freshness: .override)
+            return RankedResolution(unscored: answer, family: family, freshness: .override)
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
-            return Self.ranked(local, family: family, freshness: .local)
+            return RankedResolution(unscored: local, family: family, freshness: .local)
         }
         let name = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: name) }
@@ -202,7 +202,7 @@ public final class HostResolver: HostNameResolver {
     ///   ``DNSError/Code/notCached`` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
         if let overrides, let answer = overrides.resolve(host, family: family) {
-            return Self.ranked(answer, family: family, freshness: .override)
+            return RankedResolution(unscored: answer, family: family, freshness: .override)
         }
         if let cache {
             let probeInterval = probeIntervalIfIdle
@@ -303,7 +303,7 @@ public final class HostResolver: HostNameResolver {
     private func store(_ resolution: Resolution, host: HostName, family: AddressFamily, merge: Bool) -> RankedResolution {
         let ttl = resolution.addresses.map(\.ttl).min() ?? 0
         let origin = resolution.addresses.first?.source ?? "unknown"
-        guard let cache else { return Self.ranked(resolution, family: family, freshness: .upstream) }
+        guard let cache else { return RankedResolution(unscored: resolution, family: family, freshness: .upstream) }
         return cache.store(host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, merge: merge)
     }
 
@@ -392,21 +392,6 @@ public final class HostResolver: HostNameResolver {
                 }
             }
         }
-    }
-
-    static func ranked(_ resolution: Resolution, family: AddressFamily, freshness: RankedResolution.Freshness) -> RankedResolution {
-        let policy = ScoringPolicy.default
-        let addresses = resolution.addresses.enumerated().map { index, address in
-            RankedAddress(ip: address.ip, rank: index + 1, score: policy.unmeasuredMilliseconds, latencyMilliseconds: nil, successes: 0, failures: 0)
-        }
-        return RankedResolution(
-            host: resolution.host,
-            family: family,
-            addresses: addresses,
-            origin: resolution.addresses.first?.source ?? "unknown",
-            ttl: resolution.addresses.map(\.ttl).min() ?? 0,
-            freshness: freshness
-        )
     }
 
     // MARK: Scoring

@@ -50,7 +50,30 @@ public struct ResolveCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
     public var hosts: String?
 
-    /// An HTTP DNS service to resolve through instead of c-ares.
+    /// One layer to ask instead of the whole pipeline.
+    @Option(
+        name: .customLong("source"),
+        help: ArgumentHelp("Ask only this layer: overrides, cache, httpdns or cares. Default: the whole pipeline.", valueName: "LAYER"),
+        transform: ResolveCommand.parseSource
+    )
+    public var source: ResolverSettings.Source?
+
+    /// The persisted cache file.
+    @Option(
+        name: .customLong("cache-file"),
+        help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
+    )
+    public var cacheFile: String?
+
+    /// Turn the cache off.
+    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
+    public var noCache = false
+
+    /// Probe the addresses before printing, so scores are measured.
+    @Flag(help: "Probe each address with TCP connects (probe.ports) before printing, so scores are measured.")
+    public var probe = false
+
+    /// An HTTP DNS service to resolve through instead of the configured upstreams.
     @OptionGroup(title: "HTTP DNS")
     public var httpDNS: HTTPDNSOptions
 
@@ -71,64 +94,44 @@ public struct ResolveCommand: AsyncParsableCommand {
         if httpDNS.isSelected, !servers.isEmpty {
             throw ValidationError("--server is for c-ares; it cannot be combined with HTTP DNS options.")
         }
+        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
+        if noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
+        if httpDNS.isSelected, let source, source != .httpdns {
+            throw ValidationError("HTTP DNS options select the httpdns layer; they cannot be combined with --source \(source.rawValue).")
+        }
+        if !servers.isEmpty, let source, source != .cares {
+            throw ValidationError("--server is for c-ares; it cannot be combined with --source \(source.rawValue).")
+        }
     }
 
-    /// Resolves every host concurrently and prints the results in the order given.
+    /// Resolves every host concurrently through the pipeline and prints the results in the order given.
     public func run() async throws {
         let file = SettingsLoading.load(config)
         for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-        guard let settings = file.settings, file.errors.isEmpty else {
+        guard let loaded = file.settings, file.errors.isEmpty else {
             throw ValidationError("the settings have errors; see above (hostsctl config check)")
         }
-        let overridesPath = hosts ?? (settings.sources.contains(.overrides) ? settings.overridesFile : nil)
-        let overrides = try overridesPath.map(Self.loadOverrides)
-        var layers: [any HostNameResolver] = []
-        var transports: [HTTPDNSTransport] = []
-        var caresResolver: CAresResolver?
-        defer { caresResolver?.shutdown() }
+        let settings = try effectiveSettings(loaded)
+        var upstreams: [HostResolver.Upstream]?
+        var transport: HTTPDNSTransport?
         if httpDNS.isSelected {
-            let (resolver, transport) = try httpDNS.makeResolver(timeout: Self.duration(timeout, default: 5))
-            layers = [resolver]
-            transports = [transport]
-        } else {
-            for source in settings.sources {
-                switch source {
-                case .overrides, .cache:
-                    continue  // overrides wrap the chain below; the cache arrives with the host resolver
-                case .httpdns:
-                    let transport = try Self.usage {
-                        try HTTPDNSTransport(
-                            configuration: .init(
-                                requestTimeout: Self.duration(timeout, default: Double(settings.httpTimeoutMilliseconds) / 1000),
-                                additionalTrustRoots: settings.trustCA + httpDNS.trustCA
-                            )
-                        )
-                    }
-                    transports.append(transport)
-                    for provider in settings.providers {
-                        layers.append(try Self.usage {
-                            try HTTPDNSResolver(configuration: try provider.resolverConfiguration(), transport: transport)
-                        })
-                    }
-                case .cares:
-                    let options = CAresResolver.Options(
-                        servers: servers.isEmpty ? settings.caresServers : servers,
-                        timeout: Self.duration(timeout, default: Double(settings.caresTimeoutMilliseconds) / 1000),
-                        tries: tries ?? settings.caresTries,
-                        useTCP: settings.caresTCP
-                    )
-                    let resolver = try Self.usage { try CAresResolver(options: options) }
-                    caresResolver = resolver
-                    layers.append(resolver)
-                }
-            }
+            let (resolver, made) = try httpDNS.makeResolver(timeout: Self.duration(timeout, default: 5))
+            upstreams = [HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)]
+            transport = made
         }
-        let reports = await Self.resolveAll(
-            names,
-            family: family,
-            with: OverridingResolver(overrides: overrides, upstream: LayeredResolver(layers: layers))
-        )
-        for transport in transports { await transport.shutdown() }
+        if let overridesPath = settings.overridesFile, settings.sources.contains(.overrides) {
+            try Self.reportOverrideProblems(overridesPath)
+        }
+        let resolver = try Self.usage {
+            try HostResolver(settings: settings, upstreams: upstreams, logger: CommandLogging.logger())
+        }
+        var reports = await Self.resolveAll(names, family: family, with: resolver)
+        if probe {
+            await resolver.waitForBackgroundWork()
+            reports = reports.map { $0.withRankings(from: resolver.cache) }
+        }
+        await resolver.shutdown()
+        await transport?.shutdown()
         if json {
             print(ResolveReport.json(reports))
         } else {
@@ -137,6 +140,42 @@ public struct ResolveCommand: AsyncParsableCommand {
         if reports.contains(where: { $0.error != nil }) {
             throw ExitCode(1)
         }
+    }
+
+    /// The settings with this command's options applied.
+    func effectiveSettings(_ loaded: ResolverSettings) throws -> ResolverSettings {
+        var settings = loaded
+        if let hosts {
+            settings.overridesFile = hosts
+            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+        }
+        if !servers.isEmpty { settings.caresServers = servers }
+        if let timeout {
+            settings.caresTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.httpTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+        }
+        if let tries { settings.caresTries = tries }
+        settings.trustCA += httpDNS.trustCA
+        if noCache { settings.cacheEnabled = false }
+        if let cacheFile { settings.cachePath = cacheFile }
+        settings.reloadIntervalMilliseconds = 0
+        settings.preResolve = []
+        settings.probeEnabled = probe && settings.probeEnabled
+        if probe { settings.probeIntervalSeconds = 1 }
+        if let source {
+            settings.sources = [source]
+            if source == .cache { settings.cacheEnabled = true }
+            if source == .httpdns, settings.providers.isEmpty, !httpDNS.isSelected {
+                throw ValidationError("--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
+            }
+        } else if httpDNS.isSelected, !settings.sources.contains(.httpdns) {
+            settings.sources.append(.httpdns)
+        }
+        if httpDNS.isSelected {
+            // The HTTP DNS options replace the configured upstreams.
+            settings.sources.removeAll { $0 == .cares }
+        }
+        return settings
     }
 
     /// Seconds from the command line, or the default, as a duration.
@@ -149,20 +188,30 @@ public struct ResolveCommand: AsyncParsableCommand {
         do { return try body() } catch let error as DNSError { throw ValidationError(error.description) }
     }
 
-    /// Resolves `hosts` concurrently, timing each, and returns the reports in input order.
+    /// Resolves `hosts` concurrently through the pipeline, timing each, and returns the reports in input order.
+    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: HostResolver) async -> [ResolveReport] {
+        await resolveAll(hosts) { host in try await resolver.resolveRanked(host, family: family) }
+    }
+
+    /// Resolves `hosts` concurrently through one plain resolver (no ranking), for tests and single layers.
+    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: some HostNameResolver) async -> [ResolveReport] {
+        await resolveAll(hosts) { host in
+            RankedResolution(unscored: try await resolver.resolve(host, family: family), family: family, freshness: .upstream)
+        }
+    }
+
     static func resolveAll(
         _ hosts: [String],
-        family: AddressFamily,
-        with resolver: some HostNameResolver
+        resolve: @escaping @Sendable (String) async throws -> RankedResolution
     ) async -> [ResolveReport] {
         await withTaskGroup(of: (Int, ResolveReport).self) { group in
             for (index, host) in hosts.enumerated() {
                 group.addTask {
                     let clock = ContinuousClock()
                     let start = clock.now
-                    let outcome: Result<Resolution, DNSError>
+                    let outcome: Result<RankedResolution, DNSError>
                     do {
-                        outcome = .success(try await resolver.resolve(host, family: family))
+                        outcome = .success(try await resolve(host))
                     } catch let error as DNSError {
                         outcome = .failure(error)
                     } catch {
@@ -177,9 +226,9 @@ public struct ResolveCommand: AsyncParsableCommand {
         }
     }
 
-    /// Loads an overrides file; bad lines are reported on standard error and skipped, an unreadable file is a
+    /// Reports the bad lines of an overrides file on standard error (they are skipped); an unreadable file is a
     /// usage error.
-    static func loadOverrides(_ path: String) throws -> HostOverrides {
+    static func reportOverrideProblems(_ path: String) throws {
         let file: HostsFile
         do {
             file = try HostsFile(contentsOf: path)
@@ -189,7 +238,13 @@ public struct ResolveCommand: AsyncParsableCommand {
         for diagnostic in file.diagnostics {
             printToStandardError("\(diagnostic) (line skipped)")
         }
-        return HostOverrides(file: file.table)
+    }
+
+    static func parseSource(_ text: String) throws -> ResolverSettings.Source {
+        guard let source = ResolverSettings.Source(rawValue: text.lowercased()) else {
+            throw ValidationError("'\(text)' is not a layer; use overrides, cache, httpdns or cares.")
+        }
+        return source
     }
 
     static func parseFamily(_ text: String) throws -> AddressFamily {

@@ -4,10 +4,14 @@ import HTTPDNS
 /// The outcome of resolving one host on the command line, printable as text or JSON.
 struct ResolveReport: Sendable {
     var host: String
-    var outcome: Result<Resolution, DNSError>
+    var outcome: Result<RankedResolution, DNSError>
     var elapsed: Duration
 
-    var addresses: [ResolvedAddress] { (try? outcome.get().addresses) ?? [] }
+    /// The answer, when there is one.
+    var resolution: RankedResolution? { try? outcome.get() }
+
+    /// The ranked addresses (empty on failure).
+    var addresses: [RankedAddress] { resolution?.addresses ?? [] }
 
     var error: DNSError? {
         if case .failure(let error) = outcome { return error }
@@ -19,18 +23,37 @@ struct ResolveReport: Sendable {
         return Double(seconds) * 1000 + Double(attoseconds) / 1e15
     }
 
-    /// The JSON array described in the README: `host`, `addresses`, `elapsedMs`, `error` (null on success).
+    /// The report with its addresses re-ranked from the cache (after probes measured them); order and scores
+    /// change, the rest stays.
+    func withRankings(from cache: HostCache?) -> ResolveReport {
+        guard let cache, var resolution, let name = try? HostName(resolution.host) else { return self }
+        let ranked = cache.rankedAddresses(for: name, family: resolution.family)
+        guard Set(ranked.map(\.ip)) == Set(resolution.addresses.map(\.ip)) else { return self }
+        resolution.addresses = ranked
+        var copy = self
+        copy.outcome = .success(resolution)
+        return copy
+    }
+
+    /// The JSON array described in the README.
     static func json(_ reports: [ResolveReport]) -> String {
         JSONValue.array(reports.map(\.jsonValue)).serialized()
     }
 
     var jsonValue: JSONValue {
+        let resolution = self.resolution
         let addresses = self.addresses.map { address -> JSONValue in
             .object([
                 ("ip", .string(address.ip.description)),
                 ("family", .string(address.ip.family.description)),
-                ("ttl", .number(Double(address.ttl))),
-                ("source", .string(address.source.name)),
+                ("ttl", .number(Double(resolution?.ttl ?? 0))),
+                ("source", .string(resolution?.source.name ?? "")),
+                ("origin", .string(resolution?.origin.name ?? "")),
+                ("stale", .bool(resolution?.isStale ?? false)),
+                ("rank", .number(Double(address.rank))),
+                ("score", .number((address.score * 1000).rounded() / 1000)),
+                ("latencyMs", address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("failures", .number(Double(address.failures))),
             ])
         }
         let error: JSONValue = self.error.map {
@@ -39,9 +62,27 @@ struct ResolveReport: Sendable {
         return .object([
             ("host", .string(host)),
             ("addresses", .array(addresses)),
+            ("freshness", resolution.map { .string($0.freshness.rawValue) } ?? .null),
             ("elapsedMs", .number((elapsedMilliseconds * 1000).rounded() / 1000)),
             ("error", error),
         ])
+    }
+
+    /// What the SOURCE column shows: the origin, or `cache (origin)` / `stale (origin)`.
+    static func sourceLabel(_ resolution: RankedResolution) -> String {
+        switch resolution.freshness {
+        case .cache: "cache (\(resolution.origin))"
+        case .stale: "stale (\(resolution.origin), \(resolution.staleSeconds)s past TTL)"
+        default: resolution.origin.name
+        }
+    }
+
+    /// What the SCORE column shows: the score in milliseconds, `-` when never measured, failures if any.
+    static func scoreLabel(_ address: RankedAddress) -> String {
+        guard address.isMeasured else { return "-" }
+        var text = String(format: "%.1f ms", address.score)
+        if address.failures > 0 { text += " (\(address.failures) failed)" }
+        return text
     }
 
     /// One small table per host, then its time or error.
@@ -51,9 +92,12 @@ struct ResolveReport: Sendable {
             out += "\(report.host)\n"
             if let error = report.error {
                 out += "  error \(error.code): \(error.message)\n"
-            } else {
-                let rows = report.addresses.map { [$0.ip.description, $0.ip.family.description, "\($0.ttl)", $0.source.name] }
-                out += TextTable.render(header: ["ADDRESS", "FAMILY", "TTL", "SOURCE"], rows: rows, indent: 2)
+            } else if let resolution = report.resolution {
+                let source = sourceLabel(resolution)
+                let rows = resolution.addresses.map {
+                    ["\($0.rank)", $0.ip.description, $0.ip.family.description, "\(resolution.ttl)", scoreLabel($0), source]
+                }
+                out += TextTable.render(header: ["RANK", "ADDRESS", "FAMILY", "TTL", "SCORE", "SOURCE"], rows: rows, indent: 2)
             }
             out += "  time \(String(format: "%.2f", report.elapsedMilliseconds)) ms\n\n"
         }

@@ -62,6 +62,7 @@ enum SettingsReport {
         add("cache.maxStaleSeconds", "\(settings.cacheMaxStale)")
         add("cache.path", settings.cachePath ?? "default")
         add("cache.maxHosts", "\(settings.cacheMaxHosts)")
+        add("cache.preResolve", list(settings.preResolve))
         add("probe.enabled", "\(settings.probeEnabled)")
         add("probe.ports", list(settings.probePorts.map(String.init)))
         add("probe.intervalSeconds", "\(settings.probeIntervalSeconds)")

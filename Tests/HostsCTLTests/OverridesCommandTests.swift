@@ -21,18 +21,24 @@ struct OverridesCommandTests {
         )
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await DNSMasq.with { server in
-            let resolver = try CAresResolver(options: .init(servers: [server.address]))
-            let overriding = OverridingResolver(overrides: try ResolveCommand.loadOverrides(path), upstream: resolver)
+            let cares = try CAresResolver(options: .init(servers: [server.address]))
+            defer { cares.shutdown() }
+            let overriding = HostResolver(
+                upstreams: [.init(name: "cares", kind: .cares, resolver: cares)],
+                overrides: HostOverrides(file: try HostsFile(contentsOf: path).table),
+                cache: nil
+            )
+            defer { Task { await overriding.shutdown() } }
             let reports = await ResolveCommand.resolveAll(
                 ["multi.test", "a.wild.test", "v6.wild.test", "v4only.test", "wild.test"],
                 family: .any,
                 with: overriding
             )
             #expect(reports[0].addresses.map(\.ip.description) == ["192.0.2.50"])
-            #expect(reports[0].addresses.first?.source == .override)
+            #expect(reports[0].resolution?.origin == .override)
             #expect(reports[1].addresses.map(\.ip.description) == ["198.51.100.1"])
             #expect(reports[2].addresses.map(\.ip.description) == ["2001:db8::77"], "exact beats the wildcard")
-            #expect(reports[3].addresses.map(\.source) == [.cares], "not overridden: asked dnsmasq")
+            #expect(reports[3].resolution?.origin == .cares, "not overridden: asked dnsmasq")
             #expect(reports[4].error?.code == .notFound, "a wildcard does not match its own suffix")
             let json = ResolveReport.json(reports)
             #expect(json.contains("\"source\": \"override\""))
@@ -41,7 +47,7 @@ struct OverridesCommandTests {
 
     @Test("an unreadable overrides file is a usage error")
     func unreadable() throws {
-        #expect(throws: ValidationError.self) { try ResolveCommand.loadOverrides("/nonexistent/hosts") }
+        #expect(throws: ValidationError.self) { try ResolveCommand.reportOverrideProblems("/nonexistent/hosts") }
     }
 
     @Test("config check pinpoints errors and exits 1; a good file exits 0")

@@ -87,6 +87,22 @@ public struct RankedResolution: Sendable, Hashable {
         self.staleSeconds = staleSeconds
     }
 
+    /// Wraps a plain resolution without measurements: addresses ranked in the order given, each with the
+    /// unmeasured score of ``ScoringPolicy/default``; the TTL is the smallest of the addresses'.
+    public init(unscored resolution: Resolution, family: AddressFamily, freshness: Freshness) {
+        let unmeasured = ScoringPolicy.default.unmeasuredMilliseconds
+        self.init(
+            host: resolution.host,
+            family: family,
+            addresses: resolution.addresses.enumerated().map { index, address in
+                RankedAddress(ip: address.ip, rank: index + 1, score: unmeasured, latencyMilliseconds: nil, successes: 0, failures: 0)
+            },
+            origin: resolution.addresses.first?.source ?? "unknown",
+            ttl: resolution.addresses.map(\.ttl).min() ?? 0,
+            freshness: freshness
+        )
+    }
+
     /// The best address.
     public var best: IPAddress { addresses[0].ip }
 

@@ -89,6 +89,8 @@ public struct ResolverSettings: Sendable, Hashable {
     public var cachePath: String?
     /// The most hosts the cache keeps (least recently used go first).
     public var cacheMaxHosts: Int
+    /// Hosts resolved in the background when the resolver starts.
+    public var preResolve: [String]
     /// Whether candidate IPs are probed with TCP connects.
     public var probeEnabled: Bool
     /// The ports probes connect to.
@@ -157,7 +159,8 @@ public struct ResolverSettings: Sendable, Hashable {
             return values
         }
 
-        sources = try strings("sources.order", ["overrides", "cares"]).compactMap(Source.init(rawValue:))
+        sources = try strings("sources.order", ["overrides", "cache", "cares"]).compactMap(Source.init(rawValue:))
+        if let problem = Self.orderProblem(sources) { throw invalid("sources.order", problem) }
         race = try bool("sources.race", false)
         let file = try string("overrides.file", "")
         overridesFile = file.isEmpty ? nil : file
@@ -207,6 +210,7 @@ public struct ResolverSettings: Sendable, Hashable {
         let path = try string("cache.path", "")
         cachePath = path.isEmpty ? nil : path
         cacheMaxHosts = try int("cache.maxHosts", 10_000)
+        preResolve = try strings("cache.preResolve", [])
         probeEnabled = try bool("probe.enabled", true)
         probePorts = try ints("probe.ports", [443])
         probeIntervalSeconds = try int("probe.intervalSeconds", 60)
@@ -219,9 +223,22 @@ public struct ResolverSettings: Sendable, Hashable {
         }
     }
 
+    /// Why an order of layers cannot work: overrides answer before anything else and the cache sits in front of
+    /// the upstreams it caches, so each may appear once and only in that place.
+    static func orderProblem(_ sources: [Source]) -> String? {
+        guard Set(sources).count == sources.count else { return "lists a layer twice" }
+        guard !sources.isEmpty else { return "lists no layer" }
+        if let index = sources.firstIndex(of: .overrides), index != 0 { return "overrides must come first" }
+        if let cache = sources.firstIndex(of: .cache),
+           sources[..<cache].contains(where: { $0 == .httpdns || $0 == .cares }) {
+            return "cache must come before httpdns and cares"
+        }
+        return nil
+    }
+
     /// Every settings key, documented.
     public static let keys: [SettingKey] = [
-        SettingKey("sources.order", .stringArray, default: "[\"overrides\", \"cares\"]",
+        SettingKey("sources.order", .stringArray, default: "[\"overrides\", \"cache\", \"cares\"]",
                    "the layers in the order they are asked", allowed: Source.allCases.map(\.rawValue)),
         SettingKey("sources.race", .bool, default: "false", "ask HTTP DNS and c-ares in parallel; the first good answer wins"),
         SettingKey("overrides.file", .string, default: "none", "hosts-format overrides file, relative to the settings file"),
@@ -263,6 +280,8 @@ public struct ResolverSettings: Sendable, Hashable {
                    range: 0...2_592_000),
         SettingKey("cache.path", .string, default: "$XDG_CACHE_HOME/hostsctl/cache.json", "the persisted cache file"),
         SettingKey("cache.maxHosts", .int, default: "10000", "most hosts kept (LRU)", range: 1...10_000_000),
+        SettingKey("cache.preResolve", .stringArray, default: "[]", "hosts resolved in the background at start",
+                   check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil }),
         SettingKey("probe.enabled", .bool, default: "true", "probe candidate IPs with TCP connects"),
         SettingKey("probe.ports", .intArray, default: "[443]", "ports probes connect to", range: 1...65_535),
         SettingKey("probe.intervalSeconds", .int, default: "60", "least time between probes of one host", range: 1...86_400),
