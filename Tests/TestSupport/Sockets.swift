@@ -124,3 +124,43 @@ enum DNSProbe {
         return false
     }
 }
+
+/// A TCP socket listening on one loopback address, so a host can have several real IPs (Linux routes all of
+/// 127.0.0.0/8 to loopback). The kernel completes handshakes into the backlog; nothing is ever accepted, which is
+/// all a connect probe needs.
+public final class TCPListener: Sendable {
+    private let fd: Int32
+    /// The address listened on.
+    public let ip: String
+    /// The port listened on.
+    public let port: UInt16
+
+    /// Listens on `ip:port`; port 0 picks a free one.
+    public init(ip: String, port: UInt16 = 0) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(ip)
+        address.sin_port = port.bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, 128) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            let code = errno
+            Glibc.close(fd)
+            throw TestServerError("bind/listen on \(ip):\(port) failed: errno \(code)")
+        }
+        self.fd = fd
+        self.ip = ip
+        self.port = UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Stops listening; later connects are refused.
+    public func close() { Glibc.close(fd) }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Synchronization
+
+@testable import HTTPDNS
+
+/// A clock the test moves by hand; wall time moves with it.
+final class ManualClock: Sendable {
+    private let offset = Mutex<Duration>(.zero)
+    let start = ContinuousClock.now
+    let wallStart: Double
+
+    init(wallStart: Double = 1_800_000_000) {
+        self.wallStart = wallStart
+    }
+
+    var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+
+    func advance(_ duration: Duration) {
+        offset.withLock { $0 += duration }
+    }
+
+    var cacheClock: CacheClock {
+        CacheClock(
+            now: { [self] in now },
+            wallSeconds: { [self] in wallStart + Double(offset.withLock { $0 }.components.seconds) }
+        )
+    }
+}
+
+/// An upstream whose answers, failures and pace the test controls, counting every query it gets.
+final class FakeUpstream: HostNameResolver {
+    enum Behavior: Sendable {
+        case answer([String: [String]], ttl: UInt32)
+        case fail(DNSError.Code)
+    }
+
+    private struct State {
+        var behavior: Behavior
+        var calls = 0
+        var held: [CheckedContinuation<Void, Never>] = []
+        var holding = false
+    }
+
+    private let state: Mutex<State>
+    let source: ResolutionSource
+
+    init(_ behavior: Behavior, source: ResolutionSource = .cares) {
+        self.state = Mutex(State(behavior: behavior))
+        self.source = source
+    }
+
+    var calls: Int { state.withLock { $0.calls } }
+    var waiting: Int { state.withLock { $0.held.count } }
+
+    func set(_ behavior: Behavior) { state.withLock { $0.behavior = behavior } }
+
+    /// Queries wait until ``release()``.
+    func hold() { state.withLock { $0.holding = true } }
+
+    /// Lets every waiting query go on, and later ones pass at once.
+    func release() {
+        let held = state.withLock { state in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+
+    func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        state.withLock { $0.calls += 1 }
+        await withCheckedContinuation { continuation in
+            let wait = state.withLock { state in
+                if state.holding { state.held.append(continuation) }
+                return state.holding
+            }
+            if !wait { continuation.resume() }
+        }
+        switch state.withLock({ $0.behavior }) {
+        case .fail(let code):
+            throw DNSError(code: code, message: "fake \(code)", host: host.name)
+        case .answer(let table, let ttl):
+            guard let texts = table[host.name] else { throw DNSError(code: .notFound, message: "fake NXDOMAIN", host: host.name) }
+            let ips = texts.compactMap(IPAddress.init).filter { family == .any || $0.family == family }
+            guard !ips.isEmpty else { throw DNSError(code: .noData, message: "fake no data", host: host.name) }
+            return Resolution(host: host.name, addresses: ips.map { ResolvedAddress(ip: $0, ttl: ttl, source: source) })
+        }
+    }
+}
+
+func ip(_ text: String) -> IPAddress { IPAddress(text)! }
+func name(_ text: String) -> HostName { try! HostName(text) }
+
+/// A fresh path in the temporary directory.
+func temporaryPath(_ suffix: String = "cache.json") -> String {
+    FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-\(UUID().uuidString)-\(suffix)").path
+}
+
+/// Waits (yielding, bounded by the test's time limit) until `condition` holds.
+func eventually(_ condition: () -> Bool) async {
+    while !condition() {
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+}
