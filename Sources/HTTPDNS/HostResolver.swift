@@ -286,7 +286,12 @@ public final class HostResolver: HostNameResolver {
                 cache?.storeNegative(host, family: family, error: error)
                 throw error
             }
-            if isRefresh { cache?.refreshFailed(host, family: family) }
+            if isRefresh {
+                // Callers were already served the stale answer; it stays in the cache.
+                cache?.refreshFailed(host, family: family)
+                logger.info("background refresh failed", metadata: ["host": "\(host)", "error": "\(error.code)"])
+                throw error
+            }
             if let fallback = cache?.fallback(host, family: family) {
                 metrics.staleServes.increment()
                 logger.notice(
@@ -393,6 +398,9 @@ public final class HostResolver: HostNameResolver {
             }
         }
     }
+
+    /// Callers waiting on shared upstream queries (for tests).
+    var waitingCallers: Int { flights.waiting }
 
     // MARK: Scoring
 

@@ -21,7 +21,7 @@ struct SettingsTests {
         let file = SettingsFile.load(path: "Config/hostsctl.json", environment: [:])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
-        #expect(settings.sources == [.overrides, .cares])
+        #expect(settings.sources == [.overrides, .cache, .cares])
         #expect(settings.overridesFile == "Config/hosts")
         #expect(settings.caresServers.isEmpty)
         #expect(settings.providers.isEmpty)
@@ -208,4 +208,17 @@ final class Counter: Sendable {
     private let count = Mutex(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
+}
+
+@Suite("layer order")
+struct LayerOrderTests {
+    @Test("overrides come first and the cache before the upstreams; no layer twice", arguments: [
+        (["overrides", "cache", "httpdns", "cares"], true), (["cache", "cares"], true), (["cares"], true),
+        (["cares", "overrides"], false), (["overrides", "cares", "cache"], false), (["cares", "cares"], false),
+        ([String](), false),
+    ])
+    func order(layers: [String], valid: Bool) throws {
+        let sources = layers.compactMap(ResolverSettings.Source.init(rawValue:))
+        #expect((ResolverSettings.orderProblem(sources) == nil) == valid, "\(layers)")
+    }
 }

@@ -55,7 +55,7 @@ struct ResolveCommandTests {
             #expect(parsed.count == 5)
             #expect(parsed.map { $0["host"] as? String } == ["multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name"])
             for object in parsed {
-                #expect(Set(object.keys) == ["host", "addresses", "elapsedMs", "error"])
+                #expect(Set(object.keys) == ["host", "addresses", "freshness", "elapsedMs", "error"])
                 #expect(object["elapsedMs"] is Double || object["elapsedMs"] is Int)
             }
 
@@ -93,16 +93,87 @@ struct ResolveCommandTests {
     func exitStatus() async throws {
         try await DNSMasq.with { server in
             let ok = try #require(
-                try HostsCTLCommand.parseAsRoot(["resolve", "--server", server.address.description, "--json", "multi.test"])
+                try HostsCTLCommand.parseAsRoot(["resolve", "--no-cache", "--server", server.address.description, "--json", "multi.test"])
                     as? ResolveCommand
             )
             try await ok.run()
             let failing = try #require(
-                try HostsCTLCommand.parseAsRoot(["resolve", "--server", server.address.description, "multi.test", "nope.test"])
+                try HostsCTLCommand.parseAsRoot(["resolve", "--no-cache", "--server", server.address.description, "multi.test", "nope.test"])
                     as? ResolveCommand
             )
             await #expect(throws: ExitCode(1)) { try await failing.run() }
         }
+    }
+
+    @Test("pipeline options parse, and contradictions exit with 64")
+    func pipelineOptions() throws {
+        let command = try #require(
+            try HostsCTLCommand.parseAsRoot(["resolve", "--source", "cache", "--cache-file", "/tmp/c.json", "--probe", "a.test"])
+                as? ResolveCommand
+        )
+        #expect(command.source == .cache)
+        #expect(command.cacheFile == "/tmp/c.json")
+        #expect(command.probe)
+        #expect(!command.noCache)
+        for arguments in [
+            ["resolve", "--source", "bogus", "a.test"], ["resolve", "--no-cache", "--cache-file", "/tmp/c", "a.test"],
+            ["resolve", "--source", "cache", "--no-cache", "a.test"],
+            ["resolve", "--source", "overrides", "--server", "127.0.0.1", "a.test"],
+            ["resolve", "--source", "cares", "--doh", "https://doh.test/dns-query", "a.test"],
+        ] {
+            #expect(throws: (any Error).self, "\(arguments)") { _ = try HostsCTLCommand.parseAsRoot(arguments) }
+            do {
+                _ = try HostsCTLCommand.parseAsRoot(arguments)
+            } catch {
+                #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64), "\(arguments)")
+            }
+        }
+    }
+
+    @Test("the persisted cache answers, marked stale, when the DNS server is down", .timeLimit(.minutes(1)))
+    func persistedCache() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let cacheFile = directory.appendingPathComponent("cache.json").path
+        // TTLs of one second, so the answer is stale by the third run.
+        let environment = ["HOSTSCTL_CACHE_MIN_TTL_SECONDS": "0", "HOSTSCTL_CACHE_MAX_TTL_SECONDS": "1"]
+        let server = try DNSMasq()
+        let address = server.address.description
+        func resolve(_ extra: [String]) throws -> (Int32, [[String: Any]]) {
+            let output = try HostsCTLProcess.run(["resolve", "--json", "--family", "ipv4"] + extra, environment: environment)
+            let parsed = try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]]
+            return (output.status, parsed ?? [])
+        }
+        func first(_ objects: [[String: Any]]) -> [String: Any] { (objects.first?["addresses"] as? [[String: Any]])?.first ?? [:] }
+
+        let (status, upstream) = try resolve(["--server", address, "--cache-file", cacheFile, "multi.test"])
+        #expect(status == 0)
+        #expect(first(upstream)["source"] as? String == "cares")
+        #expect(first(upstream)["rank"] as? Int == 1)
+        #expect(FileManager.default.fileExists(atPath: cacheFile))
+
+        let noCacheFile = directory.appendingPathComponent("unused.json").path
+        _ = try resolve(["--server", address, "--no-cache", "multi.test"])
+        _ = try resolve(["--server", address, "--source", "cares", "--cache-file", noCacheFile, "multi.test"])
+        #expect(!FileManager.default.fileExists(atPath: noCacheFile), "--no-cache and --source cares leave the cache alone")
+
+        server.stop()
+        try await Task.sleep(for: .milliseconds(1200))
+        let (staleStatus, stale) = try resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--cache-file", cacheFile, "multi.test"])
+        #expect(staleStatus == 0)
+        #expect(stale.first?["freshness"] as? String == "stale")
+        #expect(first(stale)["stale"] as? Bool == true)
+        #expect(first(stale)["origin"] as? String == "cares")
+        #expect(Set((stale.first?["addresses"] as? [[String: Any]] ?? []).compactMap { $0["ip"] as? String }) == Set(TestZone.multiV4))
+
+        let (cacheStatus, cacheOnly) = try resolve(["--source", "cache", "--cache-file", cacheFile, "multi.test", "nope.test"])
+        #expect(cacheStatus == 1)
+        #expect(cacheOnly.first?["freshness"] as? String == "stale")
+        #expect((cacheOnly.last?["error"] as? [String: Any])?["code"] as? String == "notCached")
+
+        let (downStatus, down) = try resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--source", "cares", "multi.test"])
+        #expect(downStatus == 1, "c-ares alone has no answer")
+        #expect(down.first?["error"] is [String: Any])
     }
 
     @Test("the text report shows a table, the source and the time")
@@ -112,6 +183,8 @@ struct ResolveCommandTests {
             let reports = await ResolveCommand.resolveAll(["v4only.test", "nope.test"], family: .any, with: resolver)
             let text = ResolveReport.text(reports)
             #expect(text.contains("ADDRESS"))
+            #expect(text.contains("RANK"))
+            #expect(text.contains("SCORE"))
             #expect(text.contains("192.0.2.10"))
             #expect(text.contains("120"))
             #expect(text.contains("cares"))

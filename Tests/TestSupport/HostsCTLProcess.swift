@@ -24,13 +24,17 @@ public enum HostsCTLProcess {
         return "hostsctl"
     }
 
-    /// Runs `hostsctl` with `arguments` and extra environment variables, and waits for it.
+    /// Runs `hostsctl` with `arguments` and extra environment variables, and waits for it. Unless the caller sets
+    /// `XDG_CACHE_HOME`, the default cache file lives in a directory removed after the run, so tests never touch
+    /// the user's cache.
     public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("out").path
         let err = directory.appendingPathComponent("err").path
+        var environment = environment
+        if environment["XDG_CACHE_HOME"] == nil { environment["XDG_CACHE_HOME"] = directory.appendingPathComponent("cache").path }
         let process = try ChildProcess(path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
         let status = process.wait()
         return Output(

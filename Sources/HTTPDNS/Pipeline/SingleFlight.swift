@@ -22,6 +22,9 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// The number of keys in flight.
     var inFlight: Int { state.withLock { $0.flights.count } }
 
+    /// The number of callers waiting on flights.
+    var waiting: Int { state.withLock { $0.flights.values.reduce(0) { $0 + $1.count } } }
+
     /// Joins the flight for `key`, starting it with `operation` when none is running, and returns its result.
     /// - Throws: The operation's error, `CancellationError` when this caller is cancelled, or
     ///   ``DNSError/Code/shutdown`` when the owner is shutting down.
