@@ -45,6 +45,16 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
+            name: "CacheBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "HTTPDNS", package: rootPackage),
+            ],
+            path: "Benchmarks/CacheBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
             name: "DoHBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),

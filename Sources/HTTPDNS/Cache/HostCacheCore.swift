@@ -23,15 +23,52 @@ struct HostCacheCore: Sendable {
     }
 
     /// Everything known about one host.
-    struct Record: Sendable {
+    ///
+    /// A class so that a hit updates it in place instead of copying its arrays and strings. It is
+    /// `@unchecked Sendable` because records are only ever reached through ``HostCacheCore/records``, and the
+    /// core lives inside ``HostCache``'s mutex: every read and write of a record happens under that lock.
+    final class Record: @unchecked Sendable {
         /// Answers by asked family: any, ipv4, ipv6.
         var answers: [Answer?] = [nil, nil, nil]
         var scores: [IPAddress: AddressScore] = [:]
-        var lastUsed: UInt64
         /// Rankings include decaying penalties; they are recomputed once this passes.
         var rankValidUntil: ContinuousClock.Instant?
         var probedAt: ContinuousClock.Instant?
         var probePort: Int?
+        /// The fast path's view, by slot: the best address and until when it may be returned without looking at
+        /// the answer (its expiry or the ranking's validity, whichever comes first).
+        var best: [IPAddress?] = [nil, nil, nil]
+        var bestUntil: [ContinuousClock.Instant?] = [nil, nil, nil]
+
+        init() {}
+    }
+
+    /// What the fast path reads, stored inline in the dictionary so a hit touches no other memory: per slot, the
+    /// best address and until when it may be returned (copied from the record whenever it is re-ranked).
+    struct FastPath: Sendable {
+        var best: (IPAddress?, IPAddress?, IPAddress?) = (nil, nil, nil)
+        var until: (ContinuousClock.Instant?, ContinuousClock.Instant?, ContinuousClock.Instant?) = (nil, nil, nil)
+
+        init(_ record: Record) {
+            best = (record.best[0], record.best[1], record.best[2])
+            until = (record.bestUntil[0], record.bestUntil[1], record.bestUntil[2])
+        }
+
+        func address(slot: Int, now: ContinuousClock.Instant) -> IPAddress? {
+            switch slot {
+            case 0: if let limit = until.0, now < limit { return best.0 }
+            case 1: if let limit = until.1, now < limit { return best.1 }
+            default: if let limit = until.2, now < limit { return best.2 }
+            }
+            return nil
+        }
+    }
+
+    /// A host's record with its place in the LRU order and its fast-path view.
+    struct Entry: Sendable {
+        var record: Record
+        var lastUsed: UInt64
+        var fast: FastPath
     }
 
     /// The outcome of a lookup.
@@ -52,7 +89,7 @@ struct HostCacheCore: Sendable {
     }
 
     let configuration: HostCache.Configuration
-    private(set) var records: [HostName: Record] = [:]
+    private(set) var records: [HostName: Entry] = [:]
     private var tick: UInt64 = 0
 
     init(configuration: HostCache.Configuration) {
@@ -89,60 +126,59 @@ struct HostCacheCore: Sendable {
         guard let index = records.index(forKey: host) else { return .miss }
         let slot = Self.slot(family)
         let tick = nextTick()
-        let result = Self.lookup(
-            in: &records.values[index], host: host, family: family, slot: slot, tick: tick, now: now, configuration: configuration
-        )
+        let record = records.values[index].record
+        records.values[index].lastUsed = tick
+        let reranks = record.rankValidUntil.map { now >= $0 } ?? false
+        let result = Self.lookup(in: record, host: host, family: family, slot: slot, now: now, configuration: configuration)
+        if reranks { records.values[index].fast = FastPath(record) }
         guard case .hit(let resolution, let refresh, _) = result, let probeInterval else { return result }
-        return .hit(resolution, refresh: refresh, probe: Self.claimProbe(&records.values[index], host: host, interval: probeInterval, now: now))
+        return .hit(resolution, refresh: refresh, probe: Self.claimProbe(record, host: host, interval: probeInterval, now: now))
     }
 
     private static func lookup(
-        in record: inout Record,
+        in record: Record,
         host: HostName,
         family: AddressFamily,
         slot: Int,
-        tick: UInt64,
         now: ContinuousClock.Instant,
         configuration: HostCache.Configuration
     ) -> Lookup {
-        guard var answer = record.answers[slot] else { return .miss }
-        record.lastUsed = tick
-        if let error = answer.error {
-            if now < answer.expiresAt { return .negative(error) }
+        guard record.answers[slot] != nil else { return .miss }
+        if let error = record.answers[slot]!.error {
+            if now < record.answers[slot]!.expiresAt { return .negative(error) }
             record.answers[slot] = nil
             return .miss
         }
         if let until = record.rankValidUntil, now >= until {
-            rerank(&record, now: now, configuration: configuration)
-            answer = record.answers[slot]!
+            rerank(record, now: now, configuration: configuration)
         }
-        if now < answer.expiresAt {
-            answer.hits += 1
+        let expiresAt = record.answers[slot]!.expiresAt
+        if now < expiresAt {
+            record.answers[slot]!.hits += 1
             var refresh = false
-            if answer.hits >= configuration.hotHits, now >= answer.refreshAt, answer.canRefresh(at: now) {
-                answer.refreshBlockedUntil = now + configuration.refreshClaimDuration
+            if record.answers[slot]!.hits >= configuration.hotHits, now >= record.answers[slot]!.refreshAt,
+               record.answers[slot]!.canRefresh(at: now) {
+                record.answers[slot]!.refreshBlockedUntil = now + configuration.refreshClaimDuration
                 refresh = true
             }
-            record.answers[slot] = answer
-            let remaining = (answer.expiresAt - now).fractionalSeconds
+            let remaining = (expiresAt - now).fractionalSeconds
             let resolution = RankedResolution(
-                host: host.name, family: family, addresses: answer.ranked, origin: answer.origin,
+                host: host.name, family: family, addresses: record.answers[slot]!.ranked, origin: record.answers[slot]!.origin,
                 ttl: UInt32(remaining.rounded(.up)), freshness: .cache
             )
             return .hit(resolution, refresh: refresh, probe: nil)
         }
-        let staleFor = now - answer.expiresAt
+        let staleFor = now - expiresAt
         guard staleFor <= configuration.maximumStaleness else {
             record.answers[slot] = nil
             return .miss
         }
         var refresh = false
-        if answer.canRefresh(at: now) {
-            answer.refreshBlockedUntil = now + configuration.refreshClaimDuration
-            record.answers[slot] = answer
+        if record.answers[slot]!.canRefresh(at: now) {
+            record.answers[slot]!.refreshBlockedUntil = now + configuration.refreshClaimDuration
             refresh = true
         }
-        return .hit(stale(answer, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
+        return .hit(stale(record.answers[slot]!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
     }
 
     private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration) -> RankedResolution {
@@ -155,24 +191,21 @@ struct HostCacheCore: Sendable {
     /// The best address of a fresh positive answer, for the fast path. Does not count as a hit for refreshes.
     mutating func bestAddress(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> IPAddress? {
         guard let index = records.index(forKey: host) else { return nil }
-        let record = records.values[index]
-        guard let answer = record.answers[Self.slot(family)], answer.error == nil, now < answer.expiresAt,
-              record.rankValidUntil.map({ now < $0 }) ?? true
-        else {
-            // Not fresh, or the ranking has decayed: take the full path.
-            if case .hit(let resolution, _, _) = lookup(host, family: family, now: now), !resolution.isStale {
-                return resolution.best
-            }
-            return nil
+        if let best = records.values[index].fast.address(slot: Self.slot(family), now: now) {
+            records.values[index].lastUsed = nextTick()
+            return best
         }
-        records.values[index].lastUsed = nextTick()
-        return answer.ranked[0].ip
+        // Expired, negative, or the ranking has decayed: take the full path.
+        if case .hit(let resolution, _, _) = lookup(host, family: family, now: now), !resolution.isStale {
+            return resolution.best
+        }
+        return nil
     }
 
     /// A positive answer still within the maximum staleness, fresh or not, without claiming a refresh: what is
     /// served when every upstream fails.
     func fallback(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> RankedResolution? {
-        guard let answer = records[host]?.answers[Self.slot(family)], answer.error == nil else { return nil }
+        guard let answer = records[host]?.record.answers[Self.slot(family)], answer.error == nil else { return nil }
         if now < answer.expiresAt {
             return RankedResolution(
                 host: host.name, family: family, addresses: answer.ranked, origin: answer.origin,
@@ -203,7 +236,7 @@ struct HostCacheCore: Sendable {
         now: ContinuousClock.Instant
     ) -> RankedResolution {
         let ttl = configuration.clamp(ttl)
-        var record = takeRecord(host)
+        let record = takeRecord(host)
         let slot = Self.slot(family)
         var list = addresses
         if merge, let existing = record.answers[slot], existing.error == nil {
@@ -221,8 +254,8 @@ struct HostCacheCore: Sendable {
             answer.storedAt = existing.storedAt
         }
         record.answers[slot] = answer
-        Self.pruneScores(&record)
-        Self.rerank(&record, now: now, configuration: configuration)
+        Self.pruneScores(record)
+        Self.rerank(record, now: now, configuration: configuration)
         let ranked = record.answers[slot]!.ranked
         putRecord(record, for: host)
         return RankedResolution(host: host.name, family: family, addresses: ranked, origin: answer.origin, ttl: ttl, freshness: .upstream)
@@ -231,32 +264,31 @@ struct HostCacheCore: Sendable {
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
     mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: ContinuousClock.Instant) {
         guard error.code == .notFound || error.code == .noData, configuration.negativeTTL > 0 else { return }
-        var record = takeRecord(host)
+        let record = takeRecord(host)
         let expiresAt = now + .seconds(Int64(configuration.negativeTTL))
         record.answers[Self.slot(family)] = Answer(
             addresses: [], ranked: [], error: error, origin: "negative", ttl: configuration.negativeTTL,
             storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt
         )
-        Self.pruneScores(&record)
+        Self.pruneScores(record)
+        Self.rerank(record, now: now, configuration: configuration)
         putRecord(record, for: host)
     }
 
     /// A background refresh failed: no new one for `configuration.refreshRetryInterval`.
     mutating func refreshFailed(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) {
-        guard let index = records.index(forKey: host), records.values[index].answers[Self.slot(family)] != nil else { return }
-        records.values[index].answers[Self.slot(family)]!.refreshBlockedUntil = now + configuration.refreshRetryInterval
+        guard let index = records.index(forKey: host), records.values[index].record.answers[Self.slot(family)] != nil else { return }
+        records.values[index].record.answers[Self.slot(family)]!.refreshBlockedUntil = now + configuration.refreshRetryInterval
     }
 
     private mutating func takeRecord(_ host: HostName) -> Record {
-        if let record = records.removeValue(forKey: host) { return record }
+        if let entry = records.removeValue(forKey: host) { return entry.record }
         evictIfFull()
-        return Record(lastUsed: nextTick())
+        return Record()
     }
 
     private mutating func putRecord(_ record: Record, for host: HostName) {
-        var record = record
-        record.lastUsed = nextTick()
-        records[host] = record
+        records[host] = Entry(record: record, lastUsed: nextTick(), fast: FastPath(record))
     }
 
     /// Makes room for one more host: when full, the least recently used sixteenth (at least one) goes.
@@ -269,7 +301,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Drops scores of addresses no answer mentions any more.
-    private static func pruneScores(_ record: inout Record) {
+    private static func pruneScores(_ record: Record) {
         guard !record.scores.isEmpty else { return }
         var live = Set<IPAddress>()
         for answer in record.answers { if let answer { live.formUnion(answer.addresses) } }
@@ -299,20 +331,22 @@ struct HostCacheCore: Sendable {
         // Feedback about an address the cache does not hold for the host (an override, a literal) is dropped:
         // scores live and die with the answers they rank.
         guard let index = records.index(forKey: host),
-              records.values[index].answers.contains(where: { $0?.addresses.contains(ip) ?? false })
+              records.values[index].record.answers.contains(where: { $0?.addresses.contains(ip) ?? false })
         else { return }
-        body(&records.values[index].scores[ip, default: AddressScore()])
-        Self.rerank(&records.values[index], now: now, configuration: configuration)
+        let record = records.values[index].record
+        body(&record.scores[ip, default: AddressScore()])
+        Self.rerank(record, now: now, configuration: configuration)
+        records.values[index].fast = FastPath(record)
     }
 
     /// Claims a probe round for `host` if none ran within `interval`; returns what to connect to.
     mutating func claimProbe(_ host: HostName, interval: Duration, now: ContinuousClock.Instant) -> ProbeRequest? {
         guard let index = records.index(forKey: host) else { return nil }
-        return Self.claimProbe(&records.values[index], host: host, interval: interval, now: now)
+        return Self.claimProbe(records.values[index].record, host: host, interval: interval, now: now)
     }
 
     private static func claimProbe(
-        _ record: inout Record,
+        _ record: Record,
         host: HostName,
         interval: Duration,
         now: ContinuousClock.Instant
@@ -330,11 +364,11 @@ struct HostCacheCore: Sendable {
     /// Remembers the port a caller connects to on `host`, for its probes.
     mutating func setProbePort(_ port: Int, for host: HostName) {
         guard let index = records.index(forKey: host) else { return }
-        records.values[index].probePort = port
+        records.values[index].record.probePort = port
     }
 
     /// Re-ranks every answer of a record by the scores at `now` and the dual-stack policy.
-    private static func rerank(_ record: inout Record, now: ContinuousClock.Instant, configuration: HostCache.Configuration) {
+    private static func rerank(_ record: Record, now: ContinuousClock.Instant, configuration: HostCache.Configuration) {
         var decaying = false
         for slot in record.answers.indices {
             guard let answer = record.answers[slot], answer.error == nil else { continue }
@@ -354,6 +388,15 @@ struct HostCacheCore: Sendable {
             record.answers[slot]!.ranked = ordered
         }
         record.rankValidUntil = decaying ? now + .seconds(1) : nil
+        for slot in record.answers.indices {
+            if let answer = record.answers[slot], answer.error == nil, let first = answer.ranked.first {
+                record.best[slot] = first.ip
+                record.bestUntil[slot] = record.rankValidUntil.map { min($0, answer.expiresAt) } ?? answer.expiresAt
+            } else {
+                record.best[slot] = nil
+                record.bestUntil[slot] = nil
+            }
+        }
     }
 
     /// Orders scored addresses: by score (ties keep the source's order), then by family as the policy says.
@@ -391,7 +434,7 @@ struct HostCacheCore: Sendable {
     /// measurements from the old network are forgotten.
     mutating func markAllForRefresh(now: ContinuousClock.Instant) {
         for index in records.indices {
-            var record = records.values[index]
+            let record = records.values[index].record
             for slot in record.answers.indices where record.answers[slot] != nil {
                 if record.answers[slot]!.error != nil {
                     record.answers[slot] = nil
@@ -402,8 +445,8 @@ struct HostCacheCore: Sendable {
             }
             record.scores = [:]
             record.probedAt = nil
-            Self.rerank(&record, now: now, configuration: configuration)
-            records.values[index] = record
+            Self.rerank(record, now: now, configuration: configuration)
+            records.values[index].fast = FastPath(record)
         }
     }
 
@@ -417,10 +460,11 @@ struct HostCacheCore: Sendable {
         records.removeAll()
     }
 
-    /// Hosts and families with a positive answer, most recently used first, for export and pre-resolution.
+    /// Every cached answer (negative ones included), most recently used host first.
     func snapshot(now: ContinuousClock.Instant) -> [HostCache.Entry] {
-        records.sorted { $0.value.lastUsed > $1.value.lastUsed }.flatMap { host, record in
-            Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
+        records.sorted { $0.value.lastUsed > $1.value.lastUsed }.flatMap { host, entry -> [HostCache.Entry] in
+            let record = entry.record
+            return Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
                 guard let answer = record.answers[slot] else { return nil }
                 let remaining = answer.expiresAt - now
                 return HostCache.Entry(
@@ -449,7 +493,8 @@ extension HostCacheCore.Answer {
 extension HostCacheCore {
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
     func exported(now: ContinuousClock.Instant, wallNow: Double) -> CacheFile {
-        let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, record -> CacheFile.Host? in
+        let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, entry -> CacheFile.Host? in
+            let record = entry.record
             let answers = Self.families.enumerated().compactMap { slot, family -> CacheFile.Answer? in
                 guard let answer = record.answers[slot], answer.error == nil else { return nil }
                 return CacheFile.Answer(
@@ -487,7 +532,7 @@ extension HostCacheCore {
                 dropped += host.answers.count
                 continue
             }
-            var record = Record(lastUsed: 0)
+            let record = Record()
             for answer in host.answers {
                 let addresses = answer.addresses.compactMap(IPAddress.init)
                 guard let family = AddressFamily(rawValue: answer.family), answer.expiresAt.isFinite,
@@ -524,8 +569,8 @@ extension HostCacheCore {
                 )
             }
             if let port = host.probePort, (1...65_535).contains(port) { record.probePort = port }
-            Self.pruneScores(&record)
-            Self.rerank(&record, now: now, configuration: configuration)
+            Self.pruneScores(record)
+            Self.rerank(record, now: now, configuration: configuration)
             evictIfFull()
             putRecord(record, for: name)
         }
