@@ -6,14 +6,16 @@ import Synchronization
 /// A clock the test moves by hand; wall time moves with it.
 final class ManualClock: Sendable {
     private let offset = Mutex<Duration>(.zero)
-    let start = ContinuousClock.now
     let wallStart: Double
 
     init(wallStart: Double = 1_800_000_000) {
         self.wallStart = wallStart
     }
 
-    var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = offset.withLock { $0 }.components
+        return 1_000_000_000_000 + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
 
     func advance(_ duration: Duration) {
         offset.withLock { $0 += duration }
@@ -21,7 +23,7 @@ final class ManualClock: Sendable {
 
     var cacheClock: CacheClock {
         CacheClock(
-            now: { [self] in now },
+            monotonicNanoseconds: { [self] in nanoseconds },
             wallSeconds: { [self] in wallStart + Double(offset.withLock { $0 }.components.seconds) }
         )
     }

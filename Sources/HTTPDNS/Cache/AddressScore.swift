@@ -40,14 +40,14 @@ struct AddressScore: Sendable, Hashable {
     /// The failure penalty as it was at ``penaltyAt``.
     var penalty: Double = 0
     /// When ``penalty`` was last changed.
-    var penaltyAt: ContinuousClock.Instant?
+    var penaltyAt: CacheInstant?
     /// Successful connects seen.
     var successes: Int = 0
     /// Failed connects seen.
     var failures: Int = 0
 
     /// The penalty at `now`, decayed.
-    func penalty(at now: ContinuousClock.Instant, policy: ScoringPolicy) -> Double {
+    func penalty(at now: CacheInstant, policy: ScoringPolicy) -> Double {
         guard penalty > 0, let penaltyAt else { return 0 }
         let halfLives = (now - penaltyAt).fractionalSeconds / max(policy.penaltyHalfLife.fractionalSeconds, 0.001)
         let value = penalty * exp2(-max(halfLives, 0))
@@ -55,7 +55,7 @@ struct AddressScore: Sendable, Hashable {
     }
 
     /// The score at `now`: lower is better.
-    func value(at now: ContinuousClock.Instant, policy: ScoringPolicy) -> Double {
+    func value(at now: CacheInstant, policy: ScoringPolicy) -> Double {
         (latencyMilliseconds ?? policy.unmeasuredMilliseconds) + penalty(at: now, policy: policy)
     }
 
@@ -63,7 +63,7 @@ struct AddressScore: Sendable, Hashable {
     var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 }
 
     /// A successful connect that took `latency`: the average moves toward it and the penalty halves.
-    mutating func recordSuccess(latency: Duration, at now: ContinuousClock.Instant, policy: ScoringPolicy) {
+    mutating func recordSuccess(latency: Duration, at now: CacheInstant, policy: ScoringPolicy) {
         let sample = max(latency.fractionalMilliseconds, 0)
         if let average = latencyMilliseconds {
             latencyMilliseconds = average + policy.smoothing * (sample - average)
@@ -76,7 +76,7 @@ struct AddressScore: Sendable, Hashable {
     }
 
     /// A failed connect: the penalty grows by one failure's worth, up to the maximum.
-    mutating func recordFailure(at now: ContinuousClock.Instant, policy: ScoringPolicy) {
+    mutating func recordFailure(at now: CacheInstant, policy: ScoringPolicy) {
         penalty = min(penalty(at: now, policy: policy) + policy.failurePenaltyMilliseconds, policy.maximumPenaltyMilliseconds)
         penaltyAt = now
         failures += 1

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// The clocks the cache and the host resolver read: a monotonic one for expiry and rate limits, and the wall clock
@@ -5,25 +6,49 @@ import Foundation
 ///
 /// Tests inject a clock they move by hand, so TTL expiry and staleness need no sleeping.
 public struct CacheClock: Sendable {
-    /// The current monotonic instant.
-    public var now: @Sendable () -> ContinuousClock.Instant
+    /// The current monotonic time in nanoseconds from an arbitrary origin.
+    public var monotonicNanoseconds: @Sendable () -> Int64
     /// The current wall-clock time in seconds since 1970.
     public var wallSeconds: @Sendable () -> Double
 
     /// Creates a clock from its two readings.
     public init(
-        now: @escaping @Sendable () -> ContinuousClock.Instant,
+        monotonicNanoseconds: @escaping @Sendable () -> Int64,
         wallSeconds: @escaping @Sendable () -> Double
     ) {
-        self.now = now
+        self.monotonicNanoseconds = monotonicNanoseconds
         self.wallSeconds = wallSeconds
     }
 
-    /// The system's clocks.
+    /// The system's clocks: `CLOCK_MONOTONIC` (through Dispatch) and the wall clock.
     public static let system = CacheClock(
-        now: { ContinuousClock.now },
+        monotonicNanoseconds: { Int64(truncatingIfNeeded: DispatchTime.now().uptimeNanoseconds) },
         wallSeconds: { Date().timeIntervalSince1970 }
     )
+
+    /// The current monotonic instant.
+    func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
+}
+
+/// A monotonic instant as plain nanoseconds. The cache stores instants in every entry; this fixed-layout type
+/// keeps those entries trivially copyable (ContinuousClock.Instant is resilient, so every copy of a struct holding
+/// one goes through value witnesses).
+struct CacheInstant: Comparable, Hashable, Sendable {
+    var nanoseconds: Int64
+
+    static func < (lhs: CacheInstant, rhs: CacheInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    static func + (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+        CacheInstant(nanoseconds: lhs.nanoseconds &+ rhs.wholeNanoseconds)
+    }
+
+    static func - (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+        CacheInstant(nanoseconds: lhs.nanoseconds &- rhs.wholeNanoseconds)
+    }
+
+    static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
+        .nanoseconds(lhs.nanoseconds &- rhs.nanoseconds)
+    }
 }
 
 extension Duration {
@@ -35,6 +60,15 @@ extension Duration {
 
     /// The duration in (fractional) seconds.
     var fractionalSeconds: Double { fractionalMilliseconds / 1000 }
+
+    /// The duration in whole nanoseconds, saturating at the limits of Int64.
+    var wholeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflow2) = product.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflow2 ? .max : sum
+    }
 
     /// A duration of `seconds` (fractional) seconds.
     static func seconds(fractional seconds: Double) -> Duration {

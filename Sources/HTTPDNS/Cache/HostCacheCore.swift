@@ -12,14 +12,14 @@ struct HostCacheCore: Sendable {
         var origin: ResolutionSource
         /// The clamped TTL in seconds.
         var ttl: UInt32
-        var storedAt: ContinuousClock.Instant
-        var expiresAt: ContinuousClock.Instant
+        var storedAt: CacheInstant
+        var expiresAt: CacheInstant
         /// Fresh hits since the answer was stored; hot answers are refreshed shortly before they expire.
         var hits: Int = 0
         /// When a hot answer's refresh is due.
-        var refreshAt: ContinuousClock.Instant
+        var refreshAt: CacheInstant
         /// No new refresh is started before this (one is running, or the last one failed recently).
-        var refreshBlockedUntil: ContinuousClock.Instant?
+        var refreshBlockedUntil: CacheInstant?
     }
 
     /// Everything known about one host.
@@ -32,13 +32,13 @@ struct HostCacheCore: Sendable {
         var answers: [Answer?] = [nil, nil, nil]
         var scores: [IPAddress: AddressScore] = [:]
         /// Rankings include decaying penalties; they are recomputed once this passes.
-        var rankValidUntil: ContinuousClock.Instant?
-        var probedAt: ContinuousClock.Instant?
+        var rankValidUntil: CacheInstant?
+        var probedAt: CacheInstant?
         var probePort: Int?
         /// The fast path's view, by slot: the best address and until when it may be returned without looking at
         /// the answer (its expiry or the ranking's validity, whichever comes first).
         var best: [IPAddress?] = [nil, nil, nil]
-        var bestUntil: [ContinuousClock.Instant?] = [nil, nil, nil]
+        var bestUntil: [CacheInstant?] = [nil, nil, nil]
 
         init() {}
     }
@@ -47,14 +47,14 @@ struct HostCacheCore: Sendable {
     /// best address and until when it may be returned (copied from the record whenever it is re-ranked).
     struct FastPath: Sendable {
         var best: (IPAddress?, IPAddress?, IPAddress?) = (nil, nil, nil)
-        var until: (ContinuousClock.Instant?, ContinuousClock.Instant?, ContinuousClock.Instant?) = (nil, nil, nil)
+        var until: (CacheInstant?, CacheInstant?, CacheInstant?) = (nil, nil, nil)
 
         init(_ record: Record) {
             best = (record.best[0], record.best[1], record.best[2])
             until = (record.bestUntil[0], record.bestUntil[1], record.bestUntil[2])
         }
 
-        func address(slot: Int, now: ContinuousClock.Instant) -> IPAddress? {
+        func address(slot: Int, now: CacheInstant) -> IPAddress? {
             switch slot {
             case 0: if let limit = until.0, now < limit { return best.0 }
             case 1: if let limit = until.1, now < limit { return best.1 }
@@ -120,14 +120,13 @@ struct HostCacheCore: Sendable {
     mutating func lookup(
         _ host: HostName,
         family: AddressFamily,
-        now: ContinuousClock.Instant,
+        now: CacheInstant,
         probeInterval: Duration? = nil
     ) -> Lookup {
         guard let index = records.index(forKey: host) else { return .miss }
         let slot = Self.slot(family)
         let tick = nextTick()
-        let record = records.values[index].record
-        records.values[index].lastUsed = tick
+        let record = Self.touch(&records.values[index], tick: tick)
         let reranks = record.rankValidUntil.map { now >= $0 } ?? false
         let result = Self.lookup(in: record, host: host, family: family, slot: slot, now: now, configuration: configuration)
         if reranks { records.values[index].fast = FastPath(record) }
@@ -135,50 +134,66 @@ struct HostCacheCore: Sendable {
         return .hit(resolution, refresh: refresh, probe: Self.claimProbe(record, host: host, interval: probeInterval, now: now))
     }
 
+    /// Marks the entry used and returns its record, in place.
+    private static func touch(_ entry: inout Entry, tick: UInt64) -> Record {
+        entry.lastUsed = tick
+        return entry.record
+    }
+
     private static func lookup(
         in record: Record,
         host: HostName,
         family: AddressFamily,
         slot: Int,
-        now: ContinuousClock.Instant,
+        now: CacheInstant,
         configuration: HostCache.Configuration
     ) -> Lookup {
-        guard record.answers[slot] != nil else { return .miss }
-        if let error = record.answers[slot]!.error {
-            if now < record.answers[slot]!.expiresAt { return .negative(error) }
-            record.answers[slot] = nil
-            return .miss
-        }
         if let until = record.rankValidUntil, now >= until {
             rerank(record, now: now, configuration: configuration)
         }
-        let expiresAt = record.answers[slot]!.expiresAt
+        return evaluate(&record.answers[slot], host: host, family: family, now: now, configuration: configuration)
+    }
+
+    /// Judges one answer in place (an `inout` access neither copies it nor retains its arrays).
+    private static func evaluate(
+        _ answer: inout Answer?,
+        host: HostName,
+        family: AddressFamily,
+        now: CacheInstant,
+        configuration: HostCache.Configuration
+    ) -> Lookup {
+        guard answer != nil else { return .miss }
+        if let error = answer!.error {
+            if now < answer!.expiresAt { return .negative(error) }
+            answer = nil
+            return .miss
+        }
+        let expiresAt = answer!.expiresAt
         if now < expiresAt {
-            record.answers[slot]!.hits += 1
+            answer!.hits += 1
             var refresh = false
-            if record.answers[slot]!.hits >= configuration.hotHits, now >= record.answers[slot]!.refreshAt,
-               record.answers[slot]!.canRefresh(at: now) {
-                record.answers[slot]!.refreshBlockedUntil = now + configuration.refreshClaimDuration
+            if answer!.hits >= configuration.hotHits, now >= answer!.refreshAt, answer!.canRefresh(at: now) {
+                answer!.refreshBlockedUntil = now + configuration.refreshClaimDuration
                 refresh = true
             }
-            let remaining = (expiresAt - now).fractionalSeconds
+            let remaining = (expiresAt.nanoseconds - now.nanoseconds + 999_999_999) / 1_000_000_000
             let resolution = RankedResolution(
-                host: host.name, family: family, addresses: record.answers[slot]!.ranked, origin: record.answers[slot]!.origin,
-                ttl: UInt32(remaining.rounded(.up)), freshness: .cache
+                host: host.name, family: family, addresses: answer!.ranked, origin: answer!.origin,
+                ttl: UInt32(clamping: remaining), freshness: .cache
             )
             return .hit(resolution, refresh: refresh, probe: nil)
         }
         let staleFor = now - expiresAt
         guard staleFor <= configuration.maximumStaleness else {
-            record.answers[slot] = nil
+            answer = nil
             return .miss
         }
         var refresh = false
-        if record.answers[slot]!.canRefresh(at: now) {
-            record.answers[slot]!.refreshBlockedUntil = now + configuration.refreshClaimDuration
+        if answer!.canRefresh(at: now) {
+            answer!.refreshBlockedUntil = now + configuration.refreshClaimDuration
             refresh = true
         }
-        return .hit(stale(record.answers[slot]!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
+        return .hit(stale(answer!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
     }
 
     private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration) -> RankedResolution {
@@ -189,10 +204,10 @@ struct HostCacheCore: Sendable {
     }
 
     /// The best address of a fresh positive answer, for the fast path. Does not count as a hit for refreshes.
-    mutating func bestAddress(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> IPAddress? {
+    mutating func bestAddress(_ host: HostName, family: AddressFamily, now: CacheInstant) -> IPAddress? {
         guard let index = records.index(forKey: host) else { return nil }
-        if let best = records.values[index].fast.address(slot: Self.slot(family), now: now) {
-            records.values[index].lastUsed = nextTick()
+        tick &+= 1
+        if let best = Self.touchFast(&records.values[index], slot: Self.slot(family), now: now, tick: tick) {
             return best
         }
         // Expired, negative, or the ranking has decayed: take the full path.
@@ -202,9 +217,17 @@ struct HostCacheCore: Sendable {
         return nil
     }
 
+    /// Reads the fast-path view in place (an `inout` access does not copy the entry or retain its record) and
+    /// marks the entry used when it answers.
+    private static func touchFast(_ entry: inout Entry, slot: Int, now: CacheInstant, tick: UInt64) -> IPAddress? {
+        guard let best = entry.fast.address(slot: slot, now: now) else { return nil }
+        entry.lastUsed = tick
+        return best
+    }
+
     /// A positive answer still within the maximum staleness, fresh or not, without claiming a refresh: what is
     /// served when every upstream fails.
-    func fallback(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> RankedResolution? {
+    func fallback(_ host: HostName, family: AddressFamily, now: CacheInstant) -> RankedResolution? {
         guard let answer = records[host]?.record.answers[Self.slot(family)], answer.error == nil else { return nil }
         if now < answer.expiresAt {
             return RankedResolution(
@@ -218,7 +241,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// The ranked addresses of `host` for `family` from any answer within the maximum staleness.
-    func ranked(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) -> [RankedAddress] {
+    func ranked(_ host: HostName, family: AddressFamily, now: CacheInstant) -> [RankedAddress] {
         fallback(host, family: family, now: now)?.addresses ?? []
     }
 
@@ -233,7 +256,7 @@ struct HostCacheCore: Sendable {
         ttl: UInt32,
         origin: ResolutionSource,
         merge: Bool = false,
-        now: ContinuousClock.Instant
+        now: CacheInstant
     ) -> RankedResolution {
         let ttl = configuration.clamp(ttl)
         let record = takeRecord(host)
@@ -262,7 +285,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
-    mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: ContinuousClock.Instant) {
+    mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: CacheInstant) {
         guard error.code == .notFound || error.code == .noData, configuration.negativeTTL > 0 else { return }
         let record = takeRecord(host)
         let expiresAt = now + .seconds(Int64(configuration.negativeTTL))
@@ -276,7 +299,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// A background refresh failed: no new one for `configuration.refreshRetryInterval`.
-    mutating func refreshFailed(_ host: HostName, family: AddressFamily, now: ContinuousClock.Instant) {
+    mutating func refreshFailed(_ host: HostName, family: AddressFamily, now: CacheInstant) {
         guard let index = records.index(forKey: host), records.values[index].record.answers[Self.slot(family)] != nil else { return }
         records.values[index].record.answers[Self.slot(family)]!.refreshBlockedUntil = now + configuration.refreshRetryInterval
     }
@@ -311,13 +334,13 @@ struct HostCacheCore: Sendable {
     // MARK: Scores
 
     /// Passive feedback: a connect to `ip` of `host` succeeded after `latency`.
-    mutating func recordSuccess(_ host: HostName, ip: IPAddress, latency: Duration, now: ContinuousClock.Instant) {
+    mutating func recordSuccess(_ host: HostName, ip: IPAddress, latency: Duration, now: CacheInstant) {
         let policy = configuration.scoring
         updateScore(host, ip: ip, now: now) { $0.recordSuccess(latency: latency, at: now, policy: policy) }
     }
 
     /// Passive feedback: a connect to `ip` of `host` failed.
-    mutating func recordFailure(_ host: HostName, ip: IPAddress, now: ContinuousClock.Instant) {
+    mutating func recordFailure(_ host: HostName, ip: IPAddress, now: CacheInstant) {
         let policy = configuration.scoring
         updateScore(host, ip: ip, now: now) { $0.recordFailure(at: now, policy: policy) }
     }
@@ -325,7 +348,7 @@ struct HostCacheCore: Sendable {
     private mutating func updateScore(
         _ host: HostName,
         ip: IPAddress,
-        now: ContinuousClock.Instant,
+        now: CacheInstant,
         _ body: (inout AddressScore) -> Void
     ) {
         // Feedback about an address the cache does not hold for the host (an override, a literal) is dropped:
@@ -340,7 +363,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Claims a probe round for `host` if none ran within `interval`; returns what to connect to.
-    mutating func claimProbe(_ host: HostName, interval: Duration, now: ContinuousClock.Instant) -> ProbeRequest? {
+    mutating func claimProbe(_ host: HostName, interval: Duration, now: CacheInstant) -> ProbeRequest? {
         guard let index = records.index(forKey: host) else { return nil }
         return Self.claimProbe(records.values[index].record, host: host, interval: interval, now: now)
     }
@@ -349,7 +372,7 @@ struct HostCacheCore: Sendable {
         _ record: Record,
         host: HostName,
         interval: Duration,
-        now: ContinuousClock.Instant
+        now: CacheInstant
     ) -> ProbeRequest? {
         if let probedAt = record.probedAt, now - probedAt < interval { return nil }
         var addresses: [IPAddress] = []
@@ -368,7 +391,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Re-ranks every answer of a record by the scores at `now` and the dual-stack policy.
-    private static func rerank(_ record: Record, now: ContinuousClock.Instant, configuration: HostCache.Configuration) {
+    private static func rerank(_ record: Record, now: CacheInstant, configuration: HostCache.Configuration) {
         var decaying = false
         for slot in record.answers.indices {
             guard let answer = record.answers[slot], answer.error == nil else { continue }
@@ -432,7 +455,7 @@ struct HostCacheCore: Sendable {
 
     /// After a network change: every answer is due for refresh (served stale meanwhile), probes run again and
     /// measurements from the old network are forgotten.
-    mutating func markAllForRefresh(now: ContinuousClock.Instant) {
+    mutating func markAllForRefresh(now: CacheInstant) {
         for index in records.indices {
             let record = records.values[index].record
             for slot in record.answers.indices where record.answers[slot] != nil {
@@ -461,7 +484,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Every cached answer (negative ones included), most recently used host first.
-    func snapshot(now: ContinuousClock.Instant) -> [HostCache.Entry] {
+    func snapshot(now: CacheInstant) -> [HostCache.Entry] {
         records.sorted { $0.value.lastUsed > $1.value.lastUsed }.flatMap { host, entry -> [HostCache.Entry] in
             let record = entry.record
             return Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
@@ -482,7 +505,7 @@ struct HostCacheCore: Sendable {
 }
 
 extension HostCacheCore.Answer {
-    func canRefresh(at now: ContinuousClock.Instant) -> Bool {
+    func canRefresh(at now: CacheInstant) -> Bool {
         guard let until = refreshBlockedUntil else { return true }
         return now >= until
     }
@@ -492,7 +515,7 @@ extension HostCacheCore.Answer {
 
 extension HostCacheCore {
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
-    func exported(now: ContinuousClock.Instant, wallNow: Double) -> CacheFile {
+    func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
         let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, entry -> CacheFile.Host? in
             let record = entry.record
             let answers = Self.families.enumerated().compactMap { slot, family -> CacheFile.Answer? in
@@ -522,7 +545,7 @@ extension HostCacheCore {
 
     /// Adds the hosts of a loaded file that are not already cached, skipping anything malformed and answers past
     /// the maximum staleness. Returns how many answers were loaded and how many were dropped.
-    mutating func load(_ file: CacheFile, now: ContinuousClock.Instant, wallNow: Double) -> (loaded: Int, dropped: Int) {
+    mutating func load(_ file: CacheFile, now: CacheInstant, wallNow: Double) -> (loaded: Int, dropped: Int) {
         var loaded = 0
         var dropped = 0
         let maximumStaleness = configuration.maximumStaleness.fractionalSeconds
