@@ -45,10 +45,22 @@ names=(api.example.test x.cdn.example.test api.demo.test www.demo.test v4.demo.t
 echo "\$ hostsctl config check            # Config/hostsctl.json and Config/hosts"
 "$hostsctl" config check
 echo
-echo "\$ hostsctl resolve --config Config/hostsctl.json --server 127.0.0.1:$port ${names[*]}"
+# The demo keeps its IP cache in the work directory, with TTLs capped at 2 s so it can show a stale answer.
+cache="$work/cache.json"
+export HOSTSCTL_CACHE_MIN_TTL_SECONDS=0 HOSTSCTL_CACHE_MAX_TTL_SECONDS=2
+echo "\$ hostsctl resolve --config Config/hostsctl.json --server 127.0.0.1:$port --cache-file CACHE ${names[*]}"
 status=0
-"$hostsctl" resolve --config Config/hostsctl.json --server "127.0.0.1:$port" "${names[@]}" || status=$?
+"$hostsctl" resolve --config Config/hostsctl.json --server "127.0.0.1:$port" --cache-file "$cache" "${names[@]}" || status=$?
 echo "(exit status $status: gone.demo.test does not exist, so 1 is expected)"
 echo
-echo "\$ hostsctl resolve --doh http://127.0.0.1:$doh_port/dns-query --family ipv4 api.demo.test v4.demo.test"
-"$hostsctl" resolve --doh "http://127.0.0.1:$doh_port/dns-query" --family ipv4 api.demo.test v4.demo.test
+echo "\$ hostsctl resolve ... api.demo.test        # again: answered from the persisted cache"
+"$hostsctl" resolve --config Config/hostsctl.json --server "127.0.0.1:$port" --cache-file "$cache" api.demo.test
+echo "\$ hostsctl resolve --no-cache --doh http://127.0.0.1:$doh_port/dns-query --family ipv4 api.demo.test v4.demo.test"
+"$hostsctl" resolve --no-cache --doh "http://127.0.0.1:$doh_port/dns-query" --family ipv4 api.demo.test v4.demo.test
+echo
+echo "\$ # stop dnsmasq, wait for the TTL to pass, resolve again: the cache serves the answer, marked stale"
+kill "${pids[0]}" 2>/dev/null || true
+sleep 2.2
+"$hostsctl" resolve --config Config/hostsctl.json --server "127.0.0.1:$port" --timeout 0.3 --tries 1 --cache-file "$cache" api.demo.test
+unset HOSTSCTL_CACHE_MIN_TTL_SECONDS HOSTSCTL_CACHE_MAX_TTL_SECONDS
+echo
