@@ -234,7 +234,10 @@ public final class HostResolver: HostNameResolver {
 
     /// The best address for `host`, resolving it if needed.
     public func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
-        try await resolveRanked(host, family: family).best
+        guard let best = try await resolveRanked(host, family: family).best else {
+            throw DNSError(code: .noData, message: "no address", host: host)
+        }
+        return best
     }
 
     /// Resolves `hosts` concurrently so later lookups hit the cache; failures are logged, not thrown.
@@ -308,8 +311,10 @@ public final class HostResolver: HostNameResolver {
     private func store(_ resolution: Resolution, host: HostName, family: AddressFamily, merge: Bool) -> RankedResolution {
         let ttl = resolution.addresses.map(\.ttl).min() ?? 0
         let origin = resolution.addresses.first?.source ?? "unknown"
-        guard let cache else { return RankedResolution(unscored: resolution, family: family, freshness: .upstream) }
-        return cache.store(host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, merge: merge)
+        guard let cache,
+              let stored = cache.store(host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, merge: merge)
+        else { return RankedResolution(unscored: resolution, family: family, freshness: .upstream) }
+        return stored
     }
 
     /// Asks each upstream in turn; the first answer wins. When all fail: NXDOMAIN if any said so, else no data

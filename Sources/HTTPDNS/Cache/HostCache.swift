@@ -86,6 +86,11 @@ public final class HostCache: Sendable {
         }
 
         func clamp(_ ttl: UInt32) -> UInt32 { min(max(ttl, minimumTTL), maximumTTL) }
+
+        /// How long before expiry a hot answer is refreshed: a tenth of its TTL, at most ``maximumRefreshLead``.
+        func refreshLead(ttl: UInt32) -> Duration {
+            .seconds(fractional: min(Double(ttl) / 10, maximumRefreshLead.fractionalSeconds))
+        }
     }
 
     /// One cached answer, as `hostsctl cache show` lists it.
@@ -162,6 +167,7 @@ public final class HostCache: Sendable {
     /// Stores a positive answer and returns it ranked.
     /// - Parameters:
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
+    /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.
     @discardableResult
     public func store(
         _ host: HostName,
@@ -170,8 +176,8 @@ public final class HostCache: Sendable {
         ttl: UInt32,
         origin: ResolutionSource,
         merge: Bool = false
-    ) -> RankedResolution {
-        precondition(!addresses.isEmpty, "a positive answer has addresses")
+    ) -> RankedResolution? {
+        guard !addresses.isEmpty else { return nil }
         let now = clock.now()
         return core.withLock { $0.store(host, family: family, addresses: addresses, ttl: ttl, origin: origin, merge: merge, now: now) }
     }

@@ -267,7 +267,7 @@ struct HostCacheCore: Sendable {
             for ip in addresses where !list.contains(ip) { list.append(ip) }
         }
         let expiresAt = now + .seconds(Int64(ttl))
-        let lead = Duration.seconds(fractional: min(Double(ttl) / 10, configuration.maximumRefreshLead.fractionalSeconds))
+        let lead = configuration.refreshLead(ttl: ttl)
         var answer = Answer(
             addresses: list, ranked: [], error: nil, origin: merge ? (record.answers[slot]?.origin ?? origin) : origin,
             ttl: ttl, storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt - lead
@@ -570,7 +570,7 @@ extension HostCacheCore {
                 let ttl = configuration.clamp(answer.ttl)
                 let remaining = min(answer.expiresAt - wallNow, Double(ttl))
                 let expiresAt = now + .seconds(fractional: remaining)
-                let lead = Duration.seconds(fractional: min(Double(ttl) / 10, configuration.maximumRefreshLead.fractionalSeconds))
+                let lead = configuration.refreshLead(ttl: ttl)
                 record.answers[Self.slot(family)] = Answer(
                     addresses: addresses, ranked: [], error: nil, origin: ResolutionSource(answer.origin), ttl: ttl,
                     storedAt: expiresAt - .seconds(Int64(ttl)), expiresAt: expiresAt, refreshAt: expiresAt - lead

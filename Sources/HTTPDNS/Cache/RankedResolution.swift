@@ -103,8 +103,8 @@ public struct RankedResolution: Sendable, Hashable {
         )
     }
 
-    /// The best address.
-    public var best: IPAddress { addresses[0].ip }
+    /// The best address (`nil` only for a hand-made resolution without addresses).
+    public var best: IPAddress? { addresses.first?.ip }
 
     /// Whether the answer is served past its TTL.
     public var isStale: Bool { freshness == .stale }
