@@ -12,6 +12,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "HTTPDNS", targets: ["HTTPDNS"]),
+        .library(name: "HTTPDNSURLProtocol", targets: ["HTTPDNSURLProtocol"]),
         .executable(name: "hostsctl", targets: ["hostsctl"]),
     ],
     dependencies: [
@@ -49,6 +50,21 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The rewriting URLProtocol and its IP-pinned transport: the only target that imports FoundationNetworking.
+        .target(
+            name: "HTTPDNSURLProtocol",
+            dependencies: [
+                "HTTPDNS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The hostsctl command tree, kept in a library so tests can parse and run commands.
         .target(
             name: "HostsCTL",
@@ -75,6 +91,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
@@ -87,6 +105,18 @@ let package = Package(
                 "HTTPDNS",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSURLProtocolTests",
+            dependencies: [
+                "HTTPDNSURLProtocol",
+                "HTTPDNS",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

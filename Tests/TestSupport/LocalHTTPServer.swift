@@ -1,9 +1,13 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
+import NIOTLS
+import Synchronization
 
-/// A small HTTP/1.1 server on 127.0.0.1 for the HTTP APIs that have no real local server (vendor HTTPDNS, the
-/// JSON DNS API) and for hostile behaviour (garbage, stalls, oversized bodies, hang-ups).
+/// A small HTTP/1.1 server on a loopback address for the HTTP APIs that have no real local server (vendor HTTPDNS,
+/// the JSON DNS API), for the URL protocol's origin servers (optionally over TLS, recording the SNI each connection
+/// sent) and for hostile behaviour (garbage, stalls, oversized bodies, hang-ups).
 public final class LocalHTTPServer: Sendable {
     /// A request as the server saw it.
     public struct Request: Sendable {
@@ -17,6 +21,10 @@ public final class LocalHTTPServer: Sendable {
         public var headers: [String: String]
         /// The request body.
         public var body: [UInt8]
+        /// The TLS server name the client sent (SNI); `nil` over plain HTTP or without SNI.
+        public var serverName: String? = nil
+        /// The address the server listens on (which 127.0.0.x the client reached).
+        public var serverAddress: String = ""
     }
 
     /// What the server does with a request.
@@ -27,6 +35,13 @@ public final class LocalHTTPServer: Sendable {
         case stall
         /// Closes the connection without answering.
         case hangUp
+        /// Answers with a status, any header fields and a body (`Content-Length` is added).
+        case full(status: Int, headers: [(String, String)], body: [UInt8])
+
+        /// A redirect to `location`.
+        public static func redirect(to location: String, status: Int = 302) -> Reply {
+            .full(status: status, headers: [("Location", location)], body: [])
+        }
 
         /// A 200 answer with a text body.
         public static func text(_ text: String, status: Int = 200, contentType: String = "text/plain") -> Reply {
@@ -36,25 +51,65 @@ public final class LocalHTTPServer: Sendable {
 
     /// The port the server listens on.
     public let port: Int
+    /// The address the server listens on.
+    public let host: String
+    /// Whether the server speaks TLS.
+    public let isTLS: Bool
     private let channel: any Channel
+    private let accepted: Counter
 
     /// Starts a server that answers every request with `handler`.
-    public init(host: String = "127.0.0.1", handler: @escaping @Sendable (Request) -> Reply) async throws {
+    /// - Parameters:
+    ///   - host: The loopback address to listen on (Linux routes all of 127.0.0.0/8 to loopback).
+    ///   - port: The port; 0 picks a free one.
+    ///   - tls: Serve HTTPS with this certificate; each request records the SNI its connection sent.
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        tls: TestCertificates.Leaf? = nil,
+        handler: @escaping @Sendable (Request) -> Reply
+    ) async throws {
+        let sslContext = try tls.map { leaf in
+            try NIOSSLContext(
+                configuration: .makeServerConfiguration(
+                    certificateChain: try NIOSSLCertificate.fromPEMFile(leaf.certificatePath).map { .certificate($0) },
+                    privateKey: .privateKey(try NIOSSLPrivateKey(file: leaf.keyPath, format: .pem))
+                )
+            )
+        }
+        let accepted = Counter()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                accepted.increment()
+                return channel.eventLoop.makeCompletedFuture {
+                    let handler = Handler(handler: handler, serverAddress: host)
+                    if let sslContext {
+                        let sni = ByteToMessageHandler(
+                            SNIHandler { result in
+                                if case .hostname(let name) = result { handler.serverName = name }
+                                return channel.eventLoop.makeSucceededVoidFuture()
+                            })
+                        try channel.pipeline.syncOperations.addHandler(sni)
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandler(Handler(handler: handler))
+                    try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
-            .bind(host: host, port: 0).get()
+            .bind(host: host, port: port).get()
         self.channel = channel
         self.port = channel.localAddress?.port ?? 0
+        self.host = host
+        self.isTLS = tls != nil
+        self.accepted = accepted
     }
 
-    /// The base URL, `http://127.0.0.1:PORT`.
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// The base URL by address, `http://127.0.0.1:PORT` (or https).
+    public var url: String { "\(isTLS ? "https" : "http")://\(host):\(port)" }
+
+    /// The connections accepted so far.
+    public var connections: Int { accepted.value }
 
     /// Stops listening.
     public func stop() async {
@@ -66,10 +121,15 @@ public final class LocalHTTPServer: Sendable {
         typealias OutboundOut = HTTPServerResponsePart
 
         let handler: @Sendable (Request) -> Reply
+        let serverAddress: String
+        var serverName: String?
         var head: HTTPRequestHead?
         var body: [UInt8] = []
 
-        init(handler: @escaping @Sendable (Request) -> Reply) { self.handler = handler }
+        init(handler: @escaping @Sendable (Request) -> Reply, serverAddress: String) {
+            self.handler = handler
+            self.serverAddress = serverAddress
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             switch unwrapInboundIn(data) {
@@ -80,7 +140,10 @@ public final class LocalHTTPServer: Sendable {
                 body += buffer.readBytes(length: buffer.readableBytes) ?? []
             case .end:
                 guard let head else { return }
-                respond(context: context, to: LocalHTTPServer.parse(head, body: body))
+                var request = LocalHTTPServer.parse(head, body: body)
+                request.serverName = serverName
+                request.serverAddress = serverAddress
+                respond(context: context, to: request)
             }
         }
 
@@ -103,6 +166,14 @@ public final class LocalHTTPServer: Sendable {
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
             case .hangUp:
                 context.close(promise: nil)
+            case .full(let status, let fields, let body):
+                var headers = HTTPHeaders(fields)
+                headers.add(name: "Content-Length", value: String(body.count))
+                let responseHead = HTTPResponseHead(
+                    version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
+                context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+                if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
         }
     }
@@ -121,6 +192,13 @@ public final class LocalHTTPServer: Sendable {
         for (name, value) in head.headers { headers[name.lowercased()] = value }
         return Request(method: head.method.rawValue, path: String(parts[0]), query: query, headers: headers, body: body)
     }
+}
+
+/// A thread-safe counter.
+final class Counter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }
 
 extension String {

@@ -3,7 +3,7 @@ public import Logging
 public import NIOCore
 import NIOHTTP1
 public import NIOPosix
-import NIOSSL
+package import NIOSSL
 import Synchronization
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
@@ -104,27 +104,7 @@ public final class HTTPDNSTransport: Sendable {
         else {
             throw DNSError(code: .invalidConfiguration, message: "HTTP DNS timeouts and size cap must be positive")
         }
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.certificateVerification = .fullVerification
-        var extraRoots: [NIOSSLCertificate] = []
-        for path in configuration.additionalTrustRoots {
-            do {
-                let certificates = try NIOSSLCertificate.fromPEMFile(path)
-                guard !certificates.isEmpty else {
-                    throw DNSError(code: .invalidConfiguration, message: "trust root file \(path) holds no certificate")
-                }
-                extraRoots += certificates
-            } catch let error as DNSError {
-                throw error
-            } catch {
-                throw DNSError(
-                    code: .invalidConfiguration,
-                    message: "cannot read trust root file \(path): \(error)",
-                    source: error
-                )
-            }
-        }
-        if !extraRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraRoots)] }
+        let tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: configuration.additionalTrustRoots)
         self.configuration = configuration
         self.tlsConfiguration = tls
         self.eventLoopGroup = eventLoopGroup
@@ -212,7 +192,7 @@ public final class HTTPDNSTransport: Sendable {
         let limit = configuration.maximumResponseBytes
         let timeout = configuration.requestTimeout
         let requestCopy = httpRequest
-        return try await Self.withTimeout(timeout) {
+        return try await withTimeLimit(timeout, orThrow: DNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")) {
             let response = try await client.execute(requestCopy, timeout: TimeAmount(timeout))
             if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                 throw NIOTooManyBytesError(maxBytes: limit)
@@ -251,25 +231,6 @@ public final class HTTPDNSTransport: Sendable {
         }
     }
 
-    /// Runs `operation`, failing with ``DNSError/Code/timeout`` if it takes longer than `timeout`.
-    private static func withTimeout<T: Sendable>(
-        _ timeout: Duration,
-        _ operation: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else {
-                throw DNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")
-            }
-            return value
-        }
-    }
-
     /// Maps an error from the HTTP stack to a ``DNSError``.
     static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> DNSError {
         func make(_ code: DNSError.Code, _ message: String) -> DNSError {
@@ -300,11 +261,49 @@ public final class HTTPDNSTransport: Sendable {
     }
 }
 
-extension TimeAmount {
-    /// Converts a `Duration`, saturating at the largest representable amount.
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        let nanos = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        self = nanos.overflow ? .nanoseconds(.max) : .nanoseconds(nanos.partialValue + attoseconds / 1_000_000_000)
+extension TLSConfiguration {
+    /// A client configuration that verifies certificates fully, with the CA certificates in the PEM files at
+    /// `additionalTrustRoots` added to the system roots. Shared by every HTTP client of the package; there is
+    /// deliberately no way to turn verification off.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` when a file cannot be read or holds no certificate.
+    package static func verifiedClient(additionalTrustRoots: [String]) throws(DNSError) -> TLSConfiguration {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .fullVerification
+        var extraRoots: [NIOSSLCertificate] = []
+        for path in additionalTrustRoots {
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMFile(path)
+            } catch {
+                throw DNSError(code: .invalidConfiguration, message: "cannot read trust root file \(path): \(error)", source: error)
+            }
+            guard !certificates.isEmpty else {
+                throw DNSError(code: .invalidConfiguration, message: "trust root file \(path) holds no certificate")
+            }
+            extraRoots += certificates
+        }
+        if !extraRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraRoots)] }
+        return tls
+    }
+}
+
+/// Runs `operation`, throwing `error` if it takes longer than `limit` (the operation is cancelled then). Shared by
+/// the package's HTTP clients, whose peers can stall mid-body.
+package func withTimeLimit<T: Sendable>(
+    _ limit: Duration,
+    orThrow error: @autoclosure @escaping @Sendable () -> any Error,
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await operation() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw error()
+        }
+        return value
     }
 }

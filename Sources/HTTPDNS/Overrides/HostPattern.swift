@@ -38,6 +38,17 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether `name` matches: the same name for an exact pattern, a name ending in `.suffix` for a wildcard.
+    public func matches(_ name: HostName) -> Bool {
+        switch self {
+        case .exact(let exact):
+            return exact == name
+        case .wildcard(let suffix):
+            let text = name.name
+            return text.utf8.count > suffix.name.utf8.count + 1 && text.hasSuffix("." + suffix.name)
+        }
+    }
+
     /// The pattern as written in a file: `name` or `*.suffix`.
     public var description: String {
         switch self {

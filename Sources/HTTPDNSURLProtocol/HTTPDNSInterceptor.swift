@@ -1,0 +1,402 @@
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+public import CoreMetrics
+public import Foundation
+public import HTTPDNS
+public import Logging
+public import NIOCore
+public import NIOPosix
+
+/// The engine behind ``HTTPDNSURLProtocol``: resolves a request's host to its ranked IPs through a
+/// ``HostResolver``, sends the request to the best one (failing over to the next ones when a connection cannot be
+/// made), follows redirects itself (each hop resolved again), and feeds connect latency and failures back to the
+/// scored cache.
+///
+/// TLS is checked against the real host: the request goes through AsyncHTTPClient pinned to the chosen IP, so SNI
+/// and the certificate name are the URL's host while TCP goes to the IP. Certificates are always verified; extra
+/// trust roots may be added, nothing turns verification off.
+///
+/// Use it through URLSession (``HTTPDNSURLProtocol/register(_:)``) or directly with ``load(_:)``.
+public final class HTTPDNSInterceptor: Sendable {
+    /// Interceptor settings; every property has a documented default.
+    public struct Configuration: Sendable {
+        /// Which hosts are rewritten (default: every host but IP literals and `localhost`).
+        public var scope: InterceptionScope
+        /// Follow redirects (default `true`); `false` delivers the 3xx answer as it is.
+        public var followRedirects: Bool
+        /// Redirects followed before the request fails with ``InterceptionError/Code/tooManyRedirects`` (default 16).
+        public var maximumRedirects: Int
+        /// How many further addresses a hop may try after the first fails to connect (default 2).
+        public var maximumFailovers: Int
+        /// The time a TCP connect plus TLS handshake may take on one address (default 2 s).
+        public var connectTimeout: Duration
+        /// How long an idle connection is kept for reuse (default 60 s).
+        public var idleConnectionTimeout: Duration
+        /// PEM files with extra trusted CA certificates, added to the system roots.
+        public var additionalTrustRoots: [String]
+        /// Pinned (host, IP) clients kept; the least recently used beyond it are closed (default 64).
+        public var maximumPinnedClients: Int
+        /// The largest request body read from an `httpBodyStream` (default 64 MiB).
+        public var maximumRequestBodyBytes: Int
+        /// The largest response body (default 256 MiB); bodies are delivered whole, so this bounds memory.
+        public var maximumResponseBytes: Int
+        /// Where cookies come from and go to for requests with `httpShouldHandleCookies` (default
+        /// `HTTPCookieStorage.shared`, the storage of the default session configuration); `nil` turns cookie
+        /// handling off. Cookies are always stored against the real host, never the IP.
+        public var cookieStorage: HTTPCookieStorage?
+        /// Called once per request with its trace, when it finishes or fails.
+        public var traceHandler: (@Sendable (RequestTrace) -> Void)?
+
+        /// Creates a configuration; every parameter has the documented default.
+        public init(
+            scope: InterceptionScope = .everyHost,
+            followRedirects: Bool = true,
+            maximumRedirects: Int = 16,
+            maximumFailovers: Int = 2,
+            connectTimeout: Duration = .seconds(2),
+            idleConnectionTimeout: Duration = .seconds(60),
+            additionalTrustRoots: [String] = [],
+            maximumPinnedClients: Int = 64,
+            maximumRequestBodyBytes: Int = 64 << 20,
+            maximumResponseBytes: Int = 256 << 20,
+            cookieStorage: HTTPCookieStorage? = .shared,
+            traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
+        ) {
+            self.scope = scope
+            self.followRedirects = followRedirects
+            self.maximumRedirects = maximumRedirects
+            self.maximumFailovers = maximumFailovers
+            self.connectTimeout = connectTimeout
+            self.idleConnectionTimeout = idleConnectionTimeout
+            self.additionalTrustRoots = additionalTrustRoots
+            self.maximumPinnedClients = maximumPinnedClients
+            self.maximumRequestBodyBytes = maximumRequestBodyBytes
+            self.maximumResponseBytes = maximumResponseBytes
+            self.cookieStorage = cookieStorage
+            self.traceHandler = traceHandler
+        }
+
+        /// The defaults with the scope (`interception.include`/`.exclude`) and trust roots (`httpdns.trustCA`)
+        /// from `settings`.
+        public init(settings: ResolverSettings) {
+            self.init(
+                scope: InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude),
+                additionalTrustRoots: settings.trustCA
+            )
+        }
+    }
+
+    /// An answer, as URLSession callers receive it.
+    public struct Response: Sendable {
+        /// The response under the real host's URL (the last hop's), so cookies and caches see the real host.
+        public var response: HTTPURLResponse
+        /// The whole body.
+        public var body: Data
+        /// What happened on the way.
+        public var trace: RequestTrace
+    }
+
+    /// The resolver requests are resolved through.
+    public let resolver: HostResolver
+    /// The settings this interceptor was created with.
+    public let configuration: Configuration
+    let transport: PinnedTransport
+    private let logger: Logger
+    private let metrics: InterceptionMetrics
+
+    /// Creates an interceptor.
+    /// - Parameters:
+    ///   - resolver: Resolves hosts to ranked IPs and receives connect feedback.
+    ///   - configuration: Scope, redirects, failover, limits, trust roots, cookies.
+    ///   - eventLoopGroup: The event loops every pinned client shares (default: the NIO singleton).
+    ///   - logger: For per-request events (debug and trace levels); the library never bootstraps logging.
+    ///   - metricsFactory: Where `httpdns_intercepted_requests{outcome}`, `httpdns_failovers` and
+    ///     `httpdns_redirects` go (default: the bootstrapped factory).
+    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    ///   is not positive.
+    public init(
+        resolver: HostResolver,
+        configuration: Configuration = Configuration(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "httpdns.urlprotocol", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsFactory: (any MetricsFactory)? = nil
+    ) throws(InterceptionError) {
+        guard configuration.maximumRedirects >= 0, configuration.maximumFailovers >= 0,
+            configuration.maximumRequestBodyBytes > 0, configuration.maximumResponseBytes > 0
+        else {
+            throw InterceptionError(code: .invalidConfiguration, message: "interceptor limits must not be negative or zero")
+        }
+        self.resolver = resolver
+        self.configuration = configuration
+        self.transport = try PinnedTransport(
+            configuration: .init(
+                connectTimeout: configuration.connectTimeout,
+                idleConnectionTimeout: configuration.idleConnectionTimeout,
+                additionalTrustRoots: configuration.additionalTrustRoots,
+                maximumClients: configuration.maximumPinnedClients
+            ),
+            eventLoopGroup: eventLoopGroup,
+            logger: logger
+        )
+        self.logger = logger
+        self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+    }
+
+    /// Whether the URL protocol takes `request`: http or https, not tagged handled, and a host inside the scope
+    /// (IP literals and `localhost` only when an override names them).
+    public func intercepts(_ request: URLRequest) -> Bool {
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            !RequestRewriting.isHandled(request), let host = RequestRewriting.host(of: url)
+        else { return false }
+        return configuration.scope.intercepts(host: host, overrides: resolver.overrides)
+    }
+
+    /// Loads `request`: resolves, rewrites, sends with failover, follows redirects, handles cookies.
+    ///
+    /// The body is collected whole (up to ``Configuration/maximumResponseBytes``). A hop's time limit is the
+    /// request's `timeoutInterval`, covering connect, sending and the whole answer.
+    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    public func load(_ request: URLRequest) async throws(InterceptionError) -> Response {
+        let started = ContinuousClock.now
+        var trace = RequestTrace(url: request.url?.absoluteString ?? "", hops: [], status: nil, bytes: 0, elapsed: .zero)
+        do {
+            let (response, body) = try await run(request, trace: &trace)
+            trace.status = response.statusCode
+            trace.bytes = body.count
+            trace.elapsed = ContinuousClock.now - started
+            metrics.succeeded.increment()
+            configuration.traceHandler?(trace)
+            return Response(response: response, body: body, trace: trace)
+        } catch {
+            trace.error = error
+            trace.elapsed = ContinuousClock.now - started
+            metrics.failed(error.code)
+            logger.debug("intercepted request failed", metadata: ["url": "\(trace.url)", "error": "\(error)"])
+            configuration.traceHandler?(trace)
+            throw error
+        }
+    }
+
+    /// Closes every pinned connection. Later loads fail with ``InterceptionError/Code/shutdown``.
+    public func shutdown() async {
+        await transport.shutdown()
+    }
+
+    // MARK: - Hops
+
+    private func run(_ original: URLRequest, trace: inout RequestTrace) async throws(InterceptionError) -> (HTTPURLResponse, Data) {
+        var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
+        var hop = original
+        RequestRewriting.clearHandled(&hop)
+        var redirects = 0
+        while true {
+            guard let url = hop.url, RequestRewriting.host(of: url) != nil else {
+                throw InterceptionError(code: .badURL, message: "the URL has no host", url: hop.url?.absoluteString)
+            }
+            guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+                throw InterceptionError(code: .unsupportedURL, message: "only http and https are handled", url: url.absoluteString)
+            }
+            var sent = hop
+            addCookies(to: &sent, for: url)
+            let answer = try await send(sent, body: body, url: url, trace: &trace)
+            storeCookies(from: answer.headers, for: url, request: hop)
+            if configuration.followRedirects,
+                let next = try RedirectRule.next(
+                    after: hop, body: body, status: answer.status, location: Self.header("Location", in: answer.headers), from: url)
+            {
+                redirects += 1
+                guard redirects <= configuration.maximumRedirects else {
+                    throw InterceptionError(
+                        code: .tooManyRedirects,
+                        message: "more than \(configuration.maximumRedirects) redirects",
+                        url: original.url?.absoluteString
+                    )
+                }
+                metrics.redirects.increment()
+                hop = next.request
+                body = next.body
+                continue
+            }
+            guard let response = HTTPURLResponse(
+                url: url,
+                statusCode: answer.status,
+                httpVersion: answer.version,
+                headerFields: Self.headerFields(answer.headers)
+            ) else {
+                throw InterceptionError(code: .badServerResponse, message: "cannot represent the answer", url: url.absoluteString)
+            }
+            return (response, answer.body.withUnsafeReadableBytes { Data($0) })
+        }
+    }
+
+    /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
+    private func send(
+        _ request: URLRequest,
+        body: [UInt8]?,
+        url: URL,
+        trace: inout RequestTrace
+    ) async throws(InterceptionError) -> PinnedTransport.Response {
+        let hostText = RequestRewriting.host(of: url) ?? ""
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        let method = (request.httpMethod ?? "GET").uppercased()
+        var hop = RequestTrace.Hop(
+            url: url.absoluteString, method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
+            address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
+        defer { trace.hops.append(hop) }
+
+        let resolveStart = ContinuousClock.now
+        var candidates: [IPAddress?] = [nil]
+        var name: HostName?
+        if configuration.scope.intercepts(host: hostText, overrides: resolver.overrides) {
+            let ranked: RankedResolution
+            do {
+                ranked = try await resolver.resolveRanked(hostText, family: .any, port: port)
+            } catch let error as DNSError {
+                throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(hostText): \(error.message)", url: url.absoluteString, source: error)
+            } catch {
+                throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url.absoluteString)
+            }
+            guard !ranked.addresses.isEmpty else {
+                throw InterceptionError(code: .resolutionFailed, message: "\(hostText) has no address", url: url.absoluteString)
+            }
+            candidates = ranked.addresses.prefix(1 + configuration.maximumFailovers).map(\.ip)
+            hop.freshness = ranked.freshness
+            name = try? HostName(hostText)
+        }
+        hop.resolveTime = ContinuousClock.now - resolveStart
+
+        let timeout = request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? request.timeoutInterval : 60
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(min(timeout, 86_400) * 1e9))
+        let sendStart = ContinuousClock.now
+        var tried: [String] = []
+        for (index, candidate) in candidates.enumerated() {
+            let wire = try candidate.map { address throws(InterceptionError) in try RequestRewriting.rewrite(request, to: address) } ?? request
+            let exchange = try PinnedTransport.Exchange(wire, body: body)
+            if let candidate { tried.append(candidate.description) }
+            let attemptStart = ContinuousClock.now
+            do {
+                let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
+                if let candidate, let name { resolver.reportConnect(to: candidate, of: name, latency: response.headLatency) }
+                hop.address = candidate
+                hop.status = response.status
+                hop.elapsed = ContinuousClock.now - sendStart
+                logger.trace(
+                    "intercepted hop",
+                    metadata: ["url": "\(url.absoluteString)", "ip": "\(candidate?.description ?? "-")", "status": "\(response.status)"])
+                return response
+            } catch {
+                let (code, message, retry) = Task.isCancelled
+                    ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
+                let failure = InterceptionError(code: code, message: message, url: url.absoluteString, addressesTried: tried, source: error)
+                hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
+                if let candidate, let name, retry != .never || code == .certificateRejected {
+                    resolver.reportFailure(to: candidate, of: name)
+                }
+                let mayRetry =
+                    switch retry {
+                    case .beforeSending: true
+                    case .afterSending: Self.idempotentMethods.contains(method)
+                    case .never: false
+                    }
+                guard mayRetry, index + 1 < candidates.count, NIODeadline.now() < deadline else {
+                    hop.elapsed = ContinuousClock.now - sendStart
+                    throw failure
+                }
+                metrics.failovers.increment()
+                logger.debug(
+                    "failing over to the next address",
+                    metadata: ["url": "\(url.absoluteString)", "ip": "\(candidate?.description ?? "-")", "error": "\(code)"])
+            }
+        }
+        throw InterceptionError(code: .connectionFailed, message: "no address to try", url: url.absoluteString, addressesTried: tried)
+    }
+
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+
+    // MARK: - Bodies, headers, cookies
+
+    /// The request body: `httpBody`, or the whole `httpBodyStream` up to `limit` bytes.
+    static func readBody(of request: URLRequest, limit: Int) throws(InterceptionError) -> [UInt8]? {
+        if let body = request.httpBody { return Array(body) }
+        guard let stream = request.httpBodyStream else { return nil }
+        stream.open()
+        defer { stream.close() }
+        var body: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
+            if count < 0 {
+                throw InterceptionError(
+                    code: .invalidRequest, message: "the request body stream failed: \(stream.streamError.map { "\($0)" } ?? "read error")",
+                    url: request.url?.absoluteString)
+            }
+            if count == 0 { break }
+            guard body.count + count <= limit else {
+                throw InterceptionError(
+                    code: .requestBodyTooLarge, message: "the request body stream is larger than \(limit) bytes",
+                    url: request.url?.absoluteString)
+            }
+            body.append(contentsOf: chunk[0..<count])
+        }
+        return body
+    }
+
+    /// The first value of `name` (case-insensitive).
+    static func header(_ name: String, in headers: [(String, String)]) -> String? {
+        headers.first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+
+    /// Response headers as Foundation's dictionary: repeated names joined with ", ", the first spelling kept.
+    static func headerFields(_ headers: [(String, String)]) -> [String: String] {
+        var fields: [String: String] = [:]
+        var spelling: [String: String] = [:]
+        for (name, value) in headers {
+            let key = name.lowercased()
+            if let existing = spelling[key] {
+                fields[existing] = fields[existing].map { "\($0), \(value)" } ?? value
+            } else {
+                spelling[key] = name
+                fields[name] = value
+            }
+        }
+        return fields
+    }
+
+    private func addCookies(to request: inout URLRequest, for url: URL) {
+        guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage,
+            let cookies = storage.cookies(for: url), !cookies.isEmpty,
+            let stored = HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
+        else { return }
+        let existing = request.value(forHTTPHeaderField: "Cookie")
+        request.setValue(existing.map { "\($0); \(stored)" } ?? stored, forHTTPHeaderField: "Cookie")
+    }
+
+    private func storeCookies(from headers: [(String, String)], for url: URL, request: URLRequest) {
+        guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage else { return }
+        var cookies: [HTTPCookie] = []
+        for (name, value) in headers where name.caseInsensitiveCompare("Set-Cookie") == .orderedSame {
+            cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
+        }
+        if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: request.mainDocumentURL ?? url) }
+    }
+}
+
+/// The interceptor's swift-metrics instruments.
+struct InterceptionMetrics: Sendable {
+    let succeeded: Counter
+    let failovers: Counter
+    let redirects: Counter
+    private let factory: any MetricsFactory
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        succeeded = Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", "ok")], factory: factory)
+        failovers = Counter(label: "httpdns_failovers", factory: factory)
+        redirects = Counter(label: "httpdns_redirects", factory: factory)
+    }
+
+    func failed(_ code: InterceptionError.Code) {
+        Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", code.description)], factory: factory).increment()
+    }
+}

@@ -1,0 +1,312 @@
+import AsyncHTTPClient
+import HTTPDNS
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient.
+///
+/// AsyncHTTPClient's `dnsOverride` connects to a chosen address while SNI and the certificate check stay on the
+/// real host name, but it is a per-client setting. The transport therefore keeps one client per (host, IP), all on
+/// one event loop group, in a bounded least-recently-used set. An evicted client is shut down once its last request
+/// ends, so eviction never fails a request in flight. Clients never retry a failed connection themselves
+/// (`retryConnectionEstablishment = false`) and connect with a short timeout: the interceptor decides about
+/// failover. Certificates are always verified; extra trust roots are added to the system's.
+final class PinnedTransport: Sendable {
+    /// Transport settings.
+    struct Configuration: Sendable {
+        var connectTimeout: Duration
+        var idleConnectionTimeout: Duration
+        var additionalTrustRoots: [String]
+        var maximumClients: Int
+    }
+
+    /// One request as it goes on the wire: the URL names the real host, the client is pinned to `address`.
+    struct Exchange: Sendable {
+        var method: String
+        /// The URL with the real host, as AsyncHTTPClient sends it (it derives `Host` and SNI from it).
+        var url: String
+        /// The real host, lowercased, without brackets or port.
+        var host: String
+        /// The address to connect to; `nil` lets AsyncHTTPClient resolve `host` itself.
+        var address: IPAddress?
+        var headers: [(String, String)]
+        var body: [UInt8]?
+    }
+
+    /// A response with its whole body.
+    struct Response: Sendable {
+        var status: Int
+        var version: String
+        var headers: [(String, String)]
+        var body: ByteBuffer
+        /// From sending the request to the response head: the connect latency on a new connection.
+        var headLatency: Duration
+    }
+
+    /// How a failed attempt may be retried on another address.
+    enum Retry: Sendable {
+        /// Nothing was sent (connect, TLS handshake): any method may go to the next address.
+        case beforeSending
+        /// The connection broke after the request may have been sent: only idempotent methods move on.
+        case afterSending
+        /// Not on another address (a certificate rejection, a timeout of the whole exchange, a bad answer).
+        case never
+    }
+
+    private struct Key: Hashable {
+        var host: String
+        var address: IPAddress?
+    }
+
+    private struct Entry {
+        var client: HTTPClient
+        var inFlight: Int
+        var lastUse: UInt64
+    }
+
+    private struct State {
+        var entries: [Key: Entry] = [:]
+        /// Evicted clients with requests still in flight, by identity.
+        var retired: [ObjectIdentifier: Entry] = [:]
+        var tick: UInt64 = 0
+        var isShutdown = false
+    }
+
+    let configuration: Configuration
+    private let tlsConfiguration: TLSConfiguration
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let closing = BackgroundClosers()
+
+    init(configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger) throws(InterceptionError) {
+        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0 else {
+            throw InterceptionError(code: .invalidConfiguration, message: "the connect timeout and client limit must be positive")
+        }
+        let tls: TLSConfiguration
+        do {
+            tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: configuration.additionalTrustRoots)
+        } catch {
+            throw InterceptionError(code: .invalidConfiguration, message: error.message, source: error)
+        }
+        self.configuration = configuration
+        self.tlsConfiguration = tls
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+    }
+
+    deinit {
+        // AsyncHTTPClient requires an explicit shutdown; a transport dropped without one still closes its clients,
+        // which stay alive until their shutdown completes.
+        let clients = state.withLock { state in
+            state.isShutdown ? [] : state.entries.values.map(\.client) + state.retired.values.map(\.client)
+        }
+        for client in clients { client.shutdown { _ in } }
+    }
+
+    /// The number of pinned clients kept (for tests).
+    var clientCount: Int { state.withLock { $0.entries.count } }
+
+    /// Sends `exchange` and collects the whole response, within `deadline`.
+    /// - Throws: the AsyncHTTPClient or NIO error as it is (``classify(_:)`` maps it), `NIOTooManyBytesError`,
+    ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
+    func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
+        let key = Key(host: exchange.host, address: exchange.address)
+        let client = try acquire(key)
+        defer { release(key, client) }
+        var request = HTTPClientRequest(url: exchange.url)
+        request.method = HTTPMethod(rawValue: exchange.method)
+        for (name, value) in exchange.headers { request.headers.add(name: name, value: value) }
+        if let body = exchange.body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let logger = self.logger
+        let requestCopy = request
+        // AsyncHTTPClient's deadline ends at the response head; the time limit also covers a body that stalls.
+        let remaining = Duration.nanoseconds(max(0, (deadline - .now()).nanoseconds))
+        return try await withTimeLimit(remaining, orThrow: HTTPClientError.deadlineExceeded) {
+            let started = ContinuousClock.now
+            let response = try await client.execute(requestCopy, deadline: deadline, logger: logger)
+            let headLatency = ContinuousClock.now - started
+            if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > maximumResponseBytes {
+                throw NIOTooManyBytesError(maxBytes: maximumResponseBytes)
+            }
+            let body = try await response.body.collect(upTo: maximumResponseBytes)
+            return Response(
+                status: Int(response.status.code),
+                version: "HTTP/\(response.version.major).\(response.version.minor)",
+                headers: response.headers.map { ($0.name, $0.value) },
+                body: body,
+                headLatency: headLatency
+            )
+        }
+    }
+
+    /// Closes every client; later requests fail with ``InterceptionError/Code/shutdown``.
+    func shutdown() async {
+        let clients = state.withLock { state in
+            state.isShutdown = true
+            defer {
+                state.entries.removeAll()
+                state.retired.removeAll()
+            }
+            return state.entries.values.map(\.client) + state.retired.values.map(\.client)
+        }
+        for client in clients { closing.close(client, logger: logger) }
+        await closing.waitForAll()
+    }
+
+    private func acquire(_ key: Key) throws(InterceptionError) -> HTTPClient {
+        let (client, evicted) = try state.withLock { state throws(InterceptionError) -> (HTTPClient, HTTPClient?) in
+            guard !state.isShutdown else {
+                throw InterceptionError(code: .shutdown, message: "the interceptor was shut down")
+            }
+            state.tick &+= 1
+            if var entry = state.entries[key] {
+                entry.inFlight += 1
+                entry.lastUse = state.tick
+                state.entries[key] = entry
+                return (entry.client, nil)
+            }
+            let client = makeClient(for: key)
+            state.entries[key] = Entry(client: client, inFlight: 1, lastUse: state.tick)
+            var evicted: HTTPClient?
+            if state.entries.count > configuration.maximumClients,
+                let (oldest, entry) = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
+            {
+                state.entries[oldest] = nil
+                if entry.inFlight == 0 {
+                    evicted = entry.client
+                } else {
+                    state.retired[ObjectIdentifier(entry.client)] = entry
+                }
+            }
+            return (client, evicted)
+        }
+        if let evicted { closing.close(evicted, logger: logger) }
+        return client
+    }
+
+    private func release(_ key: Key, _ client: HTTPClient) {
+        let finished = state.withLock { state -> HTTPClient? in
+            if var entry = state.entries[key], entry.client === client {
+                entry.inFlight -= 1
+                state.entries[key] = entry
+                return nil
+            }
+            let id = ObjectIdentifier(client)
+            guard var entry = state.retired[id] else { return nil }
+            entry.inFlight -= 1
+            if entry.inFlight > 0 {
+                state.retired[id] = entry
+                return nil
+            }
+            state.retired[id] = nil
+            return client
+        }
+        if let finished { closing.close(finished, logger: logger) }
+    }
+
+    private func makeClient(for key: Key) -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tlsConfiguration,
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: TimeAmount(self.configuration.connectTimeout)),
+            connectionPool: .init(idleTimeout: TimeAmount(self.configuration.idleConnectionTimeout)),
+            proxy: nil,
+            decompression: .disabled
+        )
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.httpVersion = .automatic
+        if let address = key.address { configuration.dnsOverride = [key.host: address.description] }
+        return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+    }
+
+    /// Maps an error from AsyncHTTPClient, NIO or the transport to an ``InterceptionError`` and says whether the
+    /// attempt may move on to another address.
+    static func classify(_ error: any Error) -> (InterceptionError.Code, String, Retry) {
+        switch error {
+        case let error as InterceptionError:
+            return (error.code, error.message, .never)
+        case is CancellationError:
+            return (.cancelled, "the request was cancelled", .never)
+        case is NIOTooManyBytesError:
+            return (.responseTooLarge, "the response body is larger than the cap", .never)
+        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
+            return (.certificateRejected, "the certificate does not name the host: \(error)", .never)
+        case let error as NIOSSLError:
+            if isCertificateRejection(error) {
+                return (.certificateRejected, "the server's certificate was rejected: \(error)", .never)
+            }
+            return (.tlsFailure, "TLS handshake failed: \(error)", .beforeSending)
+        case is NIOSSLExtraError, is BoringSSLError:
+            if isCertificateRejection(error) {
+                return (.certificateRejected, "the server's certificate was rejected: \(error)", .never)
+            }
+            return (.tlsFailure, "TLS failed: \(error)", .beforeSending)
+        case let error as HTTPClientError:
+            switch error {
+            case .connectTimeout, .tlsHandshakeTimeout:
+                return (.timedOut, "connect timed out (\(error))", .beforeSending)
+            case .deadlineExceeded, .readTimeout, .writeTimeout, .getConnectionFromPoolTimeout:
+                return (.timedOut, "no complete answer in time (\(error))", .never)
+            case .remoteConnectionClosed:
+                return (.connectionLost, "the server closed the connection", .afterSending)
+            case .cancelled:
+                return (.cancelled, "the request was cancelled", .never)
+            case .alreadyShutdown:
+                return (.shutdown, "the interceptor was shut down", .never)
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return (.badURL, "invalid URL (\(error))", .never)
+            default:
+                if "\(error)".contains("invalidHeader") || error == .bodyLengthMismatch || error == .traceRequestWithBody {
+                    return (.invalidRequest, "the request cannot be sent: \(error)", .never)
+                }
+                return (.badServerResponse, "HTTP exchange failed: \(error)", .never)
+            }
+        case ChannelError.connectTimeout:
+            return (.timedOut, "connect timed out", .beforeSending)
+        case is NIOConnectionError, is IOError, is ChannelError:
+            return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
+        default:
+            if "\(type(of: error))".contains("HTTPParserError") {
+                return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)
+            }
+            return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
+        }
+    }
+
+    private static func isCertificateRejection(_ error: any Error) -> Bool {
+        let text = String(describing: error)
+        return text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
+            || text.contains("failedToValidateHostname") || text.contains("unableToValidateCertificate")
+    }
+}
+
+/// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end.
+private final class BackgroundClosers: Sendable {
+    private let tasks = Mutex<[Int: Task<Void, Never>]>([:])
+    private let counter = Atomic<Int>(0)
+
+    func close(_ client: HTTPClient, logger: Logger) {
+        let id = counter.add(1, ordering: .relaxed).newValue
+        tasks.withLock { tasks in
+            tasks[id] = Task {
+                do { try await client.shutdown() } catch { logger.debug("pinned client shutdown: \(error)") }
+            }
+        }
+    }
+
+    func waitForAll() async {
+        while true {
+            let pending = tasks.withLock { tasks in
+                defer { tasks.removeAll() }
+                return Array(tasks.values)
+            }
+            if pending.isEmpty { return }
+            for task in pending { await task.value }
+        }
+    }
+}

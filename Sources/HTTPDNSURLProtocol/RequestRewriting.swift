@@ -1,0 +1,125 @@
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+public import Foundation
+public import HTTPDNS
+
+/// Rewriting a request to a chosen IP, and the "handled" tag that keeps a request from being rewritten twice.
+///
+/// On this platform `URLProtocol.setProperty(_:forKey:in:)` does not survive the bridge from `NSMutableURLRequest`
+/// to `URLRequest`, so the tag is a reserved header, ``handledHeader``. The protocol's transport removes it before
+/// anything goes on the wire. An application can set it (``markHandled(_:)``) to keep one request away from
+/// rewriting; such a request is loaded by URLSession's built-in HTTP support, which sends the header as it is.
+public enum RequestRewriting {
+    /// The reserved header that tags a request as handled.
+    public static let handledHeader = "X-HTTPDNS-Handled"
+    /// The URLProtocol property key also honoured as the tag where properties round-trip.
+    public static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
+
+    /// Whether `request` carries the handled tag (the header, or the URLProtocol property).
+    public static func isHandled(_ request: URLRequest) -> Bool {
+        request.value(forHTTPHeaderField: handledHeader) != nil
+            || URLProtocol.property(forKey: handledPropertyKey, in: request) != nil
+    }
+
+    /// Tags `request` as handled.
+    public static func markHandled(_ request: inout URLRequest) {
+        request.setValue("1", forHTTPHeaderField: handledHeader)
+    }
+
+    /// Removes the handled tag, so the request is resolved and rewritten again (redirect hops do this).
+    public static func clearHandled(_ request: inout URLRequest) {
+        request.setValue(nil, forHTTPHeaderField: handledHeader)
+    }
+
+    /// The host of `url` as written, without IPv6 brackets.
+    public static func host(of url: URL) -> String? {
+        guard let host = url.host, !host.isEmpty else { return nil }
+        return host
+    }
+
+    /// `host[:port]` as the `Host` header names the origin of `url` (the port only when the URL has one).
+    public static func hostHeader(for url: URL) -> String? {
+        guard let host = host(of: url) else { return nil }
+        let literal = host.contains(":") ? "[\(host)]" : host
+        return url.port.map { "\(literal):\($0)" } ?? literal
+    }
+
+    /// Rewrites `request` to go to `address`: the URL's host becomes the IP (port kept, IPv6 in brackets), the
+    /// `Host` header names the original `host[:port]`, and the request is tagged handled.
+    /// - Throws: ``InterceptionError/Code/badURL`` when the URL has no host.
+    public static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
+        guard let url = request.url, let hostHeader = hostHeader(for: url),
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        else {
+            throw InterceptionError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
+        }
+        components.percentEncodedHost = address.urlHost
+        guard let rewritten = components.url else {
+            throw InterceptionError(code: .badURL, message: "cannot rewrite the URL to \(address)", url: url.absoluteString)
+        }
+        var result = request
+        result.url = rewritten
+        result.setValue(hostHeader, forHTTPHeaderField: "Host")
+        markHandled(&result)
+        return result
+    }
+
+    /// Headers that describe one hop's connection or that the transport sets itself; they are never copied from
+    /// the application's request to the wire.
+    static let transportHeaders: Set<String> = [
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+        "proxy-connection", handledHeader.lowercased(),
+    ]
+}
+
+extension PinnedTransport.Exchange {
+    /// The exchange for a request: rewritten by ``RequestRewriting/rewrite(_:to:)`` (an IP in the URL, the real host
+    /// in `Host`; the client is pinned to the IP), or an unrewritten one (the client resolves the host itself).
+    /// The handled tag and hop-by-hop headers are dropped; `body` is the request's body, read already.
+    init(_ request: URLRequest, body: [UInt8]?) throws(InterceptionError) {
+        guard let url = request.url, let urlHost = RequestRewriting.host(of: url),
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        else {
+            throw InterceptionError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
+        }
+        var host = urlHost.lowercased()
+        var address: IPAddress?
+        if let pinned = IPAddress(urlHost), let header = request.value(forHTTPHeaderField: "Host"),
+            let realHost = Self.hostPart(ofHostHeader: header), IPAddress(realHost) == nil
+        {
+            // A rewritten request: connect to the IP, speak to the real host.
+            address = pinned
+            host = realHost.lowercased()
+            components.percentEncodedHost = host
+        }
+        components.fragment = nil
+        guard let wireURL = components.url?.absoluteString else {
+            throw InterceptionError(code: .badURL, message: "invalid URL", url: url.absoluteString)
+        }
+        var headers: [(String, String)] = []
+        for (name, value) in request.allHTTPHeaderFields ?? [:]
+        where !RequestRewriting.transportHeaders.contains(name.lowercased()) {
+            headers.append((name, value))
+        }
+        self.init(
+            method: request.httpMethod ?? "GET",
+            url: wireURL,
+            host: host,
+            address: address,
+            headers: headers,
+            body: body
+        )
+    }
+
+    /// `api.test` from `api.test:8443`, `::1` from `[::1]:80`.
+    static func hostPart(ofHostHeader header: String) -> String? {
+        let header = header.trimmingCharacters(in: .whitespaces)
+        if header.hasPrefix("[") {
+            guard let close = header.firstIndex(of: "]") else { return nil }
+            return String(header[header.index(after: header.startIndex)..<close])
+        }
+        let host = header.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init)
+        return host?.isEmpty == false ? host : nil
+    }
+}

@@ -1,0 +1,53 @@
+public import HTTPDNS
+
+/// What happened to one intercepted request: its hops (the first request and each redirect), the address each
+/// hop reached, the attempts that failed over, the status and the timings.
+public struct RequestTrace: Sendable {
+    /// One connection attempt that failed before the hop got an answer.
+    public struct FailedAttempt: Sendable {
+        /// The address tried; `nil` when the host was not rewritten.
+        public var address: IPAddress?
+        /// Why it failed.
+        public var error: InterceptionError
+        /// How long the attempt took.
+        public var elapsed: Duration
+    }
+
+    /// One request on the wire: the original one or a redirect hop.
+    public struct Hop: Sendable {
+        /// The hop's URL with the real host.
+        public var url: String
+        /// The method sent.
+        public var method: String
+        /// The `Host` header sent.
+        public var hostHeader: String
+        /// The address that answered, or `nil` when the host was not rewritten (outside the scope, or a literal).
+        public var address: IPAddress?
+        /// Where the address came from (`override`, `cache`, `stale`, `upstream`, `local`); `nil` when not rewritten.
+        public var freshness: RankedResolution.Freshness?
+        /// The status of the answer; `nil` when the hop failed.
+        public var status: Int?
+        /// Attempts on other addresses that failed first.
+        public var failedAttempts: [FailedAttempt]
+        /// The time to resolve the host.
+        public var resolveTime: Duration
+        /// The time from the first attempt to the whole answer.
+        public var elapsed: Duration
+    }
+
+    /// The URL the application asked for.
+    public var url: String
+    /// The hops, in order.
+    public var hops: [Hop]
+    /// The final status; `nil` when the request failed.
+    public var status: Int?
+    /// The size of the final response body.
+    public var bytes: Int
+    /// From the start of the load to the whole answer.
+    public var elapsed: Duration
+    /// The error the request ended with, if any.
+    public var error: InterceptionError?
+
+    /// The address that gave the final answer.
+    public var address: IPAddress? { hops.last?.address }
+}

@@ -1,0 +1,165 @@
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Foundation
+public import HTTPDNS
+public import Logging
+import Synchronization
+
+/// Performs requests through URLSession with ``HTTPDNSURLProtocol`` in front, and reports what the protocol did
+/// (the IP of each hop, failovers, timings). Used by `hostsctl fetch`; its types keep FoundationNetworking out of
+/// callers.
+///
+/// Requests are meant to be made one at a time: the trace attached to a result is the last one the interceptor
+/// finished.
+public final class URLSessionFetcher: Sendable {
+    /// Which URLSession requests go through.
+    public enum SessionKind: Sendable {
+        /// `URLSession.shared`, after a global ``HTTPDNSURLProtocol/register(_:)``: the pattern an application
+        /// uses. Create the fetcher before anything in the process touches URLSession.
+        case shared
+        /// A session of its own whose configuration lists the protocol first.
+        case dedicated
+    }
+
+    /// A request to make.
+    public struct Request: Sendable {
+        /// The URL, `http` or `https`.
+        public var url: String
+        /// The method (default `GET`).
+        public var method: String
+        /// Extra header fields.
+        public var headers: [(name: String, value: String)]
+        /// The body, if any.
+        public var body: [UInt8]?
+        /// The request's `timeoutInterval` (default 60 s).
+        public var timeout: Duration
+
+        /// Creates a request.
+        public init(url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: [UInt8]? = nil, timeout: Duration = .seconds(60)) {
+            self.url = url
+            self.method = method
+            self.headers = headers
+            self.body = body
+            self.timeout = timeout
+        }
+    }
+
+    /// The answer URLSession delivered, with the protocol's trace.
+    public struct Result: Sendable {
+        /// The HTTP status.
+        public var status: Int
+        /// The URL of the answer (the last hop's, with the real host).
+        public var url: String
+        /// The response headers.
+        public var headers: [String: String]
+        /// The body.
+        public var body: [UInt8]
+        /// What the protocol did; `nil` when the request was not intercepted (an IP literal, a host outside the
+        /// scope).
+        public var trace: RequestTrace?
+        /// From the URLSession call to the whole answer.
+        public var elapsed: Duration
+    }
+
+    /// The interceptor behind the protocol.
+    public let interceptor: HTTPDNSInterceptor
+    private let session: URLSession
+    private let ownsSession: Bool
+    private let lastTrace: TraceSlot
+
+    /// Creates the interceptor and registers it (``SessionKind/shared``) or installs it into a session of its own.
+    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` from the interceptor.
+    public init(
+        resolver: HostResolver,
+        configuration: HTTPDNSInterceptor.Configuration,
+        session kind: SessionKind = .shared,
+        logger: Logger = Logger(label: "httpdns.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(InterceptionError) {
+        let lastTrace = TraceSlot()
+        var configuration = configuration
+        let userHandler = configuration.traceHandler
+        configuration.traceHandler = { trace in
+            lastTrace.value.withLock { $0 = trace }
+            userHandler?(trace)
+        }
+        let interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: configuration, logger: logger)
+        switch kind {
+        case .shared:
+            HTTPDNSURLProtocol.register(interceptor)
+            session = URLSession.shared
+            ownsSession = false
+        case .dedicated:
+            let sessionConfiguration = URLSessionConfiguration.ephemeral
+            HTTPDNSURLProtocol.install(interceptor, into: sessionConfiguration)
+            session = URLSession(configuration: sessionConfiguration)
+            ownsSession = true
+        }
+        self.interceptor = interceptor
+        self.lastTrace = lastTrace
+    }
+
+    /// Performs `request` through URLSession.
+    /// - Throws: ``InterceptionError``: the protocol's own, or one made from URLSession's error for a request the
+    ///   protocol did not take.
+    public func fetch(_ request: Request) async throws(InterceptionError) -> Result {
+        guard let url = URL(string: request.url), url.host != nil else {
+            throw InterceptionError(code: .badURL, message: "not an absolute URL", url: request.url)
+        }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.addValue(value, forHTTPHeaderField: name) }
+        if let body = request.body { urlRequest.httpBody = Data(body) }
+        urlRequest.timeoutInterval = Double(request.timeout.components.seconds) + Double(request.timeout.components.attoseconds) / 1e18
+        lastTrace.value.withLock { $0 = nil }
+        let started = ContinuousClock.now
+        do {
+            let (data, response) = try await session.data(for: urlRequest)
+            let elapsed = ContinuousClock.now - started
+            guard let http = response as? HTTPURLResponse else {
+                throw InterceptionError(code: .badServerResponse, message: "not an HTTP response", url: request.url)
+            }
+            var headers: [String: String] = [:]
+            for (name, value) in http.allHeaderFields {
+                if let name = name as? String, let value = value as? String { headers[name] = value }
+            }
+            return Result(
+                status: http.statusCode, url: http.url?.absoluteString ?? request.url, headers: headers, body: Array(data),
+                trace: lastTrace.value.withLock { $0 }, elapsed: elapsed)
+        } catch let error as InterceptionError {
+            throw error
+        } catch {
+            if let intercepted = InterceptionError(error) { throw intercepted }
+            throw InterceptionError(
+                code: Self.code(for: (error as? URLError)?.code), message: "\(error.localizedDescription)", url: request.url, source: error)
+        }
+    }
+
+    /// Stops interception and closes the interceptor's connections.
+    public func shutdown() async {
+        if ownsSession { session.finishTasksAndInvalidate() }
+        HTTPDNSURLProtocol.unregister()
+        await interceptor.shutdown()
+    }
+
+    private static func code(for code: URLError.Code?) -> InterceptionError.Code {
+        switch code {
+        case .timedOut?: .timedOut
+        case .cannotFindHost?, .dnsLookupFailed?: .resolutionFailed
+        case .cancelled?: .cancelled
+        case .badURL?: .badURL
+        case .unsupportedURL?: .unsupportedURL
+        case .serverCertificateUntrusted?, .serverCertificateHasBadDate?, .serverCertificateHasUnknownRoot?,
+            .serverCertificateNotYetValid?:
+            .certificateRejected
+        case .secureConnectionFailed?: .tlsFailure
+        case .networkConnectionLost?: .connectionLost
+        default: .connectionFailed
+        }
+    }
+}
+
+/// The last trace the interceptor finished.
+private final class TraceSlot: Sendable {
+    let value = Mutex<RequestTrace?>(nil)
+}

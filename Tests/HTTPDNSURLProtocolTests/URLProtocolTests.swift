@@ -1,0 +1,386 @@
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Foundation
+import HTTPDNS
+import HTTPDNSURLProtocol
+import Synchronization
+import Testing
+import TestSupport
+
+/// The URL protocol end to end: URLSession → protocol → pinned transport → local servers on 127.0.0.x.
+@Suite("URL protocol", .serialized)
+struct URLProtocolTests {
+    @Test("the server sees the original Host header and path; the app sees the original URL")
+    func hostHeaderAndPath() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
+        let fixture = try ProtocolFixture()
+        defer { Task { await server.stop() } }
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let url = URL(string: "http://api.test:\(server.port)/hello?x=1")!
+        let (data, response) = try await fixture.session.data(for: URLRequest(url: url))
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 200)
+        #expect(http.url == url)
+        #expect(text(data) == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
+        let trace = try #require(fixture.traces.last)
+        #expect(trace.hops.map(\.address) == [IPAddress("127.0.0.5")])
+        #expect(trace.hops.first?.hostHeader == "api.test:\(server.port)")
+        await fixture.shutdown()
+    }
+
+    @Test("HTTPS pinned to an IP sends SNI and checks the certificate for the real host")
+    func httpsWithRealHostName() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        try fixture.pin("api.test", to: "127.0.0.6")
+        let url = URL(string: "https://api.test:\(server.port)/secure")!
+        let (data, response) = try await fixture.session.data(for: URLRequest(url: url))
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(text(data).hasPrefix("GET /secure host=api.test:\(server.port) sni=api.test ip=127.0.0.6 "))
+        await fixture.shutdown()
+    }
+
+    @Test("a certificate for another name is rejected and never retried on another address")
+    func certificateForAnotherName() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let wrong = try certificates.leaf(for: "other.test")
+        let first = try await LocalHTTPServer(host: "127.0.0.12", tls: wrong, handler: echo)
+        let second = try await LocalHTTPServer(host: "127.0.0.13", port: first.port, tls: wrong, handler: echo)
+        defer { Task { await first.stop(); await second.stop() } }
+        let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
+        let url = URL(string: "https://api.test:\(first.port)/")!
+        let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: URLRequest(url: url)) }
+        #expect(error?.code == .serverCertificateUntrusted)
+        #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
+        #expect(first.connections + second.connections == 1)
+        await fixture.shutdown()
+    }
+
+    @Test("a certificate from an untrusted CA is rejected: there is no way around verification")
+    func untrustedCertificate() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.6")
+        let url = URL(string: "https://api.test:\(server.port)/")!
+        let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: URLRequest(url: url)) }
+        #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
+        await fixture.shutdown()
+    }
+
+    @Test("a redirect chain across two hosts re-resolves each hop to its own IP")
+    func redirectAcrossHosts() async throws {
+        let second = try await LocalHTTPServer(host: "127.0.0.8", handler: echo)
+        let secondPort = second.port
+        let first = try await LocalHTTPServer(host: "127.0.0.7") { request in
+            request.path == "/start" ? .redirect(to: "http://b.test:\(secondPort)/final") : .text("unexpected", status: 500)
+        }
+        defer { Task { await first.stop(); await second.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("a.test", to: "127.0.0.7")
+        try fixture.pin("b.test", to: "127.0.0.8")
+        var request = URLRequest(url: URL(string: "http://a.test:\(first.port)/start")!)
+        request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
+        let (data, response) = try await fixture.session.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 200)
+        #expect(http.url?.absoluteString == "http://b.test:\(secondPort)/final")
+        // The second hop reached b.test's own IP with its own Host header; Authorization did not cross origins.
+        #expect(text(data) == "GET /final host=b.test:\(secondPort) sni=- ip=127.0.0.8 cookie=- auth=- tag=- body=0")
+        let trace = try #require(fixture.traces.last)
+        #expect(trace.hops.map(\.address) == [IPAddress("127.0.0.7"), IPAddress("127.0.0.8")])
+        #expect(trace.hops.map(\.status) == [302, 200])
+        await fixture.shutdown()
+    }
+
+    @Test(
+        "redirect methods: 301/302 turn POST into GET, 303 anything into GET, 307/308 keep method and body",
+        arguments: [
+            (301, "POST", "GET /to body=0"), (302, "POST", "GET /to body=0"), (303, "PUT", "GET /to body=0"),
+            (307, "POST", "POST /to body=5"), (308, "PUT", "PUT /to body=5"), (302, "PUT", "PUT /to body=5"),
+        ])
+    func redirectMethods(status: Int, method: String, expected: String) async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.7") { request in
+            request.path == "/from" ? .redirect(to: "/to", status: status) : .text("\(request.method) \(request.path) body=\(request.body.count)")
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("a.test", to: "127.0.0.7")
+        var request = URLRequest(url: URL(string: "http://a.test:\(server.port)/from")!)
+        request.httpMethod = method
+        request.httpBody = Data("hello".utf8)
+        request.setValue("Bearer same-origin", forHTTPHeaderField: "Authorization")
+        let (data, _) = try await fixture.session.data(for: request)
+        #expect(text(data) == expected)
+        await fixture.shutdown()
+    }
+
+    @Test("a redirect loop ends with tooManyRedirects; followRedirects false delivers the 3xx")
+    func redirectLimitAndOptOut() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.7") { _ in .redirect(to: "/again") }
+        defer { Task { await server.stop() } }
+        let looping = try ProtocolFixture { $0.maximumRedirects = 3 }
+        try looping.pin("a.test", to: "127.0.0.7")
+        let url = URL(string: "http://a.test:\(server.port)/")!
+        let error = await #expect(throws: URLError.self) { try await looping.session.data(for: URLRequest(url: url)) }
+        #expect(error?.code == .httpTooManyRedirects)
+        #expect(looping.traces.last?.hops.count == 4)
+        await looping.shutdown()
+
+        let delivering = try ProtocolFixture { $0.followRedirects = false }
+        try delivering.pin("a.test", to: "127.0.0.7")
+        let (_, response) = try await delivering.session.data(for: URLRequest(url: url))
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 302)
+        #expect(http.value(forHTTPHeaderField: "Location") == "/again")
+        await delivering.shutdown()
+    }
+
+    @Test("POST bodies from httpBody and from httpBodyStream arrive whole")
+    func postBodies() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            .respond(status: 200, contentType: "application/octet-stream", body: request.body)
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let url = URL(string: "http://api.test:\(server.port)/upload")!
+        var fromBody = URLRequest(url: url)
+        fromBody.httpMethod = "POST"
+        fromBody.httpBody = payload
+        let (echoed, _) = try await fixture.session.data(for: fromBody)
+        #expect(echoed == payload)
+        var fromStream = URLRequest(url: url)
+        fromStream.httpMethod = "POST"
+        fromStream.httpBodyStream = InputStream(data: payload)
+        let (streamed, _) = try await fixture.session.data(for: fromStream)
+        #expect(streamed == payload)
+        await fixture.shutdown()
+    }
+
+    @Test("a request body stream over the cap fails with a clear error")
+    func requestBodyCap() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture { $0.maximumRequestBodyBytes = 1000 }
+        try fixture.pin("api.test", to: "127.0.0.5")
+        var request = URLRequest(url: URL(string: "http://api.test:\(server.port)/")!)
+        request.httpMethod = "POST"
+        request.httpBodyStream = InputStream(data: Data(count: 5000))
+        let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: request) }
+        #expect(error.flatMap { InterceptionError($0) }?.code == .requestBodyTooLarge)
+        await fixture.shutdown()
+    }
+
+    @Test("a 5 MB response arrives whole through completion handlers, async/await and delegates")
+    func largeResponseEveryCallerStyle() async throws {
+        let big = (0..<(5 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) }
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { _ in
+            .respond(status: 200, contentType: "application/octet-stream", body: big)
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let url = URL(string: "http://api.test:\(server.port)/big")!
+        let expected = Data(big)
+
+        let (asyncData, _) = try await fixture.session.data(for: URLRequest(url: url))
+        #expect(asyncData == expected)
+
+        let session = fixture.session
+        let completionData: Data = try await withTimeLimit(.seconds(30)) {
+            try await withCheckedThrowingContinuation { continuation in
+                session.dataTask(with: URLRequest(url: url)) { data, _, error in
+                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: data ?? Data()) }
+                }.resume()
+            }
+        }
+        #expect(completionData == expected)
+
+        let collector = DataCollector()
+        let delegateSession = URLSession(configuration: fixture.sessionConfiguration(), delegate: collector, delegateQueue: nil)
+        delegateSession.dataTask(with: URLRequest(url: url)).resume()
+        let (delegateData, delegateError) = try await withTimeLimit(.seconds(30)) { await collector.result() }
+        #expect(delegateError == nil)
+        #expect(delegateData == expected)
+        delegateSession.finishTasksAndInvalidate()
+        await fixture.shutdown()
+    }
+
+    @Test("failover: a refused address is skipped for the next one, and the cache learns it")
+    func failoverFromClosedPort() async throws {
+        let live = try await LocalHTTPServer(host: "127.0.0.11", handler: echo)
+        defer { Task { await live.stop() } }
+        try await DNSMasq.with(records: ["host-record=fo.test,127.0.0.10,60", "host-record=fo.test,127.0.0.11,60"]) { dns in
+            let fixture = try ProtocolFixture(dnsServer: dns.address)
+            let dead = try #require(IPAddress("127.0.0.10"))
+            let alive = try #require(IPAddress("127.0.0.11"))
+            let name = try HostName("fo.test")
+            // Resolve once and make the dead address look best, so the first attempt goes to it.
+            _ = try await fixture.resolver.resolveRanked("fo.test")
+            fixture.resolver.reportConnect(to: dead, of: name, latency: .microseconds(1))
+            fixture.resolver.reportConnect(to: alive, of: name, latency: .milliseconds(50))
+            #expect(fixture.resolver.cache?.bestAddress(for: name) == dead)
+
+            let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://fo.test:\(live.port)/")!))
+            #expect(text(data).contains("ip=127.0.0.11"))
+            let hop = try #require(fixture.traces.last?.hops.first)
+            #expect(hop.failedAttempts.map(\.address) == [dead])
+            #expect(hop.failedAttempts.first?.error.code == .connectionFailed)
+            #expect(hop.address == alive)
+            #expect(fixture.resolver.cache?.bestAddress(for: name) == alive)
+            await fixture.shutdown()
+        }
+    }
+
+    @Test("a stalled server times out after the request's timeoutInterval")
+    func timeout() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { _ in .stall }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        var request = URLRequest(url: URL(string: "http://api.test:\(server.port)/")!)
+        request.timeoutInterval = 0.5
+        let session = fixture.session
+        let stalled = request
+        let error = try await withTimeLimit(.seconds(10)) {
+            await #expect(throws: URLError.self) { try await session.data(for: stalled) }
+        }
+        #expect(error?.code == .timedOut)
+        await fixture.shutdown()
+    }
+
+    @Test("a cancellation storm: every cancelled task completes, none hangs, nothing crashes")
+    func cancellationStorm() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            request.path == "/stall" ? .stall : .text(String(repeating: "x", count: 1024))
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let session = fixture.session
+        let port = server.port
+        let outcomes = try await withTimeLimit(.seconds(60)) {
+            try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<200 {
+                    group.addTask {
+                        let path = index.isMultiple(of: 2) ? "/stall" : "/fast"
+                        let url = URL(string: "http://api.test:\(port)\(path)")!
+                        return await withCheckedContinuation { continuation in
+                            let task = session.dataTask(with: URLRequest(url: url)) { _, _, error in
+                                continuation.resume(returning: (error as? URLError)?.code == .cancelled ? "cancelled" : (error == nil ? "ok" : "other"))
+                            }
+                            task.resume()
+                            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(index % 20)) { task.cancel() }
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0.append($1) }
+            }
+        }
+        #expect(outcomes.count == 200)
+        // Stalled requests can only end by cancellation; fast ones may finish first.
+        #expect(!outcomes.contains("other"))
+        #expect(outcomes.filter { $0 == "cancelled" }.count >= 100)
+        await fixture.shutdown()
+    }
+
+    @Test("cookies are sent and stored for the real host, never the IP")
+    func cookies() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            request.path == "/login" ? .full(status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/")], body: []) : echo(request)
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        _ = try await fixture.session.data(for: URLRequest(url: URL(string: "http://api.test:\(server.port)/login")!))
+        let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://api.test:\(server.port)/me")!))
+        #expect(text(data).contains("cookie=sid=abc123"))
+        let stored = fixture.cookies.cookies ?? []
+        #expect(stored.map(\.name) == ["sid"])
+        #expect(stored.first?.domain == "api.test")
+        #expect(fixture.cookies.cookies(for: URL(string: "http://127.0.0.5:\(server.port)/")!)?.isEmpty ?? true)
+        await fixture.shutdown()
+    }
+
+    @Test("a request tagged handled, an excluded host and an IP literal are not taken; unregistering stops it all")
+    func scopeAndTag() async throws {
+        let fixture = try ProtocolFixture { $0.scope = InterceptionScope(exclude: [try! HostPattern("*.internal.test")]) }
+        try fixture.pin("api.test", to: "127.0.0.5")
+        try fixture.pin("127.0.0.99", to: "127.0.0.5")
+        func taken(_ url: String, tagged: Bool = false) -> Bool {
+            var request = URLRequest(url: URL(string: url)!)
+            if tagged { RequestRewriting.markHandled(&request) }
+            return HTTPDNSURLProtocol.canInit(with: request)
+        }
+        #expect(taken("http://api.test/"))
+        #expect(taken("https://API.test:8443/x"))
+        #expect(!taken("http://api.test/", tagged: true))
+        #expect(!taken("ftp://api.test/"))
+        #expect(!taken("http://db.internal.test/"))
+        #expect(!taken("http://127.0.0.1/"))
+        #expect(!taken("http://[::1]:80/"))
+        #expect(!taken("http://localhost:80/"))
+        #expect(taken("http://127.0.0.99/"))
+        HTTPDNSURLProtocol.unregister()
+        #expect(!taken("http://api.test/"))
+        await fixture.shutdown()
+    }
+
+    @Test("rewriting keeps the port, brackets IPv6, sets Host and the tag; the transport strips the tag")
+    func rewriting() throws {
+        let request = URLRequest(url: URL(string: "https://api.test:8443/p?q=1")!)
+        let v4 = try RequestRewriting.rewrite(request, to: IPAddress("10.0.0.1")!)
+        #expect(v4.url?.absoluteString == "https://10.0.0.1:8443/p?q=1")
+        #expect(v4.value(forHTTPHeaderField: "Host") == "api.test:8443")
+        #expect(RequestRewriting.isHandled(v4))
+        let v6 = try RequestRewriting.rewrite(URLRequest(url: URL(string: "http://api.test/")!), to: IPAddress("2001:db8::1")!)
+        #expect(v6.url?.absoluteString == "http://[2001:db8::1]/")
+        #expect(v6.value(forHTTPHeaderField: "Host") == "api.test")
+        var cleared = v6
+        RequestRewriting.clearHandled(&cleared)
+        #expect(!RequestRewriting.isHandled(cleared))
+    }
+}
+
+/// A data delegate that collects the body and the completion.
+final class DataCollector: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // Lock discipline: every field is read and written under `lock`.
+    private let lock = NSLock()
+    private var data = Data()
+    private var continuation: CheckedContinuation<(Data, (any Error)?), Never>?
+    private var outcome: (Data, (any Error)?)?
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        lock.withLock { self.data.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let waiting = lock.withLock { () -> CheckedContinuation<(Data, (any Error)?), Never>? in
+            outcome = (data, error)
+            defer { continuation = nil }
+            return continuation
+        }
+        waiting?.resume(returning: (data, error))
+    }
+
+    func result() async -> (Data, (any Error)?) {
+        await withCheckedContinuation { continuation in
+            let ready = lock.withLock { () -> (Data, (any Error)?)? in
+                if let outcome { return outcome }
+                self.continuation = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
