@@ -70,6 +70,7 @@ let package = Package(
             name: "HostsCTL",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSURLProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -125,7 +126,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HostsCTLTests",
-            dependencies: ["HostsCTL", "HTTPDNS", "TestSupport"],
+            dependencies: ["HostsCTL", "HTTPDNS", "HTTPDNSURLProtocol", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ]

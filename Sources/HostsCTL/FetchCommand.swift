@@ -1,0 +1,291 @@
+public import ArgumentParser
+import Foundation
+import HTTPDNS
+import HTTPDNSURLProtocol
+
+/// `hostsctl fetch URL`: one request through URLSession with the rewriting URL protocol registered, as an
+/// application would make it, and a report of what the protocol did.
+public struct FetchCommand: AsyncParsableCommand {
+    /// The subcommand's name and help.
+    public static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Fetch a URL through URLSession with the HTTP DNS URL protocol, and show the IP each hop reached.",
+        discussion: """
+            The protocol is registered before the process creates any URLSession, and the request goes through
+            URLSession.shared: the pattern an application uses. Each hop (the request and every redirect) is resolved
+            through the pipeline, sent to the best IP with the original Host header, and TLS is checked for the real
+            host name. Exit status: 0 when every request got an HTTP answer, 1 when any failed, 64 for bad arguments.
+            """
+    )
+
+    /// The URL to fetch.
+    @Argument(help: "The http or https URL.")
+    public var url: String
+
+    /// The method.
+    @Option(name: [.customShort("X"), .customLong("request")], help: ArgumentHelp("The HTTP method (default GET, or POST with --data).", valueName: "METHOD"))
+    public var method: String?
+
+    /// The request body.
+    @Option(name: [.customShort("d"), .customLong("data")], help: ArgumentHelp("Request body; @FILE reads it from a file.", valueName: "DATA"))
+    public var data: String?
+
+    /// Extra header fields.
+    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp("A header field, \"Name: value\"; repeatable.", valueName: "HEADER"))
+    public var headers: [String] = []
+
+    /// How many times to make the request.
+    @Option(help: "Make the request N times, one after the other; one report (one JSON object a line) each.")
+    public var `repeat`: Int = 1
+
+    /// The settings file.
+    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    public var config: String?
+
+    /// An overrides file in hosts format.
+    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
+    public var hosts: String?
+
+    /// Extra trusted CA certificates.
+    @Option(name: .customLong("trust-ca"), help: ArgumentHelp("A PEM file of extra trusted CA certificates; repeatable.", valueName: "FILE"))
+    public var trustCA: [String] = []
+
+    /// The request's time limit.
+    @Option(help: "Seconds one hop may take, from connect to the whole answer (default 30).")
+    public var timeout: Double = 30
+
+    /// Deliver redirects instead of following them.
+    @Flag(name: .customLong("no-follow"), help: "Do not follow redirects; report the 3xx answer.")
+    public var noFollow = false
+
+    /// Where the body goes.
+    @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp("Write the last response body to FILE (- for standard output).", valueName: "FILE"))
+    public var output: String?
+
+    /// The persisted cache file.
+    @Option(name: .customLong("cache-file"), help: ArgumentHelp("The persisted IP cache (default: cache.path).", valueName: "PATH"))
+    public var cacheFile: String?
+
+    /// Turn the cache off.
+    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
+    public var noCache = false
+
+    /// Print JSON.
+    @Flag(help: "Print one JSON object per request.")
+    public var json = false
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+
+    /// Checks the arguments before anything runs.
+    public func validate() throws {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            parsed.host?.isEmpty == false
+        else {
+            throw ValidationError("'\(url)' is not an http or https URL.")
+        }
+        guard (1...100_000).contains(`repeat`) else { throw ValidationError("--repeat must be between 1 and 100000.") }
+        guard timeout.isFinite, timeout >= 0.001, timeout <= 3600 else {
+            throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
+        }
+        if let method, method.isEmpty || !method.allSatisfy({ $0.isLetter || $0 == "-" }) {
+            throw ValidationError("-X needs a method name such as GET or POST.")
+        }
+        for header in headers { _ = try Self.parseHeader(header) }
+        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
+    }
+
+    /// Makes the requests and prints a report for each.
+    public func run() async throws {
+        let file = SettingsLoading.load(config)
+        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+        guard var settings = file.settings, file.errors.isEmpty else {
+            throw ValidationError("the settings have errors; see above (hostsctl config check)")
+        }
+        if let hosts {
+            try ResolveCommand.reportOverrideProblems(hosts)
+            settings.overridesFile = hosts
+            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+        }
+        if noCache { settings.cacheEnabled = false }
+        if let cacheFile { settings.cachePath = cacheFile }
+        settings.trustCA += trustCA
+        settings.reloadIntervalMilliseconds = 0
+        settings.preResolve = []
+        let body = try loadBody()
+        let request = URLSessionFetcher.Request(
+            url: url,
+            method: method?.uppercased() ?? (body == nil ? "GET" : "POST"),
+            headers: try headers.map(Self.parseHeader),
+            body: body,
+            timeout: .milliseconds(Int64((timeout * 1000).rounded(.up)))
+        )
+        let resolver = try ResolveCommand.usage {
+            try HostResolver(settings: settings, logger: CommandLogging.logger())
+        }
+        var interception = HTTPDNSInterceptor.Configuration(settings: settings)
+        interception.followRedirects = !noFollow
+        interception.cookieStorage = nil
+        let fetcher: URLSessionFetcher
+        do {
+            fetcher = try URLSessionFetcher(resolver: resolver, configuration: interception, session: .shared, logger: CommandLogging.logger())
+        } catch {
+            await resolver.shutdown()
+            throw ValidationError(error.description)
+        }
+        var failed = false
+        for _ in 0..<`repeat` {
+            let report: FetchReport
+            var body: [UInt8]?
+            do throws(InterceptionError) {
+                let result = try await fetcher.fetch(request)
+                report = FetchReport(url: url, result: result)
+                body = result.body
+            } catch {
+                report = FetchReport(url: url, error: error)
+            }
+            failed = failed || report.error != nil
+            if json {
+                print(report.json.serialized(pretty: false))
+            } else {
+                print(report.text, terminator: "")
+            }
+            if let body { try writeBody(body) }
+        }
+        await fetcher.shutdown()
+        await resolver.shutdown()
+        if failed { throw ExitCode(1) }
+    }
+
+    /// `Name: value` split in two.
+    static func parseHeader(_ text: String) throws -> (name: String, value: String) {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw ValidationError("-H '\(text)' is not \"Name: value\".")
+        }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~").union(.alphanumerics)
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy({ token.contains($0) && $0.isASCII }) else {
+            throw ValidationError("-H '\(text)': '\(name)' is not a valid header name.")
+        }
+        guard !value.contains("\r"), !value.contains("\n") else {
+            throw ValidationError("-H '\(text)': header values cannot contain line breaks.")
+        }
+        return (name, value)
+    }
+
+    private func loadBody() throws -> [UInt8]? {
+        guard let data else { return nil }
+        guard data.hasPrefix("@") else { return Array(data.utf8) }
+        let path = String(data.dropFirst())
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("cannot read the body file \(path).")
+        }
+        return Array(contents)
+    }
+
+    private func writeBody(_ body: [UInt8]) throws {
+        guard let output else { return }
+        if output == "-" {
+            fflush(nil)  // the report printed before the body comes first
+            FileHandle.standardOutput.write(Data(body))
+        } else if !FileManager.default.createFile(atPath: output, contents: Data(body)) {
+            throw ValidationError("cannot write \(output).")
+        }
+    }
+}
+
+/// What `hostsctl fetch` prints for one request.
+struct FetchReport {
+    var url: String
+    var status: Int?
+    var bytes: Int = 0
+    var elapsedMilliseconds: Double = 0
+    var trace: RequestTrace?
+    var error: InterceptionError?
+
+    init(url: String, result: URLSessionFetcher.Result) {
+        self.url = url
+        status = result.status
+        bytes = result.body.count
+        elapsedMilliseconds = Self.milliseconds(result.elapsed)
+        trace = result.trace
+    }
+
+    init(url: String, error: InterceptionError) {
+        self.url = url
+        self.error = error
+        trace = nil
+        elapsedMilliseconds = 0
+    }
+
+    static func milliseconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return ((Double(seconds) * 1000 + Double(attoseconds) / 1e15) * 1000).rounded() / 1000
+    }
+
+    private var hops: [RequestTrace.Hop] { trace?.hops ?? [] }
+
+    /// `{"url", "status", "ip", "hostHeader", "hops": [...], "elapsedMs", "bytes"}`, or `"error"` instead of the status.
+    var json: JSONValue {
+        var fields: [(String, JSONValue)] = [("url", .string(url))]
+        if let error {
+            fields.append(("error", .object([("code", .string(error.code.description)), ("message", .string(error.message))])))
+            return .object(fields)
+        }
+        fields += [
+            ("status", status.map { .number(Double($0)) } ?? .null),
+            ("ip", hops.last?.address.map { .string($0.description) } ?? .null),
+            ("hostHeader", hops.last.map { .string($0.hostHeader) } ?? .null),
+            (
+                "hops",
+                .array(
+                    hops.map { hop in
+                        .object([
+                            ("url", .string(hop.url)),
+                            ("method", .string(hop.method)),
+                            ("ip", hop.address.map { .string($0.description) } ?? .null),
+                            ("hostHeader", .string(hop.hostHeader)),
+                            ("status", hop.status.map { .number(Double($0)) } ?? .null),
+                            ("source", hop.freshness.map { .string($0.rawValue) } ?? .null),
+                            ("resolveMs", .number(Self.milliseconds(hop.resolveTime))),
+                            ("elapsedMs", .number(Self.milliseconds(hop.elapsed))),
+                            (
+                                "failed",
+                                .array(
+                                    hop.failedAttempts.map { attempt in
+                                        .object([
+                                            ("ip", attempt.address.map { .string($0.description) } ?? .null),
+                                            ("code", .string(attempt.error.code.description)),
+                                            ("message", .string(attempt.error.message)),
+                                        ])
+                                    })
+                            ),
+                        ])
+                    })
+            ),
+            ("elapsedMs", .number(elapsedMilliseconds)),
+            ("bytes", .number(Double(bytes))),
+        ]
+        return .object(fields)
+    }
+
+    /// A summary line and one line per hop.
+    var text: String {
+        if let error { return "\(url): error \(error.code): \(error.message)\n" }
+        var out = "\(hops.first?.method ?? "GET") \(url) -> \(status.map(String.init) ?? "-"), \(bytes) bytes in \(Self.format(elapsedMilliseconds)) ms"
+        if trace == nil { out += " (not intercepted)" }
+        out += "\n"
+        for (index, hop) in hops.enumerated() {
+            let ip = hop.address.map { "\($0) (\(hop.freshness?.rawValue ?? "-"))" } ?? "not rewritten"
+            out += "  hop \(index + 1): \(hop.method) \(hop.url) -> \(hop.status.map(String.init) ?? "-") via \(ip), Host: \(hop.hostHeader), "
+            out += "resolve \(Self.format(Self.milliseconds(hop.resolveTime))) ms, exchange \(Self.format(Self.milliseconds(hop.elapsed))) ms\n"
+            for attempt in hop.failedAttempts {
+                out += "    failed over from \(attempt.address?.description ?? "-"): \(attempt.error.code) (\(attempt.error.message))\n"
+            }
+        }
+        return out
+    }
+
+    private static func format(_ value: Double) -> String { String(format: "%.2f", value) }
+}

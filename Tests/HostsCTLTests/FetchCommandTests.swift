@@ -1,0 +1,132 @@
+import ArgumentParser
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HostsCTL
+
+@Suite("hostsctl fetch")
+struct FetchCommandTests {
+    @Test("arguments parse: method, data, headers, repeat, hosts, trust roots")
+    func parsing() throws {
+        let command = try #require(
+            try HostsCTLCommand.parseAsRoot([
+                "fetch", "-X", "PUT", "-d", "x=1", "-H", "Accept: text/plain", "-H", "X-Trace:  abc ", "--repeat", "3",
+                "--hosts", "h", "--trust-ca", "ca.pem", "--json", "--no-follow", "https://api.test:8443/p",
+            ]) as? FetchCommand
+        )
+        #expect(command.method == "PUT")
+        #expect(command.data == "x=1")
+        #expect(try command.headers.map(FetchCommand.parseHeader).map { "\($0.name)=\($0.value)" } == ["Accept=text/plain", "X-Trace=abc"])
+        #expect(command.repeat == 3)
+        #expect(command.trustCA == ["ca.pem"])
+        #expect(command.json && command.noFollow)
+        #expect(command.url == "https://api.test:8443/p")
+    }
+
+    @Test(
+        "bad arguments exit with 64",
+        arguments: [
+            ["fetch"], ["fetch", "ftp://a.test/"], ["fetch", "not a url"], ["fetch", "--repeat", "0", "http://a.test/"],
+            ["fetch", "-H", "NoColon", "http://a.test/"], ["fetch", "-H", "Bad Name: x", "http://a.test/"],
+            ["fetch", "--timeout", "0", "http://a.test/"], ["fetch", "-X", "", "http://a.test/"],
+            ["fetch", "--no-cache", "--cache-file", "c.json", "http://a.test/"],
+        ]
+    )
+    func badArguments(arguments: [String]) {
+        do {
+            _ = try HostsCTLCommand.parseAsRoot(arguments)
+            Issue.record("expected a parse error for \(arguments)")
+        } catch {
+            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
+        }
+    }
+
+    /// Runs `hostsctl fetch` with only the overrides layer, so nothing is ever asked of a real DNS server.
+    private func fetch(_ arguments: [String], hosts: [String]) throws -> HostsCTLProcess.Output {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fetch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hostsFile = directory.appendingPathComponent("hosts").path
+        try hosts.joined(separator: "\n").write(toFile: hostsFile, atomically: true, encoding: .utf8)
+        return try HostsCTLProcess.run(
+            ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments, environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
+    }
+
+    private func object(_ line: Substring) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+
+    @Test("HTTPS through URLSession.shared: pinned IP, SNI and Host for the real name, the documented JSON")
+    func httpsJSON() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { request in
+            .text("sni=\(request.serverName ?? "-") host=\(request.headers["host"] ?? "-")")
+        }
+        defer { Task { await server.stop() } }
+        let url = "https://api.test:\(server.port)/"
+        let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: bodyFile) }
+        let output = try fetch(["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url], hosts: ["127.0.0.14 api.test"])
+        #expect(output.status == 0, "\(output.standardError)")
+        let lines = output.standardOutput.split(separator: "\n")
+        let reports = try lines.filter { $0.hasPrefix("{") }.map(object)
+        #expect(reports.count == 2)
+        let report = try #require(reports.first)
+        #expect(report["status"] as? Int == 200)
+        #expect(report["ip"] as? String == "127.0.0.14")
+        #expect(report["hostHeader"] as? String == "api.test:\(server.port)")
+        #expect(report["bytes"] as? Int == "sni=api.test host=api.test:\(server.port)".utf8.count)
+        #expect(report["elapsedMs"] is Double || report["elapsedMs"] is Int)
+        let hops = try #require(report["hops"] as? [[String: Any]])
+        #expect(hops.count == 1)
+        #expect(hops.first?["ip"] as? String == "127.0.0.14")
+        #expect(hops.first?["status"] as? Int == 200)
+        #expect(try String(contentsOfFile: bodyFile, encoding: .utf8) == "sni=api.test host=api.test:\(server.port)")
+    }
+
+    @Test("without the CA the certificate is rejected: exit 1 with the error code")
+    func untrusted() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { _ in .text("no") }
+        defer { Task { await server.stop() } }
+        let output = try fetch(["--json", "https://api.test:\(server.port)/"], hosts: ["127.0.0.14 api.test"])
+        #expect(output.status == 1)
+        let report = try object(try #require(output.standardOutput.split(separator: "\n").first))
+        #expect((report["error"] as? [String: Any])?["code"] as? String == "certificateRejected")
+    }
+
+    @Test("redirect hops are re-resolved and a dead address fails over, as the report shows")
+    func redirectAndFailover() async throws {
+        let target = try await LocalHTTPServer(host: "127.0.0.16") { request in .text("final \(request.headers["host"] ?? "-")") }
+        let targetPort = target.port
+        let start = try await LocalHTTPServer(host: "127.0.0.15") { _ in .redirect(to: "http://b.test:\(targetPort)/end", status: 307) }
+        defer { Task { await start.stop(); await target.stop() } }
+        // b.test's first address has nothing listening on the port: the hop fails over to 127.0.0.16.
+        let output = try fetch(
+            ["--json", "-X", "POST", "-d", "payload", "http://a.test:\(start.port)/begin"],
+            hosts: ["127.0.0.15 a.test", "127.0.0.17 b.test", "127.0.0.16 b.test"])
+        #expect(output.status == 0, "\(output.standardError)")
+        let report = try object(try #require(output.standardOutput.split(separator: "\n").first))
+        let hops = try #require(report["hops"] as? [[String: Any]])
+        #expect(hops.map { $0["ip"] as? String } == ["127.0.0.15", "127.0.0.16"])
+        #expect(hops.map { $0["status"] as? Int } == [307, 200])
+        #expect(hops.map { $0["method"] as? String } == ["POST", "POST"])
+        let failed = try #require(hops.last?["failed"] as? [[String: Any]])
+        #expect(failed.map { $0["ip"] as? String } == ["127.0.0.17"])
+        #expect(failed.first?["code"] as? String == "connectionFailed")
+        #expect(report["ip"] as? String == "127.0.0.16")
+    }
+
+    @Test("the text report names the IP, the Host header and each hop")
+    func textReport() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.14") { _ in .text("ok") }
+        defer { Task { await server.stop() } }
+        let output = try fetch(["http://web.test:\(server.port)/x"], hosts: ["127.0.0.14 web.test"])
+        #expect(output.status == 0)
+        #expect(output.standardOutput.hasPrefix("GET http://web.test:\(server.port)/x -> 200, 2 bytes in "))
+        #expect(output.standardOutput.contains("hop 1: GET http://web.test:\(server.port)/x -> 200 via 127.0.0.14 (override), Host: web.test:\(server.port)"))
+    }
+}
