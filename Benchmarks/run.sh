@@ -68,6 +68,37 @@ for i in range(200):
 PY
 sleep 1
 
+# nginx with one worker serving a 1 KiB body over keep-alive HTTP/1.1, for the URL protocol benchmark.
+http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mkdir -p "$work/nginx-temp"
+body_1k="$(head -c 1024 /dev/zero | tr '\0' 'x')"
+cat > "$work/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $work/nginx-temp/body;
+    proxy_temp_path $work/nginx-temp/proxy;
+    fastcgi_temp_path $work/nginx-temp/fastcgi;
+    uwsgi_temp_path $work/nginx-temp/uwsgi;
+    scgi_temp_path $work/nginx-temp/scgi;
+    server {
+        listen 127.0.0.1:$http_port;
+        default_type application/octet-stream;
+        location = /1k { return 200 "$body_1k"; }
+    }
+}
+EOF
+nginx -c "$work/nginx.conf" -p "$work" &
+pids+=($!)
+sleep 0.5
+
+export HTTPDNS_BENCH_HTTP="127.0.0.1:$http_port"
 export HTTPDNS_BENCH_DOH="url=https://doh.bench:$doh_port/dns-query,ca=$work/ca.pem,uris=$work/uris.txt"
 export HTTPDNS_BENCH_SERVERS="dnsmasq=127.0.0.1:$dnsmasq_port,unbound=127.0.0.1:$unbound_port"
 cd "$here"

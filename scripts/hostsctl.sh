@@ -58,6 +58,16 @@ echo "\$ hostsctl resolve ... api.demo.test        # again: answered from the pe
 echo "\$ hostsctl resolve --no-cache --doh http://127.0.0.1:$doh_port/dns-query --family ipv4 api.demo.test v4.demo.test"
 "$hostsctl" resolve --no-cache --doh "http://127.0.0.1:$doh_port/dns-query" --family ipv4 api.demo.test v4.demo.test
 echo
+# A small web server on loopback; web.demo.test resolves to it through dnsmasq (HOSTSCTL_CARES_SERVERS points c-ares
+# at the demo's dnsmasq), and hostsctl fetch goes through URLSession with the rewriting URL protocol.
+http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+mkdir -p "$work/www" && echo "hello from web.demo.test" > "$work/www/hello.txt"
+python3 -m http.server "$http_port" --bind 127.0.0.1 --directory "$work/www" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $http_port), 0.1)" 2>/dev/null && break; sleep 0.1; done
+echo "\$ HOSTSCTL_CARES_SERVERS=127.0.0.1:$port hostsctl fetch --config Config/hostsctl.json --cache-file CACHE -o - http://web.demo.test:$http_port/hello.txt"
+HOSTSCTL_CARES_SERVERS="127.0.0.1:$port" "$hostsctl" fetch --config Config/hostsctl.json --cache-file "$cache" -o - "http://web.demo.test:$http_port/hello.txt"
+echo
 echo "\$ # stop dnsmasq, wait for the TTL to pass, resolve again: the cache serves the answer, marked stale"
 kill "${pids[0]}" 2>/dev/null || true
 sleep 2.2

@@ -7,7 +7,7 @@ case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;
     test) need+=(dnsmasq-base dnsdist openssl) ;;
-    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client openssl python3) ;;
+    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac
 missing=()

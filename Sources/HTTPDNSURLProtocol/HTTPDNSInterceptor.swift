@@ -37,6 +37,8 @@ public final class HTTPDNSInterceptor: Sendable {
         public var additionalTrustRoots: [String]
         /// Pinned (host, IP) clients kept; the least recently used beyond it are closed (default 64).
         public var maximumPinnedClients: Int
+        /// HTTP/1.1 connections opened to one pinned address at once (default 8); HTTP/2 multiplexes on one.
+        public var maximumConnectionsPerHost: Int
         /// The largest request body read from an `httpBodyStream` (default 64 MiB).
         public var maximumRequestBodyBytes: Int
         /// The largest response body (default 256 MiB); bodies are delivered whole, so this bounds memory.
@@ -58,6 +60,7 @@ public final class HTTPDNSInterceptor: Sendable {
             idleConnectionTimeout: Duration = .seconds(60),
             additionalTrustRoots: [String] = [],
             maximumPinnedClients: Int = 64,
+            maximumConnectionsPerHost: Int = 8,
             maximumRequestBodyBytes: Int = 64 << 20,
             maximumResponseBytes: Int = 256 << 20,
             cookieStorage: HTTPCookieStorage? = .shared,
@@ -71,6 +74,7 @@ public final class HTTPDNSInterceptor: Sendable {
             self.idleConnectionTimeout = idleConnectionTimeout
             self.additionalTrustRoots = additionalTrustRoots
             self.maximumPinnedClients = maximumPinnedClients
+            self.maximumConnectionsPerHost = maximumConnectionsPerHost
             self.maximumRequestBodyBytes = maximumRequestBodyBytes
             self.maximumResponseBytes = maximumResponseBytes
             self.cookieStorage = cookieStorage
@@ -134,7 +138,8 @@ public final class HTTPDNSInterceptor: Sendable {
                 connectTimeout: configuration.connectTimeout,
                 idleConnectionTimeout: configuration.idleConnectionTimeout,
                 additionalTrustRoots: configuration.additionalTrustRoots,
-                maximumClients: configuration.maximumPinnedClients
+                maximumClients: configuration.maximumPinnedClients,
+                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost
             ),
             eventLoopGroup: eventLoopGroup,
             logger: logger
@@ -177,6 +182,9 @@ public final class HTTPDNSInterceptor: Sendable {
             throw error
         }
     }
+
+    /// How many pinned (host, IP) clients are open now (at most ``Configuration/maximumPinnedClients``).
+    public var pinnedClientCount: Int { transport.clientCount }
 
     /// Closes every pinned connection. Later loads fail with ``InterceptionError/Code/shutdown``.
     public func shutdown() async {

@@ -22,6 +22,7 @@ final class PinnedTransport: Sendable {
         var idleConnectionTimeout: Duration
         var additionalTrustRoots: [String]
         var maximumClients: Int
+        var maximumConnectionsPerHost: Int
     }
 
     /// One request as it goes on the wire: the URL names the real host, the client is pinned to `address`.
@@ -84,8 +85,8 @@ final class PinnedTransport: Sendable {
     private let closing = BackgroundClosers()
 
     init(configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger) throws(InterceptionError) {
-        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0 else {
-            throw InterceptionError(code: .invalidConfiguration, message: "the connect timeout and client limit must be positive")
+        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0, configuration.maximumConnectionsPerHost > 0 else {
+            throw InterceptionError(code: .invalidConfiguration, message: "the connect timeout and connection limits must be positive")
         }
         let tls: TLSConfiguration
         do {
@@ -111,36 +112,43 @@ final class PinnedTransport: Sendable {
     /// The number of pinned clients kept (for tests).
     var clientCount: Int { state.withLock { $0.entries.count } }
 
-    /// Sends `exchange` and collects the whole response, within `deadline`.
-    /// - Throws: the AsyncHTTPClient or NIO error as it is (``classify(_:)`` maps it), `NIOTooManyBytesError`,
+    /// Why an attempt failed, and whether any of the request had gone out.
+    struct AttemptFailure: Error {
+        var underlying: any Error
+        var requestSent: Bool
+    }
+
+    /// Sends `exchange` and collects the whole response, within `deadline` (which covers the body too).
+    ///
+    /// The exchange runs on the event loop through AsyncHTTPClient's delegate API from start to finish, so a request
+    /// costs one hop to the event loop and one back.
+    /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it), or
     ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
     func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
         let key = Key(host: exchange.host, address: exchange.address)
         let client = try acquire(key)
         defer { release(key, client) }
-        var request = HTTPClientRequest(url: exchange.url)
-        request.method = HTTPMethod(rawValue: exchange.method)
-        for (name, value) in exchange.headers { request.headers.add(name: name, value: value) }
-        if let body = exchange.body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let logger = self.logger
-        let requestCopy = request
-        // AsyncHTTPClient's deadline ends at the response head; the time limit also covers a body that stalls.
-        let remaining = Duration.nanoseconds(max(0, (deadline - .now()).nanoseconds))
-        return try await withTimeLimit(remaining, orThrow: HTTPClientError.deadlineExceeded) {
-            let started = ContinuousClock.now
-            let response = try await client.execute(requestCopy, deadline: deadline, logger: logger)
-            let headLatency = ContinuousClock.now - started
-            if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > maximumResponseBytes {
-                throw NIOTooManyBytesError(maxBytes: maximumResponseBytes)
-            }
-            let body = try await response.body.collect(upTo: maximumResponseBytes)
-            return Response(
-                status: Int(response.status.code),
-                version: "HTTP/\(response.version.major).\(response.version.minor)",
-                headers: response.headers.map { ($0.name, $0.value) },
-                body: body,
-                headLatency: headLatency
+        let collector = ResponseCollector(limit: maximumResponseBytes)
+        let task: HTTPClient.Task<Response>
+        do {
+            let request = try HTTPClient.Request(
+                url: exchange.url,
+                method: HTTPMethod(rawValue: exchange.method),
+                headers: HTTPHeaders(exchange.headers),
+                body: exchange.body.map { .bytes($0) }
             )
+            task = client.execute(request: request, delegate: collector, deadline: deadline, logger: logger)
+        } catch {
+            throw AttemptFailure(underlying: error, requestSent: false)
+        }
+        do {
+            return try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            throw AttemptFailure(underlying: error, requestSent: collector.requestSent)
         }
     }
 
@@ -214,7 +222,10 @@ final class PinnedTransport: Sendable {
             tlsConfiguration: tlsConfiguration,
             redirectConfiguration: .disallow,
             timeout: .init(connect: TimeAmount(self.configuration.connectTimeout)),
-            connectionPool: .init(idleTimeout: TimeAmount(self.configuration.idleConnectionTimeout)),
+            connectionPool: .init(
+                idleTimeout: TimeAmount(self.configuration.idleConnectionTimeout),
+                concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.maximumConnectionsPerHost
+            ),
             proxy: nil,
             decompression: .disabled
         )
@@ -227,12 +238,18 @@ final class PinnedTransport: Sendable {
     /// Maps an error from AsyncHTTPClient, NIO or the transport to an ``InterceptionError`` and says whether the
     /// attempt may move on to another address.
     static func classify(_ error: any Error) -> (InterceptionError.Code, String, Retry) {
+        if let failure = error as? AttemptFailure {
+            let (code, message, retry) = classify(failure.underlying)
+            // Nothing went out: any failure of the connection itself may move on to the next address.
+            if !failure.requestSent, retry == .afterSending { return (code, message, .beforeSending) }
+            return (code, message, retry)
+        }
         switch error {
         case let error as InterceptionError:
             return (error.code, error.message, .never)
         case is CancellationError:
             return (.cancelled, "the request was cancelled", .never)
-        case is NIOTooManyBytesError:
+        case is NIOTooManyBytesError, is ResponseCollector.TooLarge:
             return (.responseTooLarge, "the response body is larger than the cap", .never)
         case let error as NIOSSLExtraError where error == .failedToValidateHostname:
             return (.certificateRejected, "the certificate does not name the host: \(error)", .never)
@@ -308,5 +325,62 @@ private final class BackgroundClosers: Sendable {
             if pending.isEmpty { return }
             for task in pending { await task.value }
         }
+    }
+}
+
+/// Collects a response on the event loop, with a size cap, the time to the response head, and whether any of the
+/// request was sent.
+///
+/// `@unchecked Sendable`: AsyncHTTPClient calls every delegate method on the request's event loop, one at a time, so
+/// the mutable fields are only touched there; `requestSent` is an atomic because the caller reads it after a failure.
+final class ResponseCollector: HTTPClientResponseDelegate, @unchecked Sendable {
+    typealias Response = PinnedTransport.Response
+
+    struct TooLarge: Error {}
+
+    private let limit: Int
+    private let started = ContinuousClock.now
+    private let sent = Atomic<Bool>(false)
+    private var head: HTTPResponseHead?
+    private var headLatency: Duration = .zero
+    private var body: ByteBuffer?
+
+    init(limit: Int) { self.limit = limit }
+
+    var requestSent: Bool { sent.load(ordering: .acquiring) }
+
+    func didSendRequestHead(task: HTTPClient.Task<Response>, _ head: HTTPRequestHead) {
+        sent.store(true, ordering: .releasing)
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        self.head = head
+        headLatency = ContinuousClock.now - started
+        if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+            return task.eventLoop.makeFailedFuture(TooLarge())
+        }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        var part = buffer
+        if body == nil {
+            body = part
+        } else {
+            body!.writeBuffer(&part)
+        }
+        if (body?.readableBytes ?? 0) > limit { return task.eventLoop.makeFailedFuture(TooLarge()) }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
+        guard let head else { throw HTTPClientError.remoteConnectionClosed }
+        return Response(
+            status: Int(head.status.code),
+            version: "HTTP/\(head.version.major).\(head.version.minor)",
+            headers: head.headers.map { ($0.name, $0.value) },
+            body: body ?? ByteBuffer(),
+            headLatency: headLatency
+        )
     }
 }

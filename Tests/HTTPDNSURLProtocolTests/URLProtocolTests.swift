@@ -336,6 +336,39 @@ struct URLProtocolTests {
         await fixture.shutdown()
     }
 
+    @Test("clients beyond the bound are evicted least recently used first, and requests keep working")
+    func boundedClients() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture { $0.maximumPinnedClients = 2 }
+        for host in ["h1.test", "h2.test", "h3.test"] { try fixture.pin(host, to: "127.0.0.5") }
+        for host in ["h1.test", "h2.test", "h3.test", "h1.test"] {
+            let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://\(host):\(server.port)/")!))
+            #expect(text(data).contains("host=\(host):\(server.port)"))
+        }
+        #expect(fixture.interceptor.pinnedClientCount == 2)
+        await fixture.shutdown()
+    }
+
+    // A challenge with a realm (Basic realm="api") makes this platform's URLSession wait for a credential forever,
+    // with or without the protocol (the README's notes say so); a Bearer challenge must come through.
+    @Test("a 401 with a Bearer challenge reaches the caller as it is")
+    func unauthorized() async throws {
+        let challenge = "Bearer error=\"invalid_token\""
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { _ in
+            .full(status: 401, headers: [("WWW-Authenticate", challenge)], body: Array("denied".utf8))
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let session = fixture.session
+        let url = URL(string: "http://api.test:\(server.port)/private")!
+        let (data, response) = try await withTimeLimit(.seconds(10)) { try await session.data(for: URLRequest(url: url)) }
+        #expect((response as? HTTPURLResponse)?.statusCode == 401)
+        #expect(text(data) == "denied")
+        await fixture.shutdown()
+    }
+
     @Test("rewriting keeps the port, brackets IPv6, sets Host and the tag; the transport strips the tag")
     func rewriting() throws {
         let request = URLRequest(url: URL(string: "https://api.test:8443/p?q=1")!)

@@ -1,0 +1,125 @@
+import Benchmark
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPDNS
+import HTTPDNSURLProtocol
+
+// URLSession with the rewriting URL protocol, side by side with the same URLSession without it, against one local
+// keep-alive HTTP server (nginx, started by Benchmarks/run.sh, which passes HTTPDNS_BENCH_HTTP=127.0.0.1:PORT)
+// serving a 1 KiB body. The protocol's host resolves through the HostResolver's cache (one upstream lookup, then
+// cache hits); the plain session goes to 127.0.0.1 directly, so it pays no resolution at all.
+
+let requestsPerRun = Int(ProcessInfo.processInfo.environment["HTTPDNS_BENCH_HTTP_REQUESTS"] ?? "") ?? 4000
+let concurrency = 16
+let latencySamples = 400
+
+extension BenchmarkMetric {
+    static let protocolRate = BenchmarkMetric.custom("with protocol requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let plainRate = BenchmarkMetric.custom("URLSession alone requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let rateRatio = BenchmarkMetric.custom("with/alone %", polarity: .prefersLarger, useScalingFactor: false)
+    static let protocolP50 = BenchmarkMetric.custom("with protocol p50 (us)", useScalingFactor: false)
+    static let plainP50 = BenchmarkMetric.custom("URLSession alone p50 (us)", useScalingFactor: false)
+    static let addedP50 = BenchmarkMetric.custom("added p50 (us, negative = faster)", useScalingFactor: false)
+    static let resolveP50 = BenchmarkMetric.custom("protocol resolve+rewrite p50 (us)", useScalingFactor: false)
+}
+
+/// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
+struct BenchUpstream: HostNameResolver {
+    func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        Resolution(host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: 3600, source: "bench")])
+    }
+}
+
+/// The resolve-and-rewrite time of each intercepted request, from its trace.
+final class ResolveTimes: @unchecked Sendable {
+    // Lock discipline: `values` is only touched under `lock`.
+    private let lock = NSLock()
+    private var values: [Double] = []
+    func append(_ value: Double) { lock.withLock { values.append(value) } }
+    func median() -> Double { lock.withLock { values.isEmpty ? 0 : values.sorted()[values.count / 2] } }
+    func reset() { lock.withLock { values.removeAll() } }
+}
+
+func microseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1e6 + Double(duration.components.attoseconds) / 1e12
+}
+
+/// `count` GETs of `url`, `workers` at a time; every answer must be a 200 with 1 KiB. Returns requests per second.
+func throughput(_ session: URLSession, url: URL, count: Int, workers: Int) async throws -> Double {
+    let start = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                for _ in 0..<(count / workers) {
+                    let (data, response) = try await session.data(for: URLRequest(url: url))
+                    precondition((response as? HTTPURLResponse)?.statusCode == 200 && data.count == 1024)
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
+    return Double(count / workers * workers) / (microseconds(ContinuousClock.now - start) / 1e6)
+}
+
+/// The median latency of `count` sequential GETs.
+func medianLatency(_ session: URLSession, url: URL, count: Int) async throws -> Double {
+    var samples: [Double] = []
+    for _ in 0..<count {
+        let start = ContinuousClock.now
+        let (data, _) = try await session.data(for: URLRequest(url: url))
+        samples.append(microseconds(ContinuousClock.now - start))
+        precondition(data.count == 1024)
+    }
+    return samples.sorted()[count / 2]
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(120), maxIterations: 5)
+    guard let server = ProcessInfo.processInfo.environment["HTTPDNS_BENCH_HTTP"] else {
+        print("HTTPDNS_BENCH_HTTP is not set: run Benchmarks/run.sh, which starts nginx.")
+        return
+    }
+    let port = server.split(separator: ":").last.map(String.init) ?? "80"
+    let times = ResolveTimes()
+    let resolver = HostResolver(upstreams: [.init(name: "bench", kind: .other, resolver: BenchUpstream())], prober: nil)
+    let interceptor = try! HTTPDNSInterceptor(
+        resolver: resolver,
+        configuration: .init(
+            maximumConnectionsPerHost: concurrency,
+            cookieStorage: nil,
+            traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }
+        )
+    )
+    let intercepted = URLSessionConfiguration.ephemeral
+    intercepted.httpMaximumConnectionsPerHost = concurrency
+    HTTPDNSURLProtocol.install(interceptor, into: intercepted)
+    let plain = URLSessionConfiguration.ephemeral
+    plain.httpMaximumConnectionsPerHost = concurrency
+    let withProtocol = URLSession(configuration: intercepted)
+    let alone = URLSession(configuration: plain)
+    let protocolURL = URL(string: "http://web.bench:\(port)/1k")!
+    let plainURL = URL(string: "http://127.0.0.1:\(port)/1k")!
+
+    Benchmark(
+        "URLSession + HTTPDNSURLProtocol vs URLSession alone: 1 KiB keep-alive, \(concurrency) concurrent",
+        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+    ) { benchmark in
+        // Warm both: connections open, the host cached.
+        _ = try await throughput(withProtocol, url: protocolURL, count: concurrency * 4, workers: concurrency)
+        _ = try await throughput(alone, url: plainURL, count: concurrency * 4, workers: concurrency)
+        times.reset()
+        let plainRate = try await throughput(alone, url: plainURL, count: requestsPerRun, workers: concurrency)
+        let protocolRate = try await throughput(withProtocol, url: protocolURL, count: requestsPerRun, workers: concurrency)
+        let plainP50 = try await medianLatency(alone, url: plainURL, count: latencySamples)
+        let protocolP50 = try await medianLatency(withProtocol, url: protocolURL, count: latencySamples)
+        benchmark.measurement(.protocolRate, Int(protocolRate))
+        benchmark.measurement(.plainRate, Int(plainRate))
+        benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
+        benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
+        benchmark.measurement(.plainP50, Int(plainP50.rounded()))
+        benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
+        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+    }
+}
