@@ -296,7 +296,9 @@ public final class HTTPDNSInterceptor: Sendable {
             } catch {
                 let (code, message, retry) = Task.isCancelled
                     ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
-                let failure = InterceptionError(code: code, message: message, url: url.absoluteString, addressesTried: tried, source: error)
+                let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
+                let failure = InterceptionError(
+                    code: code, message: message, url: url.absoluteString, addressesTried: tried, source: underlying)
                 hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
                 if let candidate, let name, retry != .never || code == .certificateRejected {
                     resolver.reportFailure(to: candidate, of: name)

@@ -80,20 +80,9 @@ final class TraceLog: Sendable {
     var all: [RequestTrace] { traces.withLock { $0 } }
 }
 
-/// Runs `body`, failing the test if it takes longer than `limit`.
+/// Runs `body`, failing the test if it takes longer than `limit` (the package's own time limit helper).
 func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TimeLimitExceeded(limit: limit)
-        }
-        return value
-    }
+    try await withTimeLimit(limit, orThrow: TimeLimitExceeded(limit: limit), body)
 }
 
 struct TimeLimitExceeded: Error, CustomStringConvertible {
