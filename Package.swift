@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "HTTPDNS", targets: ["HTTPDNS"]),
         .library(name: "HTTPDNSURLProtocol", targets: ["HTTPDNSURLProtocol"]),
         .executable(name: "hostsctl", targets: ["hostsctl"]),
+        // The command tree as a library, for embedding and for the benchmarks that measure `hostsctl bench` itself.
+        .library(name: "HostsCTL", targets: ["HostsCTL"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -110,7 +110,7 @@ public final class URLSessionFetcher: Sendable {
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.addValue(value, forHTTPHeaderField: name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
-        urlRequest.timeoutInterval = Double(request.timeout.components.seconds) + Double(request.timeout.components.attoseconds) / 1e18
+        urlRequest.timeoutInterval = request.timeout.fractionalSeconds
         lastTrace.value.withLock { $0 = nil }
         let started = ContinuousClock.now
         do {

@@ -103,7 +103,7 @@ public struct FetchCommand: AsyncParsableCommand {
             throw ValidationError("the settings have errors; see above (hostsctl config check)")
         }
         if let hosts {
-            try ResolveCommand.reportOverrideProblems(hosts)
+            try ResolutionOptions.reportOverrideProblems(hosts)
             settings.overridesFile = hosts
             if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
         }
@@ -220,8 +220,7 @@ struct FetchReport {
     }
 
     static func milliseconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return ((Double(seconds) * 1000 + Double(attoseconds) / 1e15) * 1000).rounded() / 1000
+        (duration.fractionalMilliseconds * 1000).rounded() / 1000
     }
 
     private var hops: [RequestTrace.Hop] { trace?.hops ?? [] }

@@ -18,37 +18,9 @@ public struct ResolveCommand: AsyncParsableCommand {
     @Argument(help: "Host names (or IP literals) to resolve.")
     public var names: [String] = []
 
-    /// The DNS servers; the system's when none is given.
-    @Option(
-        name: .customLong("server"),
-        help: ArgumentHelp("DNS server as IP[:PORT] or [IPv6]:PORT; repeatable. Default: /etc/resolv.conf.", valueName: "IP[:PORT]"),
-        transform: { try ServerAddress(parsing: $0) }
-    )
-    public var servers: [ServerAddress] = []
-
-    /// Which address family to ask for.
-    @Option(help: "Address family: ipv4, ipv6 or any.", transform: ResolveCommand.parseFamily)
-    public var family: AddressFamily = .any
-
-    /// Seconds to wait for each try.
-    @Option(
-        help: """
-            Seconds to wait for an answer on the first try (c-ares doubles it on each later round);             with HTTP DNS, the time one HTTP exchange may take.
-            """
-    )
-    public var timeout: Double?
-
-    /// How many tries per query.
-    @Option(help: "How many times each query is sent before it times out (default 2).")
-    public var tries: Int?
-
-    /// The settings file.
-    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
-    public var config: String?
-
-    /// An overrides file in hosts format; its names are answered from it with source `override`.
-    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
-    public var hosts: String?
+    /// How names are resolved: servers, family (default `any`), timeouts, settings, overrides, HTTP DNS.
+    @OptionGroup
+    public var resolution: ResolutionOptions
 
     /// One layer to ask instead of the whole pipeline.
     @Option(
@@ -73,10 +45,6 @@ public struct ResolveCommand: AsyncParsableCommand {
     @Flag(help: "Probe each address with TCP connects (probe.ports) before printing, so scores are measured.")
     public var probe = false
 
-    /// An HTTP DNS service to resolve through instead of the configured upstreams.
-    @OptionGroup(title: "HTTP DNS")
-    public var httpDNS: HTTPDNSOptions
-
     /// Print JSON instead of tables.
     @Flag(help: "Print a JSON array with one object per host.")
     public var json = false
@@ -84,43 +52,32 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// Creates the command (used by the argument parser).
     public init() {}
 
-    /// Checks argument ranges before anything runs.
+    /// Checks the combinations of options before anything runs.
     public func validate() throws {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
-        if let timeout, !(timeout.isFinite && timeout >= 0.001 && timeout <= 3600) {
-            throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
-        }
-        if let tries, !(1...16).contains(tries) { throw ValidationError("--tries must be between 1 and 16.") }
-        if httpDNS.isSelected, !servers.isEmpty {
-            throw ValidationError("--server is for c-ares; it cannot be combined with HTTP DNS options.")
-        }
         if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
         if noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
-        if httpDNS.isSelected, let source, source != .httpdns {
+        if resolution.httpDNS.isSelected, let source, source != .httpdns {
             throw ValidationError("HTTP DNS options select the httpdns layer; they cannot be combined with --source \(source.rawValue).")
         }
-        if !servers.isEmpty, let source, source != .cares {
+        if !resolution.servers.isEmpty, let source, source != .cares {
             throw ValidationError("--server is for c-ares; it cannot be combined with --source \(source.rawValue).")
         }
     }
 
+    /// The address family asked for: `any` unless `--family` says otherwise.
+    var family: AddressFamily { resolution.family ?? .any }
+
     /// Resolves every host concurrently through the pipeline and prints the results in the order given.
     public func run() async throws {
-        let file = SettingsLoading.load(config)
-        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-        guard let loaded = file.settings, file.errors.isEmpty else {
-            throw ValidationError("the settings have errors; see above (hostsctl config check)")
-        }
-        let settings = try effectiveSettings(loaded)
+        let settings = try effectiveSettings(try resolution.loadSettings())
+        try ResolutionOptions.checkOverrides(settings)
         var upstreams: [HostResolver.Upstream]?
         var transport: HTTPDNSTransport?
-        if httpDNS.isSelected {
-            let (resolver, made) = try httpDNS.makeResolver(timeout: Self.duration(timeout, default: 5))
+        if resolution.httpDNS.isSelected {
+            let (resolver, made) = try resolution.httpDNS.makeResolver(timeout: Self.duration(resolution.timeout, default: 5))
             upstreams = [HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)]
             transport = made
-        }
-        if let overridesPath = settings.overridesFile, settings.sources.contains(.overrides) {
-            try Self.reportOverrideProblems(overridesPath)
         }
         let resolver = try Self.usage {
             try HostResolver(settings: settings, upstreams: upstreams, logger: CommandLogging.logger())
@@ -145,21 +102,9 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// The settings with this command's options applied.
     func effectiveSettings(_ loaded: ResolverSettings) throws -> ResolverSettings {
         var settings = loaded
-        if let hosts {
-            settings.overridesFile = hosts
-            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
-        }
-        if !servers.isEmpty { settings.caresServers = servers }
-        if let timeout {
-            settings.caresTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
-            settings.httpTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
-        }
-        if let tries { settings.caresTries = tries }
-        settings.trustCA += httpDNS.trustCA
+        let httpDNS = resolution.httpDNS
         if noCache { settings.cacheEnabled = false }
         if let cacheFile { settings.cachePath = cacheFile }
-        settings.reloadIntervalMilliseconds = 0
-        settings.preResolve = []
         settings.probeEnabled = probe && settings.probeEnabled
         if probe { settings.probeIntervalSeconds = 1 }
         if let source {
@@ -226,31 +171,10 @@ public struct ResolveCommand: AsyncParsableCommand {
         }
     }
 
-    /// Reports the bad lines of an overrides file on standard error (they are skipped); an unreadable file is a
-    /// usage error.
-    static func reportOverrideProblems(_ path: String) throws {
-        let file: HostsFile
-        do {
-            file = try HostsFile(contentsOf: path)
-        } catch {
-            throw ValidationError(error.message)
-        }
-        for diagnostic in file.diagnostics {
-            printToStandardError("\(diagnostic) (line skipped)")
-        }
-    }
-
     static func parseSource(_ text: String) throws -> ResolverSettings.Source {
         guard let source = ResolverSettings.Source(rawValue: text.lowercased()) else {
             throw ValidationError("'\(text)' is not a layer; use overrides, cache, httpdns or cares.")
         }
         return source
-    }
-
-    static func parseFamily(_ text: String) throws -> AddressFamily {
-        guard let family = AddressFamily(rawValue: text.lowercased()) else {
-            throw ValidationError("'\(text)' is not a family; use ipv4, ipv6 or any.")
-        }
-        return family
     }
 }

@@ -18,10 +18,7 @@ struct ResolveReport: Sendable {
         return nil
     }
 
-    var elapsedMilliseconds: Double {
-        let (seconds, attoseconds) = elapsed.components
-        return Double(seconds) * 1000 + Double(attoseconds) / 1e15
-    }
+    var elapsedMilliseconds: Double { elapsed.fractionalMilliseconds }
 
     /// The report with its addresses re-ranked from the cache (after probes measured them); order and scores
     /// change, the rest stays.
@@ -105,15 +102,17 @@ struct ResolveReport: Sendable {
     }
 }
 
-/// Left-aligned plain-text columns.
+/// Plain-text columns, left-aligned unless named in `rightAligned` (for numbers), two spaces apart.
 enum TextTable {
-    static func render(header: [String], rows: [[String]], indent: Int) -> String {
+    static func render(header: [String], rows: [[String]], indent: Int, rightAligned: Set<Int> = []) -> String {
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         let pad = String(repeating: " ", count: indent)
         return all.map { row in
             pad + row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index] + 2, withPad: " ", startingAt: 0)
+                let fill = String(repeating: " ", count: widths[index] - cell.count)
+                if rightAligned.contains(index) { return fill + cell + (index == row.count - 1 ? "" : "  ") }
+                return index == row.count - 1 ? cell : cell + fill + "  "
             }.joined()
         }.joined(separator: "\n") + "\n"
     }

@@ -47,7 +47,7 @@ struct OverridesCommandTests {
 
     @Test("an unreadable overrides file is a usage error")
     func unreadable() throws {
-        #expect(throws: ValidationError.self) { try ResolveCommand.reportOverrideProblems("/nonexistent/hosts") }
+        #expect(throws: ValidationError.self) { try ResolutionOptions.reportOverrideProblems("/nonexistent/hosts") }
     }
 
     @Test("config check pinpoints errors and exits 1; a good file exits 0")

@@ -16,10 +16,10 @@ struct ResolveCommandTests {
                 "--tries", "3", "--json", "a.test", "b.test",
             ]) as? ResolveCommand
         )
-        #expect(command.servers.map(\.description) == ["127.0.0.1:5353", "[::1]:53"])
-        #expect(command.family == .ipv6)
-        #expect(command.timeout == 0.5)
-        #expect(command.tries == 3)
+        #expect(command.resolution.servers.map(\.description) == ["127.0.0.1:5353", "[::1]:53"])
+        #expect(command.resolution.family == .ipv6)
+        #expect(command.resolution.timeout == 0.5)
+        #expect(command.resolution.tries == 3)
         #expect(command.json)
         #expect(command.names == ["a.test", "b.test"])
     }

@@ -2,6 +2,7 @@ import Benchmark
 import CAresDriver
 import Foundation
 import HTTPDNS
+import HostsCTL
 
 // Resolver throughput and latency against local DNS servers, side by side with a C program that drives c-ares
 // directly (Sources/CAresDriver), in the same process and the same iteration, so the ratio is measured, not
@@ -26,6 +27,12 @@ extension BenchmarkMetric {
     static let swiftP50 = BenchmarkMetric.custom("Swift p50 latency (us)", useScalingFactor: false)
     static let swiftP99 = BenchmarkMetric.custom("Swift p99 latency (us)", useScalingFactor: false)
     static let cP50 = BenchmarkMetric.custom("C p50 latency (us)", useScalingFactor: false)
+    static let toolQPS = BenchmarkMetric.custom("hostsctl bench queries/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let toolVsPinned = BenchmarkMetric.custom(
+        "hostsctl bench / Swift on resolver executor %", polarity: .prefersLarger, useScalingFactor: false)
+    static let toolVsDefault = BenchmarkMetric.custom(
+        "hostsctl bench / Swift default executor %", polarity: .prefersLarger, useScalingFactor: false)
+    static let toolP50 = BenchmarkMetric.custom("hostsctl bench p50 latency (us)", useScalingFactor: false)
     static let idleCPU = BenchmarkMetric.custom("CPU with an idle resolver (us per s)", useScalingFactor: false)
     static let baselineCPU = BenchmarkMetric.custom("CPU without a resolver (us per s)", useScalingFactor: false)
 }
@@ -145,7 +152,32 @@ let benchmarks: @Sendable () -> Void = {
             resolver.shutdown()
         }
     }
-    if let (_, address) = list.first {
+    if let (name, address) = list.first {
+        // `hostsctl bench --source cares` (the command's own code: argument parsing, settings, its load generator with
+        // per-worker tallies and tickets) against the plain resolver loops above, in the same iteration.
+        Benchmark(
+            "hostsctl bench vs resolver loops, \(inFlight) in flight, \(name)",
+            configuration: .init(metrics: [.wallClock, .toolQPS, .toolVsPinned, .toolVsDefault, .toolP50, .pinnedQPS, .swiftQPS])
+        ) { benchmark in
+            let server = try ServerAddress(parsing: address)
+            let resolver = try CAresResolver(options: .init(servers: [server]))
+            let hosts = try names.map { try HostName($0) }
+            let pinned = try await runSwift(resolver, hosts: hosts, onResolverExecutor: true)
+            let swift = try await runSwift(resolver, hosts: hosts, onResolverExecutor: false)
+            resolver.shutdown()
+            let command = try BenchCommand.parse(
+                ["--source", "cares", "--server", address, "--queries", "\(batch)", "--concurrency", "\(inFlight)"] + names)
+            let results = try await command.measureSources()
+            guard let tool = results.first, tool.ok == batch else {
+                fatalError("hostsctl bench did not answer every query: \(results.map { "\($0.ok)/\($0.queries) \($0.errors)" })")
+            }
+            benchmark.measurement(.toolQPS, Int(tool.queriesPerSecond))
+            benchmark.measurement(.toolVsPinned, Int((tool.queriesPerSecond / pinned.qps * 100).rounded()))
+            benchmark.measurement(.toolVsDefault, Int((tool.queriesPerSecond / swift.qps * 100).rounded()))
+            benchmark.measurement(.toolP50, Int(((tool.percentile(0.5) ?? 0) * 1000).rounded()))
+            benchmark.measurement(.pinnedQPS, Int(pinned.qps))
+            benchmark.measurement(.swiftQPS, Int(swift.qps))
+        }
         Benchmark(
             "c-ares: process CPU over 1 s, idle resolver vs none",
             configuration: .init(metrics: [.idleCPU, .baselineCPU], maxIterations: 3)

@@ -64,13 +64,13 @@ struct CacheInstant: Comparable, Hashable, Sendable {
 
 extension Duration {
     /// The duration in (fractional) milliseconds.
-    var fractionalMilliseconds: Double {
+    package var fractionalMilliseconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) * 1000 + Double(attoseconds) / 1e15
     }
 
     /// The duration in (fractional) seconds.
-    var fractionalSeconds: Double { fractionalMilliseconds / 1000 }
+    package var fractionalSeconds: Double { fractionalMilliseconds / 1000 }
 
     /// The duration in whole nanoseconds, saturating at the limits of Int64.
     var wholeNanoseconds: Int64 {

@@ -15,6 +15,8 @@ extension HostResolver {
     ///   - clock: The cache's clocks.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
+    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``ResolverSettings/cachePath``
+    ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
     public convenience init(
@@ -23,7 +25,8 @@ extension HostResolver {
         prober: (any ConnectProber)? = TCPConnectProber(),
         clock: CacheClock = .system,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        persistingCache: Bool = true
     ) throws(DNSError) {
         var cleanups: [@Sendable () async -> Void] = []
         var built: [Upstream] = []
@@ -86,7 +89,7 @@ extension HostResolver {
                     race: settings.race,
                     probing: probing,
                     preResolve: settings.preResolve,
-                    cachePath: useCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
+                    cachePath: useCache && persistingCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
                 ),
                 logger: logger,
                 metricsFactory: metricsFactory,

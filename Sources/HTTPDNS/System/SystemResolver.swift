@@ -1,0 +1,106 @@
+import Glibc
+import NIOPosix
+
+extension ResolutionSource {
+    /// An answer from the operating system's resolver (`getaddrinfo`).
+    public static let system: ResolutionSource = "system"
+}
+
+/// The operating system's resolver, `getaddrinfo(3)`, run on a pool of threads so callers never block.
+///
+/// This is what `URLSession` and most programs use: `/etc/hosts`, `/etc/nsswitch.conf` and `/etc/resolv.conf`
+/// decide the answer, and it reports no TTLs (every address gets TTL 0). It is here as the baseline to measure the
+/// other resolvers against (`hostsctl bench --source system`), not as a layer of the pipeline.
+public final class SystemResolver: HostNameResolver {
+    private let pool: NIOThreadPool
+
+    /// Starts `threads` threads (1 to 1024); at most that many lookups run at once, the rest wait in turn.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
+    public init(threads: Int = 8) throws(DNSError) {
+        guard (1...1024).contains(threads) else {
+            throw DNSError(code: .invalidConfiguration, message: "threads must be between 1 and 1024, not \(threads)")
+        }
+        pool = NIOThreadPool(numberOfThreads: threads)
+        pool.start()
+    }
+
+    deinit {
+        pool.shutdownGracefully { _ in }
+    }
+
+    /// Stops the threads once the lookups in flight end; later lookups fail with ``DNSError/Code/shutdown``.
+    public func shutdown() async {
+        try? await pool.shutdownGracefully()
+    }
+
+    /// Resolves `host` with `getaddrinfo`, one address per IP (stream sockets), in the system's order.
+    /// - Throws: ``DNSError`` (`notFound`, `noData`, `timeout` for a temporary failure, `shutdown`, …) with the
+    ///   host as context.
+    public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        let result: Result<Resolution, DNSError>
+        do {
+            result = try await pool.runIfActive { Self.lookup(host, family: family) }
+        } catch {
+            throw DNSError(code: .shutdown, message: "the system resolver was shut down", host: host.name)
+        }
+        return try result.get()
+    }
+
+    /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
+    public static func lookup(_ host: HostName, family: AddressFamily) -> Result<Resolution, DNSError> {
+        var hints = addrinfo()
+        switch family {
+        case .ipv4: hints.ai_family = AF_INET
+        case .ipv6: hints.ai_family = AF_INET6
+        case .any: hints.ai_family = AF_UNSPEC
+        }
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host.name, nil, &hints, &list)
+        guard status == 0 else {
+            let reason = String(cString: gai_strerror(status))
+            return .failure(DNSError(code: code(forLookupStatus: status), message: "getaddrinfo: \(reason)", host: host.name))
+        }
+        defer { freeaddrinfo(list) }
+        var addresses: [ResolvedAddress] = []
+        var seen = Set<IPAddress>()
+        var cursor = list
+        while let entry = cursor {
+            if let ip = address(of: entry.pointee), seen.insert(ip).inserted {
+                addresses.append(ResolvedAddress(ip: ip, ttl: 0, source: .system))
+            }
+            cursor = entry.pointee.ai_next
+        }
+        guard !addresses.isEmpty else {
+            return .failure(DNSError(code: .noData, message: "getaddrinfo returned no address", host: host.name))
+        }
+        let ordered = addresses.filter { $0.ip.family == .ipv4 } + addresses.filter { $0.ip.family != .ipv4 }
+        return .success(Resolution(host: host.name, addresses: ordered))
+    }
+
+    private static func address(of entry: addrinfo) -> IPAddress? {
+        guard let socketAddress = entry.ai_addr else { return nil }
+        var text = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let status = getnameinfo(socketAddress, entry.ai_addrlen, &text, socklen_t(text.count), nil, 0, NI_NUMERICHOST)
+        guard status == 0 else { return nil }
+        return IPAddress(String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    // glibc's EAI_NODATA and EAI_ADDRFAMILY ("no address of the requested family"), which its headers declare only
+    // with _GNU_SOURCE, so Swift does not see them.
+    private static let glibcNoData: Int32 = -5
+    private static let glibcAddressFamily: Int32 = -9
+
+    /// The ``DNSError/Code`` for a `getaddrinfo` status.
+    static func code(forLookupStatus status: Int32) -> DNSError.Code {
+        switch status {
+        case EAI_NONAME: .notFound
+        case glibcNoData, glibcAddressFamily: .noData
+        case EAI_AGAIN: .timeout
+        case EAI_FAIL: .serverFailure
+        case EAI_MEMORY: .noMemory
+        case EAI_FAMILY: .badFamily
+        default: .internalError
+        }
+    }
+}

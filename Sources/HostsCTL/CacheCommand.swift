@@ -1,0 +1,249 @@
+public import ArgumentParser
+import Foundation
+import HTTPDNS
+
+/// `hostsctl cache show|clear|export`: the persisted IP cache.
+public struct CacheCommand: AsyncParsableCommand {
+    /// The subcommand's name and its own subcommands.
+    public static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Show, clear or export the persisted IP cache.",
+        subcommands: [Show.self, Clear.self, Export.self]
+    )
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+
+    /// Which cache file the subcommands use.
+    public struct Location: ParsableArguments {
+        /// The file.
+        @Option(
+            name: .customLong("cache-file"),
+            help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
+        )
+        public var cacheFile: String?
+
+        /// The settings file, for cache.path and the cache's limits.
+        @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+        public var config: String?
+
+        /// Creates the options (used by the argument parser).
+        public init() {}
+
+        /// The path and the settings.
+        func resolve() throws -> (path: String, settings: ResolverSettings) {
+            let file = SettingsLoading.load(config)
+            for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+            guard let settings = file.settings, file.errors.isEmpty else {
+                throw ValidationError("the settings have errors; see above (hostsctl config check)")
+            }
+            guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
+                throw ValidationError("no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")
+            }
+            return (path, settings)
+        }
+
+        /// The cache as persisted at the path; a missing file is an empty cache, a damaged one an error.
+        func load() throws -> (path: String, cache: HostCache) {
+            let (path, settings) = try resolve()
+            let cache = HostCache(configuration: HostCache.Configuration(settings: settings))
+            if let problem = cache.load(from: path).problem {
+                printToStandardError("error: the cache file \(path) cannot be used: \(problem) (hostsctl cache clear removes it)")
+                throw ExitCode(1)
+            }
+            return (path, cache)
+        }
+    }
+
+    /// `hostsctl cache show`: every cached host with its ranked addresses.
+    public struct Show: AsyncParsableCommand {
+        /// The subcommand's name and help.
+        public static let configuration = CommandConfiguration(
+            abstract: "List the cached hosts: ranked addresses with scores, TTL left, where the answer came from."
+        )
+
+        /// Which file.
+        @OptionGroup public var location: Location
+
+        /// Print JSON.
+        @Flag(help: "Print a JSON array with one object per cached answer.")
+        public var json = false
+
+        /// Creates the command (used by the argument parser).
+        public init() {}
+
+        /// Prints the cache.
+        public func run() async throws {
+            let (path, cache) = try location.load()
+            let entries = cache.entries().sorted { ($0.host, $0.family.rawValue) < ($1.host, $1.family.rawValue) }
+            if json {
+                print(JSONValue.array(entries.map(CacheReport.json)).serialized())
+            } else if entries.isEmpty {
+                print("\(path): empty")
+            } else {
+                print("\(path): \(entries.count) answer\(entries.count == 1 ? "" : "s")\n")
+                print(entries.map(CacheReport.text).joined(separator: "\n"), terminator: "")
+            }
+        }
+    }
+
+    /// `hostsctl cache clear [HOST...]`.
+    public struct Clear: AsyncParsableCommand {
+        /// The subcommand's name and help.
+        public static let configuration = CommandConfiguration(
+            abstract: "Remove the cache file, or only the named hosts from it."
+        )
+
+        /// Hosts to forget; all when empty.
+        @Argument(help: "Hosts to remove from the cache; without any, the whole file is removed.")
+        public var hosts: [String] = []
+
+        /// Which file.
+        @OptionGroup public var location: Location
+
+        /// Print JSON.
+        @Flag(help: "Print {\"path\", \"removed\"} as JSON.")
+        public var json = false
+
+        /// Creates the command (used by the argument parser).
+        public init() {}
+
+        /// Checks the names.
+        public func validate() throws {
+            for host in hosts {
+                do { _ = try HostName(host) } catch { throw ValidationError("'\(host)' is not a valid host name: \(error.message)") }
+            }
+        }
+
+        /// Removes the file or the hosts.
+        public func run() async throws {
+            let removed: Int
+            let path: String
+            if hosts.isEmpty {
+                let (resolvedPath, settings) = try location.resolve()
+                path = resolvedPath
+                // A damaged file is removed too: that is how one recovers from it.
+                let report = HostCache(configuration: HostCache.Configuration(settings: settings)).load(from: path)
+                removed = report.loaded + report.dropped
+                do {
+                    if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+                } catch {
+                    throw ValidationError("cannot remove \(path): \(error.localizedDescription)")
+                }
+            } else {
+                let (loadedPath, cache) = try location.load()
+                path = loadedPath
+                let before = cache.count
+                for host in hosts { cache.remove(try HostName(host)) }
+                removed = before - cache.count
+                do {
+                    try cache.save(to: path)
+                } catch {
+                    throw ValidationError(error.message)
+                }
+            }
+            if json {
+                print(JSONValue.object([("path", .string(path)), ("removed", .number(Double(removed)))]).serialized())
+            } else {
+                print("removed \(removed) answer\(removed == 1 ? "" : "s") from \(path)")
+            }
+        }
+    }
+
+    /// `hostsctl cache export`: the best addresses as a hosts file, or everything as JSON.
+    public struct Export: AsyncParsableCommand {
+        /// The subcommand's name and help.
+        public static let configuration = CommandConfiguration(
+            abstract: "Write the cached answers as a hosts file (best address first) or, with --json, as JSON.",
+            discussion: """
+                The hosts format lists every cached address, best ranked first, so the file can serve as an \
+                overrides file (hostsctl --hosts FILE) on a machine without network access.
+                """
+        )
+
+        /// Which file.
+        @OptionGroup public var location: Location
+
+        /// Write JSON.
+        @Flag(help: "Write the JSON of `cache show --json` instead of a hosts file.")
+        public var json = false
+
+        /// Where to write.
+        @Option(name: .shortAndLong, help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "FILE"))
+        public var output: String?
+
+        /// Creates the command (used by the argument parser).
+        public init() {}
+
+        /// Writes the export.
+        public func run() async throws {
+            let (path, cache) = try location.load()
+            let entries = cache.entries().sorted { ($0.host, $0.family.rawValue) < ($1.host, $1.family.rawValue) }
+            let text = json
+                ? JSONValue.array(entries.map(CacheReport.json)).serialized() + "\n"
+                : CacheReport.hostsFile(entries, from: path)
+            guard let output else {
+                print(text, terminator: "")
+                return
+            }
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+            } catch {
+                throw ValidationError("cannot write \(output): \(error.localizedDescription)")
+            }
+        }
+    }
+}
+
+/// How cache entries print.
+enum CacheReport {
+    static func json(_ entry: HostCache.Entry) -> JSONValue {
+        .object([
+            ("host", .string(entry.host)),
+            ("family", .string(entry.family.rawValue)),
+            ("origin", .string(entry.origin.name)),
+            ("ttl", .number(Double(entry.ttl))),
+            ("remainingSeconds", .number((entry.remainingSeconds * 10).rounded() / 10)),
+            ("stale", .bool(entry.remainingSeconds < 0)),
+            (
+                "addresses",
+                .array(entry.addresses.map { address in
+                    .object([
+                        ("ip", .string(address.ip.description)),
+                        ("rank", .number(Double(address.rank))),
+                        ("score", .number((address.score * 1000).rounded() / 1000)),
+                        ("latencyMs", address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+                        ("successes", .number(Double(address.successes))),
+                        ("failures", .number(Double(address.failures))),
+                    ])
+                })
+            ),
+            ("error", entry.error.map { .string($0.description) } ?? .null),
+        ])
+    }
+
+    static func text(_ entry: HostCache.Entry) -> String {
+        let state = entry.remainingSeconds < 0
+            ? "stale for \(Int((-entry.remainingSeconds).rounded())) s"
+            : "expires in \(Int(entry.remainingSeconds.rounded())) s"
+        var out = "\(entry.host) (\(entry.family), from \(entry.origin), ttl \(entry.ttl) s, \(state))\n"
+        if let error = entry.error {
+            return out + "  negative answer: \(error)\n"
+        }
+        out += TextTable.render(
+            header: ["RANK", "ADDRESS", "SCORE", "CONNECTS"],
+            rows: entry.addresses.map { ["\($0.rank)", $0.ip.description, ResolveReport.scoreLabel($0), "\($0.successes) ok, \($0.failures) failed"] },
+            indent: 2
+        )
+        return out
+    }
+
+    /// hosts(5) lines, one per address, best ranked first within each host.
+    static func hostsFile(_ entries: [HostCache.Entry], from path: String) -> String {
+        var out = "# exported by hostsctl \(HostsCTLVersion.current) from \(path)\n"
+        for entry in entries where entry.error == nil {
+            for address in entry.addresses { out += "\(address.ip)\t\(entry.host)\n" }
+        }
+        return out
+    }
+}

@@ -1,0 +1,127 @@
+public import ArgumentParser
+import Foundation
+public import HTTPDNS
+
+/// The options that say how names are resolved, shared by `resolve` and `bench`: servers, family, timeouts, the
+/// settings and overrides files, and an HTTP DNS service.
+public struct ResolutionOptions: ParsableArguments {
+    /// The DNS servers; the system's when none is given.
+    @Option(
+        name: .customLong("server"),
+        help: ArgumentHelp("DNS server as IP[:PORT] or [IPv6]:PORT; repeatable. Default: /etc/resolv.conf.", valueName: "IP[:PORT]"),
+        transform: { try ServerAddress(parsing: $0) }
+    )
+    public var servers: [ServerAddress] = []
+
+    /// Which address family to ask for; each command has its own default.
+    @Option(help: "Address family: ipv4, ipv6 or any (A and AAAA).", transform: ResolutionOptions.parseFamily)
+    public var family: AddressFamily?
+
+    /// Seconds to wait for each try.
+    @Option(
+        help: """
+            Seconds to wait for an answer on the first try (c-ares doubles it on each later round); \
+            with HTTP DNS, the time one HTTP exchange may take.
+            """
+    )
+    public var timeout: Double?
+
+    /// How many tries per query.
+    @Option(help: "How many times each query is sent before it times out (default 2).")
+    public var tries: Int?
+
+    /// The settings file.
+    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    public var config: String?
+
+    /// An overrides file in hosts format; its names are answered from it with source `override`.
+    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
+    public var hosts: String?
+
+    /// An HTTP DNS service to resolve through instead of the configured upstreams.
+    @OptionGroup(title: "HTTP DNS")
+    public var httpDNS: HTTPDNSOptions
+
+    /// Creates the options (used by the argument parser).
+    public init() {}
+
+    /// Checks the ranges and the combinations these options allow.
+    public func validate() throws {
+        if let timeout, !(timeout.isFinite && timeout >= 0.001 && timeout <= 3600) {
+            throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
+        }
+        if let tries, !(1...16).contains(tries) { throw ValidationError("--tries must be between 1 and 16.") }
+        if httpDNS.isSelected, !servers.isEmpty {
+            throw ValidationError("--server is for c-ares; it cannot be combined with HTTP DNS options.")
+        }
+    }
+
+    /// Loads the settings file (diagnostics go to standard error) and applies these options to it.
+    /// - Throws: `ValidationError` when the settings have errors.
+    func loadSettings() throws -> ResolverSettings {
+        let file = SettingsLoading.load(config)
+        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+        guard let loaded = file.settings, file.errors.isEmpty else {
+            throw ValidationError("the settings have errors; see above (hostsctl config check)")
+        }
+        return apply(to: loaded)
+    }
+
+    /// Reports the bad lines of the overrides file the final settings use, if they use one.
+    /// - Throws: `ValidationError` when that file cannot be read.
+    static func checkOverrides(_ settings: ResolverSettings) throws {
+        if let path = settings.overridesFile, settings.sources.contains(.overrides) {
+            try reportOverrideProblems(path)
+        }
+    }
+
+    /// `settings` with these options applied; the pipeline is made static (no reloads, no pre-resolution).
+    func apply(to loaded: ResolverSettings) -> ResolverSettings {
+        var settings = loaded
+        if let hosts {
+            settings.overridesFile = hosts
+            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+        }
+        if !servers.isEmpty { settings.caresServers = servers }
+        if let timeout {
+            settings.caresTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.httpTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+        }
+        if let tries { settings.caresTries = tries }
+        settings.trustCA += httpDNS.trustCA
+        settings.reloadIntervalMilliseconds = 0
+        settings.preResolve = []
+        return settings
+    }
+
+    /// The c-ares options the settings describe.
+    static func caresOptions(_ settings: ResolverSettings) -> CAresResolver.Options {
+        CAresResolver.Options(
+            servers: settings.caresServers,
+            timeout: .milliseconds(settings.caresTimeoutMilliseconds),
+            tries: settings.caresTries,
+            useTCP: settings.caresTCP
+        )
+    }
+
+    /// Reports the bad lines of an overrides file on standard error (they are skipped); an unreadable file is a
+    /// usage error.
+    static func reportOverrideProblems(_ path: String) throws {
+        let file: HostsFile
+        do {
+            file = try HostsFile(contentsOf: path)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        for diagnostic in file.diagnostics {
+            printToStandardError("\(diagnostic) (line skipped)")
+        }
+    }
+
+    static func parseFamily(_ text: String) throws -> AddressFamily {
+        guard let family = AddressFamily(rawValue: text.lowercased()) else {
+            throw ValidationError("'\(text)' is not a family; use ipv4, ipv6 or any.")
+        }
+        return family
+    }
+}
