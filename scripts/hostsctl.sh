@@ -2,8 +2,10 @@
 # The project's main command: installs what hostsctl needs if missing, builds it (release), and runs it.
 #   scripts/hostsctl.sh              the demo on the default config (Config/hostsctl.json, Config/hosts): checks it,
 #                                    resolves names through the overrides and a local dnsmasq serving
-#                                    Config/demo-zone.conf, then the same over DNS-over-HTTPS through a local dnsdist
-#   scripts/hostsctl.sh ARGS...      runs `hostsctl ARGS...` (e.g. resolve --server 127.0.0.1:5353 --json api.test)
+#                                    Config/demo-zone.conf, then the same over DNS-over-HTTPS through a local dnsdist,
+#                                    fetches a page, benchmarks, probes and shows the cache
+#   scripts/hostsctl.sh ARGS...      runs `hostsctl ARGS...` with $HOSTSCTL_CONFIG defaulting to Config/hostsctl.json
+#                                    (e.g. bench api.example.test, resolve --server 127.0.0.1:5353 --json api.test)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -15,6 +17,8 @@ fi
 swift build -c release --product hostsctl >&2
 hostsctl="$(swift build -c release --show-bin-path)/hostsctl"
 if [ "$#" -gt 0 ]; then
+    # The default config of the repository, unless the caller names another one.
+    export HOSTSCTL_CONFIG="${HOSTSCTL_CONFIG:-$root/Config/hostsctl.json}"
     exec "$hostsctl" "$@"
 fi
 
@@ -67,6 +71,23 @@ pids+=($!)
 for _ in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $http_port), 0.1)" 2>/dev/null && break; sleep 0.1; done
 echo "\$ HOSTSCTL_CARES_SERVERS=127.0.0.1:$port hostsctl fetch --config Config/hostsctl.json --cache-file CACHE -o - http://web.demo.test:$http_port/hello.txt"
 HOSTSCTL_CARES_SERVERS="127.0.0.1:$port" "$hostsctl" fetch --config Config/hostsctl.json --cache-file "$cache" -o - "http://web.demo.test:$http_port/hello.txt"
+echo
+echo
+# bench: c-ares against the demo dnsmasq, then the whole pipeline cold (every query through it to dnsmasq) and warm
+# (the cache filled first); an HTML report with a latency chart per source.
+report="${TMPDIR:-/tmp}/hostsctl-bench.html"
+echo "\$ hostsctl bench --config Config/hostsctl.json --server 127.0.0.1:$port --queries 20000 --concurrency 100 --html $report api.demo.test www.demo.test v4.demo.test"
+"$hostsctl" bench --config Config/hostsctl.json --server "127.0.0.1:$port" --queries 20000 --concurrency 100 --html "$report" \
+    api.demo.test www.demo.test v4.demo.test || true
+echo
+# probe: TCP connects to each address; web.demo.test comes from dnsmasq (so the cache ranks it), loopback.example.test
+# from Config/hosts (127.0.0.1, where the web server listens, and ::1, where nothing does).
+echo "\$ HOSTSCTL_CARES_SERVERS=127.0.0.1:$port hostsctl probe --config Config/hostsctl.json --cache-file CACHE --port $http_port web.demo.test loopback.example.test"
+HOSTSCTL_CARES_SERVERS="127.0.0.1:$port" "$hostsctl" probe --config Config/hostsctl.json --cache-file "$cache" --port "$http_port" \
+    web.demo.test loopback.example.test || true
+echo
+echo "\$ hostsctl cache show --cache-file CACHE"
+"$hostsctl" cache show --cache-file "$cache"
 echo
 echo "\$ # stop dnsmasq, wait for the TTL to pass, resolve again: the cache serves the answer, marked stale"
 kill "${pids[0]}" 2>/dev/null || true
