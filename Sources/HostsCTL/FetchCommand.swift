@@ -62,13 +62,9 @@ public struct FetchCommand: AsyncParsableCommand {
     @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp("Write the last response body to FILE (- for standard output).", valueName: "FILE"))
     public var output: String?
 
-    /// The persisted cache file.
-    @Option(name: .customLong("cache-file"), help: ArgumentHelp("The persisted IP cache (default: cache.path).", valueName: "PATH"))
-    public var cacheFile: String?
-
-    /// Turn the cache off.
-    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
-    public var noCache = false
+    /// `--cache-file` and `--no-cache`.
+    @OptionGroup
+    public var cache: CacheOptions
 
     /// Print JSON.
     @Flag(help: "Print one JSON object per request.")
@@ -92,7 +88,6 @@ public struct FetchCommand: AsyncParsableCommand {
             throw ValidationError("-X needs a method name such as GET or POST.")
         }
         for header in headers { _ = try Self.parseHeader(header) }
-        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
     }
 
     /// Makes the requests and prints a report for each.
@@ -107,8 +102,7 @@ public struct FetchCommand: AsyncParsableCommand {
             settings.overridesFile = hosts
             if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
         }
-        if noCache { settings.cacheEnabled = false }
-        if let cacheFile { settings.cachePath = cacheFile }
+        cache.apply(to: &settings)
         settings.trustCA += trustCA
         settings.reloadIntervalMilliseconds = 0
         settings.preResolve = []

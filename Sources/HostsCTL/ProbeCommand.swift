@@ -40,16 +40,9 @@ public struct ProbeCommand: AsyncParsableCommand {
     @OptionGroup
     public var resolution: ResolutionOptions
 
-    /// The persisted cache file.
-    @Option(
-        name: .customLong("cache-file"),
-        help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
-    )
-    public var cacheFile: String?
-
-    /// Turn the cache off.
-    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
-    public var noCache = false
+    /// `--cache-file` and `--no-cache`.
+    @OptionGroup
+    public var cache: CacheOptions
 
     /// Print JSON.
     @Flag(help: "Print a JSON array with one object per host.")
@@ -66,28 +59,18 @@ public struct ProbeCommand: AsyncParsableCommand {
         if let connectTimeout, !(connectTimeout.isFinite && connectTimeout >= 0.001 && connectTimeout <= 600) {
             throw ValidationError("--connect-timeout must be between 0.001 and 600 seconds.")
         }
-        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
     }
 
     /// Resolves the hosts, probes their addresses and prints the report.
     public func run() async throws {
         var settings = try resolution.loadSettings()
-        if noCache { settings.cacheEnabled = false }
-        if let cacheFile { settings.cachePath = cacheFile }
+        cache.apply(to: &settings)
         settings.probeEnabled = false
         try ResolutionOptions.checkOverrides(settings)
         let port = port ?? settings.probePorts.first ?? 443
         let timeout = connectTimeout.map { Duration.milliseconds(Int64(($0 * 1000).rounded(.up))) }
             ?? .milliseconds(settings.probeTimeoutMilliseconds)
-        var upstreams: [HostResolver.Upstream]?
-        var transport: HTTPDNSTransport?
-        if resolution.httpDNS.isSelected {
-            let (resolver, made) = try resolution.httpDNS.makeResolver(timeout: .milliseconds(settings.httpTimeoutMilliseconds))
-            upstreams = [HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)]
-            transport = made
-            settings.sources.removeAll { $0 == .cares }
-            if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
-        }
+        let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, upstreams: upstreams, prober: nil, logger: CommandLogging.logger())
         }

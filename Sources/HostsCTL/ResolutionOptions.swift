@@ -94,6 +94,17 @@ public struct ResolutionOptions: ParsableArguments {
         return settings
     }
 
+    /// Builds the HTTP DNS service the options name, if any, and makes it the pipeline's only upstream: `settings`
+    /// gets the `httpdns` layer and loses `cares`. The caller shuts the transport down.
+    /// - Returns: The upstreams to give ``HostResolver`` (`nil`: the settings' own) and the transport.
+    func commandLineUpstreams(_ settings: inout ResolverSettings) throws -> (upstreams: [HostResolver.Upstream]?, transport: HTTPDNSTransport?) {
+        guard httpDNS.isSelected else { return (nil, nil) }
+        let (resolver, transport) = try httpDNS.makeResolver(timeout: .milliseconds(settings.httpTimeoutMilliseconds))
+        settings.sources.removeAll { $0 == .cares }
+        if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
+        return ([HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)], transport)
+    }
+
     /// The c-ares options the settings describe.
     static func caresOptions(_ settings: ResolverSettings) -> CAresResolver.Options {
         CAresResolver.Options(
@@ -123,5 +134,33 @@ public struct ResolutionOptions: ParsableArguments {
             throw ValidationError("'\(text)' is not a family; use ipv4, ipv6 or any.")
         }
         return family
+    }
+}
+
+/// `--cache-file` and `--no-cache`, shared by the commands that run the pipeline.
+public struct CacheOptions: ParsableArguments {
+    /// The persisted cache file.
+    @Option(
+        name: .customLong("cache-file"),
+        help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
+    )
+    public var cacheFile: String?
+
+    /// Turn the cache off.
+    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
+    public var noCache = false
+
+    /// Creates the options (used by the argument parser).
+    public init() {}
+
+    /// Refuses the contradiction.
+    public func validate() throws {
+        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
+    }
+
+    /// Turns the cache off, or points it at the file.
+    func apply(to settings: inout ResolverSettings) {
+        if noCache { settings.cacheEnabled = false }
+        if let cacheFile { settings.cachePath = cacheFile }
     }
 }

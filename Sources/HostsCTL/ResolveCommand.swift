@@ -30,16 +30,9 @@ public struct ResolveCommand: AsyncParsableCommand {
     )
     public var source: ResolverSettings.Source?
 
-    /// The persisted cache file.
-    @Option(
-        name: .customLong("cache-file"),
-        help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
-    )
-    public var cacheFile: String?
-
-    /// Turn the cache off.
-    @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
-    public var noCache = false
+    /// `--cache-file` and `--no-cache`.
+    @OptionGroup
+    public var cache: CacheOptions
 
     /// Probe the addresses before printing, so scores are measured.
     @Flag(help: "Probe each address with TCP connects (probe.ports) before printing, so scores are measured.")
@@ -55,8 +48,7 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// Checks the combinations of options before anything runs.
     public func validate() throws {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
-        if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
-        if noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
+        if cache.noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
         if resolution.httpDNS.isSelected, let source, source != .httpdns {
             throw ValidationError("HTTP DNS options select the httpdns layer; they cannot be combined with --source \(source.rawValue).")
         }
@@ -70,15 +62,9 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     /// Resolves every host concurrently through the pipeline and prints the results in the order given.
     public func run() async throws {
-        let settings = try effectiveSettings(try resolution.loadSettings())
+        var settings = try effectiveSettings(try resolution.loadSettings())
         try ResolutionOptions.checkOverrides(settings)
-        var upstreams: [HostResolver.Upstream]?
-        var transport: HTTPDNSTransport?
-        if resolution.httpDNS.isSelected {
-            let (resolver, made) = try resolution.httpDNS.makeResolver(timeout: Self.duration(resolution.timeout, default: 5))
-            upstreams = [HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)]
-            transport = made
-        }
+        let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try Self.usage {
             try HostResolver(settings: settings, upstreams: upstreams, logger: CommandLogging.logger())
         }
@@ -103,8 +89,7 @@ public struct ResolveCommand: AsyncParsableCommand {
     func effectiveSettings(_ loaded: ResolverSettings) throws -> ResolverSettings {
         var settings = loaded
         let httpDNS = resolution.httpDNS
-        if noCache { settings.cacheEnabled = false }
-        if let cacheFile { settings.cachePath = cacheFile }
+        cache.apply(to: &settings)
         settings.probeEnabled = probe && settings.probeEnabled
         if probe { settings.probeIntervalSeconds = 1 }
         if let source {
@@ -113,19 +98,8 @@ public struct ResolveCommand: AsyncParsableCommand {
             if source == .httpdns, settings.providers.isEmpty, !httpDNS.isSelected {
                 throw ValidationError("--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
             }
-        } else if httpDNS.isSelected, !settings.sources.contains(.httpdns) {
-            settings.sources.append(.httpdns)
-        }
-        if httpDNS.isSelected {
-            // The HTTP DNS options replace the configured upstreams.
-            settings.sources.removeAll { $0 == .cares }
         }
         return settings
-    }
-
-    /// Seconds from the command line, or the default, as a duration.
-    static func duration(_ seconds: Double?, default fallback: Double) -> Duration {
-        .milliseconds(Int64(((seconds ?? fallback) * 1000).rounded(.up)))
     }
 
     /// Runs `body`, turning a ``DNSError`` into a usage error (exit 64).

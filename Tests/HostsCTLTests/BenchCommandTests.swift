@@ -47,12 +47,7 @@ struct BenchCommandTests {
         ]
     )
     func badArguments(arguments: [String]) {
-        do {
-            _ = try HostsCTLCommand.parseAsRoot(arguments)
-            Issue.record("expected a parse error for \(arguments)")
-        } catch {
-            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
-        }
+        expectUsageError(arguments)
     }
 
     @Test("an unknown source, httpdns without a service and an unreadable hosts file are usage errors")
@@ -238,26 +233,5 @@ struct BenchCommandTests {
         #expect(html.contains("no successful query"))
         #expect(html.contains("a&lt;b"))
         #expect(report.json().serialized(pretty: false).contains(#""p50Ms":null"#))
-    }
-}
-
-/// A directory removed when the value is released.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-
-    init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-test-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-    /// Writes `contents` to `name` and returns its path.
-    func write(_ name: String, _ contents: String) throws -> String {
-        let path = path(name)
-        try contents.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
     }
 }

@@ -34,12 +34,7 @@ struct FetchCommandTests {
         ]
     )
     func badArguments(arguments: [String]) {
-        do {
-            _ = try HostsCTLCommand.parseAsRoot(arguments)
-            Issue.record("expected a parse error for \(arguments)")
-        } catch {
-            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
-        }
+        expectUsageError(arguments)
     }
 
     /// Runs `hostsctl fetch` with only the overrides layer, so nothing is ever asked of a real DNS server.

@@ -17,17 +17,12 @@ struct ProbeAndCacheCommandTests {
             ]) as? ProbeCommand
         )
         #expect(command.port == 8443 && command.samples == 9 && command.connectTimeout == 0.25)
-        #expect(command.resolution.family == .ipv4 && command.cacheFile == "/tmp/c.json" && command.json)
+        #expect(command.resolution.family == .ipv4 && command.cache.cacheFile == "/tmp/c.json" && command.json)
         for arguments in [
             ["probe"], ["probe", "--port", "0", "a.test"], ["probe", "--port", "65536", "a.test"], ["probe", "--samples", "0", "a.test"],
             ["probe", "--connect-timeout", "0", "a.test"], ["probe", "--no-cache", "--cache-file", "c", "a.test"],
         ] {
-            do {
-                _ = try HostsCTLCommand.parseAsRoot(arguments)
-                Issue.record("expected a parse error for \(arguments)")
-            } catch {
-                #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64), "\(arguments)")
-            }
+            expectUsageError(arguments)
         }
     }
 
@@ -40,12 +35,7 @@ struct ProbeAndCacheCommandTests {
         let clear = try #require(try HostsCTLCommand.parseAsRoot(["cache", "clear", "a.test", "b.test"]) as? CacheCommand.Clear)
         #expect(clear.hosts == ["a.test", "b.test"])
         for arguments in [["cache", "clear", "bad..name"], ["cache", "bogus"], ["cache", "show", "extra"]] {
-            do {
-                _ = try HostsCTLCommand.parseAsRoot(arguments)
-                Issue.record("expected a parse error for \(arguments)")
-            } catch {
-                #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64), "\(arguments)")
-            }
+            expectUsageError(arguments)
         }
     }
 

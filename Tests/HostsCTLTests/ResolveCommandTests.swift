@@ -33,12 +33,7 @@ struct ResolveCommandTests {
         ]
     )
     func badArguments(arguments: [String]) {
-        do {
-            _ = try HostsCTLCommand.parseAsRoot(arguments)
-            Issue.record("expected a parse error for \(arguments)")
-        } catch {
-            #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
-        }
+        expectUsageError(arguments)
     }
 
     @Test("JSON output has the documented shape, addresses, TTLs and error codes")
@@ -112,9 +107,9 @@ struct ResolveCommandTests {
                 as? ResolveCommand
         )
         #expect(command.source == .cache)
-        #expect(command.cacheFile == "/tmp/c.json")
+        #expect(command.cache.cacheFile == "/tmp/c.json")
         #expect(command.probe)
-        #expect(!command.noCache)
+        #expect(!command.cache.noCache)
         for arguments in [
             ["resolve", "--source", "bogus", "a.test"], ["resolve", "--no-cache", "--cache-file", "/tmp/c", "a.test"],
             ["resolve", "--source", "cache", "--no-cache", "a.test"],

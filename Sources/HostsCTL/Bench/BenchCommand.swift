@@ -102,6 +102,7 @@ public struct BenchCommand: AsyncParsableCommand {
             print(report.text(), terminator: "")
         }
         if let html {
+            fflush(nil)  // the table first, then the note on standard error
             do {
                 try Data(BenchHTMLReport.render(report, version: HostsCTLVersion.current).utf8).write(to: URL(fileURLWithPath: html), options: .atomic)
             } catch {

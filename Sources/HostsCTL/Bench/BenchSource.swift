@@ -158,15 +158,7 @@ struct BenchTargetFactory {
         if warm, !settings.sources.contains(.cache) {
             settings.sources.insert(.cache, at: settings.sources.first == .overrides ? 1 : 0)
         }
-        var upstreams: [HostResolver.Upstream]?
-        var transport: HTTPDNSTransport?
-        if options.httpDNS.isSelected {
-            let (resolver, made) = try options.httpDNS.makeResolver(timeout: .milliseconds(settings.httpTimeoutMilliseconds))
-            upstreams = [HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)]
-            transport = made
-            settings.sources.removeAll { $0 == .cares }
-            if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
-        }
+        let (upstreams, transport) = try options.commandLineUpstreams(&settings)
         let resolver: HostResolver
         do {
             resolver = try ResolveCommand.usage {
@@ -177,12 +169,11 @@ struct BenchTargetFactory {
             throw error
         }
         let name = warm ? "pipeline-warm" : "pipeline-cold"
-        let made = transport
         var target = BenchTarget(name: name, executor: nil, resolve: { host, family in
             _ = try await resolver.resolveRanked(host, family: family)
         }, close: {
             await resolver.shutdown()
-            await made?.shutdown()
+            await transport?.shutdown()
         })
         if warm {
             target.prepare = { hosts, family in
