@@ -194,13 +194,19 @@ public final class HostResolver: HostNameResolver {
         }
         let name = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: name) }
-        return try await resolveRanked(name, family: family)
+        return try await resolveRanked(name, family: family, probePort: port)
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: ``DNSError`` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   ``DNSError/Code/notCached`` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
+        try await resolveRanked(host, family: family, probePort: nil)
+    }
+
+    /// ``resolveRanked(_:family:)``; `probePort` is the port the caller connects to, which the first probe of a
+    /// newly cached host uses (the cache has no record to remember it in before the answer arrives).
+    private func resolveRanked(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
         if let overrides, let answer = overrides.resolve(host, family: family) {
             return RankedResolution(unscored: answer, family: family, freshness: .override)
         }
@@ -228,7 +234,7 @@ public final class HostResolver: HostNameResolver {
             throw DNSError(code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
         }
         return try await flights.run(FlightKey(host: host, family: family)) { [self] in
-            try await fetch(host, family: family, isRefresh: false)
+            try await fetch(host, family: family, isRefresh: false, probePort: probePort)
         }
     }
 
@@ -271,7 +277,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).
-    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool) async throws -> RankedResolution {
+    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws -> RankedResolution {
         do {
             let answer: RankedResolution
             if configuration.race, let groups = raceGroups {
@@ -280,6 +286,7 @@ public final class HostResolver: HostNameResolver {
                 let resolution = try await Self.askInOrder(upstreams, host: host, family: family, metrics: metrics)
                 answer = store(resolution, host: host, family: family, merge: false)
             }
+            if let probePort, let cache { cache.setProbePort(probePort, for: host) }
             if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
                 startProbe(probe)
             }

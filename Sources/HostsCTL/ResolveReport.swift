@@ -113,7 +113,16 @@ enum TextTable {
                 let fill = String(repeating: " ", count: widths[index] - cell.count)
                 if rightAligned.contains(index) { return fill + cell + (index == row.count - 1 ? "" : "  ") }
                 return index == row.count - 1 ? cell : cell + fill + "  "
-            }.joined()
+            }.joined().trimmingTrailingSpaces()
         }.joined(separator: "\n") + "\n"
+    }
+}
+
+extension String {
+    /// The text without the spaces at its end.
+    func trimmingTrailingSpaces() -> String {
+        var text = Substring(self)
+        while text.last == " " { text.removeLast() }
+        return String(text)
     }
 }

@@ -293,6 +293,26 @@ struct HostResolverTests {
         #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2, "rate-limited")
     }
 
+    @Test("the first probe of a newly cached host uses the port the caller connects to, not probe.ports")
+    func firstProbeUsesCallerPort() async throws {
+        let live = try TCPListener(ip: "127.0.0.6")
+        defer { live.close() }
+        let closedPort = Int(try FreePort.tcp())
+        let upstream = FakeUpstream(.answer(["port.test": ["127.0.0.6"]], ttl: 300))
+        let resolver = HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
+            cache: HostCache(),
+            prober: TCPConnectProber(),
+            configuration: .init(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(2)))
+        )
+        defer { Task { await resolver.shutdown() } }
+        _ = try await resolver.resolveRanked("port.test", family: .ipv4, port: Int(live.port))
+        await resolver.waitForBackgroundWork()
+        let probed = try await resolver.resolveRanked("port.test", family: .ipv4)
+        #expect(probed.addresses.first?.successes == 1)
+        #expect(probed.addresses.first?.failures == 0)
+    }
+
     @Test("the TCP prober reports connects and refusals")
     func prober() async throws {
         let listener = try TCPListener(ip: "127.0.0.5")
