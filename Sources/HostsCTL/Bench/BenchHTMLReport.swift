@@ -33,6 +33,7 @@ enum BenchHTMLReport {
             .p50 { stroke: #2e9e5b; } .p90 { stroke: #d08a1e; } .p99 { stroke: #c8382e; }
             .grid { stroke: #e3e6eb; }
             .axis { font-size: 11px; fill: #5b6270; }
+            .label { font-size: 11px; fill: #1d2330; paint-order: stroke; stroke: #fafbfc; stroke-width: 3px; }
             .errors { color: #c8382e; }
             </style>
             </head>
@@ -114,7 +115,7 @@ enum BenchHTMLReport {
             guard let value = result.percentile(fraction) else { continue }
             let x = left + plotWidth * axis.position(value)
             svg += "<line class=\"mark \(name)\" x1=\"\(format(x))\" y1=\"\(format(top))\" x2=\"\(format(x))\" y2=\"\(format(top + plotHeight))\"/>\n"
-            svg += "<text class=\"axis\" x=\"\(format(x + 3))\" y=\"\(format(top + 10 + (name == "p50" ? 0 : name == "p90" ? 12 : 24)))\">"
+            svg += "<text class=\"label\" x=\"\(format(x + 3))\" y=\"\(format(top + 10 + (name == "p50" ? 0 : name == "p90" ? 12 : 24)))\">"
             svg += "\(name) \(BenchReport.milliseconds(value))</text>\n"
         }
         if result.latenciesMs.isEmpty {
