@@ -18,7 +18,7 @@ struct DoHResolverTests {
             let certificates = try TestCertificates()
             defer { certificates.remove() }
             let leaf = try tlsName.map { try certificates.leaf(for: $0) }
-            let dnsdist = try DNSDist(backend: dnsmasq.address, certificate: leaf)
+            let dnsdist = try await DNSDist.start(backend: dnsmasq.address, certificate: leaf)
             defer { dnsdist.stop() }
             let transport = try HTTPDNSTransport(
                 configuration: .init(

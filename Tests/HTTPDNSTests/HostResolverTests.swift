@@ -274,7 +274,7 @@ struct HostResolverTests {
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(configuration: .init(dualStack: .preferIPv4)),
             prober: TCPConnectProber(),
-            configuration: .init(probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(2))),
+            configuration: .init(probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(30))),
             metricsFactory: metrics
         )
         defer { Task { await resolver.shutdown() } }
@@ -303,7 +303,7 @@ struct HostResolverTests {
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(),
             prober: TCPConnectProber(),
-            configuration: .init(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(2)))
+            configuration: .init(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(30)))
         )
         defer { Task { await resolver.shutdown() } }
         _ = try await resolver.resolveRanked("port.test", family: .ipv4, port: Int(live.port))
@@ -317,10 +317,12 @@ struct HostResolverTests {
     func prober() async throws {
         let listener = try TCPListener(ip: "127.0.0.5")
         let prober = TCPConnectProber()
-        let connected = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(2))
+        // Generous timeouts: on a loaded machine a connect can wait long for its event loop, and a timeout here
+        // would only hide what the test checks (a loopback connect is accepted or refused at once).
+        let connected = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(30))
         #expect(connected.isSuccess)
         listener.close()
-        let refused = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(2))
+        let refused = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(30))
         #expect(refused == .failed(.connectionRefused))
         #expect(await prober.probe(ip("127.0.0.5"), port: 0, timeout: .seconds(1)) == .failed(.badQuery))
     }

@@ -129,7 +129,7 @@ struct BenchCommandTests {
     func jsonShape() async throws {
         try await DNSMasq.with { server in
             let names = (0..<20).map { "n\($0).test" }
-            let output = try HostsCTLProcess.run(
+            let output = try await HostsCTLProcess.run(
                 ["bench", "--source", "cares", "--server", server.address.description, "--queries", "20000", "--concurrency", "100", "--json"]
                     + names
             )
@@ -161,7 +161,7 @@ struct BenchCommandTests {
     @Test("text output: a table with a row per source and the errors by code")
     func textTable() async throws {
         try await DNSMasq.with { server in
-            let output = try HostsCTLProcess.run([
+            let output = try await HostsCTLProcess.run([
                 "bench", "--source", "cares", "--server", server.address.description, "--queries", "300", "n1.test", "nope.test",
             ])
             #expect(output.status == 0, "\(output.standardError)")
@@ -176,7 +176,7 @@ struct BenchCommandTests {
     @Test("a source that answers nothing exits with 1 and still reports")
     func failingSource() async throws {
         try await DNSMasq.with { server in
-            let output = try HostsCTLProcess.run([
+            let output = try await HostsCTLProcess.run([
                 "bench", "--source", "cares", "--server", server.address.description, "--queries", "50", "--json", "nope.test",
             ])
             #expect(output.status == 1)
@@ -194,7 +194,7 @@ struct BenchCommandTests {
             let directory = try TemporaryDirectory()
             let config = try directory.write("settings.json", #"{"sources": {"order": ["cache", "cares"]}}"#)
             let page = directory.path("report <&>.html")
-            let output = try HostsCTLProcess.run([
+            let output = try await HostsCTLProcess.run([
                 "bench", "--config", config, "--server", server.address.description, "--source", "cares", "--source", "pipeline-cold",
                 "--source", "pipeline-warm", "--queries", "500", "--html", page, "n1.test", "n2.test", "nope.test",
             ])

@@ -38,13 +38,13 @@ struct FetchCommandTests {
     }
 
     /// Runs `hostsctl fetch` with only the overrides layer, so nothing is ever asked of a real DNS server.
-    private func fetch(_ arguments: [String], hosts: [String]) throws -> HostsCTLProcess.Output {
+    private func fetch(_ arguments: [String], hosts: [String]) async throws -> HostsCTLProcess.Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fetch-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let hostsFile = directory.appendingPathComponent("hosts").path
         try hosts.joined(separator: "\n").write(toFile: hostsFile, atomically: true, encoding: .utf8)
-        return try HostsCTLProcess.run(
+        return try await HostsCTLProcess.run(
             ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments, environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
     }
 
@@ -63,7 +63,7 @@ struct FetchCommandTests {
         let url = "https://api.test:\(server.port)/"
         let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: bodyFile) }
-        let output = try fetch(["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url], hosts: ["127.0.0.14 api.test"])
+        let output = try await fetch(["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url], hosts: ["127.0.0.14 api.test"])
         #expect(output.status == 0, "\(output.standardError)")
         let lines = output.standardOutput.split(separator: "\n")
         let reports = try lines.filter { $0.hasPrefix("{") }.map(object)
@@ -87,7 +87,7 @@ struct FetchCommandTests {
         defer { certificates.remove() }
         let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { _ in .text("no") }
         defer { Task { await server.stop() } }
-        let output = try fetch(["--json", "https://api.test:\(server.port)/"], hosts: ["127.0.0.14 api.test"])
+        let output = try await fetch(["--json", "https://api.test:\(server.port)/"], hosts: ["127.0.0.14 api.test"])
         #expect(output.status == 1)
         let report = try object(try #require(output.standardOutput.split(separator: "\n").first))
         #expect((report["error"] as? [String: Any])?["code"] as? String == "certificateRejected")
@@ -100,7 +100,7 @@ struct FetchCommandTests {
         let start = try await LocalHTTPServer(host: "127.0.0.15") { _ in .redirect(to: "http://b.test:\(targetPort)/end", status: 307) }
         defer { Task { await start.stop(); await target.stop() } }
         // b.test's first address has nothing listening on the port: the hop fails over to 127.0.0.16.
-        let output = try fetch(
+        let output = try await fetch(
             ["--json", "-X", "POST", "-d", "payload", "http://a.test:\(start.port)/begin"],
             hosts: ["127.0.0.15 a.test", "127.0.0.17 b.test", "127.0.0.16 b.test"])
         #expect(output.status == 0, "\(output.standardError)")
@@ -119,7 +119,7 @@ struct FetchCommandTests {
     func textReport() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.14") { _ in .text("ok") }
         defer { Task { await server.stop() } }
-        let output = try fetch(["http://web.test:\(server.port)/x"], hosts: ["127.0.0.14 web.test"])
+        let output = try await fetch(["http://web.test:\(server.port)/x"], hosts: ["127.0.0.14 web.test"])
         #expect(output.status == 0)
         #expect(output.standardOutput.hasPrefix("GET http://web.test:\(server.port)/x -> 200, 2 bytes in "))
         #expect(output.standardOutput.contains("hop 1: GET http://web.test:\(server.port)/x -> 200 via 127.0.0.14 (override), Host: web.test:\(server.port)"))

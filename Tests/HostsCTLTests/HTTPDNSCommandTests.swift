@@ -35,12 +35,12 @@ struct HTTPDNSCommandTests {
     @Test("--doh against dnsdist answers exactly what c-ares answers against the dnsmasq behind it")
     func dohMatchesCAres() async throws {
         try await DNSMasq.with { dnsmasq in
-            let dnsdist = try DNSDist(backend: dnsmasq.address)
+            let dnsdist = try await DNSDist.start(backend: dnsmasq.address)
             defer { dnsdist.stop() }
-            let cares = try HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--timeout", "10", "--json"] + Self.names)
+            let cares = try await HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--timeout", "10", "--json"] + Self.names)
             #expect(cares.status == 1, "nope.test fails")
             for extra in [[], ["--doh-method", "post"]] {
-                let doh = try HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--timeout", "10", "--json"] + extra + Self.names)
+                let doh = try await HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--timeout", "10", "--json"] + extra + Self.names)
                 #expect(doh.status == 1, "\(doh.standardError)")
                 #expect(try Self.answers(doh.standardOutput) == Self.answers(cares.standardOutput))
                 #expect(try Self.sources(doh.standardOutput) == ["doh"])
@@ -54,14 +54,14 @@ struct HTTPDNSCommandTests {
         try await DNSMasq.with { dnsmasq in
             let certificates = try TestCertificates()
             defer { certificates.remove() }
-            let dnsdist = try DNSDist(backend: dnsmasq.address, certificate: try certificates.leaf(for: "doh.test"))
+            let dnsdist = try await DNSDist.start(backend: dnsmasq.address, certificate: try certificates.leaf(for: "doh.test"))
             defer { dnsdist.stop() }
             let url = try #require(dnsdist.httpsURL)
-            let trusted = try HostsCTLProcess.run(
+            let trusted = try await HostsCTLProcess.run(
                 ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--timeout", "20", "--json", "multi.test"])
             #expect(trusted.status == 0, "\(trusted.standardError)")
             #expect(try Self.answers(trusted.standardOutput)["multi.test"]?.count == 4)
-            let untrusted = try HostsCTLProcess.run(
+            let untrusted = try await HostsCTLProcess.run(
                 ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--timeout", "20", "--json", "multi.test"])
             #expect(untrusted.status == 1)
             #expect(try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"], "\(untrusted.standardOutput)")
@@ -74,20 +74,20 @@ struct HTTPDNSCommandTests {
         let tencent = try await LocalHTTPServer(handler: FakeHTTPDNS.tencent())
         defer { Task { await alibaba.stop(); await tencent.stop() } }
         let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10", "--json", "multi.test"]
-        let signed = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
+        let signed = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
         #expect(signed.status == 0, "\(signed.standardError)")
         #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
         #expect(try Self.sources(signed.standardOutput) == ["alibaba"])
         #expect(!signed.standardOutput.contains("env-secret") && !signed.standardError.contains("env-secret"))
-        let wrong = try HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
+        let wrong = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
         #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
 
-        let text = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
+        let text = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
         #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
         #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
-        let guarded = try HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
+        let guarded = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
         #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
-        let allowed = try HostsCTLProcess.run(
+        let allowed = try await HostsCTLProcess.run(
             ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--timeout", "10", "--json", "private.test"])
         #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
     }
@@ -113,13 +113,13 @@ struct HTTPDNSCommandTests {
     }
 
     @Test("a bad URL, a missing trust root or an unknown preset is a usage error at run time")
-    func runTimeUsageErrors() throws {
+    func runTimeUsageErrors() async throws {
         for arguments in [
             ["resolve", "--doh", "ftp://a.example/", "x.test"],
             ["resolve", "--doh", "https://a.example/", "--trust-ca", "/nonexistent.pem", "x.test"],
             ["resolve", "--provider", "no-such-preset", "--presets", "Config/providers.json", "x.test"],
         ] {
-            let output = try HostsCTLProcess.run(arguments)
+            let output = try await HostsCTLProcess.run(arguments)
             #expect(output.status == 64, "\(arguments): \(output.standardError)")
         }
     }
@@ -156,19 +156,19 @@ struct SettingsCommandTests {
                 { "sources": { "order": ["overrides", "cares"] }, "overrides": { "file": "hosts" },
                   "cares": { "servers": ["\(dnsmasq.address)"], "timeoutMs": 5000 } }
                 """, name: "hostsctl.json", next: hosts)
-            let output = try HostsCTLProcess.run(["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test", "v4only.test"])
+            let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test", "v4only.test"])
             #expect(output.status == 0, "\(output.standardError)")
             #expect(try HTTPDNSCommandTests.answers(output.standardOutput) == ["pinned.test": ["198.51.100.7 60"], "v4only.test": ["192.0.2.10 120"]])
             #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["override", "cares"])
 
             // Without the overrides layer (set through the environment) the pinned name goes to dnsmasq: NXDOMAIN.
-            let env = try HostsCTLProcess.run(
+            let env = try await HostsCTLProcess.run(
                 ["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test"],
                 environment: ["HOSTSCTL_SOURCES_ORDER": "cares"])
             #expect(try HTTPDNSCommandTests.answers(env.standardOutput)["pinned.test"] == ["error notFound"])
 
             // HOSTSCTL_CONFIG names the file when --config is absent.
-            let viaVariable = try HostsCTLProcess.run(["resolve", "--json", "pinned.test"], environment: ["HOSTSCTL_CONFIG": settings])
+            let viaVariable = try await HostsCTLProcess.run(["resolve", "--json", "pinned.test"], environment: ["HOSTSCTL_CONFIG": settings])
             #expect(try HTTPDNSCommandTests.answers(viaVariable.standardOutput)["pinned.test"] == ["198.51.100.7 60"])
         }
     }
@@ -183,16 +183,16 @@ struct SettingsCommandTests {
               "httpdns": { "providers": ["vendor"], "timeoutMs": 10000,
                 "provider": { "vendor": { "api": "alibaba", "urls": ["\(server.url)"], "account": "77", "secretEnv": "VENDOR_SECRET" } } } }
             """, name: "hostsctl.json")
-        let output = try HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
+        let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
         #expect(output.status == 0, "\(output.standardError)")
         #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["vendor"])
 
-        let show = try HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
+        let show = try await HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
         #expect(show.status == 0)
         #expect(show.standardOutput.contains("httpdns.provider.vendor.secret"))
         #expect(show.standardOutput.contains("(set)"))
         #expect(!show.standardOutput.contains("from-env"), "the secret is masked")
-        let json = try HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
+        let json = try await HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
         #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
         #expect(parsed["httpdns.providers"]?["from"] == "file")
@@ -200,8 +200,8 @@ struct SettingsCommandTests {
     }
 
     @Test("config keys lists every documented key, and the README's table is the same")
-    func keys() throws {
-        let output = try HostsCTLProcess.run(["config", "keys", "--markdown"])
+    func keys() async throws {
+        let output = try await HostsCTLProcess.run(["config", "keys", "--markdown"])
         #expect(output.status == 0)
         for key in ResolverSettings.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
         let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
@@ -209,16 +209,16 @@ struct SettingsCommandTests {
     }
 
     @Test("config check finds settings mistakes with positions; resolve refuses broken settings with exit 64")
-    func check() throws {
+    func check() async throws {
         let bad = try Self.write("{\n  \"cares\": { \"tries\": \"two\" },\n  \"bogus\": 1\n}\n", name: "bad.json")
-        let output = try HostsCTLProcess.run(["config", "check", bad, "Config/hostsctl.json", "Config/hosts"])
+        let output = try await HostsCTLProcess.run(["config", "check", bad, "Config/hostsctl.json", "Config/hosts"])
         #expect(output.status == 1)
         #expect(output.standardOutput.contains("\(bad):2:23: error: 'cares.tries' must be an integer, not a string"))
         #expect(output.standardOutput.contains("\(bad):3:3: error: unknown key 'bogus'"))
         #expect(output.standardOutput.contains("Config/hostsctl.json:") && output.standardOutput.contains(", 0 errors"))
-        let defaults = try HostsCTLProcess.run(["config", "check"])
+        let defaults = try await HostsCTLProcess.run(["config", "check"])
         #expect(defaults.status == 0, "\(defaults.standardOutput)")
-        let resolve = try HostsCTLProcess.run(["resolve", "--config", bad, "localhost"])
+        let resolve = try await HostsCTLProcess.run(["resolve", "--config", bad, "localhost"])
         #expect(resolve.status == 64)
         #expect(resolve.standardError.contains("\(bad):2:23"))
     }

@@ -46,11 +46,11 @@ struct ProbeAndCacheCommandTests {
     func probeThenCache() async throws {
         let listener = try TCPListener(ip: "127.0.0.20")
         defer { listener.close() }
-        let dns = try DNSMasq(records: Self.probeRecords)
+        let dns = try await DNSMasq.start(records: Self.probeRecords)
         defer { dns.stop() }
         let directory = try TemporaryDirectory()
         let cacheFile = directory.path("cache.json")
-        let probe = try HostsCTLProcess.run([
+        let probe = try await HostsCTLProcess.run([
             "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(listener.port)", "--samples", "3",
             "--cache-file", cacheFile, "--json", "probe.test",
         ])
@@ -77,7 +77,7 @@ struct ProbeAndCacheCommandTests {
         #expect(try #require(good["score"] as? Double) < (try #require(bad["score"] as? Double)))
 
         // The samples were saved: cache show ranks the same way and counts the connects.
-        let show = try HostsCTLProcess.run(["cache", "show", "--json", "--cache-file", cacheFile])
+        let show = try await HostsCTLProcess.run(["cache", "show", "--json", "--cache-file", cacheFile])
         #expect(show.status == 0, "\(show.standardError)")
         let entries = try #require(try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
         let entry = try #require(entries.first { $0["host"] as? String == "probe.test" })
@@ -88,38 +88,38 @@ struct ProbeAndCacheCommandTests {
         #expect(cached.map { $0["ip"] as? String } == ["127.0.0.20", "127.0.0.21"])
         #expect(cached.map { $0["successes"] as? Int } == [3, 0])
         #expect(cached.map { $0["failures"] as? Int } == [0, 3])
-        let text = try HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
+        let text = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
         #expect(text.standardOutput.contains("probe.test (ipv4, from cares"))
 
-        let exported = try HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile])
+        let exported = try await HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile])
         let lines = exported.standardOutput.split(separator: "\n").filter { !$0.hasPrefix("#") }
         #expect(lines == ["127.0.0.20\tprobe.test", "127.0.0.21\tprobe.test"])
         // The export is a valid overrides file.
         let exportFile = directory.path("exported.hosts")
-        #expect(try HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile, "-o", exportFile]).status == 0)
+        #expect(try await HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile, "-o", exportFile]).status == 0)
         let overrides = try HostsFile(contentsOf: exportFile)
         #expect(overrides.diagnostics.isEmpty)
         #expect(overrides.table.lookup(try HostName("probe.test"))?.addresses.count == 2)
-        let exportedJSON = try HostsCTLProcess.run(["cache", "export", "--json", "--cache-file", cacheFile])
+        let exportedJSON = try await HostsCTLProcess.run(["cache", "export", "--json", "--cache-file", cacheFile])
         #expect(try JSONSerialization.jsonObject(with: Data(exportedJSON.standardOutput.utf8)) as? [[String: Any]] != nil)
 
-        let clearOne = try HostsCTLProcess.run(["cache", "clear", "--json", "--cache-file", cacheFile, "probe.test", "other.test"])
+        let clearOne = try await HostsCTLProcess.run(["cache", "clear", "--json", "--cache-file", cacheFile, "probe.test", "other.test"])
         let cleared = try #require(try JSONSerialization.jsonObject(with: Data(clearOne.standardOutput.utf8)) as? [String: Any])
         #expect(cleared["removed"] as? Int == 1)
         #expect(cleared["path"] as? String == cacheFile)
-        let after = try HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
+        let after = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
         #expect(after.standardOutput.contains("empty"))
-        let clearAll = try HostsCTLProcess.run(["cache", "clear", "--cache-file", cacheFile])
+        let clearAll = try await HostsCTLProcess.run(["cache", "clear", "--cache-file", cacheFile])
         #expect(clearAll.status == 0)
         #expect(!FileManager.default.fileExists(atPath: cacheFile))
     }
 
     @Test("probe with no reachable address exits with 1; an unknown host reports its DNS error")
     func unreachable() async throws {
-        let dns = try DNSMasq(records: Self.probeRecords)
+        let dns = try await DNSMasq.start(records: Self.probeRecords)
         defer { dns.stop() }
         let port = try FreePort.tcp()
-        let output = try HostsCTLProcess.run([
+        let output = try await HostsCTLProcess.run([
             "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(port)", "--samples", "1", "--no-cache",
             "probe.test", "nope.test",
         ])
@@ -131,33 +131,33 @@ struct ProbeAndCacheCommandTests {
     }
 
     @Test("a damaged cache file: show fails with a message and no stack trace, clear removes it")
-    func damagedCache() throws {
+    func damagedCache() async throws {
         let directory = try TemporaryDirectory()
         let cacheFile = try directory.write("cache.json", "{ not json")
-        let show = try HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
+        let show = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
         #expect(show.status == 1)
         #expect(show.standardError.contains("cannot be used"))
         #expect(!show.standardError.contains("Fatal error") && !show.standardError.contains("Stack"))
-        let clear = try HostsCTLProcess.run(["cache", "clear", "--cache-file", cacheFile])
+        let clear = try await HostsCTLProcess.run(["cache", "clear", "--cache-file", cacheFile])
         #expect(clear.status == 0, "\(clear.standardError)")
         #expect(!FileManager.default.fileExists(atPath: cacheFile))
-        let missing = try HostsCTLProcess.run(["cache", "show", "--json", "--cache-file", cacheFile])
+        let missing = try await HostsCTLProcess.run(["cache", "show", "--json", "--cache-file", cacheFile])
         #expect(missing.status == 0 && missing.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "[]")
     }
 
     @Test("--version, completions and help for every command")
-    func versionAndCompletions() throws {
-        let version = try HostsCTLProcess.run(["--version"])
+    func versionAndCompletions() async throws {
+        let version = try await HostsCTLProcess.run(["--version"])
         #expect(version.status == 0 && version.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == HostsCTLVersion.current)
         for shell in ["bash", "zsh", "fish"] {
-            let script = try HostsCTLProcess.run(["--generate-completion-script", shell])
+            let script = try await HostsCTLProcess.run(["--generate-completion-script", shell])
             #expect(script.status == 0)
             for command in ["bench", "probe", "cache", "resolve", "fetch", "config"] {
                 #expect(script.standardOutput.contains(command), "\(shell) \(command)")
             }
         }
         for command in [["bench"], ["probe"], ["cache", "show"], ["cache", "export"], ["cache", "clear"]] {
-            let help = try HostsCTLProcess.run(command + ["--help"])
+            let help = try await HostsCTLProcess.run(command + ["--help"])
             #expect(help.status == 0 && help.standardOutput.contains("USAGE"), "\(command)")
         }
     }

@@ -132,41 +132,41 @@ struct ResolveCommandTests {
         let cacheFile = directory.appendingPathComponent("cache.json").path
         // TTLs of one second, so the answer is stale by the third run.
         let environment = ["HOSTSCTL_CACHE_MIN_TTL_SECONDS": "0", "HOSTSCTL_CACHE_MAX_TTL_SECONDS": "1"]
-        let server = try DNSMasq()
+        let server = try await DNSMasq.start()
         let address = server.address.description
-        func resolve(_ extra: [String]) throws -> (Int32, [[String: Any]]) {
-            let output = try HostsCTLProcess.run(["resolve", "--json", "--family", "ipv4"] + extra, environment: environment)
+        func resolve(_ extra: [String]) async throws -> (Int32, [[String: Any]]) {
+            let output = try await HostsCTLProcess.run(["resolve", "--json", "--family", "ipv4"] + extra, environment: environment)
             let parsed = try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]]
             return (output.status, parsed ?? [])
         }
         func first(_ objects: [[String: Any]]) -> [String: Any] { (objects.first?["addresses"] as? [[String: Any]])?.first ?? [:] }
 
-        let (status, upstream) = try resolve(["--server", address, "--cache-file", cacheFile, "multi.test"])
+        let (status, upstream) = try await resolve(["--server", address, "--cache-file", cacheFile, "multi.test"])
         #expect(status == 0)
         #expect(first(upstream)["source"] as? String == "cares")
         #expect(first(upstream)["rank"] as? Int == 1)
         #expect(FileManager.default.fileExists(atPath: cacheFile))
 
         let noCacheFile = directory.appendingPathComponent("unused.json").path
-        _ = try resolve(["--server", address, "--no-cache", "multi.test"])
-        _ = try resolve(["--server", address, "--source", "cares", "--cache-file", noCacheFile, "multi.test"])
+        _ = try await resolve(["--server", address, "--no-cache", "multi.test"])
+        _ = try await resolve(["--server", address, "--source", "cares", "--cache-file", noCacheFile, "multi.test"])
         #expect(!FileManager.default.fileExists(atPath: noCacheFile), "--no-cache and --source cares leave the cache alone")
 
         server.stop()
         try await Task.sleep(for: .milliseconds(1200))
-        let (staleStatus, stale) = try resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--cache-file", cacheFile, "multi.test"])
+        let (staleStatus, stale) = try await resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--cache-file", cacheFile, "multi.test"])
         #expect(staleStatus == 0)
         #expect(stale.first?["freshness"] as? String == "stale")
         #expect(first(stale)["stale"] as? Bool == true)
         #expect(first(stale)["origin"] as? String == "cares")
         #expect(Set((stale.first?["addresses"] as? [[String: Any]] ?? []).compactMap { $0["ip"] as? String }) == Set(TestZone.multiV4))
 
-        let (cacheStatus, cacheOnly) = try resolve(["--source", "cache", "--cache-file", cacheFile, "multi.test", "nope.test"])
+        let (cacheStatus, cacheOnly) = try await resolve(["--source", "cache", "--cache-file", cacheFile, "multi.test", "nope.test"])
         #expect(cacheStatus == 1)
         #expect(cacheOnly.first?["freshness"] as? String == "stale")
         #expect((cacheOnly.last?["error"] as? [String: Any])?["code"] as? String == "notCached")
 
-        let (downStatus, down) = try resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--source", "cares", "multi.test"])
+        let (downStatus, down) = try await resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--source", "cares", "multi.test"])
         #expect(downStatus == 1, "c-ares alone has no answer")
         #expect(down.first?["error"] is [String: Any])
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 #if canImport(Glibc)
 public import Glibc
 #endif
@@ -44,6 +46,7 @@ public final class ChildProcess: Sendable {
         } else {
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
         }
+        Self.closeInheritedDescriptors(&actions)
         var variables: [String] = []
         var index = 0
         while let entry = environ[index] {
@@ -62,6 +65,17 @@ public final class ChildProcess: Sendable {
         let status = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         guard status == 0 else { throw TestServerError("cannot start \(path): error \(status)") }
         self.pid = pid
+    }
+
+    /// Adds an action that closes every descriptor from 3 up in the child. A test's socket must die when the test
+    /// closes it: a listener that a test closes to see connects refused would otherwise live on in a server or
+    /// `hostsctl` that a test running in parallel spawned meanwhile. Test sockets are also opened close-on-exec;
+    /// this covers any descriptor that is not. (glibc only exports the action to C with `_GNU_SOURCE`, hence dlsym.)
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+        guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return }
+        let addCloseFrom = unsafeBitCast(symbol, to: AddCloseFrom.self)
+        _ = addCloseFrom(&actions, 3)
     }
 
     /// Whether the child is still running (it is reaped if it has exited).
@@ -89,5 +103,17 @@ public final class ChildProcess: Sendable {
         _ = kill(pid, SIGKILL)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
+    }
+}
+
+/// Runs blocking `work` (waiting for a child process, polling a server until it is up) on a thread of its own and
+/// awaits the result.
+///
+/// Swift Testing runs the tests in parallel on the cooperative pool, which has one thread per core: two tests
+/// blocked in `waitpid` on a two-core machine would stall every other test, and timeouts elsewhere would then fire
+/// for no reason of their own.
+public func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }

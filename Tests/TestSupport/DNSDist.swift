@@ -73,6 +73,12 @@ public final class DNSDist: Sendable {
         throw lastError ?? TestServerError("dnsdist did not start")
     }
 
+    /// Starts dnsdist (see ``init(backend:certificate:)``) without holding a thread of the cooperative pool while
+    /// it comes up.
+    public static func start(backend: ServerAddress, certificate: TestCertificates.Leaf? = nil) async throws -> DNSDist {
+        try await offThePool { try DNSDist(backend: backend, certificate: certificate) }
+    }
+
     /// Stops the server and removes its files.
     public func stop() {
         process.stop()

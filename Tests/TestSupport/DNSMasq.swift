@@ -61,12 +61,17 @@ public final class DNSMasq: Sendable {
 
     deinit { stop() }
 
+    /// Starts dnsmasq (see ``init(records:)``) without holding a thread of the cooperative pool while it comes up.
+    public static func start(records: [String] = TestZone.records) async throws -> DNSMasq {
+        try await offThePool { try DNSMasq(records: records) }
+    }
+
     /// Runs `body` with a fresh dnsmasq and stops it afterwards.
     public static func with<T>(
         records: [String] = TestZone.records,
         _ body: (DNSMasq) async throws -> T
     ) async throws -> T {
-        let server = try DNSMasq(records: records)
+        let server = try await start(records: records)
         defer { server.stop() }
         return try await body(server)
     }

@@ -27,7 +27,11 @@ public enum HostsCTLProcess {
     /// Runs `hostsctl` with `arguments` and extra environment variables, and waits for it. Unless the caller sets
     /// `XDG_CACHE_HOME`, the default cache file lives in a directory removed after the run, so tests never touch
     /// the user's cache.
-    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+        try await offThePool { try runBlocking(arguments, environment: environment) }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -15,7 +15,7 @@ public enum FreePort {
 
     /// A TCP port on 127.0.0.1 that was free a moment ago.
     public static func tcp() throws -> UInt16 {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
         defer { Glibc.close(fd) }
         var address = sockaddr_in()
@@ -35,7 +35,7 @@ public enum FreePort {
     public static func waitUntilAccepting(ip: String = "127.0.0.1", port: UInt16, while alive: () -> Bool) -> Bool {
         for _ in 0..<200 {
             guard alive() else { return false }
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { return false }
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
@@ -54,7 +54,7 @@ public enum FreePort {
     }
 }
 
-/// A UDP socket bound to 127.0.0.1 on a free port that never reads or answers: a DNS server that stalls.
+/// A UDP socket bound to 127.0.0.1 on a free port that answers nothing unless told to: a DNS server that stalls.
 public final class BoundUDPSocket: Sendable {
     private let fd: Int32
     /// The bound port.
@@ -65,7 +65,7 @@ public final class BoundUDPSocket: Sendable {
 
     /// Binds a new socket.
     public init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -85,6 +85,60 @@ public final class BoundUDPSocket: Sendable {
         self.port = UInt16(bigEndian: address.sin_port)
     }
 
+    /// Answers one query by hand: reads queries until one asks for `name`, and replies to it with a single A
+    /// record (`ipv4`, TTL 60). Other queries are read and dropped. A test can so hold a query for as long as it
+    /// likes and then release it, instead of relying on a timeout racing the test's own progress.
+    /// - Throws: ``TestServerError`` when no query for `name` arrives within `timeout`.
+    public func answer(_ name: String, withIPv4 ipv4: [UInt8], within timeout: Duration = .seconds(30)) throws {
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 1_500)
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) == 1 else { continue }
+            var source = sockaddr_in()
+            var sourceLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let count = withUnsafeMutablePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fd, &buffer, buffer.count, 0, $0, &sourceLength)
+                }
+            }
+            guard count > 12, let (asked, questionEnd) = Self.question(in: buffer[..<count]),
+                asked.lowercased() == name.lowercased()
+            else { continue }
+            // ID, then QR RD RA and NOERROR, one question, one answer; the question as asked; the answer's name
+            // as a pointer to the question's (offset 12), A IN, TTL 60, four bytes of address.
+            let reply =
+                Array(buffer[0..<2]) + [0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]
+                + Array(buffer[12..<questionEnd])
+                + [0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + ipv4
+            let sent = withUnsafePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, reply, reply.count, 0, $0, sourceLength)
+                }
+            }
+            guard sent == reply.count else { throw TestServerError("sendto() failed: errno \(errno)") }
+            return
+        }
+        throw TestServerError("no query for \(name) arrived within \(timeout)")
+    }
+
+    /// The question name of a query, and where its question (name, type, class) ends.
+    private static func question(in message: ArraySlice<UInt8>) -> (String, Int)? {
+        var labels: [String] = []
+        var offset = message.startIndex + 12
+        while offset < message.endIndex {
+            let length = Int(message[offset])
+            if length == 0 {
+                let end = offset + 5
+                return end <= message.endIndex ? (labels.joined(separator: "."), end) : nil
+            }
+            guard length < 64, offset + 1 + length <= message.endIndex else { return nil }
+            labels.append(String(decoding: message[(offset + 1)..<(offset + 1 + length)], as: UTF8.self))
+            offset += 1 + length
+        }
+        return nil
+    }
+
     /// Closes the socket; later datagrams get ICMP port unreachable.
     public func close() { Glibc.close(fd) }
 }
@@ -93,7 +147,7 @@ public final class BoundUDPSocket: Sendable {
 enum DNSProbe {
     /// Polls `server` with an `A ready.test` query every 50 ms for up to 5 s.
     static func waitUntilAnswering(_ server: ServerAddress, while alive: () -> Bool) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
@@ -137,7 +191,7 @@ public final class TCPListener: Sendable {
 
     /// Listens on `ip:port`; port 0 picks a free one.
     public init(ip: String, port: UInt16 = 0) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
