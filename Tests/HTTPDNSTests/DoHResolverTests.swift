@@ -8,10 +8,13 @@ import Testing
 @Suite("DNS-over-HTTPS against dnsdist")
 struct DoHResolverTests {
     /// Runs `body` with dnsmasq, dnsdist (plain HTTP, plus TLS for `tlsName` with a test CA) and a transport.
+    ///
+    /// The timeouts are long so that a loaded machine never turns an expected answer into a timeout; refused
+    /// connections and certificate failures are reported at once whatever the connect timeout.
     static func withDoH(
         tlsName: String? = nil,
         trustCA: Bool = true,
-        timeout: Duration = .seconds(3),
+        timeout: Duration = .seconds(30),
         _ body: (DNSMasq, DNSDist, HTTPDNSTransport) async throws -> Void
     ) async throws {
         try await DNSMasq.with { dnsmasq in
@@ -23,6 +26,7 @@ struct DoHResolverTests {
             let transport = try HTTPDNSTransport(
                 configuration: .init(
                     requestTimeout: timeout,
+                    connectTimeout: timeout,
                     additionalTrustRoots: trustCA && leaf != nil ? [certificates.caPath] : []
                 )
             )
@@ -160,6 +164,8 @@ struct DoHResolverTests {
                 configuration: .init(api: .dnsMessage(), endpoints: endpoints), transport: transport)
             #expect(try await twoEndpoints.resolve(try HostName("v4only.test"), family: .ipv4).addresses.count == 1)
 
+            // A refused connect must fail at once: were it retried until the connect timeout (as long as the
+            // request timeout here), the lookup would end in `timeout` instead.
             let allDead = try HTTPDNSResolver(
                 configuration: .init(api: .dnsMessage(), endpoints: [endpoints[0], endpoints[0]]), transport: transport)
             let error = await expectDNSError(.transportFailure) {

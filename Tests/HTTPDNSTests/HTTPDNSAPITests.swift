@@ -59,13 +59,15 @@ struct RecordingLogHandler: LogHandler {
 
 @Suite("HTTP DNS APIs against local servers")
 struct HTTPDNSAPITests {
+    /// Runs `body` with a local server and a transport. The timeouts are long so that a loaded machine never turns
+    /// an expected answer into a timeout; a test that expects one passes a short `timeout`.
     static func withServer(
-        timeout: Duration = .seconds(3),
+        timeout: Duration = .seconds(30),
         _ handler: @escaping @Sendable (LocalHTTPServer.Request) -> LocalHTTPServer.Reply,
         _ body: (LocalHTTPServer, HTTPDNSTransport) async throws -> Void
     ) async throws {
         let server = try await LocalHTTPServer(handler: handler)
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout))
+        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, connectTimeout: .seconds(30)))
         do {
             try await body(server, transport)
         } catch {

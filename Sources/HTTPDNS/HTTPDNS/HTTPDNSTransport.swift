@@ -14,6 +14,9 @@ import Synchronization
 /// private CAs to the system roots and there is no way to turn verification off.
 ///
 /// HTTP/2 is used when the server offers it over TLS (ALPN), so concurrent lookups share one connection.
+/// A connection that cannot be made (refused, unreachable, a certificate that does not verify) fails the exchange
+/// at once instead of being retried until the connect timeout, so the next bootstrap address, the next endpoint or
+/// the next source is asked without delay.
 /// Call ``shutdown()`` when done; it closes every connection.
 public final class HTTPDNSTransport: Sendable {
     /// Transport settings.
@@ -224,6 +227,9 @@ public final class HTTPDNSTransport: Sendable {
                 decompression: .disabled
             )
             configuration.httpVersion = .automatic
+            // AsyncHTTPClient would retry a failed connect with backoff until the connect timeout: a refused
+            // bootstrap address or a bad certificate would hold up failover for that long.
+            configuration.connectionPool.retryConnectionEstablishment = false
             if let address { configuration.dnsOverride = [endpoint.host: address.description] }
             let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
             state.clients[key] = client
