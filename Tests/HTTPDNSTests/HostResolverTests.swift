@@ -267,7 +267,9 @@ struct HostResolverTests {
         defer { live2.close() }
         let live3 = try TCPListener(ip: "127.0.0.3", port: live2.port)
         defer { live3.close() }
-        // 127.0.0.4 has no listener on that port: its connect is refused.
+        // 127.0.0.4 holds the port bound but not listening: its connect is refused.
+        let refusing = try TCPListener(ip: "127.0.0.4", port: live2.port, listening: false)
+        defer { refusing.close() }
         let upstream = FakeUpstream(.answer(["svc.test": ["127.0.0.4", "127.0.0.2", "127.0.0.3"]], ttl: 300))
         let metrics = TestMetrics()
         let resolver = HostResolver(
@@ -297,7 +299,9 @@ struct HostResolverTests {
     func firstProbeUsesCallerPort() async throws {
         let live = try TCPListener(ip: "127.0.0.6")
         defer { live.close() }
-        let closedPort = Int(try FreePort.tcp())
+        let refusing = try TCPListener(ip: "127.0.0.6", listening: false)
+        defer { refusing.close() }
+        let closedPort = Int(refusing.port)
         let upstream = FakeUpstream(.answer(["port.test": ["127.0.0.6"]], ttl: 300))
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
@@ -315,16 +319,20 @@ struct HostResolverTests {
 
     @Test("the TCP prober reports connects and refusals")
     func prober() async throws {
-        let listener = try TCPListener(ip: "127.0.0.5")
+        // 127.0.0.30 is used by no other test. The refused port is held bound but not listening for the whole
+        // check: a listener closed for the purpose would free its port for whatever a parallel test binds next.
+        let listener = try TCPListener(ip: "127.0.0.30")
+        defer { listener.close() }
+        let closed = try TCPListener(ip: "127.0.0.30", listening: false)
+        defer { closed.close() }
         let prober = TCPConnectProber()
         // Generous timeouts: on a loaded machine a connect can wait long for its event loop, and a timeout here
         // would only hide what the test checks (a loopback connect is accepted or refused at once).
-        let connected = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(30))
+        let connected = await prober.probe(ip("127.0.0.30"), port: Int(listener.port), timeout: .seconds(30))
         #expect(connected.isSuccess)
-        listener.close()
-        let refused = await prober.probe(ip("127.0.0.5"), port: Int(listener.port), timeout: .seconds(30))
+        let refused = await prober.probe(ip("127.0.0.30"), port: Int(closed.port), timeout: .seconds(30))
         #expect(refused == .failed(.connectionRefused))
-        #expect(await prober.probe(ip("127.0.0.5"), port: 0, timeout: .seconds(1)) == .failed(.badQuery))
+        #expect(await prober.probe(ip("127.0.0.30"), port: 0, timeout: .seconds(1)) == .failed(.badQuery))
     }
 
     @Test("the settings build the pipeline: overrides file, cache, c-ares against dnsmasq")

@@ -46,6 +46,8 @@ struct ProbeAndCacheCommandTests {
     func probeThenCache() async throws {
         let listener = try TCPListener(ip: "127.0.0.20")
         defer { listener.close() }
+        let refusing = try TCPListener(ip: "127.0.0.21", port: listener.port, listening: false)
+        defer { refusing.close() }
         let dns = try await DNSMasq.start(records: Self.probeRecords)
         defer { dns.stop() }
         let directory = try TemporaryDirectory()

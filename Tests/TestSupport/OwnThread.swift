@@ -7,6 +7,9 @@ import Foundation
 /// for many seconds (a fuzzer, a million-line parse in a debug build) would hold one of the two threads of a
 /// two-core machine that long, and every test waiting on I/O would then wait for it too: a timing-sensitive test
 /// elsewhere would fail for no reason of its own. The kernel shares the cores fairly between threads instead.
+///
+/// The thread ends when `body` returns, so `body` must not leave unstructured tasks behind (they would inherit the
+/// executor preference and never run).
 public func onOwnThread<T: Sendable>(_ body: () async throws -> T) async rethrows -> T {
     let executor = OwnThreadExecutor()
     defer { executor.stop() }

@@ -190,11 +190,17 @@ public final class TCPListener: Sendable {
     public let port: UInt16
 
     /// Listens on `ip:port`; port 0 picks a free one.
-    public init(ip: String, port: UInt16 = 0) throws {
+    ///
+    /// With `listening: false` the port is only bound, without `SO_REUSEADDR`: connects to it are refused, and no
+    /// other socket can bind it while this one holds it. That is the dependable way to get a refused port; closing
+    /// a listener frees its port for whatever binds next.
+    public init(ip: String, port: UInt16 = 0, listening: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        if listening {
+            var yes: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr(ip)
@@ -202,7 +208,7 @@ public final class TCPListener: Sendable {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && listen(fd, 128) == 0 && getsockname(fd, raw, &length) == 0
+                bind(fd, raw, length) == 0 && (!listening || listen(fd, 128) == 0) && getsockname(fd, raw, &length) == 0
             }
         }
         guard bound else {
