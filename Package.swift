@@ -52,11 +52,14 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The dispatch queue a URLProtocol method runs on, for calling the protocol's client there (corelibs needs it).
+        .target(name: "CSessionQueue"),
         // The rewriting URLProtocol and its IP-pinned transport: the only target that imports FoundationNetworking.
         .target(
             name: "HTTPDNSURLProtocol",
             dependencies: [
                 "HTTPDNS",
+                "CSessionQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -100,6 +103,14 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             path: "Tests/TestSupport",
+            swiftSettings: strictSettings
+        ),
+        // Many concurrent requests through one URLSession with the protocol in front; run as a child process by the
+        // URL protocol tests, so a crash fails a test rather than the test runner.
+        .executableTarget(
+            name: "httpdns-stress",
+            dependencies: ["HTTPDNS", "HTTPDNSURLProtocol"],
+            path: "Tests/URLProtocolStress",
             swiftSettings: strictSettings
         ),
         .testTarget(

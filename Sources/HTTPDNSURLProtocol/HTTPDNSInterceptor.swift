@@ -164,7 +164,9 @@ public final class HTTPDNSInterceptor: Sendable {
     /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
     public func load(_ request: URLRequest) async throws(InterceptionError) -> Response {
         let started = ContinuousClock.now
-        var trace = RequestTrace(url: request.url?.absoluteString ?? "", hops: [], status: nil, bytes: 0, elapsed: .zero)
+        var trace = RequestTrace(
+            url: request.url?.absoluteString ?? "", hops: [], status: nil, bytes: 0, elapsed: .zero,
+            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
         do {
             let (response, body) = try await run(request, trace: &trace)
             trace.status = response.statusCode

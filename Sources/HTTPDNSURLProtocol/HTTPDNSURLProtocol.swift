@@ -27,11 +27,12 @@ import Synchronization
 /// - Cookies come from ``HTTPDNSInterceptor/Configuration/cookieStorage``: a protocol cannot see its session's
 ///   configuration on this platform.
 public final class HTTPDNSURLProtocol: URLProtocol {
-    // Lock discipline: URLProtocol itself is not Sendable; the load task reaches this instance through ``Handle``. `loading` guards this instance's mutable state (the load
-    // task, whether stopLoading ran, whether the load finished). Every call to `client` is made while holding
-    // `loading` and after checking `stopped`, and stopLoading sets `stopped` under the same lock, so no client call
-    // can follow stopLoading. The inherited `request` and `client` are set by URLSession before startLoading and
-    // only read afterwards.
+    // Lock discipline: URLProtocol itself is not Sendable; the load task reaches this instance through ``Handle``.
+    // `loading` guards this instance's mutable state (the load task, whether stopLoading ran, whether the load
+    // finished). Every call to `client` is made on the session's queue (see ``SessionQueue``: the
+    // corelibs client must never be called from another thread), while holding `loading` and after checking
+    // `stopped`; stopLoading sets `stopped` under the same lock, so no client call can follow stopLoading. The
+    // inherited `request` and `client` are set by URLSession before startLoading and only read afterwards.
     private struct Loading {
         var task: Task<Void, Never>?
         var stopped = false
@@ -40,8 +41,8 @@ public final class HTTPDNSURLProtocol: URLProtocol {
 
     private let loading = Mutex(Loading())
 
-    /// Carries the protocol into its load task. The task only calls ``finish(with:)``, which takes `loading`
-    /// before touching the instance, so the lock discipline above is what makes this sound.
+    /// Carries the protocol into its load task and onto the session's queue. Both only call ``deliver(_:)``,
+    /// which takes `loading` before touching the instance, so the lock discipline above is what makes this sound.
     private struct Handle: @unchecked Sendable {
         let instance: HTTPDNSURLProtocol
     }
@@ -99,24 +100,26 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         request
     }
 
-    /// Starts the load on a task of its own, off the session's queue.
+    /// Starts the load on a task of its own, off the session's queue; the outcome is handed to the client back on
+    /// the queue this method was called on (the task's work queue, which URLSession serializes with its own work).
     override public func startLoading() {
+        let clientQueue = SessionQueue.current()
+        let handle = Handle(instance: self)
         guard let interceptor = Self.interceptor else {
             let error = InterceptionError(
                 code: .shutdown, message: "no interceptor is registered", url: request.url?.absoluteString)
-            let handle = Handle(instance: self)
-            let task = Task { handle.instance.finish(with: .failure(error)) }
-            loading.withLock { $0.task = task }
+            clientQueue.async { handle.instance.deliver(.failure(error)) }
             return
         }
         let request = self.request
-        let handle = Handle(instance: self)
         let task = Task {
+            let outcome: Result<HTTPDNSInterceptor.Response, InterceptionError>
             do throws(InterceptionError) {
-                handle.instance.finish(with: .success(try await interceptor.load(request)))
+                outcome = .success(try await interceptor.load(request))
             } catch {
-                handle.instance.finish(with: .failure(error))
+                outcome = .failure(error)
             }
+            clientQueue.async { handle.instance.deliver(outcome) }
         }
         loading.withLock { state in
             if state.stopped { task.cancel() }
@@ -133,11 +136,12 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         task?.cancel()
     }
 
-    /// Hands the outcome to the client, unless stopLoading came first.
-    private func finish(with outcome: Result<HTTPDNSInterceptor.Response, InterceptionError>) {
+    /// Hands the outcome to the client, unless stopLoading came first. Runs on the session's queue.
+    private func deliver(_ outcome: Result<HTTPDNSInterceptor.Response, InterceptionError>) {
         loading.withLock { state in
             guard !state.stopped, !state.finished, let client else { return }
             state.finished = true
+            state.task = nil
             switch outcome {
             case .success(let answer):
                 client.urlProtocol(self, didReceive: answer.response, cacheStoragePolicy: .notAllowed)

@@ -13,6 +13,10 @@ public import HTTPDNS
 public enum RequestRewriting {
     /// The reserved header that tags a request as handled.
     public static let handledHeader = "X-HTTPDNS-Handled"
+    /// A reserved header whose value the interceptor copies into ``RequestTrace/tag`` and never sends: the way to
+    /// match traces to requests when many run at once. Set it only on requests the protocol takes
+    /// (``HTTPDNSInterceptor/intercepts(_:)``): URLSession's own HTTP support would send it as it is.
+    public static let traceTagHeader = "X-HTTPDNS-Trace-Tag"
     /// The URLProtocol property key also honoured as the tag where properties round-trip.
     public static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
 
@@ -69,7 +73,7 @@ public enum RequestRewriting {
     /// the application's request to the wire.
     static let transportHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
-        "proxy-connection", handledHeader.lowercased(),
+        "proxy-connection", handledHeader.lowercased(), traceTagHeader.lowercased(),
     ]
 }
 

@@ -47,6 +47,9 @@ public struct RequestTrace: Sendable {
     public var elapsed: Duration
     /// The error the request ended with, if any.
     public var error: InterceptionError?
+    /// The value of the application's ``RequestRewriting/traceTagHeader`` on the request, so a caller making many
+    /// requests at once can match each trace to its request; the header itself never goes on the wire.
+    public var tag: String? = nil
 
     /// The address that gave the final answer.
     public var address: IPAddress? { hops.last?.address }

@@ -10,8 +10,8 @@ import Synchronization
 /// (the IP of each hop, failovers, timings). Used by `hostsctl fetch`; its types keep FoundationNetworking out of
 /// callers.
 ///
-/// Requests are meant to be made one at a time: the trace attached to a result is the last one the interceptor
-/// finished.
+/// Any number of requests may run at once: each result carries its own request's trace (matched through
+/// ``RequestRewriting/traceTagHeader``, which never goes on the wire).
 public final class URLSessionFetcher: Sendable {
     /// Which URLSession requests go through.
     public enum SessionKind: Sendable {
@@ -66,7 +66,7 @@ public final class URLSessionFetcher: Sendable {
     public let interceptor: HTTPDNSInterceptor
     private let session: URLSession
     private let ownsSession: Bool
-    private let lastTrace: TraceSlot
+    private let traces: PendingTraces
 
     /// Creates the interceptor and registers it (``SessionKind/shared``) or installs it into a session of its own.
     /// - Throws: ``InterceptionError/Code/invalidConfiguration`` from the interceptor.
@@ -76,11 +76,11 @@ public final class URLSessionFetcher: Sendable {
         session kind: SessionKind = .shared,
         logger: Logger = Logger(label: "httpdns.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(InterceptionError) {
-        let lastTrace = TraceSlot()
+        let traces = PendingTraces()
         var configuration = configuration
         let userHandler = configuration.traceHandler
         configuration.traceHandler = { trace in
-            lastTrace.value.withLock { $0 = trace }
+            traces.deliver(trace)
             userHandler?(trace)
         }
         let interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: configuration, logger: logger)
@@ -96,7 +96,7 @@ public final class URLSessionFetcher: Sendable {
             ownsSession = true
         }
         self.interceptor = interceptor
-        self.lastTrace = lastTrace
+        self.traces = traces
     }
 
     /// Performs `request` through URLSession.
@@ -111,7 +111,9 @@ public final class URLSessionFetcher: Sendable {
         for (name, value) in request.headers { urlRequest.addValue(value, forHTTPHeaderField: name) }
         if let body = request.body { urlRequest.httpBody = Data(body) }
         urlRequest.timeoutInterval = request.timeout.fractionalSeconds
-        lastTrace.value.withLock { $0 = nil }
+        let tag = interceptor.intercepts(urlRequest) ? traces.open() : nil
+        if let tag { urlRequest.setValue(tag, forHTTPHeaderField: RequestRewriting.traceTagHeader) }
+        defer { if let tag { traces.close(tag) } }
         let started = ContinuousClock.now
         do {
             let (data, response) = try await session.data(for: urlRequest)
@@ -125,7 +127,7 @@ public final class URLSessionFetcher: Sendable {
             }
             return Result(
                 status: http.statusCode, url: http.url?.absoluteString ?? request.url, headers: headers, body: Array(data),
-                trace: lastTrace.value.withLock { $0 }, elapsed: elapsed)
+                trace: tag.flatMap(traces.trace), elapsed: elapsed)
         } catch let error as InterceptionError {
             throw error
         } catch {
@@ -159,7 +161,39 @@ public final class URLSessionFetcher: Sendable {
     }
 }
 
-/// The last trace the interceptor finished.
-private final class TraceSlot: Sendable {
-    let value = Mutex<RequestTrace?>(nil)
+/// The traces of the fetcher's requests in flight, by tag.
+private final class PendingTraces: Sendable {
+    private struct State {
+        var next: UInt64 = 0
+        var traces: [String: RequestTrace?] = [:]
+    }
+    private let state = Mutex(State())
+
+    /// A new tag, awaiting its trace.
+    func open() -> String {
+        state.withLock { state in
+            state.next += 1
+            let tag = "fetch-\(state.next)"
+            state.traces[tag] = .some(nil)
+            return tag
+        }
+    }
+
+    /// Keeps `trace` if its request is still awaited (a late trace of a finished request is dropped).
+    func deliver(_ trace: RequestTrace) {
+        guard let tag = trace.tag else { return }
+        state.withLock { state in
+            if state.traces[tag] != nil { state.traces[tag] = .some(trace) }
+        }
+    }
+
+    /// The trace delivered for `tag`, if any.
+    func trace(_ tag: String) -> RequestTrace? {
+        state.withLock { $0.traces[tag] ?? nil }
+    }
+
+    /// Forgets `tag`.
+    func close(_ tag: String) {
+        _ = state.withLock { $0.traces.removeValue(forKey: tag) }
+    }
 }

@@ -14,7 +14,9 @@ public struct FetchCommand: AsyncParsableCommand {
             The protocol is registered before the process creates any URLSession, and the request goes through
             URLSession.shared: the pattern an application uses. Each hop (the request and every redirect) is resolved
             through the pipeline, sent to the best IP with the original Host header, and TLS is checked for the real
-            host name. Exit status: 0 when every request got an HTTP answer, 1 when any failed, 64 for bad arguments.
+            host name. With --repeat and --concurrency N, N requests are in flight at once through the same session (a
+            load test of a host through the protocol), and a summary closes the run. Exit status: 0 when every
+            request got an HTTP answer, 1 when any failed, 64 for bad arguments.
             """
     )
 
@@ -35,8 +37,12 @@ public struct FetchCommand: AsyncParsableCommand {
     public var headers: [String] = []
 
     /// How many times to make the request.
-    @Option(help: "Make the request N times, one after the other; one report (one JSON object a line) each.")
+    @Option(help: "Make the request N times; one report (one JSON object a line) each, then a summary.")
     public var `repeat`: Int = 1
+
+    /// How many requests are in flight at once.
+    @Option(help: "Keep N of the --repeat requests in flight at once (default 1: one after the other).")
+    public var concurrency: Int = 1
 
     /// The settings file.
     @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
@@ -80,7 +86,8 @@ public struct FetchCommand: AsyncParsableCommand {
         else {
             throw ValidationError("'\(url)' is not an http or https URL.")
         }
-        guard (1...100_000).contains(`repeat`) else { throw ValidationError("--repeat must be between 1 and 100000.") }
+        guard (1...1_000_000).contains(`repeat`) else { throw ValidationError("--repeat must be between 1 and 1000000.") }
+        guard (1...1024).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 1024.") }
         guard timeout.isFinite, timeout >= 0.001, timeout <= 3600 else {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
@@ -127,28 +134,49 @@ public struct FetchCommand: AsyncParsableCommand {
             await resolver.shutdown()
             throw ValidationError(error.description)
         }
-        var failed = false
-        for _ in 0..<`repeat` {
-            let report: FetchReport
-            var body: [UInt8]?
-            do throws(InterceptionError) {
-                let result = try await fetcher.fetch(request)
-                report = FetchReport(url: url, result: result)
-                body = result.body
-            } catch {
-                report = FetchReport(url: url, error: error)
-            }
-            failed = failed || report.error != nil
-            if json {
-                print(report.json.serialized(pretty: false))
-            } else {
-                print(report.text, terminator: "")
-            }
-            if let body { try writeBody(body) }
+        let summary = await fetchAll(request, through: fetcher)
+        if `repeat` > 1 {
+            if json { print(summary.json.serialized(pretty: false)) } else { print(summary.text) }
         }
         await fetcher.shutdown()
         await resolver.shutdown()
-        if failed { throw ExitCode(1) }
+        if summary.failures > 0 { throw ExitCode(1) }
+    }
+
+    /// Makes the `repeat` requests, `concurrency` at a time, printing each report as its request ends.
+    private func fetchAll(_ request: URLSessionFetcher.Request, through fetcher: URLSessionFetcher) async -> FetchSummary {
+        let started = ContinuousClock.now
+        var summary = FetchSummary(requests: `repeat`)
+        await withTaskGroup(of: (FetchReport, [UInt8]?).self) { group in
+            var launched = 0
+            func launch() {
+                launched += 1
+                let url = url
+                group.addTask {
+                    do throws(InterceptionError) {
+                        let result = try await fetcher.fetch(request)
+                        return (FetchReport(url: url, result: result), result.body)
+                    } catch {
+                        return (FetchReport(url: url, error: error), nil)
+                    }
+                }
+            }
+            while launched < min(concurrency, `repeat`) { launch() }
+            while let (report, body) = await group.next() {
+                if launched < `repeat` { launch() }
+                summary.add(report)
+                if json {
+                    print(report.json.serialized(pretty: false))
+                } else {
+                    print(report.text, terminator: "")
+                }
+                if let body {
+                    do { try writeBody(body) } catch { printToStandardError("\(error)") }
+                }
+            }
+        }
+        summary.elapsed = ContinuousClock.now - started
+        return summary
     }
 
     /// `Name: value` split in two.
@@ -189,8 +217,59 @@ public struct FetchCommand: AsyncParsableCommand {
     }
 }
 
+/// What `hostsctl fetch` prints after several requests: counts, throughput and latency percentiles.
+struct FetchSummary {
+    var requests: Int
+    var failures = 0
+    /// The successful requests' latencies, in milliseconds.
+    var latencies: [Double] = []
+    /// From the first request to the last answer.
+    var elapsed: Duration = .zero
+
+    mutating func add(_ report: FetchReport) {
+        if report.error != nil { failures += 1 } else { latencies.append(report.elapsedMilliseconds) }
+    }
+
+    var requestsPerSecond: Double {
+        let seconds = elapsed.fractionalSeconds
+        return seconds > 0 ? (Double(requests) / seconds).rounded() : 0
+    }
+
+    /// The `fraction` percentile of the successful latencies (nearest rank); `nil` when none succeeded.
+    func percentile(_ fraction: Double) -> Double? {
+        guard !latencies.isEmpty else { return nil }
+        let sorted = latencies.sorted()
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up)) - 1
+        return sorted[min(max(rank, 0), sorted.count - 1)]
+    }
+
+    /// `{"summary": {"requests", "failures", "seconds", "requestsPerSecond", "p50Ms", "p99Ms"}}`.
+    var json: JSONValue {
+        .object([
+            (
+                "summary",
+                .object([
+                    ("requests", .number(Double(requests))),
+                    ("failures", .number(Double(failures))),
+                    ("seconds", .number((elapsed.fractionalSeconds * 1000).rounded() / 1000)),
+                    ("requestsPerSecond", .number(requestsPerSecond)),
+                    ("p50Ms", percentile(0.5).map(JSONValue.number) ?? .null),
+                    ("p99Ms", percentile(0.99).map(JSONValue.number) ?? .null),
+                ])
+            )
+        ])
+    }
+
+    var text: String {
+        let p50 = percentile(0.5).map { String(format: "%.2f ms", $0) } ?? "-"
+        let p99 = percentile(0.99).map { String(format: "%.2f ms", $0) } ?? "-"
+        return "\(requests) requests, \(failures) failed, in \(String(format: "%.2f", elapsed.fractionalSeconds)) s: "
+            + "\(Int(requestsPerSecond)) requests/s, p50 \(p50), p99 \(p99)"
+    }
+}
+
 /// What `hostsctl fetch` prints for one request.
-struct FetchReport {
+struct FetchReport: Sendable {
     var url: String
     var status: Int?
     var bytes: Int = 0

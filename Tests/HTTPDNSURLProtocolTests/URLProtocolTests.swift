@@ -259,6 +259,37 @@ struct URLProtocolTests {
         await fixture.shutdown()
     }
 
+    @Test("the trace tag matches each trace to its request among many at once and never reaches the server")
+    func traceTags() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            .text("\(request.path) tag=\(request.headers[RequestRewriting.traceTagHeader.lowercased()] ?? "-")")
+        }
+        defer { Task { await server.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("api.test", to: "127.0.0.5")
+        let session = fixture.session
+        let port = server.port
+        let bodies = try await withTimeLimit(.seconds(60)) {
+            try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for index in 0..<64 {
+                    group.addTask {
+                        var request = URLRequest(url: URL(string: "http://api.test:\(port)/\(index)")!)
+                        request.setValue("tag-\(index)", forHTTPHeaderField: RequestRewriting.traceTagHeader)
+                        let (data, _) = try await session.data(for: request)
+                        return (index, text(data))
+                    }
+                }
+                return try await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
+            }
+        }
+        #expect(bodies.count == 64)
+        #expect(bodies.allSatisfy { $0.value == "/\($0.key) tag=-" })
+        let traces = fixture.traces
+        #expect(traces.count == 64)
+        #expect(traces.allSatisfy { trace in trace.tag == "tag-" + (trace.url.split(separator: "/").last.map(String.init) ?? "?") })
+        await fixture.shutdown()
+    }
+
     @Test("a cancellation storm: every cancelled task completes, none hangs, nothing crashes")
     func cancellationStorm() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in

@@ -12,13 +12,13 @@ struct FetchCommandTests {
         let command = try #require(
             try HostsCTLCommand.parseAsRoot([
                 "fetch", "-X", "PUT", "-d", "x=1", "-H", "Accept: text/plain", "-H", "X-Trace:  abc ", "--repeat", "3",
-                "--hosts", "h", "--trust-ca", "ca.pem", "--json", "--no-follow", "https://api.test:8443/p",
+                "--hosts", "h", "--trust-ca", "ca.pem", "--json", "--no-follow", "--concurrency", "2", "https://api.test:8443/p",
             ]) as? FetchCommand
         )
         #expect(command.method == "PUT")
         #expect(command.data == "x=1")
         #expect(try command.headers.map(FetchCommand.parseHeader).map { "\($0.name)=\($0.value)" } == ["Accept=text/plain", "X-Trace=abc"])
-        #expect(command.repeat == 3)
+        #expect(command.repeat == 3 && command.concurrency == 2)
         #expect(command.trustCA == ["ca.pem"])
         #expect(command.json && command.noFollow)
         #expect(command.url == "https://api.test:8443/p")
@@ -31,6 +31,7 @@ struct FetchCommandTests {
             ["fetch", "-H", "NoColon", "http://a.test/"], ["fetch", "-H", "Bad Name: x", "http://a.test/"],
             ["fetch", "--timeout", "0", "http://a.test/"], ["fetch", "-X", "", "http://a.test/"],
             ["fetch", "--no-cache", "--cache-file", "c.json", "http://a.test/"],
+            ["fetch", "--concurrency", "0", "http://a.test/"], ["fetch", "--concurrency", "2000", "http://a.test/"],
         ]
     )
     func badArguments(arguments: [String]) {
@@ -66,8 +67,11 @@ struct FetchCommandTests {
         let output = try await fetch(["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url], hosts: ["127.0.0.14 api.test"])
         #expect(output.status == 0, "\(output.standardError)")
         let lines = output.standardOutput.split(separator: "\n")
-        let reports = try lines.filter { $0.hasPrefix("{") }.map(object)
+        let objects = try lines.filter { $0.hasPrefix("{") }.map(object)
+        let reports = objects.filter { $0["summary"] == nil }
         #expect(reports.count == 2)
+        let summary = try #require(objects.last?["summary"] as? [String: Any])
+        #expect(summary["requests"] as? Int == 2 && summary["failures"] as? Int == 0)
         let report = try #require(reports.first)
         #expect(report["status"] as? Int == 200)
         #expect(report["ip"] as? String == "127.0.0.14")
@@ -123,5 +127,43 @@ struct FetchCommandTests {
         #expect(output.status == 0)
         #expect(output.standardOutput.hasPrefix("GET http://web.test:\(server.port)/x -> 200, 2 bytes in "))
         #expect(output.standardOutput.contains("hop 1: GET http://web.test:\(server.port)/x -> 200 via 127.0.0.14 (override), Host: web.test:\(server.port)"))
+    }
+
+    @Test("--concurrency: many requests in flight through URLSession.shared, each report its own, then a summary")
+    func concurrentRequests() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.42") { request in
+            .text("path=\(request.path) host=\(request.headers["host"] ?? "-")")
+        }
+        defer { Task { await server.stop() } }
+        // The first address refuses (held bound, not listening): every request fails over, as the reports show.
+        let refused = try TCPListener(ip: "127.0.0.43", port: UInt16(server.port), listening: false)
+        defer { refused.close() }
+        let output = try await fetch(
+            ["--json", "--repeat", "600", "--concurrency", "32", "-o", "/dev/null", "http://load.test:\(server.port)/item"],
+            hosts: ["127.0.0.43 load.test", "127.0.0.42 load.test"])
+        #expect(output.status == 0, "exit \(output.status): \(output.standardError.suffix(2000))")
+        let objects = try output.standardOutput.split(separator: "\n").filter { $0.hasPrefix("{") }.map(object)
+        let reports = objects.filter { $0["summary"] == nil }
+        #expect(reports.count == 600)
+        #expect(reports.allSatisfy { $0["status"] as? Int == 200 && $0["ip"] as? String == "127.0.0.42" })
+        #expect(reports.allSatisfy { ($0["hops"] as? [[String: Any]])?.first?["failed"] as? [[String: Any]] != nil })
+        #expect(reports.allSatisfy { $0["bytes"] as? Int == "path=/item host=load.test:\(server.port)".utf8.count })
+        let summary = try #require(objects.last?["summary"] as? [String: Any])
+        #expect(summary["requests"] as? Int == 600)
+        #expect(summary["failures"] as? Int == 0)
+        #expect((summary["requestsPerSecond"] as? Double ?? Double(summary["requestsPerSecond"] as? Int ?? 0)) > 0)
+        let p50 = try #require(summary["p50Ms"] as? Double), p99 = try #require(summary["p99Ms"] as? Double)
+        #expect(p50 > 0 && p50 <= p99)
+    }
+
+    @Test("--concurrency in text: a summary line with counts, throughput and percentiles")
+    func concurrentText() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.42") { _ in .text("ok") }
+        defer { Task { await server.stop() } }
+        let output = try await fetch(["--repeat", "20", "--concurrency", "4", "http://load.test:\(server.port)/"], hosts: ["127.0.0.42 load.test"])
+        #expect(output.status == 0)
+        let last = try #require(output.standardOutput.split(separator: "\n").last)
+        #expect(last.hasPrefix("20 requests, 0 failed, in "))
+        #expect(last.contains("requests/s, p50 ") && last.contains(", p99 "))
     }
 }

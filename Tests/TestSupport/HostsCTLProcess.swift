@@ -1,6 +1,7 @@
 import Foundation
 
-/// Runs the built `hostsctl` executable as a child process, as a user would.
+/// Runs the built `hostsctl` executable (or another of the package's executables) as a child process, as a user
+/// would.
 public enum HostsCTLProcess {
     /// The result of one run.
     public struct Output: Sendable {
@@ -13,25 +14,33 @@ public enum HostsCTLProcess {
     }
 
     /// The `hostsctl` binary next to the test bundle in the build directory.
-    public static var executable: String {
+    public static var executable: String { executable(named: "hostsctl") }
+
+    /// The executable `name` next to the test bundle in the build directory (`name` itself if none is found).
+    public static func executable(named name: String) -> String {
         let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var directory = bundle.deletingLastPathComponent()
         while directory.path != "/" {
-            let candidate = directory.appendingPathComponent("hostsctl")
+            let candidate = directory.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate.path }
             directory = directory.deletingLastPathComponent()
         }
-        return "hostsctl"
+        return name
     }
 
     /// Runs `hostsctl` with `arguments` and extra environment variables, and waits for it. Unless the caller sets
     /// `XDG_CACHE_HOME`, the default cache file lives in a directory removed after the run, so tests never touch
     /// the user's cache.
     public static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
-        try await offThePool { try runBlocking(arguments, environment: environment) }
+        try await run(executable: executable, arguments, environment: environment)
     }
 
-    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Output {
+    /// Runs the executable at `path` the same way as ``run(_:environment:)``.
+    public static func run(executable path: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+        try await offThePool { try runBlocking(path, arguments, environment: environment) }
+    }
+
+    private static func runBlocking(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> Output {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -28,7 +28,7 @@ public final class LocalHTTPServer: Sendable {
     }
 
     /// What the server does with a request.
-    public enum Reply: Sendable {
+    public indirect enum Reply: Sendable {
         /// Answers with a status, a content type and a body; `declareLength: false` sends it chunked.
         case respond(status: Int, contentType: String?, body: [UInt8], declareLength: Bool = true)
         /// Sends the head (promising 1,000 bytes) and a few bytes of body, then nothing more.
@@ -37,6 +37,8 @@ public final class LocalHTTPServer: Sendable {
         case hangUp
         /// Answers with a status, any header fields and a body (`Content-Length` is added).
         case full(status: Int, headers: [(String, String)], body: [UInt8])
+        /// Sends `reply` after `delay` (the connection stays open meanwhile), for requests cancelled mid-flight.
+        case delayed(Duration, Reply)
 
         /// A redirect to `location`.
         public static func redirect(to location: String, status: Int = 302) -> Reply {
@@ -148,7 +150,18 @@ public final class LocalHTTPServer: Sendable {
         }
 
         private func respond(context: ChannelHandlerContext, to request: Request) {
-            switch handler(request) {
+            send(handler(request), context: context)
+        }
+
+        private func send(_ reply: Reply, context: ChannelHandlerContext) {
+            switch reply {
+            case .delayed(let delay, let reply):
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+                    let (handler, context) = bound.value
+                    guard context.channel.isActive else { return }
+                    handler.send(reply, context: context)
+                }
             case .respond(let status, let contentType, let body, let declareLength):
                 var headers = HTTPHeaders()
                 if let contentType { headers.add(name: "Content-Type", value: contentType) }
