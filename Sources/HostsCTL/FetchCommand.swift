@@ -211,8 +211,17 @@ public struct FetchCommand: AsyncParsableCommand {
         if output == "-" {
             fflush(nil)  // the report printed before the body comes first
             FileHandle.standardOutput.write(Data(body))
-        } else if !FileManager.default.createFile(atPath: output, contents: Data(body)) {
-            throw ValidationError("cannot write \(output).")
+        } else {
+            // Written in place, never replaced by a renamed temporary file (what FileManager.createFile does): `-o
+            // /dev/null` run as root must not turn the device into a regular file.
+            let descriptor = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw ValidationError("cannot write \(output): \(String(cString: strerror(errno))).") }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+            do {
+                try handle.write(contentsOf: body)
+            } catch {
+                throw ValidationError("cannot write \(output): \(error.localizedDescription)")
+            }
         }
     }
 }

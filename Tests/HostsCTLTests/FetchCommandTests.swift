@@ -138,8 +138,14 @@ struct FetchCommandTests {
         // The first address refuses (held bound, not listening): every request fails over, as the reports show.
         let refused = try TCPListener(ip: "127.0.0.43", port: UInt16(server.port), listening: false)
         defer { refused.close() }
+        // -o writes the body in place: a second hard link to the file sees it (a file replaced by rename would not).
+        let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
+        let link = bodyFile + ".link"
+        FileManager.default.createFile(atPath: bodyFile, contents: Data())
+        try FileManager.default.linkItem(atPath: bodyFile, toPath: link)
+        defer { try? FileManager.default.removeItem(atPath: bodyFile); try? FileManager.default.removeItem(atPath: link) }
         let output = try await fetch(
-            ["--json", "--repeat", "600", "--concurrency", "32", "-o", "/dev/null", "http://load.test:\(server.port)/item"],
+            ["--json", "--repeat", "600", "--concurrency", "32", "-o", bodyFile, "http://load.test:\(server.port)/item"],
             hosts: ["127.0.0.43 load.test", "127.0.0.42 load.test"])
         #expect(output.status == 0, "exit \(output.status): \(output.standardError.suffix(2000))")
         let objects = try output.standardOutput.split(separator: "\n").filter { $0.hasPrefix("{") }.map(object)
@@ -154,6 +160,7 @@ struct FetchCommandTests {
         #expect((summary["requestsPerSecond"] as? Double ?? Double(summary["requestsPerSecond"] as? Int ?? 0)) > 0)
         let p50 = try #require(summary["p50Ms"] as? Double), p99 = try #require(summary["p99Ms"] as? Double)
         #expect(p50 > 0 && p50 <= p99)
+        #expect(try String(contentsOfFile: link, encoding: .utf8) == "path=/item host=load.test:\(server.port)")
     }
 
     @Test("--concurrency in text: a summary line with counts, throughput and percentiles")

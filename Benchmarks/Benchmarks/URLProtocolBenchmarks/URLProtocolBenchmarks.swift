@@ -10,9 +10,13 @@ import HTTPDNSURLProtocol
 // keep-alive HTTP server (nginx, started by Benchmarks/run.sh, which passes HTTPDNS_BENCH_HTTP=127.0.0.1:PORT)
 // serving a 1 KiB body. The protocol's host resolves through the HostResolver's cache (one upstream lookup, then
 // cache hits); the plain session goes to 127.0.0.1 directly, so it pays no resolution at all.
+//
+// Two pairs: a session of its own with the protocol installed (16 in flight), and URLSession.shared with the protocol
+// registered at start-up, as an application does it (64 in flight), each beside a plain session in the same run.
 
 let requestsPerRun = Int(ProcessInfo.processInfo.environment["HTTPDNS_BENCH_HTTP_REQUESTS"] ?? "") ?? 4000
 let concurrency = 16
+let sharedConcurrency = 64
 let latencySamples = 400
 
 extension BenchmarkMetric {
@@ -40,6 +44,7 @@ final class ResolveTimes: @unchecked Sendable {
     func append(_ value: Double) { lock.withLock { values.append(value) } }
     func median() -> Double { lock.withLock { values.isEmpty ? 0 : values.sorted()[values.count / 2] } }
     func reset() { lock.withLock { values.removeAll() } }
+    var count: Int { lock.withLock { values.count } }
 }
 
 func microseconds(_ duration: Duration) -> Double {
@@ -84,14 +89,18 @@ let benchmarks: @Sendable () -> Void = {
     let port = server.split(separator: ":").last.map(String.init) ?? "80"
     let times = ResolveTimes()
     let resolver = HostResolver(upstreams: [.init(name: "bench", kind: .other, resolver: BenchUpstream())], prober: nil)
+    // One interceptor serves the process (the protocol class holds one), so both pairs share it. It is registered
+    // first, before anything creates a URLSession, so URLSession.shared takes the protocol.
     let interceptor = try! HTTPDNSInterceptor(
         resolver: resolver,
         configuration: .init(
-            maximumConnectionsPerHost: concurrency,
+            maximumConnectionsPerHost: sharedConcurrency,
             cookieStorage: nil,
             traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }
         )
     )
+    HTTPDNSURLProtocol.register(interceptor)
+    let shared = URLSession.shared
     let intercepted = URLSessionConfiguration.ephemeral
     intercepted.httpMaximumConnectionsPerHost = concurrency
     HTTPDNSURLProtocol.install(interceptor, into: intercepted)
@@ -99,6 +108,9 @@ let benchmarks: @Sendable () -> Void = {
     plain.httpMaximumConnectionsPerHost = concurrency
     let withProtocol = URLSession(configuration: intercepted)
     let alone = URLSession(configuration: plain)
+    let plainWide = URLSessionConfiguration.ephemeral
+    plainWide.httpMaximumConnectionsPerHost = sharedConcurrency
+    let aloneWide = URLSession(configuration: plainWide)
     let protocolURL = URL(string: "http://web.bench:\(port)/1k")!
     let plainURL = URL(string: "http://127.0.0.1:\(port)/1k")!
 
@@ -114,6 +126,27 @@ let benchmarks: @Sendable () -> Void = {
         let protocolRate = try await throughput(withProtocol, url: protocolURL, count: requestsPerRun, workers: concurrency)
         let plainP50 = try await medianLatency(alone, url: plainURL, count: latencySamples)
         let protocolP50 = try await medianLatency(withProtocol, url: protocolURL, count: latencySamples)
+        benchmark.measurement(.protocolRate, Int(protocolRate))
+        benchmark.measurement(.plainRate, Int(plainRate))
+        benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
+        benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
+        benchmark.measurement(.plainP50, Int(plainP50.rounded()))
+        benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
+        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+    }
+
+    Benchmark(
+        "URLSession.shared + registered HTTPDNSURLProtocol vs URLSession alone: 1 KiB keep-alive, \(sharedConcurrency) concurrent",
+        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+    ) { benchmark in
+        _ = try await throughput(shared, url: protocolURL, count: sharedConcurrency * 4, workers: sharedConcurrency)
+        _ = try await throughput(aloneWide, url: plainURL, count: sharedConcurrency * 4, workers: sharedConcurrency)
+        times.reset()
+        let plainRate = try await throughput(aloneWide, url: plainURL, count: requestsPerRun, workers: sharedConcurrency)
+        let protocolRate = try await throughput(shared, url: protocolURL, count: requestsPerRun, workers: sharedConcurrency)
+        precondition(times.count >= requestsPerRun / sharedConcurrency * sharedConcurrency, "URLSession.shared did not go through the protocol")
+        let plainP50 = try await medianLatency(aloneWide, url: plainURL, count: latencySamples)
+        let protocolP50 = try await medianLatency(shared, url: protocolURL, count: latencySamples)
         benchmark.measurement(.protocolRate, Int(protocolRate))
         benchmark.measurement(.plainRate, Int(plainRate))
         benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
