@@ -313,6 +313,11 @@ public final class HTTPDNSInterceptor: Sendable {
                     }
                 guard mayRetry, index + 1 < candidates.count, NIODeadline.now() < deadline else {
                     hop.elapsed = ContinuousClock.now - sendStart
+                    if retry == .afterSending, !mayRetry, index + 1 < candidates.count {
+                        var final = failure
+                        final.message += "; the request may have reached the server, so a \(method) is not sent again to another address"
+                        throw final
+                    }
                     throw failure
                 }
                 metrics.failovers.increment()

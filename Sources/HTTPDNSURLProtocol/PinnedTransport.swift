@@ -240,9 +240,17 @@ final class PinnedTransport: Sendable {
     static func classify(_ error: any Error) -> (InterceptionError.Code, String, Retry) {
         if let failure = error as? AttemptFailure {
             let (code, message, retry) = classify(failure.underlying)
-            // Nothing went out: any failure of the connection itself may move on to the next address.
-            if !failure.requestSent, retry == .afterSending { return (code, message, .beforeSending) }
-            return (code, message, retry)
+            switch (failure.requestSent, retry) {
+            case (false, .afterSending):
+                // Nothing went out: any failure of the connection itself may move on to the next address.
+                return (code, message, .beforeSending)
+            case (true, .beforeSending):
+                // Some of the request was written, so the server may have acted on it (a reset after it read a
+                // POST): whatever the error, only an idempotent method may be sent again elsewhere.
+                return (code, message, .afterSending)
+            default:
+                return (code, message, retry)
+            }
         }
         switch error {
         case let error as InterceptionError:
@@ -283,14 +291,13 @@ final class PinnedTransport: Sendable {
                 }
                 return (.badServerResponse, "HTTP exchange failed: \(error)", .never)
             }
+        case let error as HTTPParserError:
+            return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)
         case ChannelError.connectTimeout:
             return (.timedOut, "connect timed out", .beforeSending)
         case is NIOConnectionError, is IOError, is ChannelError:
             return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
         default:
-            if "\(type(of: error))".contains("HTTPParserError") {
-                return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)
-            }
             return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
         }
     }

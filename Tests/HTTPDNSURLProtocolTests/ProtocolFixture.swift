@@ -80,6 +80,14 @@ final class TraceLog: Sendable {
     var all: [RequestTrace] { traces.withLock { $0 } }
 }
 
+/// What test servers saw, in order.
+final class EventLog: Sendable {
+    private let events = Mutex<[String]>([])
+    func add(_ event: String) { events.withLock { $0.append(event) } }
+    func reset() { events.withLock { $0.removeAll() } }
+    var all: [String] { events.withLock { $0 } }
+}
+
 /// Runs `body`, failing the test if it takes longer than `limit` (the package's own time limit helper).
 func withTimeLimit<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withTimeLimit(limit, orThrow: TimeLimitExceeded(limit: limit), body)

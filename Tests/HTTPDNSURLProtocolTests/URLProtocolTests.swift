@@ -242,6 +242,40 @@ struct URLProtocolTests {
         }
     }
 
+    @Test("a POST whose connection is reset after the server read it is never sent to another address; a GET is")
+    func noReplayOfPost() async throws {
+        let reached = EventLog()
+        let first = try await LocalHTTPServer(host: "127.0.0.44") { request in
+            reached.add("first \(request.method) \(request.body.count)")
+            return .reset
+        }
+        defer { Task { await first.stop() } }
+        let second = try await LocalHTTPServer(host: "127.0.0.45", port: first.port) { request in
+            reached.add("second \(request.method) \(request.body.count)")
+            return .reset
+        }
+        defer { Task { await second.stop() } }
+        let fixture = try ProtocolFixture()
+        try fixture.pin("orders.test", to: "127.0.0.44", "127.0.0.45")
+        var post = URLRequest(url: URL(string: "http://orders.test:\(first.port)/charge")!)
+        post.httpMethod = "POST"
+        post.httpBody = Data("amount=100".utf8)
+        await #expect(throws: (any Error).self) { _ = try await fixture.session.data(for: post) }
+        #expect(reached.all == ["first POST 10"])
+        let trace = try #require(fixture.traces.last)
+        #expect(trace.error?.code == .connectionFailed || trace.error?.code == .connectionLost)
+        #expect(trace.error?.message.contains("not sent again") == true)
+        #expect(trace.hops.first?.failedAttempts.count == 1)
+
+        // An idempotent method may go on to the next address after the same failure.
+        reached.reset()
+        await #expect(throws: (any Error).self) {
+            _ = try await fixture.session.data(for: URLRequest(url: URL(string: "http://orders.test:\(first.port)/status")!))
+        }
+        #expect(reached.all == ["first GET 0", "second GET 0"])
+        await fixture.shutdown()
+    }
+
     @Test("a stalled server times out after the request's timeoutInterval")
     func timeout() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { _ in .stall }

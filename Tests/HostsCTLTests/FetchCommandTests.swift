@@ -141,7 +141,7 @@ struct FetchCommandTests {
         // -o writes the body in place: a second hard link to the file sees it (a file replaced by rename would not).
         let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
         let link = bodyFile + ".link"
-        FileManager.default.createFile(atPath: bodyFile, contents: Data())
+        #expect(FileManager.default.createFile(atPath: bodyFile, contents: Data()))
         try FileManager.default.linkItem(atPath: bodyFile, toPath: link)
         defer { try? FileManager.default.removeItem(atPath: bodyFile); try? FileManager.default.removeItem(atPath: link) }
         let output = try await fetch(

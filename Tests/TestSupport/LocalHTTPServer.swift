@@ -4,6 +4,9 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A small HTTP/1.1 server on a loopback address for the HTTP APIs that have no real local server (vendor HTTPDNS,
 /// the JSON DNS API), for the URL protocol's origin servers (optionally over TLS, recording the SNI each connection
@@ -35,6 +38,8 @@ public final class LocalHTTPServer: Sendable {
         case stall
         /// Closes the connection without answering.
         case hangUp
+        /// Resets the connection (RST, through `SO_LINGER` 0) without answering, after reading the whole request.
+        case reset
         /// Answers with a status, any header fields and a body (`Content-Length` is added).
         case full(status: Int, headers: [(String, String)], body: [UInt8])
         /// Sends `reply` after `delay` (the connection stays open meanwhile), for requests cancelled mid-flight.
@@ -179,6 +184,13 @@ public final class LocalHTTPServer: Sendable {
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
             case .hangUp:
                 context.close(promise: nil)
+            case .reset:
+                let channel = context.channel
+                guard let socket = channel as? any SocketOptionProvider else {
+                    channel.close(promise: nil)
+                    return
+                }
+                socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
             case .full(let status, let fields, let body):
                 var headers = HTTPHeaders(fields)
                 headers.add(name: "Content-Length", value: String(body.count))
