@@ -114,45 +114,36 @@ let benchmarks: @Sendable () -> Void = {
     let protocolURL = URL(string: "http://web.bench:\(port)/1k")!
     let plainURL = URL(string: "http://127.0.0.1:\(port)/1k")!
 
-    Benchmark(
-        "URLSession + HTTPDNSURLProtocol vs URLSession alone: 1 KiB keep-alive, \(concurrency) concurrent",
-        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
-    ) { benchmark in
-        // Warm both: connections open, the host cached.
-        _ = try await throughput(withProtocol, url: protocolURL, count: concurrency * 4, workers: concurrency)
-        _ = try await throughput(alone, url: plainURL, count: concurrency * 4, workers: concurrency)
-        times.reset()
-        let plainRate = try await throughput(alone, url: plainURL, count: requestsPerRun, workers: concurrency)
-        let protocolRate = try await throughput(withProtocol, url: protocolURL, count: requestsPerRun, workers: concurrency)
-        let plainP50 = try await medianLatency(alone, url: plainURL, count: latencySamples)
-        let protocolP50 = try await medianLatency(withProtocol, url: protocolURL, count: latencySamples)
-        benchmark.measurement(.protocolRate, Int(protocolRate))
-        benchmark.measurement(.plainRate, Int(plainRate))
-        benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
-        benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
-        benchmark.measurement(.plainP50, Int(plainP50.rounded()))
-        benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
-        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+    /// One pair, side by side in each iteration: warm both sides, then throughput with `workers` in flight and the
+    /// median of sequential requests, for the session with the protocol and the plain one.
+    func pair(_ name: String, intercepted: URLSession, plain: URLSession, workers: Int) {
+        Benchmark(
+            name,
+            configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+        ) { benchmark in
+            // Warm both: connections open, the host cached.
+            _ = try await throughput(intercepted, url: protocolURL, count: workers * 4, workers: workers)
+            _ = try await throughput(plain, url: plainURL, count: workers * 4, workers: workers)
+            times.reset()
+            let plainRate = try await throughput(plain, url: plainURL, count: requestsPerRun, workers: workers)
+            let protocolRate = try await throughput(intercepted, url: protocolURL, count: requestsPerRun, workers: workers)
+            precondition(times.count >= requestsPerRun / workers * workers, "the requests did not go through the protocol")
+            let plainP50 = try await medianLatency(plain, url: plainURL, count: latencySamples)
+            let protocolP50 = try await medianLatency(intercepted, url: protocolURL, count: latencySamples)
+            benchmark.measurement(.protocolRate, Int(protocolRate))
+            benchmark.measurement(.plainRate, Int(plainRate))
+            benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
+            benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
+            benchmark.measurement(.plainP50, Int(plainP50.rounded()))
+            benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
+            benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+        }
     }
 
-    Benchmark(
+    pair(
+        "URLSession + HTTPDNSURLProtocol vs URLSession alone: 1 KiB keep-alive, \(concurrency) concurrent",
+        intercepted: withProtocol, plain: alone, workers: concurrency)
+    pair(
         "URLSession.shared + registered HTTPDNSURLProtocol vs URLSession alone: 1 KiB keep-alive, \(sharedConcurrency) concurrent",
-        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
-    ) { benchmark in
-        _ = try await throughput(shared, url: protocolURL, count: sharedConcurrency * 4, workers: sharedConcurrency)
-        _ = try await throughput(aloneWide, url: plainURL, count: sharedConcurrency * 4, workers: sharedConcurrency)
-        times.reset()
-        let plainRate = try await throughput(aloneWide, url: plainURL, count: requestsPerRun, workers: sharedConcurrency)
-        let protocolRate = try await throughput(shared, url: protocolURL, count: requestsPerRun, workers: sharedConcurrency)
-        precondition(times.count >= requestsPerRun / sharedConcurrency * sharedConcurrency, "URLSession.shared did not go through the protocol")
-        let plainP50 = try await medianLatency(aloneWide, url: plainURL, count: latencySamples)
-        let protocolP50 = try await medianLatency(shared, url: protocolURL, count: latencySamples)
-        benchmark.measurement(.protocolRate, Int(protocolRate))
-        benchmark.measurement(.plainRate, Int(plainRate))
-        benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
-        benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
-        benchmark.measurement(.plainP50, Int(plainP50.rounded()))
-        benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
-        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
-    }
+        intercepted: shared, plain: aloneWide, workers: sharedConcurrency)
 }
