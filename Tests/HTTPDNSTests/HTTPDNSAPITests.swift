@@ -263,6 +263,13 @@ struct HTTPDNSAPITests {
             #expect(!secretSeen)
             #expect("\(HTTPDNSSecret("s3cr3t-key"))" == "<redacted>")
             #expect(String(reflecting: HTTPDNSSecret("s3cr3t-key")) == "<redacted>")
+            // Reflection never reaches the value, neither on the secret nor on a configuration holding it.
+            var dumped = ""
+            dump(HTTPDNSSecret("s3cr3t-key"), to: &dumped)
+            dump(HTTPDNSResolver.API.alibaba(account: "139450", secret: HTTPDNSSecret("s3cr3t-key")), to: &dumped)
+            #expect(!dumped.contains("s3cr3t-key"), "\(dumped)")
+            #expect(dumped.contains("<redacted>"))
+            #expect(Mirror(reflecting: HTTPDNSSecret("s3cr3t-key")).children.isEmpty)
         }
     }
 

@@ -11,7 +11,7 @@ import Darwin
 /// Its `description` and `debugDescription` are `<redacted>`. Read it from the environment with
 /// ``init(environmentVariable:)``; the command line never takes secrets, since arguments are visible to every
 /// user of the machine.
-public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The secret text. Only the signing code reads it.
     let value: String
 
@@ -28,4 +28,7 @@ public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, Custom
     public var description: String { "<redacted>" }
     /// `<redacted>`.
     public var debugDescription: String { "<redacted>" }
+    /// A mirror without children, so `dump`, `Mirror` and debuggers that walk stored properties never reach the
+    /// value (the struct itself, or any configuration that holds it).
+    public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .struct) }
 }
