@@ -64,13 +64,21 @@ public final class HostResolver: HostNameResolver {
         public var timeout: Duration
         /// The most hosts probed at once; further rounds are skipped until one ends.
         public var maximumConcurrentHosts: Int
+        /// The most addresses of one host probed at once (default 2); the others wait their turn. Each connect
+        /// starts after a random delay of up to 20 ms, and an address is never probed twice at once, so probing never
+        /// floods a small server's listen backlog.
+        public var maximumConcurrentProbesPerHost: Int
 
         /// Creates a probing configuration.
-        public init(ports: [Int] = [443], interval: Duration = .seconds(60), timeout: Duration = .seconds(1), maximumConcurrentHosts: Int = 8) {
+        public init(
+            ports: [Int] = [443], interval: Duration = .seconds(60), timeout: Duration = .seconds(1),
+            maximumConcurrentHosts: Int = 8, maximumConcurrentProbesPerHost: Int = 2
+        ) {
             self.ports = ports.isEmpty ? [443] : ports
             self.interval = interval
             self.timeout = timeout
             self.maximumConcurrentHosts = max(maximumConcurrentHosts, 1)
+            self.maximumConcurrentProbesPerHost = max(maximumConcurrentProbesPerHost, 1)
         }
     }
 
@@ -125,6 +133,8 @@ public final class HostResolver: HostNameResolver {
     private let maintenance = BackgroundTasks()
     private let flights: SingleFlight<FlightKey, RankedResolution>
     private let probesRunning = Atomic<Int>(0)
+    /// Addresses with a probe in flight.
+    private let addressesBeingProbed = Mutex<Set<IPAddress>>([])
     private let cleanups: [@Sendable () async -> Void]
     private let shutDown = Atomic<Bool>(false)
 
@@ -186,8 +196,8 @@ public final class HostResolver: HostNameResolver {
     ///   - port: The port the caller will connect to; background probes of this host measure it.
     /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
     public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws -> RankedResolution {
-        if let overrides, let name = try? HostName(text), let answer = overrides.resolve(name, family: family) {
-            return RankedResolution(unscored: answer, family: family, freshness: .override)
+        if overrides != nil, let name = try? HostName(text), let answer = overrideAnswer(name, family: family, port: port) {
+            return answer
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
             return RankedResolution(unscored: local, family: family, freshness: .local)
@@ -207,9 +217,7 @@ public final class HostResolver: HostNameResolver {
     /// ``resolveRanked(_:family:)``; `probePort` is the port the caller connects to, which the first probe of a
     /// newly cached host uses (the cache has no record to remember it in before the answer arrives).
     private func resolveRanked(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
-        if let overrides, let answer = overrides.resolve(host, family: family) {
-            return RankedResolution(unscored: answer, family: family, freshness: .override)
-        }
+        if let answer = overrideAnswer(host, family: family, port: probePort) { return answer }
         if let cache {
             let probeInterval = probeIntervalIfIdle
             switch cache.lookup(host, family: family, probeInterval: probeInterval) {
@@ -236,6 +244,19 @@ public final class HostResolver: HostNameResolver {
         return try await flights.run(FlightKey(host: host, family: family)) { [self] in
             try await fetch(host, family: family, isRefresh: false, probePort: probePort)
         }
+    }
+
+    /// The overridden addresses of `host`, ranked by the same scores as upstream answers (probed when first used,
+    /// fed back by connects, backing off after failures); their order is all that changes, never the addresses.
+    private func overrideAnswer(_ host: HostName, family: AddressFamily, port: Int?) -> RankedResolution? {
+        guard let overrides, let answer = overrides.resolve(host, family: family) else { return nil }
+        guard let cache else { return RankedResolution(unscored: answer, family: family, freshness: .override) }
+        let (ranked, probe) = cache.rankExternal(
+            host, family: family, addresses: answer.addresses.map(\.ip), port: port, probeInterval: probeIntervalIfIdle)
+        if let probe { startProbe(probe) }
+        return RankedResolution(
+            host: answer.host, family: family, addresses: ranked, origin: answer.addresses.first?.source ?? .override,
+            ttl: answer.addresses.map(\.ttl).min() ?? 0, freshness: .override)
     }
 
     /// The best address for `host`, resolving it if needed.
@@ -416,9 +437,16 @@ public final class HostResolver: HostNameResolver {
 
     // MARK: Scoring
 
-    /// Reports a connect to `ip` of `host` that succeeded after `latency` (passive feedback for the ranking).
+    /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
+    /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
     public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         cache?.recordConnect(to: ip, of: host, latency: latency)
+    }
+
+    /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
+    /// times, and proof that the address answers (its back-off ends).
+    public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+        cache?.recordFirstByte(to: ip, of: host, latency: latency)
     }
 
     /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
@@ -435,13 +463,24 @@ public final class HostResolver: HostNameResolver {
 
     private func startProbe(_ request: HostCacheCore.ProbeRequest) {
         guard let prober, let probing = configuration.probing, let cache else { return }
+        // An address already being probed (for this host or another) is left to that probe.
+        let addresses = addressesBeingProbed.withLock { busy in request.addresses.filter { busy.insert($0).inserted } }
+        guard !addresses.isEmpty else { return }
         probesRunning.add(1, ordering: .relaxed)
         let ports = request.port.map { [$0] } ?? probing.ports
         let started = tasks.spawn { [self] in
-            defer { probesRunning.subtract(1, ordering: .relaxed) }
+            defer {
+                probesRunning.subtract(1, ordering: .relaxed)
+                addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+            }
             await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
-                for ip in request.addresses {
+                var next = 0
+                func probeNext() {
+                    let ip = addresses[next]
+                    next += 1
                     group.addTask {
+                        // A little jitter, so rounds of many hosts do not connect in lockstep.
+                        try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
                         var outcome = ProbeOutcome.failed(.connectionRefused)
                         for port in ports {
                             outcome = await prober.probe(ip, port: port, timeout: probing.timeout)
@@ -450,7 +489,9 @@ public final class HostResolver: HostNameResolver {
                         return (ip, outcome)
                     }
                 }
+                while next < min(probing.maximumConcurrentProbesPerHost, addresses.count) { probeNext() }
                 for await (ip, outcome) in group {
+                    if next < addresses.count, !Task.isCancelled { probeNext() }
                     if Task.isCancelled { continue }
                     switch outcome {
                     case .connected(let latency):
@@ -465,7 +506,10 @@ public final class HostResolver: HostNameResolver {
                 }
             }
         }
-        if !started { probesRunning.subtract(1, ordering: .relaxed) }
+        if !started {
+            probesRunning.subtract(1, ordering: .relaxed)
+            addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+        }
     }
 
     // MARK: Lifecycle

@@ -33,6 +33,8 @@ public struct RequestTrace: Sendable {
         public var resolveTime: Duration
         /// The time from the first attempt to the whole answer.
         public var elapsed: Duration
+        /// Whether a connection race chose the address (the best one had not proven itself).
+        public var raced: Bool = false
     }
 
     /// The URL the application asked for.

@@ -329,6 +329,7 @@ struct FetchReport: Sendable {
                             ("hostHeader", .string(hop.hostHeader)),
                             ("status", hop.status.map { .number(Double($0)) } ?? .null),
                             ("source", hop.freshness.map { .string($0.rawValue) } ?? .null),
+                            ("raced", .bool(hop.raced)),
                             ("resolveMs", .number(Self.milliseconds(hop.resolveTime))),
                             ("elapsedMs", .number(Self.milliseconds(hop.elapsed))),
                             (

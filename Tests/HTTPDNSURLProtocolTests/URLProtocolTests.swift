@@ -52,7 +52,11 @@ struct URLProtocolTests {
         let first = try await LocalHTTPServer(host: "127.0.0.12", tls: wrong, handler: echo)
         let second = try await LocalHTTPServer(host: "127.0.0.13", port: first.port, tls: wrong, handler: echo)
         defer { Task { await first.stop(); await second.stop() } }
-        let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        // No connection race, so the servers count only the exchange's own connections.
+        let fixture = try ProtocolFixture {
+            $0.additionalTrustRoots = [certificates.caPath]
+            $0.raceConnections = false
+        }
         try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
         let url = URL(string: "https://api.test:\(first.port)/")!
         let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: URLRequest(url: url)) }
@@ -272,7 +276,42 @@ struct URLProtocolTests {
         await #expect(throws: (any Error).self) {
             _ = try await fixture.session.data(for: URLRequest(url: URL(string: "http://orders.test:\(first.port)/status")!))
         }
-        #expect(reached.all == ["first GET 0", "second GET 0"])
+        // (The first address failed just now, so it backs off and the GET starts on the second.)
+        #expect(reached.all.sorted() == ["first GET 0", "second GET 0"])
+        await fixture.shutdown()
+    }
+
+    @Test("a blackholed best address loses a connection race instead of costing a connect timeout; the next request goes straight to the winner")
+    func connectionRace() async throws {
+        let live = try await LocalHTTPServer(host: "127.0.0.62", handler: echo)
+        defer { Task { await live.stop() } }
+        let blackhole = try BlackholeListener(ip: "127.0.0.63", port: UInt16(live.port))
+        defer { blackhole.close() }
+        let fixture = try ProtocolFixture { $0.connectTimeout = .milliseconds(400) }
+        try fixture.pin("race.test", to: "127.0.0.63", "127.0.0.62")
+        let url = URL(string: "http://race.test:\(live.port)/")!
+        let (data, _) = try await fixture.session.data(for: URLRequest(url: url))
+        #expect(text(data).contains("ip=127.0.0.62"))
+        let hop = try #require(fixture.traces.last?.hops.first)
+        #expect(hop.raced)
+        #expect(hop.failedAttempts.isEmpty, "the request never waited on the blackholed address")
+        #expect(hop.address == IPAddress("127.0.0.62"))
+
+        // The loser's connect times out in the background and is fed back: it backs off behind the winner.
+        let host = try HostName("race.test")
+        var ranked = try await fixture.resolver.resolveRanked(host)
+        for _ in 0..<100 where ranked.addresses.last?.failures != 1 {
+            try await Task.sleep(for: .milliseconds(20))
+            ranked = try await fixture.resolver.resolveRanked(host)
+        }
+        #expect(ranked.addresses.map(\.ip) == [IPAddress("127.0.0.62"), IPAddress("127.0.0.63")])
+        #expect(ranked.addresses.last?.isBackingOff == true)
+        #expect(ranked.addresses.first?.isProven == true)
+
+        // The winner has proven itself: the next request is not raced.
+        _ = try await fixture.session.data(for: URLRequest(url: url))
+        let next = try #require(fixture.traces.last?.hops.first)
+        #expect(!next.raced && next.address == IPAddress("127.0.0.62"))
         await fixture.shutdown()
     }
 

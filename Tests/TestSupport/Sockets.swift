@@ -224,3 +224,56 @@ public final class TCPListener: Sendable {
     /// Stops listening; later connects are refused.
     public func close() { Glibc.close(fd) }
 }
+
+/// A loopback address whose port drops connection attempts, like a blackholed route: a listener with the smallest
+/// backlog, filled by connections that are never accepted, so the kernel drops further SYNs and a connect hangs
+/// until its timeout. (On loopback nothing else loses packets.)
+public final class BlackholeListener: Sendable {
+    private let listener: Int32
+    private let fillers: [Int32]
+    /// The address.
+    public let ip: String
+    /// The port.
+    public let port: UInt16
+
+    /// Blackholes `ip:port`; port 0 picks a free one.
+    public init(ip: String, port: UInt16 = 0) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr(ip)
+        address.sin_port = port.bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, 0) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard bound else {
+            let code = errno
+            Glibc.close(fd)
+            throw TestServerError("bind/listen on \(ip):\(port) failed: errno \(code)")
+        }
+        var fillers: [Int32] = []
+        for _ in 0..<3 {
+            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+            guard filler >= 0 else { continue }
+            _ = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            fillers.append(filler)
+        }
+        usleep(100_000)  // let the handshakes of the fillers complete into the backlog
+        self.listener = fd
+        self.fillers = fillers
+        self.ip = ip
+        self.port = UInt16(bigEndian: address.sin_port)
+    }
+
+    /// Releases the address.
+    public func close() {
+        for filler in fillers { Glibc.close(filler) }
+        Glibc.close(listener)
+    }
+}

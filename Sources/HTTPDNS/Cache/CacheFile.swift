@@ -8,7 +8,9 @@ import Logging
 ///  "hosts": [{"name": "api.example.com", "probePort": 443,
 ///             "answers": [{"family": "any", "origin": "cares", "ttl": 300, "expiresAt": 1763700290.1,
 ///                          "addresses": ["192.0.2.10", "2001:db8::10"]}],
-///             "scores": [{"ip": "192.0.2.10", "latencyMs": 12.5, "penaltyMs": 0, "successes": 3, "failures": 0}]}]}
+///             "scores": [{"ip": "192.0.2.10", "latencyMs": 12.5, "penaltyMs": 0, "successes": 3, "failures": 0,
+///                         "firstByteMs": 20.1}],
+///             "overrides": []}]}
 /// ```
 struct CacheFile: Codable, Sendable {
     static let formatName = "swift-httpdns-cache"
@@ -21,6 +23,8 @@ struct CacheFile: Codable, Sendable {
         var probePort: Int?
         var answers: [Answer]
         var scores: [Score]
+        /// Addresses the overrides gave the host, whose scores are kept (absent in files of older releases).
+        var overrides: [String]?
     }
 
     struct Answer: Codable, Sendable {
@@ -37,6 +41,8 @@ struct CacheFile: Codable, Sendable {
         var penaltyMs: Double
         var successes: Int
         var failures: Int
+        /// The average time to the first response byte (absent in files of older releases).
+        var firstByteMs: Double?
     }
 
     var format: String

@@ -201,11 +201,32 @@ public final class HostCache: Sendable {
         core.withLock { $0.refreshFailed(host, family: family, now: now) }
     }
 
-    /// Passive feedback: connecting to `ip` of `host` succeeded after `latency`. The latency enters the address's
-    /// moving average and half its failure penalty is forgiven.
+    /// Feedback: a TCP connect (a probe, a connection race) to `ip` of `host` succeeded after `latency`. The
+    /// latency enters the address's moving average of connect times, half its failure penalty is forgiven and any
+    /// back-off ends.
     public func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
         core.withLock { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
+    }
+
+    /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`. Kept apart from
+    /// connect times (it includes the server's own work); the address answered, so its back-off ends and half its
+    /// penalty is forgiven.
+    public func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+        let now = clock.now()
+        core.withLock { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
+    }
+
+    /// Ranks addresses that come from outside the cache (overrides, a hosts file) for `host` by the scores kept
+    /// for them, so they get the same treatment as cached answers: feedback, back-off, probes. `port` is the port
+    /// callers connect to (probes measure it); a probe round is claimed when `probeInterval` is set and one is due.
+    func rankExternal(
+        _ host: HostName, family: AddressFamily, addresses: [IPAddress], port: Int?, probeInterval: Duration?
+    ) -> (ranked: [RankedAddress], probe: HostCacheCore.ProbeRequest?) {
+        let now = clock.now()
+        return core.withLock {
+            $0.rankExternal(host, family: family, addresses: addresses, port: port, probeInterval: probeInterval, now: now)
+        }
     }
 
     /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.

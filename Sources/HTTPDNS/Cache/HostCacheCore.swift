@@ -39,8 +39,20 @@ struct HostCacheCore: Sendable {
         /// the answer (its expiry or the ranking's validity, whichever comes first).
         var best: [IPAddress?] = [nil, nil, nil]
         var bestUntil: [CacheInstant?] = [nil, nil, nil]
+        /// Addresses handed out for the host from outside the cache (overrides, hosts files): scored, probed and
+        /// fed back like cached ones, but never served from here and never asked upstream.
+        var external: [IPAddress] = []
 
         init() {}
+
+        /// Every address an answer or the outside gave for the host, each once.
+        var knownAddresses: [IPAddress] {
+            var addresses = external
+            for answer in answers {
+                for ip in answer?.addresses ?? [] where !addresses.contains(ip) { addresses.append(ip) }
+            }
+            return addresses
+        }
     }
 
     /// What the fast path reads, stored inline in the dictionary so a hit touches no other memory: per slot, the
@@ -326,7 +338,7 @@ struct HostCacheCore: Sendable {
     /// Drops scores of addresses no answer mentions any more.
     private static func pruneScores(_ record: Record) {
         guard !record.scores.isEmpty else { return }
-        var live = Set<IPAddress>()
+        var live = Set<IPAddress>(record.external)
         for answer in record.answers { if let answer { live.formUnion(answer.addresses) } }
         record.scores = record.scores.filter { live.contains($0.key) }
     }
@@ -337,6 +349,12 @@ struct HostCacheCore: Sendable {
     mutating func recordSuccess(_ host: HostName, ip: IPAddress, latency: Duration, now: CacheInstant) {
         let policy = configuration.scoring
         updateScore(host, ip: ip, now: now) { $0.recordSuccess(latency: latency, at: now, policy: policy) }
+    }
+
+    /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`.
+    mutating func recordFirstByte(_ host: HostName, ip: IPAddress, latency: Duration, now: CacheInstant) {
+        let policy = configuration.scoring
+        updateScore(host, ip: ip, now: now) { $0.recordFirstByte(latency: latency, at: now, policy: policy) }
     }
 
     /// Passive feedback: a connect to `ip` of `host` failed.
@@ -351,11 +369,11 @@ struct HostCacheCore: Sendable {
         now: CacheInstant,
         _ body: (inout AddressScore) -> Void
     ) {
-        // Feedback about an address the cache does not hold for the host (an override, a literal) is dropped:
-        // scores live and die with the answers they rank.
-        guard let index = records.index(forKey: host),
-              records.values[index].record.answers.contains(where: { $0?.addresses.contains(ip) ?? false })
-        else { return }
+        // Feedback about an address the cache neither holds nor handed out for the host (a literal) is dropped:
+        // scores live and die with the answers and override lists they rank.
+        guard let index = records.index(forKey: host) else { return }
+        let known = records.values[index].record
+        guard known.external.contains(ip) || known.answers.contains(where: { $0?.addresses.contains(ip) ?? false }) else { return }
         let record = records.values[index].record
         body(&record.scores[ip, default: AddressScore()])
         Self.rerank(record, now: now, configuration: configuration)
@@ -375,10 +393,7 @@ struct HostCacheCore: Sendable {
         now: CacheInstant
     ) -> ProbeRequest? {
         if let probedAt = record.probedAt, now - probedAt < interval { return nil }
-        var addresses: [IPAddress] = []
-        for answer in record.answers {
-            for ip in answer?.addresses ?? [] where !addresses.contains(ip) { addresses.append(ip) }
-        }
+        let addresses = record.knownAddresses
         guard !addresses.isEmpty else { return nil }
         record.probedAt = now
         return ProbeRequest(host: host, addresses: addresses, port: record.probePort)
@@ -392,25 +407,17 @@ struct HostCacheCore: Sendable {
 
     /// Re-ranks every answer of a record by the scores at `now` and the dual-stack policy.
     private static func rerank(_ record: Record, now: CacheInstant, configuration: HostCache.Configuration) {
-        var decaying = false
+        var changing = false
         for slot in record.answers.indices {
             guard let answer = record.answers[slot], answer.error == nil else { continue }
-            let scored = answer.addresses.enumerated().map { position, ip -> (RankedAddress, Int) in
-                let score = record.scores[ip] ?? AddressScore()
-                if score.penalty(at: now, policy: configuration.scoring) > 0 { decaying = true }
-                return (
-                    RankedAddress(
-                        ip: ip, rank: 0, score: score.value(at: now, policy: configuration.scoring),
-                        latencyMilliseconds: score.latencyMilliseconds, successes: score.successes, failures: score.failures
-                    ),
-                    position
-                )
-            }
-            var ordered = order(scored, policy: configuration.dualStack)
-            for index in ordered.indices { ordered[index].rank = index + 1 }
-            record.answers[slot]!.ranked = ordered
+            let (ranked, decaying) = rank(answer.addresses, in: record, now: now, configuration: configuration)
+            changing = changing || decaying
+            record.answers[slot]!.ranked = ranked
         }
-        record.rankValidUntil = decaying ? now + .seconds(1) : nil
+        if !changing, !record.external.isEmpty {
+            changing = rank(record.external, in: record, now: now, configuration: configuration).changing
+        }
+        record.rankValidUntil = changing ? now + .seconds(1) : nil
         for slot in record.answers.indices {
             if let answer = record.answers[slot], answer.error == nil, let first = answer.ranked.first {
                 record.best[slot] = first.ip
@@ -422,9 +429,51 @@ struct HostCacheCore: Sendable {
         }
     }
 
-    /// Orders scored addresses: by score (ties keep the source's order), then by family as the policy says.
+    /// Ranks `addresses` by the record's scores at `now`; `changing` is true while a penalty decays or a back-off
+    /// runs, so the ranking must be recomputed soon.
+    private static func rank(
+        _ addresses: [IPAddress],
+        in record: Record,
+        now: CacheInstant,
+        configuration: HostCache.Configuration
+    ) -> (ranked: [RankedAddress], changing: Bool) {
+        var changing = false
+        let scored = addresses.enumerated().map { position, ip -> (RankedAddress, Int) in
+            let score = record.scores[ip] ?? AddressScore()
+            let penalty = score.penalty(at: now, policy: configuration.scoring)
+            let backingOff = score.isBackingOff(at: now)
+            if penalty > 0 || backingOff { changing = true }
+            return (
+                RankedAddress(
+                    ip: ip, rank: 0, score: score.value(at: now, policy: configuration.scoring),
+                    latencyMilliseconds: score.latencyMilliseconds, successes: score.successes, failures: score.failures,
+                    firstByteMilliseconds: score.firstByteMilliseconds, isBackingOff: backingOff, penaltyMilliseconds: penalty
+                ),
+                position
+            )
+        }
+        var ordered = order(scored, policy: configuration.dualStack)
+        for index in ordered.indices { ordered[index].rank = index + 1 }
+        return (ordered, changing)
+    }
+
+    /// Orders scored addresses: those backing off after every other; within each group by score (then by time to
+    /// first byte, then the source's order), then by family as the policy says.
     static func order(_ scored: [(RankedAddress, Int)], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress] {
-        let sorted = scored.sorted { $0.0.score != $1.0.score ? $0.0.score < $1.0.score : $0.1 < $1.1 }.map(\.0)
+        let sorted = scored.sorted { a, b in
+            if a.0.isBackingOff != b.0.isBackingOff { return !a.0.isBackingOff }
+            if a.0.score != b.0.score { return a.0.score < b.0.score }
+            let aFirstByte = a.0.firstByteMilliseconds ?? .infinity, bFirstByte = b.0.firstByteMilliseconds ?? .infinity
+            if aFirstByte != bFirstByte { return aFirstByte < bFirstByte }
+            return a.1 < b.1
+        }.map(\.0)
+        let healthy = sorted.filter { !$0.isBackingOff }
+        let backingOff = sorted.filter(\.isBackingOff)
+        return byFamily(healthy, policy: policy) + byFamily(backingOff, policy: policy)
+    }
+
+    /// Applies the dual-stack policy to addresses already sorted by score.
+    private static func byFamily(_ sorted: [RankedAddress], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress] {
         let v4 = sorted.filter { $0.ip.family == .ipv4 }
         let v6 = sorted.filter { $0.ip.family == .ipv6 }
         switch policy {
@@ -449,6 +498,40 @@ struct HostCacheCore: Sendable {
             }
             return result
         }
+    }
+
+    // MARK: Addresses from outside the cache
+
+    /// Ranks addresses that come from outside the cache (an override, a hosts file) for `host` by the scores kept
+    /// for them, remembering them so feedback and probes reach them; claims a probe round when `probeInterval` is
+    /// set and one is due. The cache never serves these addresses on its own.
+    mutating func rankExternal(
+        _ host: HostName,
+        family: AddressFamily,
+        addresses: [IPAddress],
+        port: Int?,
+        probeInterval: Duration?,
+        now: CacheInstant
+    ) -> (ranked: [RankedAddress], probe: ProbeRequest?) {
+        let tick = nextTick()
+        let record: Record
+        if let index = records.index(forKey: host) {
+            record = Self.touch(&records.values[index], tick: tick)
+        } else {
+            record = takeRecord(host)
+            putRecord(record, for: host)
+        }
+        var known = record.external
+        for ip in addresses where !known.contains(ip) { known.append(ip) }
+        if known.count != record.external.count {
+            // Keep the list bounded: addresses the override no longer names are dropped with their scores.
+            record.external = known.count > 64 ? addresses : known
+            Self.pruneScores(record)
+        }
+        if let port { record.probePort = port }
+        let ranked = Self.rank(addresses, in: record, now: now, configuration: configuration).ranked
+        let probe = probeInterval.flatMap { Self.claimProbe(record, host: host, interval: $0, now: now) }
+        return (ranked, probe)
     }
 
     // MARK: Maintenance
@@ -487,7 +570,15 @@ struct HostCacheCore: Sendable {
     func snapshot(now: CacheInstant) -> [HostCache.Entry] {
         records.sorted { $0.value.lastUsed > $1.value.lastUsed }.flatMap { host, entry -> [HostCache.Entry] in
             let record = entry.record
-            return Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
+            var entries: [HostCache.Entry] = []
+            if !record.external.isEmpty {
+                entries.append(
+                    HostCache.Entry(
+                        host: host.name, family: .any,
+                        addresses: Self.rank(record.external, in: record, now: now, configuration: configuration).ranked,
+                        origin: .override, ttl: 0, remainingSeconds: 0, error: nil))
+            }
+            return entries + Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
                 guard let answer = record.answers[slot] else { return nil }
                 let remaining = answer.expiresAt - now
                 return HostCache.Entry(
@@ -528,17 +619,20 @@ extension HostCacheCore {
                     addresses: answer.addresses.map(\.description)
                 )
             }
-            guard !answers.isEmpty else { return nil }
+            guard !answers.isEmpty || !record.external.isEmpty else { return nil }
             let scores = record.scores.sorted { $0.key < $1.key }.map { ip, score in
                 CacheFile.Score(
                     ip: ip.description,
                     latencyMs: score.latencyMilliseconds,
                     penaltyMs: score.penalty(at: now, policy: configuration.scoring),
                     successes: score.successes,
-                    failures: score.failures
+                    failures: score.failures,
+                    firstByteMs: score.firstByteMilliseconds
                 )
             }
-            return CacheFile.Host(name: host.name, probePort: record.probePort, answers: answers, scores: scores)
+            return CacheFile.Host(
+                name: host.name, probePort: record.probePort, answers: answers, scores: scores,
+                overrides: record.external.isEmpty ? nil : record.external.map(\.description))
         }
         return CacheFile(format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: wallNow, hosts: hosts)
     }
@@ -577,10 +671,12 @@ extension HostCacheCore {
                 )
                 loaded += 1
             }
-            guard record.answers.contains(where: { $0 != nil }) else { continue }
+            record.external = Array((host.overrides ?? []).prefix(64).compactMap(IPAddress.init))
+            guard record.answers.contains(where: { $0 != nil }) || !record.external.isEmpty else { continue }
             for score in host.scores {
                 guard let ip = IPAddress(score.ip), score.penaltyMs.isFinite, score.penaltyMs >= 0,
                       score.latencyMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
+                      score.firstByteMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
                       score.successes >= 0, score.failures >= 0
                 else { continue }
                 record.scores[ip] = AddressScore(
@@ -588,7 +684,8 @@ extension HostCacheCore {
                     penalty: min(score.penaltyMs, configuration.scoring.maximumPenaltyMilliseconds),
                     penaltyAt: now,
                     successes: score.successes,
-                    failures: score.failures
+                    failures: score.failures,
+                    firstByteMilliseconds: score.firstByteMs
                 )
             }
             if let port = host.probePort, (1...65_535).contains(port) { record.probePort = port }

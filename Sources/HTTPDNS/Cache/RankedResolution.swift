@@ -18,19 +18,37 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     public var successes: Int
     /// Failed connects measured (probes and reports).
     public var failures: Int
+    /// The moving average of the time to the first response byte of real requests, in milliseconds (kept apart
+    /// from connect times, which it would not be comparable with); `nil` when no request was measured.
+    public var firstByteMilliseconds: Double?
+    /// Whether the address is backing off after failures: it ranks behind every address that is not, and is tried
+    /// again once the back-off ends, it answers a probe, or no other address is left.
+    public var isBackingOff: Bool
+    /// The decaying failure penalty included in ``score``, in milliseconds.
+    public var penaltyMilliseconds: Double
 
     /// Creates a ranked address.
-    public init(ip: IPAddress, rank: Int, score: Double, latencyMilliseconds: Double?, successes: Int, failures: Int) {
+    public init(
+        ip: IPAddress, rank: Int, score: Double, latencyMilliseconds: Double?, successes: Int, failures: Int,
+        firstByteMilliseconds: Double? = nil, isBackingOff: Bool = false, penaltyMilliseconds: Double = 0
+    ) {
         self.ip = ip
         self.rank = rank
         self.score = score
         self.latencyMilliseconds = latencyMilliseconds
         self.successes = successes
         self.failures = failures
+        self.firstByteMilliseconds = firstByteMilliseconds
+        self.isBackingOff = isBackingOff
+        self.penaltyMilliseconds = penaltyMilliseconds
     }
 
     /// Whether a connect to this address was ever measured.
-    public var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 }
+    public var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 || firstByteMilliseconds != nil }
+
+    /// Whether the address has proven itself: it answered (a probe, a race or a request) and is not carrying a
+    /// failure penalty. A connection to a proven address is made directly; others are raced.
+    public var isProven: Bool { successes > 0 && !isBackingOff && penaltyMilliseconds < 1 }
 
     /// `#rank IP (score N ms)`.
     public var description: String { "#\(rank) \(ip) (score \(Int(score.rounded())) ms)" }

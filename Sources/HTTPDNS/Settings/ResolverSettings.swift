@@ -105,6 +105,9 @@ public struct ResolverSettings: Sendable, Hashable {
     public var interceptInclude: [HostPattern]
     /// Host patterns the URL protocol never rewrites (wins over include).
     public var interceptExclude: [HostPattern]
+    /// The URL protocol's connection-race delay, in milliseconds: when the best address has not connected by then,
+    /// the next one starts in parallel; 0 turns racing off.
+    public var connectionAttemptDelayMilliseconds: Int
 
     /// The defaults: overrides then the system resolver, which works on any machine without a network service.
     public static var `default`: ResolverSettings {
@@ -218,6 +221,7 @@ public struct ResolverSettings: Sendable, Hashable {
         dualStack = DualStackPolicy(rawValue: try string("dualStack.policy", "fastest")) ?? .fastest
         interceptInclude = try strings("interception.include", []).map { text throws(DNSError) in try HostPattern(text) }
         interceptExclude = try strings("interception.exclude", []).map { text throws(DNSError) in try HostPattern(text) }
+        connectionAttemptDelayMilliseconds = try int("interception.connectionAttemptDelayMs", 250)
         if sources.contains(.httpdns), providers.isEmpty {
             throw invalid("sources.order", "lists httpdns but httpdns.providers is empty")
         }
@@ -292,6 +296,9 @@ public struct ResolverSettings: Sendable, Hashable {
                    check: { text in (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil }),
         SettingKey("interception.exclude", .stringArray, default: "[]", "hosts the URL protocol never rewrites",
                    check: { text in (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil }),
+        SettingKey("interception.connectionAttemptDelayMs", .int, default: "250",
+                   "connection race: start the next address when the best has not connected by then; 0 turns racing off",
+                   range: 0...60_000),
     ]
 }
 
