@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The latency lab: one name, four addresses with different latencies, one of them dead, inside a network namespace
+# this script makes (and removes). Runs hostsctl fetch twice, with the addresses from an overrides file and from DNS
+# (a dnsmasq on loopback), beside a direct client (curl, keep-alive) to the fastest address, and reports:
+# the share of requests on the fastest address after warm-up, failed requests, the first request's latency, and
+# the median latency against the direct client.
+#
+#   sudo Benchmarks/latency-lab.sh [--requests N] [--warmup N] [--hostsctl PATH]
+#
+# Addresses (10.77.0.0/24 exists only inside the namespace; a blackhole route keeps it from ever leaving the host):
+#   10.77.0.1  drops every packet      10.77.0.2  20 ms one way      10.77.0.3  80 ms      10.77.0.4  1 ms (fastest)
+# They are listed in that order (the dead one first, the fastest last). Delays come from a small TUN bridge in user
+# space (Benchmarks/lab/tunbridge.py), because this kernel has no netem; it delays the TCP handshake too.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+requests=120
+warmup=20
+hostsctl=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --requests) requests="$2"; shift 2 ;;
+        --warmup) warmup="$2"; shift 2 ;;
+        --hostsctl) hostsctl="$2"; shift 2 ;;
+        *) echo "usage: $0 [--requests N] [--warmup N] [--hostsctl PATH]" >&2; exit 64 ;;
+    esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "the lab makes a network namespace and TUN devices: run it as root" >&2; exit 1; }
+"$root/scripts/install-deps.sh" benchmarks
+command -v curl >/dev/null || { apt-get install -y -qq curl >/dev/null; }
+command -v ip >/dev/null || { apt-get install -y -qq iproute2 >/dev/null; }
+if [ -z "$hostsctl" ]; then
+    swift build -c release --package-path "$root" --product hostsctl >&2
+    hostsctl="$(swift build -c release --package-path "$root" --show-bin-path)/hostsctl"
+fi
+
+work="$(mktemp -d)"
+chmod 755 "$work"  # dnsmasq reads its hosts file after dropping privileges
+ns="httpdns-lab-$$"
+outer="hdlo$$"; inner="hdli$$"
+outer="${outer:0:15}"; inner="${inner:0:15}"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+    ip route del unreachable 10.77.0.0/16 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Nothing for 10.77.0.0/16 may ever take the default route, whatever fails below.
+ip route add unreachable 10.77.0.0/16
+python3 "$here/lab/tunbridge.py" --outer "$outer" --inner "$inner" --drop 10.77.0.1 \
+    --delay 10.77.0.2=20 --delay 10.77.0.3=80 --delay 10.77.0.4=1 --ready "$work/ready" &
+pids+=($!)
+for _ in $(seq 100); do [ -f "$work/ready" ] && break; sleep 0.05; done
+ip netns add "$ns"
+ip link set "$inner" netns "$ns"
+ip addr add 10.77.1.1/24 dev "$outer"
+ip link set "$outer" up
+ip route add 10.77.0.0/24 dev "$outer"
+ip netns exec "$ns" ip link set lo up
+ip netns exec "$ns" ip addr add 10.77.0.1/24 dev "$inner"
+for i in 2 3 4; do ip netns exec "$ns" ip addr add "10.77.0.$i/32" dev "$inner"; done
+ip netns exec "$ns" ip link set "$inner" up
+ip netns exec "$ns" ip route add 10.77.1.0/24 dev "$inner"
+ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
+
+# nginx inside the namespace, on every lab address, answering with the address it was reached on.
+mkdir -p "$work/nginx-temp"
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx.log;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $work/nginx-temp/body;
+    proxy_temp_path $work/nginx-temp/proxy;
+    fastcgi_temp_path $work/nginx-temp/fastcgi;
+    uwsgi_temp_path $work/nginx-temp/uwsgi;
+    scgi_temp_path $work/nginx-temp/scgi;
+    server {
+        listen 10.77.0.1:8080; listen 10.77.0.2:8080; listen 10.77.0.3:8080; listen 10.77.0.4:8080;
+        default_type text/plain;
+        location / { return 200 "\$server_addr\n"; }
+    }
+}
+CONF
+ip netns exec "$ns" nginx -c "$work/nginx.conf" -p "$work"
+sleep 0.3
+for i in 2 3 4; do
+    reached="$(curl -s --max-time 3 "http://10.77.0.$i:8080/")"
+    [ "$reached" = "10.77.0.$i" ] || { echo "lab address 10.77.0.$i does not answer ($reached)" >&2; exit 1; }
+done
+
+# dnsmasq on loopback answers fast.test with the four addresses.
+dns_port="$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+printf '10.77.0.1 fast.test\n10.77.0.2 fast.test\n10.77.0.3 fast.test\n10.77.0.4 fast.test\n' > "$work/hosts"
+dnsmasq --keep-in-foreground --port="$dns_port" --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
+    --addn-hosts="$work/hosts" --local=/test/ --local-ttl=300 --pid-file= --log-facility=- 2>/dev/null &
+pids+=($!)
+sleep 0.3
+answer="$("$hostsctl" resolve --no-cache --server "127.0.0.1:$dns_port" --family ipv4 fast.test 2>&1 || true)"
+case "$answer" in *10.77.0.4*) ;; *) echo "dnsmasq does not answer fast.test: $answer" >&2; exit 1 ;; esac
+
+url="http://fast.test:8080/"
+echo "Overrides run: $requests requests through URLSession.shared and the URL protocol" >&2
+HOSTSCTL_SOURCES_ORDER="overrides,cache" "$hostsctl" fetch --hosts "$work/hosts" --cache-file "$work/cache-overrides.json" \
+    --json --repeat "$requests" "$url" > "$work/overrides.jsonl" || true
+echo "DNS run: the same four addresses from dnsmasq through c-ares" >&2
+HOSTSCTL_SOURCES_ORDER="cache,cares" HOSTSCTL_CARES_SERVERS="127.0.0.1:$dns_port" "$hostsctl" fetch \
+    --cache-file "$work/cache-dns.json" --json --repeat "$requests" "$url" > "$work/dns.jsonl" || true
+echo "Direct: curl to the fastest address, one keep-alive connection" >&2
+urls=(); for _ in $(seq "$requests"); do urls+=(-o /dev/null "http://10.77.0.4:8080/"); done
+curl -s -w '%{time_total}\n' "${urls[@]}" > "$work/direct.txt"
+
+python3 - "$work" "$warmup" <<'PY'
+import json, statistics, sys
+work, warmup = sys.argv[1], int(sys.argv[2])
+direct = [float(x) * 1000 for x in open(f"{work}/direct.txt") if x.strip()]
+direct_median = statistics.median(direct[1:])  # the first one pays the connect
+print(f"{'run':<10} {'requests':>8} {'failed':>6} {'first ms':>9} {'fastest after warm-up':>22} {'median ms':>10} {'direct ms':>10} {'ratio':>6}")
+for run in ("overrides", "dns"):
+    reports = [json.loads(l) for l in open(f"{work}/{run}.jsonl") if l.startswith("{")]
+    reports = [r for r in reports if "summary" not in r]
+    failed = sum(1 for r in reports if "error" in r)
+    first = reports[0].get("elapsedMs", float("nan")) if reports else float("nan")
+    after = reports[warmup:]
+    on_fastest = sum(1 for r in after if r.get("ip") == "10.77.0.4")
+    share = 100 * on_fastest / len(after) if after else 0
+    good = [r["elapsedMs"] for r in after if "elapsedMs" in r and "error" not in r]
+    median = statistics.median(good) if good else float("nan")
+    errors = [r["error"] for r in reports if "error" in r]
+    if errors:
+        print(f"{run}: first error: {errors[0]}")
+    print(f"{run:<10} {len(reports):>8} {failed:>6} {first:>9.1f} {share:>21.1f}% {median:>10.2f} {direct_median:>10.2f} {median / direct_median:>6.2f}")
+    print(f"{'':<10} first request: ip {reports[0].get('ip')}, raced {reports[0].get('hops', [{}])[0].get('raced')}, "
+          f"failed over {len(reports[0].get('hops', [{}])[0].get('failed', []))} times")
+PY
