@@ -114,6 +114,8 @@ HOSTSCTL_SOURCES_ORDER="overrides,cache" "$hostsctl" fetch --hosts "$work/hosts"
 echo "DNS run: the same four addresses from dnsmasq through c-ares" >&2
 HOSTSCTL_SOURCES_ORDER="cache,cares" HOSTSCTL_CARES_SERVERS="127.0.0.1:$dns_port" "$hostsctl" fetch \
     --cache-file "$work/cache-dns.json" --json --repeat "$requests" "$url" > "$work/dns.jsonl" || true
+echo "Direct: URLSession alone to the fastest address (an IP literal, which the protocol leaves alone)" >&2
+"$hostsctl" fetch --no-cache --json --repeat "$requests" "http://10.77.0.4:8080/" > "$work/plain.jsonl" || true
 echo "Direct: curl to the fastest address, one keep-alive connection" >&2
 urls=(); for _ in $(seq "$requests"); do urls+=(-o /dev/null "http://10.77.0.4:8080/"); done
 curl -s -w '%{time_total}\n' "${urls[@]}" > "$work/direct.txt"
@@ -123,7 +125,10 @@ import json, statistics, sys
 work, warmup = sys.argv[1], int(sys.argv[2])
 direct = [float(x) * 1000 for x in open(f"{work}/direct.txt") if x.strip()]
 direct_median = statistics.median(direct[1:])  # the first one pays the connect
-print(f"{'run':<10} {'requests':>8} {'failed':>6} {'first ms':>9} {'fastest after warm-up':>22} {'median ms':>10} {'direct ms':>10} {'ratio':>6}")
+plain = [json.loads(l) for l in open(f"{work}/plain.jsonl") if l.startswith("{")]
+plain_median = statistics.median(r["elapsedMs"] for r in plain[warmup:] if "elapsedMs" in r and "error" not in r)
+print(f"direct to 10.77.0.4: curl (keep-alive) median {direct_median:.2f} ms; URLSession alone median {plain_median:.2f} ms")
+print(f"{'run':<10} {'requests':>8} {'failed':>6} {'first ms':>9} {'fastest after warm-up':>22} {'median ms':>10} {'/curl':>6} {'/URLSession':>11}")
 for run in ("overrides", "dns"):
     reports = [json.loads(l) for l in open(f"{work}/{run}.jsonl") if l.startswith("{")]
     reports = [r for r in reports if "summary" not in r]
@@ -137,7 +142,7 @@ for run in ("overrides", "dns"):
     errors = [r["error"] for r in reports if "error" in r]
     if errors:
         print(f"{run}: first error: {errors[0]}")
-    print(f"{run:<10} {len(reports):>8} {failed:>6} {first:>9.1f} {share:>21.1f}% {median:>10.2f} {direct_median:>10.2f} {median / direct_median:>6.2f}")
+    print(f"{run:<10} {len(reports):>8} {failed:>6} {first:>9.1f} {share:>21.1f}% {median:>10.2f} {median / direct_median:>6.2f} {median / plain_median:>11.2f}")
     print(f"{'':<10} first request: ip {reports[0].get('ip')}, raced {reports[0].get('hops', [{}])[0].get('raced')}, "
           f"failed over {len(reports[0].get('hops', [{}])[0].get('failed', []))} times")
 PY
