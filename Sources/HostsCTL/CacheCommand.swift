@@ -226,7 +226,9 @@ enum CacheReport {
         let state = entry.remainingSeconds < 0
             ? "stale for \(Int((-entry.remainingSeconds).rounded())) s"
             : "expires in \(Int(entry.remainingSeconds.rounded())) s"
-        var out = "\(entry.host) (\(entry.family), from \(entry.origin), ttl \(entry.ttl) s, \(state))\n"
+        var out = entry.origin == .override
+            ? "\(entry.host) (addresses from the overrides, ranked by their scores; never asked upstream)\n"
+            : "\(entry.host) (\(entry.family), from \(entry.origin), ttl \(entry.ttl) s, \(state))\n"
         if let error = entry.error {
             return out + "  negative answer: \(error)\n"
         }

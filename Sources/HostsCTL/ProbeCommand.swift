@@ -147,8 +147,9 @@ public struct ProbeCommand: AsyncParsableCommand {
             for await address in group { all.append(address) }
             return all
         }
-        // Rank as the cache does when it can (the samples are in it now); else by median connect time.
-        let ranked = name.map { resolver.cache?.rankedAddresses(for: $0, family: resolution.family) ?? [] } ?? []
+        // Rank as the resolver does now that the samples are in the cache (override addresses included); else by
+        // median connect time.
+        let ranked = resolver.cache == nil ? [] : ((try? await resolver.resolveRanked(host, family: family))?.addresses ?? [])
         if !ranked.isEmpty, Set(ranked.map(\.ip)) == Set(addresses.map(\.ip)) {
             for (index, address) in addresses.enumerated() {
                 let entry = ranked.first { $0.ip == address.ip }

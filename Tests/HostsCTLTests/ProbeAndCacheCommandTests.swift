@@ -42,6 +42,38 @@ struct ProbeAndCacheCommandTests {
     /// A name with two addresses in a real dnsmasq: one accepts connections, the other refuses them.
     private static let probeRecords = TestZone.records + ["host-record=probe.test,127.0.0.20,300", "host-record=probe.test,127.0.0.21,300"]
 
+    @Test("override addresses are ranked and scored like any answer: probe, then cache show")
+    func overrideAddressesRanked() async throws {
+        let listener = try TCPListener(ip: "127.0.0.64")
+        defer { listener.close() }
+        let refusing = try TCPListener(ip: "127.0.0.65", port: listener.port, listening: false)
+        defer { refusing.close() }
+        let directory = try TemporaryDirectory()
+        let cacheFile = directory.path("cache.json")
+        let hosts = directory.path("hosts")
+        // The refused address comes first in the file; the probe's samples put it last.
+        try "127.0.0.65 pinned.test\n127.0.0.64 pinned.test\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        let environment = ["HOSTSCTL_SOURCES_ORDER": "overrides,cache"]
+        let probe = try await HostsCTLProcess.run(
+            ["probe", "--hosts", hosts, "--family", "ipv4", "--port", "\(listener.port)", "--samples", "2", "--cache-file", cacheFile,
+             "--json", "pinned.test"], environment: environment)
+        #expect(probe.status == 0, "\(probe.standardError)")
+        let report = try #require((try JSONSerialization.jsonObject(with: Data(probe.standardOutput.utf8)) as? [[String: Any]])?.first)
+        #expect(report["source"] as? String == "override")
+        let addresses = try #require(report["addresses"] as? [[String: Any]])
+        #expect(addresses.map { $0["ip"] as? String } == ["127.0.0.64", "127.0.0.65"])
+        #expect(addresses.map { $0["rank"] as? Int } == [1, 2])
+        #expect(addresses.allSatisfy { $0["score"] is Double || $0["score"] is Int })
+
+        let show = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile, "--json"], environment: environment)
+        #expect(show.status == 0, "\(show.standardError)")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
+        let entry = try #require(entries.first { $0["host"] as? String == "pinned.test" })
+        #expect(entry["origin"] as? String == "override")
+        let listed = try #require(entry["addresses"] as? [[String: Any]])
+        #expect(listed.map { $0["ip"] as? String } == ["127.0.0.64", "127.0.0.65"])
+    }
+
     @Test("probe: samples per address, the cache's rank and score, saved for cache show, export and clear")
     func probeThenCache() async throws {
         let listener = try TCPListener(ip: "127.0.0.20")
