@@ -357,7 +357,9 @@ public final class HTTPDNSInterceptor: Sendable {
     /// TCP connects to them (``Configuration/connectionAttemptDelay`` apart) and returns the first to connect. Every
     /// attempt's outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
     private func raceIfUnproven(_ addresses: [RankedAddress], of name: HostName, port: Int) async -> IPAddress? {
-        guard configuration.raceConnections, addresses.count > 1, let best = addresses.first, !best.isProven else { return nil }
+        // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
+        guard configuration.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first, !best.isProven
+        else { return nil }
         let race = ConnectionRace(
             attemptDelay: configuration.connectionAttemptDelay, connectTimeout: configuration.connectTimeout, prober: prober)
         let resolver = self.resolver

@@ -110,6 +110,9 @@ func run(_ options: Options) async throws -> Int32 {
     let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
     let failovers = Atomic<Int>(0)
     var configuration = HTTPDNSInterceptor.Configuration(cookieStorage: nil)
+    // No connection race, so requests to failover.test really fail over from the refused address (the path under
+    // test), and the back-off is what keeps later ones from it.
+    configuration.raceConnections = false
     configuration.traceHandler = { trace in
         if trace.hops.contains(where: { !$0.failedAttempts.isEmpty }) { failovers.add(1, ordering: .relaxed) }
     }
