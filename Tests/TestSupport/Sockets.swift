@@ -195,27 +195,7 @@ public final class TCPListener: Sendable {
     /// other socket can bind it while this one holds it. That is the dependable way to get a refused port; closing
     /// a listener frees its port for whatever binds next.
     public init(ip: String, port: UInt16 = 0, listening: Bool = true) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
-        if listening {
-            var yes: Int32 = 1
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(ip)
-        address.sin_port = port.bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && (!listening || listen(fd, 128) == 0) && getsockname(fd, raw, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestServerError("bind/listen on \(ip):\(port) failed: errno \(code)")
-        }
+        let (fd, address) = try boundTCPSocket(ip: ip, port: port, backlog: listening ? 128 : nil)
         self.fd = fd
         self.ip = ip
         self.port = UInt16(bigEndian: address.sin_port)
@@ -238,23 +218,8 @@ public final class BlackholeListener: Sendable {
 
     /// Blackholes `ip:port`; port 0 picks a free one.
     public init(ip: String, port: UInt16 = 0) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(ip)
-        address.sin_port = port.bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(fd, raw, length) == 0 && listen(fd, 0) == 0 && getsockname(fd, raw, &length) == 0
-            }
-        }
-        guard bound else {
-            let code = errno
-            Glibc.close(fd)
-            throw TestServerError("bind/listen on \(ip):\(port) failed: errno \(code)")
-        }
+        let (fd, bound) = try boundTCPSocket(ip: ip, port: port, backlog: 0)
+        var address = bound
         var fillers: [Int32] = []
         for _ in 0..<3 {
             let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
@@ -276,4 +241,32 @@ public final class BlackholeListener: Sendable {
         for filler in fillers { Glibc.close(filler) }
         Glibc.close(listener)
     }
+}
+
+/// A TCP socket bound to `ip:port` (port 0 picks one), listening with `backlog` unless it is `nil`, close-on-exec;
+/// `SO_REUSEADDR` only for listeners (a bound-only socket must keep others off its port). Returns the descriptor and
+/// the bound address.
+private func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32, sockaddr_in) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
+    if backlog != nil {
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+    }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr(ip)
+    address.sin_port = port.bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+            bind(fd, raw, length) == 0 && (backlog.map { listen(fd, $0) == 0 } ?? true) && getsockname(fd, raw, &length) == 0
+        }
+    }
+    guard bound else {
+        let code = errno
+        Glibc.close(fd)
+        throw TestServerError("bind/listen on \(ip):\(port) failed: errno \(code)")
+    }
+    return (fd, address)
 }
