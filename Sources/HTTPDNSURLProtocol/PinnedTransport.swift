@@ -112,6 +112,9 @@ final class PinnedTransport: Sendable {
     /// The number of pinned clients kept (for tests).
     var clientCount: Int { state.withLock { $0.entries.count } }
 
+    /// Client shutdowns still running (for tests).
+    var closingCount: Int { closing.pending }
+
     /// Why an attempt failed, and whether any of the request had gone out.
     struct AttemptFailure: Error {
         var underlying: any Error
@@ -309,7 +312,8 @@ final class PinnedTransport: Sendable {
     }
 }
 
-/// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end.
+/// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end. A
+/// finished shutdown forgets itself, so evicting clients for ever does not grow this.
 private final class BackgroundClosers: Sendable {
     private let tasks = Mutex<[Int: Task<Void, Never>]>([:])
     private let counter = Atomic<Int>(0)
@@ -317,11 +321,16 @@ private final class BackgroundClosers: Sendable {
     func close(_ client: HTTPClient, logger: Logger) {
         let id = counter.add(1, ordering: .relaxed).newValue
         tasks.withLock { tasks in
-            tasks[id] = Task {
+            // The task removes itself under the same lock, so it cannot do so before it is recorded.
+            tasks[id] = Task { [self] in
                 do { try await client.shutdown() } catch { logger.debug("pinned client shutdown: \(error)") }
+                _ = self.tasks.withLock { $0.removeValue(forKey: id) }
             }
         }
     }
+
+    /// Shutdowns still running.
+    var pending: Int { tasks.withLock { $0.count } }
 
     func waitForAll() async {
         while true {

@@ -3,7 +3,7 @@ import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
-import HTTPDNSURLProtocol
+@testable import HTTPDNSURLProtocol
 import Synchronization
 import Testing
 import TestSupport
@@ -451,6 +451,9 @@ struct URLProtocolTests {
             #expect(text(data).contains("host=\(host):\(server.port)"))
         }
         #expect(fixture.interceptor.pinnedClientCount == 2)
+        // Evicted clients are shut down in the background, and a finished shutdown is not kept.
+        for _ in 0..<250 where fixture.interceptor.transport.closingCount > 0 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(fixture.interceptor.transport.closingCount == 0)
         await fixture.shutdown()
     }
 
