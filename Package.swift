@@ -108,6 +108,28 @@ let package = Package(
         // Many concurrent requests through one URLSession with the protocol in front; run as a child process by the
         // URL protocol tests, so a crash fails a test rather than the test runner.
         .executableTarget(
+            name: "httpdns-adopter",
+            dependencies: [
+                "HTTPDNSURLProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/Adopter",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "httpdns-fuzz",
+            dependencies: ["HTTPDNS"],
+            path: "Tests/Fuzz",
+            exclude: ["Corpus"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "httpdns-soak",
+            dependencies: ["HTTPDNS", "HTTPDNSURLProtocol", "TestSupport"],
+            path: "Tests/Soak",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "httpdns-stress",
             dependencies: ["HTTPDNS", "HTTPDNSURLProtocol"],
             path: "Tests/URLProtocolStress",

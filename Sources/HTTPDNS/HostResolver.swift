@@ -6,14 +6,18 @@ import Synchronization
 /// providers and c-ares, and ranks the addresses by measured connect speed.
 ///
 /// Order of a lookup:
-/// 1. **Overrides** (hosts file and run-time entries) answer at once.
-/// 2. **The cache**: a fresh answer is returned at once (hot answers are refreshed in the background shortly
+/// 1. **Overrides** (the overrides file and run-time entries), then **the system hosts file**, answer at once.
+/// 2. Short names are completed with the **search domains** (``SearchPolicy``); each candidate name goes
+///    through the next steps in turn, and the first with an answer wins.
+/// 3. **The cache**: a fresh answer is returned at once (hot answers are refreshed in the background shortly
 ///    before they expire); an expired one within the maximum staleness is returned too while one background
 ///    refresh runs; a cached NXDOMAIN or no-data is thrown.
-/// 3. **Upstreams** in order (HTTP DNS providers, then c-ares), the first answer wins; or, with
+/// 4. **Upstreams** in order (HTTP DNS providers, then c-ares), the first answer wins; or, with
 ///    ``Configuration/race``, HTTP DNS and c-ares at once, the first good answer wins and the other still fills
 ///    the cache. Concurrent lookups of one host share one upstream query. When every upstream fails, a stale
 ///    answer is served rather than an error.
+/// 5. When every candidate does not exist, the **fallback** (by default the system resolver, `getaddrinfo`) is
+///    asked for the name as given, so names only NSS knows (mDNS, LDAP, container quirks) keep working.
 ///
 /// Addresses are probed with TCP connects in the background (rate-limited, never on a lookup's path), and
 /// callers report what their own connects measured with ``reportConnect(to:of:latency:)`` and
@@ -40,16 +44,28 @@ public final class HostResolver: HostNameResolver {
 
         /// The name used in metrics and logs.
         public var name: String
+        /// What exactly is asked, e.g. `cares(127.0.0.1:5353)` or `doh(https://dns.example/dns-query)`: cached
+        /// answers record it (``RankedResolution/upstream``), so that they can be told apart by upstream.
+        public var identity: String
         /// The kind of source.
         public var kind: Kind
         /// The resolver asked.
         public var resolver: any HostNameResolver
+        /// Whether this upstream's NXDOMAIN and no-data answers are trusted (default `true`). Vendor HTTPDNS APIs
+        /// answer an empty list both for a name without addresses and when they throttle a client, so theirs are
+        /// not: they are never cached, and a cached answer (even stale) is served rather than such an error.
+        public var negativeAnswersAreAuthoritative: Bool
 
-        /// Creates an upstream.
-        public init(name: String, kind: Kind, resolver: any HostNameResolver) {
+        /// Creates an upstream; `identity` defaults to `name`.
+        public init(
+            name: String, kind: Kind, resolver: any HostNameResolver, identity: String? = nil,
+            negativeAnswersAreAuthoritative: Bool = true
+        ) {
             self.name = name
+            self.identity = identity ?? name
             self.kind = kind
             self.resolver = resolver
+            self.negativeAnswersAreAuthoritative = negativeAnswersAreAuthoritative
         }
     }
 
@@ -68,17 +84,21 @@ public final class HostResolver: HostNameResolver {
         /// starts after a random delay of up to 20 ms, and an address is never probed twice at once, so probing never
         /// floods a small server's listen backlog.
         public var maximumConcurrentProbesPerHost: Int
+        /// The most addresses of one answer probed in a round (default 16, best ranked first): an answer with
+        /// hundreds of addresses does not turn into hundreds of connects.
+        public var maximumAddressesPerRound: Int
 
         /// Creates a probing configuration.
         public init(
             ports: [Int] = [443], interval: Duration = .seconds(60), timeout: Duration = .seconds(1),
-            maximumConcurrentHosts: Int = 8, maximumConcurrentProbesPerHost: Int = 2
+            maximumConcurrentHosts: Int = 8, maximumConcurrentProbesPerHost: Int = 2, maximumAddressesPerRound: Int = 16
         ) {
             self.ports = ports.isEmpty ? [443] : ports
             self.interval = interval
             self.timeout = timeout
             self.maximumConcurrentHosts = max(maximumConcurrentHosts, 1)
             self.maximumConcurrentProbesPerHost = max(maximumConcurrentProbesPerHost, 1)
+            self.maximumAddressesPerRound = max(maximumAddressesPerRound, 1)
         }
     }
 
@@ -95,6 +115,16 @@ public final class HostResolver: HostNameResolver {
         public var cachePath: String?
         /// How often the cache is saved while running; `nil` saves only at shutdown.
         public var saveInterval: Duration?
+        /// How short names are completed with search domains (default: no search).
+        public var search: SearchPolicy
+        /// Serve cached answers that another upstream gave (default `true`). `false` serves only answers whose
+        /// ``RankedResolution/upstream`` is one of the current upstreams (or the fallback), and no cached negative
+        /// answer: what a caller wants that named the upstream to ask, as `hostsctl resolve --server` does.
+        public var servesAnswersFromOtherUpstreams: Bool = true
+        /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
+        /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
+        /// address fails the lookup with ``DNSError/Code/privateAddress``.
+        public var guardsEveryUpstream: Bool = false
 
         /// Creates a configuration.
         public init(
@@ -102,46 +132,84 @@ public final class HostResolver: HostNameResolver {
             probing: Probing? = Probing(),
             preResolve: [String] = [],
             cachePath: String? = nil,
-            saveInterval: Duration? = .seconds(300)
+            saveInterval: Duration? = .seconds(300),
+            search: SearchPolicy = .none
         ) {
             self.race = race
             self.probing = probing
             self.preResolve = preResolve
             self.cachePath = cachePath
             self.saveInterval = saveInterval
+            self.search = search
+        }
+    }
+
+    /// Why asking the upstreams failed: the error callers see, and what it says about the name.
+    struct UpstreamFailure: Error {
+        /// The error callers see: NXDOMAIN if any upstream said so, else no data, else the first error.
+        var error: any Error
+        /// Every upstream asked said NXDOMAIN or no data (none timed out or failed otherwise).
+        var everyUpstreamDenied: Bool
+        /// The chosen NXDOMAIN or no data came from an upstream whose negative answers are trusted.
+        var authoritative: Bool
+
+        var negative: DNSError? {
+            guard let error = error as? DNSError, error.code == .notFound || error.code == .noData else { return nil }
+            return error
         }
     }
 
     private struct FlightKey: Hashable, Sendable {
         var host: HostName
         var family: AddressFamily
+        var fallback = false
+    }
+
+    /// What a settings reload may replace; read once per lookup.
+    struct Pipeline: Sendable {
+        var upstreams: [Upstream]
+        var fallback: Upstream?
+        var configuration: Configuration
     }
 
     /// The upstreams, in order.
-    public let upstreams: [Upstream]
+    public var upstreams: [Upstream] { pipeline.withLock { $0.upstreams } }
+    /// The source asked last, for the name as given, when every upstream says a name does not exist.
+    public var fallback: Upstream? { pipeline.withLock { $0.fallback } }
     /// The override layer, if any.
     public let overrides: HostOverrides?
+    /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
+    public let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
     public let cache: HostCache?
     /// The policy.
-    public let configuration: Configuration
+    public var configuration: Configuration { pipeline.withLock { $0.configuration } }
+    let pipeline: Locked<Pipeline>
     private let prober: (any ConnectProber)?
-    private let logger: Logger
+    let logger: Logger
     private let metrics: ResolverMetrics
+    /// The files a settings-built resolver follows; `nil` for one built from parts.
+    let localFiles = Locked<LocalFiles?>(nil)
     private let tasks = BackgroundTasks()
     /// The periodic save, kept apart so that waiting for lookups and probes does not wait for it.
     private let maintenance = BackgroundTasks()
     private let flights: SingleFlight<FlightKey, RankedResolution>
     private let probesRunning = Atomic<Int>(0)
     /// Addresses with a probe in flight.
-    private let addressesBeingProbed = Mutex<Set<IPAddress>>([])
-    private let cleanups: [@Sendable () async -> Void]
+    private let addressesBeingProbed = Locked<Set<IPAddress>>([])
+    /// The resolvers whose periodic-save loop is running (for tests: a loop must end with its resolver).
+    static let maintenanceLoops = Locked<Set<ObjectIdentifier>>([])
+    /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
+    let cleanups: Locked<[@Sendable () async -> Void]>
     private let shutDown = Atomic<Bool>(false)
 
     /// Creates a resolver from its parts.
     /// - Parameters:
     ///   - upstreams: The sources asked on a cache miss, in order; may be empty (overrides and cache only).
     ///   - overrides: The override layer.
+    ///   - hosts: The system hosts file layer, asked after `overrides`.
+    ///   - fallback: Asked last, for the name as given, when every upstream says the name does not exist (the
+    ///     settings use the system resolver).
     ///   - cache: The IP cache; `nil` turns caching off (lookups still share upstream queries).
     ///   - prober: Measures connect times for background probes.
     ///   - configuration: Race mode, probing, pre-resolution and persistence.
@@ -151,6 +219,8 @@ public final class HostResolver: HostNameResolver {
     public init(
         upstreams: [Upstream],
         overrides: HostOverrides? = nil,
+        hosts: HostOverrides? = nil,
+        fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
         prober: (any ConnectProber)? = TCPConnectProber(),
         configuration: Configuration = Configuration(),
@@ -158,15 +228,16 @@ public final class HostResolver: HostNameResolver {
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
     ) {
-        self.upstreams = upstreams
+        self.pipeline = Locked(Pipeline(upstreams: upstreams, fallback: fallback, configuration: configuration))
         self.overrides = overrides
+        self.hosts = hosts
         self.cache = cache
         self.prober = prober
-        self.configuration = configuration
         self.logger = logger
-        self.metrics = ResolverMetrics(sources: upstreams.map(\.name), factory: metricsFactory ?? MetricsSystem.factory)
+        self.metrics = ResolverMetrics(
+            sources: (upstreams + [fallback].compactMap { $0 }).map(\.name), factory: metricsFactory ?? MetricsSystem.factory)
         self.flights = SingleFlight(tasks: tasks)
-        self.cleanups = onShutdown
+        self.cleanups = Locked(onShutdown)
         if let cache, let path = configuration.cachePath {
             cache.load(from: path, logger: logger)
         }
@@ -175,9 +246,14 @@ public final class HostResolver: HostNameResolver {
             tasks.spawn { [weak self] in await self?.preResolve(hosts) }
         }
         if cache != nil, configuration.cachePath != nil, let interval = configuration.saveInterval, interval > .zero {
+            let id = ObjectIdentifier(self)
+            Self.maintenanceLoops.withLock { _ = $0.insert(id) }
             maintenance.spawn { [weak self] in
+                // Ends with the resolver, even one released without shutdown().
+                defer { Self.maintenanceLoops.withLock { _ = $0.remove(id) } }
                 while (try? await Task.sleep(for: interval)) != nil {
-                    self?.saveCache()
+                    guard let self else { return }
+                    self.saveCache()
                 }
             }
         }
@@ -191,12 +267,13 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Resolves a host given as text: overrides first (they may name any host, even `localhost`), then IP literals
-    /// and `localhost` without a query, then the pipeline.
+    /// and `localhost` without a query, then the pipeline. A trailing dot (`orders.`) means the name is fully
+    /// qualified: no search domain is tried.
     /// - Parameters:
     ///   - port: The port the caller will connect to; background probes of this host measure it.
     /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
     public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws -> RankedResolution {
-        if overrides != nil, let name = try? HostName(text), let answer = overrideAnswer(name, family: family, port: port) {
+        if let overrides, let name = try? HostName(text), let answer = layerAnswer(overrides, name, family: family, port: port) {
             return answer
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
@@ -204,23 +281,70 @@ public final class HostResolver: HostNameResolver {
         }
         let name = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: name) }
-        return try await resolveRanked(name, family: family, probePort: port)
+        return try await resolveRanked(name, family: family, probePort: port, absolute: text.hasSuffix("."))
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: ``DNSError`` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   ``DNSError/Code/notCached`` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
-        try await resolveRanked(host, family: family, probePort: nil)
+        try await resolveRanked(host, family: family, probePort: nil, absolute: false)
     }
 
-    /// ``resolveRanked(_:family:)``; `probePort` is the port the caller connects to, which the first probe of a
-    /// newly cached host uses (the cache has no record to remember it in before the answer arrives).
-    private func resolveRanked(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
-        if let answer = overrideAnswer(host, family: family, port: probePort) { return answer }
+    /// ``resolveRanked(_:family:)``: the local layers for the name as given, then each search candidate through
+    /// the cache and the upstreams, then the fallback. `probePort` is the port the caller connects to, which the
+    /// first probe of a newly cached host uses (the cache has no record to remember it in before the answer
+    /// arrives).
+    private func resolveRanked(
+        _ host: HostName, family: AddressFamily, probePort: Int?, absolute: Bool
+    ) async throws -> RankedResolution {
+        for layer in [overrides, hosts] {
+            if let layer, let answer = layerAnswer(layer, host, family: family, port: probePort) { return answer }
+        }
+        let (candidates, fallback) = pipeline.withLock { ($0.configuration.search.candidates(for: host, absolute: absolute), $0.fallback) }
+        var asGiven: DNSError?
+        var first: DNSError?
+        for candidate in candidates {
+            do {
+                return try await resolveCandidate(candidate, family: family, probePort: probePort)
+            } catch let error as DNSError where Self.nextCandidateCodes.contains(error.code) {
+                // As the system resolver does: a name that does not exist under one domain may under the next.
+                if candidate == host { asGiven = error }
+                first = first ?? error
+            }
+        }
+        let error = asGiven ?? first ?? DNSError(code: .notFound, message: "no candidate name", host: host.name)
+        guard let fallback, error.code == .notFound || error.code == .noData else { throw error }
+        return try await askFallback(fallback, host: host, family: family, upstreamError: error)
+    }
+
+    /// The answers after which the next search candidate is tried (as the C library's resolver does); any other
+    /// failure (a timeout, a transport error) ends the search.
+    private static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
+
+    /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
+    public func updateConfiguration(_ change: (inout Configuration) -> Void) {
+        pipeline.withLock { change(&$0.configuration) }
+    }
+
+    /// The identities whose cached answers are served, or `nil` for any.
+    private var servedUpstreams: Set<String>? {
+        pipeline.withLock { pipeline in
+            pipeline.configuration.servesAnswersFromOtherUpstreams
+                ? nil : Set((pipeline.upstreams + [pipeline.fallback].compactMap { $0 }).map(\.identity))
+        }
+    }
+
+    /// The cache, then the upstreams, for one fully qualified candidate name.
+    private func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
         if let cache {
             let probeInterval = probeIntervalIfIdle
+            let served = servedUpstreams
             switch cache.lookup(host, family: family, probeInterval: probeInterval) {
+            case .hit(let answer, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
+                metrics.misses.increment()
+            case .negative where served != nil:
+                metrics.misses.increment()
             case .hit(let answer, let refresh, let probe):
                 if answer.isStale {
                     metrics.staleServes.increment()
@@ -246,10 +370,36 @@ public final class HostResolver: HostNameResolver {
         }
     }
 
-    /// The overridden addresses of `host`, ranked by the same scores as upstream answers (probed when first used,
-    /// fed back by connects, backing off after failures); their order is all that changes, never the addresses.
-    private func overrideAnswer(_ host: HostName, family: AddressFamily, port: Int?) -> RankedResolution? {
-        guard let overrides, let answer = overrides.resolve(host, family: family) else { return nil }
+    /// Asks the fallback for the name as given, after every upstream said it does not exist; its answer is cached
+    /// under that name. When it fails too, the upstreams' error stands.
+    private func askFallback(
+        _ fallback: Upstream, host: HostName, family: AddressFamily, upstreamError: DNSError
+    ) async throws -> RankedResolution {
+        let clock = ContinuousClock()
+        return try await flights.run(FlightKey(host: host, family: family, fallback: true)) { [self] in
+            let start = clock.now
+            let resolution: Resolution
+            do {
+                resolution = try await fallback.resolver.resolve(host, family: family)
+                metrics.recordUpstream(fallback.name, success: true, duration: clock.now - start)
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                metrics.recordUpstream(fallback.name, success: false, duration: clock.now - start)
+                logger.debug("the fallback has no answer either", metadata: ["host": "\(host)", "error": "\(error)"])
+                throw upstreamError
+            }
+            guard !resolution.addresses.isEmpty else { throw upstreamError }
+            if configuration.guardsEveryUpstream { try Self.guardAddresses(resolution, from: fallback, host: host) }
+            return store(resolution, host: host, family: family, upstream: fallback.identity, merge: false)
+        }
+    }
+
+    /// The addresses a local layer (overrides, hosts file) gives `host`, ranked by the same scores as upstream
+    /// answers (probed when first used, fed back by connects, backing off after failures); their order is all
+    /// that changes, never the addresses.
+    private func layerAnswer(_ layer: HostOverrides, _ host: HostName, family: AddressFamily, port: Int?) -> RankedResolution? {
+        guard let answer = layer.resolve(host, family: family) else { return nil }
         guard let cache else { return RankedResolution(unscored: answer, family: family, freshness: .override) }
         let (ranked, probe) = cache.rankExternal(
             host, family: family, addresses: answer.addresses.map(\.ip), port: port, probeInterval: probeIntervalIfIdle)
@@ -301,29 +451,42 @@ public final class HostResolver: HostNameResolver {
     private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws -> RankedResolution {
         do {
             let answer: RankedResolution
-            if configuration.race, let groups = raceGroups {
-                answer = try await race(groups, host: host, family: family)
+            let (upstreams, race, guardAll) = pipeline.withLock {
+                ($0.upstreams, $0.configuration.race, $0.configuration.guardsEveryUpstream)
+            }
+            if race, let groups = Self.raceGroups(upstreams) {
+                answer = try await self.race(groups, host: host, family: family, guardEveryUpstream: guardAll)
             } else {
-                let resolution = try await Self.askInOrder(upstreams, host: host, family: family, metrics: metrics)
-                answer = store(resolution, host: host, family: family, merge: false)
+                let (resolution, upstream) = try await Self.askInOrder(
+                    upstreams, host: host, family: family, guardEveryUpstream: guardAll, metrics: metrics)
+                answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
             }
             if let probePort, let cache { cache.setProbePort(probePort, for: host) }
             if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
                 startProbe(probe)
             }
             return answer
-        } catch let error as DNSError {
-            if error.code == .notFound || error.code == .noData {
+        } catch let error as DNSError where error.code == .privateAddress {
+            throw error
+        } catch {
+            let failure = error as? UpstreamFailure ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
+            guard let error = failure.error as? DNSError else { throw failure.error }
+            if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
+                // The name is gone (or has no address of the family): that replaces whatever was cached.
                 cache?.storeNegative(host, family: family, error: error)
                 throw error
             }
+            // A negative answer while another upstream failed, or one from an upstream whose negatives are not
+            // trusted, never destroys a good answer: the cached one is served as when every upstream fails.
             if isRefresh {
                 // Callers were already served the stale answer; it stays in the cache.
                 cache?.refreshFailed(host, family: family)
                 logger.info("background refresh failed", metadata: ["host": "\(host)", "error": "\(error.code)"])
                 throw error
             }
-            if let fallback = cache?.fallback(host, family: family) {
+            if let fallback = cache?.fallback(host, family: family),
+                servedUpstreams.map({ $0.contains(fallback.upstream ?? "") }) ?? true
+            {
                 metrics.staleServes.increment()
                 logger.notice(
                     "every upstream failed; serving the cached answer",
@@ -331,29 +494,40 @@ public final class HostResolver: HostNameResolver {
                 )
                 return fallback
             }
+            if failure.negative != nil, failure.authoritative { cache?.storeNegative(host, family: family, error: error) }
             throw error
         }
     }
 
-    /// Stores a positive resolution in the cache (or ranks it as it is without one).
-    private func store(_ resolution: Resolution, host: HostName, family: AddressFamily, merge: Bool) -> RankedResolution {
+    /// Stores a positive resolution from `upstream` (an identity) in the cache (or ranks it as it is without one).
+    private func store(
+        _ resolution: Resolution, host: HostName, family: AddressFamily, upstream: String, merge: Bool
+    ) -> RankedResolution {
         let ttl = resolution.addresses.map(\.ttl).min() ?? 0
         let origin = resolution.addresses.first?.source ?? "unknown"
         guard let cache,
-              let stored = cache.store(host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, merge: merge)
-        else { return RankedResolution(unscored: resolution, family: family, freshness: .upstream) }
+              let stored = cache.store(
+                host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, upstream: upstream,
+                merge: merge)
+        else {
+            var unscored = RankedResolution(unscored: resolution, family: family, freshness: .upstream)
+            unscored.upstream = upstream
+            return unscored
+        }
         return stored
     }
 
-    /// Asks each upstream in turn; the first answer wins. When all fail: NXDOMAIN if any said so, else no data
-    /// if any said so, else the first error.
+    /// Asks each upstream in turn; the first answer wins. An answer the private-address guard rejects ends the
+    /// lookup: it is the sign of a rebinding or hijack attempt, which the next upstream's answer must not paper
+    /// over. When all fail: NXDOMAIN if any said so, else no data if any said so, else the first error.
     private static func askInOrder(
         _ upstreams: [Upstream],
         host: HostName,
         family: AddressFamily,
+        guardEveryUpstream: Bool,
         metrics: ResolverMetrics
-    ) async throws -> Resolution {
-        var errors: [any Error] = []
+    ) async throws -> (Resolution, Upstream) {
+        var errors: [(any Error, Upstream)] = []
         let clock = ContinuousClock()
         for upstream in upstreams {
             let start = clock.now
@@ -363,59 +537,90 @@ public final class HostResolver: HostNameResolver {
                 guard !resolution.addresses.isEmpty else {
                     throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
                 }
-                return resolution
+                if guardEveryUpstream, upstream.kind != .httpDNS { try Self.guardAddresses(resolution, from: upstream, host: host) }
+                return (resolution, upstream)
             } catch let error as CancellationError {
+                throw error
+            } catch let error as DNSError where error.code == .privateAddress {
+                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
                 throw error
             } catch {
                 metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
-                errors.append(error)
+                errors.append((error, upstream))
             }
         }
-        let codes = errors.map { ($0 as? DNSError)?.code }
-        if let index = codes.firstIndex(of: .notFound) { throw errors[index] }
-        if let index = codes.firstIndex(of: .noData) { throw errors[index] }
-        throw errors.first ?? DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
+        guard !errors.isEmpty else {
+            throw DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
+        }
+        let codes = errors.map { ($0.0 as? DNSError)?.code }
+        let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
+        let negative = codes[chosen] == .notFound || codes[chosen] == .noData
+        throw UpstreamFailure(
+            error: errors[chosen].0,
+            everyUpstreamDenied: codes.allSatisfy { $0 == .notFound || $0 == .noData },
+            authoritative: negative && errors[chosen].1.negativeAnswersAreAuthoritative)
+    }
+
+    /// The guard for upstreams other than HTTP DNS (which guard their own answers, per provider).
+    static func guardAddresses(_ resolution: Resolution, from upstream: Upstream, host: HostName) throws(DNSError) {
+        guard let bad = resolution.addresses.first(where: { $0.ip.isNonPublic }) else { return }
+        throw DNSError(
+            code: .privateAddress,
+            message: "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            host: host.name)
     }
 
     /// HTTP DNS upstreams and the others as two groups, when both exist.
-    private var raceGroups: [[Upstream]]? {
+    private static func raceGroups(_ upstreams: [Upstream]) -> [[Upstream]]? {
         let httpDNS = upstreams.filter { $0.kind == .httpDNS }
         let others = upstreams.filter { $0.kind != .httpDNS }
         return httpDNS.isEmpty || others.isEmpty ? nil : [httpDNS, others]
     }
 
     /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
-    /// cache, and the error is thrown only when every group failed.
-    private func race(_ groups: [[Upstream]], host: HostName, family: AddressFamily) async throws -> RankedResolution {
+    /// cache, and the error is thrown only when every group failed, or at once when the guard rejects an answer
+    /// before any group succeeded (an answer the guard rejects is never stored or merged).
+    private func race(
+        _ groups: [[Upstream]], host: HostName, family: AddressFamily, guardEveryUpstream: Bool
+    ) async throws -> RankedResolution {
         struct RaceState {
             var continuation: CheckedContinuation<RankedResolution, any Error>?
             var errors: [any Error] = []
         }
-        let state = Mutex(RaceState())
+        let state = Locked(RaceState())
         return try await withCheckedThrowingContinuation { continuation in
             state.withLock { $0.continuation = continuation }
             for group in groups {
                 let started = tasks.spawn { [self] in
-                    let outcome = await Result { try await Self.askInOrder(group, host: host, family: family, metrics: metrics) }
+                    let outcome = await Result {
+                        try await Self.askInOrder(group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
+                    }
                     // The store happens under the race's lock so the winner replaces and later answers merge.
                     let resume: (() -> Void)? = state.withLock { race in
                         switch outcome {
-                        case .success(let resolution):
+                        case .success(let (resolution, upstream)):
                             guard let continuation = race.continuation else {
-                                _ = store(resolution, host: host, family: family, merge: true)
+                                _ = store(resolution, host: host, family: family, upstream: upstream.identity, merge: true)
                                 return nil
                             }
                             race.continuation = nil
-                            let answer = store(resolution, host: host, family: family, merge: false)
+                            let answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
                             return { continuation.resume(returning: answer) }
                         case .failure(let error):
                             race.errors.append(error)
+                            if (error as? DNSError)?.code == .privateAddress, let continuation = race.continuation {
+                                race.continuation = nil
+                                return { continuation.resume(throwing: error) }
+                            }
                             guard race.errors.count == groups.count, let continuation = race.continuation else { return nil }
                             race.continuation = nil
-                            let errors = race.errors
-                            let codes = errors.map { ($0 as? DNSError)?.code }
-                            let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
-                            return { continuation.resume(throwing: errors[chosen]) }
+                            let failures = race.errors.map {
+                                $0 as? UpstreamFailure ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
+                            }
+                            let codes = failures.map { ($0.error as? DNSError)?.code }
+                            var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
+                            chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
+                            return { continuation.resume(throwing: chosen) }
                         }
                     }
                     resume?()
@@ -431,6 +636,18 @@ public final class HostResolver: HostNameResolver {
             }
         }
     }
+
+    /// Runs `work` (closing replaced upstreams) after `delay`, or at once when the resolver shuts down.
+    func retire(_ work: [@Sendable () async -> Void], after delay: Duration) {
+        let started = maintenance.spawn {
+            try? await Task.sleep(for: delay)
+            for item in work { await item() }
+        }
+        if !started { Task { for item in work { await item() } } }
+    }
+
+    /// Background tasks running now (refreshes, probes, shared lookups): a diagnostic that must stay bounded.
+    public var backgroundTaskCount: Int { tasks.count }
 
     /// Callers waiting on shared upstream queries (for tests).
     var waitingCallers: Int { flights.waiting }
@@ -464,11 +681,15 @@ public final class HostResolver: HostNameResolver {
     private func startProbe(_ request: HostCacheCore.ProbeRequest) {
         guard let prober, let probing = configuration.probing, let cache else { return }
         // An address already being probed (for this host or another) is left to that probe.
-        let addresses = addressesBeingProbed.withLock { busy in request.addresses.filter { busy.insert($0).inserted } }
+        let addresses = addressesBeingProbed.withLock { busy in
+            let chosen = Array(request.addresses.filter { !busy.contains($0) }.prefix(probing.maximumAddressesPerRound))
+            busy.formUnion(chosen)
+            return chosen
+        }
         guard !addresses.isEmpty else { return }
         probesRunning.add(1, ordering: .relaxed)
         let ports = request.port.map { [$0] } ?? probing.ports
-        let started = tasks.spawn { [self] in
+        let started = tasks.spawn(optional: true) { [self] in
             defer {
                 probesRunning.subtract(1, ordering: .relaxed)
                 addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
@@ -537,6 +758,7 @@ public final class HostResolver: HostNameResolver {
         await maintenance.shutdown()
         await tasks.shutdown()
         saveCache()
+        let cleanups = self.cleanups.withLock { $0 }
         for cleanup in cleanups { await cleanup() }
     }
 }

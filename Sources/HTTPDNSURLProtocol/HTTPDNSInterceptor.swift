@@ -7,6 +7,7 @@ public import HTTPDNS
 public import Logging
 public import NIOCore
 public import NIOPosix
+import Synchronization
 
 /// The engine behind ``HTTPDNSURLProtocol``: resolves a request's host to its ranked IPs through a
 /// ``HostResolver``, sends the request to the best one (failing over to the next ones when a connection cannot be
@@ -33,7 +34,8 @@ public final class HTTPDNSInterceptor: Sendable {
         public var connectTimeout: Duration
         /// How long an idle connection is kept for reuse (default 60 s).
         public var idleConnectionTimeout: Duration
-        /// PEM files with extra trusted CA certificates, added to the system roots.
+        /// PEM files with extra trusted CA certificates for the intercepted traffic, added to the system roots
+        /// (settings: `interception.trustCA`; the HTTP DNS endpoints' own roots, `httpdns.trustCA`, are not used here).
         public var additionalTrustRoots: [String]
         /// Pinned (host, IP) clients kept; the least recently used beyond it are closed (default 64).
         public var maximumPinnedClients: Int
@@ -56,6 +58,20 @@ public final class HTTPDNSInterceptor: Sendable {
         /// neither connected nor failed by then, the next-ranked one is tried in parallel, and so on; the first to
         /// connect gets the request. Shorter for an address whose measured connect time predicts a faster answer.
         public var connectionAttemptDelay: Duration
+        /// What happens to a request the environment sends through a proxy (``proxies``): by default
+        /// (``ResolverSettings/ProxyMode/bypass``) the protocol does not take it, so URLSession sends it through the
+        /// proxy exactly as without the library; ``ResolverSettings/ProxyMode/tunnel`` sends it through the proxy
+        /// itself with an HTTP CONNECT to the real host name (the proxy resolves the name).
+        public var proxyMode: ResolverSettings.ProxyMode
+        /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the
+        /// configuration is made.
+        public var proxies: ProxyEnvironment
+        /// Follow a redirect from `https` to `http` (default `false`: it fails with
+        /// ``InterceptionError/Code/insecureRedirect``, so nothing the TLS connection protected goes out in clear).
+        public var allowsInsecureRedirects: Bool
+        /// Called before each redirect is followed, with the 3xx answer and the request the rules made for the next
+        /// hop: return it (or a changed one) to follow, or `nil` to stop and deliver the 3xx answer as it is.
+        public var redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)?
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -73,7 +89,11 @@ public final class HTTPDNSInterceptor: Sendable {
             cookieStorage: HTTPCookieStorage? = .shared,
             traceHandler: (@Sendable (RequestTrace) -> Void)? = nil,
             raceConnections: Bool = true,
-            connectionAttemptDelay: Duration = .milliseconds(250)
+            connectionAttemptDelay: Duration = .milliseconds(250),
+            proxyMode: ResolverSettings.ProxyMode = .bypass,
+            proxies: ProxyEnvironment = ProxyEnvironment(),
+            allowsInsecureRedirects: Bool = false,
+            redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)? = nil
         ) {
             self.scope = scope
             self.followRedirects = followRedirects
@@ -90,17 +110,30 @@ public final class HTTPDNSInterceptor: Sendable {
             self.traceHandler = traceHandler
             self.raceConnections = raceConnections
             self.connectionAttemptDelay = connectionAttemptDelay
+            self.proxyMode = proxyMode
+            self.proxies = proxies
+            self.allowsInsecureRedirects = allowsInsecureRedirects
+            self.redirectHandler = redirectHandler
         }
 
         /// The defaults with the scope (`interception.include`/`.exclude`), the connection race
-        /// (`interception.connectionAttemptDelayMs`) and trust roots (`httpdns.trustCA`) from `settings`.
+        /// (`interception.connectionAttemptDelayMs`), the proxy mode (`interception.proxy`), insecure redirects
+        /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`) from `settings`.
         public init(settings: ResolverSettings) {
-            self.init(
-                scope: InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude),
-                additionalTrustRoots: settings.trustCA,
-                raceConnections: settings.connectionAttemptDelayMilliseconds > 0,
-                connectionAttemptDelay: .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
-            )
+            self.init()
+            apply(settings)
+            additionalTrustRoots = settings.interceptTrustCA
+        }
+
+        /// Takes the settings a running interceptor follows: scope, connection race, proxy mode, and the
+        /// environment's proxies read again.
+        mutating func apply(_ settings: ResolverSettings) {
+            scope = InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude)
+            raceConnections = settings.connectionAttemptDelayMilliseconds > 0
+            connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
+            proxyMode = settings.proxyMode
+            proxies = ProxyEnvironment()
+            allowsInsecureRedirects = settings.allowInsecureRedirects
         }
     }
 
@@ -116,8 +149,9 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// The resolver requests are resolved through.
     public let resolver: HostResolver
-    /// The settings this interceptor was created with.
-    public let configuration: Configuration
+    /// The settings in effect (those it was created with, as changed by ``apply(_:)``).
+    public var configuration: Configuration { live.withLock { $0 } }
+    private let live: Locked<Configuration>
     let transport: PinnedTransport
     private let prober: any ConnectProber
     private let logger: Logger
@@ -146,7 +180,7 @@ public final class HTTPDNSInterceptor: Sendable {
             throw InterceptionError(code: .invalidConfiguration, message: "interceptor limits must not be negative or zero")
         }
         self.resolver = resolver
-        self.configuration = configuration
+        self.live = Locked(configuration)
         self.transport = try PinnedTransport(
             configuration: .init(
                 connectTimeout: configuration.connectTimeout,
@@ -163,13 +197,25 @@ public final class HTTPDNSInterceptor: Sendable {
         self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
     }
 
-    /// Whether the URL protocol takes `request`: http or https, not tagged handled, and a host inside the scope
-    /// (IP literals and `localhost` only when an override names them).
+    /// Whether the URL protocol takes `request`: http or https, not tagged handled, a host inside the scope (IP
+    /// literals and `localhost` only when an override names them), and not sent through a proxy by the environment
+    /// unless ``Configuration/proxyMode`` tunnels such requests.
     public func intercepts(_ request: URLRequest) -> Bool {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             !RequestRewriting.isHandled(request), let host = RequestRewriting.host(of: url)
         else { return false }
+        let configuration = self.configuration
+        if let proxy = configuration.proxies.proxy(for: url) {
+            // Only HTTP proxies can be tunnelled here; any other kind stays URLSession's.
+            return configuration.proxyMode == .tunnel && proxy.scheme == "http"
+        }
         return configuration.scope.intercepts(host: host, overrides: resolver.overrides)
+    }
+
+    /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
+    /// proxies (read again). Trust roots, timeouts and limits keep their values until the interceptor is made again.
+    public func apply(_ settings: ResolverSettings) {
+        live.withLock { $0.apply(settings) }
     }
 
     /// Loads `request`: resolves, rewrites, sends with failover, follows redirects, handles cookies.
@@ -180,7 +226,7 @@ public final class HTTPDNSInterceptor: Sendable {
     public func load(_ request: URLRequest) async throws(InterceptionError) -> Response {
         let started = ContinuousClock.now
         var trace = RequestTrace(
-            url: request.url?.absoluteString ?? "", hops: [], status: nil, bytes: 0, elapsed: .zero,
+            url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
             tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
         do {
             let (response, body) = try await run(request, trace: &trace)
@@ -227,9 +273,11 @@ public final class HTTPDNSInterceptor: Sendable {
             let answer = try await send(sent, body: body, url: url, trace: &trace)
             storeCookies(from: answer.headers, for: url, request: hop)
             if configuration.followRedirects,
-                let next = try RedirectRule.next(
-                    after: hop, body: body, status: answer.status, location: Self.header("Location", in: answer.headers), from: url)
+                var next = try RedirectRule.next(
+                    after: hop, body: body, status: answer.status, location: Self.header("Location", in: answer.headers), from: url),
+                let followed = try redirect(to: next.request, from: url, answer: answer)
             {
+                next.request = followed
                 redirects += 1
                 guard redirects <= configuration.maximumRedirects else {
                     throw InterceptionError(
@@ -266,19 +314,35 @@ public final class HTTPDNSInterceptor: Sendable {
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         let method = (request.httpMethod ?? "GET").uppercased()
         var hop = RequestTrace.Hop(
-            url: url.absoluteString, method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
+            url: Redaction.url(url.absoluteString), method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
             address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
         defer { trace.hops.append(hop) }
 
         let resolveStart = ContinuousClock.now
+        // The request's timeoutInterval covers the whole hop: resolution, the connection race, connect and exchange.
+        let timeout = request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout * 1e9))
+        let budget = Duration.nanoseconds(Int64(timeout * 1e9))
         var candidates: [IPAddress?] = [nil]
         var name: HostName?
-        if configuration.scope.intercepts(host: hostText, overrides: resolver.overrides) {
+        let configuration = self.configuration
+        let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
+        if proxy == nil, configuration.scope.intercepts(host: hostText, overrides: resolver.overrides) {
             let ranked: RankedResolution
+            let resolver = self.resolver
             do {
-                ranked = try await resolver.resolveRanked(hostText, family: .any, port: port)
+                ranked = try await withTimeLimit(
+                    budget,
+                    orThrow: InterceptionError(
+                        code: .timedOut, message: "resolving \(hostText) took longer than the request's timeoutInterval (\(timeout) s)",
+                        url: url.absoluteString)
+                ) {
+                    try await resolver.resolveRanked(hostText, family: .any, port: port)
+                }
             } catch let error as DNSError {
                 throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(hostText): \(error.message)", url: url.absoluteString, source: error)
+            } catch let error as InterceptionError {
+                throw error
             } catch {
                 throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url.absoluteString)
             }
@@ -289,7 +353,7 @@ public final class HTTPDNSInterceptor: Sendable {
             hop.freshness = ranked.freshness
             hop.resolveTime = ContinuousClock.now - resolveStart
             var ordered = Array(ranked.addresses.prefix(1 + configuration.maximumFailovers))
-            if let name, let winner = await raceIfUnproven(ordered, of: name, port: port),
+            if let name, let winner = await raceIfUnproven(ordered, of: name, port: port, deadline: deadline),
                 let index = ordered.firstIndex(where: { $0.ip == winner })
             {
                 hop.raced = true
@@ -300,13 +364,16 @@ public final class HTTPDNSInterceptor: Sendable {
             hop.resolveTime = ContinuousClock.now - resolveStart
         }
 
-        let timeout = request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? request.timeoutInterval : 60
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(min(timeout, 86_400) * 1e9))
+        guard NIODeadline.now() < deadline else {
+            throw InterceptionError(
+                code: .timedOut, message: "the request's timeoutInterval (\(timeout) s) ran out before connecting", url: url.absoluteString)
+        }
         let sendStart = ContinuousClock.now
         var tried: [String] = []
         for (index, candidate) in candidates.enumerated() {
             let wire = try candidate.map { address throws(InterceptionError) in try RequestRewriting.rewrite(request, to: address) } ?? request
-            let exchange = try PinnedTransport.Exchange(wire, body: body)
+            var exchange = try PinnedTransport.Exchange(wire, body: body)
+            exchange.proxy = proxy
             if let candidate { tried.append(candidate.description) }
             let attemptStart = ContinuousClock.now
             do {
@@ -323,8 +390,11 @@ public final class HTTPDNSInterceptor: Sendable {
                 let (code, message, retry) = Task.isCancelled
                     ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
                 let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
+                // An invalid header is reported without its value (it may be a credential), and without the
+                // underlying error, whose description quotes it.
                 let failure = InterceptionError(
-                    code: code, message: message, url: url.absoluteString, addressesTried: tried, source: underlying)
+                    code: code, message: message, url: url.absoluteString, addressesTried: tried,
+                    source: code == .invalidRequest ? nil : underlying)
                 hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
                 if let candidate, let name, retry != .never || code == .certificateRejected {
                     resolver.reportFailure(to: candidate, of: name)
@@ -356,12 +426,18 @@ public final class HTTPDNSInterceptor: Sendable {
     /// When the best of `addresses` has not proven itself (never answered, or carrying a failure penalty), races
     /// TCP connects to them (``Configuration/connectionAttemptDelay`` apart) and returns the first to connect. Every
     /// attempt's outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
-    private func raceIfUnproven(_ addresses: [RankedAddress], of name: HostName, port: Int) async -> IPAddress? {
+    private func raceIfUnproven(
+        _ addresses: [RankedAddress], of name: HostName, port: Int, deadline: NIODeadline
+    ) async -> IPAddress? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
         guard configuration.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first, !best.isProven
         else { return nil }
+        // The race's connects count against the request's time too.
+        let remaining = Duration.nanoseconds(max((deadline - NIODeadline.now()).nanoseconds, 0))
+        guard remaining > .zero else { return nil }
         let race = ConnectionRace(
-            attemptDelay: configuration.connectionAttemptDelay, connectTimeout: configuration.connectTimeout, prober: prober)
+            attemptDelay: configuration.connectionAttemptDelay, connectTimeout: min(configuration.connectTimeout, remaining),
+            prober: prober)
         let resolver = self.resolver
         let winner = await race.run(addresses, port: port) { ip, outcome in
             switch outcome {
@@ -425,12 +501,41 @@ public final class HTTPDNSInterceptor: Sendable {
         return fields
     }
 
+    /// Adds the stored cookies for `url` that the request does not carry yet. URLSession itself puts the session's
+    /// cookies on the request it hands to the protocol (the first hop); redirect hops get none from it. Cookies the
+    /// request already names (from URLSession or set by the application) are not added again, so each goes out once.
+    /// Applies the redirect policy: an `https` to `http` hop is refused unless allowed; the application's handler may
+    /// change the next request or stop (`nil`: the 3xx answer is delivered).
+    private func redirect(
+        to next: URLRequest, from url: URL, answer: PinnedTransport.Response
+    ) throws(InterceptionError) -> URLRequest? {
+        let configuration = self.configuration
+        if url.scheme?.lowercased() == "https", next.url?.scheme?.lowercased() == "http", !configuration.allowsInsecureRedirects {
+            throw InterceptionError(
+                code: .insecureRedirect,
+                message: "refused a redirect from https to \(next.url?.absoluteString ?? "http")",
+                url: url.absoluteString)
+        }
+        guard let handler = configuration.redirectHandler else { return next }
+        guard let response = HTTPURLResponse(
+            url: url, statusCode: answer.status, httpVersion: answer.version, headerFields: Self.headerFields(answer.headers))
+        else { return next }
+        return handler(response, next)
+    }
+
     private func addCookies(to request: inout URLRequest, for url: URL) {
         guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage,
-            let cookies = storage.cookies(for: url), !cookies.isEmpty,
-            let stored = HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
+            var cookies = storage.cookies(for: url), !cookies.isEmpty
         else { return }
+        // A Secure cookie never goes over plain HTTP, whatever the storage returns.
+        if url.scheme?.lowercased() != "https" { cookies.removeAll(where: \.isSecure) }
         let existing = request.value(forHTTPHeaderField: "Cookie")
+        let present = Set(
+            (existing ?? "").split(separator: ";").compactMap { pair in
+                pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) }
+            })
+        let missing = cookies.filter { !present.contains($0.name) }
+        guard !missing.isEmpty, let stored = HTTPCookie.requestHeaderFields(with: missing)["Cookie"] else { return }
         request.setValue(existing.map { "\($0); \(stored)" } ?? stored, forHTTPHeaderField: "Cookie")
     }
 

@@ -4,6 +4,7 @@ public import FoundationNetworking
 public import Foundation
 #endif
 import Foundation
+import HTTPDNS
 import Synchronization
 
 /// A `URLProtocol` that sends URLSession's http and https requests to the fastest IP of their host.
@@ -26,7 +27,7 @@ import Synchronization
 ///   a protocol here); data tasks with `httpBody` or `httpBodyStream` are handled.
 /// - Cookies come from ``HTTPDNSInterceptor/Configuration/cookieStorage``: a protocol cannot see its session's
 ///   configuration on this platform.
-public final class HTTPDNSURLProtocol: URLProtocol {
+public class HTTPDNSURLProtocol: URLProtocol {
     // Lock discipline: URLProtocol itself is not Sendable; the load task reaches this instance through ``Handle``.
     // `loading` guards this instance's mutable state (the load task, whether stopLoading ran, whether the load
     // finished). Every call to `client` is made on the session's queue (see ``SessionQueue``: the
@@ -39,7 +40,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         var finished = false
     }
 
-    private let loading = Mutex(Loading())
+    private let loading = Locked(Loading())
 
     /// Carries the protocol into its load task and onto the session's queue. Both only call ``deliver(_:)``,
     /// which takes `loading` before touching the instance, so the lock discipline above is what makes this sound.
@@ -48,10 +49,14 @@ public final class HTTPDNSURLProtocol: URLProtocol {
     }
 
     /// The process's interceptor; `nil` until ``register(_:)`` or ``install(_:into:)``.
-    private static let current = Mutex<HTTPDNSInterceptor?>(nil)
+    private static let current = Locked<HTTPDNSInterceptor?>(nil)
 
     /// The interceptor requests go through, if one is registered.
     public static var interceptor: HTTPDNSInterceptor? { current.withLock { $0 } }
+
+    /// The interceptor of this class: the process's for ``HTTPDNSURLProtocol`` itself, a session's own for the
+    /// subclasses ``install(_:into:)`` hands out.
+    class var boundInterceptor: HTTPDNSInterceptor? { interceptor }
 
     /// Registers `interceptor` and the protocol class globally, so `URLSession.shared` and sessions created from
     /// the default configurations use it.
@@ -65,15 +70,35 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         _ = URLProtocol.registerClass(HTTPDNSURLProtocol.self)
     }
 
-    /// Inserts the protocol first into `configuration.protocolClasses` and makes `interceptor` the process's
-    /// interceptor. Sessions created from `configuration` afterwards are intercepted.
-    public static func install(_ interceptor: HTTPDNSInterceptor, into configuration: URLSessionConfiguration) {
-        current.withLock { $0 = interceptor }
+    /// Inserts the protocol first into `configuration.protocolClasses`, bound to `interceptor`. Sessions created from
+    /// `configuration` afterwards are intercepted by it.
+    ///
+    /// When no process-wide interceptor is registered, `interceptor` becomes it (as with ``register(_:)``, without
+    /// registering the class globally). When another one is, it stays: the configuration gets a protocol class of
+    /// its own bound to `interceptor` (up to ``maximumSessionInterceptors`` interceptors at once; one that is
+    /// released frees its class). A configuration with a proxy (`connectionProxyDictionary`) is left unchanged, so
+    /// its sessions go through the proxy as without the library.
+    /// - Returns: Whether the protocol was inserted.
+    @discardableResult
+    public static func install(_ interceptor: HTTPDNSInterceptor, into configuration: URLSessionConfiguration) -> Bool {
+        if let proxies = configuration.connectionProxyDictionary, !proxies.isEmpty { return false }
+        let chosen: HTTPDNSURLProtocol.Type? = current.withLock { current in
+            if current == nil || current === interceptor {
+                current = interceptor
+                return HTTPDNSURLProtocol.self
+            }
+            return SessionProtocols.bind(interceptor)
+        }
+        guard let chosen else { return false }
         var classes = configuration.protocolClasses ?? []
-        classes.removeAll { ObjectIdentifier($0) == ObjectIdentifier(HTTPDNSURLProtocol.self) }
-        classes.insert(HTTPDNSURLProtocol.self, at: 0)
+        classes.removeAll { $0 is HTTPDNSURLProtocol.Type }
+        classes.insert(chosen, at: 0)
         configuration.protocolClasses = classes
+        return true
     }
+
+    /// How many interceptors other than the process's can be installed into session configurations at once.
+    public static var maximumSessionInterceptors: Int { SessionProtocols.classes.count }
 
     /// Stops interception everywhere: unregisters the class and forgets the interceptor, so sessions that still list
     /// the class let every request through to URLSession's own HTTP support. Requests in flight finish.
@@ -84,7 +109,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
 
     /// Whether the protocol takes `request` (see ``HTTPDNSInterceptor/intercepts(_:)``).
     override public class func canInit(with request: URLRequest) -> Bool {
-        guard let interceptor else { return false }
+        guard let interceptor = boundInterceptor else { return false }
         return interceptor.intercepts(request)
     }
 
@@ -105,7 +130,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
     override public func startLoading() {
         let clientQueue = SessionQueue.current()
         let handle = Handle(instance: self)
-        guard let interceptor = Self.interceptor else {
+        guard let interceptor = Self.boundInterceptor else {
             let error = InterceptionError(
                 code: .shutdown, message: "no interceptor is registered", url: request.url?.absoluteString)
             clientQueue.async { handle.instance.deliver(.failure(error)) }
@@ -153,3 +178,44 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         }
     }
 }
+
+/// The protocol classes that bind a session configuration to an interceptor of its own. URLSession takes protocol
+/// *classes*, so each interceptor installed next to the process's needs a distinct class; a fixed set of subclasses
+/// is handed out and taken back when their interceptor is released.
+enum SessionProtocols {
+    /// Weak, so a slot frees itself when its interceptor goes away.
+    private struct Slot {
+        weak var interceptor: HTTPDNSInterceptor?
+    }
+
+    static let classes: [HTTPDNSURLProtocol.Type] = [
+        SessionProtocol0.self, SessionProtocol1.self, SessionProtocol2.self, SessionProtocol3.self,
+        SessionProtocol4.self, SessionProtocol5.self, SessionProtocol6.self, SessionProtocol7.self,
+    ]
+
+    private static let slots = Locked([Slot](repeating: Slot(), count: 8))
+
+    /// The class bound to `interceptor`, binding a free one if needed; `nil` when every class is taken.
+    static func bind(_ interceptor: HTTPDNSInterceptor) -> HTTPDNSURLProtocol.Type? {
+        slots.withLock { slots in
+            if let index = slots.firstIndex(where: { $0.interceptor === interceptor }) { return classes[index] }
+            guard let free = slots.firstIndex(where: { $0.interceptor == nil }) else { return nil }
+            slots[free].interceptor = interceptor
+            return classes[free]
+        }
+    }
+
+    static func interceptor(at index: Int) -> HTTPDNSInterceptor? {
+        slots.withLock { $0[index].interceptor }
+    }
+}
+
+// Eight subclasses that differ only in the slot they read their interceptor from.
+final class SessionProtocol0: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 0) } }
+final class SessionProtocol1: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 1) } }
+final class SessionProtocol2: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 2) } }
+final class SessionProtocol3: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 3) } }
+final class SessionProtocol4: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 4) } }
+final class SessionProtocol5: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 5) } }
+final class SessionProtocol6: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 6) } }
+final class SessionProtocol7: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 7) } }

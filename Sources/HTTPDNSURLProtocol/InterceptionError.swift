@@ -10,7 +10,7 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
         enum Value: String, Hashable, Sendable, CaseIterable {
             case badURL, unsupportedURL, resolutionFailed, connectionFailed, connectionLost, timedOut
             case certificateRejected, tlsFailure, tooManyRedirects, requestBodyTooLarge, responseTooLarge
-            case badServerResponse, cancelled, shutdown, invalidConfiguration, invalidRequest
+            case badServerResponse, cancelled, shutdown, invalidConfiguration, invalidRequest, insecureRedirect
         }
 
         let value: Value
@@ -49,6 +49,9 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
         public static let invalidRequest = Code(.invalidRequest)
         /// The interceptor's configuration is invalid (a trust-root file, a limit).
         public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// A redirect from `https` to `http` was refused (see
+        /// ``HTTPDNSInterceptor/Configuration/allowsInsecureRedirects``).
+        public static let insecureRedirect = Code(.insecureRedirect)
 
         /// A short stable identifier, safe as a metric label or in JSON.
         public var description: String { value.rawValue }
@@ -58,7 +61,7 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
     public var code: Code
     /// What happened, for people.
     public var message: String
-    /// The URL of the request (or redirect hop) that failed, if known.
+    /// The URL of the request (or redirect hop) that failed, if known; a password in it is replaced by `***`.
     public var url: String?
     /// The addresses tried, in order, as `IP` strings.
     public var addressesTried: [String]
@@ -69,7 +72,7 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
     public init(code: Code, message: String, url: String? = nil, addressesTried: [String] = [], source: (any Error)? = nil) {
         self.code = code
         self.message = message
-        self.url = url
+        self.url = url.map(Redaction.url)
         self.addressesTried = addressesTried
         self.source = source
     }
@@ -111,6 +114,7 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
         case .tooManyRedirects: .httpTooManyRedirects
         case .requestBodyTooLarge, .responseTooLarge: .dataLengthExceedsMaximum
         case .badServerResponse: .badServerResponse
+        case .insecureRedirect: .appTransportSecurityRequiresSecureConnection
         case .cancelled: .cancelled
         case .shutdown, .invalidConfiguration: .cannotLoadFromNetwork
         }

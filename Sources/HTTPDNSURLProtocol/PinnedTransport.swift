@@ -34,6 +34,8 @@ final class PinnedTransport: Sendable {
         var host: String
         /// The address to connect to; `nil` lets AsyncHTTPClient resolve `host` itself.
         var address: IPAddress?
+        /// An HTTP proxy to tunnel through (CONNECT to `host`, which the proxy resolves); then `address` is `nil`.
+        var proxy: ProxyEnvironment.Proxy?
         var headers: [(String, String)]
         var body: [UInt8]?
     }
@@ -61,6 +63,7 @@ final class PinnedTransport: Sendable {
     private struct Key: Hashable {
         var host: String
         var address: IPAddress?
+        var proxy: ProxyEnvironment.Proxy?
     }
 
     private struct Entry {
@@ -81,7 +84,7 @@ final class PinnedTransport: Sendable {
     private let tlsConfiguration: TLSConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let closing = BackgroundClosers()
 
     init(configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger) throws(InterceptionError) {
@@ -128,7 +131,7 @@ final class PinnedTransport: Sendable {
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it), or
     ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
     func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
-        let key = Key(host: exchange.host, address: exchange.address)
+        let key = Key(host: exchange.host, address: exchange.address, proxy: exchange.proxy)
         let client = try acquire(key)
         defer { release(key, client) }
         let collector = ResponseCollector(limit: maximumResponseBytes)
@@ -235,6 +238,7 @@ final class PinnedTransport: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.httpVersion = .automatic
         if let address = key.address { configuration.dnsOverride = [key.host: address.description] }
+        if let proxy = key.proxy { configuration.proxy = .server(host: proxy.host, port: proxy.port) }
         return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
     }
 
@@ -289,10 +293,12 @@ final class PinnedTransport: Sendable {
             case .invalidURL, .emptyHost, .emptyScheme:
                 return (.badURL, "invalid URL (\(error))", .never)
             default:
-                if "\(error)".contains("invalidHeader") || error == .bodyLengthMismatch || error == .traceRequestWithBody {
+                if error == .bodyLengthMismatch || error == .traceRequestWithBody {
                     return (.invalidRequest, "the request cannot be sent: \(error)", .never)
                 }
-                return (.badServerResponse, "HTTP exchange failed: \(error)", .never)
+                // Header names and values are checked before sending (``PinnedTransport/Exchange``); whatever else
+                // the client rejects is reported without its text, which may quote a header value.
+                return (.badServerResponse, "HTTP exchange failed (AsyncHTTPClient rejected the request or the answer)", .never)
             }
         case let error as HTTPParserError:
             return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)
@@ -315,7 +321,7 @@ final class PinnedTransport: Sendable {
 /// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end. A
 /// finished shutdown forgets itself, so evicting clients for ever does not grow this.
 private final class BackgroundClosers: Sendable {
-    private let tasks = Mutex<[Int: Task<Void, Never>]>([:])
+    private let tasks = Locked<[Int: Task<Void, Never>]>([:])
     private let counter = Atomic<Int>(0)
 
     func close(_ client: HTTPClient, logger: Logger) {

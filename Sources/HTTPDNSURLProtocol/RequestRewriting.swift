@@ -104,6 +104,14 @@ extension PinnedTransport.Exchange {
         var headers: [(String, String)] = []
         for (name, value) in request.allHTTPHeaderFields ?? [:]
         where !RequestRewriting.transportHeaders.contains(name.lowercased()) {
+            // Checked here, by rule rather than by the client's error text, and reported without the value: it
+            // may be a credential.
+            guard Self.isToken(name), Self.isFieldValue(value) else {
+                throw InterceptionError(
+                    code: .invalidRequest,
+                    message: "the header field '\(Self.isToken(name) ? name : "(invalid name)")' has a name or value that is not valid HTTP",
+                    url: url.absoluteString)
+            }
             headers.append((name, value))
         }
         self.init(
@@ -114,6 +122,19 @@ extension PinnedTransport.Exchange {
             headers: headers,
             body: body
         )
+    }
+
+    /// Whether `name` is an HTTP token (RFC 9110 section 5.6.2).
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { byte in
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    /// Whether `value` may be sent as a field value: no CR, LF, NUL or other control character but horizontal tab.
+    static func isFieldValue(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
     }
 
     /// `api.test` from `api.test:8443`, `::1` from `[::1]:80`.

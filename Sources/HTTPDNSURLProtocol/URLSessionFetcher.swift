@@ -167,7 +167,7 @@ private final class PendingTraces: Sendable {
         var next: UInt64 = 0
         var traces: [String: RequestTrace?] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A new tag, awaiting its trace.
     func open() -> String {

@@ -53,7 +53,9 @@ public struct FetchCommand: AsyncParsableCommand {
     public var hosts: String?
 
     /// Extra trusted CA certificates.
-    @Option(name: .customLong("trust-ca"), help: ArgumentHelp("A PEM file of extra trusted CA certificates; repeatable.", valueName: "FILE"))
+    @Option(name: .customLong("trust-ca"), help: ArgumentHelp(
+        "A PEM file of extra trusted CA certificates for the fetched URLs (interception.trustCA; HTTP DNS keeps httpdns.trustCA); repeatable.",
+        valueName: "FILE"))
     public var trustCA: [String] = []
 
     /// The request's time limit.
@@ -110,7 +112,7 @@ public struct FetchCommand: AsyncParsableCommand {
             if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
         }
         cache.apply(to: &settings)
-        settings.trustCA += trustCA
+        settings.interceptTrustCA += trustCA
         settings.reloadIntervalMilliseconds = 0
         settings.preResolve = []
         let body = try loadBody()

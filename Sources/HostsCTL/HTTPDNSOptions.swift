@@ -46,9 +46,40 @@ public struct HTTPDNSOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Use a named service from the presets file (see Config/providers.json).", valueName: "NAME"))
     public var provider: String?
 
-    /// The presets file.
-    @Option(help: ArgumentHelp("Presets file for --provider.", valueName: "FILE"))
-    public var presets: String = "Config/providers.json"
+    /// The presets file; by default `$HOSTSCTL_PRESETS`, else the one installed with `hostsctl`.
+    @Option(
+        help: ArgumentHelp(
+            "Presets file for --provider. Default: $HOSTSCTL_PRESETS, else the providers.json installed with hostsctl "
+                + "(never one from the current directory).", valueName: "FILE"))
+    public var presets: String?
+
+    /// The presets file to read: `--presets`, else `$HOSTSCTL_PRESETS`, else ``installedPresets(executable:)``.
+    /// A file in the current directory is never picked up by default: it could be anyone's.
+    func presetsPath(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        if let presets { return presets }
+        if let path = environment["HOSTSCTL_PRESETS"], !path.isEmpty { return path }
+        guard let installed = Self.installedPresets() else {
+            throw ValidationError("No presets file is installed with hostsctl; give one with --presets or $HOSTSCTL_PRESETS.")
+        }
+        return installed
+    }
+
+    /// The presets installed with the executable: `../share/swift-httpdns/providers.json` next to its directory, or,
+    /// for a build inside the source tree (`.build/…/hostsctl`), the tree's `Config/providers.json`.
+    static func installedPresets(executable: String? = nil) -> String? {
+        let path = executable ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var directory = URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent()
+        let shared = directory.deletingLastPathComponent().appendingPathComponent("share/swift-httpdns/providers.json").path
+        if FileManager.default.isReadableFile(atPath: shared) { return shared }
+        for _ in 0..<5 {
+            if directory.lastPathComponent.hasPrefix(".build") {
+                let tree = directory.deletingLastPathComponent().appendingPathComponent("Config/providers.json").path
+                return FileManager.default.isReadableFile(atPath: tree) ? tree : nil
+            }
+            directory = directory.deletingLastPathComponent()
+        }
+        return nil
+    }
 
     /// Bootstrap addresses for the endpoint host names.
     @Option(
@@ -94,9 +125,11 @@ public struct HTTPDNSOptions: ParsableArguments {
     }
 
     /// Builds the resolver the options describe, with a transport the caller shuts down.
-    /// - Parameter timeout: The time one HTTP exchange may take.
+    /// - Parameters:
+    ///   - timeout: The time one HTTP exchange may take.
+    ///   - budget: The time one lookup may take across the endpoints and bootstrap addresses.
     /// - Throws: `ValidationError` with the reason for a bad URL, account, presets file or trust root.
-    func makeResolver(timeout: Duration) throws -> (HTTPDNSResolver, HTTPDNSTransport) {
+    func makeResolver(timeout: Duration, budget: Duration? = nil) throws -> (HTTPDNSResolver, HTTPDNSTransport) {
         let secret = HTTPDNSSecret(environmentVariable: Self.secretVariable)
         do {
             let api: HTTPDNSResolver.API
@@ -106,6 +139,7 @@ public struct HTTPDNSOptions: ParsableArguments {
                 api = dohJSON ? .dnsJSON : .dnsMessage(method: dohMethod)
                 endpoints = [try HTTPDNSEndpoint(doh, bootstrapAddresses: bootstrap)]
             } else if let provider {
+                let presets = try presetsPath()
                 let all = try HTTPDNSPreset.load(contentsOf: presets)
                 guard let preset = all.first(where: { $0.name == provider }) else {
                     throw ValidationError(
@@ -129,7 +163,8 @@ public struct HTTPDNSOptions: ParsableArguments {
             let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, additionalTrustRoots: trustCA))
             do {
                 let resolver = try HTTPDNSResolver(
-                    configuration: .init(name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers),
+                    configuration: .init(
+                        name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers, budget: budget),
                     transport: transport
                 )
                 return (resolver, transport)

@@ -74,6 +74,7 @@ public struct ProbeCommand: AsyncParsableCommand {
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, upstreams: upstreams, prober: nil, logger: CommandLogging.logger())
         }
+        resolution.restrictCache(of: resolver)
         let reports = await Self.probeAll(
             names, family: resolution.family ?? .any, port: port, samples: samples, timeout: timeout, with: resolver, prober: TCPConnectProber())
         await resolver.shutdown()

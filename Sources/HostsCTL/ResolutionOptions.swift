@@ -17,11 +17,12 @@ public struct ResolutionOptions: ParsableArguments {
     @Option(help: "Address family: ipv4, ipv6 or any (A and AAAA).", transform: ResolutionOptions.parseFamily)
     public var family: AddressFamily?
 
-    /// Seconds to wait for each try.
+    /// Seconds to wait: c-ares's first try, or an HTTP DNS lookup's whole budget.
     @Option(
         help: """
-            Seconds to wait for an answer on the first try (c-ares doubles it on each later round); \
-            with HTTP DNS, the time one HTTP exchange may take.
+            c-ares: seconds to wait for an answer on the first try; c-ares doubles it on each later round, so a \
+            lookup may take up to TIMEOUT x (2^tries - 1). HTTP DNS: the whole lookup's budget across the \
+            endpoints and bootstrap addresses (and the most one exchange may take).
             """
     )
     public var timeout: Double?
@@ -56,6 +57,17 @@ public struct ResolutionOptions: ParsableArguments {
         }
     }
 
+    /// Whether the command line names the upstream to ask (`--server`, `--doh`, `--httpdns`, `--provider`): then
+    /// only that upstream answers, and cached answers another upstream gave are not served.
+    var namesUpstream: Bool { !servers.isEmpty || httpDNS.isSelected }
+
+    /// Keeps `resolver` to the upstream the command line named, if it named one: cached answers from other
+    /// upstreams are not served.
+    func restrictCache(of resolver: HostResolver) {
+        guard namesUpstream else { return }
+        resolver.updateConfiguration { $0.servesAnswersFromOtherUpstreams = false }
+    }
+
     /// Loads the settings file (diagnostics go to standard error) and applies these options to it.
     /// - Throws: `ValidationError` when the settings have errors.
     func loadSettings() throws -> ResolverSettings {
@@ -86,9 +98,12 @@ public struct ResolutionOptions: ParsableArguments {
         if let timeout {
             settings.caresTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
             settings.httpTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.httpBudgetMilliseconds = Int((timeout * 1000).rounded(.up))
         }
         if let tries { settings.caresTries = tries }
         settings.trustCA += httpDNS.trustCA
+        // An upstream named on the command line answers alone: no system-resolver fallback behind it.
+        if namesUpstream { settings.systemFallback = false }
         settings.reloadIntervalMilliseconds = 0
         settings.preResolve = []
         return settings
@@ -99,20 +114,16 @@ public struct ResolutionOptions: ParsableArguments {
     /// - Returns: The upstreams to give ``HostResolver`` (`nil`: the settings' own) and the transport.
     func commandLineUpstreams(_ settings: inout ResolverSettings) throws -> (upstreams: [HostResolver.Upstream]?, transport: HTTPDNSTransport?) {
         guard httpDNS.isSelected else { return (nil, nil) }
-        let (resolver, transport) = try httpDNS.makeResolver(timeout: .milliseconds(settings.httpTimeoutMilliseconds))
+        let (resolver, transport) = try httpDNS.makeResolver(
+            timeout: .milliseconds(settings.httpTimeoutMilliseconds), budget: .milliseconds(settings.httpBudgetMilliseconds))
         settings.sources.removeAll { $0 == .cares }
         if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
-        return ([HostResolver.Upstream(name: resolver.configuration.name, kind: .httpDNS, resolver: resolver)], transport)
-    }
-
-    /// The c-ares options the settings describe.
-    static func caresOptions(_ settings: ResolverSettings) -> CAresResolver.Options {
-        CAresResolver.Options(
-            servers: settings.caresServers,
-            timeout: .milliseconds(settings.caresTimeoutMilliseconds),
-            tries: settings.caresTries,
-            useTCP: settings.caresTCP
-        )
+        let identity = "\(resolver.configuration.name)(\(resolver.configuration.endpoints.map(\.url).joined(separator: ",")))"
+        let api = resolver.configuration.api.description
+        let upstream = HostResolver.Upstream(
+            name: resolver.configuration.name, kind: .httpDNS, resolver: resolver, identity: identity,
+            negativeAnswersAreAuthoritative: api == "doh" || api == "doh-json")
+        return ([upstream], transport)
     }
 
     /// Reports the bad lines of an overrides file on standard error (they are skipped); an unreadable file is a

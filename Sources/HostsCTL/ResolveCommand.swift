@@ -25,7 +25,8 @@ public struct ResolveCommand: AsyncParsableCommand {
     /// One layer to ask instead of the whole pipeline.
     @Option(
         name: .customLong("source"),
-        help: ArgumentHelp("Ask only this layer: overrides, cache, httpdns or cares. Default: the whole pipeline.", valueName: "LAYER"),
+        help: ArgumentHelp(
+            "Ask only this layer: overrides, hosts, cache, httpdns, cares or system. Default: the whole pipeline.", valueName: "LAYER"),
         transform: ResolveCommand.parseSource
     )
     public var source: ResolverSettings.Source?
@@ -68,6 +69,7 @@ public struct ResolveCommand: AsyncParsableCommand {
         let resolver = try Self.usage {
             try HostResolver(settings: settings, upstreams: upstreams, logger: CommandLogging.logger())
         }
+        resolution.restrictCache(of: resolver)
         var reports = await Self.resolveAll(names, family: family, with: resolver)
         if probe {
             await resolver.waitForBackgroundWork()
@@ -94,6 +96,7 @@ public struct ResolveCommand: AsyncParsableCommand {
         if probe { settings.probeIntervalSeconds = 1 }
         if let source {
             settings.sources = [source]
+            settings.systemFallback = false
             if source == .cache { settings.cacheEnabled = true }
             if source == .httpdns, settings.providers.isEmpty, !httpDNS.isSelected {
                 throw ValidationError("--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
@@ -147,7 +150,7 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     static func parseSource(_ text: String) throws -> ResolverSettings.Source {
         guard let source = ResolverSettings.Source(rawValue: text.lowercased()) else {
-            throw ValidationError("'\(text)' is not a layer; use overrides, cache, httpdns or cares.")
+            throw ValidationError("'\(text)' is not a layer; use overrides, hosts, cache, httpdns, cares or system.")
         }
         return source
     }

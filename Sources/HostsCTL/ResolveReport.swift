@@ -46,6 +46,7 @@ struct ResolveReport: Sendable {
                 ("ttl", .number(Double(resolution?.ttl ?? 0))),
                 ("source", .string(resolution?.source.name ?? "")),
                 ("origin", .string(resolution?.origin.name ?? "")),
+                ("upstream", resolution?.upstream.map { .string($0) } ?? .null),
                 ("stale", .bool(resolution?.isStale ?? false)),
                 ("rank", .number(Double(address.rank))),
                 ("score", .number((address.score * 1000).rounded() / 1000)),
@@ -65,12 +66,14 @@ struct ResolveReport: Sendable {
         ])
     }
 
-    /// What the SOURCE column shows: the origin, or `cache (origin)` / `stale (origin)`.
+    /// What the SOURCE column shows: the origin, or `cache (origin from UPSTREAM)` / `stale (…)`, naming the upstream
+    /// the cached answer came from when it is known.
     static func sourceLabel(_ resolution: RankedResolution) -> String {
+        let from = resolution.upstream.map { $0 == resolution.origin.name ? "" : " from \($0)" } ?? ""
         switch resolution.freshness {
-        case .cache: "cache (\(resolution.origin))"
-        case .stale: "stale (\(resolution.origin), \(resolution.staleSeconds)s past TTL)"
-        default: resolution.origin.name
+        case .cache: return "cache (\(resolution.origin)\(from))"
+        case .stale: return "stale (\(resolution.origin)\(from), \(resolution.staleSeconds)s past TTL)"
+        default: return resolution.origin.name
         }
     }
 

@@ -1,11 +1,13 @@
 import Foundation
 import Synchronization
+import Testing
+import TestSupport
 
 @testable import HTTPDNS
 
 /// A clock the test moves by hand; wall time moves with it.
 final class ManualClock: Sendable {
-    private let offset = Mutex<Duration>(.zero)
+    private let offset = Locked<Duration>(.zero)
     let wallStart: Double
 
     init(wallStart: Double = 1_800_000_000) {
@@ -43,11 +45,11 @@ final class FakeUpstream: HostNameResolver {
         var holding = false
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     let source: ResolutionSource
 
     init(_ behavior: Behavior, source: ResolutionSource = .cares) {
-        self.state = Mutex(State(behavior: behavior))
+        self.state = Locked(State(behavior: behavior))
         self.source = source
     }
 
@@ -98,9 +100,15 @@ func temporaryPath(_ suffix: String = "cache.json") -> String {
     FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-\(UUID().uuidString)-\(suffix)").path
 }
 
-/// Waits (yielding, bounded by the test's time limit) until `condition` holds.
-func eventually(_ condition: () -> Bool) async {
+/// Waits until `condition` holds, checking every millisecond for at most 30 s (scaled by ``TestTiming``); records an
+/// issue when it never does.
+func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+    let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(30))
     while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("the condition did not hold in time", sourceLocation: sourceLocation)
+            return
+        }
         try? await Task.sleep(for: .milliseconds(1))
     }
 }

@@ -37,7 +37,7 @@ enum CraftedWire {
 
 /// Every log line a test produced, with metadata.
 final class LogStore: Sendable {
-    let lines = Mutex<[String]>([])
+    let lines = Locked<[String]>([])
 }
 
 /// A log handler that keeps every message with its metadata, to check what reaches logs.
@@ -140,7 +140,7 @@ struct HTTPDNSAPITests {
             default: return .text("", status: 500)
             }
         }
-        try await Self.withServer(timeout: .seconds(2), handler) { server, transport in
+        try await Self.withServer(timeout: TestTiming.scaled(.seconds(2)), handler) { server, transport in
             for method in HTTPDNSResolver.API.DoHMethod.allCases {
                 let doh = try Self.resolver(.dnsMessage(method: method), server.url + "/dns-query", transport: transport)
                 let error = await expectDNSError(code) { try await doh.resolve(try HostName("multi.test"), family: .ipv4) }
@@ -368,27 +368,30 @@ struct HTTPDNSAPITests {
     }
 
     @Test("endpoint URLs normalise, and bootstrap IPs need a host name")
-    func endpoints() throws {
+    func endpoints() async throws {
         #expect(try HTTPDNSEndpoint("dns.example/dns-query/").url == "https://dns.example/dns-query")
         #expect(try HTTPDNSEndpoint("HTTP://DNS.example:80").url == "http://dns.example")
         #expect(try HTTPDNSEndpoint("https://[2001:db8::53]:8443/q").url == "https://[2001:db8::53]:8443/q")
         #expect(throws: DNSError.self) { try HTTPDNSEndpoint("https://192.0.2.53/", bootstrapAddresses: [IPAddress("192.0.2.1")!]) }
         let transport = try HTTPDNSTransport()
-        defer { Task { await transport.shutdown() } }
-        let endpoint = try HTTPDNSEndpoint("https://dns.example")
-        #expect(throws: DNSError.self) {
-            try HTTPDNSResolver(configuration: .init(api: .alibaba(account: "../x"), endpoints: [endpoint]), transport: transport)
+        try await withCleanup { () async throws in
+            let endpoint = try HTTPDNSEndpoint("https://dns.example")
+            #expect(throws: DNSError.self) {
+                try HTTPDNSResolver(configuration: .init(api: .alibaba(account: "../x"), endpoints: [endpoint]), transport: transport)
+            }
+            #expect(throws: DNSError.self) {
+                try HTTPDNSResolver(configuration: .init(api: .tencent(key: HTTPDNSSecret("0123456789abcdef")), endpoints: [endpoint]), transport: transport)
+            }
+            #expect(throws: DNSError.self) {
+                try HTTPDNSResolver(configuration: .init(api: .tencent(account: "1", key: HTTPDNSSecret("short")), endpoints: [endpoint]), transport: transport)
+            }
+            #expect(throws: DNSError.self) {
+                try HTTPDNSResolver(configuration: .init(api: .dnsMessage(), endpoints: []), transport: transport)
+            }
+            #expect(throws: DNSError.self) { try HTTPDNSTransport(configuration: .init(additionalTrustRoots: ["/nonexistent.pem"])) }
+        } cleanup: {
+            await transport.shutdown()
         }
-        #expect(throws: DNSError.self) {
-            try HTTPDNSResolver(configuration: .init(api: .tencent(key: HTTPDNSSecret("0123456789abcdef")), endpoints: [endpoint]), transport: transport)
-        }
-        #expect(throws: DNSError.self) {
-            try HTTPDNSResolver(configuration: .init(api: .tencent(account: "1", key: HTTPDNSSecret("short")), endpoints: [endpoint]), transport: transport)
-        }
-        #expect(throws: DNSError.self) {
-            try HTTPDNSResolver(configuration: .init(api: .dnsMessage(), endpoints: []), transport: transport)
-        }
-        #expect(throws: DNSError.self) { try HTTPDNSTransport(configuration: .init(additionalTrustRoots: ["/nonexistent.pem"])) }
     }
 
     @Test("address scopes for the private-address guard", arguments: [

@@ -40,25 +40,27 @@ struct HostResolverTests {
         let overrides = HostOverrides()
         overrides.set([ip("203.0.113.9")], for: try HostPattern("b.test"))
         let resolver = Self.resolver([upstream], overrides: overrides)
-        defer { Task { await resolver.shutdown() } }
+        try await withCleanup { () async throws in
+            let first = try await resolver.resolveRanked("a.test")
+            #expect(first.freshness == .upstream)
+            #expect(first.origin == .cares)
+            #expect(Set(first.addresses.map(\.ip.description)) == Set(Self.zone["a.test"]!))
+            let second = try await resolver.resolveRanked("a.test")
+            #expect(second.freshness == .cache)
+            #expect(second.addresses == first.addresses)
+            #expect(upstream.calls == 1)
 
-        let first = try await resolver.resolveRanked("a.test")
-        #expect(first.freshness == .upstream)
-        #expect(first.origin == .cares)
-        #expect(Set(first.addresses.map(\.ip.description)) == Set(Self.zone["a.test"]!))
-        let second = try await resolver.resolveRanked("a.test")
-        #expect(second.freshness == .cache)
-        #expect(second.addresses == first.addresses)
-        #expect(upstream.calls == 1)
+            let overridden = try await resolver.resolveRanked("b.test")
+            #expect(overridden.freshness == .override)
+            #expect(overridden.best == ip("203.0.113.9"))
+            #expect(upstream.calls == 1)
 
-        let overridden = try await resolver.resolveRanked("b.test")
-        #expect(overridden.freshness == .override)
-        #expect(overridden.best == ip("203.0.113.9"))
-        #expect(upstream.calls == 1)
-
-        let literal = try await resolver.resolveRanked("192.0.2.77")
-        #expect(literal.freshness == .local)
-        #expect(try await resolver.resolve(name("a.test"), family: .any).addresses.count == 3)
+            let literal = try await resolver.resolveRanked("192.0.2.77")
+            #expect(literal.freshness == .local)
+            #expect(try await resolver.resolve(name("a.test"), family: .any).addresses.count == 3)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("upstreams are asked in order; when all fail, NXDOMAIN wins over other errors")
@@ -66,16 +68,25 @@ struct HostResolverTests {
         let failing = FakeUpstream(.fail(.timeout), source: "doh-a")
         let working = FakeUpstream(.answer(Self.zone, ttl: 60))
         let resolver = Self.resolver([failing, working])
-        defer { Task { await resolver.shutdown() } }
-        #expect(try await resolver.resolveRanked("a.test").origin == .cares)
-        #expect(failing.calls == 1 && working.calls == 1)
+        try await withCleanup { () async throws in
+            #expect(try await resolver.resolveRanked("a.test").origin == .cares)
+            #expect(failing.calls == 1 && working.calls == 1)
 
-        let both = Self.resolver([FakeUpstream(.fail(.timeout), source: "doh-a"), FakeUpstream(.answer([:], ttl: 60))])
-        defer { Task { await both.shutdown() } }
-        await expectDNSError(.notFound) { try await both.resolve("a.test") }
-        let none = Self.resolver([FakeUpstream(.fail(.timeout)), FakeUpstream(.fail(.serverFailure))])
-        defer { Task { await none.shutdown() } }
-        await expectDNSError(.timeout) { try await none.resolve("a.test") }
+            let both = Self.resolver([FakeUpstream(.fail(.timeout), source: "doh-a"), FakeUpstream(.answer([:], ttl: 60))])
+            try await withCleanup { () async throws in
+                await expectDNSError(.notFound) { try await both.resolve("a.test") }
+                let none = Self.resolver([FakeUpstream(.fail(.timeout)), FakeUpstream(.fail(.serverFailure))])
+                try await withCleanup { () async throws in
+                    await expectDNSError(.timeout) { try await none.resolve("a.test") }
+                } cleanup: {
+                    await none.shutdown()
+                }
+            } cleanup: {
+                await both.shutdown()
+            }
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("10,000 concurrent resolves of one uncached host cause exactly one upstream query", arguments: [true, false])
@@ -83,24 +94,27 @@ struct HostResolverTests {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         upstream.hold()
         let resolver = Self.resolver([upstream], cache: withCache ? .init(minimumTTL: 0) : nil)
-        defer { Task { await resolver.shutdown() } }
-        let callers = 10_000
-        try await withThrowingTaskGroup(of: IPAddress?.self) { group in
-            for _ in 0..<callers {
-                group.addTask { try await resolver.resolveRanked("a.test").best }
+        try await withCleanup { () async throws in
+            let callers = 10_000
+            try await withThrowingTaskGroup(of: IPAddress?.self) { group in
+                for _ in 0..<callers {
+                    group.addTask { try await resolver.resolveRanked("a.test").best }
+                }
+                // Every caller joins the one query before it is answered.
+                await eventually { resolver.waitingCallers == callers && upstream.waiting == 1 }
+                #expect(upstream.calls == 1)
+                upstream.release()
+                var answers = 0
+                for try await best in group {
+                    #expect(best == ip("192.0.2.1"))
+                    answers += 1
+                }
+                #expect(answers == callers)
             }
-            // Every caller joins the one query before it is answered.
-            await eventually { resolver.waitingCallers == callers && upstream.waiting == 1 }
             #expect(upstream.calls == 1)
-            upstream.release()
-            var answers = 0
-            for try await best in group {
-                #expect(best == ip("192.0.2.1"))
-                answers += 1
-            }
-            #expect(answers == callers)
+        } cleanup: {
+            await resolver.shutdown()
         }
-        #expect(upstream.calls == 1)
     }
 
     @Test("a cancelled caller stops waiting without failing the others")
@@ -108,15 +122,18 @@ struct HostResolverTests {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         upstream.hold()
         let resolver = Self.resolver([upstream])
-        defer { Task { await resolver.shutdown() } }
-        let cancelled = Task { try await resolver.resolveRanked("a.test") }
-        let patient = Task { try await resolver.resolveRanked("a.test") }
-        await eventually { resolver.waitingCallers == 2 }
-        cancelled.cancel()
-        await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
-        upstream.release()
-        #expect(try await patient.value.best == ip("192.0.2.1"))
-        #expect(upstream.calls == 1)
+        try await withCleanup { () async throws in
+            let cancelled = Task { try await resolver.resolveRanked("a.test") }
+            let patient = Task { try await resolver.resolveRanked("a.test") }
+            await eventually { resolver.waitingCallers == 2 }
+            cancelled.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
+            upstream.release()
+            #expect(try await patient.value.best == ip("192.0.2.1"))
+            #expect(upstream.calls == 1)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("an expired answer is served at once while one background refresh runs")
@@ -124,24 +141,27 @@ struct HostResolverTests {
         let clock = ManualClock()
         let upstream = FakeUpstream(.answer(["a.test": ["192.0.2.1"]], ttl: 10))
         let resolver = Self.resolver([upstream], clock: clock)
-        defer { Task { await resolver.shutdown() } }
-        _ = try await resolver.resolveRanked("a.test")
-        clock.advance(.seconds(11))
-        upstream.set(.answer(["a.test": ["192.0.2.99"]], ttl: 10))
-        upstream.hold()
-        let stale = try await resolver.resolveRanked("a.test")
-        #expect(stale.freshness == .stale)
-        #expect(stale.best == ip("192.0.2.1"))
-        let again = try await resolver.resolveRanked("a.test")
-        #expect(again.isStale, "still refreshing")
-        await eventually { upstream.waiting == 1 }
-        #expect(upstream.calls == 2, "one refresh for both stale hits")
-        upstream.release()
-        await resolver.waitForBackgroundWork()
-        let fresh = try await resolver.resolveRanked("a.test")
-        #expect(fresh.freshness == .cache)
-        #expect(fresh.best == ip("192.0.2.99"))
-        #expect(upstream.calls == 2)
+        try await withCleanup { () async throws in
+            _ = try await resolver.resolveRanked("a.test")
+            clock.advance(.seconds(11))
+            upstream.set(.answer(["a.test": ["192.0.2.99"]], ttl: 10))
+            upstream.hold()
+            let stale = try await resolver.resolveRanked("a.test")
+            #expect(stale.freshness == .stale)
+            #expect(stale.best == ip("192.0.2.1"))
+            let again = try await resolver.resolveRanked("a.test")
+            #expect(again.isStale, "still refreshing")
+            await eventually { upstream.waiting == 1 }
+            #expect(upstream.calls == 2, "one refresh for both stale hits")
+            upstream.release()
+            await resolver.waitForBackgroundWork()
+            let fresh = try await resolver.resolveRanked("a.test")
+            #expect(fresh.freshness == .cache)
+            #expect(fresh.best == ip("192.0.2.99"))
+            #expect(upstream.calls == 2)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("when every upstream fails, the stale answer is served instead of an error")
@@ -152,19 +172,22 @@ struct HostResolverTests {
         let resolver = Self.resolver(
             [upstream], clock: clock, cache: .init(minimumTTL: 0, maximumStaleness: .seconds(100)), metrics: metrics
         )
-        defer { Task { await resolver.shutdown() } }
-        _ = try await resolver.resolveRanked("a.test")
-        upstream.set(.fail(.timeout))
-        clock.advance(.seconds(11))
-        #expect(try await resolver.resolveRanked("a.test").isStale)
-        await resolver.waitForBackgroundWork()
-        #expect(try await resolver.resolveRanked("a.test").best == ip("192.0.2.1"), "the failed refresh kept the answer")
-        #expect(try metrics.expectCounter("httpdns_cache_stale_serves").totalValue == 2)
-        #expect(try metrics.expectCounter("httpdns_cache_misses").totalValue == 1)
-        #expect(try metrics.expectTimer("httpdns_upstream_duration", [("source", "cares"), ("outcome", "failure")]).values.count == 1)
-        await expectDNSError(.timeout) { try await resolver.resolve("b.test") }
-        clock.advance(.seconds(100))
-        await expectDNSError(.timeout) { try await resolver.resolve("a.test") }
+        try await withCleanup { () async throws in
+            _ = try await resolver.resolveRanked("a.test")
+            upstream.set(.fail(.timeout))
+            clock.advance(.seconds(11))
+            #expect(try await resolver.resolveRanked("a.test").isStale)
+            await resolver.waitForBackgroundWork()
+            #expect(try await resolver.resolveRanked("a.test").best == ip("192.0.2.1"), "the failed refresh kept the answer")
+            #expect(try metrics.expectCounter("httpdns_cache_stale_serves").totalValue == 2)
+            #expect(try metrics.expectCounter("httpdns_cache_misses").totalValue == 1)
+            #expect(try metrics.expectTimer("httpdns_upstream_duration", [("source", "cares"), ("outcome", "failure")]).values.count == 1)
+            await expectDNSError(.timeout) { try await resolver.resolve("b.test") }
+            clock.advance(.seconds(100))
+            await expectDNSError(.timeout) { try await resolver.resolve("a.test") }
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("NXDOMAIN is cached negatively: the second lookup asks no upstream")
@@ -173,14 +196,17 @@ struct HostResolverTests {
         let upstream = FakeUpstream(.answer([:], ttl: 60))
         let metrics = TestMetrics()
         let resolver = Self.resolver([upstream], clock: clock, cache: .init(negativeTTL: 5), metrics: metrics)
-        defer { Task { await resolver.shutdown() } }
-        await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
-        await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
-        #expect(upstream.calls == 1)
-        #expect(try metrics.expectCounter("httpdns_cache_negative_hits").totalValue == 1)
-        clock.advance(.seconds(6))
-        await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
-        #expect(upstream.calls == 2)
+        try await withCleanup { () async throws in
+            await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
+            await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
+            #expect(upstream.calls == 1)
+            #expect(try metrics.expectCounter("httpdns_cache_negative_hits").totalValue == 1)
+            clock.advance(.seconds(6))
+            await expectDNSError(.notFound) { try await resolver.resolve("gone.test") }
+            #expect(upstream.calls == 2)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("race mode: the faster source wins and the slower one still fills the cache")
@@ -189,33 +215,42 @@ struct HostResolverTests {
         let fast = FakeUpstream(.answer(["a.test": ["192.0.2.1"]], ttl: 60))
         slow.hold()
         let resolver = Self.resolver([slow, fast], configuration: .init(race: true, probing: nil))
-        defer { Task { await resolver.shutdown() } }
-        let answer = try await resolver.resolveRanked("a.test")
-        #expect(answer.origin == .cares)
-        #expect(answer.addresses.map(\.ip) == [ip("192.0.2.1")])
-        slow.release()
-        await resolver.waitForBackgroundWork()
-        let merged = try await resolver.resolveRanked("a.test")
-        #expect(Set(merged.addresses.map(\.ip)) == [ip("192.0.2.1"), ip("192.0.2.50")])
-        #expect(slow.calls == 1 && fast.calls == 1)
+        try await withCleanup { () async throws in
+            let answer = try await resolver.resolveRanked("a.test")
+            #expect(answer.origin == .cares)
+            #expect(answer.addresses.map(\.ip) == [ip("192.0.2.1")])
+            slow.release()
+            await resolver.waitForBackgroundWork()
+            let merged = try await resolver.resolveRanked("a.test")
+            #expect(Set(merged.addresses.map(\.ip)) == [ip("192.0.2.1"), ip("192.0.2.50")])
+            #expect(slow.calls == 1 && fast.calls == 1)
 
-        let failingFast = FakeUpstream(.fail(.refused))
-        let slowGood = FakeUpstream(.answer(["a.test": ["192.0.2.50"]], ttl: 60), source: "doh-slow")
-        let second = Self.resolver([slowGood, failingFast], configuration: .init(race: true, probing: nil))
-        defer { Task { await second.shutdown() } }
-        #expect(try await second.resolveRanked("a.test").origin == "doh-slow", "a failure does not win the race")
+            let failingFast = FakeUpstream(.fail(.refused))
+            let slowGood = FakeUpstream(.answer(["a.test": ["192.0.2.50"]], ttl: 60), source: "doh-slow")
+            let second = Self.resolver([slowGood, failingFast], configuration: .init(race: true, probing: nil))
+            try await withCleanup { () async throws in
+                #expect(try await second.resolveRanked("a.test").origin == "doh-slow", "a failure does not win the race")
+            } cleanup: {
+                await second.shutdown()
+            }
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("pre-resolved hosts are cached before the first request")
     func preResolve() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         let resolver = Self.resolver([upstream], configuration: .init(probing: nil, preResolve: ["a.test", "b.test", "gone.test"]))
-        defer { Task { await resolver.shutdown() } }
-        await resolver.waitForBackgroundWork()
-        #expect(upstream.calls == 3)
-        #expect(try await resolver.resolveRanked("a.test").freshness == .cache)
-        #expect(try await resolver.resolveRanked("b.test").freshness == .cache)
-        #expect(upstream.calls == 3)
+        try await withCleanup { () async throws in
+            await resolver.waitForBackgroundWork()
+            #expect(upstream.calls == 3)
+            #expect(try await resolver.resolveRanked("a.test").freshness == .cache)
+            #expect(try await resolver.resolveRanked("b.test").freshness == .cache)
+            #expect(upstream.calls == 3)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("after a restart the persisted cache answers without any upstream")
@@ -230,35 +265,44 @@ struct HostResolverTests {
 
         let down = FakeUpstream(.fail(.timeout))
         let second = Self.resolver([down], configuration: configuration)
-        defer { Task { await second.shutdown() } }
-        let answer = try await second.resolveRanked("a.test")
-        #expect(answer.freshness == .cache)
-        #expect(answer.best == ip("2001:db8::1"), "the measured address is still best")
-        #expect(down.calls == 0)
+        try await withCleanup { () async throws in
+            let answer = try await second.resolveRanked("a.test")
+            #expect(answer.freshness == .cache)
+            #expect(answer.best == ip("2001:db8::1"), "the measured address is still best")
+            #expect(down.calls == 0)
+        } cleanup: {
+            await second.shutdown()
+        }
     }
 
     @Test("passive feedback reorders the ranked list; a network change makes answers stale")
     func feedbackAndNetworkChange() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         let resolver = Self.resolver([upstream])
-        defer { Task { await resolver.shutdown() } }
-        _ = try await resolver.resolveRanked("a.test")
-        resolver.reportFailure(to: ip("192.0.2.1"), of: name("a.test"))
-        let ranked = try await resolver.resolveRanked("a.test")
-        #expect(ranked.addresses.last?.ip == ip("192.0.2.1"))
-        #expect(ranked.best != ip("192.0.2.1"))
-        resolver.networkDidChange()
-        #expect(try await resolver.resolveRanked("a.test").isStale)
-        await resolver.waitForBackgroundWork()
-        #expect(upstream.calls == 2)
-        #expect(try await resolver.resolveRanked("a.test").freshness == .cache)
+        try await withCleanup { () async throws in
+            _ = try await resolver.resolveRanked("a.test")
+            resolver.reportFailure(to: ip("192.0.2.1"), of: name("a.test"))
+            let ranked = try await resolver.resolveRanked("a.test")
+            #expect(ranked.addresses.last?.ip == ip("192.0.2.1"))
+            #expect(ranked.best != ip("192.0.2.1"))
+            resolver.networkDidChange()
+            #expect(try await resolver.resolveRanked("a.test").isStale)
+            await resolver.waitForBackgroundWork()
+            #expect(upstream.calls == 2)
+            #expect(try await resolver.resolveRanked("a.test").freshness == .cache)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("with only the cache, a miss is notCached")
     func cacheOnly() async throws {
         let resolver = Self.resolver([])
-        defer { Task { await resolver.shutdown() } }
-        await expectDNSError(.notCached) { try await resolver.resolve("a.test") }
+        try await withCleanup { () async throws in
+            await expectDNSError(.notCached) { try await resolver.resolve("a.test") }
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("background probes rank live addresses above a closed one (real TCP on 127.0.0.x)")
@@ -279,20 +323,23 @@ struct HostResolverTests {
             configuration: .init(probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(30))),
             metricsFactory: metrics
         )
-        defer { Task { await resolver.shutdown() } }
-        let first = try await resolver.resolveRanked("svc.test")
-        #expect(first.best == ip("127.0.0.4"), "before probing: the source's order")
-        await resolver.waitForBackgroundWork()
-        let probed = try await resolver.resolveRanked("svc.test")
-        #expect(probed.addresses.last?.ip == ip("127.0.0.4"))
-        #expect(probed.addresses.last?.failures == 1)
-        #expect(Set(probed.addresses.prefix(2).map(\.ip)) == [ip("127.0.0.2"), ip("127.0.0.3")])
-        #expect(probed.addresses.prefix(2).allSatisfy { $0.latencyMilliseconds != nil && $0.successes == 1 })
-        #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2)
-        #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "failed")]).totalValue == 1)
-        _ = try await resolver.resolveRanked("svc.test")
-        await resolver.waitForBackgroundWork()
-        #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2, "rate-limited")
+        try await withCleanup { () async throws in
+            let first = try await resolver.resolveRanked("svc.test")
+            #expect(first.best == ip("127.0.0.4"), "before probing: the source's order")
+            await resolver.waitForBackgroundWork()
+            let probed = try await resolver.resolveRanked("svc.test")
+            #expect(probed.addresses.last?.ip == ip("127.0.0.4"))
+            #expect(probed.addresses.last?.failures == 1)
+            #expect(Set(probed.addresses.prefix(2).map(\.ip)) == [ip("127.0.0.2"), ip("127.0.0.3")])
+            #expect(probed.addresses.prefix(2).allSatisfy { $0.latencyMilliseconds != nil && $0.successes == 1 })
+            #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2)
+            #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "failed")]).totalValue == 1)
+            _ = try await resolver.resolveRanked("svc.test")
+            await resolver.waitForBackgroundWork()
+            #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2, "rate-limited")
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("the first probe of a newly cached host uses the port the caller connects to, not probe.ports")
@@ -309,12 +356,15 @@ struct HostResolverTests {
             prober: TCPConnectProber(),
             configuration: .init(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(30)))
         )
-        defer { Task { await resolver.shutdown() } }
-        _ = try await resolver.resolveRanked("port.test", family: .ipv4, port: Int(live.port))
-        await resolver.waitForBackgroundWork()
-        let probed = try await resolver.resolveRanked("port.test", family: .ipv4)
-        #expect(probed.addresses.first?.successes == 1)
-        #expect(probed.addresses.first?.failures == 0)
+        try await withCleanup { () async throws in
+            _ = try await resolver.resolveRanked("port.test", family: .ipv4, port: Int(live.port))
+            await resolver.waitForBackgroundWork()
+            let probed = try await resolver.resolveRanked("port.test", family: .ipv4)
+            #expect(probed.addresses.first?.successes == 1)
+            #expect(probed.addresses.first?.failures == 0)
+        } cleanup: {
+            await resolver.shutdown()
+        }
     }
 
     @Test("the TCP prober reports connects and refusals")

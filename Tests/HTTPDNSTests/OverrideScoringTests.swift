@@ -193,7 +193,7 @@ struct OverrideScoringTests {
 
 /// Events in the order they happened, from any thread.
 final class EventRecorder: Sendable {
-    private let events = Mutex<[String]>([])
+    private let events = Locked<[String]>([])
     func add(_ event: String) { events.withLock { $0.append(event) } }
     var all: [String] { events.withLock { $0 } }
 }

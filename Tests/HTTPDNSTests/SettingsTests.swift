@@ -21,7 +21,8 @@ struct SettingsTests {
         let file = SettingsFile.load(path: "Config/hostsctl.json", environment: [:])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
-        #expect(settings.sources == [.overrides, .cache, .cares])
+        #expect(settings.sources == [.overrides, .hosts, .cache, .cares])
+        #expect(settings.hostsFile == "/etc/hosts" && settings.systemFallback && settings.proxyMode == .bypass)
         #expect(settings.overridesFile == "Config/hosts")
         #expect(settings.caresServers.isEmpty)
         #expect(settings.providers.isEmpty)
@@ -205,7 +206,7 @@ struct SettingsTests {
 
 /// A thread-safe counter for callbacks.
 final class Counter: Sendable {
-    private let count = Mutex(0)
+    private let count = Locked(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }

@@ -75,14 +75,14 @@ final class ProtocolFixture: Sendable {
 
 /// The traces an interceptor reported.
 final class TraceLog: Sendable {
-    private let traces = Mutex<[RequestTrace]>([])
+    private let traces = Locked<[RequestTrace]>([])
     func append(_ trace: RequestTrace) { traces.withLock { $0.append(trace) } }
     var all: [RequestTrace] { traces.withLock { $0 } }
 }
 
 /// What test servers saw, in order.
 final class EventLog: Sendable {
-    private let events = Mutex<[String]>([])
+    private let events = Locked<[String]>([])
     func add(_ event: String) { events.withLock { $0.append(event) } }
     func reset() { events.withLock { $0.removeAll() } }
     var all: [String] { events.withLock { $0 } }

@@ -72,24 +72,27 @@ struct HTTPDNSCommandTests {
     func vendors() async throws {
         let alibaba = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "139450", secret: "env-secret"))
         let tencent = try await LocalHTTPServer(handler: FakeHTTPDNS.tencent())
-        defer { Task { await alibaba.stop(); await tencent.stop() } }
-        let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10", "--json", "multi.test"]
-        let signed = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
-        #expect(signed.status == 0, "\(signed.standardError)")
-        #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
-        #expect(try Self.sources(signed.standardOutput) == ["alibaba"])
-        #expect(!signed.standardOutput.contains("env-secret") && !signed.standardError.contains("env-secret"))
-        let wrong = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
-        #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
+        try await withCleanup { () async throws in
+            let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10", "--json", "multi.test"]
+            let signed = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
+            #expect(signed.status == 0, "\(signed.standardError)")
+            #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
+            #expect(try Self.sources(signed.standardOutput) == ["alibaba"])
+            #expect(!signed.standardOutput.contains("env-secret") && !signed.standardError.contains("env-secret"))
+            let wrong = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
+            #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
 
-        let text = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
-        #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
-        #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
-        let guarded = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
-        #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
-        let allowed = try await HostsCTLProcess.run(
-            ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--timeout", "10", "--json", "private.test"])
-        #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
+            let text = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
+            #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
+            #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
+            let guarded = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
+            #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
+            let allowed = try await HostsCTLProcess.run(
+                ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--timeout", "10", "--json", "private.test"])
+            #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
+        } cleanup: {
+            await alibaba.stop(); await tencent.stop()
+        }
     }
 
     @Test("conflicting or incomplete HTTP DNS options exit with 64", arguments: [
@@ -110,6 +113,21 @@ struct HTTPDNSCommandTests {
         } catch {
             #expect(HostsCTLCommand.exitCode(for: error) == ExitCode(64))
         }
+    }
+
+    @Test("presets come from --presets, $HOSTSCTL_PRESETS or the installed file, never from the current directory")
+    func presetsNotFromCurrentDirectory() async throws {
+        let files = try TemporaryFiles()
+        try FileManager.default.createDirectory(at: files.directory.appendingPathComponent("Config"), withIntermediateDirectories: true)
+        let planted = #"[{"name": "planted", "api": "doh", "url": "http://127.0.0.1:9/dns-query"}]"#
+        _ = try files.write("Config/providers.json", planted)
+        let script = "cd \(files.directory.path) && exec \(HostsCTLProcess.executable) resolve --no-cache --provider planted x.test"
+        let output = try await HostsCTLProcess.run(executable: "/bin/sh", ["-c", script])
+        #expect(output.status == 64, "\(output.standardError)")
+        #expect(output.standardError.contains("No preset 'planted'"), "\(output.standardError)")
+        let installed = try #require(HTTPDNSOptions.installedPresets(executable: HostsCTLProcess.executable))
+        #expect(installed.hasSuffix("/Config/providers.json") && installed.hasPrefix("/"), "the source tree's, found from the binary")
+        #expect(output.standardError.contains(installed))
     }
 
     @Test("a bad URL, a missing trust root or an unknown preset is a usage error at run time")
@@ -176,27 +194,30 @@ struct SettingsCommandTests {
     @Test("resolve --config through an HTTP DNS provider from the settings, with its secret from the environment")
     func resolveWithProvider() async throws {
         let server = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "77", secret: "from-env"))
-        defer { Task { await server.stop() } }
-        let settings = try Self.write(
-            """
-            { "sources": { "order": ["httpdns"] },
-              "httpdns": { "providers": ["vendor"], "timeoutMs": 10000,
-                "provider": { "vendor": { "api": "alibaba", "urls": ["\(server.url)"], "account": "77", "secretEnv": "VENDOR_SECRET" } } } }
-            """, name: "hostsctl.json")
-        let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
-        #expect(output.status == 0, "\(output.standardError)")
-        #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["vendor"])
+        try await withCleanup { () async throws in
+            let settings = try Self.write(
+                """
+                { "sources": { "order": ["httpdns"] },
+                  "httpdns": { "providers": ["vendor"], "timeoutMs": 10000,
+                    "provider": { "vendor": { "api": "alibaba", "urls": ["\(server.url)"], "account": "77", "secretEnv": "VENDOR_SECRET" } } } }
+                """, name: "hostsctl.json")
+            let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
+            #expect(output.status == 0, "\(output.standardError)")
+            #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["vendor"])
 
-        let show = try await HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
-        #expect(show.status == 0)
-        #expect(show.standardOutput.contains("httpdns.provider.vendor.secret"))
-        #expect(show.standardOutput.contains("(set)"))
-        #expect(!show.standardOutput.contains("from-env"), "the secret is masked")
-        let json = try await HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
-        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
-        #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
-        #expect(parsed["httpdns.providers"]?["from"] == "file")
-        #expect(parsed["probe.ports"]?["from"] == "default")
+            let show = try await HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
+            #expect(show.status == 0)
+            #expect(show.standardOutput.contains("httpdns.provider.vendor.secret"))
+            #expect(show.standardOutput.contains("(set)"))
+            #expect(!show.standardOutput.contains("from-env"), "the secret is masked")
+            let json = try await HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
+            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
+            #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
+            #expect(parsed["httpdns.providers"]?["from"] == "file")
+            #expect(parsed["probe.ports"]?["from"] == "default")
+        } cleanup: {
+            await server.stop()
+        }
     }
 
     @Test("config keys lists every documented key, and the README's table is the same")

@@ -28,20 +28,23 @@ struct OverridesCommandTests {
                 overrides: HostOverrides(file: try HostsFile(contentsOf: path).table),
                 cache: nil
             )
-            defer { Task { await overriding.shutdown() } }
-            let reports = await ResolveCommand.resolveAll(
-                ["multi.test", "a.wild.test", "v6.wild.test", "v4only.test", "wild.test"],
-                family: .any,
-                with: overriding
-            )
-            #expect(reports[0].addresses.map(\.ip.description) == ["192.0.2.50"])
-            #expect(reports[0].resolution?.origin == .override)
-            #expect(reports[1].addresses.map(\.ip.description) == ["198.51.100.1"])
-            #expect(reports[2].addresses.map(\.ip.description) == ["2001:db8::77"], "exact beats the wildcard")
-            #expect(reports[3].resolution?.origin == .cares, "not overridden: asked dnsmasq")
-            #expect(reports[4].error?.code == .notFound, "a wildcard does not match its own suffix")
-            let json = ResolveReport.json(reports)
-            #expect(json.contains("\"source\": \"override\""))
+            try await withCleanup { () async throws in
+                let reports = await ResolveCommand.resolveAll(
+                    ["multi.test", "a.wild.test", "v6.wild.test", "v4only.test", "wild.test"],
+                    family: .any,
+                    with: overriding
+                )
+                #expect(reports[0].addresses.map(\.ip.description) == ["192.0.2.50"])
+                #expect(reports[0].resolution?.origin == .override)
+                #expect(reports[1].addresses.map(\.ip.description) == ["198.51.100.1"])
+                #expect(reports[2].addresses.map(\.ip.description) == ["2001:db8::77"], "exact beats the wildcard")
+                #expect(reports[3].resolution?.origin == .cares, "not overridden: asked dnsmasq")
+                #expect(reports[4].error?.code == .notFound, "a wildcard does not match its own suffix")
+                let json = ResolveReport.json(reports)
+                #expect(json.contains("\"source\": \"override\""))
+            } cleanup: {
+                await overriding.shutdown()
+            }
         }
     }
 

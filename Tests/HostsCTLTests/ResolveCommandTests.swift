@@ -189,6 +189,41 @@ struct ResolveCommandTests {
     }
 }
 
+extension ResolveCommandTests {
+    @Test("a named upstream answers: answers cached from another upstream are not served, and the report says where a cached answer came from")
+    func namedUpstreamBypassesOtherUpstreamsCache() async throws {
+        try await DNSMasq.with(records: ["host-record=same.test,127.0.0.70,300", "host-record=only-a.test,127.0.0.72,300"]) { a in
+            try await DNSMasq.with(records: ["host-record=same.test,127.0.0.71,300"]) { b in
+                let files = try TemporaryFiles()
+                let cache = files.directory.appendingPathComponent("cache.json").path
+                func resolve(_ server: DNSMasq, _ names: [String], json: Bool = true) async throws -> HostsCTLProcess.Output {
+                    try await HostsCTLProcess.run(
+                        ["resolve", "--server", server.address.description, "--cache-file", cache] + (json ? ["--json"] : []) + names)
+                }
+                func first(_ output: HostsCTLProcess.Output) throws -> [String: Any] {
+                    let reports = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]])
+                    return try #require((reports.first?["addresses"] as? [[String: Any]])?.first)
+                }
+                let fromA = try first(try await resolve(a, ["same.test"]))
+                #expect(fromA["ip"] as? String == "127.0.0.70")
+                #expect(fromA["upstream"] as? String == "cares(\(a.address))")
+                let fromB = try first(try await resolve(b, ["same.test"]))
+                #expect(fromB["ip"] as? String == "127.0.0.71", "A's cached answer is not served to --server B")
+                let cached = try first(try await resolve(b, ["same.test"]))
+                #expect(cached["ip"] as? String == "127.0.0.71")
+                #expect(cached["source"] as? String == "cache", "B's own cached answer is served")
+                #expect(cached["upstream"] as? String == "cares(\(b.address))")
+                let text = try await resolve(b, ["same.test"], json: false)
+                #expect(text.standardOutput.contains("cache (cares from cares(\(b.address)))"), "\(text.standardOutput)")
+                // A name only A knows: B's NXDOMAIN is not replaced by A's cached answer, and A's is not B's.
+                _ = try await resolve(a, ["only-a.test"])
+                let missing = try await resolve(b, ["only-a.test"])
+                #expect(missing.status == 1, "B does not know it: \(missing.standardOutput)")
+            }
+        }
+    }
+}
+
 @Suite("JSON writer")
 struct JSONValueTests {
     @Test("keys keep their order and strings are escaped")

@@ -48,6 +48,9 @@ public enum HostsCTLProcess {
         let err = directory.appendingPathComponent("err").path
         var environment = environment
         if environment["XDG_CACHE_HOME"] == nil { environment["XDG_CACHE_HOME"] = directory.appendingPathComponent("cache").path }
+        // The system-resolver fallback would ask the machine's own resolver (not a test server) for names the test
+        // servers do not know; tests that exercise it turn it back on inside a mount namespace of their own.
+        if environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] == nil { environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] = "false" }
         let process = try ChildProcess(path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
         let status = process.wait()
         return Output(

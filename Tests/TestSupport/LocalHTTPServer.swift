@@ -44,6 +44,11 @@ public final class LocalHTTPServer: Sendable {
         case full(status: Int, headers: [(String, String)], body: [UInt8])
         /// Sends `reply` after `delay` (the connection stays open meanwhile), for requests cancelled mid-flight.
         case delayed(Duration, Reply)
+        /// Sends a head promising `bytes` bytes, then one byte of body every `interval`: a slowly dripping body.
+        case drip(bytes: Int, every: Duration)
+        /// Sends a head promising 1,000 bytes and 10 of them, then resets the connection: over TLS, an unclean close
+        /// (no close_notify) in the middle of the answer.
+        case truncated
 
         /// A redirect to `location`.
         public static func redirect(to location: String, status: Int = 302) -> Reply {
@@ -70,19 +75,24 @@ public final class LocalHTTPServer: Sendable {
     ///   - host: The loopback address to listen on (Linux routes all of 127.0.0.0/8 to loopback).
     ///   - port: The port; 0 picks a free one.
     ///   - tls: Serve HTTPS with this certificate; each request records the SNI its connection sent.
+    ///   - legacyTLSOnly: Speak TLS 1.0 and 1.1 only, like an old server.
     public init(
         host: String = "127.0.0.1",
         port: Int = 0,
         tls: TestCertificates.Leaf? = nil,
+        legacyTLSOnly: Bool = false,
         handler: @escaping @Sendable (Request) -> Reply
     ) async throws {
         let sslContext = try tls.map { leaf in
-            try NIOSSLContext(
-                configuration: .makeServerConfiguration(
-                    certificateChain: try NIOSSLCertificate.fromPEMFile(leaf.certificatePath).map { .certificate($0) },
-                    privateKey: .privateKey(try NIOSSLPrivateKey(file: leaf.keyPath, format: .pem))
-                )
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(leaf.certificatePath).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: leaf.keyPath, format: .pem))
             )
+            if legacyTLSOnly {
+                configuration.minimumTLSVersion = .tlsv1
+                configuration.maximumTLSVersion = .tlsv11
+            }
+            return try NIOSSLContext(configuration: configuration)
         }
         let accepted = Counter()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -182,6 +192,30 @@ public final class LocalHTTPServer: Sendable {
                 headers.add(name: "Content-Length", value: "1000")
                 context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
+            case .drip(let bytes, let interval):
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: String(bytes))
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                let nanoseconds = Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+                for index in 0..<bytes {
+                    context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds * Int64(index + 1))) {
+                        let (handler, context) = bound.value
+                        guard context.channel.isActive else { return }
+                        context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0x2E])))), promise: nil)
+                        if index == bytes - 1 { context.writeAndFlush(handler.wrapOutboundOut(.end(nil)), promise: nil) }
+                    }
+                }
+            case .truncated:
+                var headers = HTTPHeaders()
+                headers.add(name: "Content-Length", value: "1000")
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: Array(repeating: 0x2E, count: 10))))))
+                    .whenComplete { _ in
+                        let (handler, context) = bound.value
+                        handler.send(.reset, context: context)
+                    }
             case .hangUp:
                 context.close(promise: nil)
             case .reset:

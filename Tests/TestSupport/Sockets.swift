@@ -246,7 +246,7 @@ public final class BlackholeListener: Sendable {
 /// A TCP socket bound to `ip:port` (port 0 picks one), listening with `backlog` unless it is `nil`, close-on-exec;
 /// `SO_REUSEADDR` only for listeners (a bound-only socket must keep others off its port). Returns the descriptor and
 /// the bound address.
-private func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32, sockaddr_in) {
+func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32, sockaddr_in) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw TestServerError("socket() failed: errno \(errno)") }
     if backlog != nil {

@@ -81,7 +81,7 @@ final class Collector: NSObject, URLSessionDataDelegate, Sendable {
         var response: URLResponse?
         var done: CheckedContinuation<(Data?, URLResponse?, (any Error)?), Never>
     }
-    private let pending = Mutex<[Int: Pending]>([:])
+    private let pending = Locked<[Int: Pending]>([:])
 
     func expect(_ task: URLSessionTask, _ done: CheckedContinuation<(Data?, URLResponse?, (any Error)?), Never>) {
         pending.withLock { $0[task.taskIdentifier] = Pending(done: done) }
@@ -149,7 +149,7 @@ func run(_ options: Options) async throws -> Int32 {
             if cancel { try? await Task.sleep(for: .milliseconds(10 + index % 40)); task.cancel() }
             outcome = await task.value
         case .completion, .delegate:
-            let box = Mutex<URLSessionDataTask?>(nil)
+            let box = Locked<URLSessionDataTask?>(nil)
             outcome = await withCheckedContinuation { done in
                 let task: URLSessionDataTask
                 if caller == .delegate {

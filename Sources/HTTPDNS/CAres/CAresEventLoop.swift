@@ -18,7 +18,7 @@ import Musl
 /// can keep a query's whole round trip (send, answer, resumption, next send) on one thread.
 ///
 /// `@unchecked Sendable`: `channel` and `watcher` are touched only on the loop thread (after `init` hands the
-/// channel over by starting the thread). Everything shared with other threads is in `inbox` (behind its `Mutex`),
+/// channel over by starting the thread). Everything shared with other threads is in `inbox` (behind its lock),
 /// in atomics, or immutable (`epollFD`, `wakeFD`, `servers`).
 final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     private struct Inbox {
@@ -37,7 +37,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     private let watcher: SocketWatcher
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
 
     /// The servers of the channel as `IP:PORT`, for error context.
     let servers: [String]

@@ -24,7 +24,7 @@ final class CAresQuery: Sendable {
 
     let name: String
     let type: DNSRecordType
-    private let state = Mutex<State>(.idle)
+    private let state = Locked<State>(.idle)
 
     init(name: String, type: DNSRecordType) {
         self.name = name

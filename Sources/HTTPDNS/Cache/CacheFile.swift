@@ -25,6 +25,47 @@ struct CacheFile: Codable, Sendable {
         var scores: [Score]
         /// Addresses the overrides gave the host, whose scores are kept (absent in files of older releases).
         var overrides: [String]?
+
+        init(name: String, probePort: Int?, answers: [Answer], scores: [Score], overrides: [String]?) {
+            self.name = name
+            self.probePort = probePort
+            self.answers = answers
+            self.scores = scores
+            self.overrides = overrides
+        }
+
+        /// Reads a host, skipping malformed answers and scores rather than the whole host.
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            name = try container.decode(String.self, forKey: .name)
+            probePort = try? container.decodeIfPresent(Int.self, forKey: .probePort)
+            answers = try container.decode(Lossy<Answer>.self, forKey: .answers).elements
+            scores = (try? container.decode(Lossy<Score>.self, forKey: .scores).elements) ?? []
+            overrides = try? container.decodeIfPresent([String].self, forKey: .overrides)
+        }
+    }
+
+    /// An array read element by element: an element that does not decode is skipped, not the whole array.
+    struct Lossy<Element: Decodable>: Decodable {
+        var elements: [Element] = []
+        var skipped = 0
+
+        private struct Skip: Decodable {
+            init(from decoder: any Decoder) throws {}
+        }
+
+        init(from decoder: any Decoder) throws {
+            var container = try decoder.unkeyedContainer()
+            while !container.isAtEnd {
+                if let element = try? container.decode(Element.self) {
+                    elements.append(element)
+                } else {
+                    // Decoding a value that reads nothing still moves past the malformed element.
+                    _ = try container.decode(Skip.self)
+                    skipped += 1
+                }
+            }
+        }
     }
 
     struct Answer: Codable, Sendable {
@@ -33,6 +74,8 @@ struct CacheFile: Codable, Sendable {
         var ttl: UInt32
         var expiresAt: Double
         var addresses: [String]
+        /// The upstream that gave the answer (absent in files of older releases).
+        var upstream: String?
     }
 
     struct Score: Codable, Sendable {
@@ -49,6 +92,30 @@ struct CacheFile: Codable, Sendable {
     var version: Int
     var savedAt: Double
     var hosts: [Host]
+    /// Hosts skipped when reading because they were malformed.
+    var skippedHosts = 0
+
+    private enum CodingKeys: String, CodingKey {
+        case format, version, savedAt, hosts
+    }
+
+    init(format: String, version: Int, savedAt: Double, hosts: [Host]) {
+        self.format = format
+        self.version = version
+        self.savedAt = savedAt
+        self.hosts = hosts
+    }
+
+    /// Reads the file; a malformed host is skipped, not the whole file.
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        format = try container.decode(String.self, forKey: .format)
+        version = try container.decode(Int.self, forKey: .version)
+        savedAt = (try? container.decode(Double.self, forKey: .savedAt)) ?? 0
+        let hosts = try container.decode(Lossy<Host>.self, forKey: .hosts)
+        self.hosts = hosts.elements
+        skippedHosts = hosts.skipped
+    }
 }
 
 extension CacheFile {
@@ -98,18 +165,34 @@ extension CacheFile {
         }
     }
 
-    /// Writes the file atomically: a temporary file in the same directory (mode 0600), flushed, then renamed over
-    /// `path`. Missing directories are created (mode 0700).
-    /// - Throws: ``DNSError/Code/fileError``.
-    func write(to path: String) throws(DNSError) {
+    /// The file's JSON, within the reader's size limit: when the whole cache would be larger, the least recently
+    /// used hosts (at the end of ``hosts``) are left out until it fits, so the writer never writes what the reader
+    /// would reject.
+    func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        let data: Data
-        do {
-            data = try encoder.encode(self)
-        } catch {
-            throw DNSError(code: .internalError, message: "cannot encode the cache: \(error)")
+        var file = self
+        while true {
+            let data: Data
+            do {
+                data = try encoder.encode(file)
+            } catch {
+                throw DNSError(code: .internalError, message: "cannot encode the cache: \(error)")
+            }
+            if data.count <= limit { return data }
+            guard !file.hosts.isEmpty else {
+                throw DNSError(code: .fileError, message: "the cache does not fit in \(limit) bytes")
+            }
+            file.hosts.removeLast(max(file.hosts.count / 4, 1))
         }
+    }
+
+    /// Writes the file atomically: a temporary file in the same directory (mode 0600), flushed, renamed over
+    /// `path`, and the directory flushed so the rename survives a crash. Missing directories are created (mode
+    /// 0700); temporary files that an interrupted writer left behind (older than 10 minutes) are removed.
+    /// - Throws: ``DNSError/Code/fileError``.
+    func write(to path: String) throws(DNSError) {
+        let data = try encoded()
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         do {
@@ -144,5 +227,55 @@ extension CacheFile {
             unlink(temporary)
             throw DNSError(code: .fileError, message: "cannot write cache file \(path): \(failure)")
         }
+        let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            _ = fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        Self.removeStaleTemporaries(of: path)
+    }
+
+    /// Removes `path.tmp-*` files older than 10 minutes: what a writer killed between create and rename leaves.
+    static func removeStaleTemporaries(of path: String) {
+        let url = URL(fileURLWithPath: path)
+        let directory = url.deletingLastPathComponent().path
+        let prefix = url.lastPathComponent + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        let cutoff = Date().addingTimeInterval(-600)
+        for name in names where name.hasPrefix(prefix) {
+            let full = directory + "/" + name
+            if let modified = (try? FileManager.default.attributesOfItem(atPath: full))?[.modificationDate] as? Date,
+                modified < cutoff
+            {
+                unlink(full)
+            }
+        }
+    }
+
+    /// Runs `body` holding an exclusive advisory lock (`flock`) on `path.lock`, so that processes sharing one
+    /// cache file take turns reading and writing it. Without a lock file (an unwritable directory) `body` runs
+    /// unlocked.
+    static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let descriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return try body() }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0, errno == EINTR {}
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+}
+
+extension CacheFile {
+    /// This file with the hosts of `other` that it lacks added after its own (a save merges what another process
+    /// wrote since this one loaded), up to `maximumHosts`.
+    func merging(_ other: CacheFile, maximumHosts: Int) -> CacheFile {
+        var merged = self
+        var names = Set(hosts.map(\.name))
+        for host in other.hosts where merged.hosts.count < maximumHosts && names.insert(host.name).inserted {
+            merged.hosts.append(host)
+        }
+        return merged
     }
 }

@@ -121,19 +121,24 @@ public final class HostCache: Sendable {
         public var problem: String?
     }
 
-    private let core: Mutex<HostCacheCore>
+    private let core: Locked<HostCacheCore>
     private let clock: CacheClock
     /// The cache's configuration.
-    public let configuration: Configuration
+    public var configuration: Configuration { core.withLock { $0.configuration } }
 
     /// Creates an empty cache.
     /// - Parameters:
     ///   - configuration: Limits and policies.
     ///   - clock: The clocks read for expiry; tests pass one they control.
     public init(configuration: Configuration = .default, clock: CacheClock = .system) {
-        self.configuration = configuration
         self.clock = clock
-        self.core = Mutex(HostCacheCore(configuration: configuration))
+        self.core = Locked(HostCacheCore(configuration: configuration))
+    }
+
+    /// Replaces the limits and policies (a settings reload); entries stay. New TTL bounds apply to answers stored
+    /// from now on, the dual-stack policy and scoring to the next ranking, a lower host limit at the next store.
+    public func updateConfiguration(_ configuration: Configuration) {
+        core.withLock { $0.configuration = configuration }
     }
 
     /// The number of hosts held.
@@ -166,6 +171,7 @@ public final class HostCache: Sendable {
 
     /// Stores a positive answer and returns it ranked.
     /// - Parameters:
+    ///   - upstream: The identity of the upstream that answered (``HostResolver/Upstream/identity``).
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
     /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.
     @discardableResult
@@ -175,11 +181,14 @@ public final class HostCache: Sendable {
         addresses: [IPAddress],
         ttl: UInt32,
         origin: ResolutionSource,
+        upstream: String? = nil,
         merge: Bool = false
     ) -> RankedResolution? {
         guard !addresses.isEmpty else { return nil }
         let now = clock.now()
-        return core.withLock { $0.store(host, family: family, addresses: addresses, ttl: ttl, origin: origin, merge: merge, now: now) }
+        return core.withLock {
+            $0.store(host, family: family, addresses: addresses, ttl: ttl, origin: origin, upstream: upstream, merge: merge, now: now)
+        }
     }
 
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
@@ -246,6 +255,11 @@ public final class HostCache: Sendable {
         core.withLock { $0.setProbePort(port, for: host) }
     }
 
+    /// Forgets every cached NXDOMAIN and no-data answer, for example when the upstreams that gave them change.
+    public func removeNegativeAnswers() {
+        core.withLock { $0.removeNegativeAnswers() }
+    }
+
     /// After a network change: every answer is due for refresh (and served stale until refreshed), and
     /// measurements are forgotten so addresses are probed again.
     public func markAllForRefresh() {
@@ -269,13 +283,33 @@ public final class HostCache: Sendable {
         return core.withLock { $0.snapshot(now: now) }
     }
 
-    /// Saves positive answers and scores to `path` atomically (temporary file, then rename).
+    /// Saves positive answers and scores to `path` atomically (temporary file, then rename, then the directory
+    /// flushed), holding an advisory lock on `path.lock`. Hosts that another process saved to the file since and
+    /// that this cache does not hold are kept (up to the host limit), unless this cache removed them on purpose or
+    /// was cleared; the least recently used hosts are left out if the file would exceed the size the reader
+    /// accepts (64 MiB).
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
     public func save(to path: String) throws(DNSError) {
         let now = clock.now()
         let wallNow = clock.wallSeconds()
-        let file = core.withLock { $0.exported(now: now, wallNow: wallNow) }
-        try file.write(to: path)
+        let (file, maximumHosts, removed, cleared) = core.withLock { core in
+            (core.exported(now: now, wallNow: wallNow), core.configuration.maximumHosts, core.removedSinceSave, core.clearedSinceSave)
+        }
+        try CacheFile.withLock(on: path) { () throws(DNSError) in
+            // Another process may have saved since this one loaded: keep its hosts that this cache does not hold
+            // (except those removed or cleared here on purpose), rather than losing them.
+            var merged = file
+            if !cleared, let current = try? CacheFile.read(from: path) {
+                var theirs = current
+                theirs.hosts.removeAll { removed.contains($0.name) }
+                merged = file.merging(theirs, maximumHosts: maximumHosts)
+            }
+            try merged.write(to: path)
+        }
+        core.withLock { core in
+            core.removedSinceSave.subtract(removed)
+            if cleared { core.clearedSinceSave = false }
+        }
     }
 
     /// Loads a persisted cache. Hosts already cached keep their answers; answers past the maximum staleness are

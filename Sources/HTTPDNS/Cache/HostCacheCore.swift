@@ -20,6 +20,8 @@ struct HostCacheCore: Sendable {
         var refreshAt: CacheInstant
         /// No new refresh is started before this (one is running, or the last one failed recently).
         var refreshBlockedUntil: CacheInstant?
+        /// The identity of the upstream that gave the answer, when known.
+        var upstream: String?
     }
 
     /// Everything known about one host.
@@ -100,7 +102,11 @@ struct HostCacheCore: Sendable {
         var port: Int?
     }
 
-    let configuration: HostCache.Configuration
+    var configuration: HostCache.Configuration
+    /// Hosts removed on purpose since the last save: a save does not bring them back from the file.
+    var removedSinceSave: Set<String> = []
+    /// Whether the whole cache was cleared since the last save: then the file's hosts are not merged at all.
+    var clearedSinceSave = false
     private(set) var records: [HostName: Entry] = [:]
     private var tick: UInt64 = 0
 
@@ -191,7 +197,7 @@ struct HostCacheCore: Sendable {
             let remaining = (expiresAt.nanoseconds - now.nanoseconds + 999_999_999) / 1_000_000_000
             let resolution = RankedResolution(
                 host: host.name, family: family, addresses: answer!.ranked, origin: answer!.origin,
-                ttl: UInt32(clamping: remaining), freshness: .cache
+                ttl: UInt32(clamping: remaining), freshness: .cache, upstream: answer!.upstream
             )
             return .hit(resolution, refresh: refresh, probe: nil)
         }
@@ -211,7 +217,8 @@ struct HostCacheCore: Sendable {
     private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration) -> RankedResolution {
         RankedResolution(
             host: host.name, family: family, addresses: answer.ranked, origin: answer.origin, ttl: 0,
-            freshness: .stale, staleSeconds: UInt32(min(staleFor.fractionalSeconds.rounded(.up), Double(UInt32.max)))
+            freshness: .stale, staleSeconds: UInt32(min(staleFor.fractionalSeconds.rounded(.up), Double(UInt32.max))),
+            upstream: answer.upstream
         )
     }
 
@@ -244,7 +251,8 @@ struct HostCacheCore: Sendable {
         if now < answer.expiresAt {
             return RankedResolution(
                 host: host.name, family: family, addresses: answer.ranked, origin: answer.origin,
-                ttl: UInt32((answer.expiresAt - now).fractionalSeconds.rounded(.up)), freshness: .cache
+                ttl: UInt32((answer.expiresAt - now).fractionalSeconds.rounded(.up)), freshness: .cache,
+                upstream: answer.upstream
             )
         }
         let staleFor = now - answer.expiresAt
@@ -267,6 +275,7 @@ struct HostCacheCore: Sendable {
         addresses: [IPAddress],
         ttl: UInt32,
         origin: ResolutionSource,
+        upstream: String? = nil,
         merge: Bool = false,
         now: CacheInstant
     ) -> RankedResolution {
@@ -282,18 +291,21 @@ struct HostCacheCore: Sendable {
         let lead = configuration.refreshLead(ttl: ttl)
         var answer = Answer(
             addresses: list, ranked: [], error: nil, origin: merge ? (record.answers[slot]?.origin ?? origin) : origin,
-            ttl: ttl, storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt - lead
+            ttl: ttl, storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt - lead, upstream: upstream
         )
         if merge, let existing = record.answers[slot], existing.error == nil {
             answer.hits = existing.hits
             answer.storedAt = existing.storedAt
+            answer.upstream = existing.upstream
         }
         record.answers[slot] = answer
         Self.pruneScores(record)
         Self.rerank(record, now: now, configuration: configuration)
         let ranked = record.answers[slot]!.ranked
         putRecord(record, for: host)
-        return RankedResolution(host: host.name, family: family, addresses: ranked, origin: answer.origin, ttl: ttl, freshness: .upstream)
+        return RankedResolution(
+            host: host.name, family: family, addresses: ranked, origin: answer.origin, ttl: ttl, freshness: .upstream,
+            upstream: answer.upstream)
     }
 
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
@@ -536,6 +548,16 @@ struct HostCacheCore: Sendable {
 
     // MARK: Maintenance
 
+    /// Forgets every cached NXDOMAIN and no-data answer (the upstreams that gave them were replaced).
+    mutating func removeNegativeAnswers() {
+        for index in records.indices {
+            let record = records.values[index].record
+            for slot in record.answers.indices where record.answers[slot]?.error != nil {
+                record.answers[slot] = nil
+            }
+        }
+    }
+
     /// After a network change: every answer is due for refresh (served stale meanwhile), probes run again and
     /// measurements from the old network are forgotten.
     mutating func markAllForRefresh(now: CacheInstant) {
@@ -559,11 +581,13 @@ struct HostCacheCore: Sendable {
     /// Removes one host.
     mutating func remove(_ host: HostName) {
         records.removeValue(forKey: host)
+        removedSinceSave.insert(host.name)
     }
 
     /// Removes every host.
     mutating func removeAll() {
         records.removeAll()
+        clearedSinceSave = true
     }
 
     /// Every cached answer (negative ones included), most recently used host first.
@@ -605,6 +629,9 @@ extension HostCacheCore.Answer {
 // MARK: Persistence
 
 extension HostCacheCore {
+    /// The longest latency a loaded score may carry.
+    static let maximumLoadedMilliseconds = 600_000.0
+
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
     func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
         let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, entry -> CacheFile.Host? in
@@ -616,7 +643,8 @@ extension HostCacheCore {
                     origin: answer.origin.name,
                     ttl: answer.ttl,
                     expiresAt: wallNow + (answer.expiresAt - now).fractionalSeconds,
-                    addresses: answer.addresses.map(\.description)
+                    addresses: answer.addresses.map(\.description),
+                    upstream: answer.upstream
                 )
             }
             guard !answers.isEmpty || !record.external.isEmpty else { return nil }
@@ -641,7 +669,7 @@ extension HostCacheCore {
     /// the maximum staleness. Returns how many answers were loaded and how many were dropped.
     mutating func load(_ file: CacheFile, now: CacheInstant, wallNow: Double) -> (loaded: Int, dropped: Int) {
         var loaded = 0
-        var dropped = 0
+        var dropped = file.skippedHosts
         let maximumStaleness = configuration.maximumStaleness.fractionalSeconds
         // The file lists the most recently used first; insert the oldest first so LRU order survives.
         for host in file.hosts.prefix(configuration.maximumHosts).reversed() {
@@ -667,7 +695,8 @@ extension HostCacheCore {
                 let lead = configuration.refreshLead(ttl: ttl)
                 record.answers[Self.slot(family)] = Answer(
                     addresses: addresses, ranked: [], error: nil, origin: ResolutionSource(answer.origin), ttl: ttl,
-                    storedAt: expiresAt - .seconds(Int64(ttl)), expiresAt: expiresAt, refreshAt: expiresAt - lead
+                    storedAt: expiresAt - .seconds(Int64(ttl)), expiresAt: expiresAt, refreshAt: expiresAt - lead,
+                    upstream: answer.upstream.flatMap { $0.isEmpty || $0.utf8.count > 1024 ? nil : $0 }
                 )
                 loaded += 1
             }
@@ -679,13 +708,15 @@ extension HostCacheCore {
                       score.firstByteMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
                       score.successes >= 0, score.failures >= 0
                 else { continue }
+                // Values a hand-edited or hostile file may carry are clamped: counters saturate when they grow,
+                // and no real connect or first byte takes longer than the longest timeout (10 minutes).
                 record.scores[ip] = AddressScore(
-                    latencyMilliseconds: score.latencyMs,
+                    latencyMilliseconds: score.latencyMs.map { min($0, Self.maximumLoadedMilliseconds) },
                     penalty: min(score.penaltyMs, configuration.scoring.maximumPenaltyMilliseconds),
                     penaltyAt: now,
                     successes: score.successes,
                     failures: score.failures,
-                    firstByteMilliseconds: score.firstByteMs
+                    firstByteMilliseconds: score.firstByteMs.map { min($0, Self.maximumLoadedMilliseconds) }
                 )
             }
             if let port = host.probePort, (1...65_535).contains(port) { record.probePort = port }

@@ -85,6 +85,9 @@ public struct RankedResolution: Sendable, Hashable {
     public var freshness: Freshness
     /// How many seconds past its TTL a stale answer is; 0 otherwise.
     public var staleSeconds: UInt32
+    /// Which upstream gave the answer, as ``HostResolver/Upstream/identity`` names it (`cares(127.0.0.1:5353)`,
+    /// `doh(https://…)`), when the pipeline knows; `nil` for local answers and entries of older cache files.
+    public var upstream: String?
 
     /// Creates a ranked resolution.
     public init(
@@ -94,7 +97,8 @@ public struct RankedResolution: Sendable, Hashable {
         origin: ResolutionSource,
         ttl: UInt32,
         freshness: Freshness,
-        staleSeconds: UInt32 = 0
+        staleSeconds: UInt32 = 0,
+        upstream: String? = nil
     ) {
         self.host = host
         self.family = family
@@ -103,6 +107,7 @@ public struct RankedResolution: Sendable, Hashable {
         self.ttl = ttl
         self.freshness = freshness
         self.staleSeconds = staleSeconds
+        self.upstream = upstream
     }
 
     /// Wraps a plain resolution without measurements: addresses ranked in the order given, each with the

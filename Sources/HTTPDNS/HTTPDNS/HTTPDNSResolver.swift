@@ -84,18 +84,25 @@ public final class HTTPDNSResolver: HostNameResolver {
         public var endpoints: [HTTPDNSEndpoint]
         /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
         public var allowNonPublicAddresses: Bool
+        /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
+        /// which it fails with ``DNSError/Code/timeout`` so the pipeline asks its next source; `nil` (the default)
+        /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
+        /// connect timeout per address in a row.
+        public var budget: Duration?
 
         /// Creates a configuration.
         public init(
             name: String? = nil,
             api: API,
             endpoints: [HTTPDNSEndpoint],
-            allowNonPublicAddresses: Bool = false
+            allowNonPublicAddresses: Bool = false,
+            budget: Duration? = nil
         ) {
             self.name = name ?? api.description
             self.api = api
             self.endpoints = endpoints
             self.allowNonPublicAddresses = allowNonPublicAddresses
+            self.budget = budget
         }
     }
 
@@ -175,6 +182,19 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// first); the vendor APIs answer both families in one request.
     /// - Throws: ``DNSError`` with the endpoint addresses tried, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        guard let budget = configuration.budget else { return try await resolveWithoutBudget(host, family: family) }
+        let source = self.source
+        let servers = configuration.endpoints.map(\.url)
+        return try await withTimeLimit(
+            budget,
+            orThrow: DNSError(
+                code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name, servers: servers)
+        ) {
+            try await self.resolveWithoutBudget(host, family: family)
+        }
+    }
+
+    private func resolveWithoutBudget(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         let addresses: [ResolvedAddress]
         switch (configuration.api.kind, family) {
         case (.dnsMessage, .any), (.dnsJSON, .any):

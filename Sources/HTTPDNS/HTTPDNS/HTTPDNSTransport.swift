@@ -87,7 +87,7 @@ public final class HTTPDNSTransport: Sendable {
     public let configuration: Configuration
     private let tlsConfiguration: TLSConfiguration
     private let eventLoopGroup: any EventLoopGroup
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let logger: Logger
 
     /// Creates a transport.
@@ -275,6 +275,8 @@ extension TLSConfiguration {
     package static func verifiedClient(additionalTrustRoots: [String]) throws(DNSError) -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .fullVerification
+        // TLS 1.0 and 1.1 are deprecated (RFC 8996): never offered, for HTTP DNS and intercepted traffic alike.
+        tls.minimumTLSVersion = .tlsv12
         var extraRoots: [NIOSSLCertificate] = []
         for path in additionalTrustRoots {
             let certificates: [NIOSSLCertificate]

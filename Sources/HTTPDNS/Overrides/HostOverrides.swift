@@ -3,6 +3,8 @@ import Synchronization
 extension ResolutionSource {
     /// An address from the overrides: a hosts file or ``HostOverrides/set(_:for:)``.
     public static let override: ResolutionSource = "override"
+    /// An address from the system hosts file (`/etc/hosts`), the pipeline's `hosts` layer.
+    public static let hosts: ResolutionSource = "hosts"
 }
 
 /// The override layer: names whose addresses are fixed by configuration, in the spirit of /etc/hosts and
@@ -22,14 +24,18 @@ public final class HostOverrides: Sendable {
         var runtime: OverrideTable
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
     /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
     public let ttl: UInt32
+    /// The source answers carry: ``ResolutionSource/override``, or ``ResolutionSource/hosts`` for the layer that
+    /// reads the system hosts file.
+    public let source: ResolutionSource
 
     /// Creates the layer with the table of an overrides file.
-    public init(file: OverrideTable = OverrideTable(), ttl: UInt32 = 60) {
-        self.state = Mutex(State(file: file, runtime: OverrideTable()))
+    public init(file: OverrideTable = OverrideTable(), ttl: UInt32 = 60, source: ResolutionSource = .override) {
+        self.state = Locked(State(file: file, runtime: OverrideTable()))
         self.ttl = ttl
+        self.source = source
     }
 
     /// Gives `pattern` exactly these addresses at run time, over anything the file says. An empty list removes it.
@@ -57,13 +63,13 @@ public final class HostOverrides: Sendable {
         state.withLock { state in state.runtime.lookup(name) ?? state.file.lookup(name) }
     }
 
-    /// The overridden addresses of `host` for `family`, IPv4 first, with source ``ResolutionSource/override``.
+    /// The overridden addresses of `host` for `family`, IPv4 first, with this layer's ``source``.
     /// - Returns: `nil` when `host` is not overridden or has no address of `family` (the next layer answers then).
     public func resolve(_ host: HostName, family: AddressFamily) -> Resolution? {
         guard let match = lookup(host) else { return nil }
         let v4 = family == .ipv6 ? [] : match.addresses.filter { $0.family == .ipv4 }
         let v6 = family == .ipv4 ? [] : match.addresses.filter { $0.family == .ipv6 }
-        let addresses = (v4 + v6).map { ResolvedAddress(ip: $0, ttl: ttl, source: .override) }
+        let addresses = (v4 + v6).map { ResolvedAddress(ip: $0, ttl: ttl, source: source) }
         return addresses.isEmpty ? nil : Resolution(host: host.name, addresses: addresses)
     }
 }

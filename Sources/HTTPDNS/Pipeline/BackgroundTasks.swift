@@ -9,13 +9,21 @@ final class BackgroundTasks: Sendable {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
+    /// The most tasks running at once for work that may be skipped (refreshes, probes); see ``spawn(optional:_:)``.
+    let optionalLimit: Int
 
-    /// Starts `operation` unless the registry is shut down; returns whether it started.
+    /// Creates a registry; optional work beyond `optionalLimit` running tasks is refused.
+    init(optionalLimit: Int = 1024) {
+        self.optionalLimit = optionalLimit
+    }
+
+    /// Starts `operation` unless the registry is shut down, or, for `optional` work, already runs
+    /// ``optionalLimit`` tasks; returns whether it started.
     @discardableResult
-    func spawn(_ operation: @escaping @Sendable () async -> Void) -> Bool {
+    func spawn(optional: Bool = false, _ operation: @escaping @Sendable () async -> Void) -> Bool {
         state.withLock { state in
-            guard !state.closed else { return false }
+            guard !state.closed, !optional || state.tasks.count < optionalLimit else { return false }
             let id = state.nextID
             state.nextID += 1
             // Registered under the lock before the task can finish and deregister itself.

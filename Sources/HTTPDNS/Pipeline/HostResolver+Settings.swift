@@ -1,16 +1,19 @@
 public import CoreMetrics
 public import Logging
+import Synchronization
 
 extension HostResolver {
-    /// Builds the pipeline a settings file describes: the layers of ``ResolverSettings/sources`` in order, the
-    /// overrides file (watched for edits when ``ResolverSettings/reloadIntervalMilliseconds`` is set), the cache
-    /// with its limits and persisted file, the HTTP DNS providers over one shared transport, c-ares, probing and
-    /// pre-resolution. ``shutdown()`` saves the cache and closes everything built here.
+    /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides
+    /// work without a file; its file watched for edits when ``ResolverSettings/reloadIntervalMilliseconds`` is
+    /// set), the system hosts file layer, the search policy, the cache with its limits and persisted file, the
+    /// upstreams of ``ResolverSettings/sources`` in order (the HTTP DNS providers over one shared transport,
+    /// c-ares, the system resolver), the system-resolver fallback, probing and pre-resolution. ``shutdown()`` saves
+    /// the cache and closes everything built here. ``apply(_:)`` changes all of it while running.
     ///
     /// - Parameters:
     ///   - settings: The settings; adjust fields first to change the pipeline (e.g. `sources = [.cares]`).
-    ///   - upstreams: When given, these replace the `httpdns` and `cares` layers of the settings (the caller
-    ///     keeps ownership of them).
+    ///   - upstreams: When given, these replace the upstream layers of the settings (the caller keeps ownership of
+    ///     them) and no fallback is asked: the caller named what answers.
     ///   - prober: Measures connect times for background probes.
     ///   - clock: The cache's clocks.
     ///   - logger: Where the pipeline logs.
@@ -28,105 +31,261 @@ extension HostResolver {
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
     ) throws(DNSError) {
-        var cleanups: [@Sendable () async -> Void] = []
-        var built: [Upstream] = []
+        let overrides = HostOverrides(ttl: UInt32(settings.overridesTTL))
+        let hosts = HostOverrides(ttl: UInt32(settings.overridesTTL), source: .hosts)
+        let files = LocalFiles()
         do {
-            var overrides: HostOverrides?
-            if settings.sources.contains(.overrides), let path = settings.overridesFile {
-                let (layer, watcher) = try Self.overrides(path: path, settings: settings, logger: logger)
-                overrides = layer
-                if let watcher { cleanups.append { watcher.stop() } }
+            try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
+        } catch {
+            files.stop()
+            throw error
+        }
+        var parts = Parts(upstreams: upstreams ?? [], fallback: nil, cleanups: [])
+        if upstreams == nil {
+            do {
+                parts = try Self.buildUpstreams(settings, logger: logger)
+            } catch {
+                files.stop()
+                throw error
             }
-            if upstreams == nil {
-                for source in settings.sources {
-                    switch source {
-                    case .overrides, .cache:
-                        continue
-                    case .httpdns:
-                        let transport = try HTTPDNSTransport(
-                            configuration: .init(
-                                requestTimeout: .milliseconds(settings.httpTimeoutMilliseconds),
-                                additionalTrustRoots: settings.trustCA
-                            )
+        }
+        let useCache = settings.cacheEnabled && settings.sources.contains(.cache)
+        let cache = useCache ? HostCache(configuration: HostCache.Configuration(settings: settings), clock: clock) : nil
+        let cachePath = useCache && persistingCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
+        self.init(
+            upstreams: parts.upstreams,
+            overrides: overrides,
+            hosts: hosts,
+            fallback: parts.fallback,
+            cache: cache,
+            prober: prober,
+            configuration: Self.configuration(for: settings, cachePath: cachePath),
+            logger: logger,
+            metricsFactory: metricsFactory,
+            onShutdown: parts.cleanups + [{ files.stop() }]
+        )
+        files.adopt(settings: settings, fixedUpstreams: upstreams != nil)
+        localFiles.withLock { $0 = files }
+    }
+
+    /// Applies edited settings to the running resolver: sources and their order, c-ares servers and timeouts,
+    /// search domains and ndots, the HTTP DNS providers, the fallback, the overrides and hosts files and their
+    /// reload interval, the cache's TTL bounds, staleness, host limit and dual-stack policy, probing and race mode.
+    ///
+    /// New upstreams are built before anything changes, so settings that cannot be used leave the resolver as it
+    /// was; the old upstreams are closed once the lookups they are answering have had time to end. The cache keeps
+    /// its entries (turning it off or on, its file and the overrides TTL take a restart). A resolver made with
+    /// explicit upstreams keeps them.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` when the new settings cannot be built; nothing changed.
+    public func apply(_ settings: ResolverSettings) throws(DNSError) {
+        guard let files = localFiles.withLock({ $0 }) else {
+            throw DNSError(code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
+        }
+        let previous = files.settings
+        let parts = files.fixedUpstreams ? nil : try Self.buildUpstreams(settings, logger: logger)
+        if let overrides, let hosts {
+            try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
+        }
+        if let cache { cache.updateConfiguration(HostCache.Configuration(settings: settings)) }
+        pipeline.withLock { pipeline in
+            let cachePath = pipeline.configuration.cachePath
+            pipeline.configuration = Self.configuration(for: settings, cachePath: cachePath)
+            pipeline.configuration.preResolve = []
+            if let parts {
+                pipeline.upstreams = parts.upstreams
+                pipeline.fallback = parts.fallback
+            }
+        }
+        files.adopt(settings: settings, fixedUpstreams: files.fixedUpstreams)
+        guard let parts else { return }
+        // "Does not exist" came from the upstreams just replaced; the new ones may know better.
+        cache?.removeNegativeAnswers()
+        let retired = cleanups.withLock { cleanups in
+            defer { cleanups = parts.cleanups + [{ files.stop() }] }
+            return cleanups
+        }
+        // Lookups still on the old upstreams get their whole time before those close.
+        let grace = Duration.milliseconds(
+            max(previous?.httpTimeoutMilliseconds ?? 0, (previous?.caresTimeoutMilliseconds ?? 0) * (previous?.caresTries ?? 1) * 2) + 500)
+        retire(retired, after: grace)
+        logger.notice("settings applied", metadata: ["sources": "\(settings.sources.map(\.rawValue))"])
+    }
+
+    /// The settings this resolver was built from or last applied; `nil` for one built from parts.
+    public var appliedSettings: ResolverSettings? { localFiles.withLock { $0 }?.settings }
+
+    /// The parts a settings file builds and the resolver then owns.
+    struct Parts {
+        var upstreams: [Upstream]
+        var fallback: Upstream?
+        var cleanups: [@Sendable () async -> Void]
+    }
+
+    /// Builds the upstream layers of `settings` in order, and the system fallback when it is on and `system` is not
+    /// a layer already. On failure, what was built is closed.
+    static func buildUpstreams(_ settings: ResolverSettings, logger: Logger) throws(DNSError) -> Parts {
+        var parts = Parts(upstreams: [], fallback: nil, cleanups: [])
+        do {
+            for source in settings.upstreamSources {
+                switch source {
+                case .httpdns:
+                    let transport = try HTTPDNSTransport(
+                        configuration: .init(
+                            requestTimeout: .milliseconds(settings.httpTimeoutMilliseconds),
+                            additionalTrustRoots: settings.trustCA
                         )
-                        cleanups.append { await transport.shutdown() }
-                        for provider in settings.providers {
-                            let resolver = try HTTPDNSResolver(
-                                configuration: try provider.resolverConfiguration(), transport: transport, logger: logger
-                            )
-                            built.append(Upstream(name: provider.name, kind: .httpDNS, resolver: resolver))
-                        }
-                    case .cares:
-                        let resolver = try CAresResolver(
-                            options: .init(
-                                servers: settings.caresServers,
-                                timeout: .milliseconds(settings.caresTimeoutMilliseconds),
-                                tries: settings.caresTries,
-                                useTCP: settings.caresTCP
-                            ),
-                            logger: logger
-                        )
-                        cleanups.append { resolver.shutdown() }
-                        built.append(Upstream(name: "cares", kind: .cares, resolver: resolver))
+                    )
+                    parts.cleanups.append { await transport.shutdown() }
+                    for provider in settings.providers {
+                        var configuration = try provider.resolverConfiguration()
+                        configuration.budget = .milliseconds(settings.httpBudgetMilliseconds)
+                        let resolver = try HTTPDNSResolver(configuration: configuration, transport: transport, logger: logger)
+                        // Vendor APIs answer an empty list when they throttle too: their negatives are not trusted.
+                        parts.upstreams.append(
+                            Upstream(
+                                name: provider.name, kind: .httpDNS, resolver: resolver,
+                                identity: "\(provider.name)(\(provider.urls.joined(separator: ",")))",
+                                negativeAnswersAreAuthoritative: provider.api == "doh" || provider.api == "doh-json"))
                     }
+                case .cares:
+                    let resolver = try CAresResolver(options: .init(settings: settings), logger: logger)
+                    parts.cleanups.append { resolver.shutdown() }
+                    let servers = settings.caresServers.isEmpty ? "system" : settings.caresServers.map(\.description).joined(separator: ",")
+                    parts.upstreams.append(Upstream(name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))"))
+                case .system:
+                    parts.upstreams.append(try systemUpstream(settings, cleanups: &parts.cleanups))
+                case .overrides, .hosts, .cache:
+                    continue
                 }
             }
-            let useCache = settings.cacheEnabled && settings.sources.contains(.cache)
-            let cache = useCache ? HostCache(configuration: HostCache.Configuration(settings: settings), clock: clock) : nil
-            let probing = settings.probeEnabled
-                ? Probing(
-                    ports: settings.probePorts,
-                    interval: .seconds(settings.probeIntervalSeconds),
-                    timeout: .milliseconds(settings.probeTimeoutMilliseconds)
-                )
-                : nil
-            self.init(
-                upstreams: upstreams ?? built,
-                overrides: overrides,
-                cache: cache,
-                prober: prober,
-                configuration: Configuration(
-                    race: settings.race,
-                    probing: probing,
-                    preResolve: settings.preResolve,
-                    cachePath: useCache && persistingCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
-                ),
-                logger: logger,
-                metricsFactory: metricsFactory,
-                onShutdown: cleanups
-            )
+            if settings.systemFallback, !settings.sources.contains(.system) {
+                parts.fallback = try systemUpstream(settings, cleanups: &parts.cleanups)
+            }
+            return parts
         } catch {
-            // Close what was built before the failure.
-            let pending = cleanups
+            let pending = parts.cleanups
             Task { for cleanup in pending { await cleanup() } }
             throw error
         }
     }
 
-    /// Loads the overrides file (bad lines are logged and skipped) and watches it for edits.
-    private static func overrides(
-        path: String,
-        settings: ResolverSettings,
-        logger: Logger
-    ) throws(DNSError) -> (HostOverrides, FileWatcher<OverrideTable>?) {
-        let file: HostsFile
-        do {
-            file = try HostsFile(contentsOf: path)
-        } catch {
-            throw DNSError(code: .invalidConfiguration, message: error.message)
+    private static func systemUpstream(
+        _ settings: ResolverSettings, cleanups: inout [@Sendable () async -> Void]
+    ) throws(DNSError) -> Upstream {
+        let resolver = try SystemResolver(threads: settings.systemThreads, ttl: UInt32(settings.systemTTLSeconds))
+        cleanups.append { await resolver.shutdown() }
+        return Upstream(name: "system", kind: .other, resolver: resolver)
+    }
+
+    /// The pipeline policy of `settings`.
+    static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
+        let probing = settings.probeEnabled
+            ? Probing(
+                ports: settings.probePorts,
+                interval: .seconds(settings.probeIntervalSeconds),
+                timeout: .milliseconds(settings.probeTimeoutMilliseconds)
+            )
+            : nil
+        var configuration = Configuration(
+            race: settings.race,
+            probing: probing,
+            preResolve: settings.preResolve,
+            cachePath: cachePath,
+            search: settings.searchPolicy
+        )
+        configuration.guardsEveryUpstream = settings.guardEveryUpstream
+        return configuration
+    }
+}
+
+/// The files a settings-built resolver follows (the overrides file and the system hosts file) and the settings
+/// they came from.
+final class LocalFiles: Sendable {
+    private struct State {
+        var settings: ResolverSettings?
+        var fixedUpstreams = false
+        var overrides: FileWatcher<OverrideTable>?
+        var hosts: FileWatcher<OverrideTable>?
+    }
+
+    private let state = Locked(State())
+
+    /// The settings last applied.
+    var settings: ResolverSettings? { state.withLock { $0.settings } }
+    /// Whether the resolver was given its upstreams (a reload leaves them).
+    var fixedUpstreams: Bool { state.withLock { $0.fixedUpstreams } }
+
+    func adopt(settings: ResolverSettings, fixedUpstreams: Bool) {
+        state.withLock {
+            $0.settings = settings
+            $0.fixedUpstreams = fixedUpstreams
         }
-        for diagnostic in file.diagnostics {
-            logger.warning("overrides file line skipped", metadata: ["diagnostic": "\(diagnostic)"])
+    }
+
+    /// Loads (and watches) the files `settings` name into the two layers; a layer not in the sources, or without a
+    /// file, gets an empty table. Files that did not change keep their watchers.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` when the overrides file cannot be read.
+    func follow(_ settings: ResolverSettings, overrides: HostOverrides, hosts: HostOverrides, logger: Logger) throws(DNSError) {
+        let interval = Duration.milliseconds(settings.reloadIntervalMilliseconds)
+        let previous = state.withLock { $0.settings }
+        let sameInterval = previous?.reloadIntervalMilliseconds == settings.reloadIntervalMilliseconds
+        let overridesPath = settings.sources.contains(.overrides) ? settings.overridesFile : nil
+        let hostsPath = settings.sources.contains(.hosts) ? settings.hostsFile : nil
+        var newOverrides: FileWatcher<OverrideTable>??
+        if !(sameInterval && overridesPath == state.withLock({ $0.overrides?.path })) {
+            if let overridesPath {
+                do {
+                    newOverrides = .some(try overrides.watch(path: overridesPath, interval: interval, logger: logger))
+                } catch {
+                    throw DNSError(code: .invalidConfiguration, message: (error as? ConfigurationError)?.message ?? "\(error)")
+                }
+            } else {
+                newOverrides = .some(nil)
+            }
         }
-        let overrides = HostOverrides(file: file.table, ttl: UInt32(settings.overridesTTL))
-        guard settings.reloadIntervalMilliseconds > 0 else { return (overrides, nil) }
-        do {
-            let watcher = try overrides.watch(path: path, interval: .milliseconds(settings.reloadIntervalMilliseconds), logger: logger)
-            return (overrides, watcher)
-        } catch {
-            // The lines that parsed are in use; edits are picked up once the file is clean.
-            logger.warning("overrides file has errors; hot reload is off until restart", metadata: ["path": "\(path)"])
-            return (overrides, nil)
+        var newHosts: FileWatcher<OverrideTable>??
+        if !(sameInterval && hostsPath == state.withLock({ $0.hosts?.path })) {
+            // The system hosts file is read like the C library reads it: bad lines skipped, a missing file empty.
+            newHosts = .some(hostsPath.flatMap { try? hosts.watch(path: $0, interval: interval, strict: false, logger: logger) })
         }
+        let stale: [FileWatcher<OverrideTable>] = state.withLock { state in
+            var stale: [FileWatcher<OverrideTable>] = []
+            if let newOverrides {
+                if let old = state.overrides { stale.append(old) }
+                state.overrides = newOverrides
+            }
+            if let newHosts {
+                if let old = state.hosts { stale.append(old) }
+                state.hosts = newHosts
+            }
+            return stale
+        }
+        for watcher in stale { watcher.stop() }
+        if case .some(.none) = newOverrides { overrides.replaceFileTable(OverrideTable()) }
+        if case .some(.none) = newHosts { hosts.replaceFileTable(OverrideTable()) }
+    }
+
+    /// Stops watching both files.
+    func stop() {
+        let watchers = state.withLock { state in
+            defer {
+                state.overrides = nil
+                state.hosts = nil
+            }
+            return [state.overrides, state.hosts].compactMap { $0 }
+        }
+        for watcher in watchers { watcher.stop() }
+    }
+}
+
+extension CAresResolver.Options {
+    /// The options `settings` describe: `cares.servers`, `cares.timeoutMs`, `cares.tries` and `cares.tcp`.
+    public init(settings: ResolverSettings) {
+        self.init(
+            servers: settings.caresServers,
+            timeout: .milliseconds(settings.caresTimeoutMilliseconds),
+            tries: settings.caresTries,
+            useTCP: settings.caresTCP
+        )
     }
 }

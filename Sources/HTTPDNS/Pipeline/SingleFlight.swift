@@ -12,7 +12,7 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var nextWaiter = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let tasks: BackgroundTasks
 
     init(tasks: BackgroundTasks) {
@@ -66,12 +66,12 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             state.flights[key] = [:]
             return true
         }
-        if start { launch(key, operation) }
+        if start { launch(key, optional: true, operation) }
         return start
     }
 
-    private func launch(_ key: Key, _ operation: @escaping @Sendable () async throws -> Value) {
-        let started = tasks.spawn {
+    private func launch(_ key: Key, optional: Bool = false, _ operation: @escaping @Sendable () async throws -> Value) {
+        let started = tasks.spawn(optional: optional) {
             let result: Result<Value, any Error>
             do {
                 result = .success(try await operation())
@@ -81,7 +81,10 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             self.finish(key, result)
         }
         if !started {
-            finish(key, .failure(DNSError(code: .shutdown, message: "the resolver is shut down")))
+            let error = optional
+                ? DNSError(code: .internalError, message: "too much background work in flight; skipped")
+                : DNSError(code: .shutdown, message: "the resolver is shut down")
+            finish(key, .failure(error))
         }
     }
 

@@ -38,7 +38,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     private let load: @Sendable (String) throws -> Value
     private let onChange: @Sendable (Value) -> Void
     private let logger: Logger
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Loads the file once and returns a watcher holding the value; call ``start(interval:)`` to watch.
     /// - Parameters:
@@ -47,18 +47,41 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     ///   - load: Reads and validates the file; throws to reject it.
     ///   - onChange: Called with each newly loaded value (not for the first load).
     /// - Throws: Whatever `load` throws for the first load.
-    public init(
+    public convenience init(
         path: String,
         logger: Logger,
         load: @escaping @Sendable (String) throws -> Value,
         onChange: @escaping @Sendable (Value) -> Void = { _ in }
     ) throws {
+        let identity = Self.identity(of: path)
+        self.init(path: path, initial: try load(path), identity: identity, logger: logger, load: load, onChange: onChange)
+    }
+
+    /// Starts from a value the caller already loaded (for example leniently, skipping bad lines) and reloads with
+    /// `load` on each later change, so a file that was imperfect at start-up is still followed.
+    public convenience init(
+        path: String,
+        initial: Value,
+        logger: Logger,
+        load: @escaping @Sendable (String) throws -> Value,
+        onChange: @escaping @Sendable (Value) -> Void = { _ in }
+    ) {
+        self.init(path: path, initial: initial, identity: Self.identity(of: path), logger: logger, load: load, onChange: onChange)
+    }
+
+    private init(
+        path: String,
+        initial: Value,
+        identity: Identity?,
+        logger: Logger,
+        load: @escaping @Sendable (String) throws -> Value,
+        onChange: @escaping @Sendable (Value) -> Void
+    ) {
         self.path = path
         self.load = load
         self.onChange = onChange
         self.logger = logger
-        let identity = Self.identity(of: path)
-        self.state = Mutex(State(value: try load(path), identity: identity))
+        self.state = Locked(State(value: initial, identity: identity))
     }
 
     deinit { state.withLock { $0.task?.cancel() } }
@@ -137,28 +160,36 @@ public final class FileWatcher<Value: Sendable>: Sendable {
 extension HostOverrides {
     /// Loads `path` into the file table and keeps it in step with edits of the file.
     ///
-    /// An edit with any bad line is rejected as a whole (the previous table stays, the diagnostics are logged),
-    /// so a half-written file cannot drop overrides.
+    /// At start the lines that parse are used and the others logged, and the file is watched either way, so fixing
+    /// a bad line is picked up. With `strict` (the overrides file), a later edit with any bad line is rejected as a
+    /// whole (the previous table stays, the diagnostics are logged), so a half-written file cannot drop overrides;
+    /// without it (the system hosts file, read like the C library reads it) bad lines are skipped.
     /// - Parameters:
     ///   - path: The hosts-format file.
-    ///   - interval: How often the file is checked.
+    ///   - interval: How often the file is checked; zero loads once without watching.
+    ///   - strict: Whether an edit with a bad line is rejected as a whole (default `true`).
     ///   - logger: Receives the result of each reload.
     /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
-    /// - Throws: ``ConfigurationError`` when the file cannot be loaded the first time.
-    public func watch(path: String, interval: Duration, logger: Logger) throws -> FileWatcher<OverrideTable> {
-        let watcher = try FileWatcher(
+    /// - Throws: ``ConfigurationError`` when the file cannot be read the first time.
+    public func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<OverrideTable> {
+        let first = try HostsFile(contentsOf: path)
+        for diagnostic in first.diagnostics {
+            logger.warning("hosts-format file line skipped", metadata: ["diagnostic": "\(diagnostic)"])
+        }
+        let watcher = FileWatcher(
             path: path,
+            initial: first.table,
             logger: logger,
             load: { path in
                 let file = try HostsFile(contentsOf: path)
-                guard file.diagnostics.filter({ $0.severity == .error }).isEmpty else {
+                guard !strict || file.diagnostics.filter({ $0.severity == .error }).isEmpty else {
                     throw ConfigurationError(code: .invalid, message: "\(path) has errors", diagnostics: file.diagnostics)
                 }
                 return file.table
             },
             onChange: { [weak self] table in self?.replaceFileTable(table) }
         )
-        replaceFileTable(watcher.value)
+        replaceFileTable(first.table)
         if interval > .zero { watcher.start(interval: interval) }
         return watcher
     }

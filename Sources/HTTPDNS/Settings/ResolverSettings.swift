@@ -11,12 +11,26 @@ public struct ResolverSettings: Sendable, Hashable {
     public enum Source: String, Sendable, Hashable, CaseIterable {
         /// Host overrides (hosts file and run-time entries).
         case overrides
+        /// The system hosts file (`hosts.file`, default `/etc/hosts`).
+        case hosts
         /// The scored IP cache.
         case cache
         /// The HTTP DNS providers, in their configured order.
         case httpdns
         /// c-ares with the configured or system servers.
         case cares
+        /// The operating system's resolver (`getaddrinfo`: NSS, mDNS, LDAP, …). Listed here it is asked in its
+        /// place; otherwise ``ResolverSettings/systemFallback`` asks it last, only for names nothing else knows.
+        case system
+    }
+
+    /// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
+    /// `no_proxy`) sends through a proxy.
+    public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
+        /// Leave it to URLSession unchanged, as without the library (the default).
+        case bypass
+        /// Send it through the proxy with an HTTP CONNECT tunnel to the real host name (the proxy resolves it).
+        case tunnel
     }
 
     /// How addresses of the two families are ordered.
@@ -57,6 +71,19 @@ public struct ResolverSettings: Sendable, Hashable {
     public var overridesFile: String?
     /// The TTL given to override answers, in seconds.
     public var overridesTTL: Int
+    /// The system hosts file read by the `hosts` layer (default `/etc/hosts`).
+    public var hostsFile: String
+    /// Search domains; `nil` means the system's (resolv.conf `search`/`domain`, `LOCALDOMAIN`).
+    public var searchDomains: [String]?
+    /// The dots a name needs to be tried as it is first; `nil` means the system's (resolv.conf, `RES_OPTIONS`).
+    public var ndots: Int?
+    /// Ask the system resolver when every other upstream says a name does not exist (default `true`); ignored
+    /// when `system` is in ``sources``.
+    public var systemFallback: Bool
+    /// The TTL given to the system resolver's answers (which carry none), in seconds.
+    public var systemTTLSeconds: Int
+    /// The most system lookups run at once (each blocks a thread of its own).
+    public var systemThreads: Int
     /// How often watched files are checked for edits, in milliseconds; 0 turns hot reload off.
     public var reloadIntervalMilliseconds: Int
     /// c-ares servers; empty means the system's.
@@ -71,10 +98,14 @@ public struct ResolverSettings: Sendable, Hashable {
     public var providers: [Provider]
     /// The time one HTTP DNS exchange may take, in milliseconds.
     public var httpTimeoutMilliseconds: Int
-    /// Extra trusted CA files for HTTP DNS.
+    /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
+    public var httpBudgetMilliseconds: Int
+    /// Extra trusted CA files for HTTP DNS endpoints only (see ``interceptTrustCA`` for application traffic).
     public var trustCA: [String]
     /// The default of the private-address guard for providers that do not set it.
     public var allowPrivateAnswers: Bool
+    /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS.
+    public var guardEveryUpstream: Bool
     /// Whether the IP cache is used.
     public var cacheEnabled: Bool
     /// TTLs below this are raised to it, in seconds.
@@ -108,6 +139,21 @@ public struct ResolverSettings: Sendable, Hashable {
     /// The URL protocol's connection-race delay, in milliseconds: when the best address has not connected by then,
     /// the next one starts in parallel; 0 turns racing off.
     public var connectionAttemptDelayMilliseconds: Int
+    /// What the URL protocol does with requests the environment sends through a proxy.
+    public var proxyMode: ProxyMode
+    /// Extra trusted CA files for the application's intercepted traffic, kept apart from ``trustCA`` (HTTP DNS):
+    /// a private CA for an internal DoH server does not become trusted for every host the application calls.
+    public var interceptTrustCA: [String]
+    /// Follow redirects from `https` to `http` (default `false`: refused).
+    public var allowInsecureRedirects: Bool
+
+    /// The search policy these settings describe: ``searchDomains`` and ``ndots`` where set, the system's
+    /// (``SearchPolicy/system(resolvConf:environment:)``) for the rest.
+    public var searchPolicy: SearchPolicy {
+        let system = (searchDomains == nil || ndots == nil) ? SearchPolicy.system() : nil
+        return SearchPolicy(
+            domains: searchDomains ?? system?.domains.map(\.name) ?? [], ndots: ndots ?? system?.ndots ?? 1)
+    }
 
     /// The defaults: overrides then the system resolver, which works on any machine without a network service.
     public static var `default`: ResolverSettings {
@@ -162,20 +208,29 @@ public struct ResolverSettings: Sendable, Hashable {
             return values
         }
 
-        sources = try strings("sources.order", ["overrides", "cache", "cares"]).compactMap(Source.init(rawValue:))
+        sources = try strings("sources.order", ["overrides", "hosts", "cache", "cares"]).compactMap(Source.init(rawValue:))
         if let problem = Self.orderProblem(sources) { throw invalid("sources.order", problem) }
         race = try bool("sources.race", false)
         let file = try string("overrides.file", "")
         overridesFile = file.isEmpty ? nil : file
         overridesTTL = try int("overrides.ttl", 60)
+        hostsFile = try string("hosts.file", "/etc/hosts")
+        systemFallback = try bool("sources.systemFallback", true)
+        systemTTLSeconds = try int("system.ttlSeconds", 30)
+        systemThreads = try int("system.threads", 4)
         reloadIntervalMilliseconds = try int("reload.intervalMs", 2000)
         caresServers = try strings("cares.servers", []).map { text throws(DNSError) in try ServerAddress(parsing: text) }
         caresTimeoutMilliseconds = try int("cares.timeoutMs", 2000)
         caresTries = try int("cares.tries", 2)
         caresTCP = try bool("cares.tcp", false)
+        searchDomains = config.stringArray(forKey: ConfigKey("cares.search")) == nil ? nil : try strings("cares.search", [])
+        ndots = config.string(forKey: ConfigKey("cares.ndots")) == nil && config.int(forKey: ConfigKey("cares.ndots")) == nil
+            ? nil : try int("cares.ndots", 1)
         httpTimeoutMilliseconds = try int("httpdns.timeoutMs", 5000)
+        httpBudgetMilliseconds = try int("httpdns.budgetMs", 5000)
         trustCA = try strings("httpdns.trustCA", [])
         allowPrivateAnswers = try bool("guard.allowPrivateAnswers", false)
+        guardEveryUpstream = try bool("guard.everyUpstream", false)
         var providers: [Provider] = []
         for name in try strings("httpdns.providers", []) {
             let prefix = "httpdns.provider.\(name)."
@@ -222,31 +277,47 @@ public struct ResolverSettings: Sendable, Hashable {
         interceptInclude = try strings("interception.include", []).map { text throws(DNSError) in try HostPattern(text) }
         interceptExclude = try strings("interception.exclude", []).map { text throws(DNSError) in try HostPattern(text) }
         connectionAttemptDelayMilliseconds = try int("interception.connectionAttemptDelayMs", 250)
+        proxyMode = ProxyMode(rawValue: try string("interception.proxy", "bypass")) ?? .bypass
+        interceptTrustCA = try strings("interception.trustCA", [])
+        allowInsecureRedirects = try bool("interception.allowInsecureRedirects", false)
         if sources.contains(.httpdns), providers.isEmpty {
             throw invalid("sources.order", "lists httpdns but httpdns.providers is empty")
         }
     }
 
-    /// Why an order of layers cannot work: overrides answer before anything else and the cache sits in front of
-    /// the upstreams it caches, so each may appear once and only in that place.
+    /// Why an order of layers cannot work: overrides answer before anything else, the hosts file next, and the
+    /// cache sits in front of the upstreams it caches, so each may appear once and only in that place.
     static func orderProblem(_ sources: [Source]) -> String? {
         guard Set(sources).count == sources.count else { return "lists a layer twice" }
         guard !sources.isEmpty else { return "lists no layer" }
         if let index = sources.firstIndex(of: .overrides), index != 0 { return "overrides must come first" }
-        if let cache = sources.firstIndex(of: .cache),
-           sources[..<cache].contains(where: { $0 == .httpdns || $0 == .cares }) {
-            return "cache must come before httpdns and cares"
+        let upstreams: Set<Source> = [.httpdns, .cares, .system]
+        if let hosts = sources.firstIndex(of: .hosts),
+           sources[..<hosts].contains(where: { $0 != .overrides }) {
+            return "hosts must come right after overrides, before the cache and the upstreams"
+        }
+        if let cache = sources.firstIndex(of: .cache), sources[..<cache].contains(where: upstreams.contains) {
+            return "cache must come before httpdns, cares and system"
         }
         return nil
     }
 
+    /// The upstream layers in order (httpdns, cares, system), without the local ones.
+    public var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
+
     /// Every settings key, documented.
     public static let keys: [SettingKey] = [
-        SettingKey("sources.order", .stringArray, default: "[\"overrides\", \"cache\", \"cares\"]",
+        SettingKey("sources.order", .stringArray, default: "[\"overrides\", \"hosts\", \"cache\", \"cares\"]",
                    "the layers in the order they are asked", allowed: Source.allCases.map(\.rawValue)),
         SettingKey("sources.race", .bool, default: "false", "ask HTTP DNS and c-ares in parallel; the first good answer wins"),
+        SettingKey("sources.systemFallback", .bool, default: "true",
+                   "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
         SettingKey("overrides.file", .string, default: "none", "hosts-format overrides file, relative to the settings file"),
         SettingKey("overrides.ttl", .int, default: "60", "TTL of override answers, seconds", range: 0...86_400),
+        SettingKey("hosts.file", .string, default: "/etc/hosts", "the system hosts file read by the hosts layer"),
+        SettingKey("system.ttlSeconds", .int, default: "30", "TTL given to the system resolver's answers, seconds",
+                   range: 0...86_400),
+        SettingKey("system.threads", .int, default: "4", "most system resolver lookups at once", range: 1...256),
         SettingKey("reload.intervalMs", .int, default: "2000", "how often edited files are picked up; 0 turns hot reload off",
                    range: 0...3_600_000),
         SettingKey("cares.servers", .stringArray, default: "[] (the system's)", "DNS servers as IP[:PORT] or [IPv6]:PORT",
@@ -254,12 +325,20 @@ public struct ResolverSettings: Sendable, Hashable {
         SettingKey("cares.timeoutMs", .int, default: "2000", "per-try timeout, milliseconds", range: 1...3_600_000),
         SettingKey("cares.tries", .int, default: "2", "tries per query", range: 1...16),
         SettingKey("cares.tcp", .bool, default: "false", "query over TCP"),
+        SettingKey("cares.search", .stringArray, default: "the system's (resolv.conf, LOCALDOMAIN)",
+                   "search domains tried for short names, in order; [] turns search off",
+                   check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil }),
+        SettingKey("cares.ndots", .int, default: "the system's (resolv.conf, RES_OPTIONS; else 1)",
+                   "names with fewer dots try the search domains first", range: 0...15),
         SettingKey("httpdns.providers", .stringArray, default: "[]", "HTTP DNS providers in the order they are tried",
                    check: { text in
                        text.isEmpty || !text.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
                            ? "provider names are letters, digits, - and _" : nil
                    }),
         SettingKey("httpdns.timeoutMs", .int, default: "5000", "the time one HTTP exchange may take, milliseconds", range: 1...600_000),
+        SettingKey("httpdns.budgetMs", .int, default: "5000",
+                   "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
+                   range: 1...600_000),
         SettingKey("httpdns.trustCA", .stringArray, default: "[]", "extra trusted CA PEM files (certificates are always verified)"),
         SettingKey("httpdns.provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
                    allowed: HTTPDNSPreset.apiNames),
@@ -276,6 +355,8 @@ public struct ResolverSettings: Sendable, Hashable {
         SettingKey("httpdns.provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
                    "accept private, loopback and link-local answers from this provider"),
         SettingKey("guard.allowPrivateAnswers", .bool, default: "false", "the private-address guard's default for providers"),
+        SettingKey("guard.everyUpstream", .bool, default: "false",
+                   "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
         SettingKey("cache.enabled", .bool, default: "true", "use the IP cache"),
         SettingKey("cache.minTtlSeconds", .int, default: "30", "lower TTL bound", range: 0...604_800),
         SettingKey("cache.maxTtlSeconds", .int, default: "86400", "upper TTL bound", range: 1...604_800),
@@ -299,6 +380,12 @@ public struct ResolverSettings: Sendable, Hashable {
         SettingKey("interception.connectionAttemptDelayMs", .int, default: "250",
                    "connection race: start the next address when the best has not connected by then; 0 turns racing off",
                    range: 0...60_000),
+        SettingKey("interception.trustCA", .stringArray, default: "[]",
+                   "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
+        SettingKey("interception.allowInsecureRedirects", .bool, default: "false", "follow redirects from https to http"),
+        SettingKey("interception.proxy", .string, default: "bypass",
+                   "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it",
+                   allowed: ProxyMode.allCases.map(\.rawValue)),
     ]
 }
 

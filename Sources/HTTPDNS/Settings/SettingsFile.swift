@@ -50,24 +50,31 @@ public struct SettingsFile: Sendable {
     ///   - environment: The environment whose `HOSTSCTL_…` variables override the file; `nil` for the process's.
     public static func load(path: String?, environment: [String: String]? = nil) -> SettingsFile {
         let environment = environment ?? ProcessInfo.processInfo.environment
-        var values: [AbsoluteConfigKey: ConfigValue] = [:]
         guard let path else {
             var result = SettingsFile(path: "defaults", settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
-            result.applyEnvironment(environment, values: values)
+            result.applyEnvironment(environment, values: [:])
             return result
-        }
-        var result = SettingsFile(path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
-        func diagnose(_ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity = .error) {
-            result.diagnostics.append(
-                ConfigDiagnostic(file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message, severity: severity))
         }
         let bytes: [UInt8]
         do {
             bytes = try FileBytes.contents(of: path, limit: maximumFileSize)
         } catch {
-            diagnose(nil, "cannot read the settings file: \(error.message)")
+            var result = SettingsFile(path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+            result.diagnostics.append(
+                ConfigDiagnostic(file: path, line: 0, column: 0, message: "cannot read the settings file: \(error.message)", severity: .error))
             result.isUnreadable = true
             return result
+        }
+        return parse(bytes, path: path, environment: environment)
+    }
+
+    /// Checks and reads the bytes of a settings file that `path` names (for positions and relative paths).
+    static func parse(_ bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        var result = SettingsFile(path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+        func diagnose(_ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity = .error) {
+            result.diagnostics.append(
+                ConfigDiagnostic(file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message, severity: severity))
         }
         let document: PositionedJSON
         do {

@@ -10,16 +10,21 @@ extension ResolutionSource {
 ///
 /// This is what `URLSession` and most programs use: `/etc/hosts`, `/etc/nsswitch.conf` and `/etc/resolv.conf`
 /// decide the answer, and it reports no TTLs (every address gets TTL 0). It is here as the baseline to measure the
-/// other resolvers against (`hostsctl bench --source system`), not as a layer of the pipeline.
+/// other resolvers against (`hostsctl bench --source system`) and as the pipeline's last resort: the `system`
+/// layer, by default asked only for names every other upstream says do not exist.
 public final class SystemResolver: HostNameResolver {
     private let pool: NIOThreadPool
+    /// The TTL given to every answer (`getaddrinfo` reports none).
+    public let ttl: UInt32
 
     /// Starts `threads` threads (1 to 1024); at most that many lookups run at once, the rest wait in turn.
+    /// - Parameter ttl: The TTL given to the answers (default 0: `getaddrinfo` reports none).
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
-    public init(threads: Int = 8) throws(DNSError) {
+    public init(threads: Int = 8, ttl: UInt32 = 0) throws(DNSError) {
         guard (1...1024).contains(threads) else {
             throw DNSError(code: .invalidConfiguration, message: "threads must be between 1 and 1024, not \(threads)")
         }
+        self.ttl = ttl
         pool = NIOThreadPool(numberOfThreads: threads)
         pool.start()
     }
@@ -39,7 +44,8 @@ public final class SystemResolver: HostNameResolver {
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         let result: Result<Resolution, DNSError>
         do {
-            result = try await pool.runIfActive { Self.lookup(host, family: family) }
+            let ttl = self.ttl
+            result = try await pool.runIfActive { Self.lookup(host, family: family, ttl: ttl) }
         } catch {
             throw DNSError(code: .shutdown, message: "the system resolver was shut down", host: host.name)
         }
@@ -47,7 +53,7 @@ public final class SystemResolver: HostNameResolver {
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
-    public static func lookup(_ host: HostName, family: AddressFamily) -> Result<Resolution, DNSError> {
+    public static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError> {
         var hints = addrinfo()
         switch family {
         case .ipv4: hints.ai_family = AF_INET
@@ -67,7 +73,7 @@ public final class SystemResolver: HostNameResolver {
         var cursor = list
         while let entry = cursor {
             if let ip = address(of: entry.pointee), seen.insert(ip).inserted {
-                addresses.append(ResolvedAddress(ip: ip, ttl: 0, source: .system))
+                addresses.append(ResolvedAddress(ip: ip, ttl: ttl, source: .system))
             }
             cursor = entry.pointee.ai_next
         }

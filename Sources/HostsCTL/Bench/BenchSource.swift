@@ -115,7 +115,7 @@ struct BenchTargetFactory {
 
     private func cares() throws -> BenchTarget {
         let resolver = try ResolveCommand.usage {
-            try CAresResolver(options: ResolutionOptions.caresOptions(settings), logger: logger)
+            try CAresResolver(options: .init(settings: settings), logger: logger)
         }
         return BenchTarget(name: "cares", executor: resolver.executor, resolve: { host, family in
             _ = try await resolver.resolve(host, family: family)

@@ -1,0 +1,49 @@
+// httpdns-fuzz: the fuzz targets of `FuzzTargets` behind one binary.
+//
+// Built with libFuzzer (scripts/fuzz.sh: `-sanitize=fuzzer,address -DFUZZING -parse-as-library`), the target is
+// named by the HTTPDNS_FUZZ_TARGET environment variable and libFuzzer drives it:
+//   HTTPDNS_FUZZ_TARGET=doh-wire .build-fuzz/release/httpdns-fuzz -runs=10000000 Tests/Fuzz/Corpus/doh-wire
+// Built normally, it replays files (the committed corpus, or a crash libFuzzer saved):
+//   httpdns-fuzz TARGET FILE_OR_DIRECTORY...
+// Exit status: 0 when every input ran, 2 for bad arguments; a failing input traps.
+
+import Foundation
+import HTTPDNS
+
+#if FUZZING
+/// libFuzzer's entry point.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
+    let bytes = start.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+    guard FuzzTargets.run(target, bytes) else {
+        fatalError("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))")
+    }
+    return 0
+}
+#else
+let arguments = CommandLine.arguments.dropFirst()
+guard let target = arguments.first, FuzzTargets.names.contains(target), arguments.count > 1 else {
+    FileHandle.standardError.write(Data("usage: httpdns-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE_OR_DIRECTORY...\n".utf8))
+    exit(2)
+}
+var files: [String] = []
+for path in arguments.dropFirst() {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+        FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
+        exit(2)
+    }
+    if isDirectory.boolValue {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        files += names.sorted().map { "\(path)/\($0)" }
+    } else {
+        files.append(path)
+    }
+}
+for file in files {
+    let bytes = FileManager.default.contents(atPath: file).map { Array($0) } ?? []
+    _ = FuzzTargets.run(target, bytes)
+}
+print("\(target): \(files.count) inputs ran")
+#endif

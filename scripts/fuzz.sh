@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser of untrusted input (Sources/HTTPDNS/Fuzzing/FuzzTargets.swift) with
+# libFuzzer and AddressSanitizer, starting from the committed seed corpus (Tests/Fuzz/Corpus/TARGET).
+#   scripts/fuzz.sh [--runs N | --seconds S] [TARGET...]
+# Defaults: every target, 10,000,000 inputs each. New corpus entries go to $TMPDIR/httpdns-fuzz/TARGET (the
+# committed corpus is not touched); a crashing input is saved there as crash-* and the script exits 1.
+# Prints one line per target: inputs run, seconds, inputs per second, crashes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=10000000
+seconds=""
+targets=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs) runs="$2"; shift 2 ;;
+        --seconds) seconds="$2"; runs="-1"; shift 2 ;;
+        -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+        *) targets+=("$1"); shift ;;
+    esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=(doh-wire doh-json alibaba tencent tencent-aes settings hosts cache)
+scripts/install-deps.sh run
+swift build -c release --product httpdns-fuzz --scratch-path .build-fuzz \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING -Xswiftc -parse-as-library 2>&1 | grep -v "Cannot export local symbol" || true
+binary=.build-fuzz/release/httpdns-fuzz
+[ -x "$binary" ] || { echo "the fuzz build failed" >&2; exit 1; }
+work="${TMPDIR:-/tmp}/httpdns-fuzz"
+failed=0
+printf '%-12s %12s %8s %12s %8s\n' target inputs seconds inputs/s crashes
+for target in "${targets[@]}"; do
+    mkdir -p "$work/$target"
+    limit=(-runs="$runs")
+    [ -z "$seconds" ] || limit=(-max_total_time="$seconds")
+    log="$work/$target.log"
+    status=0
+    HTTPDNS_FUZZ_TARGET="$target" "$binary" "${limit[@]}" -max_len=8192 -timeout=10 -rss_limit_mb=4096 \
+        -artifact_prefix="$work/$target/" -print_final_stats=1 "$work/$target" "Tests/Fuzz/Corpus/$target" >"$log" 2>&1 || status=$?
+    done_line=$(grep -E '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
+    inputs=$(echo "$done_line" | awk '{print $2}')
+    took=$(echo "$done_line" | awk '{print $5}')
+    crashes=$(find "$work/$target" -maxdepth 1 -name 'crash-*' -o -maxdepth 1 -name 'timeout-*' -o -maxdepth 1 -name 'leak-*' | wc -l)
+    if [ "$status" -ne 0 ] || [ -z "$done_line" ]; then
+        crashes=$((crashes > 0 ? crashes : 1))
+        echo "$target failed (exit $status); see $log" >&2
+        tail -30 "$log" >&2
+        failed=1
+    fi
+    rate=$([ -n "$took" ] && [ "$took" -gt 0 ] && echo $((inputs / took)) || echo "-")
+    printf '%-12s %12s %8s %12s %8s\n' "$target" "${inputs:--}" "${took:--}" "$rate" "$crashes"
+done
+exit $failed

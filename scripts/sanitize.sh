@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite under a sanitizer, in a build directory of its own (.build-tsan, .build-asan).
+#   scripts/sanitize.sh thread|address [swift test arguments...]
+# Installs what the tests need first, like scripts/test.sh. Exits with the test run's status.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sanitizer="${1:-thread}"
+shift || true
+case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [swift test arguments...]" >&2; exit 64 ;; esac
+scratch=".build-${sanitizer:0:1}san"
+scripts/install-deps.sh test
+swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
+# halt_on_error: a report fails the run instead of scrolling by.
+# Suppressions: only the Swift runtime's continuation hand-off (see the file).
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0}"
+# Sanitized code runs several times slower: time-bound test steps get longer (see TestTiming).
+export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
+swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" "$@"
