@@ -116,9 +116,11 @@ let package = Package(
             path: "Tests/Adopter",
             swiftSettings: strictSettings
         ),
+        // libFuzzer's driver, reached from httpdns-fuzz's own entry point (absent unless built for fuzzing).
+        .target(name: "FuzzDriver", path: "Tests/FuzzDriver"),
         .executableTarget(
             name: "httpdns-fuzz",
-            dependencies: ["HTTPDNS"],
+            dependencies: ["HTTPDNS", "FuzzDriver"],
             path: "Tests/Fuzz",
             exclude: ["Corpus"],
             swiftSettings: strictSettings

@@ -1,19 +1,33 @@
 // swift-tools-version: 6.1
 // The README's Swift samples as a package that depends on swift-httpdns the way an adopter's does (by path here).
-// CI builds it (`swift build --package-path Examples`), and a test checks that each sample in the README is the
-// text of a file here, so a sample that does not compile fails CI.
+// CI builds it (`swift build --package-path Examples`), and ReadmeSampleTests checks that every Swift sample in the
+// README is the text of a file here, so a sample that does not compile fails CI.
 import PackageDescription
+
+/// One executable per sample: each is a complete program, as an adopter would paste it.
+let samples: [(name: String, products: [String])] = [
+    ("QuickStart", ["HTTPDNSURLProtocol"]),
+    ("Resolver", ["HTTPDNS"]),
+    ("HTTPDNSProviders", ["HTTPDNS"]),
+    ("Overrides", ["HTTPDNS"]),
+    ("PipelineFromSettings", ["HTTPDNS"]),
+    ("PipelineFromParts", ["HTTPDNS"]),
+    ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"]),
+    ("SettingsFile", ["HTTPDNS"]),
+]
 
 let package = Package(
     name: "swift-httpdns-examples",
     dependencies: [
-        .package(name: "swift-httpdns", path: "..")
+        .package(name: "swift-httpdns", path: ".."),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
-    targets: [
+    targets: samples.map { sample in
         .executableTarget(
-            name: "QuickStart",
-            dependencies: [.product(name: "HTTPDNSURLProtocol", package: "swift-httpdns")],
+            name: sample.name,
+            dependencies: sample.products.map { .product(name: $0, package: "swift-httpdns") }
+                + [.product(name: "Logging", package: "swift-log")],
             swiftSettings: [.swiftLanguageMode(.v6)]
         )
-    ]
+    }
 )

@@ -1,26 +1,33 @@
 // httpdns-fuzz: the fuzz targets of `FuzzTargets` behind one binary.
 //
-// Built with libFuzzer (scripts/fuzz.sh: `-sanitize=fuzzer,address -DFUZZING -parse-as-library`), the target is
-// named by the HTTPDNS_FUZZ_TARGET environment variable and libFuzzer drives it:
+// Built with libFuzzer (scripts/fuzz.sh: `-sanitize=fuzzer,address -DFUZZING`), the target is named by the
+// HTTPDNS_FUZZ_TARGET environment variable and libFuzzer's driver, started from this program's own entry point
+// (SwiftPM gives every executable its own `main`), runs it:
 //   HTTPDNS_FUZZ_TARGET=doh-wire .build-fuzz/release/httpdns-fuzz -runs=10000000 Tests/Fuzz/Corpus/doh-wire
 // Built normally, it replays files (the committed corpus, or a crash libFuzzer saved):
 //   httpdns-fuzz TARGET FILE_OR_DIRECTORY...
 // Exit status: 0 when every input ran, 2 for bad arguments; a failing input traps.
 
+import FuzzDriver
 import Foundation
 import HTTPDNS
 
 #if FUZZING
-/// libFuzzer's entry point.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
+guard FuzzTargets.names.contains(target) else {
+    FileHandle.standardError.write(Data("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
+    exit(2)
+}
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+let status = httpdns_fuzz_run_driver(&argc, &argv) { start, count in
+    // libFuzzer reads the target from the environment once per input: cheap next to any parser.
     let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
-    let bytes = start.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
-    guard FuzzTargets.run(target, bytes) else {
-        fatalError("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))")
-    }
+    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+    _ = FuzzTargets.run(target, bytes)
     return 0
 }
+exit(status)
 #else
 let arguments = CommandLine.arguments.dropFirst()
 guard let target = arguments.first, FuzzTargets.names.contains(target), arguments.count > 1 else {
