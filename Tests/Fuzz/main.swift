@@ -21,8 +21,6 @@ guard FuzzTargets.names.contains(target) else {
 var argc = CommandLine.argc
 var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
 let status = httpdns_fuzz_run_driver(&argc, &argv) { start, count in
-    // libFuzzer reads the target from the environment once per input: cheap next to any parser.
-    let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
     let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
     _ = FuzzTargets.run(target, bytes)
     return 0
