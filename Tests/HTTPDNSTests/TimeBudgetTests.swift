@@ -14,6 +14,27 @@ struct TimeBudgetTests {
             transport: transport)
     }
 
+    struct Expired: Error {}
+
+    @Test("the time limit: the value within it, its error past it (the operation cancelled), the caller's cancellation passed on")
+    func timeLimit() async throws {
+        #expect(try await withTimeLimit(.seconds(60), orThrow: Expired()) { 42 } == 42)
+        let cancelled = Locked(false)
+        await #expect(throws: Expired.self) {
+            try await withTimeLimit(.milliseconds(50), orThrow: Expired()) {
+                do { try await Task.sleep(for: .seconds(3600)) } catch { cancelled.withLock { $0 = true }; throw error }
+            }
+        }
+        #expect(cancelled.withLock { $0 }, "the operation is cancelled when the limit passes")
+        // The operation's own error is not turned into the time limit's.
+        struct Own: Error {}
+        await #expect(throws: Own.self) { try await withTimeLimit(.seconds(60), orThrow: Expired()) { throw Own() } }
+        // Cancelling the caller cancels the operation, which ends with its own error, not the time limit's.
+        let caller = Task { try await withTimeLimit(.seconds(3600), orThrow: Expired()) { try await Task.sleep(for: .seconds(3600)) } }
+        caller.cancel()
+        await #expect(throws: CancellationError.self) { try await caller.value }
+    }
+
     @Test("blackholed endpoints cost the budget, not a connect timeout each, and the error says so")
     func blackholedEndpoints() async throws {
         let first = try BlackholeListener(ip: "127.0.0.66")
@@ -22,7 +43,9 @@ struct TimeBudgetTests {
             first.close()
             second.close()
         }
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30)))
+        // Connect timeouts far above the budget, yet short enough that shutdown, which waits for the abandoned
+        // connects, does not hold the suite for long.
+        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
         let urls = ["http://127.0.0.66:\(first.port)/dns-query", "http://127.0.0.67:\(second.port)/dns-query"]
         let doh = try Self.resolver(urls, budget: .milliseconds(300), transport: transport)
         do {
@@ -39,7 +62,9 @@ struct TimeBudgetTests {
     @Test("a stalling endpoint costs the budget; the pipeline then asks its next source")
     func stallingEndpointThenNextSource() async throws {
         let stalling = try await LocalHTTPServer(host: "127.0.0.68") { _ in .stall }
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30)))
+        // Connect timeouts far above the budget, yet short enough that shutdown, which waits for the abandoned
+        // connects, does not hold the suite for long.
+        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
         try await DNSMasq.with { dnsmasq in
             let doh = try Self.resolver(["http://127.0.0.68:\(stalling.port)/dns-query"], budget: .milliseconds(300), transport: transport)
             let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(5)))

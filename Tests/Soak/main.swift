@@ -1,14 +1,16 @@
 // httpdns-soak: a long run through the URL protocol with an address that keeps failing and recovering, checking
 // that nothing grows. scripts/soak.sh builds and runs it.
 //
-//   httpdns-soak [--requests N] [--concurrency C] [--flap-seconds S]
+//   httpdns-soak [--requests N] [--concurrency C] [--flap-seconds S] [--plain]
 //
 // Two local servers answer soak.test on one port: 127.0.0.71 (ranked first) is stopped and started again every S
 // seconds (default 2), 127.0.0.70 always answers. Requests go through a URLSession with the protocol installed, C
 // at a time (default 64), N in all (default 1,000,000). Prints a JSON line at the start (after 2,000 requests of
 // warm-up) and one at the end: requests done, failures, open descriptors, pinned clients, the resolver's
 // background tasks and the resident memory. Exits 1 when a request failed for another reason than the flapping
-// address, or when descriptors, pinned clients, tasks or memory grew past their bounds (see `flat`).
+// address, or when descriptors, pinned clients, tasks or memory grew past their bounds (the checks at the end).
+// `--plain` sends the same load through a plain URLSession to 127.0.0.70, without the protocol: the baseline that
+// shows how much of any growth is URLSession's own.
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -44,7 +46,10 @@ var arguments = CommandLine.arguments.dropFirst()
 var total = 1_000_000
 var concurrency = 64
 var flapSeconds = 2.0
+/// `--plain`: the same load through a plain URLSession to the steady address, as the baseline for memory.
+var plain = false
 while let flag = arguments.popFirst() {
+    if flag == "--plain" { plain = true; continue }
     guard let value = arguments.popFirst() else { print("\(flag) needs a value"); exit(2) }
     switch flag {
     case "--requests": total = Int(value) ?? total
@@ -76,8 +81,9 @@ let resolver = HostResolver(
     upstreams: [], overrides: overrides, cache: HostCache(),
     configuration: .init(probing: .init(ports: [port], interval: .seconds(1))))
 let interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: .init(cookieStorage: nil))
+let targetHost = plain ? "127.0.0.70" : "soak.test"
 let configuration = URLSessionConfiguration.ephemeral
-HTTPDNSURLProtocol.install(interceptor, into: configuration)
+if !plain { HTTPDNSURLProtocol.install(interceptor, into: configuration) }
 let session = URLSession(configuration: configuration)
 
 let started = ContinuousClock.now
@@ -105,7 +111,7 @@ await withTaskGroup(of: Void.self) { group in
         let index = next
         next += 1
         group.addTask {
-            let url = URL(string: "http://soak.test:\(port)/\(index)")!
+            let url = URL(string: "http://\(targetHost):\(port)/\(index)")!
             do {
                 let (data, response) = try await session.data(from: url)
                 if (response as? HTTPURLResponse)?.statusCode != 200 || String(decoding: data, as: UTF8.self) != "ok /\(index)" {
