@@ -145,7 +145,9 @@ if last.failures > 0 { problems.append("\(last.failures) requests failed: \(firs
 if last.descriptors > start.descriptors + 32 { problems.append("descriptors grew from \(start.descriptors) to \(last.descriptors)") }
 if last.pinnedClients > interceptor.configuration.maximumPinnedClients { problems.append("pinned clients above the bound") }
 if last.backgroundTasks > start.backgroundTasks + 16 { problems.append("background tasks grew from \(start.backgroundTasks) to \(last.backgroundTasks)") }
-if last.residentMB > start.residentMB * 1.5 + 64 { problems.append("memory grew from \(start.residentMB) MB to \(last.residentMB) MB") }
+// The plain baseline measures URLSession's own growth (about 160 MB per million requests here, without the protocol); only
+// the protocol is held to the bound.
+if !plain, last.residentMB > start.residentMB * 1.5 + 64 { problems.append("memory grew from \(start.residentMB) MB to \(last.residentMB) MB") }
 session.finishTasksAndInvalidate()
 await interceptor.shutdown()
 await resolver.shutdown()
