@@ -138,7 +138,8 @@ struct OverrideScoringTests {
         let resolver = HostResolver(
             upstreams: [], overrides: overrides, cache: HostCache(configuration: .init(dualStack: .preferIPv4)),
             prober: TCPConnectProber(),
-            configuration: .init(probing: .init(ports: [1], interval: .seconds(60), timeout: .milliseconds(300)))
+            // A generous timeout: on a loaded two-core CI machine a live loopback connect has taken longer than 300 ms.
+            configuration: .init(probing: .init(ports: [1], interval: .seconds(60), timeout: .seconds(2)))
         )
         let first = try await resolver.resolveRanked("probe.test", port: Int(live.port))
         #expect(first.best == ip("127.0.0.57"), "before probing: the file's order")
@@ -161,11 +162,13 @@ struct OverrideScoringTests {
             RankedAddress(ip: ip, rank: index + 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)
         }
         let reports = EventRecorder()
-        let race = ConnectionRace(attemptDelay: .milliseconds(50), connectTimeout: .milliseconds(500), prober: TCPConnectProber())
+        // The connect timeout is generous (a live loopback connect on a loaded CI machine once took over 500 ms); the
+        // attempt delay, not the timeout, is what lets the live address win.
+        let race = ConnectionRace(attemptDelay: .milliseconds(50), connectTimeout: .seconds(3), prober: TCPConnectProber())
         let winner = await race.run(addresses, port: Int(live.port)) { ip, outcome in reports.add("\(ip) \(outcome.isSuccess)") }
-        #expect(winner == ip("127.0.0.59"))
+        #expect(winner == ip("127.0.0.59"), "reports: \(reports.all)")
         // The loser keeps running to its own timeout and is reported too.
-        for _ in 0..<100 where reports.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<300 where reports.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(reports.all.sorted() == ["127.0.0.59 true", "127.0.0.60 false"])
 
         // A refused first attempt starts the next one at once; when all fail there is no winner.
