@@ -8,12 +8,13 @@ import Synchronization
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
 ///
-/// Built on AsyncHTTPClient. Connections to an endpoint with bootstrap addresses are pinned with the client's
-/// `dnsOverride`, so the TCP connection goes to the bootstrap IP while SNI and the certificate check use the
-/// endpoint's real host name. Certificates are always verified; ``Configuration/additionalTrustRoots`` adds
-/// private CAs to the system roots and there is no way to turn verification off.
-///
-/// HTTP/2 is used when the server offers it over TLS (ALPN), so concurrent lookups share one connection.
+/// `https` endpoints are asked over one HTTP/2 connection per (endpoint, address), written directly on
+/// swift-nio-http2: every lookup is one stream, many at once, with no per-request channel (see
+/// ``HTTP2DNSConnection``). A server that does not offer HTTP/2 in ALPN, an endpoint with an IP literal host and
+/// plain `http` endpoints go through AsyncHTTPClient (HTTP/1.1) instead. Either way the TCP connection goes to the
+/// bootstrap IP when there is one, while SNI and the certificate check use the endpoint's real host name.
+/// Certificates are always verified; ``Configuration/additionalTrustRoots`` adds private CAs to the system roots and
+/// there is no way to turn verification off.
 /// A connection that cannot be made (refused, unreachable, a certificate that does not verify) fails the exchange
 /// at once instead of being retried until the connect timeout, so the next bootstrap address, the next endpoint or
 /// the next source is asked without delay.
@@ -78,14 +79,32 @@ public final class HTTPDNSTransport: Sendable {
         var address: IPAddress?
     }
 
+    /// An HTTP/2 connection being made or made.
+    private enum HTTP2Slot {
+        case connecting(id: UInt64, EventLoopFuture<HTTP2DNSConnection>)
+        case ready(id: UInt64, HTTP2DNSConnection)
+
+        var id: UInt64 {
+            switch self {
+            case .connecting(let id, _), .ready(let id, _): id
+            }
+        }
+    }
+
     private struct State {
         var clients: [PinKey: HTTPClient] = [:]
+        var http2: [PinKey: HTTP2Slot] = [:]
+        /// Targets whose server did not select HTTP/2: they are asked over HTTP/1.1.
+        var http1Only: Set<PinKey> = []
+        var nextSlotID: UInt64 = 0
         var isShutdown = false
     }
 
     /// The settings this transport was created with.
     public let configuration: Configuration
     private let tlsConfiguration: TLSConfiguration
+    /// The same trust and TLS floor, offering only `h2` in ALPN, for ``HTTP2DNSConnection``.
+    private let http2Context: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
     private let state = Locked(State())
     private let logger: Logger
@@ -108,6 +127,16 @@ public final class HTTPDNSTransport: Sendable {
             throw DNSError(code: .invalidConfiguration, message: "HTTP DNS timeouts and size cap must be positive")
         }
         let tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: configuration.additionalTrustRoots)
+        var http2TLS = tls
+        http2TLS.applicationProtocols = ["h2"]
+        // Closing sends close_notify; many servers (dnsdist among them) never answer it, and nothing is owed after a
+        // DNS connection's last answer, so the wait for theirs is short (the default is 5 s).
+        http2TLS.shutdownTimeout = .milliseconds(250)
+        do {
+            self.http2Context = try NIOSSLContext(configuration: http2TLS)
+        } catch {
+            throw DNSError(code: .invalidConfiguration, message: "cannot set up TLS: \(error)", source: error)
+        }
         self.configuration = configuration
         self.tlsConfiguration = tls
         self.eventLoopGroup = eventLoopGroup
@@ -117,16 +146,37 @@ public final class HTTPDNSTransport: Sendable {
     deinit {
         // AsyncHTTPClient requires an explicit shutdown; a transport dropped without one still closes its
         // connections. The clients stay alive until their shutdown completes.
-        let clients = state.withLock { state in state.isShutdown ? [] : Array(state.clients.values) }
+        let (clients, http2) = state.withLock { state in
+            state.isShutdown ? ([], []) : (Array(state.clients.values), Array(state.http2.values))
+        }
         for client in clients { client.shutdown { _ in } }
+        for slot in http2 { Self.close(slot) }
+    }
+
+    private static func close(_ slot: HTTP2Slot) {
+        switch slot {
+        case .connecting(_, let future): future.whenSuccess { $0.channel.close(promise: nil) }
+        case .ready(_, let connection): connection.channel.close(promise: nil)
+        }
     }
 
     /// Closes every connection. Later requests fail with ``DNSError/Code/shutdown``. Calling it twice is harmless.
     public func shutdown() async {
-        let clients = state.withLock { state in
+        let (clients, http2) = state.withLock { state in
             state.isShutdown = true
-            defer { state.clients.removeAll() }
-            return Array(state.clients.values)
+            defer {
+                state.clients.removeAll()
+                state.http2.removeAll()
+            }
+            return (Array(state.clients.values), Array(state.http2.values))
+        }
+        for slot in http2 {
+            switch slot {
+            case .connecting(_, let future):
+                if let connection = try? await future.get() { try? await connection.channel.close() }
+            case .ready(_, let connection):
+                try? await connection.channel.close()
+            }
         }
         for client in clients {
             do { try await client.shutdown() } catch { logger.debug("HTTP client shutdown: \(error)") }
@@ -176,8 +226,95 @@ public final class HTTPDNSTransport: Sendable {
         throw lastError
     }
 
-    /// One HTTP exchange under the request timeout.
+    /// One HTTP exchange under the request timeout: over HTTP/2 when the target offers it, else HTTP/1.1.
     private func exchange(
+        _ request: Request,
+        endpoint: HTTPDNSEndpoint,
+        address: IPAddress?,
+        server: String
+    ) async throws -> Response {
+        let key = PinKey(host: endpoint.host, address: address)
+        if endpoint.scheme == .https, !endpoint.hostIsIPAddress, !state.withLock({ $0.http1Only.contains(key) }) {
+            do {
+                return try await http2Exchange(request, endpoint: endpoint, key: key, server: server)
+            } catch is HTTP2NotOffered {
+                logger.debug("no HTTP/2 in ALPN, using HTTP/1.1", metadata: ["server": "\(server)"])
+                state.withLock { _ = $0.http1Only.insert(key) }
+            }
+        }
+        return try await http1Exchange(request, endpoint: endpoint, address: address, server: server)
+    }
+
+    /// One exchange on the target's HTTP/2 connection. When the connection is lost before the answer (a GOAWAY that
+    /// leaves the stream out, a refused stream, a closed connection), it goes again on a new connection, up to three
+    /// times: HTTP DNS queries have no side effects, and a server that restarts or limits requests per connection
+    /// must not fail the lookups in flight.
+    private func http2Exchange(_ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String) async throws -> Response {
+        var attempt = 0
+        while true {
+            let connection = try await http2Connection(for: key, endpoint: endpoint)
+            do {
+                return try await connection.execute(
+                    request, timeout: configuration.requestTimeout, limit: configuration.maximumResponseBytes,
+                    server: server)
+            } catch let error as HTTP2ConnectionLost where error.retryable && attempt < 3 {
+                attempt += 1
+                logger.debug("HTTP/2 connection lost, retrying on a new one", metadata: ["server": "\(server)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// The target's usable HTTP/2 connection, made on first use; concurrent first requests share one attempt.
+    private func http2Connection(for key: PinKey, endpoint: HTTPDNSEndpoint) async throws -> HTTP2DNSConnection {
+        while true {
+            let slot: HTTP2Slot = try state.withLock { state in
+                guard !state.isShutdown else {
+                    throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+                }
+                if let slot = state.http2[key] {
+                    if case .ready(_, let connection) = slot, !connection.isUsable {
+                        state.http2[key] = nil
+                    } else {
+                        return slot
+                    }
+                }
+                state.nextSlotID += 1
+                let future = HTTP2DNSConnection.connect(
+                    endpoint: endpoint, address: key.address, sslContext: http2Context, group: eventLoopGroup,
+                    timeout: configuration.connectTimeout, idleTimeout: configuration.idleConnectionTimeout,
+                    maximumResponseBytes: configuration.maximumResponseBytes)
+                let slot = HTTP2Slot.connecting(id: state.nextSlotID, future)
+                state.http2[key] = slot
+                return slot
+            }
+            switch slot {
+            case .ready(_, let connection):
+                return connection
+            case .connecting(let id, let future):
+                let connection: HTTP2DNSConnection
+                do {
+                    connection = try await future.get()
+                } catch {
+                    state.withLock { state in if state.http2[key]?.id == id { state.http2[key] = nil } }
+                    throw error
+                }
+                let installed = state.withLock { state in
+                    guard case .connecting(id, _)? = state.http2[key] else { return false }
+                    state.http2[key] = .ready(id: id, connection)
+                    return true
+                }
+                if installed {
+                    connection.channel.closeFuture.whenComplete { [weak self] _ in
+                        self?.state.withLock { state in if state.http2[key]?.id == id { state.http2[key] = nil } }
+                    }
+                }
+                if connection.isUsable { return connection }
+            }
+        }
+    }
+
+    /// One HTTP/1.1 exchange through AsyncHTTPClient under the request timeout.
+    private func http1Exchange(
         _ request: Request,
         endpoint: HTTPDNSEndpoint,
         address: IPAddress?,
@@ -249,6 +386,8 @@ public final class HTTPDNSTransport: Sendable {
             return error
         case is NIOTooManyBytesError:
             return make(.responseTooLarge, "the response body is larger than the cap")
+        case let error as HTTP2ConnectionLost:
+            return make(.transportFailure, error.message)
         case is NIOSSLError, is NIOSSLExtraError, is BoringSSLError:
             return make(.tlsFailure, "TLS failed: \(error)")
         case let error as HTTPClientError:

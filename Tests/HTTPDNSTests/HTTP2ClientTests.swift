@@ -1,0 +1,180 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+
+/// The HTTP/2 DoH client against a real HTTP/2 server (swift-nio-http2 over TLS) whose behaviour each test scripts:
+/// stream limits, GOAWAY, stalled and oversized answers, idle connections, and a server without HTTP/2.
+@Suite("HTTP/2 DoH client")
+struct HTTP2ClientTests {
+    /// Runs `body` with a scripted server for `doh.test`, a transport trusting its CA, and a resolver for it.
+    static func withServer(
+        _ behaviour: LocalHTTP2DoHServer.Behaviour = .init(),
+        method: HTTPDNSResolver.API.DoHMethod = .get,
+        transport configuration: HTTPDNSTransport.Configuration = .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30)),
+        _ body: (LocalHTTP2DoHServer, HTTPDNSResolver) async throws -> Void
+    ) async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTP2DoHServer(certificate: try certificates.leaf(for: "doh.test"), behaviour: behaviour)
+        var configuration = configuration
+        configuration.additionalTrustRoots = [certificates.caPath]
+        let transport = try HTTPDNSTransport(configuration: configuration)
+        let resolver = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsMessage(method: method),
+                endpoints: [try HTTPDNSEndpoint("https://doh.test:\(server.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])],
+                allowNonPublicAddresses: true),
+            transport: transport)
+        do {
+            try await body(server, resolver)
+        } catch {
+            await transport.shutdown()
+            await server.stop()
+            throw error
+        }
+        await transport.shutdown()
+        await server.stop()
+    }
+
+    static func lookUp(_ resolver: HTTPDNSResolver, _ names: [String]) async -> [String] {
+        await withTaskGroup(of: String.self) { group in
+            for name in names {
+                group.addTask {
+                    do {
+                        let answer = try await resolver.resolve(try HostName(name), family: .ipv4)
+                        return answer.addresses.map(\.ip.description).joined(separator: ",")
+                    } catch let error as DNSError {
+                        return "error: \(error.code) \(error.message)"
+                    } catch {
+                        return "error: \(error)"
+                    }
+                }
+            }
+            var results: [String] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+    }
+
+    @Test("300 lookups at once share one connection and never exceed the server's stream limit", arguments: [
+        HTTPDNSResolver.API.DoHMethod.get, .post,
+    ])
+    func manyStreams(method: HTTPDNSResolver.API.DoHMethod) async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.maxConcurrentStreams = 8
+        behaviour.delay = .milliseconds(2)
+        try await Self.withServer(behaviour, method: method) { server, resolver in
+            let results = await Self.lookUp(resolver, (0..<300).map { "n\($0).test" })
+            #expect(results == Array(repeating: "192.0.2.1", count: 300))
+            #expect(server.connections == 1)
+            #expect(server.streams == 300)
+            #expect(server.peakConcurrentStreams <= 8)
+            #expect(server.peakConcurrentStreams > 1, "the lookups were multiplexed")
+        }
+    }
+
+    @Test("GOAWAY: streams the server will not answer go again on a new connection, and nothing fails")
+    func goAway() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.goAwayAfterStreams = 10
+        behaviour.delay = .milliseconds(20)
+        try await Self.withServer(behaviour) { server, resolver in
+            // 25 at once against 10 streams per connection: the refused ones go again, up to three times.
+            let results = await Self.lookUp(resolver, (0..<25).map { "n\($0).test" })
+            #expect(results == Array(repeating: "192.0.2.1", count: 25))
+            #expect(server.connections == 3)
+            // After the server closed its side, later lookups open a fresh connection on their own.
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await Self.lookUp(resolver, ["late.test"]) == ["192.0.2.1"])
+        }
+    }
+
+    @Test("a stream that is never answered times out alone; the connection keeps serving the others")
+    func stalledStream() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.stalled = ["stall.test"]
+        let configuration = HTTPDNSTransport.Configuration(requestTimeout: .milliseconds(500), connectTimeout: .seconds(30))
+        try await Self.withServer(behaviour, transport: configuration) { server, resolver in
+            let results = await Self.lookUp(resolver, ["stall.test", "a.test", "b.test"])
+            #expect(results.filter { $0 == "192.0.2.1" }.count == 2)
+            #expect(results.contains { $0.hasPrefix("error: timeout") }, "\(results)")
+            #expect(await Self.lookUp(resolver, ["c.test"]) == ["192.0.2.1"])
+            #expect(server.connections == 1)
+        }
+    }
+
+    @Test("an answer above the size cap fails with responseTooLarge; the connection stays usable")
+    func oversized() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.oversized = ["big.test": 200_000]
+        let configuration = HTTPDNSTransport.Configuration(
+            requestTimeout: .seconds(30), connectTimeout: .seconds(30), maximumResponseBytes: 4096)
+        try await Self.withServer(behaviour, transport: configuration) { server, resolver in
+            let results = await Self.lookUp(resolver, ["big.test"])
+            #expect(results.count == 1 && results[0].hasPrefix("error: responseTooLarge"), "\(results)")
+            #expect(await Self.lookUp(resolver, ["small.test"]) == ["192.0.2.1"])
+            #expect(server.connections == 1)
+        }
+    }
+
+    @Test("cancelling a lookup whose answer never comes ends it with CancellationError, not a timeout")
+    func cancellation() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.stalled = ["stall.test"]
+        try await Self.withServer(behaviour) { server, resolver in
+            let task = Task { try await resolver.resolve(try HostName("stall.test"), family: .ipv4) }
+            let reached = try await waitUntil { server.streams == 1 }
+            #expect(reached, "the stream reached the server")
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(await Self.lookUp(resolver, ["after.test"]) == ["192.0.2.1"])
+        }
+    }
+
+    @Test("an idle connection closes after idleConnectionTimeout; the next lookup opens a new one")
+    func idleClose() async throws {
+        let configuration = HTTPDNSTransport.Configuration(
+            requestTimeout: .seconds(30), connectTimeout: .seconds(30), idleConnectionTimeout: .milliseconds(300))
+        try await Self.withServer(transport: configuration) { server, resolver in
+            #expect(await Self.lookUp(resolver, ["one.test"]) == ["192.0.2.1"])
+            #expect(server.connections == 1)
+            try await Task.sleep(for: .milliseconds(1200))
+            #expect(await Self.lookUp(resolver, ["two.test"]) == ["192.0.2.1"])
+            // Two, or more when a loaded machine lets a new connection sit idle past 300 ms before its first stream
+            // (the lookup then goes again on another one, as the result above shows).
+            #expect(server.connections >= 2)
+        }
+    }
+
+    @Test("a TLS server that does not offer HTTP/2 in ALPN is asked over HTTP/1.1, SNI and certificate unchanged")
+    func http1Fallback() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let names = Locked<[String?]>([])
+        let answer = FakeHTTPDNS.dnsJSON()
+        let server = try await LocalHTTPServer(tls: try certificates.leaf(for: "doh.test")) { request in
+            names.withLock { $0.append(request.serverName) }
+            return answer(request)
+        }
+        let transport = try HTTPDNSTransport(
+            configuration: .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30), additionalTrustRoots: [certificates.caPath]))
+        let resolver = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsJSON,
+                endpoints: [try HTTPDNSEndpoint("https://doh.test:\(server.port)/resolve", bootstrapAddresses: [IPAddress("127.0.0.1")!])],
+                allowNonPublicAddresses: true),
+            transport: transport)
+        let first = try await resolver.resolve(try HostName("v4only.test"), family: .ipv4)
+        let second = try await resolver.resolve(try HostName("v4only.test"), family: .ipv4)
+        #expect(first.addresses.map(\.ip.description) == ["192.0.2.10"])
+        #expect(second.addresses.map(\.ip.description) == ["192.0.2.10"])
+        #expect(names.withLock { $0 } == ["doh.test", "doh.test"])
+        // One connection refused for want of h2, then one HTTP/1.1 connection kept for both lookups.
+        #expect(server.connections == 2)
+        await transport.shutdown()
+        await server.stop()
+    }
+}
