@@ -33,6 +33,7 @@ extension BenchmarkMetric {
     static let toolVsDefault = BenchmarkMetric.custom(
         "hostsctl bench / Swift default executor %", polarity: .prefersLarger, useScalingFactor: false)
     static let toolP50 = BenchmarkMetric.custom("hostsctl bench p50 latency (us)", useScalingFactor: false)
+    static let toolVsC = BenchmarkMetric.custom("hostsctl bench/C driver %", polarity: .prefersLarger, useScalingFactor: false)
     static let idleCPU = BenchmarkMetric.custom("CPU with an idle resolver (us per s)", useScalingFactor: false)
     static let baselineCPU = BenchmarkMetric.custom("CPU without a resolver (us per s)", useScalingFactor: false)
 }
@@ -156,12 +157,15 @@ let benchmarks: @Sendable () -> Void = {
         // `hostsctl bench --source cares` (the command's own code: argument parsing, settings, its load generator with
         // per-worker tallies and tickets) against the plain resolver loops above, in the same iteration.
         Benchmark(
-            "hostsctl bench vs resolver loops, \(inFlight) in flight, \(name)",
-            configuration: .init(metrics: [.wallClock, .toolQPS, .toolVsPinned, .toolVsDefault, .toolP50, .pinnedQPS, .swiftQPS])
+            "hostsctl bench vs C driver and resolver loops, \(inFlight) in flight, \(name)",
+            configuration: .init(metrics: [
+                .wallClock, .toolQPS, .toolVsC, .toolVsPinned, .toolVsDefault, .toolP50, .cQPS, .pinnedQPS, .swiftQPS,
+            ])
         ) { benchmark in
             let server = try ServerAddress(parsing: address)
             let resolver = try CAresResolver(options: .init(servers: [server]))
             let hosts = try names.map { try HostName($0) }
+            let c = runC(server: server.description)
             let pinned = try await runSwift(resolver, hosts: hosts, onResolverExecutor: true)
             let swift = try await runSwift(resolver, hosts: hosts, onResolverExecutor: false)
             resolver.shutdown()
@@ -172,6 +176,8 @@ let benchmarks: @Sendable () -> Void = {
                 fatalError("hostsctl bench did not answer every query: \(results.map { "\($0.ok)/\($0.queries) \($0.errors)" })")
             }
             benchmark.measurement(.toolQPS, Int(tool.queriesPerSecond))
+            benchmark.measurement(.toolVsC, Int((tool.queriesPerSecond / c.qps * 100).rounded()))
+            benchmark.measurement(.cQPS, Int(c.qps))
             benchmark.measurement(.toolVsPinned, Int((tool.queriesPerSecond / pinned.qps * 100).rounded()))
             benchmark.measurement(.toolVsDefault, Int((tool.queriesPerSecond / swift.qps * 100).rounded()))
             benchmark.measurement(.toolP50, Int(((tool.percentile(0.5) ?? 0) * 1000).rounded()))
