@@ -40,15 +40,12 @@ struct HTTPDNSAPITests {
     ) async throws {
         let server = try await LocalHTTPServer(handler: handler)
         let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, connectTimeout: .seconds(30)))
-        do {
+        try await withCleanup {
             try await body(server, transport)
-        } catch {
+        } cleanup: {
             await transport.shutdown()
             await server.stop()
-            throw error
         }
-        await transport.shutdown()
-        await server.stop()
     }
 
     static func resolver(
