@@ -136,10 +136,12 @@ struct OverrideScoringTests {
         let overrides = HostOverrides()
         overrides.set([ip("127.0.0.57"), ip("127.0.0.58"), ip("127.0.0.56")], for: try HostPattern("probe.test"))
         let resolver = HostResolver(
-            upstreams: [], overrides: overrides, cache: HostCache(configuration: .init(dualStack: .preferIPv4)),
+            // A back-off far longer than the test: a slow (sanitized, loaded) run must not see it expire.
+            upstreams: [], overrides: overrides,
+            cache: HostCache(configuration: .init(dualStack: .preferIPv4, scoring: .init(failureBackoff: .seconds(600), maximumFailureBackoff: .seconds(600)))),
             prober: TCPConnectProber(),
             // A generous timeout: on a loaded two-core CI machine a live loopback connect has taken longer than 300 ms.
-            configuration: .init(probing: .init(ports: [1], interval: .seconds(60), timeout: .seconds(2)))
+            configuration: .init(probing: .init(ports: [1], interval: .seconds(60), timeout: TestTiming.scaled(.seconds(2))))
         )
         let first = try await resolver.resolveRanked("probe.test", port: Int(live.port))
         #expect(first.best == ip("127.0.0.57"), "before probing: the file's order")
@@ -164,11 +166,12 @@ struct OverrideScoringTests {
         let reports = EventRecorder()
         // The connect timeout is generous (a live loopback connect on a loaded CI machine once took over 500 ms); the
         // attempt delay, not the timeout, is what lets the live address win.
-        let race = ConnectionRace(attemptDelay: .milliseconds(50), connectTimeout: .seconds(3), prober: TCPConnectProber())
+        let race = ConnectionRace(
+            attemptDelay: .milliseconds(50), connectTimeout: TestTiming.scaled(.seconds(3)), prober: TCPConnectProber())
         let winner = await race.run(addresses, port: Int(live.port)) { ip, outcome in reports.add("\(ip) \(outcome.isSuccess)") }
         #expect(winner == ip("127.0.0.59"), "reports: \(reports.all)")
         // The loser keeps running to its own timeout and is reported too.
-        for _ in 0..<300 where reports.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<Int(300 * TestTiming.scale) where reports.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
         #expect(reports.all.sorted() == ["127.0.0.59 true", "127.0.0.60 false"])
 
         // A refused first attempt starts the next one at once; when all fail there is no winner.

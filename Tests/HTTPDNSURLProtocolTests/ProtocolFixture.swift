@@ -37,6 +37,9 @@ final class ProtocolFixture: Sendable {
         cookies = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "httpdns-tests-\(UUID().uuidString)")
         cookies.cookieAcceptPolicy = .always
         var configuration = HTTPDNSInterceptor.Configuration(cookieStorage: cookies)
+        // Live loopback servers must never miss the connect timeout: scaled for sanitizer runs, where a loaded
+        // machine once took more than the default 2 s. Tests about timeouts set their own.
+        configuration.connectTimeout = TestTiming.scaled(.seconds(2))
         let recorded = TraceLog()
         configuration.traceHandler = { trace in recorded.append(trace) }
         configure(&configuration)
