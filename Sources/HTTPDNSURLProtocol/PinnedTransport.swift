@@ -68,6 +68,8 @@ final class PinnedTransport: Sendable {
 
     private struct Entry {
         var client: HTTPClient
+        /// Admits the client's requests as its connections can take them (see ``ConnectionGate``).
+        var gate: ConnectionGate
         var inFlight: Int
         var lastUse: UInt64
     }
@@ -132,8 +134,20 @@ final class PinnedTransport: Sendable {
     ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
     func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
         let key = Key(host: exchange.host, address: exchange.address, proxy: exchange.proxy)
-        let client = try acquire(key)
+        let (client, gate) = try acquire(key)
         defer { release(key, client) }
+        do {
+            try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
+        } catch .cancelled {
+            throw AttemptFailure(underlying: CancellationError(), requestSent: false)
+        } catch .deadlineExceeded {
+            let waited = InterceptionError(
+                code: .timedOut,
+                message: "every connection to \(exchange.host) stayed busy until the request's time ran out "
+                    + "(at most \(configuration.maximumConnectionsPerHost) per address)")
+            throw AttemptFailure(underlying: waited, requestSent: false)
+        }
+        defer { gate.leave() }
         let collector = ResponseCollector(limit: maximumResponseBytes)
         let task: HTTPClient.Task<Response>
         do {
@@ -148,11 +162,14 @@ final class PinnedTransport: Sendable {
             throw AttemptFailure(underlying: error, requestSent: false)
         }
         do {
-            return try await withTaskCancellationHandler {
+            let response = try await withTaskCancellationHandler {
                 try await task.futureResult.get()
             } onCancel: {
                 task.cancel()
             }
+            // HTTP/2 multiplexes: streams, not connections, bound the client from now on.
+            if response.version == "HTTP/2.0" { gate.raiseLimit(to: ConnectionGate.http2Limit) }
+            return response
         } catch {
             throw AttemptFailure(underlying: error, requestSent: collector.requestSent)
         }
@@ -172,8 +189,8 @@ final class PinnedTransport: Sendable {
         await closing.waitForAll()
     }
 
-    private func acquire(_ key: Key) throws(InterceptionError) -> HTTPClient {
-        let (client, evicted) = try state.withLock { state throws(InterceptionError) -> (HTTPClient, HTTPClient?) in
+    private func acquire(_ key: Key) throws(InterceptionError) -> (HTTPClient, ConnectionGate) {
+        let (entry, evicted) = try state.withLock { state throws(InterceptionError) -> (Entry, HTTPClient?) in
             guard !state.isShutdown else {
                 throw InterceptionError(code: .shutdown, message: "the interceptor was shut down")
             }
@@ -182,10 +199,12 @@ final class PinnedTransport: Sendable {
                 entry.inFlight += 1
                 entry.lastUse = state.tick
                 state.entries[key] = entry
-                return (entry.client, nil)
+                return (entry, nil)
             }
-            let client = makeClient(for: key)
-            state.entries[key] = Entry(client: client, inFlight: 1, lastUse: state.tick)
+            let created = Entry(
+                client: makeClient(for: key), gate: ConnectionGate(limit: configuration.maximumConnectionsPerHost),
+                inFlight: 1, lastUse: state.tick)
+            state.entries[key] = created
             var evicted: HTTPClient?
             if state.entries.count > configuration.maximumClients,
                 let (oldest, entry) = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
@@ -197,10 +216,10 @@ final class PinnedTransport: Sendable {
                     state.retired[ObjectIdentifier(entry.client)] = entry
                 }
             }
-            return (client, evicted)
+            return (created, evicted)
         }
         if let evicted { closing.close(evicted, logger: logger) }
-        return client
+        return (entry.client, entry.gate)
     }
 
     private func release(_ key: Key, _ client: HTTPClient) {

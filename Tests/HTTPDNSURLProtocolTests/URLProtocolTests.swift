@@ -413,6 +413,87 @@ struct URLProtocolTests {
         }
     }
 
+    @Test("a burst beyond the connection limit to a slow host queues until each request's own timeout, not the connect timeout")
+    func burstBeyondConnectionLimit() async throws {
+        // Each answer takes twice the connect timeout, so a request queued behind a busy connection waits longer
+        // than the connect timeout: AsyncHTTPClient's own queue would fail it there.
+        let connectTimeout = TestTiming.scaled(.milliseconds(500))
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            .delayed(connectTimeout * 2, .text("done \(request.path)"))
+        }
+        try await withCleanup { () async throws in
+            let fixture = try ProtocolFixture { configuration in
+                configuration.connectTimeout = connectTimeout
+                configuration.maximumConnectionsPerHost = 2
+            }
+            try fixture.pin("slow.test", to: "127.0.0.5")
+            let session = fixture.session
+            let port = server.port
+            let results = try await withTimeLimit(.seconds(120)) {
+                await withTaskGroup(of: (Int, String).self) { group in
+                    for index in 0..<8 {
+                        group.addTask {
+                            var request = URLRequest(url: URL(string: "http://slow.test:\(port)/\(index)")!)
+                            request.timeoutInterval = 60
+                            do {
+                                let (data, _) = try await session.data(for: request)
+                                return (index, text(data))
+                            } catch {
+                                return (index, "failed: \(error)")
+                            }
+                        }
+                    }
+                    return await group.reduce(into: [Int: String]()) { $0[$1.0] = $1.1 }
+                }
+            }
+            #expect(results.count == 8)
+            for (index, body) in results { #expect(body == "done /\(index)") }
+            // The limit holds: the requests shared two connections instead of opening eight.
+            #expect(server.connections <= 2)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
+    @Test("a queued request leaves when cancelled or when its timeoutInterval runs out, and its place is not lost")
+    func queuedRequestsLeave() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            request.path == "/hold" ? .delayed(TestTiming.scaled(.seconds(3)), .text("held")) : .text("quick")
+        }
+        try await withCleanup { () async throws in
+            let fixture = try ProtocolFixture { $0.maximumConnectionsPerHost = 1 }
+            try fixture.pin("queue.test", to: "127.0.0.5")
+            let session = fixture.session
+            let port = server.port
+            // One request holds the only connection.
+            let holder = Task { try await session.data(from: URL(string: "http://queue.test:\(port)/hold")!) }
+            #expect(try await waitUntil { server.connections == 1 })
+            // Queued behind it: one times out, one is cancelled.
+            var short = URLRequest(url: URL(string: "http://queue.test:\(port)/short")!)
+            short.timeoutInterval = 0.5
+            let timedOut = Task { try await session.data(for: short) }
+            let cancelled = Task { try await session.data(from: URL(string: "http://queue.test:\(port)/cancelled")!) }
+            try await Task.sleep(for: .milliseconds(100))
+            cancelled.cancel()
+            await #expect(throws: (any Error).self) { _ = try await cancelled.value }
+            let error = await #expect(throws: URLError.self) { _ = try await timedOut.value }
+            #expect(error?.code == .timedOut)
+            // The holder finishes, and the connection serves the next request: neither waiter kept a place.
+            let (held, _) = try await holder.value
+            #expect(text(held) == "held")
+            let (quick, _) = try await withTimeLimit(.seconds(30)) {
+                try await session.data(from: URL(string: "http://queue.test:\(port)/quick")!)
+            }
+            #expect(text(quick) == "quick")
+            let trace = fixture.traces.first { $0.url.hasSuffix("/short") }
+            #expect(trace?.error?.code == .timedOut)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
     @Test("a cancellation storm: every cancelled task completes, none hangs, nothing crashes")
     func cancellationStorm() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
