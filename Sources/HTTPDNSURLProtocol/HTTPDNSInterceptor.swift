@@ -370,11 +370,15 @@ public final class HTTPDNSInterceptor: Sendable {
         }
         let sendStart = ContinuousClock.now
         var tried: [String] = []
+        // Built once for the hop, from the request as the application wrote it; each attempt only pins the client
+        // to its address (the URL keeps the real host, which gives the Host header and SNI).
+        var exchange = try PinnedTransport.Exchange(request, body: body)
+        exchange.proxy = proxy
         for (index, candidate) in candidates.enumerated() {
-            let wire = try candidate.map { address throws(InterceptionError) in try RequestRewriting.rewrite(request, to: address) } ?? request
-            var exchange = try PinnedTransport.Exchange(wire, body: body)
-            exchange.proxy = proxy
-            if let candidate { tried.append(candidate.description) }
+            if let candidate {
+                exchange.address = candidate
+                tried.append(candidate.description)
+            }
             let attemptStart = ContinuousClock.now
             do {
                 let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)

@@ -78,8 +78,9 @@ public enum RequestRewriting {
 }
 
 extension PinnedTransport.Exchange {
-    /// The exchange for a request: rewritten by ``RequestRewriting/rewrite(_:to:)`` (an IP in the URL, the real host
-    /// in `Host`; the client is pinned to the IP), or an unrewritten one (the client resolves the host itself).
+    /// The exchange for a request as the application wrote it (the caller pins it by setting ``address``), or for
+    /// one rewritten by ``RequestRewriting/rewrite(_:to:)`` (an IP in the URL, the real host in `Host`; the client
+    /// is pinned to the IP).
     /// The handled tag and hop-by-hop headers are dropped; `body` is the request's body, read already.
     init(_ request: URLRequest, body: [UInt8]?) throws(InterceptionError) {
         guard let url = request.url, let urlHost = RequestRewriting.host(of: url),
@@ -95,6 +96,9 @@ extension PinnedTransport.Exchange {
             // A rewritten request: connect to the IP, speak to the real host.
             address = pinned
             host = realHost.lowercased()
+            components.percentEncodedHost = host
+        } else if host != urlHost, IPAddress(urlHost) == nil {
+            // The client is pinned by the lowercased name (`dnsOverride`), so the URL must carry that spelling.
             components.percentEncodedHost = host
         }
         components.fragment = nil

@@ -26,6 +26,11 @@ struct URLProtocolTests {
             let trace = try #require(fixture.traces.last)
             #expect(trace.hops.map(\.address) == [IPAddress("127.0.0.5")])
             #expect(trace.hops.first?.hostHeader == "api.test:\(server.port)")
+            // Host names are case-insensitive: a mixed-case URL goes to the same pinned address, never to the
+            // system resolver, and the server sees the name in lower case.
+            let mixed = URL(string: "http://API.Test:\(server.port)/hello")!
+            let (mixedData, _) = try await fixture.session.data(for: URLRequest(url: mixed))
+            #expect(text(mixedData) == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
