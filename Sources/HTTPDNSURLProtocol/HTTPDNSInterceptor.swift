@@ -135,6 +135,13 @@ public final class HTTPDNSInterceptor: Sendable {
             proxies = ProxyEnvironment()
             allowsInsecureRedirects = settings.allowInsecureRedirects
         }
+
+        /// What the exchange engine needs of these settings.
+        var policy: ExchangeEngine.Policy {
+            ExchangeEngine.Policy(
+                scope: scope, maximumFailovers: maximumFailovers, raceConnections: raceConnections,
+                connectionAttemptDelay: connectionAttemptDelay, connectTimeout: connectTimeout)
+        }
     }
 
     /// An answer, as URLSession callers receive it.
@@ -153,7 +160,7 @@ public final class HTTPDNSInterceptor: Sendable {
     public var configuration: Configuration { live.withLock { $0 } }
     private let live: Locked<Configuration>
     let transport: PinnedTransport
-    private let prober: any ConnectProber
+    private let engine: ExchangeEngine
     private let logger: Logger
     private let metrics: InterceptionMetrics
 
@@ -192,9 +199,11 @@ public final class HTTPDNSInterceptor: Sendable {
             eventLoopGroup: eventLoopGroup,
             logger: logger
         )
-        self.prober = TCPConnectProber(group: eventLoopGroup)
         self.logger = logger
         self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        self.engine = ExchangeEngine(
+            resolver: resolver, transport: transport, prober: TCPConnectProber(group: eventLoopGroup), logger: logger,
+            metrics: metrics)
     }
 
     /// Whether the URL protocol takes `request`: http or https, not tagged handled, a host inside the scope (IP
@@ -313,148 +322,36 @@ public final class HTTPDNSInterceptor: Sendable {
         let hostText = RequestRewriting.host(of: url) ?? ""
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         let method = (request.httpMethod ?? "GET").uppercased()
+        let urlText = url.absoluteString
         var hop = RequestTrace.Hop(
-            url: Redaction.url(url.absoluteString), method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
+            url: Redaction.url(urlText), method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
             address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
         defer { trace.hops.append(hop) }
 
-        let resolveStart = ContinuousClock.now
         // The request's timeoutInterval covers the whole hop: resolution, the connection race, connect and exchange.
         let timeout = request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
         let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout * 1e9))
-        let budget = Duration.nanoseconds(Int64(timeout * 1e9))
-        var candidates: [IPAddress?] = [nil]
-        var name: HostName?
         let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
-        if proxy == nil, configuration.scope.intercepts(host: hostText, overrides: resolver.overrides) {
-            let ranked: RankedResolution
-            let resolver = self.resolver
-            do {
-                ranked = try await withTimeLimit(
-                    budget,
-                    orThrow: InterceptionError(
-                        code: .timedOut, message: "resolving \(hostText) took longer than the request's timeoutInterval (\(timeout) s)",
-                        url: url.absoluteString)
-                ) {
-                    try await resolver.resolveRanked(hostText, family: .any, port: port)
-                }
-            } catch let error as DNSError {
-                throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(hostText): \(error.message)", url: url.absoluteString, source: error)
-            } catch let error as InterceptionError {
-                throw error
-            } catch {
-                throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url.absoluteString)
-            }
-            guard !ranked.addresses.isEmpty else {
-                throw InterceptionError(code: .resolutionFailed, message: "\(hostText) has no address", url: url.absoluteString)
-            }
-            name = try? HostName(hostText)
-            hop.freshness = ranked.freshness
-            hop.resolveTime = ContinuousClock.now - resolveStart
-            var ordered = Array(ranked.addresses.prefix(1 + configuration.maximumFailovers))
-            if let name, let winner = await raceIfUnproven(ordered, of: name, port: port, deadline: deadline),
-                let index = ordered.firstIndex(where: { $0.ip == winner })
-            {
-                hop.raced = true
-                ordered.insert(ordered.remove(at: index), at: 0)
-            }
-            candidates = ordered.map(\.ip)
-        } else {
-            hop.resolveTime = ContinuousClock.now - resolveStart
-        }
-
-        guard NIODeadline.now() < deadline else {
-            throw InterceptionError(
-                code: .timedOut, message: "the request's timeoutInterval (\(timeout) s) ran out before connecting", url: url.absoluteString)
-        }
-        let sendStart = ContinuousClock.now
-        var tried: [String] = []
+        let candidates = try await engine.candidates(
+            host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.policy,
+            budget: .nanoseconds(Int64(timeout * 1e9)), deadline: deadline, hop: &hop)
         // Built once for the hop, from the request as the application wrote it; each attempt only pins the client
         // to its address (the URL keeps the real host, which gives the Host header and SNI).
         var exchange = try PinnedTransport.Exchange(request, body: body)
         exchange.proxy = proxy
-        for (index, candidate) in candidates.enumerated() {
-            if let candidate {
-                exchange.address = candidate
-                tried.append(candidate.description)
-            }
-            let attemptStart = ContinuousClock.now
-            do {
-                let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
-                if let candidate, let name { resolver.reportFirstByte(to: candidate, of: name, latency: response.headLatency) }
-                hop.address = candidate
-                hop.status = response.status
-                hop.elapsed = ContinuousClock.now - sendStart
-                logger.trace(
-                    "intercepted hop",
-                    metadata: ["url": "\(url.absoluteString)", "ip": "\(candidate?.description ?? "-")", "status": "\(response.status)"])
-                return response
-            } catch {
-                let (code, message, retry) = Task.isCancelled
-                    ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
-                let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
-                // An invalid header is reported without its value (it may be a credential), and without the
-                // underlying error, whose description quotes it.
-                let failure = InterceptionError(
-                    code: code, message: message, url: url.absoluteString, addressesTried: tried,
-                    source: code == .invalidRequest ? nil : underlying)
-                hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
-                if let candidate, let name, retry != .never || code == .certificateRejected {
-                    resolver.reportFailure(to: candidate, of: name)
-                }
-                let mayRetry =
-                    switch retry {
-                    case .beforeSending: true
-                    case .afterSending: Self.idempotentMethods.contains(method)
-                    case .never: false
-                    }
-                guard mayRetry, index + 1 < candidates.count, NIODeadline.now() < deadline else {
-                    hop.elapsed = ContinuousClock.now - sendStart
-                    if retry == .afterSending, !mayRetry, index + 1 < candidates.count {
-                        var final = failure
-                        final.message += "; the request may have reached the server, so a \(method) is not sent again to another address"
-                        throw final
-                    }
-                    throw failure
-                }
-                metrics.failovers.increment()
-                logger.debug(
-                    "failing over to the next address",
-                    metadata: ["url": "\(url.absoluteString)", "ip": "\(candidate?.description ?? "-")", "error": "\(code)"])
-            }
+        let transport = self.transport
+        let response = try await engine.attempt(candidates, method: method, url: urlText, deadline: deadline, hop: &hop) { address in
+            var pinned = exchange
+            if let address { pinned.address = address }
+            let response = try await transport.execute(pinned, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
+            return (response, response.headLatency)
         }
-        throw InterceptionError(code: .connectionFailed, message: "no address to try", url: url.absoluteString, addressesTried: tried)
+        hop.status = response.status
+        logger.trace(
+            "intercepted hop", metadata: ["url": "\(urlText)", "ip": "\(hop.address?.description ?? "-")", "status": "\(response.status)"])
+        return response
     }
-
-    /// When the best of `addresses` has not proven itself (never answered, or carrying a failure penalty), races
-    /// TCP connects to them (``Configuration/connectionAttemptDelay`` apart) and returns the first to connect. Every
-    /// attempt's outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
-    private func raceIfUnproven(
-        _ addresses: [RankedAddress], of name: HostName, port: Int, deadline: NIODeadline
-    ) async -> IPAddress? {
-        // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
-        guard configuration.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first, !best.isProven
-        else { return nil }
-        // The race's connects count against the request's time too.
-        let remaining = Duration.nanoseconds(max((deadline - NIODeadline.now()).nanoseconds, 0))
-        guard remaining > .zero else { return nil }
-        let race = ConnectionRace(
-            attemptDelay: configuration.connectionAttemptDelay, connectTimeout: min(configuration.connectTimeout, remaining),
-            prober: prober)
-        let resolver = self.resolver
-        let winner = await race.run(addresses, port: port) { ip, outcome in
-            switch outcome {
-            case .connected(let latency): resolver.reportConnect(to: ip, of: name, latency: latency)
-            case .failed: resolver.reportFailure(to: ip, of: name)
-            }
-        }
-        metrics.races.increment()
-        logger.trace("connection race", metadata: ["host": "\(name)", "winner": "\(winner?.description ?? "-")"])
-        return winner
-    }
-
-    static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
 
     // MARK: - Bodies, headers, cookies
 
@@ -550,26 +447,5 @@ public final class HTTPDNSInterceptor: Sendable {
             cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
         }
         if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: request.mainDocumentURL ?? url) }
-    }
-}
-
-/// The interceptor's swift-metrics instruments.
-struct InterceptionMetrics: Sendable {
-    let succeeded: Counter
-    let failovers: Counter
-    let races: Counter
-    let redirects: Counter
-    private let factory: any MetricsFactory
-
-    init(factory: any MetricsFactory) {
-        self.factory = factory
-        succeeded = Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", "ok")], factory: factory)
-        failovers = Counter(label: "httpdns_failovers", factory: factory)
-        races = Counter(label: "httpdns_connection_races", factory: factory)
-        redirects = Counter(label: "httpdns_redirects", factory: factory)
-    }
-
-    func failed(_ code: InterceptionError.Code) {
-        Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", code.description)], factory: factory).increment()
     }
 }

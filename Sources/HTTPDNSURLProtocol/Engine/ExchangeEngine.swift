@@ -1,0 +1,172 @@
+import CoreMetrics
+import HTTPDNS
+import Logging
+import NIOCore
+
+/// The part of a hop that both fronts share (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for
+/// AsyncHTTPClient): resolve the host to ranked candidates, race connects when the best one has not proven itself,
+/// try the candidates in turn with the failover rules, and feed every outcome back to the scores.
+///
+/// A front brings the request in its own types and one closure that sends it to a given address through the shared
+/// ``PinnedTransport``; the engine never sees the request itself.
+struct ExchangeEngine: Sendable {
+    /// The per-request settings a front takes from its configuration (which may change while running).
+    struct Policy: Sendable {
+        var scope: InterceptionScope
+        var maximumFailovers: Int
+        var raceConnections: Bool
+        var connectionAttemptDelay: Duration
+        var connectTimeout: Duration
+    }
+
+    /// Where a hop may go: the ranked addresses to try in order, or `[nil]` when the host is not resolved here (the
+    /// client then resolves it itself).
+    struct Candidates: Sendable {
+        var addresses: [IPAddress?]
+        /// The resolved name, for score feedback; `nil` when nothing was resolved.
+        var name: HostName?
+    }
+
+    let resolver: HostResolver
+    let transport: PinnedTransport
+    let prober: any ConnectProber
+    let logger: Logger
+    let metrics: InterceptionMetrics
+
+    /// Resolves `host` when `resolve` is set and the scope takes it, and orders the candidates (a connection race may
+    /// move its winner first). Records the freshness, the resolution time and the race in `hop`.
+    /// - Throws: ``InterceptionError`` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
+    ///   `cancelled`.
+    func candidates(
+        host: String, port: Int, url: String, resolve: Bool, policy: Policy, budget: Duration, deadline: NIODeadline,
+        hop: inout RequestTrace.Hop
+    ) async throws(InterceptionError) -> Candidates {
+        let resolveStart = ContinuousClock.now
+        guard resolve, policy.scope.intercepts(host: host, overrides: resolver.overrides) else {
+            hop.resolveTime = ContinuousClock.now - resolveStart
+            return Candidates(addresses: [nil], name: nil)
+        }
+        let ranked: RankedResolution
+        let resolver = self.resolver
+        do {
+            ranked = try await withTimeLimit(
+                budget,
+                orThrow: InterceptionError(
+                    code: .timedOut, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
+            ) {
+                try await resolver.resolveRanked(host, family: .any, port: port)
+            }
+        } catch let error as DNSError {
+            throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
+        } catch let error as InterceptionError {
+            throw error
+        } catch {
+            throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url)
+        }
+        guard !ranked.addresses.isEmpty else {
+            throw InterceptionError(code: .resolutionFailed, message: "\(host) has no address", url: url)
+        }
+        let name = try? HostName(host)
+        hop.freshness = ranked.freshness
+        hop.resolveTime = ContinuousClock.now - resolveStart
+        var ordered = Array(ranked.addresses.prefix(1 + policy.maximumFailovers))
+        if let name, let winner = await raceIfUnproven(ordered, of: name, port: port, policy: policy, deadline: deadline),
+            let index = ordered.firstIndex(where: { $0.ip == winner })
+        {
+            hop.raced = true
+            ordered.insert(ordered.remove(at: index), at: 0)
+        }
+        return Candidates(addresses: ordered.map(\.ip), name: name)
+    }
+
+    /// Sends through `send` to each candidate in turn until one answers: a failure before anything was sent moves on
+    /// to the next address, one after sending only for idempotent methods, anything else (a certificate
+    /// rejection, the deadline) ends the hop. The time to the answer's head goes back to the scores as a time to first
+    /// byte, failures as failures. Records the address, the failed attempts and the time in `hop`.
+    /// - Parameter send: Sends the request pinned to an address (`nil`: unpinned) and returns the answer with the time
+    ///   to its head; its errors are classified by ``PinnedTransport/classify(_:)``.
+    func attempt<Answer: Sendable>(
+        _ candidates: Candidates, method: String, url: String, deadline: NIODeadline, hop: inout RequestTrace.Hop,
+        send: (IPAddress?) async throws -> (answer: Answer, headLatency: Duration)
+    ) async throws(InterceptionError) -> Answer {
+        guard NIODeadline.now() < deadline else {
+            throw InterceptionError(code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
+        }
+        let sendStart = ContinuousClock.now
+        var tried: [String] = []
+        let addresses = candidates.addresses
+        for (index, candidate) in addresses.enumerated() {
+            if let candidate { tried.append(candidate.description) }
+            let attemptStart = ContinuousClock.now
+            do {
+                let (answer, headLatency) = try await send(candidate)
+                if let candidate, let name = candidates.name { resolver.reportFirstByte(to: candidate, of: name, latency: headLatency) }
+                hop.address = candidate
+                hop.elapsed = ContinuousClock.now - sendStart
+                return answer
+            } catch {
+                let (code, message, retry) = Task.isCancelled
+                    ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
+                let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
+                // An invalid header is reported without its value (it may be a credential), and without the
+                // underlying error, whose description quotes it.
+                let failure = InterceptionError(
+                    code: code, message: message, url: url, addressesTried: tried,
+                    source: code == .invalidRequest ? nil : underlying)
+                hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
+                if let candidate, let name = candidates.name, retry != .never || code == .certificateRejected {
+                    resolver.reportFailure(to: candidate, of: name)
+                }
+                let mayRetry =
+                    switch retry {
+                    case .beforeSending: true
+                    case .afterSending: Self.idempotentMethods.contains(method)
+                    case .never: false
+                    }
+                guard mayRetry, index + 1 < addresses.count, NIODeadline.now() < deadline else {
+                    hop.elapsed = ContinuousClock.now - sendStart
+                    if retry == .afterSending, !mayRetry, index + 1 < addresses.count {
+                        var final = failure
+                        final.message += "; the request may have reached the server, so a \(method) is not sent again to another address"
+                        throw final
+                    }
+                    throw failure
+                }
+                metrics.failovers.increment()
+                logger.debug(
+                    "failing over to the next address",
+                    metadata: ["url": "\(url)", "ip": "\(candidate?.description ?? "-")", "error": "\(code)"])
+            }
+        }
+        throw InterceptionError(code: .connectionFailed, message: "no address to try", url: url, addressesTried: tried)
+    }
+
+    /// Methods that may be sent again to another address after some of the request went out (RFC 9110 9.2.2).
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+
+    /// When the best of `addresses` has not proven itself (never answered, or carrying a failure penalty), races
+    /// TCP connects to them (`connectionAttemptDelay` apart) and returns the first to connect. Every attempt's
+    /// outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
+    private func raceIfUnproven(
+        _ addresses: [RankedAddress], of name: HostName, port: Int, policy: Policy, deadline: NIODeadline
+    ) async -> IPAddress? {
+        // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
+        guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first, !best.isProven
+        else { return nil }
+        // The race's connects count against the request's time too.
+        let remaining = Duration.nanoseconds(max((deadline - NIODeadline.now()).nanoseconds, 0))
+        guard remaining > .zero else { return nil }
+        let race = ConnectionRace(
+            attemptDelay: policy.connectionAttemptDelay, connectTimeout: min(policy.connectTimeout, remaining), prober: prober)
+        let resolver = self.resolver
+        let winner = await race.run(addresses, port: port) { ip, outcome in
+            switch outcome {
+            case .connected(let latency): resolver.reportConnect(to: ip, of: name, latency: latency)
+            case .failed: resolver.reportFailure(to: ip, of: name)
+            }
+        }
+        metrics.races.increment()
+        logger.trace("connection race", metadata: ["host": "\(name)", "winner": "\(winner?.description ?? "-")"])
+        return winner
+    }
+}
