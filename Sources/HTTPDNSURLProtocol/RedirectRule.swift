@@ -8,18 +8,29 @@ enum RedirectRule {
     /// The statuses that are followed when they carry a `Location`.
     static let statuses: Set<Int> = [301, 302, 303, 307, 308]
 
-    /// The next hop after `status` with `location` for `request` (sent to `url`), or `nil` when the answer is not a
-    /// redirect to follow. The next request has the handled tag cleared, so its host is resolved again.
+    /// Where a redirect goes and what becomes of the request, in terms both fronts apply to their own types.
+    struct Step: Sendable {
+        /// The absolute target URL (http or https).
+        var target: URL
+        /// The method of the next hop (upper case).
+        var method: String
+        /// Whether the next hop is a GET without the body and its content headers (``bodyHeaders``).
+        var becomesGET: Bool
+        /// Whether the target is another origin: the next hop drops ``credentialHeaders``.
+        var crossOrigin: Bool
+    }
+
+    /// Headers that describe a body, dropped when a redirect turns the request into a GET.
+    static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location"]
+    /// Headers that carry credentials or the origin, dropped on a redirect to another origin.
+    static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie", "Origin"]
+
+    /// The redirect after `status` with `location` for a `method` request sent to `url`, or `nil` when the answer is
+    /// not a redirect to follow.
     /// - 301 and 302 turn POST into GET; 303 turns anything but HEAD into GET; 307 and 308 keep method and body.
-    /// - A hop to another origin (scheme, host or port) drops `Authorization`, `Proxy-Authorization` and `Cookie`.
-    /// - Throws: ``InterceptionError/Code/unsupportedURL`` when the target is not http or https.
-    static func next(
-        after request: URLRequest,
-        body: [UInt8]?,
-        status: Int,
-        location: String?,
-        from url: URL
-    ) throws(InterceptionError) -> (request: URLRequest, body: [UInt8]?)? {
+    /// - Throws: ``InterceptionError/Code/unsupportedURL`` when the target is not http or https,
+    ///   ``InterceptionError/Code/badServerResponse`` when `location` is not a URL.
+    static func step(status: Int, location: String?, method: String, from url: URL) throws(InterceptionError) -> Step? {
         guard statuses.contains(status), let location, !location.isEmpty else { return nil }
         guard let target = URL(string: location, relativeTo: url)?.absoluteURL, RequestRewriting.host(of: target) != nil
         else {
@@ -28,28 +39,40 @@ enum RedirectRule {
         guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw InterceptionError(code: .unsupportedURL, message: "redirect to an unsupported scheme", url: target.absoluteString)
         }
-        var next = request
-        next.url = target
-        RequestRewriting.clearHandled(&next)
-        var nextBody = body
-        let method = (request.httpMethod ?? "GET").uppercased()
+        let method = method.uppercased()
         let becomesGET =
             switch status {
             case 301, 302: method == "POST"
             case 303: method != "HEAD" && method != "GET"
             default: false
             }
-        if becomesGET {
+        return Step(target: target, method: becomesGET ? "GET" : method, becomesGET: becomesGET, crossOrigin: !sameOrigin(url, target))
+    }
+
+    /// The next hop after `status` with `location` for `request` (sent to `url`), or `nil` when the answer is not a
+    /// redirect to follow (``step(status:location:method:from:)``). The next request has the handled tag cleared,
+    /// so its host is resolved again.
+    static func next(
+        after request: URLRequest,
+        body: [UInt8]?,
+        status: Int,
+        location: String?,
+        from url: URL
+    ) throws(InterceptionError) -> (request: URLRequest, body: [UInt8]?)? {
+        guard let step = try step(status: status, location: location, method: request.httpMethod ?? "GET", from: url) else { return nil }
+        var next = request
+        next.url = step.target
+        RequestRewriting.clearHandled(&next)
+        var nextBody = body
+        if step.becomesGET {
             next.httpMethod = "GET"
             nextBody = nil
-            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location"] {
-                next.setValue(nil, forHTTPHeaderField: name)
-            }
+            for name in bodyHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
         next.httpBody = nil
         next.httpBodyStream = nil
-        if !sameOrigin(url, target) {
-            for name in ["Authorization", "Proxy-Authorization", "Cookie"] { next.setValue(nil, forHTTPHeaderField: name) }
+        if step.crossOrigin {
+            for name in credentialHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
         return (next, nextBody)
     }

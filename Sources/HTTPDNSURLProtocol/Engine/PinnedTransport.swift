@@ -138,14 +138,9 @@ final class PinnedTransport: Sendable {
         defer { release(key, client) }
         do {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
-        } catch .cancelled {
-            throw AttemptFailure(underlying: CancellationError(), requestSent: false)
-        } catch .deadlineExceeded {
-            let waited = InterceptionError(
-                code: .timedOut,
-                message: "every connection to \(exchange.host) stayed busy until the request's time ran out "
-                    + "(at most \(configuration.maximumConnectionsPerHost) per address)")
-            throw AttemptFailure(underlying: waited, requestSent: false)
+        } catch {
+            throw AttemptFailure(
+                underlying: Self.gateFailure(error, host: exchange.host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
         }
         defer { gate.leave() }
         let collector = ResponseCollector(limit: maximumResponseBytes)
@@ -172,6 +167,83 @@ final class PinnedTransport: Sendable {
             return response
         } catch {
             throw AttemptFailure(underlying: error, requestSent: collector.requestSent)
+        }
+    }
+
+    /// A response whose body is still to be read, and the lease on its client's connection place.
+    struct StreamedResponse: Sendable {
+        var response: HTTPClientResponse
+        /// From sending the request to the response head.
+        var headLatency: Duration
+        /// Ends (gives the connection place and the client back) when the body has been read, or when the last
+        /// reference to it goes away.
+        var lease: StreamLease
+    }
+
+    /// Sends `request` to `address` (`nil`: the client resolves `host` itself) and returns as soon as the response
+    /// head arrived; the body is still to be read. The client and its connection place stay taken until the lease
+    /// ends.
+    ///
+    /// `request.url` must name `host` exactly (lowercased): the pin is AsyncHTTPClient's `dnsOverride` for that name.
+    /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it). Without a
+    ///   delegate AsyncHTTPClient does not say whether the request went out, so only errors of the connect phase
+    ///   (``isConnectPhase(_:)``) count as nothing sent.
+    func stream(
+        _ request: HTTPClientRequest, host: String, address: IPAddress?, deadline: NIODeadline, logger requestLogger: Logger?
+    ) async throws -> StreamedResponse {
+        let key = Key(host: host, address: address, proxy: nil)
+        let (client, gate) = try acquire(key)
+        do {
+            try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
+        } catch {
+            release(key, client)
+            throw AttemptFailure(underlying: Self.gateFailure(error, host: host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
+        }
+        let lease = StreamLease { [self] in
+            gate.leave()
+            release(key, client)
+        }
+        let started = ContinuousClock.now
+        do {
+            let response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
+            if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
+            return StreamedResponse(response: response, headLatency: ContinuousClock.now - started, lease: lease)
+        } catch {
+            lease.end()
+            throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
+        }
+    }
+
+    /// Whether `error` comes from making the connection (TCP connect, TLS handshake): AsyncHTTPClient hands a request
+    /// to a connection only once it is established, so nothing of the request was sent.
+    static func isConnectPhase(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTPClientError:
+            return error == .connectTimeout || error == .tlsHandshakeTimeout
+        case is NIOConnectionError:
+            return true
+        case ChannelError.connectTimeout:
+            return true
+        case let error as NIOSSLError:
+            if case .handshakeFailed = error { return true }
+            return false
+        case is NIOSSLExtraError:
+            return true
+        case let error as IOError:
+            return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(error.errnoCode)
+        default:
+            return false
+        }
+    }
+
+    private static func gateFailure(_ error: ConnectionGate.Refusal, host: String, limit: Int) -> any Error {
+        switch error {
+        case .cancelled:
+            return CancellationError()
+        case .deadlineExceeded:
+            return InterceptionError(
+                code: .timedOut,
+                message: "every connection to \(host) stayed busy until the request's time ran out (at most \(limit) per address)")
         }
     }
 
@@ -335,6 +407,20 @@ final class PinnedTransport: Sendable {
         return text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
             || text.contains("failedToValidateHostname") || text.contains("unableToValidateCertificate")
     }
+}
+
+/// Runs `onEnd` once: at ``end()``, or when the last reference goes away (a body dropped unread).
+final class StreamLease: Sendable {
+    private let ended = Atomic<Bool>(false)
+    private let onEnd: @Sendable () -> Void
+
+    init(onEnd: @escaping @Sendable () -> Void) { self.onEnd = onEnd }
+
+    func end() {
+        if !ended.exchange(true, ordering: .acquiringAndReleasing) { onEnd() }
+    }
+
+    deinit { end() }
 }
 
 /// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end. A

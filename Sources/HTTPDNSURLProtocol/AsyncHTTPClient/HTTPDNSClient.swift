@@ -1,0 +1,346 @@
+public import AsyncHTTPClient
+public import CoreMetrics
+import Foundation
+public import HTTPDNS
+public import Logging
+public import NIOCore
+import NIOHTTP1
+public import NIOPosix
+import Synchronization
+
+/// AsyncHTTPClient with the fastest address: executes an `HTTPClientRequest` like `HTTPClient.execute` does, through
+/// the same exchange engine as the URL protocol.
+///
+/// Each hop's host is resolved through a ``HostResolver`` to its ranked addresses; the request goes to the best
+/// one on a client pinned to it, with SNI and the certificate checked for the real host and the `Host` header
+/// naming it. A connection that cannot be made fails over to the next address (a request that may have been sent
+/// only when its method is idempotent); redirects are followed here, each hop resolved again; connect and
+/// first-byte times and failures go back to the scores. The body streams: `execute` returns at the response head.
+///
+/// ```swift
+/// let client = try HTTPDNSClient(resolver: resolver)
+/// var request = HTTPClientRequest(url: "https://api.example.com/orders")
+/// request.headers.add(name: "Accept", value: "application/json")
+/// let response = try await client.execute(request, timeout: .seconds(30))
+/// for try await part in response.body { consume(part) }
+/// try await client.shutdown()
+/// ```
+///
+/// It mirrors `HTTPClient`'s async API, so switching is a one-line change. What differs: certificates are always
+/// verified (a request's own `tlsConfiguration` is refused, use ``Configuration/additionalTrustRoots``), and
+/// redirects follow the URL protocol's rules (``Configuration/followRedirects``).
+public final class HTTPDNSClient: Sendable {
+    /// Client settings; every property has a documented default.
+    public struct Configuration: Sendable {
+        /// Which hosts are resolved here (default: every host but IP literals and `localhost`); others go to an
+        /// unpinned client that resolves them itself, as `HTTPClient` would.
+        public var scope: InterceptionScope
+        /// Follow redirects (default `true`); `false` returns the 3xx answer as it is.
+        public var followRedirects: Bool
+        /// Redirects followed before the request fails with ``InterceptionError/Code/tooManyRedirects`` (default 16).
+        public var maximumRedirects: Int
+        /// Follow a redirect from `https` to `http` (default `false`: ``InterceptionError/Code/insecureRedirect``).
+        public var allowsInsecureRedirects: Bool
+        /// How many further addresses a hop may try after the first fails to connect (default 2).
+        public var maximumFailovers: Int
+        /// The time a TCP connect plus TLS handshake may take on one address (default 2 s).
+        public var connectTimeout: Duration
+        /// How long an idle connection is kept for reuse (default 60 s).
+        public var idleConnectionTimeout: Duration
+        /// PEM files with extra trusted CA certificates, added to the system roots; nothing turns verification off.
+        public var additionalTrustRoots: [String]
+        /// Pinned (host, IP) clients kept; the least recently used beyond it are closed (default 64).
+        public var maximumPinnedClients: Int
+        /// HTTP/1.1 connections to one pinned address at once (default 8; 100 streams once it speaks HTTP/2); more
+        /// requests queue, in arrival order, until their deadline.
+        public var maximumConnectionsPerHost: Int
+        /// Race TCP connects when the best address has not proven itself (default `true`).
+        public var raceConnections: Bool
+        /// The connection race's delay between attempts (default 250 ms).
+        public var connectionAttemptDelay: Duration
+        /// Called once per request with its trace: when the body has been read to its end (or failed, or was
+        /// dropped), or when the request failed before an answer.
+        public var traceHandler: (@Sendable (RequestTrace) -> Void)?
+
+        /// Creates a configuration; every parameter has the documented default.
+        public init(
+            scope: InterceptionScope = .everyHost,
+            followRedirects: Bool = true,
+            maximumRedirects: Int = 16,
+            allowsInsecureRedirects: Bool = false,
+            maximumFailovers: Int = 2,
+            connectTimeout: Duration = .seconds(2),
+            idleConnectionTimeout: Duration = .seconds(60),
+            additionalTrustRoots: [String] = [],
+            maximumPinnedClients: Int = 64,
+            maximumConnectionsPerHost: Int = 8,
+            raceConnections: Bool = true,
+            connectionAttemptDelay: Duration = .milliseconds(250),
+            traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
+        ) {
+            self.scope = scope
+            self.followRedirects = followRedirects
+            self.maximumRedirects = maximumRedirects
+            self.allowsInsecureRedirects = allowsInsecureRedirects
+            self.maximumFailovers = maximumFailovers
+            self.connectTimeout = connectTimeout
+            self.idleConnectionTimeout = idleConnectionTimeout
+            self.additionalTrustRoots = additionalTrustRoots
+            self.maximumPinnedClients = maximumPinnedClients
+            self.maximumConnectionsPerHost = maximumConnectionsPerHost
+            self.raceConnections = raceConnections
+            self.connectionAttemptDelay = connectionAttemptDelay
+            self.traceHandler = traceHandler
+        }
+
+        /// The defaults with the settings the URL protocol also takes: the scope (`interception.include` and
+        /// `.exclude`), the connection race (`interception.connectionAttemptDelayMs`), insecure redirects
+        /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`).
+        public init(settings: ResolverSettings) {
+            self.init()
+            scope = InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude)
+            raceConnections = settings.connectionAttemptDelayMilliseconds > 0
+            connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
+            allowsInsecureRedirects = settings.allowInsecureRedirects
+            additionalTrustRoots = settings.interceptTrustCA
+        }
+
+        var policy: ExchangeEngine.Policy {
+            ExchangeEngine.Policy(
+                scope: scope, maximumFailovers: maximumFailovers, raceConnections: raceConnections,
+                connectionAttemptDelay: connectionAttemptDelay, connectTimeout: connectTimeout)
+        }
+    }
+
+    /// The resolver hosts are resolved through.
+    public let resolver: HostResolver
+    /// The settings the client was made with.
+    public let configuration: Configuration
+    private let transport: PinnedTransport
+    private let eventLoopGroup: any EventLoopGroup
+    private let engine: ExchangeEngine
+    private let logger: Logger
+    private let metrics: InterceptionMetrics
+
+    /// Creates a client.
+    /// - Parameters:
+    ///   - resolver: Resolves hosts to ranked IPs and receives connect feedback.
+    ///   - configuration: Scope, redirects, failover, limits, trust roots.
+    ///   - eventLoopGroup: The event loops every pinned client shares (default: the NIO singleton).
+    ///   - logger: For per-request events (debug and trace levels); the library never bootstraps logging.
+    ///   - metricsFactory: Where the request, failover, race and redirect counters go (default: the bootstrapped
+    ///     factory); the same instruments as the URL protocol's.
+    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    ///   is not positive.
+    public init(
+        resolver: HostResolver,
+        configuration: Configuration = Configuration(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "httpdns.client", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsFactory: (any MetricsFactory)? = nil
+    ) throws(InterceptionError) {
+        guard configuration.maximumRedirects >= 0, configuration.maximumFailovers >= 0 else {
+            throw InterceptionError(code: .invalidConfiguration, message: "client limits must not be negative")
+        }
+        self.resolver = resolver
+        self.configuration = configuration
+        self.transport = try PinnedTransport(
+            configuration: .init(
+                connectTimeout: configuration.connectTimeout,
+                idleConnectionTimeout: configuration.idleConnectionTimeout,
+                additionalTrustRoots: configuration.additionalTrustRoots,
+                maximumClients: configuration.maximumPinnedClients,
+                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost
+            ),
+            eventLoopGroup: eventLoopGroup,
+            logger: logger
+        )
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        self.engine = ExchangeEngine(
+            resolver: resolver, transport: transport, prober: TCPConnectProber(group: eventLoopGroup), logger: logger,
+            metrics: metrics)
+    }
+
+    /// Executes `request` within `timeout` (connect, sending and the whole body), as `HTTPClient.execute` does.
+    /// - Returns: The answer of the last hop; its body streams and may not have arrived yet.
+    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    public func execute(
+        _ request: HTTPClientRequest, timeout: TimeAmount, logger: Logger? = nil
+    ) async throws(InterceptionError) -> HTTPClientResponse {
+        try await execute(request, deadline: .now() + timeout, logger: logger)
+    }
+
+    /// Executes `request` by `deadline` (connect, sending and the whole body), as `HTTPClient.execute` does.
+    /// - Returns: The answer of the last hop; its body streams and may not have arrived yet.
+    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    public func execute(
+        _ request: HTTPClientRequest, deadline: NIODeadline, logger: Logger? = nil
+    ) async throws(InterceptionError) -> HTTPClientResponse {
+        let started = ContinuousClock.now
+        var trace = RequestTrace(url: Redaction.url(request.url), hops: [], status: nil, bytes: 0, elapsed: .zero)
+        do {
+            let streamed = try await run(request, deadline: deadline, logger: logger, trace: &trace)
+            trace.status = Int(streamed.response.status.code)
+            return streaming(streamed, trace: trace, started: started, deadline: deadline)
+        } catch {
+            trace.error = error
+            trace.elapsed = ContinuousClock.now - started
+            metrics.failed(error.code)
+            self.logger.debug("request failed", metadata: ["url": "\(trace.url)", "error": "\(error)"])
+            configuration.traceHandler?(trace)
+            throw error
+        }
+    }
+
+    /// How many pinned (host, IP) clients are open now (at most ``Configuration/maximumPinnedClients``).
+    public var pinnedClientCount: Int { transport.clientCount }
+
+    /// Closes every pinned connection. Later requests fail with ``InterceptionError/Code/shutdown``.
+    public func shutdown() async {
+        await transport.shutdown()
+    }
+
+    // MARK: - Hops
+
+    private func run(
+        _ original: HTTPClientRequest, deadline: NIODeadline, logger: Logger?, trace: inout RequestTrace
+    ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
+        guard original.tlsConfiguration == nil else {
+            throw InterceptionError(
+                code: .invalidRequest,
+                message: "a request's own tlsConfiguration is not taken (certificates are always checked for the real host); "
+                    + "add trust roots with Configuration.additionalTrustRoots",
+                url: Redaction.url(original.url))
+        }
+        var request = original
+        var redirects = 0
+        while true {
+            let (url, host) = try Self.target(of: request.url)
+            var hop = request
+            hop.url = url.absoluteString
+            let streamed = try await send(hop, url: url, host: host, deadline: deadline, logger: logger, trace: &trace)
+            let response = streamed.response
+            guard configuration.followRedirects,
+                let step = try RedirectRule.step(
+                    status: Int(response.status.code), location: response.headers.first(name: "Location"),
+                    method: request.method.rawValue, from: url)
+            else { return streamed }
+            if url.scheme?.lowercased() == "https", step.target.scheme?.lowercased() == "http", !configuration.allowsInsecureRedirects {
+                throw InterceptionError(
+                    code: .insecureRedirect, message: "refused a redirect from https to \(step.target.absoluteString)", url: url.absoluteString)
+            }
+            redirects += 1
+            guard redirects <= configuration.maximumRedirects else {
+                throw InterceptionError(
+                    code: .tooManyRedirects, message: "more than \(configuration.maximumRedirects) redirects", url: Redaction.url(original.url))
+            }
+            metrics.redirects.increment()
+            await Self.discard(response.body)
+            streamed.lease.end()
+            request.url = step.target.absoluteString
+            if step.becomesGET {
+                request.method = .GET
+                request.body = nil
+                for name in RedirectRule.bodyHeaders { request.headers.remove(name: name) }
+            }
+            if step.crossOrigin {
+                for name in RedirectRule.credentialHeaders { request.headers.remove(name: name) }
+            }
+        }
+    }
+
+    /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
+    private func send(
+        _ request: HTTPClientRequest, url: URL, host: String, deadline: NIODeadline, logger: Logger?, trace: inout RequestTrace
+    ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        let urlText = url.absoluteString
+        var hop = RequestTrace.Hop(
+            url: Redaction.url(urlText), method: request.method.rawValue,
+            hostHeader: request.headers.first(name: "Host") ?? RequestRewriting.hostHeader(for: url) ?? host,
+            address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
+        defer { trace.hops.append(hop) }
+        let remaining = Duration.nanoseconds(max((deadline - .now()).nanoseconds, 0))
+        let candidates = try await engine.candidates(
+            host: host, port: port, url: urlText, resolve: true, policy: configuration.policy, budget: remaining,
+            deadline: deadline, hop: &hop)
+        let transport = self.transport
+        let streamed = try await engine.attempt(
+            candidates, method: request.method.rawValue, url: urlText, deadline: deadline, hop: &hop
+        ) { address in
+            let streamed = try await transport.stream(request, host: host, address: address, deadline: deadline, logger: logger)
+            return (streamed, streamed.headLatency)
+        }
+        hop.status = Int(streamed.response.status.code)
+        return streamed
+    }
+
+    /// The hop's URL with its host lowercased (the pinned client matches the name exactly), and that host.
+    private static func target(of text: String) throws(InterceptionError) -> (URL, String) {
+        guard var components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty
+        else {
+            throw InterceptionError(code: .badURL, message: "not an absolute http or https URL", url: Redaction.url(text))
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw InterceptionError(code: .unsupportedURL, message: "only http and https are handled", url: Redaction.url(text))
+        }
+        let lowered = host.lowercased()
+        if lowered != host, IPAddress(host) == nil { components.percentEncodedHost = lowered }
+        components.fragment = nil
+        guard let url = components.url else {
+            throw InterceptionError(code: .badURL, message: "invalid URL", url: Redaction.url(text))
+        }
+        return (url, lowered)
+    }
+
+    /// Reads and drops a redirect's body (a little of it), so its connection can serve the next request.
+    private static func discard(_ body: HTTPClientResponse.Body) async {
+        var left = 64 * 1024
+        do {
+            for try await part in body {
+                left -= part.readableBytes
+                if left <= 0 { break }
+            }
+        } catch {}
+    }
+
+    /// The response with its body read by a ``BodyPump`` within `deadline`; the lease ends and the trace is reported
+    /// when the body ends, fails or is dropped.
+    private func streaming(
+        _ streamed: PinnedTransport.StreamedResponse, trace: RequestTrace, started: ContinuousClock.Instant, deadline: NIODeadline
+    ) -> HTTPClientResponse {
+        let metrics = self.metrics
+        let handler = configuration.traceHandler
+        let bytes = Atomic<Int>(0)
+        let lease = streamed.lease
+        let url = trace.hops.last?.url ?? trace.url
+        var response = streamed.response
+        response.body = BodyPump.start(
+            streamed.response.body, deadline: deadline, url: url, on: eventLoopGroup.next(),
+            onPart: { bytes.add($0, ordering: .relaxed) },
+            onEnd: { error in
+                lease.end()
+                var trace = trace
+                trace.bytes = bytes.load(ordering: .relaxed)
+                trace.elapsed = ContinuousClock.now - started
+                if let error {
+                    let failure = error as? InterceptionError ?? Self.failure(error, url: url)
+                    trace.error = failure
+                    metrics.failed(failure.code)
+                } else {
+                    metrics.succeeded.increment()
+                }
+                handler?(trace)
+            })
+        return response
+    }
+
+    private static func failure(_ error: any Error, url: String) -> InterceptionError {
+        if error is CancellationError { return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url) }
+        let (code, message, _) = PinnedTransport.classify(error)
+        return InterceptionError(code: code, message: message, url: url, source: error)
+    }
+}

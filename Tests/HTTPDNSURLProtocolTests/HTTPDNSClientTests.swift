@@ -1,0 +1,266 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPDNS
+@testable import HTTPDNSURLProtocol
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Testing
+import TestSupport
+
+/// The AsyncHTTPClient front end to end: HTTPDNSClient → engine → pinned transport → local servers on 127.0.0.x.
+@Suite("AsyncHTTPClient front", .serialized)
+struct HTTPDNSClientTests {
+    /// A resolver with run-time overrides and a scored cache, a client on it, and the traces it reported.
+    final class Fixture: Sendable {
+        let overrides = HostOverrides()
+        let resolver: HostResolver
+        let client: HTTPDNSClient
+        private let log = TraceLog()
+
+        init(configure: (inout HTTPDNSClient.Configuration) -> Void = { _ in }) throws {
+            resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
+            var configuration = HTTPDNSClient.Configuration()
+            configuration.connectTimeout = TestTiming.scaled(.seconds(2))
+            let log = self.log
+            configuration.traceHandler = { log.append($0) }
+            configure(&configuration)
+            client = try HTTPDNSClient(resolver: resolver, configuration: configuration)
+        }
+
+        var traces: [RequestTrace] { log.all }
+
+        func pin(_ host: String, to addresses: String...) throws {
+            overrides.set(addresses.compactMap(IPAddress.init), for: try HostPattern(host))
+        }
+
+        /// Executes `request` and reads the whole body as text.
+        func text(_ request: HTTPClientRequest, timeout: TimeAmount = .seconds(30)) async throws -> (Int, String) {
+            let response = try await client.execute(request, timeout: timeout)
+            let body = try await response.body.collect(upTo: 1 << 20)
+            return (Int(response.status.code), String(buffer: body))
+        }
+
+        func shutdown() async {
+            await client.shutdown()
+            await resolver.shutdown()
+        }
+    }
+
+    @Test("HTTPS pinned to the fastest IP keeps the Host header and SNI of the real host; mixed case stays pinned")
+    func hostAndSNI() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.additionalTrustRoots = [certificates.caPath] }
+            try fixture.pin("api.test", to: "127.0.0.6")
+            let (status, body) = try await fixture.text(HTTPClientRequest(url: "https://api.test:\(server.port)/secure?x=1"))
+            #expect(status == 200)
+            #expect(body.hasPrefix("GET /secure host=api.test:\(server.port) sni=api.test ip=127.0.0.6 "))
+            let (_, mixed) = try await fixture.text(HTTPClientRequest(url: "https://API.Test:\(server.port)/mixed"))
+            #expect(mixed.hasPrefix("GET /mixed host=api.test:\(server.port) sni=api.test ip=127.0.0.6 "))
+            #expect(try await waitUntil { fixture.traces.count == 2 })
+            #expect(fixture.traces.first?.address == IPAddress("127.0.0.6"))
+            #expect(fixture.traces.first?.bytes == body.utf8.count)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
+    @Test("a certificate for another name is rejected and never retried; a request's own TLS configuration is refused")
+    func certificateChecks() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let wrong = try certificates.leaf(for: "other.test")
+        let first = try await LocalHTTPServer(host: "127.0.0.12", tls: wrong, handler: echo)
+        let second = try await LocalHTTPServer(host: "127.0.0.13", port: first.port, tls: wrong, handler: echo)
+        try await withCleanup { () async throws in
+            let fixture = try Fixture {
+                $0.additionalTrustRoots = [certificates.caPath]
+                $0.raceConnections = false
+            }
+            try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
+            let error = await #expect(throws: InterceptionError.self) {
+                _ = try await fixture.client.execute(HTTPClientRequest(url: "https://api.test:\(first.port)/"), timeout: .seconds(30))
+            }
+            #expect(error?.code == .certificateRejected)
+            #expect(first.connections + second.connections == 1)
+
+            var own = HTTPClientRequest(url: "https://api.test:\(first.port)/")
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.certificateVerification = .none
+            own.tlsConfiguration = tls
+            let refused = await #expect(throws: InterceptionError.self) {
+                _ = try await fixture.client.execute(own, timeout: .seconds(30))
+            }
+            #expect(refused?.code == .invalidRequest)
+            #expect(first.connections + second.connections == 1)
+            await fixture.shutdown()
+        } cleanup: {
+            await first.stop(); await second.stop()
+        }
+    }
+
+    @Test("redirects are followed with each hop resolved again; credentials do not cross origins; https to http is refused")
+    func redirects() async throws {
+        let second = try await LocalHTTPServer(host: "127.0.0.8", handler: echo)
+        let secondPort = second.port
+        let first = try await LocalHTTPServer(host: "127.0.0.7") { request in
+            switch request.path {
+            case "/start": .redirect(to: "http://b.test:\(secondPort)/final")
+            case "/post": .redirect(to: "/landing", status: 303)
+            case "/landing": .text("landing \(request.method) \(request.body.count)")
+            default: .text("unexpected", status: 500)
+            }
+        }
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let secure = try await LocalHTTPServer(host: "127.0.0.9", tls: try certificates.leaf(for: "s.test")) { _ in
+            .redirect(to: "http://b.test:\(secondPort)/plain")
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.additionalTrustRoots = [certificates.caPath] }
+            try fixture.pin("a.test", to: "127.0.0.7")
+            try fixture.pin("b.test", to: "127.0.0.8")
+            try fixture.pin("s.test", to: "127.0.0.9")
+            var request = HTTPClientRequest(url: "http://a.test:\(first.port)/start")
+            request.headers.add(name: "Authorization", value: "Bearer secret")
+            let (status, body) = try await fixture.text(request)
+            #expect(status == 200)
+            #expect(body == "GET /final host=b.test:\(secondPort) sni=- ip=127.0.0.8 cookie=- auth=- tag=- body=0")
+            #expect(try await waitUntil { fixture.traces.count == 1 })
+            #expect(fixture.traces.first?.hops.map(\.address) == [IPAddress("127.0.0.7"), IPAddress("127.0.0.8")])
+            #expect(fixture.traces.first?.hops.map(\.status) == [302, 200])
+
+            // 303 turns a POST into a GET without its body.
+            var post = HTTPClientRequest(url: "http://a.test:\(first.port)/post")
+            post.method = .POST
+            post.body = .bytes(ByteBuffer(string: "amount=100"))
+            post.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            #expect(try await fixture.text(post).1 == "landing GET 0")
+
+            let error = await #expect(throws: InterceptionError.self) {
+                _ = try await fixture.client.execute(HTTPClientRequest(url: "https://s.test:\(secure.port)/"), timeout: .seconds(30))
+            }
+            #expect(error?.code == .insecureRedirect)
+            await fixture.shutdown()
+        } cleanup: {
+            await first.stop(); await second.stop(); await secure.stop()
+        }
+    }
+
+    @Test("failover: a refused address is skipped for the next one and the scores learn it; a reset POST is not sent twice")
+    func failover() async throws {
+        let live = try await LocalHTTPServer(host: "127.0.0.11", handler: echo)
+        let reached = EventLog()
+        let resetting = try await LocalHTTPServer(host: "127.0.0.44") { request in
+            reached.add("first \(request.method) \(request.body.count)")
+            return .reset
+        }
+        let other = try await LocalHTTPServer(host: "127.0.0.45", port: resetting.port) { request in
+            reached.add("second \(request.method) \(request.body.count)")
+            return .reset
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.raceConnections = false }
+            try fixture.pin("fo.test", to: "127.0.0.10", "127.0.0.11")
+            // The first address has nothing listening on the port: it refuses.
+            let port = live.port
+            let (status, body) = try await fixture.text(HTTPClientRequest(url: "http://fo.test:\(port)/"))
+            #expect(status == 200)
+            #expect(body.contains("ip=127.0.0.11"))
+            #expect(try await waitUntil { fixture.traces.count == 1 })
+            let hop = try #require(fixture.traces.first?.hops.first)
+            #expect(hop.failedAttempts.map(\.address) == [IPAddress("127.0.0.10")])
+            #expect(hop.failedAttempts.first?.error.code == .connectionFailed)
+            // The scores learned it: the next request goes straight to the live address.
+            _ = try await fixture.text(HTTPClientRequest(url: "http://fo.test:\(port)/again"))
+            #expect(try await waitUntil { fixture.traces.count == 2 })
+            #expect(fixture.traces.last?.hops.first?.failedAttempts.isEmpty == true)
+            #expect(fixture.traces.last?.address == IPAddress("127.0.0.11"))
+
+            try fixture.pin("orders.test", to: "127.0.0.44", "127.0.0.45")
+            var post = HTTPClientRequest(url: "http://orders.test:\(resetting.port)/charge")
+            post.method = .POST
+            post.body = .bytes(ByteBuffer(string: "amount=100"))
+            let error = await #expect(throws: InterceptionError.self) {
+                _ = try await fixture.client.execute(post, timeout: .seconds(30))
+            }
+            #expect(reached.all == ["first POST 10"])
+            #expect(error?.message.contains("not sent again") == true)
+            await fixture.shutdown()
+        } cleanup: {
+            await live.stop(); await resetting.stop(); await other.stop()
+        }
+    }
+
+    @Test("a 50 MB body streams in parts as it arrives, never buffered whole")
+    func streamedBody() async throws {
+        let size = 50 << 20
+        let payload = [UInt8](repeating: UInt8(ascii: "x"), count: size)
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { _ in
+            .respond(status: 200, contentType: "application/octet-stream", body: payload)
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture()
+            try fixture.pin("big.test", to: "127.0.0.5")
+            let response = try await fixture.client.execute(HTTPClientRequest(url: "http://big.test:\(server.port)/big"), timeout: .seconds(120))
+            #expect(response.headers.first(name: "Content-Length") == "\(size)")
+            var total = 0
+            var parts = 0
+            var largest = 0
+            for try await part in response.body {
+                total += part.readableBytes
+                parts += 1
+                largest = max(largest, part.readableBytes)
+            }
+            #expect(total == size)
+            #expect(parts > 50)
+            #expect(largest < 4 << 20)
+            #expect(try await waitUntil { fixture.traces.count == 1 })
+            #expect(fixture.traces.first?.bytes == size)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
+    @Test("the timeout covers a stalled answer; a dropped body gives its connection back; cancellation ends a request")
+    func timeoutsAndRelease() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            switch request.path {
+            case "/stall": .stall
+            case "/hold": .delayed(.seconds(30), .text("late"))
+            default: .text(String(repeating: "y", count: 100_000))
+            }
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.maximumConnectionsPerHost = 1 }
+            try fixture.pin("t.test", to: "127.0.0.5")
+            let port = server.port
+            // A stalled body runs into the request's timeout while it is read.
+            let stalled = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: .seconds(1))
+            let late = await #expect(throws: InterceptionError.self) { _ = try await stalled.body.collect(upTo: 1 << 20) }
+            #expect(late?.code == .timedOut)
+            // A body dropped unread frees the only connection place: the next request is not stuck behind it.
+            do {
+                let dropped = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/big"), timeout: .seconds(30))
+                #expect(dropped.status == .ok)
+            }
+            let (status, _) = try await fixture.text(HTTPClientRequest(url: "http://t.test:\(port)/next"), timeout: .seconds(10))
+            #expect(status == 200)
+            // Cancelling the task ends a request waiting for its answer.
+            let client = fixture.client
+            let held = Task { try await client.execute(HTTPClientRequest(url: "http://t.test:\(port)/hold"), timeout: .seconds(60)) }
+            try await Task.sleep(for: .milliseconds(200))
+            held.cancel()
+            let error = await #expect(throws: InterceptionError.self) { _ = try await held.value }
+            #expect(error?.code == .cancelled)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+}
