@@ -5,15 +5,16 @@
 import PackageDescription
 
 /// One executable per sample: each is a complete program, as an adopter would paste it.
-let samples: [(name: String, products: [String])] = [
-    ("QuickStart", ["HTTPDNSURLProtocol"]),
-    ("Resolver", ["HTTPDNS"]),
-    ("HTTPDNSProviders", ["HTTPDNS"]),
-    ("Overrides", ["HTTPDNS"]),
-    ("PipelineFromSettings", ["HTTPDNS"]),
-    ("PipelineFromParts", ["HTTPDNS"]),
-    ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"]),
-    ("SettingsFile", ["HTTPDNS"]),
+let samples: [(name: String, products: [String], other: [Target.Dependency])] = [
+    ("QuickStart", ["HTTPDNSURLProtocol"], []),
+    ("Resolver", ["HTTPDNS"], []),
+    ("HTTPDNSProviders", ["HTTPDNS"], []),
+    ("Overrides", ["HTTPDNS"], []),
+    ("PipelineFromSettings", ["HTTPDNS"], []),
+    ("PipelineFromParts", ["HTTPDNS"], []),
+    ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"], []),
+    ("SettingsFile", ["HTTPDNS"], []),
+    ("AsyncHTTPClientFront", ["HTTPDNS", "HTTPDNSURLProtocol"], [.product(name: "AsyncHTTPClient", package: "async-http-client")]),
 ]
 
 let package = Package(
@@ -21,12 +22,13 @@ let package = Package(
     dependencies: [
         .package(name: "swift-httpdns", path: ".."),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: samples.map { sample in
         .executableTarget(
             name: sample.name,
             dependencies: sample.products.map { .product(name: $0, package: "swift-httpdns") }
-                + [.product(name: "Logging", package: "swift-log")],
+                + [.product(name: "Logging", package: "swift-log")] + sample.other,
             swiftSettings: [.swiftLanguageMode(.v6)]
         )
     }
