@@ -142,6 +142,14 @@ public final class HTTPDNSInterceptor: Sendable {
                 scope: scope, maximumFailovers: maximumFailovers, raceConnections: raceConnections,
                 connectionAttemptDelay: connectionAttemptDelay, connectTimeout: connectTimeout)
         }
+
+        /// The pinned clients' limits.
+        var transportLimits: PinnedTransport.Configuration {
+            PinnedTransport.Configuration(
+                connectTimeout: connectTimeout, idleConnectionTimeout: idleConnectionTimeout,
+                additionalTrustRoots: additionalTrustRoots, maximumClients: maximumPinnedClients,
+                maximumConnectionsPerHost: maximumConnectionsPerHost)
+        }
     }
 
     /// An answer, as URLSession callers receive it.
@@ -159,10 +167,10 @@ public final class HTTPDNSInterceptor: Sendable {
     /// The settings in effect (those it was created with, as changed by ``apply(_:)``).
     public var configuration: Configuration { live.withLock { $0 } }
     private let live: Locked<Configuration>
-    let transport: PinnedTransport
     private let engine: ExchangeEngine
-    private let logger: Logger
-    private let metrics: InterceptionMetrics
+    var transport: PinnedTransport { engine.transport }
+    private var logger: Logger { engine.logger }
+    private var metrics: InterceptionMetrics { engine.metrics }
 
     /// Creates an interceptor.
     /// - Parameters:
@@ -188,22 +196,9 @@ public final class HTTPDNSInterceptor: Sendable {
         }
         self.resolver = resolver
         self.live = Locked(configuration)
-        self.transport = try PinnedTransport(
-            configuration: .init(
-                connectTimeout: configuration.connectTimeout,
-                idleConnectionTimeout: configuration.idleConnectionTimeout,
-                additionalTrustRoots: configuration.additionalTrustRoots,
-                maximumClients: configuration.maximumPinnedClients,
-                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost
-            ),
-            eventLoopGroup: eventLoopGroup,
-            logger: logger
-        )
-        self.logger = logger
-        self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
-        self.engine = ExchangeEngine(
-            resolver: resolver, transport: transport, prober: TCPConnectProber(group: eventLoopGroup), logger: logger,
-            metrics: metrics)
+        self.engine = try ExchangeEngine(
+            resolver: resolver, limits: configuration.transportLimits, eventLoopGroup: eventLoopGroup, logger: logger,
+            metricsFactory: metricsFactory)
     }
 
     /// Whether the URL protocol takes `request`: http or https, not tagged handled, a host inside the scope (IP

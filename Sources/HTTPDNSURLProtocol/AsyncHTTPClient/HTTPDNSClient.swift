@@ -110,17 +110,23 @@ public final class HTTPDNSClient: Sendable {
                 scope: scope, maximumFailovers: maximumFailovers, raceConnections: raceConnections,
                 connectionAttemptDelay: connectionAttemptDelay, connectTimeout: connectTimeout)
         }
+
+        var transportLimits: PinnedTransport.Configuration {
+            PinnedTransport.Configuration(
+                connectTimeout: connectTimeout, idleConnectionTimeout: idleConnectionTimeout,
+                additionalTrustRoots: additionalTrustRoots, maximumClients: maximumPinnedClients,
+                maximumConnectionsPerHost: maximumConnectionsPerHost)
+        }
     }
 
     /// The resolver hosts are resolved through.
     public let resolver: HostResolver
     /// The settings the client was made with.
     public let configuration: Configuration
-    private let transport: PinnedTransport
-    private let eventLoopGroup: any EventLoopGroup
     private let engine: ExchangeEngine
-    private let logger: Logger
-    private let metrics: InterceptionMetrics
+    private var transport: PinnedTransport { engine.transport }
+    private var logger: Logger { engine.logger }
+    private var metrics: InterceptionMetrics { engine.metrics }
 
     /// Creates a client.
     /// - Parameters:
@@ -144,23 +150,9 @@ public final class HTTPDNSClient: Sendable {
         }
         self.resolver = resolver
         self.configuration = configuration
-        self.transport = try PinnedTransport(
-            configuration: .init(
-                connectTimeout: configuration.connectTimeout,
-                idleConnectionTimeout: configuration.idleConnectionTimeout,
-                additionalTrustRoots: configuration.additionalTrustRoots,
-                maximumClients: configuration.maximumPinnedClients,
-                maximumConnectionsPerHost: configuration.maximumConnectionsPerHost
-            ),
-            eventLoopGroup: eventLoopGroup,
-            logger: logger
-        )
-        self.eventLoopGroup = eventLoopGroup
-        self.logger = logger
-        self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
-        self.engine = ExchangeEngine(
-            resolver: resolver, transport: transport, prober: TCPConnectProber(group: eventLoopGroup), logger: logger,
-            metrics: metrics)
+        self.engine = try ExchangeEngine(
+            resolver: resolver, limits: configuration.transportLimits, eventLoopGroup: eventLoopGroup, logger: logger,
+            metricsFactory: metricsFactory)
     }
 
     /// Executes `request` within `timeout` (connect, sending and the whole body), as `HTTPClient.execute` does.
@@ -319,7 +311,7 @@ public final class HTTPDNSClient: Sendable {
         let url = trace.hops.last?.url ?? trace.url
         var response = streamed.response
         response.body = BodyPump.start(
-            streamed.response.body, deadline: deadline, url: url, on: eventLoopGroup.next(),
+            streamed.response.body, deadline: deadline, url: url, on: engine.eventLoopGroup.next(),
             onPart: { bytes.add($0, ordering: .relaxed) },
             onEnd: { error in
                 lease.end()

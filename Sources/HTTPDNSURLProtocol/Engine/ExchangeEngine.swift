@@ -32,6 +32,22 @@ struct ExchangeEngine: Sendable {
     let prober: any ConnectProber
     let logger: Logger
     let metrics: InterceptionMetrics
+    let eventLoopGroup: any EventLoopGroup
+
+    /// An engine with its own pinned clients on `eventLoopGroup`, limited by `limits`.
+    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    ///   is not positive.
+    init(
+        resolver: HostResolver, limits: PinnedTransport.Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        metricsFactory: (any MetricsFactory)?
+    ) throws(InterceptionError) {
+        self.resolver = resolver
+        self.transport = try PinnedTransport(configuration: limits, eventLoopGroup: eventLoopGroup, logger: logger)
+        self.prober = TCPConnectProber(group: eventLoopGroup)
+        self.logger = logger
+        self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
+        self.eventLoopGroup = eventLoopGroup
+    }
 
     /// Resolves `host` when `resolve` is set and the scope takes it, and orders the candidates (a connection race may
     /// move its winner first). Records the freshness, the resolution time and the race in `hop`.
