@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
     ],
     targets: [
         // The C baseline: c-ares driven directly from epoll, the same way the Swift resolver drives it.
@@ -71,6 +72,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "HTTPDNS", package: rootPackage),
                 .product(name: "HTTPDNSURLProtocol", package: rootPackage),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Benchmarks/URLProtocolBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v6)],

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Benchmark
 import Foundation
 #if canImport(FoundationNetworking)
@@ -13,6 +14,7 @@ import HTTPDNSURLProtocol
 //
 // Two pairs: a session of its own with the protocol installed (16 in flight), and URLSession.shared with the protocol
 // registered at start-up, as an application does it (64 in flight), each beside a plain session in the same run.
+// A third pair puts HTTPDNSClient (the AsyncHTTPClient front) beside a plain AsyncHTTPClient HTTPClient.
 
 let requestsPerRun = Int(ProcessInfo.processInfo.environment["HTTPDNS_BENCH_HTTP_REQUESTS"] ?? "") ?? 4000
 let concurrency = 16
@@ -66,6 +68,42 @@ func throughput(_ session: URLSession, url: URL, count: Int, workers: Int) async
         try await group.waitForAll()
     }
     return Double(count / workers * workers) / (microseconds(ContinuousClock.now - start) / 1e6)
+}
+
+/// `count` GETs through `execute`, `workers` at a time, each body read whole; returns requests per second.
+func throughput(count: Int, workers: Int, _ execute: @escaping @Sendable () async throws -> Int) async throws -> Double {
+    let start = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                for _ in 0..<(count / workers) {
+                    let size = try await execute()
+                    precondition(size == 1024)
+                }
+            }
+        }
+        try await group.waitForAll()
+    }
+    return Double(count / workers * workers) / (microseconds(ContinuousClock.now - start) / 1e6)
+}
+
+/// The median latency of `count` sequential GETs through `execute`.
+func medianLatency(count: Int, _ execute: () async throws -> Int) async throws -> Double {
+    var samples: [Double] = []
+    for _ in 0..<count {
+        let start = ContinuousClock.now
+        let size = try await execute()
+        samples.append(microseconds(ContinuousClock.now - start))
+        precondition(size == 1024)
+    }
+    return samples.sorted()[count / 2]
+}
+
+/// One GET through an AsyncHTTPClient-shaped `execute`, its body read whole; returns the body's size.
+func get(_ url: String, _ execute: (HTTPClientRequest) async throws -> HTTPClientResponse) async throws -> Int {
+    let response = try await execute(HTTPClientRequest(url: url))
+    precondition(response.status == .ok)
+    return try await response.body.collect(upTo: 1 << 20).readableBytes
 }
 
 /// The median latency of `count` sequential GETs.
@@ -138,6 +176,44 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
             benchmark.measurement(.resolveP50, Int(times.median().rounded()))
         }
+    }
+
+    // The AsyncHTTPClient front beside a plain HTTPClient, both with `concurrency` connections to the server.
+    let frontClient = try! HTTPDNSClient(
+        resolver: resolver,
+        configuration: .init(
+            maximumConnectionsPerHost: concurrency,
+            traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }))
+    var plainConfiguration = HTTPClient.Configuration()
+    plainConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrency
+    let plainClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: plainConfiguration)
+    let frontURL = "http://web.bench:\(port)/1k"
+    let plainClientURL = "http://127.0.0.1:\(port)/1k"
+    Benchmark(
+        "HTTPDNSClient vs AsyncHTTPClient alone: 1 KiB keep-alive, \(concurrency) concurrent",
+        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+    ) { benchmark in
+        let viaFront: @Sendable () async throws -> Int = {
+            try await get(frontURL) { try await frontClient.execute($0, timeout: .seconds(30)) }
+        }
+        let alone: @Sendable () async throws -> Int = {
+            try await get(plainClientURL) { try await plainClient.execute($0, timeout: .seconds(30)) }
+        }
+        _ = try await throughput(count: concurrency * 4, workers: concurrency, viaFront)
+        _ = try await throughput(count: concurrency * 4, workers: concurrency, alone)
+        times.reset()
+        let plainRate = try await throughput(count: requestsPerRun, workers: concurrency, alone)
+        let frontRate = try await throughput(count: requestsPerRun, workers: concurrency, viaFront)
+        precondition(times.count >= requestsPerRun / concurrency * concurrency, "the requests did not go through HTTPDNSClient")
+        let plainP50 = try await medianLatency(count: latencySamples, alone)
+        let frontP50 = try await medianLatency(count: latencySamples, viaFront)
+        benchmark.measurement(.protocolRate, Int(frontRate))
+        benchmark.measurement(.plainRate, Int(plainRate))
+        benchmark.measurement(.rateRatio, Int((frontRate / plainRate * 100).rounded()))
+        benchmark.measurement(.protocolP50, Int(frontP50.rounded()))
+        benchmark.measurement(.plainP50, Int(plainP50.rounded()))
+        benchmark.measurement(.addedP50, Int((frontP50 - plainP50).rounded()))
+        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
     }
 
     pair(

@@ -1,6 +1,6 @@
 import AsyncHTTPClient
+import HTTPDNS
 import NIOCore
-import Synchronization
 
 /// Reads an AsyncHTTPClient response body on a task of its own and hands it on as a body with back-pressure, so
 /// that the request's deadline covers the whole body.
@@ -24,7 +24,7 @@ final class BodyPump: NIOAsyncSequenceProducerDelegate {
         var pendingDemand = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private init() {}
 
@@ -63,8 +63,9 @@ final class BodyPump: NIOAsyncSequenceProducerDelegate {
             if failure != nil, pump.hasExpired {
                 failure = InterceptionError(code: .timedOut, message: "the body did not arrive within the request's time limit", url: url)
             }
-            if let failure { source.finish(failure) } else { source.finish() }
+            // The lease ends and the trace is out before the reader sees the end.
             onEnd(failure)
+            if let failure { source.finish(failure) } else { source.finish() }
         }
         pump.attach(task)
         return .stream(produced.sequence)

@@ -1,5 +1,5 @@
+import HTTPDNS
 import NIOCore
-import Synchronization
 
 /// Admits requests to one pinned client no faster than its connections can take them, and queues the rest in
 /// arrival order until their own deadline.
@@ -38,11 +38,11 @@ final class ConnectionGate: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// A gate that admits `limit` requests at once.
     init(limit: Int) {
-        state = Mutex(State(limit: max(1, limit)))
+        state = Locked(State(limit: max(1, limit)))
     }
 
     /// Requests admitted and not yet left (for tests).
