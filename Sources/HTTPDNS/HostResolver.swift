@@ -337,30 +337,10 @@ public final class HostResolver: HostNameResolver {
 
     /// The cache, then the upstreams, for one fully qualified candidate name.
     private func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
-        if let cache {
-            let probeInterval = probeIntervalIfIdle
-            let served = servedUpstreams
-            switch cache.lookup(host, family: family, probeInterval: probeInterval) {
-            case .hit(let answer, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
-                metrics.misses.increment()
-            case .negative where served != nil:
-                metrics.misses.increment()
-            case .hit(let answer, let refresh, let probe):
-                if answer.isStale {
-                    metrics.staleServes.increment()
-                    logger.debug("serving a stale answer", metadata: ["host": "\(host)", "staleSeconds": "\(answer.staleSeconds)"])
-                } else {
-                    metrics.hits.increment()
-                }
-                if refresh { refreshInBackground(host, family: family) }
-                if let probe { startProbe(probe) }
-                return answer
-            case .negative(let error):
-                metrics.negativeHits.increment()
-                throw error
-            case .miss:
-                metrics.misses.increment()
-            }
+        switch cachedAnswer(host, family: family) {
+        case .answer(let answer): return answer
+        case .negative(let error): throw error
+        case .miss: break
         }
         guard !upstreams.isEmpty else {
             throw DNSError(code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
@@ -368,6 +348,72 @@ public final class HostResolver: HostNameResolver {
         return try await flights.run(FlightKey(host: host, family: family)) { [self] in
             try await fetch(host, family: family, isRefresh: false, probePort: probePort)
         }
+    }
+
+    /// What the cache holds for `host`, as the pipeline serves it: an answer (fresh or stale, refreshed and probed in
+    /// the background as needed), a cached negative answer, or a miss (nothing usable, or only an answer from an
+    /// upstream that is not served now).
+    private enum CachedAnswer {
+        case answer(RankedResolution)
+        case negative(DNSError)
+        case miss
+    }
+
+    private func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
+        guard let cache else { return .miss }
+        let probeInterval = probeIntervalIfIdle
+        let served = servedUpstreams
+        switch cache.lookup(host, family: family, probeInterval: probeInterval) {
+        case .hit(let answer, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
+            metrics.misses.increment()
+            return .miss
+        case .negative where served != nil:
+            metrics.misses.increment()
+            return .miss
+        case .hit(let answer, let refresh, let probe):
+            if answer.isStale {
+                metrics.staleServes.increment()
+                logger.debug("serving a stale answer", metadata: ["host": "\(host)", "staleSeconds": "\(answer.staleSeconds)"])
+            } else {
+                metrics.hits.increment()
+            }
+            if refresh { refreshInBackground(host, family: family) }
+            if let probe { startProbe(probe) }
+            return .answer(answer)
+        case .negative(let error):
+            metrics.negativeHits.increment()
+            return .negative(error)
+        case .miss:
+            metrics.misses.increment()
+            return .miss
+        }
+    }
+
+    /// The ranked answer for `text` when it needs no waiting: from the overrides, a literal or `localhost`, the
+    /// system hosts file, or the cache (for the first search candidate the cache answers). `nil` when an upstream
+    /// must be asked; ``resolveRanked(_:family:port:)`` then does it. Callers on a hot path (the URL protocol, the
+    /// AsyncHTTPClient front) try this first and so skip the time limit an upstream lookup needs.
+    /// - Throws: ``DNSError`` for a name that is not valid.
+    public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution? {
+        if let overrides, let name = try? HostName(text), let answer = layerAnswer(overrides, name, family: family, port: port) {
+            return answer
+        }
+        if let local = try LocalAnswers.answer(for: text, family: family) {
+            return RankedResolution(unscored: local, family: family, freshness: .local)
+        }
+        let host = try HostName(text)
+        if let port, let cache { cache.setProbePort(port, for: host) }
+        if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return answer }
+        let candidates = pipeline.withLock { $0.configuration.search.candidates(for: host, absolute: text.hasSuffix(".")) }
+        for candidate in candidates {
+            switch cachedAnswer(candidate, family: family) {
+            case .answer(let answer): return answer
+            // The next search candidate may exist; the full path decides (and asks the fallback).
+            case .negative: continue
+            case .miss: return nil
+            }
+        }
+        return nil
     }
 
     /// Asks the fallback for the name as given, after every upstream said it does not exist; its answer is cached

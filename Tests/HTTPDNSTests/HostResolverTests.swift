@@ -63,6 +63,33 @@ struct HostResolverTests {
         }
     }
 
+    @Test("cachedRanked answers without waiting from overrides, literals and the cache, and nil where an upstream must be asked")
+    func cachedRankedFastPath() async throws {
+        let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
+        let overrides = HostOverrides()
+        overrides.set([ip("203.0.113.9")], for: try HostPattern("b.test"))
+        let resolver = Self.resolver([upstream], overrides: overrides)
+        try await withCleanup { () async throws in
+            #expect(try resolver.cachedRanked("a.test") == nil)
+            #expect(upstream.calls == 0)
+            let fetched = try await resolver.resolveRanked("a.test")
+            let cached = try #require(try resolver.cachedRanked("A.test", port: 443))
+            #expect(cached.freshness == .cache)
+            #expect(cached.addresses == fetched.addresses)
+            #expect(try resolver.cachedRanked("b.test")?.freshness == .override)
+            #expect(try resolver.cachedRanked("192.0.2.77")?.freshness == .local)
+            #expect(throws: DNSError.self) { try resolver.cachedRanked("bad..name") }
+            // A cached negative answer is left to the full path, which tries the next search candidate and the
+            // fallback.
+            upstream.set(.fail(.notFound))
+            await #expect(throws: DNSError.self) { try await resolver.resolveRanked("c.test") }
+            #expect(try resolver.cachedRanked("c.test") == nil)
+            #expect(upstream.calls == 2)
+        } cleanup: {
+            await resolver.shutdown()
+        }
+    }
+
     @Test("upstreams are asked in order; when all fail, NXDOMAIN wins over other errors")
     func fallThrough() async throws {
         let failing = FakeUpstream(.fail(.timeout), source: "doh-a")

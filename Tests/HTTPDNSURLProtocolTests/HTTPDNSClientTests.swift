@@ -263,4 +263,61 @@ struct HTTPDNSClientTests {
             await server.stop()
         }
     }
+
+    @Test("many requests at once through one client, some cancelled mid-flight and some dropped unread: all end, no place leaks")
+    func manyAtOnce() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            request.path.hasPrefix("/slow")
+                ? .delayed(.milliseconds(50), .text(String(repeating: "s", count: 10_000)))
+                : .text(String(repeating: "f", count: 10_000))
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.maximumConnectionsPerHost = 4 }
+            try fixture.pin("many.test", to: "127.0.0.5")
+            let client = fixture.client
+            let port = server.port
+            let outcomes = try await withTimeLimit(.seconds(120)) {
+                await withTaskGroup(of: String.self) { group in
+                    for index in 0..<300 {
+                        group.addTask {
+                            let url = "http://many.test:\(port)/\(index.isMultiple(of: 3) ? "slow" : "fast")/\(index)"
+                            let work = Task { () async throws -> String in
+                                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(60))
+                                if index.isMultiple(of: 7) { return "dropped" }
+                                let body = try await response.body.collect(upTo: 1 << 20)
+                                return body.readableBytes == 10_000 ? "ok" : "short"
+                            }
+                            if index.isMultiple(of: 5) {
+                                try? await Task.sleep(for: .milliseconds(index % 40))
+                                work.cancel()
+                            }
+                            do { return try await work.value } catch let error as InterceptionError {
+                                return error.code == .cancelled ? "cancelled" : "failed \(error)"
+                            } catch {
+                                return "failed \(error)"
+                            }
+                        }
+                    }
+                    return await group.reduce(into: [String]()) { $0.append($1) }
+                }
+            }
+            #expect(outcomes.count == 300)
+            #expect(outcomes.filter { $0.hasPrefix("failed") || $0 == "short" } == [])
+            #expect(outcomes.filter { $0 == "ok" }.count >= 150)
+            // Every place came back: a burst as large as the limit goes straight through.
+            let after = try await withTimeLimit(.seconds(30)) {
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<4 {
+                        group.addTask { try await fixture.text(HTTPClientRequest(url: "http://many.test:\(port)/fast/after\(index)")).0 }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+            }
+            #expect(after == [200, 200, 200, 200])
+            #expect(fixture.client.pinnedClientCount == 1)
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
 }

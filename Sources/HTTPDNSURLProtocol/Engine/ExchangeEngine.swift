@@ -65,12 +65,17 @@ struct ExchangeEngine: Sendable {
         let ranked: RankedResolution
         let resolver = self.resolver
         do {
-            ranked = try await withTimeLimit(
-                budget,
-                orThrow: InterceptionError(
-                    code: .timedOut, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
-            ) {
-                try await resolver.resolveRanked(host, family: .any, port: port)
+            // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
+            if let cached = try resolver.cachedRanked(host, family: .any, port: port) {
+                ranked = cached
+            } else {
+                ranked = try await withTimeLimit(
+                    budget,
+                    orThrow: InterceptionError(
+                        code: .timedOut, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
+                ) {
+                    try await resolver.resolveRanked(host, family: .any, port: port)
+                }
             }
         } catch let error as DNSError {
             throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
