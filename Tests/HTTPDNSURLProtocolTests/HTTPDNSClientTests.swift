@@ -244,6 +244,13 @@ struct HTTPDNSClientTests {
             let stalled = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: .seconds(1))
             let late = await #expect(throws: InterceptionError.self) { _ = try await stalled.body.collect(upTo: 1 << 20) }
             #expect(late?.code == .timedOut)
+            // The same with a request body, which takes AsyncHTTPClient's async API and the body pump.
+            var post = HTTPClientRequest(url: "http://t.test:\(port)/stall")
+            post.method = .POST
+            post.body = .bytes(ByteBuffer(string: "payload"))
+            let stalledPost = try await fixture.client.execute(post, timeout: .seconds(1))
+            let latePost = await #expect(throws: InterceptionError.self) { _ = try await stalledPost.body.collect(upTo: 1 << 20) }
+            #expect(latePost?.code == .timedOut)
             // A body dropped unread frees the only connection place: the next request is not stuck behind it.
             do {
                 let dropped = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/big"), timeout: .seconds(30))

@@ -6,7 +6,6 @@ public import Logging
 public import NIOCore
 import NIOHTTP1
 public import NIOPosix
-import Synchronization
 
 /// AsyncHTTPClient with the fastest address: executes an `HTTPClientRequest` like `HTTPClient.execute` does, through
 /// the same exchange engine as the URL protocol.
@@ -175,7 +174,7 @@ public final class HTTPDNSClient: Sendable {
         do {
             let streamed = try await run(request, deadline: deadline, logger: logger, trace: &trace)
             trace.status = Int(streamed.response.status.code)
-            return streaming(streamed, trace: trace, started: started, deadline: deadline)
+            return streaming(streamed, trace: trace, started: started)
         } catch {
             trace.error = error
             trace.elapsed = ContinuousClock.now - started
@@ -262,7 +261,8 @@ public final class HTTPDNSClient: Sendable {
         let streamed = try await engine.attempt(
             candidates, method: request.method.rawValue, url: urlText, deadline: deadline, hop: &hop
         ) { address in
-            let streamed = try await transport.stream(request, host: host, address: address, deadline: deadline, logger: logger)
+            let streamed = try await transport.stream(
+                request, host: host, address: address, deadline: deadline, url: urlText, logger: logger)
             return (streamed, streamed.headLatency)
         }
         hop.status = Int(streamed.response.status.code)
@@ -299,40 +299,28 @@ public final class HTTPDNSClient: Sendable {
         } catch {}
     }
 
-    /// The response with its body read by a ``BodyPump`` within `deadline`; the lease ends and the trace is reported
-    /// when the body ends, fails or is dropped.
+    /// The final response, reporting the trace (bytes, time, how the body ended) once its body ends.
     private func streaming(
-        _ streamed: PinnedTransport.StreamedResponse, trace: RequestTrace, started: ContinuousClock.Instant, deadline: NIODeadline
+        _ streamed: PinnedTransport.StreamedResponse, trace: RequestTrace, started: ContinuousClock.Instant
     ) -> HTTPClientResponse {
         let metrics = self.metrics
         let handler = configuration.traceHandler
-        let bytes = Atomic<Int>(0)
         let lease = streamed.lease
         let url = trace.hops.last?.url ?? trace.url
-        var response = streamed.response
-        response.body = BodyPump.start(
-            streamed.response.body, deadline: deadline, url: url, on: engine.eventLoopGroup.next(),
-            onPart: { bytes.add($0, ordering: .relaxed) },
-            onEnd: { error in
-                lease.end()
-                var trace = trace
-                trace.bytes = bytes.load(ordering: .relaxed)
-                trace.elapsed = ContinuousClock.now - started
-                if let error {
-                    let failure = error as? InterceptionError ?? Self.failure(error, url: url)
-                    trace.error = failure
-                    metrics.failed(failure.code)
-                } else {
-                    metrics.succeeded.increment()
-                }
-                handler?(trace)
-            })
-        return response
-    }
-
-    private static func failure(_ error: any Error, url: String) -> InterceptionError {
-        if error is CancellationError { return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url) }
-        let (code, message, _) = PinnedTransport.classify(error)
-        return InterceptionError(code: code, message: message, url: url, source: error)
+        streamed.watch.onEnd { bytes, error in
+            lease.end()
+            var trace = trace
+            trace.bytes = bytes
+            trace.elapsed = ContinuousClock.now - started
+            if let error {
+                let failure = PinnedTransport.interceptionError(error, url: url)
+                trace.error = failure
+                metrics.failed(failure.code)
+            } else {
+                metrics.succeeded.increment()
+            }
+            handler?(trace)
+        }
+        return streamed.response
     }
 }

@@ -175,21 +175,27 @@ final class PinnedTransport: Sendable {
         var response: HTTPClientResponse
         /// From sending the request to the response head.
         var headLatency: Duration
-        /// Ends (gives the connection place and the client back) when the body has been read, or when the last
+        /// Ends (gives the connection place and the client back) when the exchange is over, or when the last
         /// reference to it goes away.
         var lease: StreamLease
+        /// The body's bytes and its end, for the trace.
+        var watch: BodyWatch
     }
 
     /// Sends `request` to `address` (`nil`: the client resolves `host` itself) and returns as soon as the response
-    /// head arrived; the body is still to be read. The client and its connection place stay taken until the lease
-    /// ends.
+    /// head arrived; the body streams with back-pressure, and `deadline` covers it too. The client and its connection
+    /// place stay taken until the body ended or was dropped.
+    ///
+    /// A request without a body goes through AsyncHTTPClient's delegate API, which hands each part over on the
+    /// event loop and says whether the request went out; one with a body (only the async API can send an
+    /// `HTTPClientRequest.Body`) through the async API with a ``BodyPump``, where only connect-phase errors
+    /// (``isConnectPhase(_:)``) count as nothing sent.
     ///
     /// `request.url` must name `host` exactly (lowercased): the pin is AsyncHTTPClient's `dnsOverride` for that name.
-    /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it). Without a
-    ///   delegate AsyncHTTPClient does not say whether the request went out, so only errors of the connect phase
-    ///   (``isConnectPhase(_:)``) count as nothing sent.
+    /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it).
     func stream(
-        _ request: HTTPClientRequest, host: String, address: IPAddress?, deadline: NIODeadline, logger requestLogger: Logger?
+        _ request: HTTPClientRequest, host: String, address: IPAddress?, deadline: NIODeadline, url: String,
+        logger requestLogger: Logger?
     ) async throws -> StreamedResponse {
         let key = Key(host: host, address: address, proxy: nil)
         let (client, gate) = try acquire(key)
@@ -203,15 +209,64 @@ final class PinnedTransport: Sendable {
             gate.leave()
             release(key, client)
         }
+        let watch = BodyWatch()
         let started = ContinuousClock.now
+        var response: HTTPClientResponse
+        if request.body == nil {
+            response = try await streamWithoutBody(request, client: client, deadline: deadline, url: url, lease: lease, watch: watch, logger: requestLogger)
+        } else {
+            do {
+                response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
+            } catch {
+                lease.end()
+                throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
+            }
+            response.body = BodyPump.start(
+                response.body, deadline: deadline, url: url, on: eventLoopGroup.next(),
+                onPart: { watch.add($0) },
+                onEnd: { error in
+                    lease.end()
+                    watch.end(error)
+                })
+        }
+        if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
+        return StreamedResponse(response: response, headLatency: ContinuousClock.now - started, lease: lease, watch: watch)
+    }
+
+    private func streamWithoutBody(
+        _ request: HTTPClientRequest, client: HTTPClient, deadline: NIODeadline, url: String, lease: StreamLease,
+        watch: BodyWatch, logger requestLogger: Logger?
+    ) async throws -> HTTPClientResponse {
+        let wire: HTTPClient.Request
         do {
-            let response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
-            if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
-            return StreamedResponse(response: response, headLatency: ContinuousClock.now - started, lease: lease)
+            wire = try HTTPClient.Request(url: request.url, method: request.method, headers: request.headers)
         } catch {
             lease.end()
-            throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
+            throw AttemptFailure(underlying: error, requestSent: false)
         }
+        let (body, source, demand) = StreamingDelegate.makeBody()
+        let delegate = StreamingDelegate(eventLoop: eventLoopGroup.next(), source: source, demand: demand, watch: watch, url: url)
+        let task = client.execute(request: wire, delegate: delegate, deadline: deadline, logger: requestLogger ?? logger)
+        demand.attach(task)
+        task.futureResult.whenComplete { _ in lease.end() }
+        do {
+            let head = try await withTaskCancellationHandler {
+                try await delegate.head.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+            return HTTPClientResponse(version: head.version, status: head.status, headers: head.headers, body: .stream(body))
+        } catch {
+            throw AttemptFailure(underlying: error, requestSent: delegate.requestSent)
+        }
+    }
+
+    /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
+    static func interceptionError(_ error: any Error, url: String) -> InterceptionError {
+        if let error = error as? InterceptionError { return error }
+        if error is CancellationError { return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url) }
+        let (code, message, _) = classify(error)
+        return InterceptionError(code: code, message: message, url: url, source: error)
     }
 
     /// Whether `error` comes from making the connection (TCP connect, TLS handshake): AsyncHTTPClient hands a request
