@@ -235,7 +235,8 @@ public final class HostResolver: HostNameResolver {
         self.prober = prober
         self.logger = logger
         self.metrics = ResolverMetrics(
-            sources: (upstreams + [fallback].compactMap { $0 }).map(\.name), factory: metricsFactory ?? MetricsSystem.factory)
+            sources: (upstreams + [fallback].compactMap { $0 }).map(\.name),
+            factory: metricsFactory ?? MetricsSystem.factory)
         self.flights = SingleFlight(tasks: tasks)
         self.cleanups = Locked(onShutdown)
         if let cache, let path = configuration.cachePath {
@@ -272,8 +273,12 @@ public final class HostResolver: HostNameResolver {
     /// - Parameters:
     ///   - port: The port the caller will connect to; background probes of this host measure it.
     /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
-    public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws -> RankedResolution {
-        if let overrides, let name = try? HostName(text), let answer = layerAnswer(overrides, name, family: family, port: port) {
+    public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws
+        -> RankedResolution
+    {
+        if let overrides, let name = try? HostName(text),
+            let answer = layerAnswer(overrides, name, family: family, port: port)
+        {
             return answer
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
@@ -301,7 +306,9 @@ public final class HostResolver: HostNameResolver {
         for layer in [overrides, hosts] {
             if let layer, let answer = layerAnswer(layer, host, family: family, port: probePort) { return answer }
         }
-        let (candidates, fallback) = pipeline.withLock { ($0.configuration.search.candidates(for: host, absolute: absolute), $0.fallback) }
+        let (candidates, fallback) = pipeline.withLock {
+            ($0.configuration.search.candidates(for: host, absolute: absolute), $0.fallback)
+        }
         var asGiven: DNSError?
         var first: DNSError?
         for candidate in candidates {
@@ -336,14 +343,17 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The cache, then the upstreams, for one fully qualified candidate name.
-    private func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws -> RankedResolution {
+    private func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws
+        -> RankedResolution
+    {
         switch cachedAnswer(host, family: family) {
         case .answer(let answer): return answer
         case .negative(let error): throw error
         case .miss: break
         }
         guard !upstreams.isEmpty else {
-            throw DNSError(code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
+            throw DNSError(
+                code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
         }
         return try await flights.run(FlightKey(host: host, family: family)) { [self] in
             try await fetch(host, family: family, isRefresh: false, probePort: probePort)
@@ -373,7 +383,8 @@ public final class HostResolver: HostNameResolver {
         case .hit(let answer, let refresh, let probe):
             if answer.isStale {
                 metrics.staleServes.increment()
-                logger.debug("serving a stale answer", metadata: ["host": "\(host)", "staleSeconds": "\(answer.staleSeconds)"])
+                logger.debug(
+                    "serving a stale answer", metadata: ["host": "\(host)", "staleSeconds": "\(answer.staleSeconds)"])
             } else {
                 metrics.hits.increment()
             }
@@ -394,8 +405,11 @@ public final class HostResolver: HostNameResolver {
     /// must be asked; ``resolveRanked(_:family:port:)`` then does it. Callers on a hot path (the URL protocol, the
     /// AsyncHTTPClient front) try this first and so skip the time limit an upstream lookup needs.
     /// - Throws: ``DNSError`` for a name that is not valid.
-    public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution? {
-        if let overrides, let name = try? HostName(text), let answer = layerAnswer(overrides, name, family: family, port: port) {
+    public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution?
+    {
+        if let overrides, let name = try? HostName(text),
+            let answer = layerAnswer(overrides, name, family: family, port: port)
+        {
             return answer
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
@@ -404,7 +418,9 @@ public final class HostResolver: HostNameResolver {
         let host = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: host) }
         if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return answer }
-        let candidates = pipeline.withLock { $0.configuration.search.candidates(for: host, absolute: text.hasSuffix(".")) }
+        let candidates = pipeline.withLock {
+            $0.configuration.search.candidates(for: host, absolute: text.hasSuffix("."))
+        }
         for candidate in candidates {
             switch cachedAnswer(candidate, family: family) {
             case .answer(let answer): return answer
@@ -444,7 +460,9 @@ public final class HostResolver: HostNameResolver {
     /// The addresses a local layer (overrides, hosts file) gives `host`, ranked by the same scores as upstream
     /// answers (probed when first used, fed back by connects, backing off after failures); their order is all
     /// that changes, never the addresses.
-    private func layerAnswer(_ layer: HostOverrides, _ host: HostName, family: AddressFamily, port: Int?) -> RankedResolution? {
+    private func layerAnswer(_ layer: HostOverrides, _ host: HostName, family: AddressFamily, port: Int?)
+        -> RankedResolution?
+    {
         guard let answer = layer.resolve(host, family: family) else { return nil }
         guard let cache else { return RankedResolution(unscored: answer, family: family, freshness: .override) }
         let (ranked, probe) = cache.rankExternal(
@@ -480,7 +498,7 @@ public final class HostResolver: HostNameResolver {
 
     private var probeIntervalIfIdle: Duration? {
         guard let probing = configuration.probing, prober != nil,
-              probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
+            probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
         else { return nil }
         return probing.interval
     }
@@ -494,7 +512,9 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).
-    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws -> RankedResolution {
+    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws
+        -> RankedResolution
+    {
         do {
             let answer: RankedResolution
             let (upstreams, race, guardAll) = pipeline.withLock {
@@ -515,7 +535,9 @@ public final class HostResolver: HostNameResolver {
         } catch let error as DNSError where error.code == .privateAddress {
             throw error
         } catch {
-            let failure = error as? UpstreamFailure ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
+            let failure =
+                error as? UpstreamFailure
+                ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
             guard let error = failure.error as? DNSError else { throw failure.error }
             if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
                 // The name is gone (or has no address of the family): that replaces whatever was cached.
@@ -540,7 +562,9 @@ public final class HostResolver: HostNameResolver {
                 )
                 return fallback
             }
-            if failure.negative != nil, failure.authoritative { cache?.storeNegative(host, family: family, error: error) }
+            if failure.negative != nil, failure.authoritative {
+                cache?.storeNegative(host, family: family, error: error)
+            }
             throw error
         }
     }
@@ -552,8 +576,9 @@ public final class HostResolver: HostNameResolver {
         let ttl = resolution.addresses.map(\.ttl).min() ?? 0
         let origin = resolution.addresses.first?.source ?? "unknown"
         guard let cache,
-              let stored = cache.store(
-                host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin, upstream: upstream,
+            let stored = cache.store(
+                host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin,
+                upstream: upstream,
                 merge: merge)
         else {
             var unscored = RankedResolution(unscored: resolution, family: family, freshness: .upstream)
@@ -583,7 +608,9 @@ public final class HostResolver: HostNameResolver {
                 guard !resolution.addresses.isEmpty else {
                     throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
                 }
-                if guardEveryUpstream, upstream.kind != .httpDNS { try Self.guardAddresses(resolution, from: upstream, host: host) }
+                if guardEveryUpstream, upstream.kind != .httpDNS {
+                    try Self.guardAddresses(resolution, from: upstream, host: host)
+                }
                 return (resolution, upstream)
             } catch let error as CancellationError {
                 throw error
@@ -612,7 +639,8 @@ public final class HostResolver: HostNameResolver {
         guard let bad = resolution.addresses.first(where: { $0.ip.isNonPublic }) else { return }
         throw DNSError(
             code: .privateAddress,
-            message: "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            message:
+                "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
             host: host.name)
     }
 
@@ -639,18 +667,21 @@ public final class HostResolver: HostNameResolver {
             for group in groups {
                 let started = tasks.spawn { [self] in
                     let outcome = await Result {
-                        try await Self.askInOrder(group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
+                        try await Self.askInOrder(
+                            group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
                     }
                     // The store happens under the race's lock so the winner replaces and later answers merge.
                     let resume: (() -> Void)? = state.withLock { race in
                         switch outcome {
                         case .success(let (resolution, upstream)):
                             guard let continuation = race.continuation else {
-                                _ = store(resolution, host: host, family: family, upstream: upstream.identity, merge: true)
+                                _ = store(
+                                    resolution, host: host, family: family, upstream: upstream.identity, merge: true)
                                 return nil
                             }
                             race.continuation = nil
-                            let answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                            let answer = store(
+                                resolution, host: host, family: family, upstream: upstream.identity, merge: false)
                             return { continuation.resume(returning: answer) }
                         case .failure(let error):
                             race.errors.append(error)
@@ -658,10 +689,13 @@ public final class HostResolver: HostNameResolver {
                                 race.continuation = nil
                                 return { continuation.resume(throwing: error) }
                             }
-                            guard race.errors.count == groups.count, let continuation = race.continuation else { return nil }
+                            guard race.errors.count == groups.count, let continuation = race.continuation else {
+                                return nil
+                            }
                             race.continuation = nil
                             let failures = race.errors.map {
-                                $0 as? UpstreamFailure ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
+                                $0 as? UpstreamFailure
+                                    ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
                             }
                             let codes = failures.map { ($0.error as? DNSError)?.code }
                             var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
@@ -676,7 +710,8 @@ public final class HostResolver: HostNameResolver {
                         defer { race.continuation = nil }
                         return race.continuation
                     }
-                    continuation?.resume(throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
+                    continuation?.resume(
+                        throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
                     return
                 }
             }
@@ -767,7 +802,8 @@ public final class HostResolver: HostNameResolver {
                         cache.recordConnect(to: ip, of: request.host, latency: latency)
                     case .failed(let code):
                         metrics.probesFailed.increment()
-                        logger.debug("probe failed", metadata: ["host": "\(request.host)", "ip": "\(ip)", "error": "\(code)"])
+                        logger.debug(
+                            "probe failed", metadata: ["host": "\(request.host)", "ip": "\(ip)", "error": "\(code)"])
                         cache.recordFailure(to: ip, of: request.host)
                     }
                 }

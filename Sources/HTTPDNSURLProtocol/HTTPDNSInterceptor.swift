@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #endif
 public import CoreMetrics
 public import Foundation
@@ -192,7 +192,8 @@ public final class HTTPDNSInterceptor: Sendable {
         guard configuration.maximumRedirects >= 0, configuration.maximumFailovers >= 0,
             configuration.maximumRequestBodyBytes > 0, configuration.maximumResponseBytes > 0
         else {
-            throw InterceptionError(code: .invalidConfiguration, message: "interceptor limits must not be negative or zero")
+            throw InterceptionError(
+                code: .invalidConfiguration, message: "interceptor limits must not be negative or zero")
         }
         self.resolver = resolver
         self.live = Locked(configuration)
@@ -260,7 +261,9 @@ public final class HTTPDNSInterceptor: Sendable {
 
     // MARK: - Hops
 
-    private func run(_ original: URLRequest, trace: inout RequestTrace) async throws(InterceptionError) -> (HTTPURLResponse, Data) {
+    private func run(_ original: URLRequest, trace: inout RequestTrace) async throws(InterceptionError) -> (
+        HTTPURLResponse, Data
+    ) {
         var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
         var hop = original
         RequestRewriting.clearHandled(&hop)
@@ -270,7 +273,8 @@ public final class HTTPDNSInterceptor: Sendable {
                 throw InterceptionError(code: .badURL, message: "the URL has no host", url: hop.url?.absoluteString)
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-                throw InterceptionError(code: .unsupportedURL, message: "only http and https are handled", url: url.absoluteString)
+                throw InterceptionError(
+                    code: .unsupportedURL, message: "only http and https are handled", url: url.absoluteString)
             }
             var sent = hop
             addCookies(to: &sent, for: url)
@@ -278,7 +282,8 @@ public final class HTTPDNSInterceptor: Sendable {
             storeCookies(from: answer.headers, for: url, request: hop)
             if configuration.followRedirects,
                 var next = try RedirectRule.next(
-                    after: hop, body: body, status: answer.status, location: Self.header("Location", in: answer.headers), from: url),
+                    after: hop, body: body, status: answer.status,
+                    location: Self.header("Location", in: answer.headers), from: url),
                 let followed = try redirect(to: next.request, from: url, answer: answer)
             {
                 next.request = followed
@@ -295,13 +300,16 @@ public final class HTTPDNSInterceptor: Sendable {
                 body = next.body
                 continue
             }
-            guard let response = HTTPURLResponse(
-                url: url,
-                statusCode: answer.status,
-                httpVersion: answer.version,
-                headerFields: Self.headerFields(answer.headers)
-            ) else {
-                throw InterceptionError(code: .badServerResponse, message: "cannot represent the answer", url: url.absoluteString)
+            guard
+                let response = HTTPURLResponse(
+                    url: url,
+                    statusCode: answer.status,
+                    httpVersion: answer.version,
+                    headerFields: Self.headerFields(answer.headers)
+                )
+            else {
+                throw InterceptionError(
+                    code: .badServerResponse, message: "cannot represent the answer", url: url.absoluteString)
             }
             return (response, answer.body.withUnsafeReadableBytes { Data($0) })
         }
@@ -324,7 +332,8 @@ public final class HTTPDNSInterceptor: Sendable {
         defer { trace.hops.append(hop) }
 
         // The request's timeoutInterval covers the whole hop: resolution, the connection race, connect and exchange.
-        let timeout = request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
+        let timeout =
+            request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
         let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout * 1e9))
         let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
@@ -336,15 +345,18 @@ public final class HTTPDNSInterceptor: Sendable {
         var exchange = try PinnedTransport.Exchange(request, body: body)
         exchange.proxy = proxy
         let transport = self.transport
-        let response = try await engine.attempt(candidates, method: method, url: urlText, deadline: deadline, hop: &hop) { address in
+        let response = try await engine.attempt(candidates, method: method, url: urlText, deadline: deadline, hop: &hop)
+        { address in
             var pinned = exchange
             if let address { pinned.address = address }
-            let response = try await transport.execute(pinned, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
+            let response = try await transport.execute(
+                pinned, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
             return (response, response.headLatency)
         }
         hop.status = response.status
         logger.trace(
-            "intercepted hop", metadata: ["url": "\(urlText)", "ip": "\(hop.address?.description ?? "-")", "status": "\(response.status)"])
+            "intercepted hop",
+            metadata: ["url": "\(urlText)", "ip": "\(hop.address?.description ?? "-")", "status": "\(response.status)"])
         return response
     }
 
@@ -362,7 +374,8 @@ public final class HTTPDNSInterceptor: Sendable {
             let count = chunk.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
             if count < 0 {
                 throw InterceptionError(
-                    code: .invalidRequest, message: "the request body stream failed: \(stream.streamError.map { "\($0)" } ?? "read error")",
+                    code: .invalidRequest,
+                    message: "the request body stream failed: \(stream.streamError.map { "\($0)" } ?? "read error")",
                     url: request.url?.absoluteString)
             }
             if count == 0 { break }
@@ -406,15 +419,19 @@ public final class HTTPDNSInterceptor: Sendable {
         to next: URLRequest, from url: URL, answer: PinnedTransport.Response
     ) throws(InterceptionError) -> URLRequest? {
         let configuration = self.configuration
-        if url.scheme?.lowercased() == "https", next.url?.scheme?.lowercased() == "http", !configuration.allowsInsecureRedirects {
+        if url.scheme?.lowercased() == "https", next.url?.scheme?.lowercased() == "http",
+            !configuration.allowsInsecureRedirects
+        {
             throw InterceptionError(
                 code: .insecureRedirect,
                 message: "refused a redirect from https to \(next.url?.absoluteString ?? "http")",
                 url: url.absoluteString)
         }
         guard let handler = configuration.redirectHandler else { return next }
-        guard let response = HTTPURLResponse(
-            url: url, statusCode: answer.status, httpVersion: answer.version, headerFields: Self.headerFields(answer.headers))
+        guard
+            let response = HTTPURLResponse(
+                url: url, statusCode: answer.status, httpVersion: answer.version,
+                headerFields: Self.headerFields(answer.headers))
         else { return next }
         return handler(response, next)
     }

@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 public import CoreMetrics
 import Foundation
@@ -60,7 +60,8 @@ public final class HTTPDNSRuntime: Sendable {
         metricsFactory: (any MetricsFactory)? = nil
     ) throws -> HTTPDNSRuntime {
         let settings = try SettingsFile.load(path: configurationFile).get()
-        let runtime = try start(settings: settings, logger: logger, metricsFactory: metricsFactory, file: configurationFile)
+        let runtime = try start(
+            settings: settings, logger: logger, metricsFactory: metricsFactory, file: configurationFile)
         return runtime
     }
 
@@ -83,7 +84,8 @@ public final class HTTPDNSRuntime: Sendable {
     ) throws -> HTTPDNSRuntime {
         let interceptor = try HTTPDNSInterceptor(
             resolver: resolver, configuration: configuration, logger: logger, metricsFactory: metricsFactory)
-        let runtime = HTTPDNSRuntime(resolver: resolver, interceptor: interceptor, configurationFile: nil, logger: logger)
+        let runtime = HTTPDNSRuntime(
+            resolver: resolver, interceptor: interceptor, configurationFile: nil, logger: logger)
         runtime.register()
         return runtime
     }
@@ -95,12 +97,14 @@ public final class HTTPDNSRuntime: Sendable {
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
-                resolver: resolver, configuration: .init(settings: settings), logger: logger, metricsFactory: metricsFactory)
+                resolver: resolver, configuration: .init(settings: settings), logger: logger,
+                metricsFactory: metricsFactory)
         } catch {
             Task { await resolver.shutdown() }
             throw error
         }
-        let runtime = HTTPDNSRuntime(resolver: resolver, interceptor: interceptor, configurationFile: file, logger: logger)
+        let runtime = HTTPDNSRuntime(
+            resolver: resolver, interceptor: interceptor, configurationFile: file, logger: logger)
         if let file { runtime.follow(file, interval: settings.reloadIntervalMilliseconds) }
         runtime.register()
         return runtime

@@ -1,7 +1,7 @@
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #else
-public import Foundation
+    public import Foundation
 #endif
 import Foundation
 import HTTPDNS
@@ -211,11 +211,27 @@ enum SessionProtocols {
 }
 
 // Eight subclasses that differ only in the slot they read their interceptor from.
-final class SessionProtocol0: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 0) } }
-final class SessionProtocol1: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 1) } }
-final class SessionProtocol2: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 2) } }
-final class SessionProtocol3: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 3) } }
-final class SessionProtocol4: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 4) } }
-final class SessionProtocol5: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 5) } }
-final class SessionProtocol6: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 6) } }
-final class SessionProtocol7: HTTPDNSURLProtocol { override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 7) } }
+final class SessionProtocol0: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 0) }
+}
+final class SessionProtocol1: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 1) }
+}
+final class SessionProtocol2: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 2) }
+}
+final class SessionProtocol3: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 3) }
+}
+final class SessionProtocol4: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 4) }
+}
+final class SessionProtocol5: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 5) }
+}
+final class SessionProtocol6: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 6) }
+}
+final class SessionProtocol7: HTTPDNSURLProtocol {
+    override class var boundInterceptor: HTTPDNSInterceptor? { SessionProtocols.interceptor(at: 7) }
+}

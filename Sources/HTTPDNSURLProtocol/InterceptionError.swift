@@ -69,7 +69,9 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
     public var source: (any Error)?
 
     /// Creates an error.
-    public init(code: Code, message: String, url: String? = nil, addressesTried: [String] = [], source: (any Error)? = nil) {
+    public init(
+        code: Code, message: String, url: String? = nil, addressesTried: [String] = [], source: (any Error)? = nil
+    ) {
         self.code = code
         self.message = message
         self.url = url.map(Redaction.url)
@@ -89,7 +91,8 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
 
     /// Equal when code, message, URL and addresses are equal (the source is not compared).
     public static func == (lhs: InterceptionError, rhs: InterceptionError) -> Bool {
-        lhs.code == rhs.code && lhs.message == rhs.message && lhs.url == rhs.url && lhs.addressesTried == rhs.addressesTried
+        lhs.code == rhs.code && lhs.message == rhs.message && lhs.url == rhs.url
+            && lhs.addressesTried == rhs.addressesTried
     }
 
     /// Hashes the compared fields.
@@ -134,7 +137,9 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
     public init?(_ error: any Error) {
         if let error = error as? InterceptionError {
             self = error
-        } else if let error = error as? URLError, let underlying = error.userInfo[NSUnderlyingErrorKey] as? InterceptionError {
+        } else if let error = error as? URLError,
+            let underlying = error.userInfo[NSUnderlyingErrorKey] as? InterceptionError
+        {
             self = underlying
         } else {
             return nil

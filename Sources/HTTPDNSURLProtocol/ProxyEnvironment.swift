@@ -69,7 +69,9 @@ public struct ProxyEnvironment: Sendable, Hashable {
 
     /// The proxy libcurl would send a request for `url` through, or `nil` for a direct connection.
     public func proxy(for url: URL) -> Proxy? {
-        guard !isEmpty, let scheme = url.scheme?.lowercased(), let host = RequestRewriting.host(of: url) else { return nil }
+        guard !isEmpty, let scheme = url.scheme?.lowercased(), let host = RequestRewriting.host(of: url) else {
+            return nil
+        }
         let chosen = (scheme == "https" ? https : scheme == "http" ? http : nil) ?? all
         guard let chosen, !isExcepted(host.lowercased()) else { return nil }
         return chosen

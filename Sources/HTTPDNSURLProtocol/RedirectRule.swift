@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 
@@ -21,7 +21,9 @@ enum RedirectRule {
     }
 
     /// Headers that describe a body, dropped when a redirect turns the request into a GET.
-    static let bodyHeaders = ["Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location"]
+    static let bodyHeaders = [
+        "Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location",
+    ]
     /// Headers that carry credentials or the origin, dropped on a redirect to another origin.
     static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie", "Origin"]
 
@@ -34,10 +36,13 @@ enum RedirectRule {
         guard statuses.contains(status), let location, !location.isEmpty else { return nil }
         guard let target = URL(string: location, relativeTo: url)?.absoluteURL, RequestRewriting.host(of: target) != nil
         else {
-            throw InterceptionError(code: .badServerResponse, message: "the redirect target '\(location)' is not a valid URL", url: url.absoluteString)
+            throw InterceptionError(
+                code: .badServerResponse, message: "the redirect target '\(location)' is not a valid URL",
+                url: url.absoluteString)
         }
         guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw InterceptionError(code: .unsupportedURL, message: "redirect to an unsupported scheme", url: target.absoluteString)
+            throw InterceptionError(
+                code: .unsupportedURL, message: "redirect to an unsupported scheme", url: target.absoluteString)
         }
         let method = method.uppercased()
         let becomesGET =
@@ -46,7 +51,9 @@ enum RedirectRule {
             case 303: method != "HEAD" && method != "GET"
             default: false
             }
-        return Step(target: target, method: becomesGET ? "GET" : method, becomesGET: becomesGET, crossOrigin: !sameOrigin(url, target))
+        return Step(
+            target: target, method: becomesGET ? "GET" : method, becomesGET: becomesGET,
+            crossOrigin: !sameOrigin(url, target))
     }
 
     /// The next hop after `status` with `location` for `request` (sent to `url`), or `nil` when the answer is not a
@@ -59,7 +66,8 @@ enum RedirectRule {
         location: String?,
         from url: URL
     ) throws(InterceptionError) -> (request: URLRequest, body: [UInt8]?)? {
-        guard let step = try step(status: status, location: location, method: request.httpMethod ?? "GET", from: url) else { return nil }
+        guard let step = try step(status: status, location: location, method: request.httpMethod ?? "GET", from: url)
+        else { return nil }
         var next = request
         next.url = step.target
         RequestRewriting.clearHandled(&next)

@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+    public import FoundationNetworking
 #endif
 public import Foundation
 public import HTTPDNS
@@ -60,7 +60,8 @@ public enum RequestRewriting {
         }
         components.percentEncodedHost = address.urlHost
         guard let rewritten = components.url else {
-            throw InterceptionError(code: .badURL, message: "cannot rewrite the URL to \(address)", url: url.absoluteString)
+            throw InterceptionError(
+                code: .badURL, message: "cannot rewrite the URL to \(address)", url: url.absoluteString)
         }
         var result = request
         result.url = rewritten
@@ -113,7 +114,8 @@ extension PinnedTransport.Exchange {
             guard Self.isToken(name), Self.isFieldValue(value) else {
                 throw InterceptionError(
                     code: .invalidRequest,
-                    message: "the header field '\(Self.isToken(name) ? name : "(invalid name)")' has a name or value that is not valid HTTP",
+                    message:
+                        "the header field '\(Self.isToken(name) ? name : "(invalid name)")' has a name or value that is not valid HTTP",
                     url: url.absoluteString)
             }
             headers.append((name, value))
@@ -130,10 +132,12 @@ extension PinnedTransport.Exchange {
 
     /// Whether `name` is an HTTP token (RFC 9110 section 5.6.2).
     static func isToken(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.allSatisfy { byte in
-            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
-                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
     }
 
     /// Whether `value` may be sent as a field value: no CR, LF, NUL or other control character but horizontal tab.

@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 public import HTTPDNS
@@ -36,7 +36,10 @@ public final class URLSessionFetcher: Sendable {
         public var timeout: Duration
 
         /// Creates a request.
-        public init(url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: [UInt8]? = nil, timeout: Duration = .seconds(60)) {
+        public init(
+            url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
+            timeout: Duration = .seconds(60)
+        ) {
             self.url = url
             self.method = method
             self.headers = headers
@@ -126,14 +129,16 @@ public final class URLSessionFetcher: Sendable {
                 if let name = name as? String, let value = value as? String { headers[name] = value }
             }
             return Result(
-                status: http.statusCode, url: http.url?.absoluteString ?? request.url, headers: headers, body: Array(data),
+                status: http.statusCode, url: http.url?.absoluteString ?? request.url, headers: headers,
+                body: Array(data),
                 trace: tag.flatMap(traces.trace), elapsed: elapsed)
         } catch let error as InterceptionError {
             throw error
         } catch {
             if let intercepted = InterceptionError(error) { throw intercepted }
             throw InterceptionError(
-                code: Self.code(for: (error as? URLError)?.code), message: "\(error.localizedDescription)", url: request.url, source: error)
+                code: Self.code(for: (error as? URLError)?.code), message: "\(error.localizedDescription)",
+                url: request.url, source: error)
         }
     }
 

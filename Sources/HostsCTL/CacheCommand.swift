@@ -19,12 +19,16 @@ public struct CacheCommand: AsyncParsableCommand {
         /// The file.
         @Option(
             name: .customLong("cache-file"),
-            help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
+            help: ArgumentHelp(
+                "The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.",
+                valueName: "PATH")
         )
         public var cacheFile: String?
 
         /// The settings file, for cache.path and the cache's limits.
-        @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+        @Option(
+            help: ArgumentHelp(
+                "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
         public var config: String?
 
         /// Creates the options (used by the argument parser).
@@ -38,7 +42,8 @@ public struct CacheCommand: AsyncParsableCommand {
                 throw ValidationError("the settings have errors; see above (hostsctl config check)")
             }
             guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
-                throw ValidationError("no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")
+                throw ValidationError(
+                    "no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")
             }
             return (path, settings)
         }
@@ -48,7 +53,8 @@ public struct CacheCommand: AsyncParsableCommand {
             let (path, settings) = try resolve()
             let cache = HostCache(configuration: HostCache.Configuration(settings: settings))
             if let problem = cache.load(from: path).problem {
-                printToStandardError("error: the cache file \(path) cannot be used: \(problem) (hostsctl cache clear removes it)")
+                printToStandardError(
+                    "error: the cache file \(path) cannot be used: \(problem) (hostsctl cache clear removes it)")
                 throw ExitCode(1)
             }
             return (path, cache)
@@ -111,7 +117,9 @@ public struct CacheCommand: AsyncParsableCommand {
         /// Checks the names.
         public func validate() throws {
             for host in hosts {
-                do { _ = try HostName(host) } catch { throw ValidationError("'\(host)' is not a valid host name: \(error.message)") }
+                do { _ = try HostName(host) } catch {
+                    throw ValidationError("'\(host)' is not a valid host name: \(error.message)")
+                }
             }
         }
 
@@ -179,7 +187,8 @@ public struct CacheCommand: AsyncParsableCommand {
         public func run() async throws {
             let (path, cache) = try location.load()
             let entries = cache.entries().sorted { ($0.host, $0.family.rawValue) < ($1.host, $1.family.rawValue) }
-            let text = json
+            let text =
+                json
                 ? JSONValue.array(entries.map(CacheReport.json)).serialized() + "\n"
                 : CacheReport.hostsFile(entries, from: path)
             guard let output else {
@@ -207,26 +216,32 @@ enum CacheReport {
             ("stale", .bool(entry.remainingSeconds < 0)),
             (
                 "addresses",
-                .array(entry.addresses.map { address in
-                    .object([
-                        ("ip", .string(address.ip.description)),
-                        ("rank", .number(Double(address.rank))),
-                        ("score", .number((address.score * 1000).rounded() / 1000)),
-                        ("latencyMs", address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
-                        ("successes", .number(Double(address.successes))),
-                        ("failures", .number(Double(address.failures))),
-                    ])
-                })
+                .array(
+                    entry.addresses.map { address in
+                        .object([
+                            ("ip", .string(address.ip.description)),
+                            ("rank", .number(Double(address.rank))),
+                            ("score", .number((address.score * 1000).rounded() / 1000)),
+                            (
+                                "latencyMs",
+                                address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null
+                            ),
+                            ("successes", .number(Double(address.successes))),
+                            ("failures", .number(Double(address.failures))),
+                        ])
+                    })
             ),
             ("error", entry.error.map { .string($0.description) } ?? .null),
         ])
     }
 
     static func text(_ entry: HostCache.Entry) -> String {
-        let state = entry.remainingSeconds < 0
+        let state =
+            entry.remainingSeconds < 0
             ? "stale for \(Int((-entry.remainingSeconds).rounded())) s"
             : "expires in \(Int(entry.remainingSeconds.rounded())) s"
-        var out = entry.origin == .override
+        var out =
+            entry.origin == .override
             ? "\(entry.host) (addresses from the overrides, ranked by their scores; never asked upstream)\n"
             : "\(entry.host) (\(entry.family), from \(entry.origin), ttl \(entry.ttl) s, \(state))\n"
         if let error = entry.error {
@@ -234,7 +249,12 @@ enum CacheReport {
         }
         out += TextTable.render(
             header: ["RANK", "ADDRESS", "SCORE", "CONNECTS"],
-            rows: entry.addresses.map { ["\($0.rank)", $0.ip.description, ResolveReport.scoreLabel($0), "\($0.successes) ok, \($0.failures) failed"] },
+            rows: entry.addresses.map {
+                [
+                    "\($0.rank)", $0.ip.description, ResolveReport.scoreLabel($0),
+                    "\($0.successes) ok, \($0.failures) failed",
+                ]
+            },
             indent: 2
         )
         return out

@@ -31,7 +31,8 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
     )
 
     /// The files to check.
-    @Argument(help: "Settings files (.json) and overrides files (hosts format). Default: Config/hostsctl.json Config/hosts.")
+    @Argument(
+        help: "Settings files (.json) and overrides files (hosts format). Default: Config/hostsctl.json Config/hosts.")
     public var files: [String] = []
 
     /// Print JSON instead of text.
@@ -67,8 +68,11 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
         var text: String {
             if let unreadable { return "\(unreadable)\n" }
             let errors = diagnostics.filter { $0.severity == .error }.count
-            let counted = kind == "settings" ? "\(entries) key\(entries == 1 ? "" : "s")" : "\(entries) entr\(entries == 1 ? "y" : "ies")"
-            return diagnostics.map { "\($0)\n" }.joined() + "\(file): \(counted), \(errors) error\(errors == 1 ? "" : "s")\n"
+            let counted =
+                kind == "settings"
+                ? "\(entries) key\(entries == 1 ? "" : "s")" : "\(entries) entr\(entries == 1 ? "y" : "ies")"
+            return diagnostics.map { "\($0)\n" }.joined()
+                + "\(file): \(counted), \(errors) error\(errors == 1 ? "" : "s")\n"
         }
 
         var json: JSONValue {
@@ -87,9 +91,12 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
         if file.hasSuffix(".json") {
             let settings = SettingsFile.load(path: file)
             if settings.isUnreadable, let unreadable = settings.errors.first {
-                return Result(file: file, kind: "settings", entries: 0, diagnostics: [], unreadable: "\(file): \(unreadable.message)")
+                return Result(
+                    file: file, kind: "settings", entries: 0, diagnostics: [],
+                    unreadable: "\(file): \(unreadable.message)")
             }
-            return Result(file: file, kind: "settings", entries: settings.fileKeys.count, diagnostics: settings.diagnostics)
+            return Result(
+                file: file, kind: "settings", entries: settings.fileKeys.count, diagnostics: settings.diagnostics)
         }
         do {
             let hosts = try HostsFile(contentsOf: file)
@@ -130,7 +137,10 @@ public struct ConfigShowCommand: AsyncParsableCommand {
         for warning in file.diagnostics where warning.severity == .warning { printToStandardError(warning.description) }
         let rows = SettingsReport.rows(settings, file: file)
         if json {
-            print(JSONValue.object(rows.map { ($0.key, .object([("value", .string($0.value)), ("from", .string($0.origin))])) }).serialized())
+            print(
+                JSONValue.object(
+                    rows.map { ($0.key, .object([("value", .string($0.value)), ("from", .string($0.origin))])) }
+                ).serialized())
         } else {
             let width = rows.map(\.key.count).max() ?? 0
             for row in rows {

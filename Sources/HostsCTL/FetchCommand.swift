@@ -25,15 +25,21 @@ public struct FetchCommand: AsyncParsableCommand {
     public var url: String
 
     /// The method.
-    @Option(name: [.customShort("X"), .customLong("request")], help: ArgumentHelp("The HTTP method (default GET, or POST with --data).", valueName: "METHOD"))
+    @Option(
+        name: [.customShort("X"), .customLong("request")],
+        help: ArgumentHelp("The HTTP method (default GET, or POST with --data).", valueName: "METHOD"))
     public var method: String?
 
     /// The request body.
-    @Option(name: [.customShort("d"), .customLong("data")], help: ArgumentHelp("Request body; @FILE reads it from a file.", valueName: "DATA"))
+    @Option(
+        name: [.customShort("d"), .customLong("data")],
+        help: ArgumentHelp("Request body; @FILE reads it from a file.", valueName: "DATA"))
     public var data: String?
 
     /// Extra header fields.
-    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp("A header field, \"Name: value\"; repeatable.", valueName: "HEADER"))
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: ArgumentHelp("A header field, \"Name: value\"; repeatable.", valueName: "HEADER"))
     public var headers: [String] = []
 
     /// How many times to make the request.
@@ -45,17 +51,23 @@ public struct FetchCommand: AsyncParsableCommand {
     public var concurrency: Int = 1
 
     /// The settings file.
-    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
     public var config: String?
 
     /// An overrides file in hosts format.
-    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE")
+    )
     public var hosts: String?
 
     /// Extra trusted CA certificates.
-    @Option(name: .customLong("trust-ca"), help: ArgumentHelp(
-        "A PEM file of extra trusted CA certificates for the fetched URLs (interception.trustCA; HTTP DNS keeps httpdns.trustCA); repeatable.",
-        valueName: "FILE"))
+    @Option(
+        name: .customLong("trust-ca"),
+        help: ArgumentHelp(
+            "A PEM file of extra trusted CA certificates for the fetched URLs (interception.trustCA; HTTP DNS keeps httpdns.trustCA); repeatable.",
+            valueName: "FILE"))
     public var trustCA: [String] = []
 
     /// The request's time limit.
@@ -67,7 +79,9 @@ public struct FetchCommand: AsyncParsableCommand {
     public var noFollow = false
 
     /// Where the body goes.
-    @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp("Write the last response body to FILE (- for standard output).", valueName: "FILE"))
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: ArgumentHelp("Write the last response body to FILE (- for standard output).", valueName: "FILE"))
     public var output: String?
 
     /// `--cache-file` and `--no-cache`.
@@ -83,13 +97,18 @@ public struct FetchCommand: AsyncParsableCommand {
 
     /// Checks the arguments before anything runs.
     public func validate() throws {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+            scheme == "http" || scheme == "https",
             parsed.host?.isEmpty == false
         else {
             throw ValidationError("'\(url)' is not an http or https URL.")
         }
-        guard (1...1_000_000).contains(`repeat`) else { throw ValidationError("--repeat must be between 1 and 1000000.") }
-        guard (1...1024).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 1024.") }
+        guard (1...1_000_000).contains(`repeat`) else {
+            throw ValidationError("--repeat must be between 1 and 1000000.")
+        }
+        guard (1...1024).contains(concurrency) else {
+            throw ValidationError("--concurrency must be between 1 and 1024.")
+        }
         guard timeout.isFinite, timeout >= 0.001, timeout <= 3600 else {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
@@ -131,7 +150,8 @@ public struct FetchCommand: AsyncParsableCommand {
         interception.cookieStorage = nil
         let fetcher: URLSessionFetcher
         do {
-            fetcher = try URLSessionFetcher(resolver: resolver, configuration: interception, session: .shared, logger: CommandLogging.logger())
+            fetcher = try URLSessionFetcher(
+                resolver: resolver, configuration: interception, session: .shared, logger: CommandLogging.logger())
         } catch {
             await resolver.shutdown()
             throw ValidationError(error.description)
@@ -146,7 +166,9 @@ public struct FetchCommand: AsyncParsableCommand {
     }
 
     /// Makes the `repeat` requests, `concurrency` at a time, printing each report as its request ends.
-    private func fetchAll(_ request: URLSessionFetcher.Request, through fetcher: URLSessionFetcher) async -> FetchSummary {
+    private func fetchAll(_ request: URLSessionFetcher.Request, through fetcher: URLSessionFetcher) async
+        -> FetchSummary
+    {
         let started = ContinuousClock.now
         var summary = FetchSummary(requests: `repeat`)
         await withTaskGroup(of: (FetchReport, [UInt8]?).self) { group in
@@ -217,7 +239,9 @@ public struct FetchCommand: AsyncParsableCommand {
             // Written in place, never replaced by a renamed temporary file (what FileManager.createFile does): `-o
             // /dev/null` run as root must not turn the device into a regular file.
             let descriptor = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard descriptor >= 0 else { throw ValidationError("cannot write \(output): \(String(cString: strerror(errno))).") }
+            guard descriptor >= 0 else {
+                throw ValidationError("cannot write \(output): \(String(cString: strerror(errno))).")
+            }
             let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             do {
                 try handle.write(contentsOf: body)
@@ -313,7 +337,8 @@ struct FetchReport: Sendable {
     var json: JSONValue {
         var fields: [(String, JSONValue)] = [("url", .string(url))]
         if let error {
-            fields.append(("error", .object([("code", .string(error.code.description)), ("message", .string(error.message))])))
+            fields.append(
+                ("error", .object([("code", .string(error.code.description)), ("message", .string(error.message))])))
             return .object(fields)
         }
         fields += [
@@ -357,15 +382,19 @@ struct FetchReport: Sendable {
     /// A summary line and one line per hop.
     var text: String {
         if let error { return "\(url): error \(error.code): \(error.message)\n" }
-        var out = "\(hops.first?.method ?? "GET") \(url) -> \(status.map(String.init) ?? "-"), \(bytes) bytes in \(Self.format(elapsedMilliseconds)) ms"
+        var out =
+            "\(hops.first?.method ?? "GET") \(url) -> \(status.map(String.init) ?? "-"), \(bytes) bytes in \(Self.format(elapsedMilliseconds)) ms"
         if trace == nil { out += " (not intercepted)" }
         out += "\n"
         for (index, hop) in hops.enumerated() {
             let ip = hop.address.map { "\($0) (\(hop.freshness?.rawValue ?? "-"))" } ?? "not rewritten"
-            out += "  hop \(index + 1): \(hop.method) \(hop.url) -> \(hop.status.map(String.init) ?? "-") via \(ip), Host: \(hop.hostHeader), "
-            out += "resolve \(Self.format(Self.milliseconds(hop.resolveTime))) ms, exchange \(Self.format(Self.milliseconds(hop.elapsed))) ms\n"
+            out +=
+                "  hop \(index + 1): \(hop.method) \(hop.url) -> \(hop.status.map(String.init) ?? "-") via \(ip), Host: \(hop.hostHeader), "
+            out +=
+                "resolve \(Self.format(Self.milliseconds(hop.resolveTime))) ms, exchange \(Self.format(Self.milliseconds(hop.elapsed))) ms\n"
             for attempt in hop.failedAttempts {
-                out += "    failed over from \(attempt.address?.description ?? "-"): \(attempt.error.code) (\(attempt.error.message))\n"
+                out +=
+                    "    failed over from \(attempt.address?.description ?? "-"): \(attempt.error.code) (\(attempt.error.message))\n"
             }
         }
         return out

@@ -35,15 +35,20 @@ public struct HTTPDNSOptions: ParsableArguments {
     public var httpdns: Vendor?
 
     /// The vendor endpoints.
-    @Option(name: .customLong("endpoint"), help: ArgumentHelp("HTTPDNS endpoint base URL; repeatable, tried in order.", valueName: "URL"))
+    @Option(
+        name: .customLong("endpoint"),
+        help: ArgumentHelp("HTTPDNS endpoint base URL; repeatable, tried in order.", valueName: "URL"))
     public var endpoints: [String] = []
 
     /// The vendor account ID.
-    @Option(help: ArgumentHelp("HTTPDNS account ID. The secret comes only from $\(HTTPDNSOptions.secretVariable).", valueName: "ID"))
+    @Option(
+        help: ArgumentHelp(
+            "HTTPDNS account ID. The secret comes only from $\(HTTPDNSOptions.secretVariable).", valueName: "ID"))
     public var account: String?
 
     /// A preset from the presets file.
-    @Option(help: ArgumentHelp("Use a named service from the presets file (see Config/providers.json).", valueName: "NAME"))
+    @Option(
+        help: ArgumentHelp("Use a named service from the presets file (see Config/providers.json).", valueName: "NAME"))
     public var provider: String?
 
     /// The presets file; by default `$HOSTSCTL_PRESETS`, else the one installed with `hostsctl`.
@@ -59,7 +64,8 @@ public struct HTTPDNSOptions: ParsableArguments {
         if let presets { return presets }
         if let path = environment["HOSTSCTL_PRESETS"], !path.isEmpty { return path }
         guard let installed = Self.installedPresets() else {
-            throw ValidationError("No presets file is installed with hostsctl; give one with --presets or $HOSTSCTL_PRESETS.")
+            throw ValidationError(
+                "No presets file is installed with hostsctl; give one with --presets or $HOSTSCTL_PRESETS.")
         }
         return installed
     }
@@ -67,9 +73,12 @@ public struct HTTPDNSOptions: ParsableArguments {
     /// The presets installed with the executable: `../share/swift-httpdns/providers.json` next to its directory, or,
     /// for a build inside the source tree (`.build/…/hostsctl`), the tree's `Config/providers.json`.
     static func installedPresets(executable: String? = nil) -> String? {
-        let path = executable ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let path =
+            executable ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent()
-        let shared = directory.deletingLastPathComponent().appendingPathComponent("share/swift-httpdns/providers.json").path
+        let shared = directory.deletingLastPathComponent().appendingPathComponent("share/swift-httpdns/providers.json")
+            .path
         if FileManager.default.isReadableFile(atPath: shared) { return shared }
         for _ in 0..<5 {
             if directory.lastPathComponent.hasPrefix(".build") {
@@ -84,9 +93,12 @@ public struct HTTPDNSOptions: ParsableArguments {
     /// Bootstrap addresses for the endpoint host names.
     @Option(
         name: .customLong("bootstrap"),
-        help: ArgumentHelp("Connect to this IP for the endpoint's host name (TLS still checks the name); repeatable.", valueName: "IP"),
+        help: ArgumentHelp(
+            "Connect to this IP for the endpoint's host name (TLS still checks the name); repeatable.", valueName: "IP"),
         transform: { text in
-            guard let ip = IPAddress(text) else { throw ValidationError("--bootstrap: '\(text)' is not an IP address.") }
+            guard let ip = IPAddress(text) else {
+                throw ValidationError("--bootstrap: '\(text)' is not an IP address.")
+            }
             return ip
         }
     )
@@ -95,12 +107,16 @@ public struct HTTPDNSOptions: ParsableArguments {
     /// Extra trust roots.
     @Option(
         name: .customLong("trust-ca"),
-        help: ArgumentHelp("Also trust the CA certificates in this PEM file (for private CAs); repeatable. Certificates are always verified.", valueName: "FILE")
+        help: ArgumentHelp(
+            "Also trust the CA certificates in this PEM file (for private CAs); repeatable. Certificates are always verified.",
+            valueName: "FILE")
     )
     public var trustCA: [String] = []
 
     /// Accept private addresses in answers.
-    @Flag(name: .customLong("allow-private-answers"), help: "Accept HTTP DNS answers with private, loopback or link-local addresses.")
+    @Flag(
+        name: .customLong("allow-private-answers"),
+        help: "Accept HTTP DNS answers with private, loopback or link-local addresses.")
     public var allowPrivateAnswers = false
 
     /// Creates the options (used by the argument parser).
@@ -120,7 +136,8 @@ public struct HTTPDNSOptions: ParsableArguments {
         if httpdns == nil, provider == nil, !endpoints.isEmpty { throw ValidationError("--endpoint needs --httpdns.") }
         if httpdns == .alibaba, account == nil { throw ValidationError("--httpdns alibaba needs --account.") }
         if !isSelected, !bootstrap.isEmpty || !trustCA.isEmpty || allowPrivateAnswers {
-            throw ValidationError("--bootstrap, --trust-ca and --allow-private-answers need --doh, --httpdns or --provider.")
+            throw ValidationError(
+                "--bootstrap, --trust-ca and --allow-private-answers need --doh, --httpdns or --provider.")
         }
     }
 
@@ -158,13 +175,17 @@ public struct HTTPDNSOptions: ParsableArguments {
             } else {
                 let vendor = httpdns ?? .tencent
                 endpoints = try self.endpoints.map { try HTTPDNSEndpoint($0, bootstrapAddresses: bootstrap) }
-                api = vendor == .alibaba ? .alibaba(account: account ?? "", secret: secret) : .tencent(account: account, key: secret)
+                api =
+                    vendor == .alibaba
+                    ? .alibaba(account: account ?? "", secret: secret) : .tencent(account: account, key: secret)
             }
-            let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, additionalTrustRoots: trustCA))
+            let transport = try HTTPDNSTransport(
+                configuration: .init(requestTimeout: timeout, additionalTrustRoots: trustCA))
             do {
                 let resolver = try HTTPDNSResolver(
                     configuration: .init(
-                        name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers, budget: budget),
+                        name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers,
+                        budget: budget),
                     transport: transport
                 )
                 return (resolver, transport)

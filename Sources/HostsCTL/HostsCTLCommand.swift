@@ -8,7 +8,10 @@ public struct HostsCTLCommand: AsyncParsableCommand {
         commandName: "hostsctl",
         abstract: "Resolve host names fast and reliably: c-ares, HTTP DNS, a scored IP cache.",
         version: HostsCTLVersion.current,
-        subcommands: [ResolveCommand.self, BenchCommand.self, ProbeCommand.self, CacheCommand.self, FetchCommand.self, ConfigCommand.self],
+        subcommands: [
+            ResolveCommand.self, BenchCommand.self, ProbeCommand.self, CacheCommand.self, FetchCommand.self,
+            ConfigCommand.self,
+        ],
         defaultSubcommand: nil
     )
 

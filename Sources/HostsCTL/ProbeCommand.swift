@@ -33,7 +33,9 @@ public struct ProbeCommand: AsyncParsableCommand {
     public var samples: Int = 5
 
     /// Connect timeout.
-    @Option(name: .customLong("connect-timeout"), help: ArgumentHelp("Seconds one connect may take (default: probe.timeoutMs).", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("connect-timeout"),
+        help: ArgumentHelp("Seconds one connect may take (default: probe.timeoutMs).", valueName: "SECONDS"))
     public var connectTimeout: Double?
 
     /// How names are resolved.
@@ -68,7 +70,8 @@ public struct ProbeCommand: AsyncParsableCommand {
         settings.probeEnabled = false
         try ResolutionOptions.checkOverrides(settings)
         let port = port ?? settings.probePorts.first ?? 443
-        let timeout = connectTimeout.map { Duration.milliseconds(Int64(($0 * 1000).rounded(.up))) }
+        let timeout =
+            connectTimeout.map { Duration.milliseconds(Int64(($0 * 1000).rounded(.up))) }
             ?? .milliseconds(settings.probeTimeoutMilliseconds)
         let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try ResolveCommand.usage {
@@ -76,7 +79,8 @@ public struct ProbeCommand: AsyncParsableCommand {
         }
         resolution.restrictCache(of: resolver)
         let reports = await Self.probeAll(
-            names, family: resolution.family ?? .any, port: port, samples: samples, timeout: timeout, with: resolver, prober: TCPConnectProber())
+            names, family: resolution.family ?? .any, port: port, samples: samples, timeout: timeout, with: resolver,
+            prober: TCPConnectProber())
         await resolver.shutdown()
         await transport?.shutdown()
         if json {
@@ -100,7 +104,12 @@ public struct ProbeCommand: AsyncParsableCommand {
         await withTaskGroup(of: (Int, ProbeReport).self) { group in
             for (index, host) in hosts.enumerated() {
                 group.addTask {
-                    (index, await probe(host, family: family, port: port, samples: samples, timeout: timeout, with: resolver, prober: prober))
+                    (
+                        index,
+                        await probe(
+                            host, family: family, port: port, samples: samples, timeout: timeout, with: resolver,
+                            prober: prober)
+                    )
                 }
             }
             var reports = [ProbeReport?](repeating: nil, count: hosts.count)
@@ -136,7 +145,8 @@ public struct ProbeCommand: AsyncParsableCommand {
                         outcomes.append(outcome)
                         if let name {
                             switch outcome {
-                            case .connected(let latency): resolver.reportConnect(to: address.ip, of: name, latency: latency)
+                            case .connected(let latency):
+                                resolver.reportConnect(to: address.ip, of: name, latency: latency)
                             case .failed: resolver.reportFailure(to: address.ip, of: name)
                             }
                         }
@@ -150,7 +160,8 @@ public struct ProbeCommand: AsyncParsableCommand {
         }
         // Rank as the resolver does now that the samples are in the cache (override addresses included); else by
         // median connect time.
-        let ranked = resolver.cache == nil ? [] : ((try? await resolver.resolveRanked(host, family: family))?.addresses ?? [])
+        let ranked =
+            resolver.cache == nil ? [] : ((try? await resolver.resolveRanked(host, family: family))?.addresses ?? [])
         if !ranked.isEmpty, Set(ranked.map(\.ip)) == Set(addresses.map(\.ip)) {
             for (index, address) in addresses.enumerated() {
                 let entry = ranked.first { $0.ip == address.ip }
@@ -216,22 +227,33 @@ struct ProbeReport: Sendable {
             ("source", source.map(JSONValue.string) ?? .null),
             (
                 "addresses",
-                .array(addresses.map { address in
-                    let times = address.connectTimes
-                    return .object([
-                        ("ip", .string(address.ip.description)),
-                        ("samples", .number(Double(address.outcomes.count))),
-                        ("ok", .number(Double(times.count))),
-                        ("medianMs", ms(address.median)),
-                        ("minMs", ms(times.first)),
-                        ("maxMs", ms(times.last)),
-                        ("errors", .object(address.errors.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
-                        ("score", ms(address.score)),
-                        ("rank", address.rank.map { .number(Double($0)) } ?? .null),
-                    ])
-                })
+                .array(
+                    addresses.map { address in
+                        let times = address.connectTimes
+                        return .object([
+                            ("ip", .string(address.ip.description)),
+                            ("samples", .number(Double(address.outcomes.count))),
+                            ("ok", .number(Double(times.count))),
+                            ("medianMs", ms(address.median)),
+                            ("minMs", ms(times.first)),
+                            ("maxMs", ms(times.last)),
+                            (
+                                "errors",
+                                .object(
+                                    address.errors.sorted { $0.key < $1.key }.map {
+                                        ($0.key, .number(Double($0.value)))
+                                    })
+                            ),
+                            ("score", ms(address.score)),
+                            ("rank", address.rank.map { .number(Double($0)) } ?? .null),
+                        ])
+                    })
             ),
-            ("error", error.map { .object([("code", .string($0.code.description)), ("message", .string($0.message))]) } ?? .null),
+            (
+                "error",
+                error.map { .object([("code", .string($0.code.description)), ("message", .string($0.message))]) }
+                    ?? .null
+            ),
         ])
     }
 
@@ -242,7 +264,8 @@ struct ProbeReport: Sendable {
         }
         let rows = addresses.map { address -> [String] in
             let times = address.connectTimes
-            let failures = address.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            let failures = address.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                separator: ", ")
             return [
                 address.rank.map(String.init) ?? "-",
                 address.ip.description,
@@ -255,7 +278,8 @@ struct ProbeReport: Sendable {
             ]
         }
         out += TextTable.render(
-            header: ["RANK", "ADDRESS", "OK", "MEDIAN MS", "MIN MS", "MAX MS", "SCORE", "ERRORS"], rows: rows, indent: 2,
+            header: ["RANK", "ADDRESS", "OK", "MEDIAN MS", "MIN MS", "MAX MS", "SCORE", "ERRORS"], rows: rows,
+            indent: 2,
             rightAligned: [2, 3, 4, 5, 6])
         return out
     }

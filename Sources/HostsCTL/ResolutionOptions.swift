@@ -8,7 +8,8 @@ public struct ResolutionOptions: ParsableArguments {
     /// The DNS servers; the system's when none is given.
     @Option(
         name: .customLong("server"),
-        help: ArgumentHelp("DNS server as IP[:PORT] or [IPv6]:PORT; repeatable. Default: /etc/resolv.conf.", valueName: "IP[:PORT]"),
+        help: ArgumentHelp(
+            "DNS server as IP[:PORT] or [IPv6]:PORT; repeatable. Default: /etc/resolv.conf.", valueName: "IP[:PORT]"),
         transform: { try ServerAddress(parsing: $0) }
     )
     public var servers: [ServerAddress] = []
@@ -32,11 +33,15 @@ public struct ResolutionOptions: ParsableArguments {
     public var tries: Int?
 
     /// The settings file.
-    @Option(help: ArgumentHelp("Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
     public var config: String?
 
     /// An overrides file in hosts format; its names are answered from it with source `override`.
-    @Option(help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE")
+    )
     public var hosts: String?
 
     /// An HTTP DNS service to resolve through instead of the configured upstreams.
@@ -112,13 +117,17 @@ public struct ResolutionOptions: ParsableArguments {
     /// Builds the HTTP DNS service the options name, if any, and makes it the pipeline's only upstream: `settings`
     /// gets the `httpdns` layer and loses `cares`. The caller shuts the transport down.
     /// - Returns: The upstreams to give ``HostResolver`` (`nil`: the settings' own) and the transport.
-    func commandLineUpstreams(_ settings: inout ResolverSettings) throws -> (upstreams: [HostResolver.Upstream]?, transport: HTTPDNSTransport?) {
+    func commandLineUpstreams(_ settings: inout ResolverSettings) throws -> (
+        upstreams: [HostResolver.Upstream]?, transport: HTTPDNSTransport?
+    ) {
         guard httpDNS.isSelected else { return (nil, nil) }
         let (resolver, transport) = try httpDNS.makeResolver(
-            timeout: .milliseconds(settings.httpTimeoutMilliseconds), budget: .milliseconds(settings.httpBudgetMilliseconds))
+            timeout: .milliseconds(settings.httpTimeoutMilliseconds),
+            budget: .milliseconds(settings.httpBudgetMilliseconds))
         settings.sources.removeAll { $0 == .cares }
         if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
-        let identity = "\(resolver.configuration.name)(\(resolver.configuration.endpoints.map(\.url).joined(separator: ",")))"
+        let identity =
+            "\(resolver.configuration.name)(\(resolver.configuration.endpoints.map(\.url).joined(separator: ",")))"
         let api = resolver.configuration.api.description
         let upstream = HostResolver.Upstream(
             name: resolver.configuration.name, kind: .httpDNS, resolver: resolver, identity: identity,
@@ -153,7 +162,8 @@ public struct CacheOptions: ParsableArguments {
     /// The persisted cache file.
     @Option(
         name: .customLong("cache-file"),
-        help: ArgumentHelp("The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
+        help: ArgumentHelp(
+            "The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
     )
     public var cacheFile: String?
 

@@ -26,7 +26,8 @@ public struct ResolveCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("source"),
         help: ArgumentHelp(
-            "Ask only this layer: overrides, hosts, cache, httpdns, cares or system. Default: the whole pipeline.", valueName: "LAYER"),
+            "Ask only this layer: overrides, hosts, cache, httpdns, cares or system. Default: the whole pipeline.",
+            valueName: "LAYER"),
         transform: ResolveCommand.parseSource
     )
     public var source: ResolverSettings.Source?
@@ -51,7 +52,8 @@ public struct ResolveCommand: AsyncParsableCommand {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
         if cache.noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
         if resolution.httpDNS.isSelected, let source, source != .httpdns {
-            throw ValidationError("HTTP DNS options select the httpdns layer; they cannot be combined with --source \(source.rawValue).")
+            throw ValidationError(
+                "HTTP DNS options select the httpdns layer; they cannot be combined with --source \(source.rawValue).")
         }
         if !resolution.servers.isEmpty, let source, source != .cares {
             throw ValidationError("--server is for c-ares; it cannot be combined with --source \(source.rawValue).")
@@ -99,7 +101,8 @@ public struct ResolveCommand: AsyncParsableCommand {
             settings.systemFallback = false
             if source == .cache { settings.cacheEnabled = true }
             if source == .httpdns, settings.providers.isEmpty, !httpDNS.isSelected {
-                throw ValidationError("--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
+                throw ValidationError(
+                    "--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
             }
         }
         return settings
@@ -111,14 +114,19 @@ public struct ResolveCommand: AsyncParsableCommand {
     }
 
     /// Resolves `hosts` concurrently through the pipeline, timing each, and returns the reports in input order.
-    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: HostResolver) async -> [ResolveReport] {
+    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: HostResolver) async
+        -> [ResolveReport]
+    {
         await resolveAll(hosts) { host in try await resolver.resolveRanked(host, family: family) }
     }
 
     /// Resolves `hosts` concurrently through one plain resolver (no ranking), for tests and single layers.
-    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: some HostNameResolver) async -> [ResolveReport] {
+    static func resolveAll(_ hosts: [String], family: AddressFamily, with resolver: some HostNameResolver) async
+        -> [ResolveReport]
+    {
         await resolveAll(hosts) { host in
-            RankedResolution(unscored: try await resolver.resolve(host, family: family), family: family, freshness: .upstream)
+            RankedResolution(
+                unscored: try await resolver.resolve(host, family: family), family: family, freshness: .upstream)
         }
     }
 

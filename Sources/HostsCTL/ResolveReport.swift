@@ -54,9 +54,10 @@ struct ResolveReport: Sendable {
                 ("failures", .number(Double(address.failures))),
             ])
         }
-        let error: JSONValue = self.error.map {
-            .object([("code", .string($0.code.description)), ("message", .string($0.message))])
-        } ?? .null
+        let error: JSONValue =
+            self.error.map {
+                .object([("code", .string($0.code.description)), ("message", .string($0.message))])
+            } ?? .null
         return .object([
             ("host", .string(host)),
             ("addresses", .array(addresses)),
@@ -95,9 +96,13 @@ struct ResolveReport: Sendable {
             } else if let resolution = report.resolution {
                 let source = sourceLabel(resolution)
                 let rows = resolution.addresses.map {
-                    ["\($0.rank)", $0.ip.description, $0.ip.family.description, "\(resolution.ttl)", scoreLabel($0), source]
+                    [
+                        "\($0.rank)", $0.ip.description, $0.ip.family.description, "\(resolution.ttl)", scoreLabel($0),
+                        source,
+                    ]
                 }
-                out += TextTable.render(header: ["RANK", "ADDRESS", "FAMILY", "TTL", "SCORE", "SOURCE"], rows: rows, indent: 2)
+                out += TextTable.render(
+                    header: ["RANK", "ADDRESS", "FAMILY", "TTL", "SCORE", "SOURCE"], rows: rows, indent: 2)
             }
             out += "  time \(String(format: "%.2f", report.elapsedMilliseconds)) ms\n\n"
         }
@@ -112,11 +117,12 @@ enum TextTable {
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         let pad = String(repeating: " ", count: indent)
         return all.map { row in
-            pad + row.enumerated().map { index, cell in
-                let fill = String(repeating: " ", count: widths[index] - cell.count)
-                if rightAligned.contains(index) { return fill + cell + (index == row.count - 1 ? "" : "  ") }
-                return index == row.count - 1 ? cell : cell + fill + "  "
-            }.joined().trimmingTrailingSpaces()
+            pad
+                + row.enumerated().map { index, cell in
+                    let fill = String(repeating: " ", count: widths[index] - cell.count)
+                    if rightAligned.contains(index) { return fill + cell + (index == row.count - 1 ? "" : "  ") }
+                    return index == row.count - 1 ? cell : cell + fill + "  "
+                }.joined().trimmingTrailingSpaces()
         }.joined(separator: "\n") + "\n"
     }
 }

@@ -25,7 +25,9 @@ enum SettingsReport {
     static func rows(_ settings: ResolverSettings, file: SettingsFile) -> [Row] {
         var rows: [Row] = []
         func add(_ key: String, _ value: String) {
-            let origin = file.environmentOverrides[key] != nil ? "env \(SettingKey.environmentVariable(for: key))"
+            let origin =
+                file.environmentOverrides[key] != nil
+                ? "env \(SettingKey.environmentVariable(for: key))"
                 : file.fileKeys[key] != nil ? "file" : "default"
             rows.append(Row(key: key, value: value, origin: origin))
         }
@@ -35,7 +37,9 @@ enum SettingsReport {
         add("overrides.file", settings.overridesFile ?? "none")
         add("overrides.ttl", "\(settings.overridesTTL)")
         add("reload.intervalMs", "\(settings.reloadIntervalMilliseconds)")
-        add("cares.servers", settings.caresServers.isEmpty ? "[] (system)" : list(settings.caresServers.map(\.description)))
+        add(
+            "cares.servers",
+            settings.caresServers.isEmpty ? "[] (system)" : list(settings.caresServers.map(\.description)))
         add("cares.timeoutMs", "\(settings.caresTimeoutMilliseconds)")
         add("cares.tries", "\(settings.caresTries)")
         add("cares.tcp", "\(settings.caresTCP)")
@@ -51,7 +55,10 @@ enum SettingsReport {
             add(prefix + "account", provider.account ?? "none")
             add(prefix + "secretEnv", provider.secretVariable)
             let isSet = HTTPDNSSecret(environmentVariable: provider.secretVariable) != nil
-            rows.append(Row(key: prefix + "secret", value: isSet ? "******** (set)" : "(not set)", origin: "env \(provider.secretVariable)"))
+            rows.append(
+                Row(
+                    key: prefix + "secret", value: isSet ? "******** (set)" : "(not set)",
+                    origin: "env \(provider.secretVariable)"))
             add(prefix + "allowPrivateAnswers", "\(provider.allowPrivateAnswers)")
         }
         add("guard.allowPrivateAnswers", "\(settings.allowPrivateAnswers)")

@@ -9,7 +9,7 @@
 // Exits 0 when every URL got an HTTP answer, 1 otherwise, 2 for bad arguments.
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNSURLProtocol
@@ -50,7 +50,9 @@ for url in urls {
     do {
         let (data, response) = try await URLSession.shared.data(from: URL(string: url)!)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        print(#"{"url": \#(escape(url)), "status": \#(status), "body": \#(escape(String(decoding: data, as: UTF8.self)))}"#)
+        print(
+            #"{"url": \#(escape(url)), "status": \#(status), "body": \#(escape(String(decoding: data, as: UTF8.self)))}"#
+        )
     } catch {
         failures += 1
         print(#"{"url": \#(escape(url)), "error": \#(escape("\(error)"))}"#)

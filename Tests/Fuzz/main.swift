@@ -13,42 +13,44 @@ import Foundation
 import HTTPDNS
 
 #if FUZZING
-let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
-guard FuzzTargets.names.contains(target) else {
-    FileHandle.standardError.write(Data("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
-    exit(2)
-}
-var argc = CommandLine.argc
-var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
-let status = httpdns_fuzz_run_driver(&argc, &argv) { start, count in
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
-    _ = FuzzTargets.run(target, bytes)
-    return 0
-}
-exit(status)
-#else
-let arguments = CommandLine.arguments.dropFirst()
-guard let target = arguments.first, FuzzTargets.names.contains(target), arguments.count > 1 else {
-    FileHandle.standardError.write(Data("usage: httpdns-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE_OR_DIRECTORY...\n".utf8))
-    exit(2)
-}
-var files: [String] = []
-for path in arguments.dropFirst() {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-        FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
+    let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
+    guard FuzzTargets.names.contains(target) else {
+        FileHandle.standardError.write(
+            Data("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
         exit(2)
     }
-    if isDirectory.boolValue {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-        files += names.sorted().map { "\(path)/\($0)" }
-    } else {
-        files.append(path)
+    var argc = CommandLine.argc
+    var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+    let status = httpdns_fuzz_run_driver(&argc, &argv) { start, count in
+        let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
+        _ = FuzzTargets.run(target, bytes)
+        return 0
     }
-}
-for file in files {
-    let bytes = FileManager.default.contents(atPath: file).map { Array($0) } ?? []
-    _ = FuzzTargets.run(target, bytes)
-}
-print("\(target): \(files.count) inputs ran")
+    exit(status)
+#else
+    let arguments = CommandLine.arguments.dropFirst()
+    guard let target = arguments.first, FuzzTargets.names.contains(target), arguments.count > 1 else {
+        FileHandle.standardError.write(
+            Data("usage: httpdns-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE_OR_DIRECTORY...\n".utf8))
+        exit(2)
+    }
+    var files: [String] = []
+    for path in arguments.dropFirst() {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            FileHandle.standardError.write(Data("no such file: \(path)\n".utf8))
+            exit(2)
+        }
+        if isDirectory.boolValue {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+            files += names.sorted().map { "\(path)/\($0)" }
+        } else {
+            files.append(path)
+        }
+    }
+    for file in files {
+        let bytes = FileManager.default.contents(atPath: file).map { Array($0) } ?? []
+        _ = FuzzTargets.run(target, bytes)
+    }
+    print("\(target): \(files.count) inputs ran")
 #endif

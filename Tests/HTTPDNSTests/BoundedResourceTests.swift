@@ -41,7 +41,10 @@ struct BoundedResourceTests {
         let tasks = BackgroundTasks(optionalLimit: 2)
         let gate = Atomic<Bool>(false)
         for _ in 0..<2 {
-            #expect(tasks.spawn(optional: true) { while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(5)) } })
+            #expect(
+                tasks.spawn(optional: true) {
+                    while !gate.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(5)) }
+                })
         }
         #expect(!tasks.spawn(optional: true) {}, "a third optional task is refused")
         #expect(tasks.spawn {}, "required work still runs")
@@ -64,7 +67,9 @@ struct BoundedResourceTests {
         let resolver = try HostResolver(settings: settings, persistingCache: false)
         #expect(try await resolver.resolveRanked("ok.test").best?.description == "192.0.2.5", "the good lines are used")
         try "192.0.2.6 broken.test\n192.0.2.5 ok.test\n".write(toFile: path, atomically: true, encoding: .utf8)
-        #expect(try await waitUntil { (try? await resolver.resolveRanked("broken.test"))?.best?.description == "192.0.2.6" })
+        #expect(
+            try await waitUntil { (try? await resolver.resolveRanked("broken.test"))?.best?.description == "192.0.2.6" }
+        )
         await resolver.shutdown()
     }
 }
@@ -75,7 +80,9 @@ extension BoundedResourceTests {
         let files = try TemporaryFiles()
         var resolver: HostResolver? = HostResolver(
             upstreams: [], prober: nil,
-            configuration: .init(probing: nil, cachePath: files.directory.appendingPathComponent("c.json").path, saveInterval: .milliseconds(10)))
+            configuration: .init(
+                probing: nil, cachePath: files.directory.appendingPathComponent("c.json").path,
+                saveInterval: .milliseconds(10)))
         let id = ObjectIdentifier(try #require(resolver))
         #expect(HostResolver.maintenanceLoops.withLock { $0.contains(id) })
         try await Task.sleep(for: .milliseconds(30))
@@ -90,7 +97,9 @@ extension BoundedResourceTests {
         let files = try TemporaryFiles()
         let path = try files.write("overrides", "192.0.2.5 a.test\n")
         let overrides = HostOverrides()
-        let watcher = try overrides.watch(path: path, interval: .milliseconds(5), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let watcher = try overrides.watch(
+            path: path, interval: .milliseconds(5),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         defer { watcher.stop() }
         let handle = try #require(FileHandle(forWritingAtPath: path))
         handle.truncateFile(atOffset: 0)
@@ -101,9 +110,10 @@ extension BoundedResourceTests {
         try handle.close()
         let a = try HostName("a.test")
         let b = try HostName("b.test")
-        #expect(try await waitUntil {
-            overrides.resolve(a, family: .ipv4)?.addresses.first?.ip.description == "192.0.2.6"
-                && overrides.resolve(b, family: .ipv4)?.addresses.first?.ip.description == "192.0.2.7"
-        })
+        #expect(
+            try await waitUntil {
+                overrides.resolve(a, family: .ipv4)?.addresses.first?.ip.description == "192.0.2.6"
+                    && overrides.resolve(b, family: .ipv4)?.addresses.first?.ip.description == "192.0.2.7"
+            })
     }
 }

@@ -48,7 +48,9 @@ struct CAresResolverTests {
     func negativeAnswers() async throws {
         try await DNSMasq.with { server in
             let resolver = try Self.resolver([server.address])
-            await #expect(throws: DNSError.self) { try await resolver.resolve(try HostName("nope.test"), family: .ipv4) }
+            await #expect(throws: DNSError.self) {
+                try await resolver.resolve(try HostName("nope.test"), family: .ipv4)
+            }
             do {
                 _ = try await resolver.resolve(try HostName("nope.test"), family: .any)
                 Issue.record("expected NXDOMAIN")
@@ -76,7 +78,9 @@ struct CAresResolverTests {
         try await DNSMasq.with { server in
             let resolver = try Self.resolver([server.address])
             // dnsmasq refuses names outside its local zone because it has no upstream.
-            await expectDNSError(.refused) { try await resolver.resolve(try HostName("outside.example"), family: .ipv4) }
+            await expectDNSError(.refused) {
+                try await resolver.resolve(try HostName("outside.example"), family: .ipv4)
+            }
         }
     }
 
@@ -113,7 +117,10 @@ struct CAresResolverTests {
         // Every query to this resolver would take an hour to time out: answers here must come without one.
         let resolver = try Self.resolver([silent.address], timeout: .seconds(3600), tries: 1)
         let literal = try await resolver.resolve("192.0.2.7", family: .any)
-        #expect(literal.addresses == [ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 7), ttl: ResolvedAddress.maximumTTL, source: .literal)])
+        #expect(
+            literal.addresses == [
+                ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 7), ttl: ResolvedAddress.maximumTTL, source: .literal)
+            ])
         let v6 = try await resolver.resolve("[2001:DB8::7]", family: .ipv6)
         #expect(Self.ips(v6) == ["2001:db8::7"])
         await expectDNSError(.noData) { try await resolver.resolve("192.0.2.7", family: .ipv6) }

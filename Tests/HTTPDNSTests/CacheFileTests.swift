@@ -15,13 +15,15 @@ struct CacheFileTests {
     static func host(_ name: String, ip: String = "192.0.2.80", score: String? = nil) -> String {
         let expires = Date().timeIntervalSince1970 + 300
         let scores = score ?? #"{"ip": "\#(ip)", "latencyMs": 5, "penaltyMs": 0, "successes": 1, "failures": 0}"#
-        return #"{"name": "\#(name)", "answers": [{"family": "any", "origin": "cares", "ttl": 300, "expiresAt": \#(expires), "addresses": ["\#(ip)"]}], "scores": [\#(scores)]}"#
+        return
+            #"{"name": "\#(name)", "answers": [{"family": "any", "origin": "cares", "ttl": 300, "expiresAt": \#(expires), "addresses": ["\#(ip)"]}], "scores": [\#(scores)]}"#
     }
 
     @Test("extreme counters and latencies load and keep working")
     func extremeValues() throws {
         let files = try TemporaryFiles()
-        let score = #"{"ip": "192.0.2.80", "latencyMs": 1e300, "penaltyMs": 1e300, "successes": 9223372036854775807, "failures": 9223372036854775807, "firstByteMs": 1e300}"#
+        let score =
+            #"{"ip": "192.0.2.80", "latencyMs": 1e300, "penaltyMs": 1e300, "successes": 9223372036854775807, "failures": 9223372036854775807, "firstByteMs": 1e300}"#
         let path = try files.write("cache.json", Self.file(hosts: Self.host("extreme.test", score: score)))
         let cache = HostCache()
         #expect(cache.load(from: path).loaded == 1)
@@ -58,8 +60,10 @@ struct CacheFileTests {
         let path = files.directory.appendingPathComponent("cache.json").path
         let first = HostCache()
         let second = HostCache()
-        first.store(try HostName("one.test"), family: .any, addresses: [IPAddress("192.0.2.81")!], ttl: 300, origin: .cares)
-        second.store(try HostName("two.test"), family: .any, addresses: [IPAddress("192.0.2.82")!], ttl: 300, origin: .cares)
+        first.store(
+            try HostName("one.test"), family: .any, addresses: [IPAddress("192.0.2.81")!], ttl: 300, origin: .cares)
+        second.store(
+            try HostName("two.test"), family: .any, addresses: [IPAddress("192.0.2.82")!], ttl: 300, origin: .cares)
         try first.save(to: path)
         try second.save(to: path)
         let merged = HostCache()

@@ -84,7 +84,9 @@ final class FakeUpstream: HostNameResolver {
         case .fail(let code):
             throw DNSError(code: code, message: "fake \(code)", host: host.name)
         case .answer(let table, let ttl):
-            guard let texts = table[host.name] else { throw DNSError(code: .notFound, message: "fake NXDOMAIN", host: host.name) }
+            guard let texts = table[host.name] else {
+                throw DNSError(code: .notFound, message: "fake NXDOMAIN", host: host.name)
+            }
             let ips = texts.compactMap(IPAddress.init).filter { family == .any || $0.family == family }
             guard !ips.isEmpty else { throw DNSError(code: .noData, message: "fake no data", host: host.name) }
             return Resolution(host: host.name, addresses: ips.map { ResolvedAddress(ip: $0, ttl: ttl, source: source) })

@@ -86,8 +86,10 @@ struct IPAddressTests {
 
     @Test(
         "non-literals are rejected",
-        arguments: ["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1.2.3.4 ", "example.com", "fe80::1%eth0",
-                    "[1.2.3.4]", "[::1", "::1]", ":::", "1::2::3"]
+        arguments: [
+            "", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "1.2.3.4 ", "example.com", "fe80::1%eth0",
+            "[1.2.3.4]", "[::1", "::1]", ":::", "1::2::3",
+        ]
     )
     func invalid(input: String) {
         #expect(IPAddress(input) == nil)
@@ -124,8 +126,10 @@ struct ServerAddressTests {
 
     @Test(
         "bad server strings give invalidServer",
-        arguments: ["", "dns.example", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:x", "[::1]x",
-                    "[::1]:", "[::1", "1.2.3.4:5:6"]
+        arguments: [
+            "", "dns.example", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:x", "[::1]x",
+            "[::1]:", "[::1", "1.2.3.4:5:6",
+        ]
     )
     func invalid(input: String) {
         #expect {

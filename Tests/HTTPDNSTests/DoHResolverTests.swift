@@ -73,8 +73,9 @@ struct DoHResolverTests {
         }
     }
 
-    @Test("GET and POST give the same addresses and TTLs as c-ares against the dnsmasq behind dnsdist",
-          arguments: HTTPDNSResolver.API.DoHMethod.allCases)
+    @Test(
+        "GET and POST give the same addresses and TTLs as c-ares against the dnsmasq behind dnsdist",
+        arguments: HTTPDNSResolver.API.DoHMethod.allCases)
     func sameAsCAres(method: HTTPDNSResolver.API.DoHMethod) async throws {
         try await Self.withDoH { dnsmasq, dnsdist, transport in
             let cares = try CAresResolver(options: .init(servers: [dnsmasq.address]))
@@ -93,11 +94,15 @@ struct DoHResolverTests {
         }
     }
 
-    @Test("NXDOMAIN, NODATA, CNAME-only and REFUSED each give their own code", arguments: HTTPDNSResolver.API.DoHMethod.allCases)
+    @Test(
+        "NXDOMAIN, NODATA, CNAME-only and REFUSED each give their own code",
+        arguments: HTTPDNSResolver.API.DoHMethod.allCases)
     func negativeAnswers(method: HTTPDNSResolver.API.DoHMethod) async throws {
         try await Self.withDoH { _, dnsdist, transport in
             let doh = try Self.doh(dnsdist.httpURL, method: method, transport: transport)
-            let missing = await expectDNSError(.notFound) { try await doh.resolve(try HostName("nope.test"), family: .any) }
+            let missing = await expectDNSError(.notFound) {
+                try await doh.resolve(try HostName("nope.test"), family: .any)
+            }
             #expect(missing?.host == "nope.test")
             #expect(missing?.servers == ["127.0.0.1:\(dnsdist.httpPort)"])
             await expectDNSError(.noData) { try await doh.resolve(try HostName("v4only.test"), family: .ipv6) }
@@ -111,7 +116,9 @@ struct DoHResolverTests {
     func privateAddressGuard() async throws {
         try await Self.withDoH { _, dnsdist, transport in
             let guarded = try Self.doh(dnsdist.httpURL, transport: transport)
-            let error = await expectDNSError(.privateAddress) { try await guarded.resolve(try HostName("n5.test"), family: .ipv4) }
+            let error = await expectDNSError(.privateAddress) {
+                try await guarded.resolve(try HostName("n5.test"), family: .ipv4)
+            }
             #expect(error?.message.contains("10.1.0.5") == true)
             let open = try Self.doh(dnsdist.httpURL, allowNonPublic: true, transport: transport)
             let answer = try await open.resolve(try HostName("n5.test"), family: .ipv4)
@@ -141,7 +148,9 @@ struct DoHResolverTests {
         try await Self.withDoH(tlsName: "other.test") { _, dnsdist, transport in
             let url = "https://doh.test:\(dnsdist.httpsPort!)/dns-query"
             let doh = try Self.doh(url, bootstrap: ["127.0.0.1"], transport: transport)
-            let error = await expectDNSError(.tlsFailure) { try await doh.resolve(try HostName("multi.test"), family: .ipv4) }
+            let error = await expectDNSError(.tlsFailure) {
+                try await doh.resolve(try HostName("multi.test"), family: .ipv4)
+            }
             #expect(error?.servers == ["127.0.0.1:\(dnsdist.httpsPort!)"])
         }
     }
@@ -178,7 +187,8 @@ struct DoHResolverTests {
     @Test("many concurrent lookups share the transport")
     func concurrency() async throws {
         try await Self.withDoH(tlsName: "doh.test") { _, dnsdist, transport in
-            let doh = try Self.doh(try #require(dnsdist.httpsURL), bootstrap: ["127.0.0.1"], allowNonPublic: true, transport: transport)
+            let doh = try Self.doh(
+                try #require(dnsdist.httpsURL), bootstrap: ["127.0.0.1"], allowNonPublic: true, transport: transport)
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 for index in 0..<200 {
                     group.addTask {

@@ -32,11 +32,15 @@ struct GuardPolicyTests {
         race: Bool, _ body: (HostResolver) async throws -> Void
     ) async throws {
         try await DoHResolverTests.withDoH { _, dnsdist, transport in
-            try await DNSMasq.with(records: ["host-record=n5.test,192.0.2.99,300", "host-record=n6.test,10.9.9.9,300"]) { other in
+            try await DNSMasq.with(records: ["host-record=n5.test,192.0.2.99,300", "host-record=n6.test,10.9.9.9,300"])
+            { other in
                 let doh = try DoHResolverTests.doh(dnsdist.httpURL, transport: transport)
                 let cares = try CAresResolver(options: .init(servers: [other.address], timeout: .seconds(5)))
                 let resolver = HostResolver(
-                    upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh), .init(name: "cares", kind: .cares, resolver: cares)],
+                    upstreams: [
+                        .init(name: "doh", kind: .httpDNS, resolver: doh),
+                        .init(name: "cares", kind: .cares, resolver: cares),
+                    ],
                     prober: nil,
                     configuration: .init(race: race, probing: nil)
                 )
@@ -53,7 +57,9 @@ struct GuardPolicyTests {
             await expectDNSError(.privateAddress) { try await resolver.resolve(try HostName("n5.test"), family: .ipv4) }
             let n5 = try HostName("n5.test")
             #expect(resolver.cache?.rankedAddresses(for: n5, family: .ipv4).isEmpty == true)
-            #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).origin == "doh", "public answers still flow")
+            #expect(
+                try await resolver.resolveRanked("multi.test", family: .ipv4).origin == "doh",
+                "public answers still flow")
         }
     }
 

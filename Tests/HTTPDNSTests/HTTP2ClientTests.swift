@@ -12,19 +12,24 @@ struct HTTP2ClientTests {
     static func withServer(
         _ behaviour: LocalHTTP2DoHServer.Behaviour = .init(),
         method: HTTPDNSResolver.API.DoHMethod = .get,
-        transport configuration: HTTPDNSTransport.Configuration = .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30)),
+        transport configuration: HTTPDNSTransport.Configuration = .init(
+            requestTimeout: .seconds(30), connectTimeout: .seconds(30)),
         _ body: (LocalHTTP2DoHServer, HTTPDNSResolver) async throws -> Void
     ) async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTP2DoHServer(certificate: try certificates.leaf(for: "doh.test"), behaviour: behaviour)
+        let server = try await LocalHTTP2DoHServer(
+            certificate: try certificates.leaf(for: "doh.test"), behaviour: behaviour)
         var configuration = configuration
         configuration.additionalTrustRoots = [certificates.caPath]
         let transport = try HTTPDNSTransport(configuration: configuration)
         let resolver = try HTTPDNSResolver(
             configuration: .init(
                 api: .dnsMessage(method: method),
-                endpoints: [try HTTPDNSEndpoint("https://doh.test:\(server.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])],
+                endpoints: [
+                    try HTTPDNSEndpoint(
+                        "https://doh.test:\(server.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                ],
                 allowNonPublicAddresses: true),
             transport: transport)
         try await withCleanup {
@@ -55,9 +60,11 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test("300 lookups at once share one connection and never exceed the server's stream limit", arguments: [
-        HTTPDNSResolver.API.DoHMethod.get, .post,
-    ])
+    @Test(
+        "300 lookups at once share one connection and never exceed the server's stream limit",
+        arguments: [
+            HTTPDNSResolver.API.DoHMethod.get, .post,
+        ])
     func manyStreams(method: HTTPDNSResolver.API.DoHMethod) async throws {
         var behaviour = LocalHTTP2DoHServer.Behaviour()
         behaviour.maxConcurrentStreams = 8
@@ -159,11 +166,16 @@ struct HTTP2ClientTests {
             return answer(request)
         }
         let transport = try HTTPDNSTransport(
-            configuration: .init(requestTimeout: .seconds(30), connectTimeout: .seconds(30), additionalTrustRoots: [certificates.caPath]))
+            configuration: .init(
+                requestTimeout: .seconds(30), connectTimeout: .seconds(30), additionalTrustRoots: [certificates.caPath])
+        )
         let resolver = try HTTPDNSResolver(
             configuration: .init(
                 api: .dnsJSON,
-                endpoints: [try HTTPDNSEndpoint("https://doh.test:\(server.port)/resolve", bootstrapAddresses: [IPAddress("127.0.0.1")!])],
+                endpoints: [
+                    try HTTPDNSEndpoint(
+                        "https://doh.test:\(server.port)/resolve", bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                ],
                 allowNonPublicAddresses: true),
             transport: transport)
         let first = try await resolver.resolve(try HostName("v4only.test"), family: .ipv4)

@@ -39,7 +39,8 @@ struct HTTPDNSAPITests {
         _ body: (LocalHTTPServer, HTTPDNSTransport) async throws -> Void
     ) async throws {
         let server = try await LocalHTTPServer(handler: handler)
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, connectTimeout: .seconds(30)))
+        let transport = try HTTPDNSTransport(
+            configuration: .init(requestTimeout: timeout, connectTimeout: .seconds(30)))
         try await withCleanup {
             try await body(server, transport)
         } cleanup: {
@@ -57,7 +58,8 @@ struct HTTPDNSAPITests {
         now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
     ) throws -> HTTPDNSResolver {
         try HTTPDNSResolver(
-            configuration: .init(api: api, endpoints: [try HTTPDNSEndpoint(url)], allowNonPublicAddresses: allowNonPublic),
+            configuration: .init(
+                api: api, endpoints: [try HTTPDNSEndpoint(url)], allowNonPublicAddresses: allowNonPublic),
             transport: transport,
             logger: logger,
             now: now
@@ -96,7 +98,9 @@ struct HTTPDNSAPITests {
             case "servfail": return wire(CraftedWire.response(to: query, rcode: 2))
             case "oversized": return wire([UInt8](repeating: 0, count: 100_000))
             case "oversized chunked":
-                return .respond(status: 200, contentType: "application/dns-message", body: [UInt8](repeating: 0, count: 100_000), declareLength: false)
+                return .respond(
+                    status: 200, contentType: "application/dns-message", body: [UInt8](repeating: 0, count: 100_000),
+                    declareLength: false)
             case "stall": return .stall
             case "5xx": return .respond(status: 503, contentType: "text/plain", body: Array("busy".utf8))
             case "html": return .respond(status: 200, contentType: "text/html", body: good)
@@ -113,8 +117,11 @@ struct HTTPDNSAPITests {
         // timeouts.
         try await Self.withServer(timeout: TestTiming.scaled(.seconds(4)), handler) { server, transport in
             for method in HTTPDNSResolver.API.DoHMethod.allCases {
-                let doh = try Self.resolver(.dnsMessage(method: method), server.url + "/dns-query", transport: transport)
-                let error = await expectDNSError(code) { try await doh.resolve(try HostName("multi.test"), family: .ipv4) }
+                let doh = try Self.resolver(
+                    .dnsMessage(method: method), server.url + "/dns-query", transport: transport)
+                let error = await expectDNSError(code) {
+                    try await doh.resolve(try HostName("multi.test"), family: .ipv4)
+                }
                 #expect(error?.host == "multi.test")
                 #expect(error?.servers.isEmpty == false)
             }
@@ -124,8 +131,10 @@ struct HTTPDNSAPITests {
     @Test("a well-formed crafted answer parses, which shows the hostile cases fail for their own reason")
     func craftedControl() async throws {
         try await Self.withServer({ request in
-            .respond(status: 200, contentType: "application/dns-message",
-                     body: CraftedWire.response(to: CraftedWire.query(of: request), a: [[192, 0, 2, 1], [192, 0, 2, 2]], ttl: 77))
+            .respond(
+                status: 200, contentType: "application/dns-message",
+                body: CraftedWire.response(
+                    to: CraftedWire.query(of: request), a: [[192, 0, 2, 1], [192, 0, 2, 2]], ttl: 77))
         }) { server, transport in
             let doh = try Self.resolver(.dnsMessage(method: .post), server.url, transport: transport)
             let answer = try await doh.resolve(try HostName("multi.test"), family: .ipv4)
@@ -147,22 +156,35 @@ struct HTTPDNSAPITests {
             #expect(alias.addresses.allSatisfy { $0.ttl == 60 }, "the CNAME's TTL caps the chain")
             await expectDNSError(.notFound) { try await json.resolve(try HostName("nope.test"), family: .any) }
             await expectDNSError(.noData) { try await json.resolve(try HostName("v4only.test"), family: .ipv6) }
-            await expectDNSError(.privateAddress) { try await json.resolve(try HostName("private.test"), family: .ipv4) }
+            await expectDNSError(.privateAddress) {
+                try await json.resolve(try HostName("private.test"), family: .ipv4)
+            }
         }
     }
 
-    @Test("JSON answers that do not fit the schema are badResponse or questionMismatch", arguments: [
-        ("{}", DNSError.Code.badResponse),
-        ("[1,2]", .badResponse),
-        ("{\"Status\":\"0\"}", .badResponse),
-        ("{\"Status\":0,\"Answer\":[{\"name\":\"multi.test.\",\"type\":1,\"TTL\":5,\"data\":\"not-an-ip\"}]}", .badResponse),
-        ("{\"Status\":0,\"Answer\":[{\"name\":\"multi.test.\",\"type\":1,\"TTL\":-5,\"data\":\"192.0.2.1\"}]}", .badResponse),
-        ("{\"Status\":0,\"Question\":[{\"name\":\"evil.test.\",\"type\":1}]}", .questionMismatch),
-        ("{\"Status\":0,\"Answer\":[{\"name\":\"other.test.\",\"type\":1,\"TTL\":5,\"data\":\"192.0.2.1\"}]}", .noData),
-        ("{\"Status\":2}", .serverFailure),
-        ("{\"Status\":0,\"TC\":true}", .badResponse),
-        (String(repeating: "[", count: 100_000), .badResponse),
-    ])
+    @Test(
+        "JSON answers that do not fit the schema are badResponse or questionMismatch",
+        arguments: [
+            ("{}", DNSError.Code.badResponse),
+            ("[1,2]", .badResponse),
+            ("{\"Status\":\"0\"}", .badResponse),
+            (
+                "{\"Status\":0,\"Answer\":[{\"name\":\"multi.test.\",\"type\":1,\"TTL\":5,\"data\":\"not-an-ip\"}]}",
+                .badResponse
+            ),
+            (
+                "{\"Status\":0,\"Answer\":[{\"name\":\"multi.test.\",\"type\":1,\"TTL\":-5,\"data\":\"192.0.2.1\"}]}",
+                .badResponse
+            ),
+            ("{\"Status\":0,\"Question\":[{\"name\":\"evil.test.\",\"type\":1}]}", .questionMismatch),
+            (
+                "{\"Status\":0,\"Answer\":[{\"name\":\"other.test.\",\"type\":1,\"TTL\":5,\"data\":\"192.0.2.1\"}]}",
+                .noData
+            ),
+            ("{\"Status\":2}", .serverFailure),
+            ("{\"Status\":0,\"TC\":true}", .badResponse),
+            (String(repeating: "[", count: 100_000), .badResponse),
+        ])
     func jsonMalformed(body: String, code: DNSError.Code) throws {
         #expect(throws: DNSError.self) {
             try DoHJSONAnswer.addresses(in: Array(body.utf8), for: HostName("multi.test"), type: .a, source: "t")
@@ -204,7 +226,9 @@ struct HTTPDNSAPITests {
             #expect(v6.addresses.map { "\($0.ip) \($0.ttl)" } == ["2001:db8::10 45"])
             await expectDNSError(.noData) { try await signed.resolve(try HostName("v6only.test"), family: .ipv4) }
             await expectDNSError(.noData) { try await signed.resolve(try HostName("nope.test"), family: .any) }
-            await expectDNSError(.privateAddress) { try await signed.resolve(try HostName("private.test"), family: .ipv4) }
+            await expectDNSError(.privateAddress) {
+                try await signed.resolve(try HostName("private.test"), family: .ipv4)
+            }
         }
     }
 
@@ -216,21 +240,30 @@ struct HTTPDNSAPITests {
             let wrong = try Self.resolver(
                 .alibaba(account: "139450", secret: HTTPDNSSecret("not-the-secret")), server.url,
                 transport: transport, logger: logger)
-            await expectDNSError(.invalidSignature) { try await wrong.resolve(try HostName("multi.test"), family: .ipv4) }
+            await expectDNSError(.invalidSignature) {
+                try await wrong.resolve(try HostName("multi.test"), family: .ipv4)
+            }
 
             // A clock an hour behind makes the signature expire before it is sent.
             let late = try Self.resolver(
                 .alibaba(account: "139450", secret: HTTPDNSSecret("s3cr3t-key"), signatureLifetime: .seconds(60)),
                 server.url, transport: transport, logger: logger,
                 now: { Int64(Date().timeIntervalSince1970) - 3600 })
-            await expectDNSError(.signatureExpired) { try await late.resolve(try HostName("multi.test"), family: .ipv4) }
+            await expectDNSError(.signatureExpired) {
+                try await late.resolve(try HostName("multi.test"), family: .ipv4)
+            }
 
-            let otherAccount = try Self.resolver(.alibaba(account: "999"), server.url, transport: transport, logger: logger)
-            let error = await expectDNSError(.httpStatus) { try await otherAccount.resolve(try HostName("multi.test"), family: .ipv4) }
+            let otherAccount = try Self.resolver(
+                .alibaba(account: "999"), server.url, transport: transport, logger: logger)
+            let error = await expectDNSError(.httpStatus) {
+                try await otherAccount.resolve(try HostName("multi.test"), family: .ipv4)
+            }
             #expect(error?.message.contains("InvalidAccount") == true)
 
             #expect(store.lines.withLock { !$0.isEmpty }, "failures are logged at debug level")
-            let secretSeen = store.lines.withLock { $0.contains { $0.contains("not-the-secret") || $0.contains("s3cr3t-key") } }
+            let secretSeen = store.lines.withLock {
+                $0.contains { $0.contains("not-the-secret") || $0.contains("s3cr3t-key") }
+            }
             #expect(!secretSeen)
             #expect("\(HTTPDNSSecret("s3cr3t-key"))" == "<redacted>")
             #expect(String(reflecting: HTTPDNSSecret("s3cr3t-key")) == "<redacted>")
@@ -262,7 +295,8 @@ struct HTTPDNSAPITests {
         }
         let key = "0123456789abcdef"
         try await Self.withServer(FakeHTTPDNS.tencent(account: "8800", key: key)) { server, transport in
-            let aes = try Self.resolver(.tencent(account: "8800", key: HTTPDNSSecret(key)), server.url, transport: transport)
+            let aes = try Self.resolver(
+                .tencent(account: "8800", key: HTTPDNSSecret(key)), server.url, transport: transport)
             let any = try await aes.resolve(try HostName("multi.test"), family: .any)
             #expect(Self.ips(any) == Set(TestZone.multiV4 + TestZone.multiV6))
             let wrongKey = try Self.resolver(
@@ -278,26 +312,31 @@ struct HTTPDNSAPITests {
         }
     }
 
-    @Test("Tencent-style text answers", arguments: [
-        ("192.0.2.1;192.0.2.2,60", AddressFamily.ipv4, ["192.0.2.1 60", "192.0.2.2 60"]),
-        ("192.0.2.1,60|203.0.113.9", .ipv4, ["192.0.2.1 60"]),
-        ("2001:db8::1,30", .ipv6, ["2001:db8::1 30"]),
-        ("192.0.2.1,60-2001:db8::1;2001:db8::2,30", .any, ["192.0.2.1 60", "2001:db8::1 30", "2001:db8::2 30"]),
-        ("0-2001:db8::1,30", .any, ["2001:db8::1 30"]),
-        ("192.0.2.1,60-0", .any, ["192.0.2.1 60"]),
-        ("  192.0.2.1,60\n", .ipv4, ["192.0.2.1 60"]),
-    ])
+    @Test(
+        "Tencent-style text answers",
+        arguments: [
+            ("192.0.2.1;192.0.2.2,60", AddressFamily.ipv4, ["192.0.2.1 60", "192.0.2.2 60"]),
+            ("192.0.2.1,60|203.0.113.9", .ipv4, ["192.0.2.1 60"]),
+            ("2001:db8::1,30", .ipv6, ["2001:db8::1 30"]),
+            ("192.0.2.1,60-2001:db8::1;2001:db8::2,30", .any, ["192.0.2.1 60", "2001:db8::1 30", "2001:db8::2 30"]),
+            ("0-2001:db8::1,30", .any, ["2001:db8::1 30"]),
+            ("192.0.2.1,60-0", .any, ["192.0.2.1 60"]),
+            ("  192.0.2.1,60\n", .ipv4, ["192.0.2.1 60"]),
+        ])
     func tencentText(text: String, family: AddressFamily, expected: [String]) throws {
         let addresses = try TencentHTTPDNS.addresses(
             status: 200, body: Array(text.utf8), for: HostName("a.test"), family: family, key: nil, source: "t")
         #expect(addresses.map { "\($0.ip) \($0.ttl)" } == expected)
     }
 
-    @Test("Tencent-style malformed or empty answers", arguments: [
-        ("", DNSError.Code.noData), ("0", .noData), ("0|203.0.113.1", .noData), ("0-0", .badResponse), ("192.0.2.1", .badResponse),
-        ("192.0.2.1,abc", .badResponse), ("2001:db8::1,60", .badResponse), ("x;y,5", .badResponse),
-        ("1.2.3.4,5-6.7.8.9,5-1", .badResponse), ("<html>busy</html>", .badResponse),
-    ])
+    @Test(
+        "Tencent-style malformed or empty answers",
+        arguments: [
+            ("", DNSError.Code.noData), ("0", .noData), ("0|203.0.113.1", .noData), ("0-0", .badResponse),
+            ("192.0.2.1", .badResponse),
+            ("192.0.2.1,abc", .badResponse), ("2001:db8::1,60", .badResponse), ("x;y,5", .badResponse),
+            ("1.2.3.4,5-6.7.8.9,5-1", .badResponse), ("<html>busy</html>", .badResponse),
+        ])
     func tencentMalformed(text: String, code: DNSError.Code) {
         do {
             _ = try TencentHTTPDNS.addresses(
@@ -330,10 +369,12 @@ struct HTTPDNSAPITests {
 
     // MARK: Configuration
 
-    @Test("endpoints and providers reject bad configuration", arguments: [
-        "ftp://dns.example/x", "https://user:pw@dns.example/", "https://dns.example/q?x=1", "https:///path",
-        "https://bad..name/", "https://dns.example:99999/",
-    ])
+    @Test(
+        "endpoints and providers reject bad configuration",
+        arguments: [
+            "ftp://dns.example/x", "https://user:pw@dns.example/", "https://dns.example/q?x=1", "https:///path",
+            "https://bad..name/", "https://dns.example:99999/",
+        ])
     func badEndpoints(url: String) {
         #expect(throws: DNSError.self) { try HTTPDNSEndpoint(url) }
     }
@@ -343,36 +384,48 @@ struct HTTPDNSAPITests {
         #expect(try HTTPDNSEndpoint("dns.example/dns-query/").url == "https://dns.example/dns-query")
         #expect(try HTTPDNSEndpoint("HTTP://DNS.example:80").url == "http://dns.example")
         #expect(try HTTPDNSEndpoint("https://[2001:db8::53]:8443/q").url == "https://[2001:db8::53]:8443/q")
-        #expect(throws: DNSError.self) { try HTTPDNSEndpoint("https://192.0.2.53/", bootstrapAddresses: [IPAddress("192.0.2.1")!]) }
+        #expect(throws: DNSError.self) {
+            try HTTPDNSEndpoint("https://192.0.2.53/", bootstrapAddresses: [IPAddress("192.0.2.1")!])
+        }
         let transport = try HTTPDNSTransport()
         try await withCleanup { () async throws in
             let endpoint = try HTTPDNSEndpoint("https://dns.example")
             #expect(throws: DNSError.self) {
-                try HTTPDNSResolver(configuration: .init(api: .alibaba(account: "../x"), endpoints: [endpoint]), transport: transport)
+                try HTTPDNSResolver(
+                    configuration: .init(api: .alibaba(account: "../x"), endpoints: [endpoint]), transport: transport)
             }
             #expect(throws: DNSError.self) {
-                try HTTPDNSResolver(configuration: .init(api: .tencent(key: HTTPDNSSecret("0123456789abcdef")), endpoints: [endpoint]), transport: transport)
+                try HTTPDNSResolver(
+                    configuration: .init(api: .tencent(key: HTTPDNSSecret("0123456789abcdef")), endpoints: [endpoint]),
+                    transport: transport)
             }
             #expect(throws: DNSError.self) {
-                try HTTPDNSResolver(configuration: .init(api: .tencent(account: "1", key: HTTPDNSSecret("short")), endpoints: [endpoint]), transport: transport)
+                try HTTPDNSResolver(
+                    configuration: .init(
+                        api: .tencent(account: "1", key: HTTPDNSSecret("short")), endpoints: [endpoint]),
+                    transport: transport)
             }
             #expect(throws: DNSError.self) {
                 try HTTPDNSResolver(configuration: .init(api: .dnsMessage(), endpoints: []), transport: transport)
             }
-            #expect(throws: DNSError.self) { try HTTPDNSTransport(configuration: .init(additionalTrustRoots: ["/nonexistent.pem"])) }
+            #expect(throws: DNSError.self) {
+                try HTTPDNSTransport(configuration: .init(additionalTrustRoots: ["/nonexistent.pem"]))
+            }
         } cleanup: {
             await transport.shutdown()
         }
     }
 
-    @Test("address scopes for the private-address guard", arguments: [
-        ("10.1.2.3", AddressScope.privateNetwork), ("172.16.0.1", .privateNetwork), ("172.32.0.1", .global),
-        ("192.168.1.1", .privateNetwork), ("100.64.0.1", .privateNetwork), ("127.0.0.1", .loopback),
-        ("169.254.1.1", .linkLocal), ("0.0.0.0", .unspecified), ("224.0.0.1", .multicast),
-        ("255.255.255.255", .multicast), ("192.0.2.1", .global), ("8.8.8.8", .global), ("::1", .loopback),
-        ("::", .unspecified), ("fd00::1", .privateNetwork), ("fe80::1", .linkLocal), ("ff02::1", .multicast),
-        ("::ffff:10.0.0.1", .privateNetwork), ("::ffff:192.0.2.1", .global), ("2001:db8::1", .global),
-    ])
+    @Test(
+        "address scopes for the private-address guard",
+        arguments: [
+            ("10.1.2.3", AddressScope.privateNetwork), ("172.16.0.1", .privateNetwork), ("172.32.0.1", .global),
+            ("192.168.1.1", .privateNetwork), ("100.64.0.1", .privateNetwork), ("127.0.0.1", .loopback),
+            ("169.254.1.1", .linkLocal), ("0.0.0.0", .unspecified), ("224.0.0.1", .multicast),
+            ("255.255.255.255", .multicast), ("192.0.2.1", .global), ("8.8.8.8", .global), ("::1", .loopback),
+            ("::", .unspecified), ("fd00::1", .privateNetwork), ("fe80::1", .linkLocal), ("ff02::1", .multicast),
+            ("::ffff:10.0.0.1", .privateNetwork), ("::ffff:192.0.2.1", .global), ("2001:db8::1", .global),
+        ])
     func scopes(text: String, scope: AddressScope) throws {
         #expect(try #require(IPAddress(text)).scope == scope)
     }

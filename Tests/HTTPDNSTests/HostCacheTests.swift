@@ -17,7 +17,9 @@ struct HostCacheTests {
         let cache = Self.cache(clock, .init(minimumTTL: 10, maximumTTL: 100, maximumStaleness: .seconds(50)))
         let stored = cache.store(name("a.test"), family: .any, addresses: [ip("192.0.2.1")], ttl: 5, origin: .cares)
         #expect(stored?.ttl == 10, "raised to the minimum")
-        #expect(cache.store(name("b.test"), family: .any, addresses: [ip("192.0.2.2")], ttl: 1000, origin: .cares)?.ttl == 100)
+        #expect(
+            cache.store(name("b.test"), family: .any, addresses: [ip("192.0.2.2")], ttl: 1000, origin: .cares)?.ttl
+                == 100)
         #expect(cache.store(name("empty.test"), family: .any, addresses: [], ttl: 60, origin: .cares) == nil)
         #expect(cache.lookup(name("empty.test"), family: .any).isMiss, "an empty answer is not stored")
 
@@ -148,14 +150,18 @@ struct HostCacheTests {
         #expect((ranked.first { $0.ip == one }?.latencyMilliseconds ?? 0) < 40)
 
         cache.recordConnect(to: ip("198.51.100.1"), of: host, latency: .milliseconds(1))
-        #expect(!cache.rankedAddresses(for: host).contains { $0.ip == ip("198.51.100.1") }, "feedback for foreign IPs is ignored")
+        #expect(
+            !cache.rankedAddresses(for: host).contains { $0.ip == ip("198.51.100.1") },
+            "feedback for foreign IPs is ignored")
     }
 
-    @Test("dual-stack policies order the families", arguments: [
-        (ResolverSettings.DualStackPolicy.preferIPv4, ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]),
-        (.preferIPv6, ["2001:db8::1", "2001:db8::2", "192.0.2.1", "192.0.2.2"]),
-        (.fastest, ["192.0.2.1", "2001:db8::1", "192.0.2.2", "2001:db8::2"]),
-    ])
+    @Test(
+        "dual-stack policies order the families",
+        arguments: [
+            (ResolverSettings.DualStackPolicy.preferIPv4, ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]),
+            (.preferIPv6, ["2001:db8::1", "2001:db8::2", "192.0.2.1", "192.0.2.2"]),
+            (.fastest, ["192.0.2.1", "2001:db8::1", "192.0.2.2", "2001:db8::2"]),
+        ])
     func dualStack(policy: ResolverSettings.DualStackPolicy, expected: [String]) {
         let cache = Self.cache(ManualClock(), .init(dualStack: policy))
         let addresses = ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"].map(ip)
@@ -167,7 +173,8 @@ struct HostCacheTests {
     func fastestByScore() {
         let cache = Self.cache(ManualClock(), .init(dualStack: .fastest))
         let host = name("a.test")
-        cache.store(host, family: .any, addresses: ["192.0.2.1", "192.0.2.2", "2001:db8::1"].map(ip), ttl: 60, origin: .cares)
+        cache.store(
+            host, family: .any, addresses: ["192.0.2.1", "192.0.2.2", "2001:db8::1"].map(ip), ttl: 60, origin: .cares)
         cache.recordConnect(to: ip("2001:db8::1"), of: host, latency: .milliseconds(3))
         #expect(cache.rankedAddresses(for: host).map(\.ip.description) == ["2001:db8::1", "192.0.2.1", "192.0.2.2"])
     }
@@ -288,7 +295,8 @@ struct HostCacheTests {
         #expect(report.loaded == 2)
         #expect(report.dropped == 5)
         #expect(cache.bestAddress(for: name("good.test")) == ip("192.0.2.1"))
-        #expect(cache.rankedAddresses(for: name("badscore.test")).first?.isMeasured == false, "the bad score is skipped")
+        #expect(
+            cache.rankedAddresses(for: name("badscore.test")).first?.isMeasured == false, "the bad score is skipped")
 
         let missing = cache.load(from: temporaryPath())
         #expect(missing.problem == nil && missing.loaded == 0)

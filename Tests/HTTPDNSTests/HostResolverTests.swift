@@ -24,7 +24,8 @@ struct HostResolverTests {
     ) -> HostResolver {
         HostResolver(
             upstreams: upstreams.enumerated().map { index, upstream in
-                .init(name: upstream.source.name, kind: upstream.source == .cares ? .cares : .httpDNS, resolver: upstream)
+                .init(
+                    name: upstream.source.name, kind: upstream.source == .cares ? .cares : .httpDNS, resolver: upstream)
             },
             overrides: overrides,
             cache: cache.map { HostCache(configuration: $0, clock: clock.cacheClock) },
@@ -63,7 +64,9 @@ struct HostResolverTests {
         }
     }
 
-    @Test("cachedRanked answers without waiting from overrides, literals and the cache, and nil where an upstream must be asked")
+    @Test(
+        "cachedRanked answers without waiting from overrides, literals and the cache, and nil where an upstream must be asked"
+    )
     func cachedRankedFastPath() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         let overrides = HostOverrides()
@@ -99,7 +102,9 @@ struct HostResolverTests {
             #expect(try await resolver.resolveRanked("a.test").origin == .cares)
             #expect(failing.calls == 1 && working.calls == 1)
 
-            let both = Self.resolver([FakeUpstream(.fail(.timeout), source: "doh-a"), FakeUpstream(.answer([:], ttl: 60))])
+            let both = Self.resolver([
+                FakeUpstream(.fail(.timeout), source: "doh-a"), FakeUpstream(.answer([:], ttl: 60)),
+            ])
             try await withCleanup { () async throws in
                 await expectDNSError(.notFound) { try await both.resolve("a.test") }
                 let none = Self.resolver([FakeUpstream(.fail(.timeout)), FakeUpstream(.fail(.serverFailure))])
@@ -205,10 +210,14 @@ struct HostResolverTests {
             clock.advance(.seconds(11))
             #expect(try await resolver.resolveRanked("a.test").isStale)
             await resolver.waitForBackgroundWork()
-            #expect(try await resolver.resolveRanked("a.test").best == ip("192.0.2.1"), "the failed refresh kept the answer")
+            #expect(
+                try await resolver.resolveRanked("a.test").best == ip("192.0.2.1"), "the failed refresh kept the answer"
+            )
             #expect(try metrics.expectCounter("httpdns_cache_stale_serves").totalValue == 2)
             #expect(try metrics.expectCounter("httpdns_cache_misses").totalValue == 1)
-            #expect(try metrics.expectTimer("httpdns_upstream_duration", [("source", "cares"), ("outcome", "failure")]).values.count == 1)
+            #expect(
+                try metrics.expectTimer("httpdns_upstream_duration", [("source", "cares"), ("outcome", "failure")])
+                    .values.count == 1)
             await expectDNSError(.timeout) { try await resolver.resolve("b.test") }
             clock.advance(.seconds(100))
             await expectDNSError(.timeout) { try await resolver.resolve("a.test") }
@@ -256,7 +265,8 @@ struct HostResolverTests {
             let slowGood = FakeUpstream(.answer(["a.test": ["192.0.2.50"]], ttl: 60), source: "doh-slow")
             let second = Self.resolver([slowGood, failingFast], configuration: .init(race: true, probing: nil))
             try await withCleanup { () async throws in
-                #expect(try await second.resolveRanked("a.test").origin == "doh-slow", "a failure does not win the race")
+                #expect(
+                    try await second.resolveRanked("a.test").origin == "doh-slow", "a failure does not win the race")
             } cleanup: {
                 await second.shutdown()
             }
@@ -268,7 +278,8 @@ struct HostResolverTests {
     @Test("pre-resolved hosts are cached before the first request")
     func preResolve() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
-        let resolver = Self.resolver([upstream], configuration: .init(probing: nil, preResolve: ["a.test", "b.test", "gone.test"]))
+        let resolver = Self.resolver(
+            [upstream], configuration: .init(probing: nil, preResolve: ["a.test", "b.test", "gone.test"]))
         try await withCleanup { () async throws in
             await resolver.waitForBackgroundWork()
             #expect(upstream.calls == 3)
@@ -347,7 +358,8 @@ struct HostResolverTests {
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(configuration: .init(dualStack: .preferIPv4)),
             prober: TCPConnectProber(),
-            configuration: .init(probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(30))),
+            configuration: .init(
+                probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(30))),
             metricsFactory: metrics
         )
         try await withCleanup { () async throws in
@@ -363,7 +375,8 @@ struct HostResolverTests {
             #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "failed")]).totalValue == 1)
             _ = try await resolver.resolveRanked("svc.test")
             await resolver.waitForBackgroundWork()
-            #expect(try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2, "rate-limited")
+            #expect(
+                try metrics.expectCounter("httpdns_probes", [("outcome", "connected")]).totalValue == 2, "rate-limited")
         } cleanup: {
             await resolver.shutdown()
         }

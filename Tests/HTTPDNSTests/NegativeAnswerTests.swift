@@ -19,7 +19,9 @@ struct NegativeAnswerTests {
                 let a = try CAresResolver(options: .init(servers: [first.address], timeout: .seconds(1), tries: 1))
                 let b = try CAresResolver(options: .init(servers: [second.address], timeout: .seconds(5)))
                 let resolver = HostResolver(
-                    upstreams: [.init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b)],
+                    upstreams: [
+                        .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
+                    ],
                     cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
                 #expect(try await resolver.resolveRanked("flaky.test", family: .ipv4).best?.description == "192.0.2.70")
                 first.stop()  // a now fails; b says NXDOMAIN
@@ -45,7 +47,8 @@ struct NegativeAnswerTests {
                 let upstreams: [HostResolver.Upstream] = [
                     .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
                 ]
-                let resolver = HostResolver(upstreams: upstreams, cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
+                let resolver = HostResolver(
+                    upstreams: upstreams, cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
                 _ = try await resolver.resolveRanked("gone.test", family: .ipv4)
                 // Both now deny it: b always did; a is asked through a resolver that only knows b's zone.
                 try await Task.sleep(for: .milliseconds(1200))
@@ -75,12 +78,14 @@ struct NegativeAnswerTests {
         try await HTTPDNSAPITests.withServer({ request in
             asked.add(1, ordering: .relaxed)
             guard throttled.load(ordering: .relaxed) else { return zone(request) }
-            return .text(#"{"host":"\#(request.query["host"] ?? "")","ips":[],"ttl":60}"#, contentType: "application/json")
+            return .text(
+                #"{"host":"\#(request.query["host"] ?? "")","ips":[],"ttl":60}"#, contentType: "application/json")
         }) { server, transport in
             let vendor = try HTTPDNSAPITests.resolver(.alibaba(account: "139450"), server.url, transport: transport)
             let upstream = HostResolver.Upstream(
                 name: "alibaba", kind: .httpDNS, resolver: vendor, negativeAnswersAreAuthoritative: false)
-            let resolver = HostResolver(upstreams: [upstream], cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
+            let resolver = HostResolver(
+                upstreams: [upstream], cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
             throttled.store(true, ordering: .relaxed)
             for _ in 0..<2 {
                 await #expect(throws: DNSError.self) { try await resolver.resolveRanked("v4only.test", family: .ipv4) }

@@ -12,7 +12,8 @@ struct OverrideScoringTests {
     @Test("a failure makes an address back off behind healthy ones, doubling per failure in a row; an answer ends it")
     func backoff() {
         let clock = ManualClock()
-        let policy = ScoringPolicy(failurePenaltyMilliseconds: 1, failureBackoff: .seconds(5), maximumFailureBackoff: .seconds(12))
+        let policy = ScoringPolicy(
+            failurePenaltyMilliseconds: 1, failureBackoff: .seconds(5), maximumFailureBackoff: .seconds(12))
         let cache = HostCacheTests.cache(clock, .init(dualStack: .preferIPv4, scoring: policy))
         let host = name("b.test")
         let (fast, slow) = (ip("192.0.2.1"), ip("192.0.2.2"))
@@ -105,7 +106,8 @@ struct OverrideScoringTests {
 
     @Test("override scores survive a save and a load")
     func overrideScoresPersist() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("scores-\(UUID().uuidString).json").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("scores-\(UUID().uuidString).json")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let overrides = HostOverrides()
         overrides.set([ip("127.0.0.50"), ip("127.0.0.51")], for: try HostPattern("pinned.test"))
@@ -138,10 +140,14 @@ struct OverrideScoringTests {
         let resolver = HostResolver(
             // A back-off far longer than the test: a slow (sanitized, loaded) run must not see it expire.
             upstreams: [], overrides: overrides,
-            cache: HostCache(configuration: .init(dualStack: .preferIPv4, scoring: .init(failureBackoff: .seconds(600), maximumFailureBackoff: .seconds(600)))),
+            cache: HostCache(
+                configuration: .init(
+                    dualStack: .preferIPv4,
+                    scoring: .init(failureBackoff: .seconds(600), maximumFailureBackoff: .seconds(600)))),
             prober: TCPConnectProber(),
             // A generous timeout: on a loaded two-core CI machine a live loopback connect has taken longer than 300 ms.
-            configuration: .init(probing: .init(ports: [1], interval: .seconds(60), timeout: TestTiming.scaled(.seconds(2))))
+            configuration: .init(
+                probing: .init(ports: [1], interval: .seconds(60), timeout: TestTiming.scaled(.seconds(2))))
         )
         let first = try await resolver.resolveRanked("probe.test", port: Int(live.port))
         #expect(first.best == ip("127.0.0.57"), "before probing: the file's order")
@@ -168,26 +174,37 @@ struct OverrideScoringTests {
         // attempt delay, not the timeout, is what lets the live address win.
         let race = ConnectionRace(
             attemptDelay: .milliseconds(50), connectTimeout: TestTiming.scaled(.seconds(3)), prober: TCPConnectProber())
-        let winner = await race.run(addresses, port: Int(live.port)) { ip, outcome in reports.add("\(ip) \(outcome.isSuccess)") }
+        let winner = await race.run(addresses, port: Int(live.port)) { ip, outcome in
+            reports.add("\(ip) \(outcome.isSuccess)")
+        }
         #expect(winner == ip("127.0.0.59"), "reports: \(reports.all)")
         // The loser keeps running to its own timeout and is reported too.
-        for _ in 0..<Int(300 * TestTiming.scale) where reports.all.count < 2 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<Int(300 * TestTiming.scale) where reports.all.count < 2 {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         #expect(reports.all.sorted() == ["127.0.0.59 true", "127.0.0.60 false"])
 
         // A refused first attempt starts the next one at once; when all fail there is no winner.
         let refusing = try TCPListener(ip: "127.0.0.61", port: live.port, listening: false)
         defer { refusing.close() }
         let none = await race.run(
-            [RankedAddress(ip: ip("127.0.0.61"), rank: 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)],
-            port: Int(live.port)) { _, _ in }
+            [
+                RankedAddress(
+                    ip: ip("127.0.0.61"), rank: 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)
+            ],
+            port: Int(live.port)
+        ) { _, _ in }
         #expect(none == nil)
     }
 
     @Test("the race delay follows a measured connect time, within its bounds")
     func raceDelay() {
-        let race = ConnectionRace(attemptDelay: .milliseconds(250), connectTimeout: .seconds(2), prober: TCPConnectProber())
+        let race = ConnectionRace(
+            attemptDelay: .milliseconds(250), connectTimeout: .seconds(2), prober: TCPConnectProber())
         func address(_ latency: Double?, penalty: Double = 0) -> RankedAddress {
-            RankedAddress(ip: ip("192.0.2.1"), rank: 1, score: 0, latencyMilliseconds: latency, successes: 1, failures: 0, penaltyMilliseconds: penalty)
+            RankedAddress(
+                ip: ip("192.0.2.1"), rank: 1, score: 0, latencyMilliseconds: latency, successes: 1, failures: 0,
+                penaltyMilliseconds: penalty)
         }
         #expect(race.delay(after: address(nil)) == .milliseconds(250))
         #expect(race.delay(after: address(30)) == .milliseconds(60))

@@ -91,7 +91,9 @@ struct HostsFileTests {
     func garbage() {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<200 {
-            let bytes = (0..<Int.random(in: 0..<400, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let bytes = (0..<Int.random(in: 0..<400, using: &generator)).map { _ in
+                UInt8.random(in: 0...255, using: &generator)
+            }
             let file = HostsFile(parsing: bytes)
             #expect(file.entries.allSatisfy { !$0.patterns.isEmpty })
         }
@@ -212,7 +214,9 @@ struct HostOverridesTests {
                     for _ in 0..<5_000 {
                         if let match = overrides.lookup(name) {
                             // Both addresses of one pair, never a mix of two writes.
-                            ok = ok && match.addresses.count == 2 && match.addresses[0].bytes[3] == match.addresses[1].bytes[3]
+                            ok =
+                                ok && match.addresses.count == 2
+                                && match.addresses[0].bytes[3] == match.addresses[1].bytes[3]
                         }
                     }
                     return ok

@@ -87,7 +87,8 @@ struct ParserFuzzTests {
             for _ in 0..<Self.iterations {
                 let input = Self.mutate(seed, using: &rng, alphabet: alphabet)
                 do throws(DNSError) {
-                    Self.check(try DoHJSONAnswer.addresses(in: input, for: name, type: .a, source: "fuzz"), family: .ipv4)
+                    Self.check(
+                        try DoHJSONAnswer.addresses(in: input, for: name, type: .a, source: "fuzz"), family: .ipv4)
                 } catch {
                     #expect(error.host == "alias.test")
                 }
@@ -108,7 +109,8 @@ struct ParserFuzzTests {
                 let input = Self.mutate(seed, using: &rng, alphabet: alphabet)
                 let family: AddressFamily = [.ipv4, .ipv6, .any][iteration % 3]
                 do throws(DNSError) {
-                    let addresses = try AlibabaHTTPDNS.addresses(status: 200, body: input, for: name, family: family, source: "fuzz")
+                    let addresses = try AlibabaHTTPDNS.addresses(
+                        status: 200, body: input, for: name, family: family, source: "fuzz")
                     Self.check(addresses, family: family)
                 } catch {
                     #expect(error.host == "multi.test")

@@ -9,7 +9,8 @@ import Testing
 @Suite("settings and hot reload")
 struct SettingsTests {
     static func temporaryFile(_ text: String, name: String = "settings.json") throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-settings-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "httpdns-settings-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent(name).path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -56,8 +57,14 @@ struct SettingsTests {
             ("{ \"cares\": { \"servers\": [\"dns.example\"] } }", 1, 26, "is not IP[:PORT]"),
             ("{ \"sources\": { \"order\": [\"cares\", 5] } }", 1, 35, "must hold strings, not an integer"),
             ("{ \"dualStack\": { \"policy\": \"ipv4\" } }", 1, 28, "'ipv4' is not one of"),
-            ("{ \"httpdns\": { \"provider\": { \"p\": { \"secret\": \"s3cr3t\" } } } }", 1, 37, "secrets are never read from files"),
-            ("{ \"httpdns\": { \"provider\": { \"p\": { \"urls\": [\"ftp://x\"] } } } }", 1, 46, "scheme must be https or http"),
+            (
+                "{ \"httpdns\": { \"provider\": { \"p\": { \"secret\": \"s3cr3t\" } } } }", 1, 37,
+                "secrets are never read from files"
+            ),
+            (
+                "{ \"httpdns\": { \"provider\": { \"p\": { \"urls\": [\"ftp://x\"] } } } }", 1, 46,
+                "scheme must be https or http"
+            ),
             ("{ \"cares\": 5 }", 1, 12, "'cares' must be an object"),
             ("{ \"cares\": { } ", 1, 16, "invalid JSON"),
             ("{ \"a\": 1, \"a\": 2 }", 1, 11, "duplicate key"),
@@ -80,7 +87,8 @@ struct SettingsTests {
 
     @Test("environment variables override the file, and bad or unknown ones are reported")
     func environment() throws {
-        let path = try Self.temporaryFile("{ \"cares\": { \"timeoutMs\": 900, \"tries\": 3 }, \"sources\": { \"order\": [\"cares\"] } }")
+        let path = try Self.temporaryFile(
+            "{ \"cares\": { \"timeoutMs\": 900, \"tries\": 3 }, \"sources\": { \"order\": [\"cares\"] } }")
         let file = SettingsFile.load(
             path: path,
             environment: [
@@ -97,8 +105,10 @@ struct SettingsTests {
         #expect(file.diagnostics.map(\.severity) == [.warning])
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_NOT_A_SETTING") == true)
 
-        for (variable, value) in [("HOSTSCTL_CARES_TRIES", "many"), ("HOSTSCTL_CARES_TRIES", "0"), ("HOSTSCTL_CARES_TCP", "maybe"),
-                                  ("HOSTSCTL_DUAL_STACK_POLICY", "ipv4")] {
+        for (variable, value) in [
+            ("HOSTSCTL_CARES_TRIES", "many"), ("HOSTSCTL_CARES_TRIES", "0"), ("HOSTSCTL_CARES_TCP", "maybe"),
+            ("HOSTSCTL_DUAL_STACK_POLICY", "ipv4"),
+        ] {
             let bad = SettingsFile.load(path: path, environment: [variable: value])
             #expect(bad.settings == nil, "\(variable)=\(value)")
             #expect(bad.errors.first?.message.contains(variable) == true, "\(bad.diagnostics)")
@@ -124,12 +134,18 @@ struct SettingsTests {
         #expect(configuration.name == "local")
 
         let missing = try Self.temporaryFile("{ \"sources\": { \"order\": [\"httpdns\"] } }")
-        #expect(SettingsFile.load(path: missing, environment: [:]).errors.first?.message.contains("httpdns.providers is empty") == true)
+        #expect(
+            SettingsFile.load(path: missing, environment: [:]).errors.first?.message.contains(
+                "httpdns.providers is empty") == true)
     }
 
     @Test("the JSON reader handles escapes, unicode and comments")
     func json() throws {
-        let document = try PositionedJSON.parse(Array(#"// c\n{"k": "a\"b\u00e9\ud83d\ude00", "n": -1.5e2, "t": [true, null]}"#.replacingOccurrences(of: "\\n", with: "\n").utf8))
+        let document = try PositionedJSON.parse(
+            Array(
+                #"// c\n{"k": "a\"b\u00e9\ud83d\ude00", "n": -1.5e2, "t": [true, null]}"#.replacingOccurrences(
+                    of: "\\n", with: "\n"
+                ).utf8))
         guard case .object(let members) = document.value, case .string(let text) = members[0].value.value,
             case .number(let number, let isInteger) = members[1].value.value
         else {
@@ -165,7 +181,10 @@ struct SettingsTests {
         try "{ \"cares\": { \"tries\": \"five\" ".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(!watcher.checkNow())
         #expect(watcher.value.caresTries == 5, "the last good settings stay")
-        #expect(store.lines.withLock { $0.contains { $0.contains("kept the last good configuration") && $0.contains(path) } })
+        #expect(
+            store.lines.withLock {
+                $0.contains { $0.contains("kept the last good configuration") && $0.contains(path) }
+            })
 
         try FileManager.default.removeItem(atPath: path)
         #expect(!watcher.checkNow())
@@ -189,7 +208,8 @@ struct SettingsTests {
     func overridesReload() async throws {
         let path = try Self.temporaryFile("192.0.2.1 a.test\n", name: "hosts")
         let overrides = HostOverrides()
-        let watcher = try overrides.watch(path: path, interval: .zero, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let watcher = try overrides.watch(
+            path: path, interval: .zero, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let name = try HostName("a.test")
         #expect(overrides.resolve(name, family: .ipv4)?.addresses.map(\.ip.description) == ["192.0.2.1"])
 
@@ -213,11 +233,13 @@ final class Counter: Sendable {
 
 @Suite("layer order")
 struct LayerOrderTests {
-    @Test("overrides come first and the cache before the upstreams; no layer twice", arguments: [
-        (["overrides", "cache", "httpdns", "cares"], true), (["cache", "cares"], true), (["cares"], true),
-        (["cares", "overrides"], false), (["overrides", "cares", "cache"], false), (["cares", "cares"], false),
-        ([String](), false),
-    ])
+    @Test(
+        "overrides come first and the cache before the upstreams; no layer twice",
+        arguments: [
+            (["overrides", "cache", "httpdns", "cares"], true), (["cache", "cares"], true), (["cares"], true),
+            (["cares", "overrides"], false), (["overrides", "cares", "cache"], false), (["cares", "cares"], false),
+            ([String](), false),
+        ])
     func order(layers: [String], valid: Bool) throws {
         let sources = layers.compactMap(ResolverSettings.Source.init(rawValue:))
         #expect((ResolverSettings.orderProblem(sources) == nil) == valid, "\(layers)")

@@ -9,11 +9,12 @@ import Testing
 @Suite("System resolver parity")
 struct SystemParityTests {
     /// dnsmasq lines for names that exist only under a search domain.
-    static let searchRecords = TestZone.records + [
-        "host-record=orders.svc.test,127.0.0.31,300",
-        "host-record=orders.test,127.0.0.32,300",
-        "host-record=api.svc.test,127.0.0.33,300",
-    ]
+    static let searchRecords =
+        TestZone.records + [
+            "host-record=orders.svc.test,127.0.0.31,300",
+            "host-record=orders.test,127.0.0.32,300",
+            "host-record=api.svc.test,127.0.0.33,300",
+        ]
 
     @Test("search candidates follow ndots, the list order and trailing dots")
     func candidates() throws {
@@ -25,7 +26,8 @@ struct SystemParityTests {
         let dotted = try HostName("a.b.c")
         #expect(policy.candidates(for: dotted).map(\.name) == ["a.b.c", "a.b.c.svc.test", "a.b.c.test"])
         let oneDot = try HostName("orders.default")
-        #expect(policy.candidates(for: oneDot).first?.name == "orders.default.svc.test", "1 dot < ndots 2: search first")
+        #expect(
+            policy.candidates(for: oneDot).first?.name == "orders.default.svc.test", "1 dot < ndots 2: search first")
         #expect(SearchPolicy.none.candidates(for: short) == [short])
         let long = try HostName(["a", "b", "c", "d"].map { String(repeating: $0, count: 62) }.joined(separator: "."))
         #expect(SearchPolicy(domains: ["svc.test"], ndots: 5).candidates(for: long) == [long], "too long with a domain")
@@ -45,7 +47,8 @@ struct SystemParityTests {
         #expect(plain.ndots == 5)
         let domainLast = SearchPolicy.parse(resolvConf: "search a.test\ndomain b.test\n", environment: [:])
         #expect(domainLast.domains.map(\.name) == ["b.test"])
-        let environment = SearchPolicy.parse(resolvConf: text, environment: ["LOCALDOMAIN": "x.test  y.test", "RES_OPTIONS": "ndots:2"])
+        let environment = SearchPolicy.parse(
+            resolvConf: text, environment: ["LOCALDOMAIN": "x.test  y.test", "RES_OPTIONS": "ndots:2"])
         #expect(environment.domains.map(\.name) == ["x.test", "y.test"])
         #expect(environment.ndots == 2)
         let empty = SearchPolicy.parse(resolvConf: "", environment: [:])
@@ -63,14 +66,16 @@ struct SystemParityTests {
         #expect(settings.searchPolicy == SearchPolicy(domains: ["svc.test"], ndots: 2))
         #expect(settings.sources == [.overrides, .hosts, .cache, .cares], "hosts is in the default order")
         #expect(settings.systemFallback)
-        let bad = SettingsFile.load(path: try file.write("bad.json", #"{"sources": {"order": ["cache", "hosts", "cares"]}}"#))
+        let bad = SettingsFile.load(
+            path: try file.write("bad.json", #"{"sources": {"order": ["cache", "hosts", "cares"]}}"#))
         #expect(bad.errors.first?.message.contains("hosts must come") == true)
     }
 
     @Test("the hosts file answers after the overrides and before the upstreams, and edits are picked up")
     func hostsLayer() async throws {
         let files = try TemporaryFiles()
-        let hosts = try files.write("hosts", "# system hosts\n127.0.0.40 box.test box\n127.0.0.41 pinned.test\nbad line here\n")
+        let hosts = try files.write(
+            "hosts", "# system hosts\n127.0.0.40 box.test box\n127.0.0.41 pinned.test\nbad line here\n")
         let overrides = try files.write("overrides", "127.0.0.42 pinned.test\n")
         try await DNSMasq.with(records: Self.searchRecords) { server in
             var settings = ResolverSettings.default
@@ -86,11 +91,16 @@ struct SystemParityTests {
             #expect(box.addresses.map(\.ip.description) == ["127.0.0.40"])
             #expect(box.origin == .hosts, "bad lines of the system hosts file are skipped, the rest answers")
             #expect(try await resolver.resolveRanked("box").origin == .hosts)
-            #expect(try await resolver.resolveRanked("pinned.test").addresses.map(\.ip.description) == ["127.0.0.42"], "overrides win")
+            #expect(
+                try await resolver.resolveRanked("pinned.test").addresses.map(\.ip.description) == ["127.0.0.42"],
+                "overrides win")
             #expect(try await resolver.resolveRanked("multi.test").origin == .cares, "not in either file: the upstream")
 
             try "127.0.0.43 box.test\n".write(toFile: hosts, atomically: false, encoding: .utf8)
-            #expect(try await waitUntil { (try? await resolver.resolveRanked("box.test"))?.best?.description == "127.0.0.43" })
+            #expect(
+                try await waitUntil {
+                    (try? await resolver.resolveRanked("box.test"))?.best?.description == "127.0.0.43"
+                })
             resolver.overrides?.set([IPAddress("127.0.0.44")!], for: try HostPattern("box.test"))
             #expect(try await resolver.resolveRanked("box.test").best?.description == "127.0.0.44")
             await resolver.shutdown()
@@ -158,7 +168,9 @@ struct SystemParityTests {
                 )
                 let answer = try await resolver.resolveRanked("nss-only.test", family: .ipv4)
                 #expect(answer.best?.description == "127.0.0.45")
-                #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares, "the upstream answered")
+                #expect(
+                    try await resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares,
+                    "the upstream answered")
                 other.stop()
                 #expect(try await resolver.resolveRanked("nss-only.test", family: .ipv4).freshness == .cache)
                 do {
@@ -174,4 +186,3 @@ struct SystemParityTests {
         }
     }
 }
-

@@ -16,7 +16,9 @@ struct TimeBudgetTests {
 
     struct Expired: Error {}
 
-    @Test("the time limit: the value within it, its error past it (the operation cancelled), the caller's cancellation passed on")
+    @Test(
+        "the time limit: the value within it, its error past it (the operation cancelled), the caller's cancellation passed on"
+    )
     func timeLimit() async throws {
         #expect(try await withTimeLimit(.seconds(60), orThrow: Expired()) { 42 } == 42)
         let cancelled = Locked(false)
@@ -30,7 +32,9 @@ struct TimeBudgetTests {
         struct Own: Error {}
         await #expect(throws: Own.self) { try await withTimeLimit(.seconds(60), orThrow: Expired()) { throw Own() } }
         // Cancelling the caller cancels the operation, which ends with its own error, not the time limit's.
-        let caller = Task { try await withTimeLimit(.seconds(3600), orThrow: Expired()) { try await Task.sleep(for: .seconds(3600)) } }
+        let caller = Task {
+            try await withTimeLimit(.seconds(3600), orThrow: Expired()) { try await Task.sleep(for: .seconds(3600)) }
+        }
         caller.cancel()
         await #expect(throws: CancellationError.self) { try await caller.value }
     }
@@ -45,7 +49,8 @@ struct TimeBudgetTests {
         }
         // Connect timeouts far above the budget, yet short enough that shutdown, which waits for the abandoned
         // connects, does not hold the suite for long.
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
+        let transport = try HTTPDNSTransport(
+            configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
         let urls = ["http://127.0.0.66:\(first.port)/dns-query", "http://127.0.0.67:\(second.port)/dns-query"]
         let doh = try Self.resolver(urls, budget: .milliseconds(300), transport: transport)
         do {
@@ -64,12 +69,17 @@ struct TimeBudgetTests {
         let stalling = try await LocalHTTPServer(host: "127.0.0.68") { _ in .stall }
         // Connect timeouts far above the budget, yet short enough that shutdown, which waits for the abandoned
         // connects, does not hold the suite for long.
-        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
+        let transport = try HTTPDNSTransport(
+            configuration: .init(requestTimeout: .seconds(5), connectTimeout: .seconds(5)))
         try await DNSMasq.with { dnsmasq in
-            let doh = try Self.resolver(["http://127.0.0.68:\(stalling.port)/dns-query"], budget: .milliseconds(300), transport: transport)
+            let doh = try Self.resolver(
+                ["http://127.0.0.68:\(stalling.port)/dns-query"], budget: .milliseconds(300), transport: transport)
             let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(5)))
             let resolver = HostResolver(
-                upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh), .init(name: "cares", kind: .cares, resolver: cares)],
+                upstreams: [
+                    .init(name: "doh", kind: .httpDNS, resolver: doh),
+                    .init(name: "cares", kind: .cares, resolver: cares),
+                ],
                 prober: nil, configuration: .init(probing: nil))
             let answer = try await resolver.resolveRanked("multi.test", family: .ipv4)
             #expect(answer.origin == .cares, "the stalled provider gave up within its budget and c-ares answered")

@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -20,9 +20,12 @@ struct AdoptionTests {
 
     /// Answers `/login` with a cookie, and every path with the `Cookie` and `Host` headers it received.
     static func cookieEcho(_ request: LocalHTTPServer.Request) -> LocalHTTPServer.Reply {
-        let seen = "path=\(request.path) cookie=\(request.headers["cookie"] ?? "-") host=\(request.headers["host"] ?? "-")"
+        let seen =
+            "path=\(request.path) cookie=\(request.headers["cookie"] ?? "-") host=\(request.headers["host"] ?? "-")"
         if request.path == "/login" {
-            return .full(status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/"), ("Content-Type", "text/plain")], body: Array(seen.utf8))
+            return .full(
+                status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/"), ("Content-Type", "text/plain")],
+                body: Array(seen.utf8))
         }
         return .text(seen)
     }
@@ -36,7 +39,9 @@ struct AdoptionTests {
     }
 
     static func lines(_ output: HostsCTLProcess.Output) throws -> [Line] {
-        try output.standardOutput.split(separator: "\n").map { try JSONDecoder().decode(Line.self, from: Data($0.utf8)) }
+        try output.standardOutput.split(separator: "\n").map {
+            try JSONDecoder().decode(Line.self, from: Data($0.utf8))
+        }
     }
 
     static var adopter: String { HostsCTLProcess.executable(named: "httpdns-adopter") }
@@ -44,7 +49,8 @@ struct AdoptionTests {
     @Test("libcurl's proxy rules: which variable applies, no_proxy names, suffixes, IPs and CIDR ranges")
     func proxyRules() throws {
         let environment = ProxyEnvironment(environment: [
-            "http_proxy": "127.0.0.9:3128", "HTTP_PROXY": "http://ignored:1", "HTTPS_PROXY": "http://user:pw@[::1]:8443/",
+            "http_proxy": "127.0.0.9:3128", "HTTP_PROXY": "http://ignored:1",
+            "HTTPS_PROXY": "http://user:pw@[::1]:8443/",
             "ALL_PROXY": "socks5://127.0.0.8", "NO_PROXY": "internal.test, .corp.test,10.0.0.0/8 ,[::2]",
         ])
         #expect(environment.http == .init(scheme: "http", host: "127.0.0.9", port: 3128), "lower-case http_proxy only")
@@ -60,8 +66,12 @@ struct AdoptionTests {
         #expect(proxy("http://10.2.3.4/") == nil, "CIDR")
         #expect(proxy("http://11.2.3.4/") != nil)
         #expect(proxy("http://[::2]/") == nil)
-        #expect(ProxyEnvironment(environment: ["HTTP_PROXY": "http://127.0.0.9:3128"]).proxy(for: URL(string: "http://a.test/")!) == nil)
-        #expect(ProxyEnvironment(environment: ["all_proxy": "http://p:1", "no_proxy": "*"]).proxy(for: URL(string: "http://a.test/")!) == nil)
+        #expect(
+            ProxyEnvironment(environment: ["HTTP_PROXY": "http://127.0.0.9:3128"]).proxy(
+                for: URL(string: "http://a.test/")!) == nil)
+        #expect(
+            ProxyEnvironment(environment: ["all_proxy": "http://p:1", "no_proxy": "*"]).proxy(
+                for: URL(string: "http://a.test/")!) == nil)
         #expect(ProxyEnvironment(environment: ["https_proxy": ""]).isEmpty, "an empty value is no proxy")
     }
 
@@ -74,13 +84,17 @@ struct AdoptionTests {
         let hosts = try files.write("hosts", "127.0.0.99 api.test\n")  // a wrong address: only the proxy can get there
         let body = files.directory.appendingPathComponent("body").path
         let output = try await HostsCTLProcess.run(
-            ["fetch", "--hosts", hosts, "--no-cache", "--json", "-o", body, "http://api.test:\(server.port)/via-proxy"],
+            [
+                "fetch", "--hosts", hosts, "--no-cache", "--json", "-o", body,
+                "http://api.test:\(server.port)/via-proxy",
+            ],
             environment: ["http_proxy": proxy.url])
         await server.stop()
         #expect(output.status == 0, "\(output.standardError) \(output.standardOutput)")
         #expect(try String(contentsOfFile: body, encoding: .utf8).contains("path=/via-proxy"))
         #expect(output.standardOutput.contains(#""hops":[]"#), "the protocol did not take it")
-        #expect(proxy.requests == ["GET http://api.test:\(server.port)/via-proxy HTTP/1.1"], "as plain URLSession would")
+        #expect(
+            proxy.requests == ["GET http://api.test:\(server.port)/via-proxy HTTP/1.1"], "as plain URLSession would")
     }
 
     @Test("interception.proxy tunnel: pinned requests go through the proxy with a CONNECT to the real host name")
@@ -116,7 +130,9 @@ struct AdoptionTests {
         #expect(lines[0].body?.contains("cookie=-") == true, "no cookie before the login")
         #expect(lines[1].body?.contains("cookie=sid=abc123 ") == true, "exactly once: \(lines[1].body ?? "")")
         #expect(lines[2].body?.contains("cookie=sid=abc123 ") == true, "exactly once: \(lines[2].body ?? "")")
-        #expect(lines[1].body?.contains("host=cookies.test:\(server.port)") == true, "the real host, reached through the override")
+        #expect(
+            lines[1].body?.contains("host=cookies.test:\(server.port)") == true,
+            "the real host, reached through the override")
         #expect(lines[3].cookies == 1, "Set-Cookie landed once, for the real host")
         #expect(!output.standardError.contains("URLSession.shared was created before"))
     }
@@ -140,19 +156,26 @@ struct AdoptionTests {
                 "HOSTSCTL_HOSTS_FILE": hosts, "HOSTSCTL_CARES_SEARCH": "svc.test", "HOSTSCTL_CARES_NDOTS": "1",
                 "HOSTSCTL_CARES_SERVERS": dnsmasq.address.description,
             ]
-            let resolved = try await HostsCTLProcess.run(["resolve", "--no-cache", "--json", "box.test", "orders"], environment: environment)
+            let resolved = try await HostsCTLProcess.run(
+                ["resolve", "--no-cache", "--json", "box.test", "orders"], environment: environment)
             #expect(resolved.status == 0, "\(resolved.standardError) \(resolved.standardOutput)")
-            let reports = try #require(try JSONSerialization.jsonObject(with: Data(resolved.standardOutput.utf8)) as? [[String: Any]])
+            let reports = try #require(
+                try JSONSerialization.jsonObject(with: Data(resolved.standardOutput.utf8)) as? [[String: Any]])
             let sources = reports.map { (($0["addresses"] as? [[String: Any]])?.first?["source"] as? String) ?? "-" }
             #expect(sources == ["hosts", "cares"])
             #expect(reports.allSatisfy { (($0["addresses"] as? [[String: Any]])?.first?["ip"] as? String) == Self.web })
             let body = files.directory.appendingPathComponent("body").path
             let fetched = try await HostsCTLProcess.run(
-                ["fetch", "--no-cache", "--json", "-o", body, "http://orders:\(server.port)/searched"], environment: environment)
+                ["fetch", "--no-cache", "--json", "-o", body, "http://orders:\(server.port)/searched"],
+                environment: environment)
             await server.stop()
             #expect(fetched.status == 0, "\(fetched.standardError) \(fetched.standardOutput)")
-            #expect(fetched.standardOutput.contains(#""ip":"\#(Self.web)""#), "through the protocol, to the searched name's address")
-            #expect(try String(contentsOfFile: body, encoding: .utf8).contains("host=orders:\(server.port)"), "the Host header names the URL's host")
+            #expect(
+                fetched.standardOutput.contains(#""ip":"\#(Self.web)""#),
+                "through the protocol, to the searched name's address")
+            #expect(
+                try String(contentsOfFile: body, encoding: .utf8).contains("host=orders:\(server.port)"),
+                "the Host header names the URL's host")
         }
     }
 
@@ -174,7 +197,8 @@ struct AdoptionTests {
                     "HOSTSCTL_CARES_SERVERS": dnsmasq.address.description,
                 ])
             #expect(output.status == 0, "\(output.standardError) \(output.standardOutput)")
-            let reports = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]])
+            let reports = try #require(
+                try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]])
             let first = try #require((reports.first?["addresses"] as? [[String: Any]])?.first)
             #expect(first["ip"] as? String == "127.0.0.52")
             #expect(first["source"] as? String == "system", "marked system")

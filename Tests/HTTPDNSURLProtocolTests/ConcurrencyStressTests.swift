@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -52,8 +52,12 @@ struct ConcurrencyStressTests {
                 "--failover-every", "7", "--callers", callers,
             ])
         await server.stop()
-        #expect(output.status == 0, "exit \(output.status) (\(output.status > 128 ? "signal \(output.status - 128)" : "no signal")): \(output.standardError.prefix(3000)) \(output.standardOutput)")
-        let line = try #require(output.standardOutput.split(separator: "\n").last, "no report: \(output.standardError.suffix(2000))")
+        #expect(
+            output.status == 0,
+            "exit \(output.status) (\(output.status > 128 ? "signal \(output.status - 128)" : "no signal")): \(output.standardError.prefix(3000)) \(output.standardOutput)"
+        )
+        let line = try #require(
+            output.standardOutput.split(separator: "\n").last, "no report: \(output.standardError.suffix(2000))")
         let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
         #expect(report.failed == 0 && report.mismatched == 0, "\(report.errors)")
         #expect(report.ok + report.cancelled == requests)

@@ -51,11 +51,13 @@ struct HTTPDNSClientTests {
     func hostAndSNI() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        let server = try await LocalHTTPServer(
+            host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
         try await withCleanup { () async throws in
             let fixture = try Fixture { $0.additionalTrustRoots = [certificates.caPath] }
             try fixture.pin("api.test", to: "127.0.0.6")
-            let (status, body) = try await fixture.text(HTTPClientRequest(url: "https://api.test:\(server.port)/secure?x=1"))
+            let (status, body) = try await fixture.text(
+                HTTPClientRequest(url: "https://api.test:\(server.port)/secure?x=1"))
             #expect(status == 200)
             #expect(body.hasPrefix("GET /secure host=api.test:\(server.port) sni=api.test ip=127.0.0.6 "))
             let (_, mixed) = try await fixture.text(HTTPClientRequest(url: "https://API.Test:\(server.port)/mixed"))
@@ -83,7 +85,8 @@ struct HTTPDNSClientTests {
             }
             try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
             let error = await #expect(throws: InterceptionError.self) {
-                _ = try await fixture.client.execute(HTTPClientRequest(url: "https://api.test:\(first.port)/"), timeout: .seconds(30))
+                _ = try await fixture.client.execute(
+                    HTTPClientRequest(url: "https://api.test:\(first.port)/"), timeout: .seconds(30))
             }
             #expect(error?.code == .certificateRejected)
             #expect(first.connections + second.connections == 1)
@@ -103,7 +106,9 @@ struct HTTPDNSClientTests {
         }
     }
 
-    @Test("redirects are followed with each hop resolved again; credentials do not cross origins; https to http is refused")
+    @Test(
+        "redirects are followed with each hop resolved again; credentials do not cross origins; https to http is refused"
+    )
     func redirects() async throws {
         let second = try await LocalHTTPServer(host: "127.0.0.8", handler: echo)
         let secondPort = second.port
@@ -142,7 +147,8 @@ struct HTTPDNSClientTests {
             #expect(try await fixture.text(post).1 == "landing GET 0")
 
             let error = await #expect(throws: InterceptionError.self) {
-                _ = try await fixture.client.execute(HTTPClientRequest(url: "https://s.test:\(secure.port)/"), timeout: .seconds(30))
+                _ = try await fixture.client.execute(
+                    HTTPClientRequest(url: "https://s.test:\(secure.port)/"), timeout: .seconds(30))
             }
             #expect(error?.code == .insecureRedirect)
             await fixture.shutdown()
@@ -151,7 +157,9 @@ struct HTTPDNSClientTests {
         }
     }
 
-    @Test("failover: a refused address is skipped for the next one and the scores learn it; a reset POST is not sent twice")
+    @Test(
+        "failover: a refused address is skipped for the next one and the scores learn it; a reset POST is not sent twice"
+    )
     func failover() async throws {
         let live = try await LocalHTTPServer(host: "127.0.0.11", handler: echo)
         let reached = EventLog()
@@ -206,7 +214,8 @@ struct HTTPDNSClientTests {
         try await withCleanup { () async throws in
             let fixture = try Fixture()
             try fixture.pin("big.test", to: "127.0.0.5")
-            let response = try await fixture.client.execute(HTTPClientRequest(url: "http://big.test:\(server.port)/big"), timeout: .seconds(120))
+            let response = try await fixture.client.execute(
+                HTTPClientRequest(url: "http://big.test:\(server.port)/big"), timeout: .seconds(120))
             #expect(response.headers.first(name: "Content-Length") == "\(size)")
             var total = 0
             var parts = 0
@@ -241,26 +250,35 @@ struct HTTPDNSClientTests {
             try fixture.pin("t.test", to: "127.0.0.5")
             let port = server.port
             // A stalled body runs into the request's timeout while it is read.
-            let stalled = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: .seconds(1))
-            let late = await #expect(throws: InterceptionError.self) { _ = try await stalled.body.collect(upTo: 1 << 20) }
+            let stalled = try await fixture.client.execute(
+                HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: .seconds(1))
+            let late = await #expect(throws: InterceptionError.self) {
+                _ = try await stalled.body.collect(upTo: 1 << 20)
+            }
             #expect(late?.code == .timedOut)
             // The same with a request body, which takes AsyncHTTPClient's async API and the body pump.
             var post = HTTPClientRequest(url: "http://t.test:\(port)/stall")
             post.method = .POST
             post.body = .bytes(ByteBuffer(string: "payload"))
             let stalledPost = try await fixture.client.execute(post, timeout: .seconds(1))
-            let latePost = await #expect(throws: InterceptionError.self) { _ = try await stalledPost.body.collect(upTo: 1 << 20) }
+            let latePost = await #expect(throws: InterceptionError.self) {
+                _ = try await stalledPost.body.collect(upTo: 1 << 20)
+            }
             #expect(latePost?.code == .timedOut)
             // A body dropped unread frees the only connection place: the next request is not stuck behind it.
             do {
-                let dropped = try await fixture.client.execute(HTTPClientRequest(url: "http://t.test:\(port)/big"), timeout: .seconds(30))
+                let dropped = try await fixture.client.execute(
+                    HTTPClientRequest(url: "http://t.test:\(port)/big"), timeout: .seconds(30))
                 #expect(dropped.status == .ok)
             }
-            let (status, _) = try await fixture.text(HTTPClientRequest(url: "http://t.test:\(port)/next"), timeout: .seconds(10))
+            let (status, _) = try await fixture.text(
+                HTTPClientRequest(url: "http://t.test:\(port)/next"), timeout: .seconds(10))
             #expect(status == 200)
             // Cancelling the task ends a request waiting for its answer.
             let client = fixture.client
-            let held = Task { try await client.execute(HTTPClientRequest(url: "http://t.test:\(port)/hold"), timeout: .seconds(60)) }
+            let held = Task {
+                try await client.execute(HTTPClientRequest(url: "http://t.test:\(port)/hold"), timeout: .seconds(60))
+            }
             try await Task.sleep(for: .milliseconds(200))
             held.cancel()
             let error = await #expect(throws: InterceptionError.self) { _ = try await held.value }
@@ -271,7 +289,9 @@ struct HTTPDNSClientTests {
         }
     }
 
-    @Test("many requests at once through one client, some cancelled mid-flight and some dropped unread: all end, no place leaks")
+    @Test(
+        "many requests at once through one client, some cancelled mid-flight and some dropped unread: all end, no place leaks"
+    )
     func manyAtOnce() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
             request.path.hasPrefix("/slow")
@@ -289,7 +309,8 @@ struct HTTPDNSClientTests {
                         group.addTask {
                             let url = "http://many.test:\(port)/\(index.isMultiple(of: 3) ? "slow" : "fast")/\(index)"
                             let work = Task { () async throws -> String in
-                                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(60))
+                                let response = try await client.execute(
+                                    HTTPClientRequest(url: url), timeout: .seconds(60))
                                 if index.isMultiple(of: 7) { return "dropped" }
                                 let body = try await response.body.collect(upTo: 1 << 20)
                                 return body.readableBytes == 10_000 ? "ok" : "short"
@@ -315,7 +336,11 @@ struct HTTPDNSClientTests {
             let after = try await withTimeLimit(.seconds(30)) {
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for index in 0..<4 {
-                        group.addTask { try await fixture.text(HTTPClientRequest(url: "http://many.test:\(port)/fast/after\(index)")).0 }
+                        group.addTask {
+                            try await fixture.text(
+                                HTTPClientRequest(url: "http://many.test:\(port)/fast/after\(index)")
+                            ).0
+                        }
                     }
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }

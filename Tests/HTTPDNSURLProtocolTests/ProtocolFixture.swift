@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -34,7 +34,8 @@ final class ProtocolFixture: Sendable {
             self.cares = nil
         }
         resolver = HostResolver(upstreams: upstreams, overrides: overrides, cache: HostCache(), prober: nil)
-        cookies = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "httpdns-tests-\(UUID().uuidString)")
+        cookies = HTTPCookieStorage.sharedCookieStorage(
+            forGroupContainerIdentifier: "httpdns-tests-\(UUID().uuidString)")
         cookies.cookieAcceptPolicy = .always
         var configuration = HTTPDNSInterceptor.Configuration(cookieStorage: cookies)
         // Live loopback servers must never miss the connect timeout: scaled for sanitizer runs, where a loaded

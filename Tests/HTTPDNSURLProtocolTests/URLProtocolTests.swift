@@ -1,5 +1,5 @@
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -22,7 +22,8 @@ struct URLProtocolTests {
             let http = try #require(response as? HTTPURLResponse)
             #expect(http.statusCode == 200)
             #expect(http.url == url)
-            #expect(text(data) == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
+            #expect(
+                text(data) == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
             let trace = try #require(fixture.traces.last)
             #expect(trace.hops.map(\.address) == [IPAddress("127.0.0.5")])
             #expect(trace.hops.first?.hostHeader == "api.test:\(server.port)")
@@ -30,7 +31,9 @@ struct URLProtocolTests {
             // system resolver, and the server sees the name in lower case.
             let mixed = URL(string: "http://API.Test:\(server.port)/hello")!
             let (mixedData, _) = try await fixture.session.data(for: URLRequest(url: mixed))
-            #expect(text(mixedData) == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
+            #expect(
+                text(mixedData)
+                    == "GET /hello host=api.test:\(server.port) sni=- ip=127.0.0.5 cookie=- auth=- tag=- body=0")
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
@@ -41,7 +44,8 @@ struct URLProtocolTests {
     func httpsWithRealHostName() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        let server = try await LocalHTTPServer(
+            host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
             try fixture.pin("api.test", to: "127.0.0.6")
@@ -70,7 +74,9 @@ struct URLProtocolTests {
             }
             try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
             let url = URL(string: "https://api.test:\(first.port)/")!
-            let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: URLRequest(url: url)) }
+            let error = await #expect(throws: URLError.self) {
+                try await fixture.session.data(for: URLRequest(url: url))
+            }
             #expect(error?.code == .serverCertificateUntrusted)
             #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
             #expect(first.connections + second.connections == 1)
@@ -84,12 +90,15 @@ struct URLProtocolTests {
     func untrustedCertificate() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
+        let server = try await LocalHTTPServer(
+            host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
             try fixture.pin("api.test", to: "127.0.0.6")
             let url = URL(string: "https://api.test:\(server.port)/")!
-            let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: URLRequest(url: url)) }
+            let error = await #expect(throws: URLError.self) {
+                try await fixture.session.data(for: URLRequest(url: url))
+            }
             #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
             await fixture.shutdown()
         } cleanup: {
@@ -102,7 +111,8 @@ struct URLProtocolTests {
         let second = try await LocalHTTPServer(host: "127.0.0.8", handler: echo)
         let secondPort = second.port
         let first = try await LocalHTTPServer(host: "127.0.0.7") { request in
-            request.path == "/start" ? .redirect(to: "http://b.test:\(secondPort)/final") : .text("unexpected", status: 500)
+            request.path == "/start"
+                ? .redirect(to: "http://b.test:\(secondPort)/final") : .text("unexpected", status: 500)
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
@@ -115,7 +125,8 @@ struct URLProtocolTests {
             #expect(http.statusCode == 200)
             #expect(http.url?.absoluteString == "http://b.test:\(secondPort)/final")
             // The second hop reached b.test's own IP with its own Host header; Authorization did not cross origins.
-            #expect(text(data) == "GET /final host=b.test:\(secondPort) sni=- ip=127.0.0.8 cookie=- auth=- tag=- body=0")
+            #expect(
+                text(data) == "GET /final host=b.test:\(secondPort) sni=- ip=127.0.0.8 cookie=- auth=- tag=- body=0")
             let trace = try #require(fixture.traces.last)
             #expect(trace.hops.map(\.address) == [IPAddress("127.0.0.7"), IPAddress("127.0.0.8")])
             #expect(trace.hops.map(\.status) == [302, 200])
@@ -133,7 +144,9 @@ struct URLProtocolTests {
         ])
     func redirectMethods(status: Int, method: String, expected: String) async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.7") { request in
-            request.path == "/from" ? .redirect(to: "/to", status: status) : .text("\(request.method) \(request.path) body=\(request.body.count)")
+            request.path == "/from"
+                ? .redirect(to: "/to", status: status)
+                : .text("\(request.method) \(request.path) body=\(request.body.count)")
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
@@ -157,7 +170,9 @@ struct URLProtocolTests {
             let looping = try ProtocolFixture { $0.maximumRedirects = 3 }
             try looping.pin("a.test", to: "127.0.0.7")
             let url = URL(string: "http://a.test:\(server.port)/")!
-            let error = await #expect(throws: URLError.self) { try await looping.session.data(for: URLRequest(url: url)) }
+            let error = await #expect(throws: URLError.self) {
+                try await looping.session.data(for: URLRequest(url: url))
+            }
             #expect(error?.code == .httpTooManyRedirects)
             #expect(looping.traces.last?.hops.count == 4)
             await looping.shutdown()
@@ -236,14 +251,19 @@ struct URLProtocolTests {
             let completionData: Data = try await withTimeLimit(.seconds(30)) {
                 try await withCheckedThrowingContinuation { continuation in
                     session.dataTask(with: URLRequest(url: url)) { data, _, error in
-                        if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: data ?? Data()) }
+                        if let error {
+                            continuation.resume(throwing: error)
+                        } else {
+                            continuation.resume(returning: data ?? Data())
+                        }
                     }.resume()
                 }
             }
             #expect(completionData == expected)
 
             let collector = DataCollector()
-            let delegateSession = URLSession(configuration: fixture.sessionConfiguration(), delegate: collector, delegateQueue: nil)
+            let delegateSession = URLSession(
+                configuration: fixture.sessionConfiguration(), delegate: collector, delegateQueue: nil)
             delegateSession.dataTask(with: URLRequest(url: url)).resume()
             let (delegateData, delegateError) = try await withTimeLimit(.seconds(30)) { await collector.result() }
             #expect(delegateError == nil)
@@ -259,7 +279,8 @@ struct URLProtocolTests {
     func failoverFromClosedPort() async throws {
         let live = try await LocalHTTPServer(host: "127.0.0.11", handler: echo)
         try await withCleanup { () async throws in
-            try await DNSMasq.with(records: ["host-record=fo.test,127.0.0.10,60", "host-record=fo.test,127.0.0.11,60"]) { dns in
+            try await DNSMasq.with(records: ["host-record=fo.test,127.0.0.10,60", "host-record=fo.test,127.0.0.11,60"])
+            { dns in
                 let fixture = try ProtocolFixture(dnsServer: dns.address)
                 let dead = try #require(IPAddress("127.0.0.10"))
                 let alive = try #require(IPAddress("127.0.0.11"))
@@ -270,7 +291,8 @@ struct URLProtocolTests {
                 fixture.resolver.reportConnect(to: alive, of: name, latency: .milliseconds(50))
                 #expect(fixture.resolver.cache?.bestAddress(for: name) == dead)
 
-                let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://fo.test:\(live.port)/")!))
+                let (data, _) = try await fixture.session.data(
+                    for: URLRequest(url: URL(string: "http://fo.test:\(live.port)/")!))
                 #expect(text(data).contains("ip=127.0.0.11"))
                 let hop = try #require(fixture.traces.last?.hops.first)
                 #expect(hop.failedAttempts.map(\.address) == [dead])
@@ -312,7 +334,8 @@ struct URLProtocolTests {
                 // An idempotent method may go on to the next address after the same failure.
                 reached.reset()
                 await #expect(throws: (any Error).self) {
-                    _ = try await fixture.session.data(for: URLRequest(url: URL(string: "http://orders.test:\(first.port)/status")!))
+                    _ = try await fixture.session.data(
+                        for: URLRequest(url: URL(string: "http://orders.test:\(first.port)/status")!))
                 }
                 // (The first address failed just now, so it backs off and the GET starts on the second.)
                 #expect(reached.all.sorted() == ["first GET 0", "second GET 0"])
@@ -325,7 +348,9 @@ struct URLProtocolTests {
         }
     }
 
-    @Test("a blackholed best address loses a connection race instead of costing a connect timeout; the next request goes straight to the winner")
+    @Test(
+        "a blackholed best address loses a connection race instead of costing a connect timeout; the next request goes straight to the winner"
+    )
     func connectionRace() async throws {
         let live = try await LocalHTTPServer(host: "127.0.0.62", handler: echo)
         try await withCleanup { () async throws in
@@ -411,14 +436,19 @@ struct URLProtocolTests {
             #expect(bodies.allSatisfy { $0.value == "/\($0.key) tag=-" })
             let traces = fixture.traces
             #expect(traces.count == 64)
-            #expect(traces.allSatisfy { trace in trace.tag == "tag-" + (trace.url.split(separator: "/").last.map(String.init) ?? "?") })
+            #expect(
+                traces.allSatisfy { trace in
+                    trace.tag == "tag-" + (trace.url.split(separator: "/").last.map(String.init) ?? "?")
+                })
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
         }
     }
 
-    @Test("a burst beyond the connection limit to a slow host queues until each request's own timeout, not the connect timeout")
+    @Test(
+        "a burst beyond the connection limit to a slow host queues until each request's own timeout, not the connect timeout"
+    )
     func burstBeyondConnectionLimit() async throws {
         // Each answer takes twice the connect timeout, so a request queued behind a busy connection waits longer
         // than the connect timeout: AsyncHTTPClient's own queue would fail it there.
@@ -517,10 +547,14 @@ struct URLProtocolTests {
                             let url = URL(string: "http://api.test:\(port)\(path)")!
                             return await withCheckedContinuation { continuation in
                                 let task = session.dataTask(with: URLRequest(url: url)) { _, _, error in
-                                    continuation.resume(returning: (error as? URLError)?.code == .cancelled ? "cancelled" : (error == nil ? "ok" : "other"))
+                                    continuation.resume(
+                                        returning: (error as? URLError)?.code == .cancelled
+                                            ? "cancelled" : (error == nil ? "ok" : "other"))
                                 }
                                 task.resume()
-                                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(index % 20)) { task.cancel() }
+                                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(index % 20)) {
+                                    task.cancel()
+                                }
                             }
                         }
                     }
@@ -540,13 +574,16 @@ struct URLProtocolTests {
     @Test("cookies are sent and stored for the real host, never the IP")
     func cookies() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
-            request.path == "/login" ? .full(status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/")], body: []) : echo(request)
+            request.path == "/login"
+                ? .full(status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/")], body: []) : echo(request)
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
             try fixture.pin("api.test", to: "127.0.0.5")
-            _ = try await fixture.session.data(for: URLRequest(url: URL(string: "http://api.test:\(server.port)/login")!))
-            let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://api.test:\(server.port)/me")!))
+            _ = try await fixture.session.data(
+                for: URLRequest(url: URL(string: "http://api.test:\(server.port)/login")!))
+            let (data, _) = try await fixture.session.data(
+                for: URLRequest(url: URL(string: "http://api.test:\(server.port)/me")!))
             #expect(text(data).contains("cookie=sid=abc123"))
             let stored = fixture.cookies.cookies ?? []
             #expect(stored.map(\.name) == ["sid"])
@@ -560,7 +597,9 @@ struct URLProtocolTests {
 
     @Test("a request tagged handled, an excluded host and an IP literal are not taken; unregistering stops it all")
     func scopeAndTag() async throws {
-        let fixture = try ProtocolFixture { $0.scope = InterceptionScope(exclude: [try! HostPattern("*.internal.test")]) }
+        let fixture = try ProtocolFixture {
+            $0.scope = InterceptionScope(exclude: [try! HostPattern("*.internal.test")])
+        }
         HTTPDNSURLProtocol.register(fixture.interceptor)
         try fixture.pin("api.test", to: "127.0.0.5")
         try fixture.pin("127.0.0.99", to: "127.0.0.5")
@@ -590,12 +629,15 @@ struct URLProtocolTests {
             let fixture = try ProtocolFixture { $0.maximumPinnedClients = 2 }
             for host in ["h1.test", "h2.test", "h3.test"] { try fixture.pin(host, to: "127.0.0.5") }
             for host in ["h1.test", "h2.test", "h3.test", "h1.test"] {
-                let (data, _) = try await fixture.session.data(for: URLRequest(url: URL(string: "http://\(host):\(server.port)/")!))
+                let (data, _) = try await fixture.session.data(
+                    for: URLRequest(url: URL(string: "http://\(host):\(server.port)/")!))
                 #expect(text(data).contains("host=\(host):\(server.port)"))
             }
             #expect(fixture.interceptor.pinnedClientCount == 2)
             // Evicted clients are shut down in the background, and a finished shutdown is not kept.
-            for _ in 0..<250 where fixture.interceptor.transport.closingCount > 0 { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<250 where fixture.interceptor.transport.closingCount > 0 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
             #expect(fixture.interceptor.transport.closingCount == 0)
             await fixture.shutdown()
         } cleanup: {
@@ -616,7 +658,9 @@ struct URLProtocolTests {
             try fixture.pin("api.test", to: "127.0.0.5")
             let session = fixture.session
             let url = URL(string: "http://api.test:\(server.port)/private")!
-            let (data, response) = try await withTimeLimit(.seconds(10)) { try await session.data(for: URLRequest(url: url)) }
+            let (data, response) = try await withTimeLimit(.seconds(10)) {
+                try await session.data(for: URLRequest(url: url))
+            }
             #expect((response as? HTTPURLResponse)?.statusCode == 401)
             #expect(text(data) == "denied")
             await fixture.shutdown()
@@ -632,7 +676,8 @@ struct URLProtocolTests {
         #expect(v4.url?.absoluteString == "https://10.0.0.1:8443/p?q=1")
         #expect(v4.value(forHTTPHeaderField: "Host") == "api.test:8443")
         #expect(RequestRewriting.isHandled(v4))
-        let v6 = try RequestRewriting.rewrite(URLRequest(url: URL(string: "http://api.test/")!), to: IPAddress("2001:db8::1")!)
+        let v6 = try RequestRewriting.rewrite(
+            URLRequest(url: URL(string: "http://api.test/")!), to: IPAddress("2001:db8::1")!)
         #expect(v6.url?.absoluteString == "http://[2001:db8::1]/")
         #expect(v6.value(forHTTPHeaderField: "Host") == "api.test")
         var cleared = v6
@@ -678,7 +723,9 @@ extension URLProtocolTests {
     @Test("settings file edits reach the running resolver and interceptor; a broken edit keeps the last good settings")
     func liveSettings() async throws {
         try await DNSMasq.with { first in
-            try await DNSMasq.with(records: ["host-record=moved.test,127.0.0.61,300", "host-record=later.test,127.0.0.62,300"]) { second in
+            try await DNSMasq.with(records: [
+                "host-record=moved.test,127.0.0.61,300", "host-record=later.test,127.0.0.62,300",
+            ]) { second in
                 let files = try TemporaryFiles()
                 func settings(server: ServerAddress, exclude: String) -> String {
                     """
@@ -694,22 +741,36 @@ extension URLProtocolTests {
                 #expect(try await runtime.resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares)
                 #expect(runtime.interceptor.intercepts(URLRequest(url: URL(string: "http://api.excluded.test/")!)))
 
-                try settings(server: second.address, exclude: #""*.excluded.test""#).write(toFile: path, atomically: true, encoding: .utf8)
-                #expect(try await waitUntil { (try? await runtime.resolver.resolveRanked("moved.test", family: .ipv4))?.best?.description == "127.0.0.61" })
+                try settings(server: second.address, exclude: #""*.excluded.test""#).write(
+                    toFile: path, atomically: true, encoding: .utf8)
+                #expect(
+                    try await waitUntil {
+                        (try? await runtime.resolver.resolveRanked("moved.test", family: .ipv4))?.best?.description
+                            == "127.0.0.61"
+                    })
                 // The resolver takes the new settings first, the interceptor right after.
-                #expect(try await waitUntil { !runtime.interceptor.intercepts(URLRequest(url: URL(string: "http://api.excluded.test/")!)) }, "the new scope")
+                #expect(
+                    try await waitUntil {
+                        !runtime.interceptor.intercepts(URLRequest(url: URL(string: "http://api.excluded.test/")!))
+                    }, "the new scope")
 
                 try "{ \"sources\": { \"order\": [".write(toFile: path, atomically: false, encoding: .utf8)
                 try await Task.sleep(for: .milliseconds(200))
-                #expect(try await runtime.resolver.resolveRanked("later.test", family: .ipv4).best?.description == "127.0.0.62", "still the second server")
+                #expect(
+                    try await runtime.resolver.resolveRanked("later.test", family: .ipv4).best?.description
+                        == "127.0.0.62", "still the second server")
                 #expect(runtime.resolver.appliedSettings?.caresServers == [second.address])
 
                 try runtime.setOverride(["127.0.0.63"], for: "moved.test")
-                #expect(try await runtime.resolver.resolveRanked("moved.test").best?.description == "127.0.0.63", "run-time overrides without a file")
+                #expect(
+                    try await runtime.resolver.resolveRanked("moved.test").best?.description == "127.0.0.63",
+                    "run-time overrides without a file")
                 try runtime.removeOverride("moved.test")
                 await runtime.shutdown()
                 #expect(HTTPDNSURLProtocol.interceptor == nil, "shutdown unregisters")
-                #expect(FileManager.default.fileExists(atPath: files.directory.path + "/cache.json"), "shutdown saves the cache")
+                #expect(
+                    FileManager.default.fileExists(atPath: files.directory.path + "/cache.json"),
+                    "shutdown saves the cache")
             }
         }
     }
@@ -775,7 +836,8 @@ extension URLProtocolTests {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
         let plain = try await LocalHTTPServer(host: "127.0.0.65", handler: echo)
-        let secure = try await LocalHTTPServer(host: "127.0.0.65", tls: try certificates.leaf(for: "sec.test")) { request in
+        let secure = try await LocalHTTPServer(host: "127.0.0.65", tls: try certificates.leaf(for: "sec.test")) {
+            request in
             switch request.path {
             case "/down": .redirect(to: "http://plain.test:\(plain.port)/landed")
             case "/up": .redirect(to: "/secure-landed")
@@ -879,11 +941,14 @@ extension URLProtocolTests {
 }
 
 extension URLProtocolTests {
-    @Test("fault injection: a slowly dripping body runs into timeoutInterval; an unclean TLS close mid-answer is a clear error")
+    @Test(
+        "fault injection: a slowly dripping body runs into timeoutInterval; an unclean TLS close mid-answer is a clear error"
+    )
     func drippingAndTruncated() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.65", tls: try certificates.leaf(for: "faulty.test")) { request in
+        let server = try await LocalHTTPServer(host: "127.0.0.65", tls: try certificates.leaf(for: "faulty.test")) {
+            request in
             request.path == "/drip" ? .drip(bytes: 100, every: .milliseconds(50)) : .truncated
         }
         let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
@@ -901,7 +966,9 @@ extension URLProtocolTests {
             Issue.record("a truncated answer must fail")
         } catch let error as URLError {
             let underlying = InterceptionError(error)
-            #expect(underlying?.code == .connectionLost || underlying?.code == .badServerResponse || underlying?.code == .tlsFailure, "\(error)")
+            #expect(
+                underlying?.code == .connectionLost || underlying?.code == .badServerResponse
+                    || underlying?.code == .tlsFailure, "\(error)")
         }
         await server.stop()
         await fixture.shutdown()

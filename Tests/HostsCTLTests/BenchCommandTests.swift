@@ -14,8 +14,10 @@ struct BenchCommandTests {
         let command = try #require(
             try HostsCTLCommand.parseAsRoot([
                 "bench", "--source", "cares", "--source", "pipeline-warm", "--source", "my-doh", "--source", "SYSTEM",
-                "--server", "127.0.0.1:5353", "--queries", "100", "--concurrency", "7", "--warmup", "3", "--family", "any",
-                "--timeout", "0.5", "--hosts", "h", "--config", "c.json", "--json", "--html", "r.html", "a.test", "b.test",
+                "--server", "127.0.0.1:5353", "--queries", "100", "--concurrency", "7", "--warmup", "3", "--family",
+                "any",
+                "--timeout", "0.5", "--hosts", "h", "--config", "c.json", "--json", "--html", "r.html", "a.test",
+                "b.test",
             ]) as? BenchCommand
         )
         #expect(command.sources == [.cares, .pipelineWarm, .provider("my-doh"), .system])
@@ -23,7 +25,9 @@ struct BenchCommandTests {
         #expect(command.length == .queries(100))
         #expect(command.concurrency == 7 && command.warmup == 3)
         #expect(command.family == .any)
-        #expect(command.resolution.timeout == 0.5 && command.resolution.hosts == "h" && command.resolution.config == "c.json")
+        #expect(
+            command.resolution.timeout == 0.5 && command.resolution.hosts == "h"
+                && command.resolution.config == "c.json")
         #expect(command.json && command.html == "r.html")
         #expect(command.names == ["a.test", "b.test"])
 
@@ -31,18 +35,23 @@ struct BenchCommandTests {
         #expect(defaults.length == .queries(1000))
         #expect(defaults.family == .ipv4)
         #expect(defaults.sources.isEmpty)
-        let timed = try #require(try HostsCTLCommand.parseAsRoot(["bench", "--duration", "1.5", "a.test"]) as? BenchCommand)
+        let timed = try #require(
+            try HostsCTLCommand.parseAsRoot(["bench", "--duration", "1.5", "a.test"]) as? BenchCommand)
         #expect(timed.length == .duration(.milliseconds(1500)))
     }
 
     @Test(
         "bad arguments exit with 64",
         arguments: [
-            ["bench"], ["bench", "--queries", "0", "a.test"], ["bench", "--queries", "10", "--duration", "1", "a.test"],
-            ["bench", "--duration", "0", "a.test"], ["bench", "--duration", "inf", "a.test"], ["bench", "--concurrency", "0", "a.test"],
-            ["bench", "--concurrency", "10001", "a.test"], ["bench", "--warmup", "-1", "a.test"], ["bench", "192.0.2.1"],
+            ["bench"], ["bench", "--queries", "0", "a.test"],
+            ["bench", "--queries", "10", "--duration", "1", "a.test"],
+            ["bench", "--duration", "0", "a.test"], ["bench", "--duration", "inf", "a.test"],
+            ["bench", "--concurrency", "0", "a.test"],
+            ["bench", "--concurrency", "10001", "a.test"], ["bench", "--warmup", "-1", "a.test"],
+            ["bench", "192.0.2.1"],
             ["bench", "[2001:db8::1]"], ["bench", "bad..name"], ["bench", "--source", "", "a.test"],
-            ["bench", "--server", "127.0.0.1", "--doh", "https://doh.test/dns-query", "a.test"], ["bench", "--html", "", "a.test"],
+            ["bench", "--server", "127.0.0.1", "--doh", "https://doh.test/dns-query", "a.test"],
+            ["bench", "--html", "", "a.test"],
             ["bench", "--family", "ipv5", "a.test"], ["bench", "--timeout", "0", "a.test"],
         ]
     )
@@ -58,14 +67,18 @@ struct BenchCommandTests {
             ["bench", "--config", config, "--source", "nosuch", "a.test"],
             ["bench", "--config", config, "--source", "httpdns", "a.test"],
             ["bench", "--config", config, "--hosts-file", directory.path("missing"), "--source", "cares"],
-            ["bench", "--config", config, "--hosts-file", try directory.write("names", "a.test\n\n# only a comment\n10.0.0.1\n")],
+            [
+                "bench", "--config", config, "--hosts-file",
+                try directory.write("names", "a.test\n\n# only a comment\n10.0.0.1\n"),
+            ],
             ["bench", "--config", config, "--hosts-file", try directory.write("empty", "# nothing\n")],
         ] {
             let command = try #require(try HostsCTLCommand.parseAsRoot(arguments) as? BenchCommand)
             await #expect(throws: ValidationError.self, "\(arguments)") { _ = try await command.measureSources() }
         }
         let hostsFile = try directory.write("list", "  n1.test  # first\nn2.test\n\nn3.test\n")
-        let listed = try #require(try HostsCTLCommand.parseAsRoot(["bench", "--hosts-file", hostsFile, "n0.test"]) as? BenchCommand)
+        let listed = try #require(
+            try HostsCTLCommand.parseAsRoot(["bench", "--hosts-file", hostsFile, "n0.test"]) as? BenchCommand)
         #expect(try listed.allHosts().map(\.name) == ["n0.test", "n1.test", "n2.test", "n3.test"])
     }
 
@@ -76,7 +89,8 @@ struct BenchCommandTests {
             let config = try directory.write("settings.json", #"{"sources": {"order": ["cache", "cares"]}}"#)
             let command = try #require(
                 try HostsCTLCommand.parseAsRoot([
-                    "bench", "--config", config, "--server", server.address.description, "--source", "cares", "--source", "pipeline-cold",
+                    "bench", "--config", config, "--server", server.address.description, "--source", "cares",
+                    "--source", "pipeline-cold",
                     "--source", "pipeline-warm", "--queries", "3000", "--concurrency", "40", "--warmup", "20",
                     "n1.test", "n2.test", "nope.test",
                 ]) as? BenchCommand
@@ -103,7 +117,8 @@ struct BenchCommandTests {
         try await DNSMasq.with { server in
             let command = try #require(
                 try HostsCTLCommand.parseAsRoot([
-                    "bench", "--server", server.address.description, "--source", "cares", "--duration", "0.5", "--concurrency", "8",
+                    "bench", "--server", server.address.description, "--source", "cares", "--duration", "0.5",
+                    "--concurrency", "8",
                     "--warmup", "0", "n5.test",
                 ]) as? BenchCommand
             )
@@ -117,7 +132,9 @@ struct BenchCommandTests {
     @Test("the system resolver source answers localhost from the hosts file")
     func systemSource() async throws {
         let command = try #require(
-            try HostsCTLCommand.parseAsRoot(["bench", "--source", "system", "--queries", "200", "--concurrency", "4", "localhost"])
+            try HostsCTLCommand.parseAsRoot([
+                "bench", "--source", "system", "--queries", "200", "--concurrency", "4", "localhost",
+            ])
                 as? BenchCommand
         )
         let result = try #require(try await command.measureSources().first)
@@ -130,12 +147,16 @@ struct BenchCommandTests {
         try await DNSMasq.with { server in
             let names = (0..<20).map { "n\($0).test" }
             let output = try await HostsCTLProcess.run(
-                ["bench", "--source", "cares", "--server", server.address.description, "--queries", "20000", "--concurrency", "100", "--json"]
+                [
+                    "bench", "--source", "cares", "--server", server.address.description, "--queries", "20000",
+                    "--concurrency", "100", "--json",
+                ]
                     + names
             )
             #expect(output.status == 0, "\(output.standardError)")
             #expect(!output.standardError.contains("\r") && !output.standardError.contains("[#"))
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
             #expect(Array(object.keys) == ["sources"])
             let sources = try #require(object["sources"] as? [[String: Any]])
             let cares = try #require(sources.first)
@@ -146,7 +167,8 @@ struct BenchCommandTests {
                 guard trimmed.hasPrefix("\""), let end = trimmed.dropFirst().firstIndex(of: "\"") else { return nil }
                 return String(trimmed[trimmed.index(after: trimmed.startIndex)..<end])
             }
-            #expect(keys == ["sources", "source", "queries", "ok", "errors", "qps", "p50Ms", "p90Ms", "p99Ms", "maxMs"])
+            #expect(
+                keys == ["sources", "source", "queries", "ok", "errors", "qps", "p50Ms", "p90Ms", "p99Ms", "maxMs"])
             #expect(cares["source"] as? String == "cares")
             #expect(cares["queries"] as? Int == 20000)
             #expect(cares["ok"] as? Int == 20000)
@@ -162,7 +184,8 @@ struct BenchCommandTests {
     func textTable() async throws {
         try await DNSMasq.with { server in
             let output = try await HostsCTLProcess.run([
-                "bench", "--source", "cares", "--server", server.address.description, "--queries", "300", "n1.test", "nope.test",
+                "bench", "--source", "cares", "--server", server.address.description, "--queries", "300", "n1.test",
+                "nope.test",
             ])
             #expect(output.status == 0, "\(output.standardError)")
             let lines = output.standardOutput.split(separator: "\n")
@@ -177,10 +200,12 @@ struct BenchCommandTests {
     func failingSource() async throws {
         try await DNSMasq.with { server in
             let output = try await HostsCTLProcess.run([
-                "bench", "--source", "cares", "--server", server.address.description, "--queries", "50", "--json", "nope.test",
+                "bench", "--source", "cares", "--server", server.address.description, "--queries", "50", "--json",
+                "nope.test",
             ])
             #expect(output.status == 1)
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any])
             let source = try #require((object["sources"] as? [[String: Any]])?.first)
             #expect(source["ok"] as? Int == 0)
             #expect(source["p50Ms"] is NSNull)
@@ -195,7 +220,8 @@ struct BenchCommandTests {
             let config = try directory.write("settings.json", #"{"sources": {"order": ["cache", "cares"]}}"#)
             let page = directory.path("report <&>.html")
             let output = try await HostsCTLProcess.run([
-                "bench", "--config", config, "--server", server.address.description, "--source", "cares", "--source", "pipeline-cold",
+                "bench", "--config", config, "--server", server.address.description, "--source", "cares", "--source",
+                "pipeline-cold",
                 "--source", "pipeline-warm", "--queries", "500", "--html", page, "n1.test", "n2.test", "nope.test",
             ])
             #expect(output.status == 0, "\(output.standardError)")
@@ -206,7 +232,10 @@ struct BenchCommandTests {
             let document = try XMLDocument(data: Data(html.utf8), options: [])
             let charts = try document.nodes(forXPath: "//*[local-name()='svg']").compactMap { $0 as? XMLElement }
             #expect(charts.count == 3)
-            #expect(try charts.map { try $0.nodes(forXPath: "@data-source").first?.stringValue } == ["cares", "pipeline-cold", "pipeline-warm"])
+            #expect(
+                try charts.map { try $0.nodes(forXPath: "@data-source").first?.stringValue } == [
+                    "cares", "pipeline-cold", "pipeline-warm",
+                ])
             for chart in charts {
                 let bars = try chart.nodes(forXPath: ".//*[local-name()='rect']")
                 #expect(!bars.isEmpty)
@@ -215,16 +244,20 @@ struct BenchCommandTests {
             }
             #expect(html.contains("notFound"))
             // Self-contained: no scripts, no external references.
-            #expect(try document.nodes(forXPath: "//*[local-name()='script' or local-name()='link' or local-name()='img']").isEmpty)
+            #expect(
+                try document.nodes(forXPath: "//*[local-name()='script' or local-name()='link' or local-name()='img']")
+                    .isEmpty)
             #expect(try document.nodes(forXPath: "//@src | //@href").isEmpty)
         }
     }
 
     @Test("the HTML of a source without answers says so instead of drawing bars")
     func htmlWithoutAnswers() throws {
-        let failed = BenchResult(source: "a<b", queries: 3, ok: 0, errors: ["timeout": 3], elapsed: .seconds(1), latenciesMs: [])
+        let failed = BenchResult(
+            source: "a<b", queries: 3, ok: 0, errors: ["timeout": 3], elapsed: .seconds(1), latenciesMs: [])
         let report = BenchReport(
-            setup: .init(hosts: ["x.test"], family: "ipv4", concurrency: 1, warmup: 0, length: "3 queries", date: Date()),
+            setup: .init(
+                hosts: ["x.test"], family: "ipv4", concurrency: 1, warmup: 0, length: "3 queries", date: Date()),
             results: [failed]
         )
         let html = BenchHTMLReport.render(report, version: "test")

@@ -12,12 +12,16 @@ struct FetchCommandTests {
         let command = try #require(
             try HostsCTLCommand.parseAsRoot([
                 "fetch", "-X", "PUT", "-d", "x=1", "-H", "Accept: text/plain", "-H", "X-Trace:  abc ", "--repeat", "3",
-                "--hosts", "h", "--trust-ca", "ca.pem", "--json", "--no-follow", "--concurrency", "2", "https://api.test:8443/p",
+                "--hosts", "h", "--trust-ca", "ca.pem", "--json", "--no-follow", "--concurrency", "2",
+                "https://api.test:8443/p",
             ]) as? FetchCommand
         )
         #expect(command.method == "PUT")
         #expect(command.data == "x=1")
-        #expect(try command.headers.map(FetchCommand.parseHeader).map { "\($0.name)=\($0.value)" } == ["Accept=text/plain", "X-Trace=abc"])
+        #expect(
+            try command.headers.map(FetchCommand.parseHeader).map { "\($0.name)=\($0.value)" } == [
+                "Accept=text/plain", "X-Trace=abc",
+            ])
         #expect(command.repeat == 3 && command.concurrency == 2)
         #expect(command.trustCA == ["ca.pem"])
         #expect(command.json && command.noFollow)
@@ -27,7 +31,8 @@ struct FetchCommandTests {
     @Test(
         "bad arguments exit with 64",
         arguments: [
-            ["fetch"], ["fetch", "ftp://a.test/"], ["fetch", "not a url"], ["fetch", "--repeat", "0", "http://a.test/"],
+            ["fetch"], ["fetch", "ftp://a.test/"], ["fetch", "not a url"],
+            ["fetch", "--repeat", "0", "http://a.test/"],
             ["fetch", "-H", "NoColon", "http://a.test/"], ["fetch", "-H", "Bad Name: x", "http://a.test/"],
             ["fetch", "--timeout", "0", "http://a.test/"], ["fetch", "-X", "", "http://a.test/"],
             ["fetch", "--no-cache", "--cache-file", "c.json", "http://a.test/"],
@@ -46,7 +51,8 @@ struct FetchCommandTests {
         let hostsFile = directory.appendingPathComponent("hosts").path
         try hosts.joined(separator: "\n").write(toFile: hostsFile, atomically: true, encoding: .utf8)
         return try await HostsCTLProcess.run(
-            ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments, environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
+            ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments,
+            environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
     }
 
     private func object(_ line: Substring) throws -> [String: Any] {
@@ -57,14 +63,18 @@ struct FetchCommandTests {
     func httpsJSON() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { request in
+        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) {
+            request in
             .text("sni=\(request.serverName ?? "-") host=\(request.headers["host"] ?? "-")")
         }
         try await withCleanup { () async throws in
             let url = "https://api.test:\(server.port)/"
-            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
+            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)")
+                .path
             defer { try? FileManager.default.removeItem(atPath: bodyFile) }
-            let output = try await fetch(["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url], hosts: ["127.0.0.14 api.test"])
+            let output = try await fetch(
+                ["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url],
+                hosts: ["127.0.0.14 api.test"])
             #expect(output.status == 0, "\(output.standardError)")
             let lines = output.standardOutput.split(separator: "\n")
             let objects = try lines.filter { $0.hasPrefix("{") }.map(object)
@@ -82,7 +92,8 @@ struct FetchCommandTests {
             #expect(hops.count == 1)
             #expect(hops.first?["ip"] as? String == "127.0.0.14")
             #expect(hops.first?["status"] as? Int == 200)
-            #expect(try String(contentsOfFile: bodyFile, encoding: .utf8) == "sni=api.test host=api.test:\(server.port)")
+            #expect(
+                try String(contentsOfFile: bodyFile, encoding: .utf8) == "sni=api.test host=api.test:\(server.port)")
         } cleanup: {
             await server.stop()
         }
@@ -92,9 +103,12 @@ struct FetchCommandTests {
     func untrusted() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { _ in .text("no") }
+        let server = try await LocalHTTPServer(host: "127.0.0.14", tls: try certificates.leaf(for: "api.test")) { _ in
+            .text("no")
+        }
         try await withCleanup { () async throws in
-            let output = try await fetch(["--json", "https://api.test:\(server.port)/"], hosts: ["127.0.0.14 api.test"])
+            let output = try await fetch(
+                ["--json", "https://api.test:\(server.port)/"], hosts: ["127.0.0.14 api.test"])
             #expect(output.status == 1)
             let report = try object(try #require(output.standardOutput.split(separator: "\n").first))
             #expect((report["error"] as? [String: Any])?["code"] as? String == "certificateRejected")
@@ -105,9 +119,13 @@ struct FetchCommandTests {
 
     @Test("redirect hops are re-resolved and a dead address fails over, as the report shows")
     func redirectAndFailover() async throws {
-        let target = try await LocalHTTPServer(host: "127.0.0.16") { request in .text("final \(request.headers["host"] ?? "-")") }
+        let target = try await LocalHTTPServer(host: "127.0.0.16") { request in
+            .text("final \(request.headers["host"] ?? "-")")
+        }
         let targetPort = target.port
-        let start = try await LocalHTTPServer(host: "127.0.0.15") { _ in .redirect(to: "http://b.test:\(targetPort)/end", status: 307) }
+        let start = try await LocalHTTPServer(host: "127.0.0.15") { _ in
+            .redirect(to: "http://b.test:\(targetPort)/end", status: 307)
+        }
         try await withCleanup { () async throws in
             // b.test's first address has nothing listening on the port: the hop fails over to 127.0.0.16.
             let output = try await fetch(
@@ -137,7 +155,10 @@ struct FetchCommandTests {
             let output = try await fetch(["http://web.test:\(server.port)/x"], hosts: ["127.0.0.14 web.test"])
             #expect(output.status == 0)
             #expect(output.standardOutput.hasPrefix("GET http://web.test:\(server.port)/x -> 200, 2 bytes in "))
-            #expect(output.standardOutput.contains("hop 1: GET http://web.test:\(server.port)/x -> 200 via 127.0.0.14 (override), Host: web.test:\(server.port)"))
+            #expect(
+                output.standardOutput.contains(
+                    "hop 1: GET http://web.test:\(server.port)/x -> 200 via 127.0.0.14 (override), Host: web.test:\(server.port)"
+                ))
         } cleanup: {
             await server.stop()
         }
@@ -153,20 +174,27 @@ struct FetchCommandTests {
             let refused = try TCPListener(ip: "127.0.0.43", port: UInt16(server.port), listening: false)
             defer { refused.close() }
             // -o writes the body in place: a second hard link to the file sees it (a file replaced by rename would not).
-            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)").path
+            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)")
+                .path
             let link = bodyFile + ".link"
             #expect(FileManager.default.createFile(atPath: bodyFile, contents: Data()))
             try FileManager.default.linkItem(atPath: bodyFile, toPath: link)
-            defer { try? FileManager.default.removeItem(atPath: bodyFile); try? FileManager.default.removeItem(atPath: link) }
+            defer {
+                try? FileManager.default.removeItem(atPath: bodyFile); try? FileManager.default.removeItem(atPath: link)
+            }
             let output = try await fetch(
-                ["--json", "--repeat", "600", "--concurrency", "32", "-o", bodyFile, "http://load.test:\(server.port)/item"],
+                [
+                    "--json", "--repeat", "600", "--concurrency", "32", "-o", bodyFile,
+                    "http://load.test:\(server.port)/item",
+                ],
                 hosts: ["127.0.0.43 load.test", "127.0.0.42 load.test"])
             #expect(output.status == 0, "exit \(output.status): \(output.standardError.suffix(2000))")
             let objects = try output.standardOutput.split(separator: "\n").filter { $0.hasPrefix("{") }.map(object)
             let reports = objects.filter { $0["summary"] == nil }
             #expect(reports.count == 600)
             #expect(reports.allSatisfy { $0["status"] as? Int == 200 && $0["ip"] as? String == "127.0.0.42" })
-            #expect(reports.allSatisfy { ($0["hops"] as? [[String: Any]])?.first?["failed"] as? [[String: Any]] != nil })
+            #expect(
+                reports.allSatisfy { ($0["hops"] as? [[String: Any]])?.first?["failed"] as? [[String: Any]] != nil })
             #expect(reports.allSatisfy { $0["bytes"] as? Int == "path=/item host=load.test:\(server.port)".utf8.count })
             let summary = try #require(objects.last?["summary"] as? [String: Any])
             #expect(summary["requests"] as? Int == 600)
@@ -184,7 +212,9 @@ struct FetchCommandTests {
     func concurrentText() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.42") { _ in .text("ok") }
         try await withCleanup { () async throws in
-            let output = try await fetch(["--repeat", "20", "--concurrency", "4", "http://load.test:\(server.port)/"], hosts: ["127.0.0.42 load.test"])
+            let output = try await fetch(
+                ["--repeat", "20", "--concurrency", "4", "http://load.test:\(server.port)/"],
+                hosts: ["127.0.0.42 load.test"])
             #expect(output.status == 0)
             let last = try #require(output.standardOutput.split(separator: "\n").last)
             #expect(last.hasPrefix("20 requests, 0 failed, in "))

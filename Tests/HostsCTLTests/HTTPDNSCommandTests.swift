@@ -27,7 +27,8 @@ struct HTTPDNSCommandTests {
 
     static func sources(_ output: String) throws -> Set<String> {
         let parsed = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]])
-        return Set(parsed.flatMap { ($0["addresses"] as? [[String: Any]] ?? []).compactMap { $0["source"] as? String } })
+        return Set(
+            parsed.flatMap { ($0["addresses"] as? [[String: Any]] ?? []).compactMap { $0["source"] as? String } })
     }
 
     static let names = ["multi.test", "alias.test", "v4only.test", "v6only.test", "nope.test"]
@@ -37,10 +38,12 @@ struct HTTPDNSCommandTests {
         try await DNSMasq.with { dnsmasq in
             let dnsdist = try await DNSDist.start(backend: dnsmasq.address)
             defer { dnsdist.stop() }
-            let cares = try await HostsCTLProcess.run(["resolve", "--server", dnsmasq.address.description, "--timeout", "10", "--json"] + Self.names)
+            let cares = try await HostsCTLProcess.run(
+                ["resolve", "--server", dnsmasq.address.description, "--timeout", "10", "--json"] + Self.names)
             #expect(cares.status == 1, "nope.test fails")
             for extra in [[], ["--doh-method", "post"]] {
-                let doh = try await HostsCTLProcess.run(["resolve", "--doh", dnsdist.httpURL, "--timeout", "10", "--json"] + extra + Self.names)
+                let doh = try await HostsCTLProcess.run(
+                    ["resolve", "--doh", dnsdist.httpURL, "--timeout", "10", "--json"] + extra + Self.names)
                 #expect(doh.status == 1, "\(doh.standardError)")
                 #expect(try Self.answers(doh.standardOutput) == Self.answers(cares.standardOutput))
                 #expect(try Self.sources(doh.standardOutput) == ["doh"])
@@ -54,17 +57,23 @@ struct HTTPDNSCommandTests {
         try await DNSMasq.with { dnsmasq in
             let certificates = try TestCertificates()
             defer { certificates.remove() }
-            let dnsdist = try await DNSDist.start(backend: dnsmasq.address, certificate: try certificates.leaf(for: "doh.test"))
+            let dnsdist = try await DNSDist.start(
+                backend: dnsmasq.address, certificate: try certificates.leaf(for: "doh.test"))
             defer { dnsdist.stop() }
             let url = try #require(dnsdist.httpsURL)
             let trusted = try await HostsCTLProcess.run(
-                ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--timeout", "20", "--json", "multi.test"])
+                [
+                    "resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--trust-ca", certificates.caPath, "--timeout",
+                    "20", "--json", "multi.test",
+                ])
             #expect(trusted.status == 0, "\(trusted.standardError)")
             #expect(try Self.answers(trusted.standardOutput)["multi.test"]?.count == 4)
             let untrusted = try await HostsCTLProcess.run(
                 ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--timeout", "20", "--json", "multi.test"])
             #expect(untrusted.status == 1)
-            #expect(try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"], "\(untrusted.standardOutput)")
+            #expect(
+                try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"],
+                "\(untrusted.standardOutput)")
         }
     }
 
@@ -73,8 +82,12 @@ struct HTTPDNSCommandTests {
         let alibaba = try await LocalHTTPServer(handler: FakeHTTPDNS.alibaba(account: "139450", secret: "env-secret"))
         let tencent = try await LocalHTTPServer(handler: FakeHTTPDNS.tencent())
         try await withCleanup { () async throws in
-            let arguments = ["resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10", "--json", "multi.test"]
-            let signed = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
+            let arguments = [
+                "resolve", "--httpdns", "alibaba", "--endpoint", alibaba.url, "--account", "139450", "--timeout", "10",
+                "--json", "multi.test",
+            ]
+            let signed = try await HostsCTLProcess.run(
+                arguments, environment: [HTTPDNSOptions.secretVariable: "env-secret"])
             #expect(signed.status == 0, "\(signed.standardError)")
             #expect(try Self.answers(signed.standardOutput)["multi.test"]?.count == 4)
             #expect(try Self.sources(signed.standardOutput) == ["alibaba"])
@@ -82,30 +95,44 @@ struct HTTPDNSCommandTests {
             let wrong = try await HostsCTLProcess.run(arguments, environment: [HTTPDNSOptions.secretVariable: "wrong"])
             #expect(try Self.answers(wrong.standardOutput)["multi.test"] == ["error invalidSignature"])
 
-            let text = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10", "--json", "multi.test", "private.test"])
+            let text = try await HostsCTLProcess.run([
+                "resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--family", "ipv6", "--timeout", "10",
+                "--json", "multi.test", "private.test",
+            ])
             #expect(try Self.answers(text.standardOutput)["multi.test"] == TestZone.multiV6.map { "\($0) 300" })
             #expect(try Self.answers(text.standardOutput)["private.test"] == ["error noData"])
-            let guarded = try await HostsCTLProcess.run(["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json", "private.test"])
+            let guarded = try await HostsCTLProcess.run([
+                "resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--timeout", "10", "--json",
+                "private.test",
+            ])
             #expect(try Self.answers(guarded.standardOutput)["private.test"] == ["error privateAddress"])
             let allowed = try await HostsCTLProcess.run(
-                ["resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers", "--timeout", "10", "--json", "private.test"])
+                [
+                    "resolve", "--httpdns", "tencent", "--endpoint", tencent.url, "--allow-private-answers",
+                    "--timeout", "10", "--json", "private.test",
+                ])
             #expect(try Self.answers(allowed.standardOutput)["private.test"] == ["10.0.0.7 30"])
         } cleanup: {
             await alibaba.stop(); await tencent.stop()
         }
     }
 
-    @Test("conflicting or incomplete HTTP DNS options exit with 64", arguments: [
-        ["resolve", "--doh", "https://a.example/dns-query", "--httpdns", "tencent", "--endpoint", "http://b.example", "x.test"],
-        ["resolve", "--httpdns", "alibaba", "--endpoint", "http://b.example", "x.test"],
-        ["resolve", "--httpdns", "tencent", "x.test"],
-        ["resolve", "--doh-json", "x.test"],
-        ["resolve", "--bootstrap", "127.0.0.1", "x.test"],
-        ["resolve", "--doh", "https://a.example/dns-query", "--server", "127.0.0.1", "x.test"],
-        ["resolve", "--doh", "https://a.example/dns-query", "--bootstrap", "not-an-ip", "x.test"],
-        ["resolve", "--doh", "https://a.example/dns-query", "--doh-method", "put", "x.test"],
-        ["resolve", "--secret", "x", "x.test"],
-    ])
+    @Test(
+        "conflicting or incomplete HTTP DNS options exit with 64",
+        arguments: [
+            [
+                "resolve", "--doh", "https://a.example/dns-query", "--httpdns", "tencent", "--endpoint",
+                "http://b.example", "x.test",
+            ],
+            ["resolve", "--httpdns", "alibaba", "--endpoint", "http://b.example", "x.test"],
+            ["resolve", "--httpdns", "tencent", "x.test"],
+            ["resolve", "--doh-json", "x.test"],
+            ["resolve", "--bootstrap", "127.0.0.1", "x.test"],
+            ["resolve", "--doh", "https://a.example/dns-query", "--server", "127.0.0.1", "x.test"],
+            ["resolve", "--doh", "https://a.example/dns-query", "--bootstrap", "not-an-ip", "x.test"],
+            ["resolve", "--doh", "https://a.example/dns-query", "--doh-method", "put", "x.test"],
+            ["resolve", "--secret", "x", "x.test"],
+        ])
     func badOptions(arguments: [String]) {
         do {
             _ = try HostsCTLCommand.parseAsRoot(arguments)
@@ -118,15 +145,19 @@ struct HTTPDNSCommandTests {
     @Test("presets come from --presets, $HOSTSCTL_PRESETS or the installed file, never from the current directory")
     func presetsNotFromCurrentDirectory() async throws {
         let files = try TemporaryFiles()
-        try FileManager.default.createDirectory(at: files.directory.appendingPathComponent("Config"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: files.directory.appendingPathComponent("Config"), withIntermediateDirectories: true)
         let planted = #"[{"name": "planted", "api": "doh", "url": "http://127.0.0.1:9/dns-query"}]"#
         _ = try files.write("Config/providers.json", planted)
-        let script = "cd \(files.directory.path) && exec \(HostsCTLProcess.executable) resolve --no-cache --provider planted x.test"
+        let script =
+            "cd \(files.directory.path) && exec \(HostsCTLProcess.executable) resolve --no-cache --provider planted x.test"
         let output = try await HostsCTLProcess.run(executable: "/bin/sh", ["-c", script])
         #expect(output.status == 64, "\(output.standardError)")
         #expect(output.standardError.contains("No preset 'planted'"), "\(output.standardError)")
         let installed = try #require(HTTPDNSOptions.installedPresets(executable: HostsCTLProcess.executable))
-        #expect(installed.hasSuffix("/Config/providers.json") && installed.hasPrefix("/"), "the source tree's, found from the binary")
+        #expect(
+            installed.hasSuffix("/Config/providers.json") && installed.hasPrefix("/"),
+            "the source tree's, found from the binary")
         #expect(output.standardError.contains(installed))
     }
 
@@ -157,7 +188,8 @@ struct HTTPDNSCommandTests {
 @Suite("hostsctl settings")
 struct SettingsCommandTests {
     static func write(_ text: String, name: String, next to: String? = nil) throws -> String {
-        let directory = to.map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
+        let directory =
+            to.map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
             ?? FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-settings-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent(name).path
@@ -165,7 +197,8 @@ struct SettingsCommandTests {
         return path
     }
 
-    @Test("resolve --config takes servers, overrides file and sources from the settings; the environment overrides them")
+    @Test(
+        "resolve --config takes servers, overrides file and sources from the settings; the environment overrides them")
     func resolveWithConfig() async throws {
         try await DNSMasq.with { dnsmasq in
             let hosts = try Self.write("198.51.100.7 pinned.test\n", name: "hosts")
@@ -174,9 +207,14 @@ struct SettingsCommandTests {
                 { "sources": { "order": ["overrides", "cares"] }, "overrides": { "file": "hosts" },
                   "cares": { "servers": ["\(dnsmasq.address)"], "timeoutMs": 5000 } }
                 """, name: "hostsctl.json", next: hosts)
-            let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test", "v4only.test"])
+            let output = try await HostsCTLProcess.run([
+                "resolve", "--config", settings, "--family", "ipv4", "--json", "pinned.test", "v4only.test",
+            ])
             #expect(output.status == 0, "\(output.standardError)")
-            #expect(try HTTPDNSCommandTests.answers(output.standardOutput) == ["pinned.test": ["198.51.100.7 60"], "v4only.test": ["192.0.2.10 120"]])
+            #expect(
+                try HTTPDNSCommandTests.answers(output.standardOutput) == [
+                    "pinned.test": ["198.51.100.7 60"], "v4only.test": ["192.0.2.10 120"],
+                ])
             #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["override", "cares"])
 
             // Without the overrides layer (set through the environment) the pinned name goes to dnsmasq: NXDOMAIN.
@@ -186,7 +224,8 @@ struct SettingsCommandTests {
             #expect(try HTTPDNSCommandTests.answers(env.standardOutput)["pinned.test"] == ["error notFound"])
 
             // HOSTSCTL_CONFIG names the file when --config is absent.
-            let viaVariable = try await HostsCTLProcess.run(["resolve", "--json", "pinned.test"], environment: ["HOSTSCTL_CONFIG": settings])
+            let viaVariable = try await HostsCTLProcess.run(
+                ["resolve", "--json", "pinned.test"], environment: ["HOSTSCTL_CONFIG": settings])
             #expect(try HTTPDNSCommandTests.answers(viaVariable.standardOutput)["pinned.test"] == ["198.51.100.7 60"])
         }
     }
@@ -201,17 +240,21 @@ struct SettingsCommandTests {
                   "httpdns": { "providers": ["vendor"], "timeoutMs": 10000,
                     "provider": { "vendor": { "api": "alibaba", "urls": ["\(server.url)"], "account": "77", "secretEnv": "VENDOR_SECRET" } } } }
                 """, name: "hostsctl.json")
-            let output = try await HostsCTLProcess.run(["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
+            let output = try await HostsCTLProcess.run(
+                ["resolve", "--config", settings, "--json", "multi.test"], environment: ["VENDOR_SECRET": "from-env"])
             #expect(output.status == 0, "\(output.standardError)")
             #expect(try HTTPDNSCommandTests.sources(output.standardOutput) == ["vendor"])
 
-            let show = try await HostsCTLProcess.run(["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
+            let show = try await HostsCTLProcess.run(
+                ["config", "show", "--config", settings], environment: ["VENDOR_SECRET": "from-env"])
             #expect(show.status == 0)
             #expect(show.standardOutput.contains("httpdns.provider.vendor.secret"))
             #expect(show.standardOutput.contains("(set)"))
             #expect(!show.standardOutput.contains("from-env"), "the secret is masked")
-            let json = try await HostsCTLProcess.run(["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
-            let parsed = try #require(try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
+            let json = try await HostsCTLProcess.run(
+                ["config", "show", "--config", settings, "--json"], environment: ["HOSTSCTL_CARES_TRIES": "4"])
+            let parsed = try #require(
+                try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: [String: String]])
             #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
             #expect(parsed["httpdns.providers"]?["from"] == "file")
             #expect(parsed["probe.ports"]?["from"] == "default")
@@ -226,7 +269,8 @@ struct SettingsCommandTests {
         #expect(output.status == 0)
         for key in ResolverSettings.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
         let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
-        #expect(readme.contains(output.standardOutput), "regenerate the README table with hostsctl config keys --markdown")
+        #expect(
+            readme.contains(output.standardOutput), "regenerate the README table with hostsctl config keys --markdown")
     }
 
     @Test("config check finds settings mistakes with positions; resolve refuses broken settings with exit 64")

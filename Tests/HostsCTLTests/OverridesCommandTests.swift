@@ -64,14 +64,17 @@ struct OverridesCommandTests {
         let result = ConfigCheckCommand.check(bad)
         #expect(result.hasErrors)
         #expect(result.entries == 2)
-        #expect(result.diagnostics.map(\.description) == [
-            "\(bad):3:1: error: '999.0.0.1' is not an IPv4 or IPv6 address",
-            "\(bad):4:21: error: invalid wildcard '*bad': only a leading '*.' is allowed, as in *.example.com",
-        ])
+        #expect(
+            result.diagnostics.map(\.description) == [
+                "\(bad):3:1: error: '999.0.0.1' is not an IPv4 or IPv6 address",
+                "\(bad):4:21: error: invalid wildcard '*bad': only a leading '*.' is allowed, as in *.example.com",
+            ])
         #expect(result.text.hasSuffix("\(bad): 2 entries, 2 errors\n"))
-        let failing = try #require(try HostsCTLCommand.parseAsRoot(["config", "check", good, bad]) as? ConfigCheckCommand)
+        let failing = try #require(
+            try HostsCTLCommand.parseAsRoot(["config", "check", good, bad]) as? ConfigCheckCommand)
         await #expect(throws: ExitCode(1)) { try await failing.run() }
-        let passing = try #require(try HostsCTLCommand.parseAsRoot(["config", "check", "--json", good]) as? ConfigCheckCommand)
+        let passing = try #require(
+            try HostsCTLCommand.parseAsRoot(["config", "check", "--json", good]) as? ConfigCheckCommand)
         try await passing.run()
         #expect(ConfigCheckCommand.check("/nonexistent").hasErrors)
     }

@@ -12,14 +12,16 @@ struct ProbeAndCacheCommandTests {
     func probeParsing() throws {
         let command = try #require(
             try HostsCTLCommand.parseAsRoot([
-                "probe", "--port", "8443", "--samples", "9", "--connect-timeout", "0.25", "--server", "127.0.0.1:5353", "--family", "ipv4",
+                "probe", "--port", "8443", "--samples", "9", "--connect-timeout", "0.25", "--server", "127.0.0.1:5353",
+                "--family", "ipv4",
                 "--cache-file", "/tmp/c.json", "--json", "a.test",
             ]) as? ProbeCommand
         )
         #expect(command.port == 8443 && command.samples == 9 && command.connectTimeout == 0.25)
         #expect(command.resolution.family == .ipv4 && command.cache.cacheFile == "/tmp/c.json" && command.json)
         for arguments in [
-            ["probe"], ["probe", "--port", "0", "a.test"], ["probe", "--port", "65536", "a.test"], ["probe", "--samples", "0", "a.test"],
+            ["probe"], ["probe", "--port", "0", "a.test"], ["probe", "--port", "65536", "a.test"],
+            ["probe", "--samples", "0", "a.test"],
             ["probe", "--connect-timeout", "0", "a.test"], ["probe", "--no-cache", "--cache-file", "c", "a.test"],
         ] {
             expectUsageError(arguments)
@@ -28,11 +30,15 @@ struct ProbeAndCacheCommandTests {
 
     @Test("cache arguments parse, and bad ones exit with 64")
     func cacheParsing() throws {
-        let show = try #require(try HostsCTLCommand.parseAsRoot(["cache", "show", "--json", "--cache-file", "c.json"]) as? CacheCommand.Show)
+        let show = try #require(
+            try HostsCTLCommand.parseAsRoot(["cache", "show", "--json", "--cache-file", "c.json"]) as? CacheCommand.Show
+        )
         #expect(show.json && show.location.cacheFile == "c.json")
-        let export = try #require(try HostsCTLCommand.parseAsRoot(["cache", "export", "-o", "out", "--json"]) as? CacheCommand.Export)
+        let export = try #require(
+            try HostsCTLCommand.parseAsRoot(["cache", "export", "-o", "out", "--json"]) as? CacheCommand.Export)
         #expect(export.output == "out" && export.json)
-        let clear = try #require(try HostsCTLCommand.parseAsRoot(["cache", "clear", "a.test", "b.test"]) as? CacheCommand.Clear)
+        let clear = try #require(
+            try HostsCTLCommand.parseAsRoot(["cache", "clear", "a.test", "b.test"]) as? CacheCommand.Clear)
         #expect(clear.hosts == ["a.test", "b.test"])
         for arguments in [["cache", "clear", "bad..name"], ["cache", "bogus"], ["cache", "show", "extra"]] {
             expectUsageError(arguments)
@@ -40,7 +46,8 @@ struct ProbeAndCacheCommandTests {
     }
 
     /// A name with two addresses in a real dnsmasq: one accepts connections, the other refuses them.
-    private static let probeRecords = TestZone.records + ["host-record=probe.test,127.0.0.20,300", "host-record=probe.test,127.0.0.21,300"]
+    private static let probeRecords =
+        TestZone.records + ["host-record=probe.test,127.0.0.20,300", "host-record=probe.test,127.0.0.21,300"]
 
     @Test("override addresses are ranked and scored like any answer: probe, then cache show")
     func overrideAddressesRanked() async throws {
@@ -55,19 +62,25 @@ struct ProbeAndCacheCommandTests {
         try "127.0.0.65 pinned.test\n127.0.0.64 pinned.test\n".write(toFile: hosts, atomically: true, encoding: .utf8)
         let environment = ["HOSTSCTL_SOURCES_ORDER": "overrides,cache"]
         let probe = try await HostsCTLProcess.run(
-            ["probe", "--hosts", hosts, "--family", "ipv4", "--port", "\(listener.port)", "--samples", "2", "--cache-file", cacheFile,
-             "--json", "pinned.test"], environment: environment)
+            [
+                "probe", "--hosts", hosts, "--family", "ipv4", "--port", "\(listener.port)", "--samples", "2",
+                "--cache-file", cacheFile,
+                "--json", "pinned.test",
+            ], environment: environment)
         #expect(probe.status == 0, "\(probe.standardError)")
-        let report = try #require((try JSONSerialization.jsonObject(with: Data(probe.standardOutput.utf8)) as? [[String: Any]])?.first)
+        let report = try #require(
+            (try JSONSerialization.jsonObject(with: Data(probe.standardOutput.utf8)) as? [[String: Any]])?.first)
         #expect(report["source"] as? String == "override")
         let addresses = try #require(report["addresses"] as? [[String: Any]])
         #expect(addresses.map { $0["ip"] as? String } == ["127.0.0.64", "127.0.0.65"])
         #expect(addresses.map { $0["rank"] as? Int } == [1, 2])
         #expect(addresses.allSatisfy { $0["score"] is Double || $0["score"] is Int })
 
-        let show = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile, "--json"], environment: environment)
+        let show = try await HostsCTLProcess.run(
+            ["cache", "show", "--cache-file", cacheFile, "--json"], environment: environment)
         #expect(show.status == 0, "\(show.standardError)")
-        let entries = try #require(try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
         let entry = try #require(entries.first { $0["host"] as? String == "pinned.test" })
         #expect(entry["origin"] as? String == "override")
         let listed = try #require(entry["addresses"] as? [[String: Any]])
@@ -85,11 +98,13 @@ struct ProbeAndCacheCommandTests {
         let directory = try TemporaryDirectory()
         let cacheFile = directory.path("cache.json")
         let probe = try await HostsCTLProcess.run([
-            "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(listener.port)", "--samples", "3",
+            "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(listener.port)", "--samples",
+            "3",
             "--cache-file", cacheFile, "--json", "probe.test",
         ])
         #expect(probe.status == 0, "\(probe.standardError)")
-        let hosts = try #require(try JSONSerialization.jsonObject(with: Data(probe.standardOutput.utf8)) as? [[String: Any]])
+        let hosts = try #require(
+            try JSONSerialization.jsonObject(with: Data(probe.standardOutput.utf8)) as? [[String: Any]])
         let host = try #require(hosts.first)
         #expect(host["host"] as? String == "probe.test")
         #expect(host["port"] as? Int == Int(listener.port))
@@ -113,7 +128,8 @@ struct ProbeAndCacheCommandTests {
         // The samples were saved: cache show ranks the same way and counts the connects.
         let show = try await HostsCTLProcess.run(["cache", "show", "--json", "--cache-file", cacheFile])
         #expect(show.status == 0, "\(show.standardError)")
-        let entries = try #require(try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(show.standardOutput.utf8)) as? [[String: Any]])
         let entry = try #require(entries.first { $0["host"] as? String == "probe.test" })
         #expect(entry["family"] as? String == "ipv4")
         #expect(entry["origin"] as? String == "cares")
@@ -130,15 +146,20 @@ struct ProbeAndCacheCommandTests {
         #expect(lines == ["127.0.0.20\tprobe.test", "127.0.0.21\tprobe.test"])
         // The export is a valid overrides file.
         let exportFile = directory.path("exported.hosts")
-        #expect(try await HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile, "-o", exportFile]).status == 0)
+        #expect(
+            try await HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile, "-o", exportFile]).status == 0)
         let overrides = try HostsFile(contentsOf: exportFile)
         #expect(overrides.diagnostics.isEmpty)
         #expect(overrides.table.lookup(try HostName("probe.test"))?.addresses.count == 2)
         let exportedJSON = try await HostsCTLProcess.run(["cache", "export", "--json", "--cache-file", cacheFile])
-        #expect(try JSONSerialization.jsonObject(with: Data(exportedJSON.standardOutput.utf8)) as? [[String: Any]] != nil)
+        #expect(
+            try JSONSerialization.jsonObject(with: Data(exportedJSON.standardOutput.utf8)) as? [[String: Any]] != nil)
 
-        let clearOne = try await HostsCTLProcess.run(["cache", "clear", "--json", "--cache-file", cacheFile, "probe.test", "other.test"])
-        let cleared = try #require(try JSONSerialization.jsonObject(with: Data(clearOne.standardOutput.utf8)) as? [String: Any])
+        let clearOne = try await HostsCTLProcess.run([
+            "cache", "clear", "--json", "--cache-file", cacheFile, "probe.test", "other.test",
+        ])
+        let cleared = try #require(
+            try JSONSerialization.jsonObject(with: Data(clearOne.standardOutput.utf8)) as? [String: Any])
         #expect(cleared["removed"] as? Int == 1)
         #expect(cleared["path"] as? String == cacheFile)
         let after = try await HostsCTLProcess.run(["cache", "show", "--cache-file", cacheFile])
@@ -154,7 +175,8 @@ struct ProbeAndCacheCommandTests {
         defer { dns.stop() }
         let port = try FreePort.tcp()
         let output = try await HostsCTLProcess.run([
-            "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(port)", "--samples", "1", "--no-cache",
+            "probe", "--server", dns.address.description, "--family", "ipv4", "--port", "\(port)", "--samples", "1",
+            "--no-cache",
             "probe.test", "nope.test",
         ])
         #expect(output.status == 1)
@@ -182,7 +204,9 @@ struct ProbeAndCacheCommandTests {
     @Test("--version, completions and help for every command")
     func versionAndCompletions() async throws {
         let version = try await HostsCTLProcess.run(["--version"])
-        #expect(version.status == 0 && version.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == HostsCTLVersion.current)
+        #expect(
+            version.status == 0
+                && version.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == HostsCTLVersion.current)
         for shell in ["bash", "zsh", "fish"] {
             let script = try await HostsCTLProcess.run(["--generate-completion-script", shell])
             #expect(script.status == 0)

@@ -38,7 +38,9 @@ struct ReadmeSampleTests {
         let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
         let sample = try String(contentsOfFile: "Examples/Sources/QuickStart/main.swift", encoding: .utf8)
         #expect(sample.contains("HTTPDNSRuntime.start(configurationFile:"))
-        #expect(readme.contains("```swift\n" + sample + "```"), "copy Examples/Sources/QuickStart/main.swift into the README")
+        #expect(
+            readme.contains("```swift\n" + sample + "```"),
+            "copy Examples/Sources/QuickStart/main.swift into the README")
     }
 
     @Test("every Swift sample in the README is part of a program in Examples/, which CI builds")

@@ -48,7 +48,10 @@ struct ResolveCommandTests {
             let text = ResolveReport.json(reports)
             let parsed = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
             #expect(parsed.count == 5)
-            #expect(parsed.map { $0["host"] as? String } == ["multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name"])
+            #expect(
+                parsed.map { $0["host"] as? String } == [
+                    "multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name",
+                ])
             for object in parsed {
                 #expect(Set(object.keys) == ["host", "addresses", "freshness", "elapsedMs", "error"])
                 #expect(object["elapsedMs"] is Double || object["elapsedMs"] is Int)
@@ -56,7 +59,10 @@ struct ResolveCommandTests {
 
             let multi = try #require(parsed[0]["addresses"] as? [[String: Any]])
             #expect(Set(multi.compactMap { $0["ip"] as? String }) == Set(TestZone.multiV4))
-            #expect(multi.allSatisfy { $0["ttl"] as? Int == 300 && $0["family"] as? String == "ipv4" && $0["source"] as? String == "cares" })
+            #expect(
+                multi.allSatisfy {
+                    $0["ttl"] as? Int == 300 && $0["family"] as? String == "ipv4" && $0["source"] as? String == "cares"
+                })
             #expect(parsed[0]["error"] is NSNull)
 
             func errorCode(_ index: Int) -> String? { (parsed[index]["error"] as? [String: Any])?["code"] as? String }
@@ -78,7 +84,8 @@ struct ResolveCommandTests {
             let noData = await ResolveCommand.resolveAll(["v4only.test"], family: .ipv6, with: resolver)
             #expect(noData.first?.error?.code == .noData)
         }
-        let stalled = try CAresResolver(options: .init(servers: [silent.address], timeout: .milliseconds(100), tries: 1))
+        let stalled = try CAresResolver(
+            options: .init(servers: [silent.address], timeout: .milliseconds(100), tries: 1))
         let timeout = await ResolveCommand.resolveAll(["a.test"], family: .ipv4, with: stalled)
         #expect(timeout.first?.error?.code == .timeout)
         #expect(ResolveReport.json(timeout).contains("\"code\": \"timeout\""))
@@ -88,12 +95,16 @@ struct ResolveCommandTests {
     func exitStatus() async throws {
         try await DNSMasq.with { server in
             let ok = try #require(
-                try HostsCTLCommand.parseAsRoot(["resolve", "--no-cache", "--server", server.address.description, "--json", "multi.test"])
+                try HostsCTLCommand.parseAsRoot([
+                    "resolve", "--no-cache", "--server", server.address.description, "--json", "multi.test",
+                ])
                     as? ResolveCommand
             )
             try await ok.run()
             let failing = try #require(
-                try HostsCTLCommand.parseAsRoot(["resolve", "--no-cache", "--server", server.address.description, "multi.test", "nope.test"])
+                try HostsCTLCommand.parseAsRoot([
+                    "resolve", "--no-cache", "--server", server.address.description, "multi.test", "nope.test",
+                ])
                     as? ResolveCommand
             )
             await #expect(throws: ExitCode(1)) { try await failing.run() }
@@ -103,7 +114,9 @@ struct ResolveCommandTests {
     @Test("pipeline options parse, and contradictions exit with 64")
     func pipelineOptions() throws {
         let command = try #require(
-            try HostsCTLCommand.parseAsRoot(["resolve", "--source", "cache", "--cache-file", "/tmp/c.json", "--probe", "a.test"])
+            try HostsCTLCommand.parseAsRoot([
+                "resolve", "--source", "cache", "--cache-file", "/tmp/c.json", "--probe", "a.test",
+            ])
                 as? ResolveCommand
         )
         #expect(command.source == .cache)
@@ -127,7 +140,8 @@ struct ResolveCommandTests {
 
     @Test("the persisted cache answers, marked stale, when the DNS server is down", .timeLimit(.minutes(1)))
     func persistedCache() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-cache-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "hostsctl-cache-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let cacheFile = directory.appendingPathComponent("cache.json").path
         // TTLs of one second, so the answer is stale by the third run.
@@ -135,11 +149,14 @@ struct ResolveCommandTests {
         let server = try await DNSMasq.start()
         let address = server.address.description
         func resolve(_ extra: [String]) async throws -> (Int32, [[String: Any]]) {
-            let output = try await HostsCTLProcess.run(["resolve", "--json", "--family", "ipv4"] + extra, environment: environment)
+            let output = try await HostsCTLProcess.run(
+                ["resolve", "--json", "--family", "ipv4"] + extra, environment: environment)
             let parsed = try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]]
             return (output.status, parsed ?? [])
         }
-        func first(_ objects: [[String: Any]]) -> [String: Any] { (objects.first?["addresses"] as? [[String: Any]])?.first ?? [:] }
+        func first(_ objects: [[String: Any]]) -> [String: Any] {
+            (objects.first?["addresses"] as? [[String: Any]])?.first ?? [:]
+        }
 
         let (status, upstream) = try await resolve(["--server", address, "--cache-file", cacheFile, "multi.test"])
         #expect(status == 0)
@@ -150,23 +167,32 @@ struct ResolveCommandTests {
         let noCacheFile = directory.appendingPathComponent("unused.json").path
         _ = try await resolve(["--server", address, "--no-cache", "multi.test"])
         _ = try await resolve(["--server", address, "--source", "cares", "--cache-file", noCacheFile, "multi.test"])
-        #expect(!FileManager.default.fileExists(atPath: noCacheFile), "--no-cache and --source cares leave the cache alone")
+        #expect(
+            !FileManager.default.fileExists(atPath: noCacheFile), "--no-cache and --source cares leave the cache alone")
 
         server.stop()
         try await Task.sleep(for: .milliseconds(1200))
-        let (staleStatus, stale) = try await resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--cache-file", cacheFile, "multi.test"])
+        let (staleStatus, stale) = try await resolve([
+            "--server", address, "--timeout", "0.2", "--tries", "1", "--cache-file", cacheFile, "multi.test",
+        ])
         #expect(staleStatus == 0)
         #expect(stale.first?["freshness"] as? String == "stale")
         #expect(first(stale)["stale"] as? Bool == true)
         #expect(first(stale)["origin"] as? String == "cares")
-        #expect(Set((stale.first?["addresses"] as? [[String: Any]] ?? []).compactMap { $0["ip"] as? String }) == Set(TestZone.multiV4))
+        #expect(
+            Set((stale.first?["addresses"] as? [[String: Any]] ?? []).compactMap { $0["ip"] as? String })
+                == Set(TestZone.multiV4))
 
-        let (cacheStatus, cacheOnly) = try await resolve(["--source", "cache", "--cache-file", cacheFile, "multi.test", "nope.test"])
+        let (cacheStatus, cacheOnly) = try await resolve([
+            "--source", "cache", "--cache-file", cacheFile, "multi.test", "nope.test",
+        ])
         #expect(cacheStatus == 1)
         #expect(cacheOnly.first?["freshness"] as? String == "stale")
         #expect((cacheOnly.last?["error"] as? [String: Any])?["code"] as? String == "notCached")
 
-        let (downStatus, down) = try await resolve(["--server", address, "--timeout", "0.2", "--tries", "1", "--source", "cares", "multi.test"])
+        let (downStatus, down) = try await resolve([
+            "--server", address, "--timeout", "0.2", "--tries", "1", "--source", "cares", "multi.test",
+        ])
         #expect(downStatus == 1, "c-ares alone has no answer")
         #expect(down.first?["error"] is [String: Any])
     }
@@ -190,18 +216,26 @@ struct ResolveCommandTests {
 }
 
 extension ResolveCommandTests {
-    @Test("a named upstream answers: answers cached from another upstream are not served, and the report says where a cached answer came from")
+    @Test(
+        "a named upstream answers: answers cached from another upstream are not served, and the report says where a cached answer came from"
+    )
     func namedUpstreamBypassesOtherUpstreamsCache() async throws {
-        try await DNSMasq.with(records: ["host-record=same.test,127.0.0.70,300", "host-record=only-a.test,127.0.0.72,300"]) { a in
+        try await DNSMasq.with(records: [
+            "host-record=same.test,127.0.0.70,300", "host-record=only-a.test,127.0.0.72,300",
+        ]) { a in
             try await DNSMasq.with(records: ["host-record=same.test,127.0.0.71,300"]) { b in
                 let files = try TemporaryFiles()
                 let cache = files.directory.appendingPathComponent("cache.json").path
-                func resolve(_ server: DNSMasq, _ names: [String], json: Bool = true) async throws -> HostsCTLProcess.Output {
+                func resolve(_ server: DNSMasq, _ names: [String], json: Bool = true) async throws
+                    -> HostsCTLProcess.Output
+                {
                     try await HostsCTLProcess.run(
-                        ["resolve", "--server", server.address.description, "--cache-file", cache] + (json ? ["--json"] : []) + names)
+                        ["resolve", "--server", server.address.description, "--cache-file", cache]
+                            + (json ? ["--json"] : []) + names)
                 }
                 func first(_ output: HostsCTLProcess.Output) throws -> [String: Any] {
-                    let reports = try #require(try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]])
+                    let reports = try #require(
+                        try JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [[String: Any]])
                     return try #require((reports.first?["addresses"] as? [[String: Any]])?.first)
                 }
                 let fromA = try first(try await resolve(a, ["same.test"]))
@@ -214,7 +248,8 @@ extension ResolveCommandTests {
                 #expect(cached["source"] as? String == "cache", "B's own cached answer is served")
                 #expect(cached["upstream"] as? String == "cares(\(b.address))")
                 let text = try await resolve(b, ["same.test"], json: false)
-                #expect(text.standardOutput.contains("cache (cares from cares(\(b.address)))"), "\(text.standardOutput)")
+                #expect(
+                    text.standardOutput.contains("cache (cares from cares(\(b.address)))"), "\(text.standardOutput)")
                 // A name only A knows: B's NXDOMAIN is not replaced by A's cached answer, and A's is not B's.
                 _ = try await resolve(a, ["only-a.test"])
                 let missing = try await resolve(b, ["only-a.test"])

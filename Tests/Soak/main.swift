@@ -13,7 +13,7 @@
 // shows how much of any growth is URLSession's own.
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -67,7 +67,9 @@ let stopFlapping = Atomic<Bool>(false)
 let flapper = Task {
     while !stopFlapping.load(ordering: .relaxed) {
         try? await Task.sleep(for: .seconds(flapSeconds))
-        if let running = flapping.withLock({ server -> LocalHTTPServer? in defer { server = nil }; return server }) {
+        if let running = flapping.withLock({ server -> LocalHTTPServer? in
+            defer { server = nil }; return server
+        }) {
             await running.stop()
         } else if let restarted = try? await LocalHTTPServer(host: "127.0.0.71", port: port, handler: answer) {
             flapping.withLock { $0 = restarted }
@@ -114,7 +116,9 @@ await withTaskGroup(of: Void.self) { group in
             let url = URL(string: "http://\(targetHost):\(port)/\(index)")!
             do {
                 let (data, response) = try await session.data(from: url)
-                if (response as? HTTPURLResponse)?.statusCode != 200 || String(decoding: data, as: UTF8.self) != "ok /\(index)" {
+                if (response as? HTTPURLResponse)?.statusCode != 200
+                    || String(decoding: data, as: UTF8.self) != "ok /\(index)"
+                {
                     failures.add(1, ordering: .relaxed)
                     firstErrors.withLock { if $0.count < 5 { $0.append("\(url): unexpected answer") } }
                 }
@@ -142,12 +146,20 @@ emit(last)
 let start = first ?? last
 var problems: [String] = []
 if last.failures > 0 { problems.append("\(last.failures) requests failed: \(firstErrors.withLock { $0 })") }
-if last.descriptors > start.descriptors + 32 { problems.append("descriptors grew from \(start.descriptors) to \(last.descriptors)") }
-if last.pinnedClients > interceptor.configuration.maximumPinnedClients { problems.append("pinned clients above the bound") }
-if last.backgroundTasks > start.backgroundTasks + 16 { problems.append("background tasks grew from \(start.backgroundTasks) to \(last.backgroundTasks)") }
+if last.descriptors > start.descriptors + 32 {
+    problems.append("descriptors grew from \(start.descriptors) to \(last.descriptors)")
+}
+if last.pinnedClients > interceptor.configuration.maximumPinnedClients {
+    problems.append("pinned clients above the bound")
+}
+if last.backgroundTasks > start.backgroundTasks + 16 {
+    problems.append("background tasks grew from \(start.backgroundTasks) to \(last.backgroundTasks)")
+}
 // The plain baseline measures URLSession's own growth (about 160 MB per million requests here, without the protocol); only
 // the protocol is held to the bound.
-if !plain, last.residentMB > start.residentMB * 1.5 + 64 { problems.append("memory grew from \(start.residentMB) MB to \(last.residentMB) MB") }
+if !plain, last.residentMB > start.residentMB * 1.5 + 64 {
+    problems.append("memory grew from \(start.residentMB) MB to \(last.residentMB) MB")
+}
 session.finishTasksAndInvalidate()
 await interceptor.shutdown()
 await resolver.shutdown()

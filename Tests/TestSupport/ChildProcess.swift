@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// A child process started with `posix_spawn`, for the servers the tests run.

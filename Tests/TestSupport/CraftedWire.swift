@@ -3,7 +3,9 @@ import Foundation
 /// DNS messages crafted by hand for hostile-server tests (the resolver itself only uses c-ares to build and read).
 public enum CraftedWire {
     /// A response to `query` with `rcode`, the given A records and message `id`.
-    public static func response(to query: [UInt8], rcode: UInt8 = 0, a: [[UInt8]] = [], ttl: UInt32 = 60, id: UInt16 = 0) -> [UInt8] {
+    public static func response(
+        to query: [UInt8], rcode: UInt8 = 0, a: [[UInt8]] = [], ttl: UInt32 = 60, id: UInt16 = 0
+    ) -> [UInt8] {
         var message = query
         message[0] = UInt8(id >> 8)
         message[1] = UInt8(id & 0xff)
@@ -22,7 +24,8 @@ public enum CraftedWire {
     /// The DNS query inside a DoH request (GET `dns=` or POST body).
     public static func query(of request: LocalHTTPServer.Request) -> [UInt8] {
         if request.method == "POST" { return request.body }
-        var text = (request.query["dns"] ?? "").replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var text = (request.query["dns"] ?? "").replacingOccurrences(of: "-", with: "+").replacingOccurrences(
+            of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }
         return Array(Data(base64Encoded: text) ?? Data())
     }

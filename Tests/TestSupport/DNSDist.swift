@@ -26,7 +26,8 @@ public final class DNSDist: Sendable {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dnsdist") else {
             throw TestServerError("dnsdist is not installed; run scripts/test.sh, which installs it")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-dnsdist-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "httpdns-dnsdist-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var lastError: (any Error)?
         for _ in 0..<5 {
@@ -55,7 +56,8 @@ public final class DNSDist: Sendable {
             )
             let up =
                 FreePort.waitUntilAccepting(port: httpPort, while: { process.isRunning })
-                && (httpsPort.map { port in FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) } ?? true)
+                && (httpsPort.map { port in FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+                    ?? true)
             if up {
                 self.process = process
                 self.directory = directory
@@ -75,7 +77,8 @@ public final class DNSDist: Sendable {
 
     /// Starts dnsdist (see ``init(backend:certificate:)``) without holding a thread of the cooperative pool while
     /// it comes up.
-    public static func start(backend: ServerAddress, certificate: TestCertificates.Leaf? = nil) async throws -> DNSDist {
+    public static func start(backend: ServerAddress, certificate: TestCertificates.Leaf? = nil) async throws -> DNSDist
+    {
         try await offThePool { try DNSDist(backend: backend, certificate: certificate) }
     }
 
@@ -123,7 +126,8 @@ public final class TestCertificates: Sendable {
         let csr = directory.appendingPathComponent("\(name).csr").path
         let cert = directory.appendingPathComponent("\(name).pem").path
         let extensions = directory.appendingPathComponent("\(name).ext")
-        try "subjectAltName=DNS:\(name)\nextendedKeyUsage=serverAuth\n".write(to: extensions, atomically: true, encoding: .utf8)
+        try "subjectAltName=DNS:\(name)\nextendedKeyUsage=serverAuth\n".write(
+            to: extensions, atomically: true, encoding: .utf8)
         try Self.openssl([
             "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-subj", "/CN=\(name)", "-keyout", key, "-out", csr,
@@ -143,6 +147,8 @@ public final class TestCertificates: Sendable {
     private static func openssl(_ arguments: [String]) throws {
         let process = try ChildProcess(path: "/usr/bin/openssl", arguments: arguments, logPath: "/dev/null")
         let status = process.wait()
-        guard status == 0 else { throw TestServerError("openssl \(arguments.first ?? "") failed with status \(status)") }
+        guard status == 0 else {
+            throw TestServerError("openssl \(arguments.first ?? "") failed with status \(status)")
+        }
     }
 }

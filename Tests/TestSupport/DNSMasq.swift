@@ -2,7 +2,7 @@ import Foundation
 public import HTTPDNS
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A real dnsmasq serving a test zone on 127.0.0.1 at a free high port, with its own config file.
@@ -24,16 +24,18 @@ public final class DNSMasq: Sendable {
         else {
             throw TestServerError("dnsmasq is not installed; run scripts/test.sh, which installs dnsmasq-base")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-dnsmasq-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "httpdns-dnsmasq-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var lastError: (any Error)?
         for _ in 0..<5 {
             let port = try FreePort.udp()
             let config = directory.appendingPathComponent("dnsmasq.conf")
-            let lines = [
-                "port=\(port)", "listen-address=127.0.0.1", "bind-interfaces", "no-resolv", "no-hosts", "no-poll",
-                "local=/test/", "cache-size=0", "pid-file=",
-            ] + records
+            let lines =
+                [
+                    "port=\(port)", "listen-address=127.0.0.1", "bind-interfaces", "no-resolv", "no-hosts", "no-poll",
+                    "local=/test/", "cache-size=0", "pid-file=",
+                ] + records
             try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
             let process = try ChildProcess(
                 path: binary,

@@ -65,7 +65,8 @@ public enum FakeHTTPDNS {
             case "d":
                 break
             case "sign_d":
-                guard let secret, let tText = request.query["t"], let t = Int64(tText), let s = request.query["s"] else {
+                guard let secret, let tText = request.query["t"], let t = Int64(tText), let s = request.query["s"]
+                else {
                     return error(400, "MissingArgument")
                 }
                 guard t >= now() else { return error(403, "SignatureExpired") }
@@ -99,7 +100,9 @@ public enum FakeHTTPDNS {
             }
             var symmetricKey: SymmetricKey?
             if let key {
-                guard request.query["alg"] == "aes", request.query["id"] == account else { return .text("", status: 403) }
+                guard request.query["alg"] == "aes", request.query["id"] == account else {
+                    return .text("", status: 403)
+                }
                 let sealedKey = SymmetricKey(data: Array(key.utf8))
                 guard let sealed = [UInt8](hexText: dn), sealed.count >= 32,
                     let iv = try? AES._CBC.IV(ivBytes: sealed.prefix(16)),
@@ -130,7 +133,9 @@ public enum FakeHTTPDNS {
     }
 
     /// The JSON DNS API (`?name=&type=A|AAAA|1|28`), Google's schema: `Status`, `Question`, `Answer` with CNAMEs.
-    public static func dnsJSON(zone: FakeZone = .standard) -> @Sendable (LocalHTTPServer.Request) -> LocalHTTPServer.Reply {
+    public static func dnsJSON(zone: FakeZone = .standard)
+        -> @Sendable (LocalHTTPServer.Request) -> LocalHTTPServer.Reply
+    {
         { request in
             guard let name = request.query["name"], let typeText = request.query["type"] else {
                 return .text("{\"error\":\"missing name or type\"}", status: 400, contentType: "application/json")
@@ -175,7 +180,9 @@ extension Array where Element == UInt8 {
         var out: [UInt8] = []
         var index = 0
         while index < utf8.count {
-            guard let byte = UInt8(String(decoding: utf8[index...index + 1], as: UTF8.self), radix: 16) else { return nil }
+            guard let byte = UInt8(String(decoding: utf8[index...index + 1], as: UTF8.self), radix: 16) else {
+                return nil
+            }
             out.append(byte)
             index += 2
         }

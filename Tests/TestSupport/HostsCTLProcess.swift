@@ -36,22 +36,32 @@ public enum HostsCTLProcess {
     }
 
     /// Runs the executable at `path` the same way as ``run(_:environment:)``.
-    public static func run(executable path: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> Output {
+    public static func run(executable path: String, _ arguments: [String], environment: [String: String] = [:])
+        async throws -> Output
+    {
         try await offThePool { try runBlocking(path, arguments, environment: environment) }
     }
 
-    private static func runBlocking(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> Output {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-run-\(UUID().uuidString)")
+    private static func runBlocking(_ executable: String, _ arguments: [String], environment: [String: String]) throws
+        -> Output
+    {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "hostsctl-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let out = directory.appendingPathComponent("out").path
         let err = directory.appendingPathComponent("err").path
         var environment = environment
-        if environment["XDG_CACHE_HOME"] == nil { environment["XDG_CACHE_HOME"] = directory.appendingPathComponent("cache").path }
+        if environment["XDG_CACHE_HOME"] == nil {
+            environment["XDG_CACHE_HOME"] = directory.appendingPathComponent("cache").path
+        }
         // The system-resolver fallback would ask the machine's own resolver (not a test server) for names the test
         // servers do not know; tests that exercise it turn it back on inside a mount namespace of their own.
-        if environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] == nil { environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] = "false" }
-        let process = try ChildProcess(path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
+        if environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] == nil {
+            environment["HOSTSCTL_SOURCES_SYSTEM_FALLBACK"] = "false"
+        }
+        let process = try ChildProcess(
+            path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
         let status = process.wait()
         return Output(
             status: status,

@@ -119,14 +119,19 @@ public final class LocalHTTP2DoHServer: Sendable {
             let open = connection.open
             while true {
                 let peak = stats.peak.load(ordering: .relaxed)
-                if open <= peak || stats.peak.compareExchange(expected: peak, desired: open, ordering: .relaxed).exchanged { break }
+                if open <= peak
+                    || stats.peak.compareExchange(expected: peak, desired: open, ordering: .relaxed).exchanged
+                {
+                    break
+                }
             }
             if let limit = behaviour.goAwayAfterStreams, connection.opened >= limit, !connection.sentGoAway,
                 let parent = context.channel.parent,
                 let id = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
             {
                 connection.sentGoAway = true
-                let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: id, errorCode: .noError, opaqueData: nil))
+                let goAway = HTTP2Frame(
+                    streamID: .rootStream, payload: .goAway(lastStreamID: id, errorCode: .noError, opaqueData: nil))
                 parent.writeAndFlush(goAway, promise: nil)
                 parent.eventLoop.scheduleTask(in: .milliseconds(300)) { parent.close(promise: nil) }
             }
@@ -185,12 +190,14 @@ public final class LocalHTTP2DoHServer: Sendable {
 
         private func respond(_ context: ChannelHandlerContext, status: String, body: [UInt8]) {
             let headers = HPACKHeaders([
-                (":status", status), ("content-type", "application/dns-message"), ("content-length", String(body.count)),
+                (":status", status), ("content-type", "application/dns-message"),
+                ("content-length", String(body.count)),
             ])
             context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
             var buffer = context.channel.allocator.buffer(capacity: body.count)
             buffer.writeBytes(body)
-            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+            context.writeAndFlush(
+                wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
         }
 
         /// The question name of a query, lower case without the trailing dot.

@@ -5,7 +5,7 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A small HTTP/1.1 server on a loopback address for the HTTP APIs that have no real local server (vendor HTTPDNS,
@@ -172,7 +172,10 @@ public final class LocalHTTPServer: Sendable {
             switch reply {
             case .delayed(let delay, let reply):
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.eventLoop.scheduleTask(in: .nanoseconds(Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)) {
+                context.eventLoop.scheduleTask(
+                    in: .nanoseconds(
+                        Int64(delay.components.seconds) * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
+                ) {
                     let (handler, context) = bound.value
                     guard context.channel.isActive else { return }
                     handler.send(reply, context: context)
@@ -184,38 +187,53 @@ public final class LocalHTTPServer: Sendable {
                 let responseHead = HTTPResponseHead(
                     version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
                 context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-                if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+                if !body.isEmpty {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+                }
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             case .stall:
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Type", value: "application/dns-message")
                 headers.add(name: "Content-Length", value: "1000")
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
-                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
+                    promise: nil)
+                context.writeAndFlush(
+                    wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0, 0, 0x81, 0x80])))), promise: nil)
             case .drip(let bytes, let interval):
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Length", value: String(bytes))
-                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.writeAndFlush(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
+                    promise: nil)
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                let nanoseconds = Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+                let nanoseconds =
+                    Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
                 for index in 0..<bytes {
                     context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds * Int64(index + 1))) {
                         let (handler, context) = bound.value
                         guard context.channel.isActive else { return }
-                        context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0x2E])))), promise: nil)
-                        if index == bytes - 1 { context.writeAndFlush(handler.wrapOutboundOut(.end(nil)), promise: nil) }
+                        context.writeAndFlush(
+                            handler.wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: [0x2E])))), promise: nil)
+                        if index == bytes - 1 {
+                            context.writeAndFlush(handler.wrapOutboundOut(.end(nil)), promise: nil)
+                        }
                     }
                 }
             case .truncated:
                 var headers = HTTPHeaders()
                 headers.add(name: "Content-Length", value: "1000")
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+                context.write(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))),
+                    promise: nil)
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: Array(repeating: 0x2E, count: 10))))))
-                    .whenComplete { _ in
-                        let (handler, context) = bound.value
-                        handler.send(.reset, context: context)
-                    }
+                context.writeAndFlush(
+                    wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: Array(repeating: 0x2E, count: 10)))))
+                )
+                .whenComplete { _ in
+                    let (handler, context) = bound.value
+                    handler.send(.reset, context: context)
+                }
             case .hangUp:
                 context.close(promise: nil)
             case .reset:
@@ -231,7 +249,9 @@ public final class LocalHTTPServer: Sendable {
                 let responseHead = HTTPResponseHead(
                     version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)
                 context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
-                if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+                if !body.isEmpty {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+                }
                 context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
             }
         }

@@ -1,7 +1,7 @@
 public import HTTPDNS
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Finds free loopback ports.
@@ -222,10 +222,13 @@ public final class BlackholeListener: Sendable {
         var address = bound
         var fillers: [Int32] = []
         for _ in 0..<3 {
-            let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
+            let filler = socket(
+                AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue | SOCK_NONBLOCK.rawValue), 0)
             guard filler >= 0 else { continue }
             _ = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
             fillers.append(filler)
         }
@@ -260,7 +263,8 @@ func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32,
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
         pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-            bind(fd, raw, length) == 0 && (backlog.map { listen(fd, $0) == 0 } ?? true) && getsockname(fd, raw, &length) == 0
+            bind(fd, raw, length) == 0 && (backlog.map { listen(fd, $0) == 0 } ?? true)
+                && getsockname(fd, raw, &length) == 0
         }
     }
     guard bound else {

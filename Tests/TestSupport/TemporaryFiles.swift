@@ -8,7 +8,8 @@ public final class TemporaryFiles {
     /// Creates the directory (mode 755).
     public init() throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }

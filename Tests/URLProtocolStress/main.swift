@@ -13,7 +13,7 @@
 // request either got its own answer or was cancelled, 1 otherwise, 2 for bad arguments, 3 when the run stalls.
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Foundation
 import HTTPDNS
@@ -54,7 +54,9 @@ struct Options {
             default: throw Usage("unknown option \(flag)")
             }
         }
-        guard port > 0, concurrency > 0, requests > 0, !callers.isEmpty else { throw Usage("--port, --concurrency and --requests must be positive") }
+        guard port > 0, concurrency > 0, requests > 0, !callers.isEmpty else {
+            throw Usage("--port, --concurrency and --requests must be positive")
+        }
         if shared && callers.contains(.delegate) { throw Usage("URLSession.shared has no delegate") }
     }
 
@@ -87,7 +89,10 @@ final class Collector: NSObject, URLSessionDataDelegate, Sendable {
         pending.withLock { $0[task.taskIdentifier] = Pending(done: done) }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         pending.withLock { $0[dataTask.taskIdentifier]?.response = response }
         completionHandler(.allow)
     }
@@ -104,7 +109,9 @@ final class Collector: NSObject, URLSessionDataDelegate, Sendable {
 
 func run(_ options: Options) async throws -> Int32 {
     let overrides = HostOverrides()
-    guard let live = IPAddress(options.live), let dead = IPAddress(options.dead) else { throw Usage("--live and --dead take IP addresses") }
+    guard let live = IPAddress(options.live), let dead = IPAddress(options.dead) else {
+        throw Usage("--live and --dead take IP addresses")
+    }
     overrides.set([live], for: try HostPattern("stress.test"))
     overrides.set([dead, live], for: try HostPattern("failover.test"))
     let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
@@ -135,7 +142,8 @@ func run(_ options: Options) async throws -> Int32 {
 
     @Sendable func one(_ index: Int) async -> Outcome {
         let cancel = options.cancelEvery > 0 && index % options.cancelEvery == options.cancelEvery - 1
-        let host = !cancel && options.failoverEvery > 0 && index % options.failoverEvery == 0 ? "failover.test" : "stress.test"
+        let host =
+            !cancel && options.failoverEvery > 0 && index % options.failoverEvery == 0 ? "failover.test" : "stress.test"
         let url = URL(string: "http://\(host):\(options.port)/\(cancel ? "slow" : "echo")/\(index)")!
         var request = URLRequest(url: url)
         request.timeoutInterval = 30
@@ -161,18 +169,24 @@ func run(_ options: Options) async throws -> Int32 {
                     task = session.dataTask(with: request)
                     collector.expect(task, done)
                 } else {
-                    task = session.dataTask(with: request) { data, response, error in done.resume(returning: (data, response, error)) }
+                    task = session.dataTask(with: request) { data, response, error in
+                        done.resume(returning: (data, response, error))
+                    }
                 }
                 box.withLock { $0 = task }
                 task.resume()
                 if cancel {
                     let delay = 10 + index % 40
-                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) { box.withLock { $0?.cancel() } }
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(delay)) {
+                        box.withLock { $0?.cancel() }
+                    }
                 }
             }
         }
         if let error = outcome.2 {
-            if (error as? URLError)?.code == .cancelled || error is CancellationError { return cancel ? .cancelled : .failed("cancelled unasked: \(url)") }
+            if (error as? URLError)?.code == .cancelled || error is CancellationError {
+                return cancel ? .cancelled : .failed("cancelled unasked: \(url)")
+            }
             return .failed("\(url) [\(caller)]: \(error)")
         }
         let expected = "echo \(index) host=\(host):\(options.port)"

@@ -36,7 +36,8 @@ final class DelayedUpstream: HostNameResolver {
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         calls.add(1, ordering: .relaxed)
         try await Task.sleep(for: delay)
-        return Resolution(host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 1), ttl: 300, source: .cares)])
+        return Resolution(
+            host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 1), ttl: 300, source: .cares)])
     }
 }
 
@@ -45,7 +46,8 @@ let benchmarks: @Sendable () -> Void = {
     let hits = Benchmark.Configuration(metrics: [.wallClock, .throughput, .mallocCountTotal], scalingFactor: .mega)
 
     Benchmark("baseline: Mutex<[HostName: IPAddress]> lookup", configuration: hits) { benchmark in
-        let table = Mutex([HostName: IPAddress](uniqueKeysWithValues: (0..<hostCount).map { (names[$0], addresses[$0][0]) }))
+        let table = Mutex(
+            [HostName: IPAddress](uniqueKeysWithValues: (0..<hostCount).map { (names[$0], addresses[$0][0]) }))
         var found = 0
         benchmark.startMeasurement()
         for index in benchmark.scaledIterations {
@@ -121,7 +123,8 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(answer)
     }
 
-    Benchmark("baseline: first resolve with an empty cache (upstream takes 20 ms)", configuration: restart) { benchmark in
+    Benchmark("baseline: first resolve with an empty cache (upstream takes 20 ms)", configuration: restart) {
+        benchmark in
         let upstream = DelayedUpstream(delay: .milliseconds(20))
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],

@@ -12,8 +12,10 @@ let dohBatch = Int(ProcessInfo.processInfo.environment["HTTPDNS_BENCH_DOH_QUERIE
 let dohInFlight = 100
 
 extension BenchmarkMetric {
-    static let swiftRate = BenchmarkMetric.custom("Swift DoH resolutions/s", polarity: .prefersLarger, useScalingFactor: false)
-    static let h2loadRate = BenchmarkMetric.custom("h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let swiftRate = BenchmarkMetric.custom(
+        "Swift DoH resolutions/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let h2loadRate = BenchmarkMetric.custom(
+        "h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
     static let dohRatio = BenchmarkMetric.custom("Swift/h2load %", polarity: .prefersLarger, useScalingFactor: false)
     static let swiftDoHP50 = BenchmarkMetric.custom("Swift DoH p50 latency (us)", useScalingFactor: false)
 }
@@ -71,7 +73,8 @@ func runSwiftDoH(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws ->
                     let answer = try await resolver.resolve(host, family: .ipv4)
                     precondition(answer.addresses.count == 1)
                     let elapsed = clock.now - sent
-                    latencies.append(Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
+                    latencies.append(
+                        Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12)
                 }
                 return latencies
             }
@@ -86,7 +89,8 @@ func runSwiftDoH(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws ->
 }
 
 let benchmarks: @Sendable () -> Void = {
-    Benchmark.defaultConfiguration = .init(metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(60), maxIterations: 6)
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(60), maxIterations: 6)
     guard let setup = DoHSetup() else {
         print("HTTPDNS_BENCH_DOH is not set: run Benchmarks/run.sh, which starts dnsdist.")
         return

@@ -8,7 +8,10 @@ import HTTPDNS
 let hostsText: [UInt8] = {
     var text = "# generated for the benchmark\n"
     for index in 0..<100_000 {
-        let ip = index % 4 == 0 ? "2001:db8::\(String(index >> 16, radix: 16)):\(String(index & 0xffff, radix: 16))" : "10.\(index >> 16 & 255).\(index >> 8 & 255).\(index & 255)"
+        let ip =
+            index % 4 == 0
+            ? "2001:db8::\(String(index >> 16, radix: 16)):\(String(index & 0xffff, radix: 16))"
+            : "10.\(index >> 16 & 255).\(index >> 8 & 255).\(index & 255)"
         let name = index % 2 == 0 ? "host\(index).example.test" : "*.zone\(index).example.test"
         text += "\(ip)\t\(name)\(index % 10 == 0 ? "  # comment" : "")\n"
     }
@@ -29,7 +32,9 @@ func lookupNames() throws -> [HostName] {
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(warmupIterations: 1, maxDuration: .seconds(10), maxIterations: 20)
 
-    Benchmark("overrides: parse a 100,000-line hosts file", configuration: .init(metrics: [.wallClock, .mallocCountTotal])) {
+    Benchmark(
+        "overrides: parse a 100,000-line hosts file", configuration: .init(metrics: [.wallClock, .mallocCountTotal])
+    ) {
         benchmark in
         benchmark.startMeasurement()
         let file = HostsFile(parsing: hostsText, file: "bench")

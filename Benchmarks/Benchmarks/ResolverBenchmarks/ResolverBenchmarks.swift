@@ -23,17 +23,20 @@ extension BenchmarkMetric {
         "Swift on resolver executor queries/s", polarity: .prefersLarger, useScalingFactor: false)
     static let pinnedRatio = BenchmarkMetric.custom(
         "Swift on resolver executor/C throughput %", polarity: .prefersLarger, useScalingFactor: false)
-    static let pinnedP50 = BenchmarkMetric.custom("Swift on resolver executor p50 latency (us)", useScalingFactor: false)
+    static let pinnedP50 = BenchmarkMetric.custom(
+        "Swift on resolver executor p50 latency (us)", useScalingFactor: false)
     static let swiftP50 = BenchmarkMetric.custom("Swift p50 latency (us)", useScalingFactor: false)
     static let swiftP99 = BenchmarkMetric.custom("Swift p99 latency (us)", useScalingFactor: false)
     static let cP50 = BenchmarkMetric.custom("C p50 latency (us)", useScalingFactor: false)
-    static let toolQPS = BenchmarkMetric.custom("hostsctl bench queries/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let toolQPS = BenchmarkMetric.custom(
+        "hostsctl bench queries/s", polarity: .prefersLarger, useScalingFactor: false)
     static let toolVsPinned = BenchmarkMetric.custom(
         "hostsctl bench / Swift on resolver executor %", polarity: .prefersLarger, useScalingFactor: false)
     static let toolVsDefault = BenchmarkMetric.custom(
         "hostsctl bench / Swift default executor %", polarity: .prefersLarger, useScalingFactor: false)
     static let toolP50 = BenchmarkMetric.custom("hostsctl bench p50 latency (us)", useScalingFactor: false)
-    static let toolVsC = BenchmarkMetric.custom("hostsctl bench/C driver %", polarity: .prefersLarger, useScalingFactor: false)
+    static let toolVsC = BenchmarkMetric.custom(
+        "hostsctl bench/C driver %", polarity: .prefersLarger, useScalingFactor: false)
     static let idleCPU = BenchmarkMetric.custom("CPU with an idle resolver (us per s)", useScalingFactor: false)
     static let baselineCPU = BenchmarkMetric.custom("CPU without a resolver (us per s)", useScalingFactor: false)
 }
@@ -170,10 +173,13 @@ let benchmarks: @Sendable () -> Void = {
             let swift = try await runSwift(resolver, hosts: hosts, onResolverExecutor: false)
             resolver.shutdown()
             let command = try BenchCommand.parse(
-                ["--source", "cares", "--server", address, "--queries", "\(batch)", "--concurrency", "\(inFlight)"] + names)
+                ["--source", "cares", "--server", address, "--queries", "\(batch)", "--concurrency", "\(inFlight)"]
+                    + names)
             let results = try await command.measureSources()
             guard let tool = results.first, tool.ok == batch else {
-                fatalError("hostsctl bench did not answer every query: \(results.map { "\($0.ok)/\($0.queries) \($0.errors)" })")
+                fatalError(
+                    "hostsctl bench did not answer every query: \(results.map { "\($0.ok)/\($0.queries) \($0.errors)" })"
+                )
             }
             benchmark.measurement(.toolQPS, Int(tool.queriesPerSecond))
             benchmark.measurement(.toolVsC, Int((tool.queriesPerSecond / c.qps * 100).rounded()))

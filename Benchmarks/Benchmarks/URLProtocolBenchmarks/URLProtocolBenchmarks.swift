@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Benchmark
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import HTTPDNS
 import HTTPDNSURLProtocol
@@ -22,8 +22,10 @@ let sharedConcurrency = 64
 let latencySamples = 400
 
 extension BenchmarkMetric {
-    static let protocolRate = BenchmarkMetric.custom("with protocol requests/s", polarity: .prefersLarger, useScalingFactor: false)
-    static let plainRate = BenchmarkMetric.custom("URLSession alone requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let protocolRate = BenchmarkMetric.custom(
+        "with protocol requests/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let plainRate = BenchmarkMetric.custom(
+        "URLSession alone requests/s", polarity: .prefersLarger, useScalingFactor: false)
     static let rateRatio = BenchmarkMetric.custom("with/alone %", polarity: .prefersLarger, useScalingFactor: false)
     static let protocolP50 = BenchmarkMetric.custom("with protocol p50 (us)", useScalingFactor: false)
     static let plainP50 = BenchmarkMetric.custom("URLSession alone p50 (us)", useScalingFactor: false)
@@ -34,7 +36,9 @@ extension BenchmarkMetric {
 /// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
 struct BenchUpstream: HostNameResolver {
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        Resolution(host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: 3600, source: "bench")])
+        Resolution(
+            host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: 3600, source: "bench")]
+        )
     }
 }
 
@@ -71,7 +75,8 @@ func throughput(_ session: URLSession, url: URL, count: Int, workers: Int) async
 }
 
 /// `count` GETs through `execute`, `workers` at a time, each body read whole; returns requests per second.
-func throughput(count: Int, workers: Int, _ execute: @escaping @Sendable () async throws -> Int) async throws -> Double {
+func throughput(count: Int, workers: Int, _ execute: @escaping @Sendable () async throws -> Int) async throws -> Double
+{
     let start = ContinuousClock.now
     try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0..<workers {
@@ -119,7 +124,8 @@ func medianLatency(_ session: URLSession, url: URL, count: Int) async throws -> 
 }
 
 let benchmarks: @Sendable () -> Void = {
-    Benchmark.defaultConfiguration = .init(metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(120), maxIterations: 5)
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(120), maxIterations: 5)
     guard let server = ProcessInfo.processInfo.environment["HTTPDNS_BENCH_HTTP"] else {
         print("HTTPDNS_BENCH_HTTP is not set: run Benchmarks/run.sh, which starts nginx.")
         return
@@ -157,15 +163,19 @@ let benchmarks: @Sendable () -> Void = {
     func pair(_ name: String, intercepted: URLSession, plain: URLSession, workers: Int) {
         Benchmark(
             name,
-            configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+            configuration: .init(metrics: [
+                .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+            ])
         ) { benchmark in
             // Warm both: connections open, the host cached.
             _ = try await throughput(intercepted, url: protocolURL, count: workers * 4, workers: workers)
             _ = try await throughput(plain, url: plainURL, count: workers * 4, workers: workers)
             times.reset()
             let plainRate = try await throughput(plain, url: plainURL, count: requestsPerRun, workers: workers)
-            let protocolRate = try await throughput(intercepted, url: protocolURL, count: requestsPerRun, workers: workers)
-            precondition(times.count >= requestsPerRun / workers * workers, "the requests did not go through the protocol")
+            let protocolRate = try await throughput(
+                intercepted, url: protocolURL, count: requestsPerRun, workers: workers)
+            precondition(
+                times.count >= requestsPerRun / workers * workers, "the requests did not go through the protocol")
             let plainP50 = try await medianLatency(plain, url: plainURL, count: latencySamples)
             let protocolP50 = try await medianLatency(intercepted, url: protocolURL, count: latencySamples)
             benchmark.measurement(.protocolRate, Int(protocolRate))
@@ -191,7 +201,9 @@ let benchmarks: @Sendable () -> Void = {
     let plainClientURL = "http://127.0.0.1:\(port)/1k"
     Benchmark(
         "HTTPDNSClient vs AsyncHTTPClient alone: 1 KiB keep-alive, \(concurrency) concurrent",
-        configuration: .init(metrics: [.wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50])
+        configuration: .init(metrics: [
+            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+        ])
     ) { benchmark in
         let viaFront: @Sendable () async throws -> Int = {
             try await get(frontURL) { try await frontClient.execute($0, timeout: .seconds(30)) }
@@ -204,7 +216,8 @@ let benchmarks: @Sendable () -> Void = {
         times.reset()
         let plainRate = try await throughput(count: requestsPerRun, workers: concurrency, alone)
         let frontRate = try await throughput(count: requestsPerRun, workers: concurrency, viaFront)
-        precondition(times.count >= requestsPerRun / concurrency * concurrency, "the requests did not go through HTTPDNSClient")
+        precondition(
+            times.count >= requestsPerRun / concurrency * concurrency, "the requests did not go through HTTPDNSClient")
         let plainP50 = try await medianLatency(count: latencySamples, alone)
         let frontP50 = try await medianLatency(count: latencySamples, viaFront)
         benchmark.measurement(.protocolRate, Int(frontRate))

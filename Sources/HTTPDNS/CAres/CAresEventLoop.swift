@@ -2,9 +2,9 @@ import CAres
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Owns one c-ares channel and the thread that drives it from epoll readiness events.
@@ -112,11 +112,13 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
         let retained = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { argument in
-            let loop = Unmanaged<CAresEventLoop>.fromOpaque(argument!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, retained)
+        let created = pthread_create(
+            &thread, nil,
+            { argument in
+                let loop = Unmanaged<CAresEventLoop>.fromOpaque(argument!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, retained)
         guard created == 0 else {
             Unmanaged<CAresEventLoop>.fromOpaque(retained).release()
             throw DNSError(code: .internalError, message: "cannot start the c-ares thread: error \(created)")
@@ -274,19 +276,21 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         guard !query.isCancelled else { return }
         let argument = Unmanaged.passRetained(query).toOpaque()
         query.name.withCString { name in
-            ares_query(channel, name, 1 /* C_IN */, query.type.rawValue, { argument, status, _, answer, length in
-                let query = Unmanaged<CAresQuery>.fromOpaque(argument!).takeRetainedValue()
-                guard status == ARES_SUCCESS, let answer, length > 0 else {
-                    query.complete(.failure(status == ARES_SUCCESS ? ARES_EBADRESP : status))
-                    return
-                }
-                // Parsed here, while c-ares still owns the buffer, so the answer is never copied.
-                let message = UnsafeBufferPointer(start: answer, count: Int(length))
-                switch DNSAnswerParser.parse(message, type: query.type, source: .cares) {
-                case .success(let addresses): query.complete(.addresses(addresses))
-                case .failure(let status): query.complete(.failure(status.code))
-                }
-            }, argument)
+            ares_query(
+                channel, name, 1 /* C_IN */, query.type.rawValue,
+                { argument, status, _, answer, length in
+                    let query = Unmanaged<CAresQuery>.fromOpaque(argument!).takeRetainedValue()
+                    guard status == ARES_SUCCESS, let answer, length > 0 else {
+                        query.complete(.failure(status == ARES_SUCCESS ? ARES_EBADRESP : status))
+                        return
+                    }
+                    // Parsed here, while c-ares still owns the buffer, so the answer is never copied.
+                    let message = UnsafeBufferPointer(start: answer, count: Int(length))
+                    switch DNSAnswerParser.parse(message, type: query.type, source: .cares) {
+                    case .success(let addresses): query.complete(.addresses(addresses))
+                    case .failure(let status): query.complete(.failure(status.code))
+                    }
+                }, argument)
         }
     }
 

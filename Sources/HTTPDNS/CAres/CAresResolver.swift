@@ -49,7 +49,8 @@ public final class CAresResolver: HostNameResolver {
         /// Checks the ranges: a timeout from 1 ms to 1 hour, 1 to 16 tries, a non-negative buffer size.
         func validate() throws(DNSError) {
             guard timeout >= .milliseconds(1), timeout <= .seconds(3600) else {
-                throw DNSError(code: .invalidConfiguration, message: "timeout must be between 1 ms and 1 hour, not \(timeout)")
+                throw DNSError(
+                    code: .invalidConfiguration, message: "timeout must be between 1 ms and 1 hour, not \(timeout)")
             }
             guard (1...16).contains(tries) else {
                 throw DNSError(code: .invalidConfiguration, message: "tries must be between 1 and 16, not \(tries)")

@@ -51,7 +51,8 @@ enum DNSWireMessage {
     }
 
     /// Validates header, question and RCODE.
-    private static func check(_ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType) throws(DNSError) {
+    private static func check(_ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType) throws(DNSError)
+    {
         func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
             DNSError(code: code, message: message, host: name.name)
         }
@@ -62,7 +63,9 @@ enum DNSWireMessage {
         let flags = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
         let questions = UInt16(bytes[4]) << 8 | UInt16(bytes[5])
         guard flags & 0x8000 != 0 else { throw fail(.badResponse, "DNS message is a query, not a response") }
-        guard (flags >> 11) & 0xf == 0 else { throw fail(.badResponse, "DNS response has opcode \((flags >> 11) & 0xf)") }
+        guard (flags >> 11) & 0xf == 0 else {
+            throw fail(.badResponse, "DNS response has opcode \((flags >> 11) & 0xf)")
+        }
         guard flags & 0x0200 == 0 else { throw fail(.badResponse, "DNS response is truncated (TC set)") }
         guard id == 0 else { throw fail(.questionMismatch, "DNS response has ID \(id), the query had 0") }
         let rcode = flags & 0xf
@@ -90,7 +93,9 @@ enum DNSWireMessage {
         name: HostName,
         type: DNSRecordType
     ) throws(DNSError) {
-        guard let base = bytes.baseAddress else { throw DNSError(code: .badResponse, message: "empty", host: name.name) }
+        guard let base = bytes.baseAddress else {
+            throw DNSError(code: .badResponse, message: "empty", host: name.name)
+        }
         var expanded: UnsafeMutablePointer<CChar>?
         var encodedLength = 0
         let status = ares_expand_name(base + headerLength, base, Int32(bytes.count), &expanded, &encodedLength)
@@ -110,7 +115,8 @@ enum DNSWireMessage {
         guard normalised == name.name, questionType == type.rawValue, questionClass == classIN else {
             throw DNSError(
                 code: .questionMismatch,
-                message: "DNS response answers \(HostName.printable(asked)) type \(questionType) class \(questionClass), "
+                message:
+                    "DNS response answers \(HostName.printable(asked)) type \(questionType) class \(questionClass), "
                     + "not \(name.name) type \(type.rawValue)",
                 host: name.name
             )

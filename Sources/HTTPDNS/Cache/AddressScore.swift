@@ -111,7 +111,8 @@ struct AddressScore: Sendable, Hashable {
 
     /// A failed connect: the penalty grows by one failure's worth, up to the maximum, and the address backs off.
     mutating func recordFailure(at now: CacheInstant, policy: ScoringPolicy) {
-        penalty = min(penalty(at: now, policy: policy) + policy.failurePenaltyMilliseconds, policy.maximumPenaltyMilliseconds)
+        penalty = min(
+            penalty(at: now, policy: policy) + policy.failurePenaltyMilliseconds, policy.maximumPenaltyMilliseconds)
         penaltyAt = now
         failures = failures.addingReportingOverflow(1).overflow ? failures : failures + 1
         failuresInARow = min(failuresInARow + 1, 1_000)

@@ -155,7 +155,8 @@ extension CacheFile {
         guard envelope.version == currentVersion else {
             throw DNSError(
                 code: .fileError,
-                message: "cache file \(path) has version \(envelope.version.map(String.init) ?? "none"), expected \(currentVersion)"
+                message:
+                    "cache file \(path) has version \(envelope.version.map(String.init) ?? "none"), expected \(currentVersion)"
             )
         }
         do {
@@ -200,7 +201,8 @@ extension CacheFile {
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
             )
         } catch {
-            throw DNSError(code: .fileError, message: "cannot create directory \(directory): \(error.localizedDescription)")
+            throw DNSError(
+                code: .fileError, message: "cannot create directory \(directory): \(error.localizedDescription)")
         }
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -257,7 +259,8 @@ extension CacheFile {
     /// unlocked.
     static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try? FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let descriptor = open(path + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return try body() }
         defer { close(descriptor) }

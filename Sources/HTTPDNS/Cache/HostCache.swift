@@ -187,7 +187,9 @@ public final class HostCache: Sendable {
         guard !addresses.isEmpty else { return nil }
         let now = clock.now()
         return core.withLock {
-            $0.store(host, family: family, addresses: addresses, ttl: ttl, origin: origin, upstream: upstream, merge: merge, now: now)
+            $0.store(
+                host, family: family, addresses: addresses, ttl: ttl, origin: origin, upstream: upstream, merge: merge,
+                now: now)
         }
     }
 
@@ -234,7 +236,8 @@ public final class HostCache: Sendable {
     ) -> (ranked: [RankedAddress], probe: HostCacheCore.ProbeRequest?) {
         let now = clock.now()
         return core.withLock {
-            $0.rankExternal(host, family: family, addresses: addresses, port: port, probeInterval: probeInterval, now: now)
+            $0.rankExternal(
+                host, family: family, addresses: addresses, port: port, probeInterval: probeInterval, now: now)
         }
     }
 
@@ -293,7 +296,10 @@ public final class HostCache: Sendable {
         let now = clock.now()
         let wallNow = clock.wallSeconds()
         let (file, maximumHosts, removed, cleared) = core.withLock { core in
-            (core.exported(now: now, wallNow: wallNow), core.configuration.maximumHosts, core.removedSinceSave, core.clearedSinceSave)
+            (
+                core.exported(now: now, wallNow: wallNow), core.configuration.maximumHosts, core.removedSinceSave,
+                core.clearedSinceSave
+            )
         }
         try CacheFile.withLock(on: path) { () throws(DNSError) in
             // Another process may have saved since this one loaded: keep its hosts that this cache does not hold
@@ -316,8 +322,12 @@ public final class HostCache: Sendable {
     /// dropped. A missing file loads nothing; a corrupt, truncated, oversized or foreign file is ignored with a
     /// warning on `logger`, never a crash.
     @discardableResult
-    public func load(from path: String, logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() })) -> LoadReport {
-        guard FileManager.default.fileExists(atPath: path) else { return LoadReport(loaded: 0, dropped: 0, problem: nil) }
+    public func load(
+        from path: String, logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) -> LoadReport {
+        guard FileManager.default.fileExists(atPath: path) else {
+            return LoadReport(loaded: 0, dropped: 0, problem: nil)
+        }
         let file: CacheFile
         do {
             file = try CacheFile.read(from: path)
@@ -328,7 +338,9 @@ public final class HostCache: Sendable {
         let now = clock.now()
         let wallNow = clock.wallSeconds()
         let (loaded, dropped) = core.withLock { $0.load(file, now: now, wallNow: wallNow) }
-        logger.debug("loaded the persisted cache", metadata: ["path": "\(path)", "answers": "\(loaded)", "dropped": "\(dropped)"])
+        logger.debug(
+            "loaded the persisted cache",
+            metadata: ["path": "\(path)", "answers": "\(loaded)", "dropped": "\(dropped)"])
         return LoadReport(loaded: loaded, dropped: dropped, problem: nil)
     }
 

@@ -146,10 +146,12 @@ struct HostCacheCore: Sendable {
         let tick = nextTick()
         let record = Self.touch(&records.values[index], tick: tick)
         let reranks = record.rankValidUntil.map { now >= $0 } ?? false
-        let result = Self.lookup(in: record, host: host, family: family, slot: slot, now: now, configuration: configuration)
+        let result = Self.lookup(
+            in: record, host: host, family: family, slot: slot, now: now, configuration: configuration)
         if reranks { records.values[index].fast = FastPath(record) }
         guard case .hit(let resolution, let refresh, _) = result, let probeInterval else { return result }
-        return .hit(resolution, refresh: refresh, probe: Self.claimProbe(record, host: host, interval: probeInterval, now: now))
+        return .hit(
+            resolution, refresh: refresh, probe: Self.claimProbe(record, host: host, interval: probeInterval, now: now))
     }
 
     /// Marks the entry used and returns its record, in place.
@@ -214,7 +216,9 @@ struct HostCacheCore: Sendable {
         return .hit(stale(answer!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
     }
 
-    private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration) -> RankedResolution {
+    private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration)
+        -> RankedResolution
+    {
         RankedResolution(
             host: host.name, family: family, addresses: answer.ranked, origin: answer.origin, ttl: 0,
             freshness: .stale, staleSeconds: UInt32(min(staleFor.fractionalSeconds.rounded(.up), Double(UInt32.max))),
@@ -324,8 +328,10 @@ struct HostCacheCore: Sendable {
 
     /// A background refresh failed: no new one for `configuration.refreshRetryInterval`.
     mutating func refreshFailed(_ host: HostName, family: AddressFamily, now: CacheInstant) {
-        guard let index = records.index(forKey: host), records.values[index].record.answers[Self.slot(family)] != nil else { return }
-        records.values[index].record.answers[Self.slot(family)]!.refreshBlockedUntil = now + configuration.refreshRetryInterval
+        guard let index = records.index(forKey: host), records.values[index].record.answers[Self.slot(family)] != nil
+        else { return }
+        records.values[index].record.answers[Self.slot(family)]!.refreshBlockedUntil =
+            now + configuration.refreshRetryInterval
     }
 
     private mutating func takeRecord(_ host: HostName) -> Record {
@@ -385,7 +391,8 @@ struct HostCacheCore: Sendable {
         // scores live and die with the answers and override lists they rank.
         guard let index = records.index(forKey: host) else { return }
         let known = records.values[index].record
-        guard known.external.contains(ip) || known.answers.contains(where: { $0?.addresses.contains(ip) ?? false }) else { return }
+        guard known.external.contains(ip) || known.answers.contains(where: { $0?.addresses.contains(ip) ?? false })
+        else { return }
         let record = records.values[index].record
         body(&record.scores[ip, default: AddressScore()])
         Self.rerank(record, now: now, configuration: configuration)
@@ -458,8 +465,10 @@ struct HostCacheCore: Sendable {
             return (
                 RankedAddress(
                     ip: ip, rank: 0, score: score.value(at: now, policy: configuration.scoring),
-                    latencyMilliseconds: score.latencyMilliseconds, successes: score.successes, failures: score.failures,
-                    firstByteMilliseconds: score.firstByteMilliseconds, isBackingOff: backingOff, penaltyMilliseconds: penalty
+                    latencyMilliseconds: score.latencyMilliseconds, successes: score.successes,
+                    failures: score.failures,
+                    firstByteMilliseconds: score.firstByteMilliseconds, isBackingOff: backingOff,
+                    penaltyMilliseconds: penalty
                 ),
                 position
             )
@@ -485,7 +494,8 @@ struct HostCacheCore: Sendable {
     }
 
     /// Applies the dual-stack policy to addresses already sorted by score.
-    private static func byFamily(_ sorted: [RankedAddress], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress] {
+    private static func byFamily(_ sorted: [RankedAddress], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress]
+    {
         let v4 = sorted.filter { $0.ip.family == .ipv4 }
         let v6 = sorted.filter { $0.ip.family == .ipv6 }
         switch policy {
@@ -501,10 +511,15 @@ struct HostCacheCore: Sendable {
             var lastWasV4 = false
             while i < v4.count || j < v6.count {
                 let takeV4: Bool
-                if i == v4.count { takeV4 = false }
-                else if j == v6.count { takeV4 = true }
-                else if v4[i].score != v6[j].score { takeV4 = v4[i].score < v6[j].score }
-                else { takeV4 = !lastWasV4 }
+                if i == v4.count {
+                    takeV4 = false
+                } else if j == v6.count {
+                    takeV4 = true
+                } else if v4[i].score != v6[j].score {
+                    takeV4 = v4[i].score < v6[j].score
+                } else {
+                    takeV4 = !lastWasV4
+                }
                 if takeV4 { result.append(v4[i]); i += 1 } else { result.append(v6[j]); j += 1 }
                 lastWasV4 = takeV4
             }
@@ -599,22 +614,24 @@ struct HostCacheCore: Sendable {
                 entries.append(
                     HostCache.Entry(
                         host: host.name, family: .any,
-                        addresses: Self.rank(record.external, in: record, now: now, configuration: configuration).ranked,
+                        addresses: Self.rank(record.external, in: record, now: now, configuration: configuration)
+                            .ranked,
                         origin: .override, ttl: 0, remainingSeconds: 0, error: nil))
             }
-            return entries + Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
-                guard let answer = record.answers[slot] else { return nil }
-                let remaining = answer.expiresAt - now
-                return HostCache.Entry(
-                    host: host.name,
-                    family: family,
-                    addresses: answer.ranked,
-                    origin: answer.origin,
-                    ttl: answer.ttl,
-                    remainingSeconds: remaining.fractionalSeconds,
-                    error: answer.error?.code
-                )
-            }
+            return entries
+                + Self.families.enumerated().compactMap { slot, family -> HostCache.Entry? in
+                    guard let answer = record.answers[slot] else { return nil }
+                    let remaining = answer.expiresAt - now
+                    return HostCache.Entry(
+                        host: host.name,
+                        family: family,
+                        addresses: answer.ranked,
+                        origin: answer.origin,
+                        ttl: answer.ttl,
+                        remainingSeconds: remaining.fractionalSeconds,
+                        error: answer.error?.code
+                    )
+                }
         }
     }
 }
@@ -634,7 +651,8 @@ extension HostCacheCore {
 
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
     func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
-        let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap { host, entry -> CacheFile.Host? in
+        let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap {
+            host, entry -> CacheFile.Host? in
             let record = entry.record
             let answers = Self.families.enumerated().compactMap { slot, family -> CacheFile.Answer? in
                 guard let answer = record.answers[slot], answer.error == nil else { return nil }
@@ -662,7 +680,8 @@ extension HostCacheCore {
                 name: host.name, probePort: record.probePort, answers: answers, scores: scores,
                 overrides: record.external.isEmpty ? nil : record.external.map(\.description))
         }
-        return CacheFile(format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: wallNow, hosts: hosts)
+        return CacheFile(
+            format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: wallNow, hosts: hosts)
     }
 
     /// Adds the hosts of a loaded file that are not already cached, skipping anything malformed and answers past
@@ -681,10 +700,10 @@ extension HostCacheCore {
             for answer in host.answers {
                 let addresses = answer.addresses.compactMap(IPAddress.init)
                 guard let family = AddressFamily(rawValue: answer.family), answer.expiresAt.isFinite,
-                      !addresses.isEmpty, addresses.count == answer.addresses.count,
-                      addresses.allSatisfy({ family == .any || $0.family == family }),
-                      wallNow - answer.expiresAt <= maximumStaleness,
-                      !answer.origin.isEmpty, answer.origin.utf8.count <= 255
+                    !addresses.isEmpty, addresses.count == answer.addresses.count,
+                    addresses.allSatisfy({ family == .any || $0.family == family }),
+                    wallNow - answer.expiresAt <= maximumStaleness,
+                    !answer.origin.isEmpty, answer.origin.utf8.count <= 255
                 else {
                     dropped += 1
                     continue
@@ -704,9 +723,9 @@ extension HostCacheCore {
             guard record.answers.contains(where: { $0 != nil }) || !record.external.isEmpty else { continue }
             for score in host.scores {
                 guard let ip = IPAddress(score.ip), score.penaltyMs.isFinite, score.penaltyMs >= 0,
-                      score.latencyMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
-                      score.firstByteMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
-                      score.successes >= 0, score.failures >= 0
+                    score.latencyMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
+                    score.firstByteMs.map({ $0.isFinite && $0 >= 0 }) ?? true,
+                    score.successes >= 0, score.failures >= 0
                 else { continue }
                 // Values a hand-edited or hostile file may carry are clamped: counters saturate when they grow,
                 // and no real connect or first byte takes longer than the longest timeout (10 minutes).

@@ -118,7 +118,9 @@ public struct RankedResolution: Sendable, Hashable {
             host: resolution.host,
             family: family,
             addresses: resolution.addresses.enumerated().map { index, address in
-                RankedAddress(ip: address.ip, rank: index + 1, score: unmeasured, latencyMilliseconds: nil, successes: 0, failures: 0)
+                RankedAddress(
+                    ip: address.ip, rank: index + 1, score: unmeasured, latencyMilliseconds: nil, successes: 0,
+                    failures: 0)
             },
             origin: resolution.addresses.first?.source ?? "unknown",
             ttl: resolution.addresses.map(\.ttl).min() ?? 0,

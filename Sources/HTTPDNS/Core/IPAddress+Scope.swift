@@ -33,8 +33,12 @@ extension IPAddress {
         case .v6(let high, let low):
             if high == 0, low == 0 { return .unspecified }
             if high == 0, low == 1 { return .loopback }
-            if high == 0, low >> 32 == 0xffff || low >> 32 == 0 { return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low)) }
-            if high == 0x0064_ff9b_0000_0000, low >> 32 == 0 { return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low)) }
+            if high == 0, low >> 32 == 0xffff || low >> 32 == 0 {
+                return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low))
+            }
+            if high == 0x0064_ff9b_0000_0000, low >> 32 == 0 {
+                return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low))
+            }
             let top = high >> 48
             if top == 0x2002 { return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: high >> 16)) }
             if top & 0xfe00 == 0xfc00 { return .privateNetwork }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The address family of an IP address, or a request for one or both families.
@@ -69,7 +69,8 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         let isV6 = literal.contains(":")
         var raw = [UInt8](repeating: 0, count: isV6 ? 16 : 4)
         // inet_pton accepts only the strict dotted-quad form for IPv4, unlike inet_aton.
-        guard inet_pton(isV6 ? AF_INET6 : AF_INET, String(literal), &raw) == 1, let parsed = IPAddress(bytes: raw) else {
+        guard inet_pton(isV6 ? AF_INET6 : AF_INET, String(literal), &raw) == 1, let parsed = IPAddress(bytes: raw)
+        else {
             return nil
         }
         self = parsed

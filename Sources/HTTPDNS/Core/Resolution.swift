@@ -102,7 +102,8 @@ enum LocalAnswers {
         guard let name = try? HostName(text), name.isLocalhost else { return nil }
         var addresses: [ResolvedAddress] = []
         if family != .ipv6 {
-            addresses.append(.init(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: ResolvedAddress.maximumTTL, source: .localhost))
+            addresses.append(
+                .init(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: ResolvedAddress.maximumTTL, source: .localhost))
         }
         if family != .ipv4 {
             addresses.append(.init(ip: IPAddress("::1")!, ttl: ResolvedAddress.maximumTTL, source: .localhost))

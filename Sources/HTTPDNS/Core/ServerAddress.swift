@@ -20,7 +20,8 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
         func fail(_ reason: String) -> DNSError {
             DNSError(
                 code: .invalidServer,
-                message: "invalid DNS server '\(HostName.printable(text))': \(reason); expected IP[:PORT] or [IPv6]:PORT"
+                message:
+                    "invalid DNS server '\(HostName.printable(text))': \(reason); expected IP[:PORT] or [IPv6]:PORT"
             )
         }
         var host = Substring(text)

@@ -6,7 +6,9 @@ import Foundation
 /// the parser's promises (the wrong family, too many addresses) is a bug, reported by trapping.
 package enum FuzzTargets {
     /// The targets, by name.
-    package static let names = ["doh-wire", "doh-json", "alibaba", "tencent", "tencent-aes", "settings", "hosts", "cache"]
+    package static let names = [
+        "doh-wire", "doh-json", "alibaba", "tencent", "tencent-aes", "settings", "hosts", "cache",
+    ]
 
     private static let name = try! HostName("multi.test")
     private static let key = SymmetricKey(data: Array("0123456789abcdef".utf8))
@@ -26,7 +28,9 @@ package enum FuzzTargets {
             }
         case "alibaba":
             for family in [AddressFamily.ipv4, .ipv6, .any] {
-                if let addresses = try? AlibabaHTTPDNS.addresses(status: 200, body: bytes, for: name, family: family, source: "fuzz") {
+                if let addresses = try? AlibabaHTTPDNS.addresses(
+                    status: 200, body: bytes, for: name, family: family, source: "fuzz")
+                {
                     check(addresses, family: family)
                 }
             }
@@ -59,7 +63,8 @@ package enum FuzzTargets {
     private static func check(_ addresses: [ResolvedAddress], family: AddressFamily) {
         precondition(!addresses.isEmpty, "an answer without addresses")
         precondition(addresses.count <= DNSAnswerParser.maximumAddresses, "more addresses than the parser allows")
-        precondition(addresses.allSatisfy { family == .any || $0.ip.family == family }, "an address of the wrong family")
+        precondition(
+            addresses.allSatisfy { family == .any || $0.ip.family == family }, "an address of the wrong family")
         precondition(addresses.allSatisfy { $0.ttl <= ResolvedAddress.maximumTTL }, "a TTL above the maximum")
     }
 }

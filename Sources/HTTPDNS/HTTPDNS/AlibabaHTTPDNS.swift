@@ -21,7 +21,8 @@ enum AlibabaHTTPDNS {
         let path: String
         if let signing {
             path = "sign_d"
-            query += "&t=\(signing.expiry)&s=\(signature(host: host.name, secret: signing.secret.value, expiry: signing.expiry))"
+            query +=
+                "&t=\(signing.expiry)&s=\(signature(host: host.name, secret: signing.secret.value, expiry: signing.expiry))"
         } else {
             path = "d"
         }

@@ -30,7 +30,9 @@ final class HTTP2DNSConnection: Sendable {
     private let authority: String
     private let basePath: String
 
-    private init(channel: any Channel, streams: HTTP2DNSStreams, endpoint: HTTPDNSEndpoint, health: HTTP2ConnectionHealth) {
+    private init(
+        channel: any Channel, streams: HTTP2DNSStreams, endpoint: HTTPDNSEndpoint, health: HTTP2ConnectionHealth
+    ) {
         self.channel = channel
         self.streams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
         self.health = health
@@ -79,7 +81,8 @@ final class HTTP2DNSConnection: Sendable {
                         let streams = HTTP2DNSStreams(
                             idleTimeout: TimeAmount(idleTimeout), health: health,
                             connectionWindow: 8 << 20)
-                        let connection = HTTP2DNSConnection(channel: channel, streams: streams, endpoint: endpoint, health: health)
+                        let connection = HTTP2DNSConnection(
+                            channel: channel, streams: streams, endpoint: endpoint, health: health)
                         // Ready once the server's SETTINGS arrived: before that its stream limit is unknown, and a
                         // first burst of lookups would overrun it.
                         streams.whenReady = { result in ready.completeWith(result.map { connection }) }
@@ -94,7 +97,8 @@ final class HTTP2DNSConnection: Sendable {
         let connected: EventLoopFuture<any Channel>
         if let address {
             do {
-                connected = bootstrap.connect(to: try SocketAddress(ipAddress: address.description, port: endpoint.port))
+                connected = bootstrap.connect(
+                    to: try SocketAddress(ipAddress: address.description, port: endpoint.port))
             } catch {
                 return eventLoop.makeFailedFuture(error)
             }
@@ -238,7 +242,8 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         // The protocol's initial connection window is 65,535 bytes; grant the rest at once.
-        let grant = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - 65_535))
+        let grant = HTTP2Frame(
+            streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - 65_535))
         context.writeAndFlush(wrapOutboundOut(grant), promise: nil)
     }
 
@@ -279,7 +284,8 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
             context.write(wrapOutboundOut(data), promise: written)
         }
         written.futureResult.assumeIsolated().whenFailure { [weak self] error in
-            self?.complete(id, .failure(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true)))
+            self?.complete(
+                id, .failure(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true)))
         }
         scheduleFlush()
         if timerDeadline.map({ $0 > exchange.deadline }) ?? true { arm(at: exchange.deadline) }
@@ -325,8 +331,11 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
             }
         case .rstStream(let code):
             guard active[frame.streamID] != nil else { return }
-            complete(frame.streamID, .failure(HTTP2ConnectionLost(
-                message: "the server reset the stream (\(code))", retryable: code == .refusedStream)))
+            complete(
+                frame.streamID,
+                .failure(
+                    HTTP2ConnectionLost(
+                        message: "the server reset the stream (\(code))", retryable: code == .refusedStream)))
         case .settings(.settings):
             if let whenReady {
                 self.whenReady = nil
@@ -339,7 +348,8 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
         case .goAway(let lastStreamID, let code, _):
             retire()
             for id in active.keys where id > lastStreamID {
-                complete(id, .failure(HTTP2ConnectionLost(message: "the server sent GOAWAY (\(code))", retryable: true)))
+                complete(
+                    id, .failure(HTTP2ConnectionLost(message: "the server sent GOAWAY (\(code))", retryable: true)))
             }
         default:
             break
@@ -365,8 +375,12 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
     private func completeExchange(_ id: HTTP2StreamID) {
         guard let exchange = active[id] else { return }
         let body = exchange.received.map { Array($0.readableBytesView) } ?? []
-        complete(id, .success(.init(
-            status: exchange.status ?? 0, contentType: exchange.contentType, body: body, server: exchange.server)))
+        complete(
+            id,
+            .success(
+                .init(
+                    status: exchange.status ?? 0, contentType: exchange.contentType, body: body, server: exchange.server
+                )))
     }
 
     private func fail(_ id: HTTP2StreamID, _ message: String) {
@@ -443,9 +457,12 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
             if exchange.deadline <= now {
                 timeouts += 1
                 let limit = exchange.timeout
-                complete(id, .failure(DNSError(
-                    code: .timeout,
-                    message: "no complete HTTP answer within \(Duration.nanoseconds(limit.nanoseconds))")))
+                complete(
+                    id,
+                    .failure(
+                        DNSError(
+                            code: .timeout,
+                            message: "no complete HTTP answer within \(Duration.nanoseconds(limit.nanoseconds))")))
                 reset(id)
             } else {
                 earliest = min(earliest, exchange.deadline)
@@ -512,7 +529,8 @@ private final class ALPNGate: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         if configure != nil {
             configure = nil
-            failed(HTTP2ConnectionLost(message: "the server closed the connection during the handshake", retryable: false))
+            failed(
+                HTTP2ConnectionLost(message: "the server closed the connection during the handshake", retryable: false))
         }
         context.fireChannelInactive()
     }

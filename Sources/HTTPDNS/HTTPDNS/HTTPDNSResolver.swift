@@ -188,7 +188,8 @@ public final class HTTPDNSResolver: HostNameResolver {
         return try await withTimeLimit(
             budget,
             orThrow: DNSError(
-                code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name, servers: servers)
+                code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name,
+                servers: servers)
         ) {
             try await self.resolveWithoutBudget(host, family: family)
         }
@@ -242,20 +243,25 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// The private-address guard.
-    private func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint) throws(DNSError) {
+    private func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
+        throws(DNSError)
+    {
         guard !configuration.allowNonPublicAddresses,
             let bad = addresses.first(where: { $0.ip.isNonPublic })
         else { return }
         throw DNSError(
             code: .privateAddress,
-            message: "\(source) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            message:
+                "\(source) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
             host: host.name,
             servers: [endpoint.url]
         )
     }
 
     /// One DoH exchange (wire or JSON) for one record type.
-    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType) async throws -> [ResolvedAddress] {
+    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType) async throws
+        -> [ResolvedAddress]
+    {
         var request: HTTPDNSTransport.Request
         let contentType: String
         switch configuration.api.kind {
@@ -305,13 +311,16 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One vendor HTTPDNS exchange.
-    private func vendor(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily) async throws -> [ResolvedAddress] {
+    private func vendor(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily) async throws
+        -> [ResolvedAddress]
+    {
         let request: HTTPDNSTransport.Request
         switch configuration.api.kind {
         case .alibaba(let account, let secret, let lifetime):
             let signing = secret.map { (secret: $0, expiry: now() + lifetime.components.seconds) }
             let suffix = AlibabaHTTPDNS.suffix(account: account, host: host, family: family, signing: signing)
-            request = .init(suffix: suffix, loggableSuffix: "/\(account)/\(secret == nil ? "d" : "sign_d")?host=\(host.name)")
+            request = .init(
+                suffix: suffix, loggableSuffix: "/\(account)/\(secret == nil ? "d" : "sign_d")?host=\(host.name)")
         case .tencent(let account, _):
             let suffix = try TencentHTTPDNS.suffix(host: host, family: family, account: account, key: aesKey)
             request = .init(suffix: suffix)

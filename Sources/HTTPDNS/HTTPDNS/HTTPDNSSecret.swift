@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A secret (an HTTPDNS signing secret or encryption key) that never shows up in logs or printed values.
@@ -11,7 +11,9 @@ import Darwin
 /// Its `description` and `debugDescription` are `<redacted>`. Read it from the environment with
 /// ``init(environmentVariable:)``; the command line never takes secrets, since arguments are visible to every
 /// user of the machine.
-public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
     /// The secret text. Only the signing code reads it.
     let value: String
 

@@ -188,7 +188,8 @@ public final class HTTPDNSTransport: Sendable {
     /// Connection failures, timeouts, TLS failures and 5xx answers move on to the next address; any other
     /// response is returned as it is, for the provider to interpret.
     /// - Throws: ``DNSError`` (the last failure, with every address tried in `servers`) or `CancellationError`.
-    func send(_ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger) async throws -> Response {
+    func send(_ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger) async throws -> Response
+    {
         let targets: [IPAddress?] = endpoint.bootstrapAddresses.isEmpty ? [nil] : endpoint.bootstrapAddresses
         var tried: [String] = []
         var lastError = DNSError(code: .internalError, message: "no address to try", host: host.name)
@@ -249,7 +250,9 @@ public final class HTTPDNSTransport: Sendable {
     /// leaves the stream out, a refused stream, a closed connection), it goes again on a new connection, up to three
     /// times: HTTP DNS queries have no side effects, and a server that restarts or limits requests per connection
     /// must not fail the lookups in flight.
-    private func http2Exchange(_ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String) async throws -> Response {
+    private func http2Exchange(_ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String) async throws
+        -> Response
+    {
         var attempt = 0
         while true {
             let connection = try await http2Connection(for: key, endpoint: endpoint)
@@ -259,7 +262,9 @@ public final class HTTPDNSTransport: Sendable {
                     server: server)
             } catch let error as HTTP2ConnectionLost where error.retryable && attempt < 3 {
                 attempt += 1
-                logger.debug("HTTP/2 connection lost, retrying on a new one", metadata: ["server": "\(server)", "error": "\(error)"])
+                logger.debug(
+                    "HTTP/2 connection lost, retrying on a new one",
+                    metadata: ["server": "\(server)", "error": "\(error)"])
             }
         }
     }
@@ -332,7 +337,9 @@ public final class HTTPDNSTransport: Sendable {
         let limit = configuration.maximumResponseBytes
         let timeout = configuration.requestTimeout
         let requestCopy = httpRequest
-        return try await withTimeLimit(timeout, orThrow: DNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")) {
+        return try await withTimeLimit(
+            timeout, orThrow: DNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")
+        ) {
             let response = try await client.execute(requestCopy, timeout: TimeAmount(timeout))
             if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                 throw NIOTooManyBytesError(maxBytes: limit)
@@ -368,7 +375,8 @@ public final class HTTPDNSTransport: Sendable {
             // bootstrap address or a bad certificate would hold up failover for that long.
             configuration.connectionPool.retryConnectionEstablishment = false
             if let address { configuration.dnsOverride = [endpoint.host: address.description] }
-            let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+            let client = HTTPClient(
+                eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
             state.clients[key] = client
             return client
         }
@@ -422,7 +430,9 @@ extension TLSConfiguration {
             do {
                 certificates = try NIOSSLCertificate.fromPEMFile(path)
             } catch {
-                throw DNSError(code: .invalidConfiguration, message: "cannot read trust root file \(path): \(error)", source: error)
+                throw DNSError(
+                    code: .invalidConfiguration, message: "cannot read trust root file \(path): \(error)", source: error
+                )
             }
             guard !certificates.isEmpty else {
                 throw DNSError(code: .invalidConfiguration, message: "trust root file \(path) holds no certificate")

@@ -12,7 +12,9 @@ import _CryptoExtras
 ///   supported.
 enum TencentHTTPDNS {
     /// The query for `host`, relative to the endpoint.
-    static func suffix(host: HostName, family: AddressFamily, account: String?, key: SymmetricKey?) throws(DNSError) -> String {
+    static func suffix(host: HostName, family: AddressFamily, account: String?, key: SymmetricKey?) throws(DNSError)
+        -> String
+    {
         var dn = host.name
         var extra = ""
         if let key {
@@ -73,7 +75,9 @@ enum TencentHTTPDNS {
         source: ResolutionSource
     ) throws(DNSError) -> [ResolvedAddress] {
         func malformed() -> DNSError {
-            DNSError(code: .badResponse, message: "the HTTPDNS answer \(HostName.printable(String(part))) is malformed", host: host.name)
+            DNSError(
+                code: .badResponse, message: "the HTTPDNS answer \(HostName.printable(String(part))) is malformed",
+                host: host.name)
         }
         if part == "0" || part.isEmpty { return [] }
         guard let comma = part.lastIndex(of: ","), let rawTTL = UInt64(part[part.index(after: comma)...]) else {
@@ -108,7 +112,8 @@ enum TencentHTTPDNS {
             let iv = try AES._CBC.IV(ivBytes: sealed.prefix(16))
             return Array(try AES._CBC.decrypt(sealed.dropFirst(16), using: key, iv: iv))
         } catch {
-            throw DNSError(code: .decryptionFailed, message: "the encrypted HTTPDNS answer does not decrypt with the key")
+            throw DNSError(
+                code: .decryptionFailed, message: "the encrypted HTTPDNS answer does not decrypt with the key")
         }
     }
 }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A name in an overrides file: an exact host name, or a wildcard `*.suffix` that matches every name ending in
@@ -30,7 +30,8 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
             let text = String(decoding: bytes, as: UTF8.self)
             throw DNSError(
                 code: .badName,
-                message: "invalid wildcard '\(HostName.printable(text))': only a leading '*.' is allowed, as in *.example.com",
+                message:
+                    "invalid wildcard '\(HostName.printable(text))': only a leading '*.' is allowed, as in *.example.com",
                 host: HostName.printable(text)
             )
         } else {
@@ -85,7 +86,8 @@ struct NameIndex<Value: Sendable>: Sendable {
 
     /// Every name with its value.
     var all: [(name: [UInt8], value: Value)] {
-        values.indices.compactMap { entry in values[entry].map { (Array(arena[starts[entry]..<starts[entry + 1]]), $0) } }
+        values.indices.compactMap { entry in values[entry].map { (Array(arena[starts[entry]..<starts[entry + 1]]), $0) }
+        }
     }
 
     /// The value for the name whose bytes are `name`.
@@ -134,7 +136,8 @@ struct NameIndex<Value: Sendable>: Sendable {
                                 let start = starts[entry]
                                 let length = starts[entry + 1] - start
                                 if length == name.count
-                                    && (length == 0 || memcmp(arena.baseAddress! + start, name.baseAddress!, length) == 0)
+                                    && (length == 0
+                                        || memcmp(arena.baseAddress! + start, name.baseAddress!, length) == 0)
                                 {
                                     return entry
                                 }
@@ -160,7 +163,9 @@ struct NameIndex<Value: Sendable>: Sendable {
         hashes = [Int](repeating: 0, count: capacity)
         entries = [Int32](repeating: -1, count: capacity)
         for entry in values.indices {
-            let hash = arena.withUnsafeBytes { Self.hash(UnsafeRawBufferPointer(rebasing: $0[starts[entry]..<starts[entry + 1]])) }
+            let hash = arena.withUnsafeBytes {
+                Self.hash(UnsafeRawBufferPointer(rebasing: $0[starts[entry]..<starts[entry + 1]]))
+            }
             insert(entry: entry, hash: hash)
         }
     }

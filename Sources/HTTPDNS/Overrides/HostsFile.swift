@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An overrides file in hosts(5) format: `IP name [name...]` a line, `#` starts a comment.
@@ -126,7 +126,9 @@ public struct HostsFile: Sendable {
                 guard let ip = IPAddress(literalBytes: field) else {
                     let text = String(decoding: field, as: UTF8.self)
                     let hint = text.contains("%") ? " (zone identifiers are not supported)" : ""
-                    return .problems([problem(column, "'\(HostName.printable(text))' is not an IPv4 or IPv6 address\(hint)")])
+                    return .problems([
+                        problem(column, "'\(HostName.printable(text))' is not an IPv4 or IPv6 address\(hint)")
+                    ])
                 }
                 address = ip
                 continue
@@ -139,8 +141,11 @@ public struct HostsFile: Sendable {
         }
         guard let address else { return .empty }
         if patterns.isEmpty && problems.isEmpty {
-            return .problems([problem(1 + (line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? 0),
-                "no host name after the address \(address)")])
+            return .problems([
+                problem(
+                    1 + (line.firstIndex { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } ?? 0),
+                    "no host name after the address \(address)")
+            ])
         }
         let entry = Entry(address: address, patterns: patterns, line: number)
         if problems.isEmpty { return .entry(entry) }
@@ -173,7 +178,8 @@ public struct HostsFile: Sendable {
 
 /// Reads whole files with a size cap.
 enum FileBytes {
-    static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(ConfigurationError) -> [UInt8] {
+    static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(ConfigurationError) -> [UInt8]
+    {
         func fail(_ reason: String) -> ConfigurationError {
             ConfigurationError(code: .unreadable, message: "\(path): \(reason)")
         }

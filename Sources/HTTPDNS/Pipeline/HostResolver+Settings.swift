@@ -79,7 +79,8 @@ extension HostResolver {
     /// - Throws: ``DNSError/Code/invalidConfiguration`` when the new settings cannot be built; nothing changed.
     public func apply(_ settings: ResolverSettings) throws(DNSError) {
         guard let files = localFiles.withLock({ $0 }) else {
-            throw DNSError(code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
+            throw DNSError(
+                code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
         let previous = files.settings
         let parts = files.fixedUpstreams ? nil : try Self.buildUpstreams(settings, logger: logger)
@@ -106,7 +107,9 @@ extension HostResolver {
         }
         // Lookups still on the old upstreams get their whole time before those close.
         let grace = Duration.milliseconds(
-            max(previous?.httpTimeoutMilliseconds ?? 0, (previous?.caresTimeoutMilliseconds ?? 0) * (previous?.caresTries ?? 1) * 2) + 500)
+            max(
+                previous?.httpTimeoutMilliseconds ?? 0,
+                (previous?.caresTimeoutMilliseconds ?? 0) * (previous?.caresTries ?? 1) * 2) + 500)
         retire(retired, after: grace)
         logger.notice("settings applied", metadata: ["sources": "\(settings.sources.map(\.rawValue))"])
     }
@@ -139,7 +142,8 @@ extension HostResolver {
                     for provider in settings.providers {
                         var configuration = try provider.resolverConfiguration()
                         configuration.budget = .milliseconds(settings.httpBudgetMilliseconds)
-                        let resolver = try HTTPDNSResolver(configuration: configuration, transport: transport, logger: logger)
+                        let resolver = try HTTPDNSResolver(
+                            configuration: configuration, transport: transport, logger: logger)
                         // Vendor APIs answer an empty list when they throttle too: their negatives are not trusted.
                         parts.upstreams.append(
                             Upstream(
@@ -150,8 +154,11 @@ extension HostResolver {
                 case .cares:
                     let resolver = try CAresResolver(options: .init(settings: settings), logger: logger)
                     parts.cleanups.append { resolver.shutdown() }
-                    let servers = settings.caresServers.isEmpty ? "system" : settings.caresServers.map(\.description).joined(separator: ",")
-                    parts.upstreams.append(Upstream(name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))"))
+                    let servers =
+                        settings.caresServers.isEmpty
+                        ? "system" : settings.caresServers.map(\.description).joined(separator: ",")
+                    parts.upstreams.append(
+                        Upstream(name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))"))
                 case .system:
                     parts.upstreams.append(try systemUpstream(settings, cleanups: &parts.cleanups))
                 case .overrides, .hosts, .cache:
@@ -179,7 +186,8 @@ extension HostResolver {
 
     /// The pipeline policy of `settings`.
     static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
-        let probing = settings.probeEnabled
+        let probing =
+            settings.probeEnabled
             ? Probing(
                 ports: settings.probePorts,
                 interval: .seconds(settings.probeIntervalSeconds),
@@ -225,7 +233,9 @@ final class LocalFiles: Sendable {
     /// Loads (and watches) the files `settings` name into the two layers; a layer not in the sources, or without a
     /// file, gets an empty table. Files that did not change keep their watchers.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` when the overrides file cannot be read.
-    func follow(_ settings: ResolverSettings, overrides: HostOverrides, hosts: HostOverrides, logger: Logger) throws(DNSError) {
+    func follow(_ settings: ResolverSettings, overrides: HostOverrides, hosts: HostOverrides, logger: Logger)
+        throws(DNSError)
+    {
         let interval = Duration.milliseconds(settings.reloadIntervalMilliseconds)
         let previous = state.withLock { $0.settings }
         let sameInterval = previous?.reloadIntervalMilliseconds == settings.reloadIntervalMilliseconds
@@ -237,7 +247,8 @@ final class LocalFiles: Sendable {
                 do {
                     newOverrides = .some(try overrides.watch(path: overridesPath, interval: interval, logger: logger))
                 } catch {
-                    throw DNSError(code: .invalidConfiguration, message: (error as? ConfigurationError)?.message ?? "\(error)")
+                    throw DNSError(
+                        code: .invalidConfiguration, message: (error as? ConfigurationError)?.message ?? "\(error)")
                 }
             } else {
                 newOverrides = .some(nil)
@@ -246,7 +257,8 @@ final class LocalFiles: Sendable {
         var newHosts: FileWatcher<OverrideTable>??
         if !(sameInterval && hostsPath == state.withLock({ $0.hosts?.path })) {
             // The system hosts file is read like the C library reads it: bad lines skipped, a missing file empty.
-            newHosts = .some(hostsPath.flatMap { try? hosts.watch(path: $0, interval: interval, strict: false, logger: logger) })
+            newHosts = .some(
+                hostsPath.flatMap { try? hosts.watch(path: $0, interval: interval, strict: false, logger: logger) })
         }
         let stale: [FileWatcher<OverrideTable>] = state.withLock { state in
             var stale: [FileWatcher<OverrideTable>] = []

@@ -33,18 +33,25 @@ struct ResolverMetrics: Sendable {
         probeDuration = Timer(label: "httpdns_probe_duration", factory: factory)
         var upstream: [String: (Timer, Timer)] = [:]
         for source in sources {
-            upstream[source] = (Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory))
+            upstream[source] = (
+                Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory)
+            )
         }
         self.upstream = upstream
     }
 
     private static func upstreamTimer(_ source: String, _ outcome: String, _ factory: any MetricsFactory) -> Timer {
-        Timer(label: "httpdns_upstream_duration", dimensions: [("source", source), ("outcome", outcome)], factory: factory)
+        Timer(
+            label: "httpdns_upstream_duration", dimensions: [("source", source), ("outcome", outcome)], factory: factory
+        )
     }
 
     /// Records how long asking `source` took.
     func recordUpstream(_ source: String, success: Bool, duration: Duration) {
-        let timers = upstream[source] ?? (Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory))
+        let timers =
+            upstream[source] ?? (
+                Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory)
+            )
         (success ? timers.success : timers.failure).recordNanoseconds(Self.nanoseconds(duration))
     }
 

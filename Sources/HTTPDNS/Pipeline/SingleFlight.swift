@@ -81,7 +81,8 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             self.finish(key, result)
         }
         if !started {
-            let error = optional
+            let error =
+                optional
                 ? DNSError(code: .internalError, message: "too much background work in flight; skipped")
                 : DNSError(code: .shutdown, message: "the resolver is shut down")
             finish(key, .failure(error))

@@ -69,10 +69,11 @@ package struct ConnectionRace: Sendable {
             }
             if started < addresses.count {
                 let delay = delay(after: addresses[index])
-                timers.append(Task {
-                    guard (try? await Task.sleep(for: delay)) != nil else { return }
-                    sink.yield(.delayPassed(index))
-                })
+                timers.append(
+                    Task {
+                        guard (try? await Task.sleep(for: delay)) != nil else { return }
+                        sink.yield(.delayPassed(index))
+                    })
             }
         }
         startNext()

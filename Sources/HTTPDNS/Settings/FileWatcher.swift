@@ -2,11 +2,11 @@ public import Logging
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Keeps a value loaded from a file and reloads it when the file changes: hot reload for the settings and
@@ -54,7 +54,8 @@ public final class FileWatcher<Value: Sendable>: Sendable {
         onChange: @escaping @Sendable (Value) -> Void = { _ in }
     ) throws {
         let identity = Self.identity(of: path)
-        self.init(path: path, initial: try load(path), identity: identity, logger: logger, load: load, onChange: onChange)
+        self.init(
+            path: path, initial: try load(path), identity: identity, logger: logger, load: load, onChange: onChange)
     }
 
     /// Starts from a value the caller already loaded (for example leniently, skipping bad lines) and reloads with
@@ -66,7 +67,9 @@ public final class FileWatcher<Value: Sendable>: Sendable {
         load: @escaping @Sendable (String) throws -> Value,
         onChange: @escaping @Sendable (Value) -> Void = { _ in }
     ) {
-        self.init(path: path, initial: initial, identity: Self.identity(of: path), logger: logger, load: load, onChange: onChange)
+        self.init(
+            path: path, initial: initial, identity: Self.identity(of: path), logger: logger, load: load,
+            onChange: onChange)
     }
 
     private init(
@@ -137,7 +140,8 @@ public final class FileWatcher<Value: Sendable>: Sendable {
             return true
         } catch {
             state.withLock { $0.failures += 1 }
-            logger.error("kept the last good configuration; \(path) was not applied: \(error)", metadata: ["file": "\(path)"])
+            logger.error(
+                "kept the last good configuration; \(path) was not applied: \(error)", metadata: ["file": "\(path)"])
             return false
         }
     }
@@ -152,7 +156,9 @@ public final class FileWatcher<Value: Sendable>: Sendable {
             // timespec's members are not reachable by name in every build configuration (the C module that
             // first declares the struct varies), so read its two words directly.
             seconds: withUnsafeBytes(of: info.st_mtim) { $0.load(as: Int.self) },
-            nanoseconds: withUnsafeBytes(of: info.st_mtim) { $0.load(fromByteOffset: MemoryLayout<Int>.size, as: Int.self) }
+            nanoseconds: withUnsafeBytes(of: info.st_mtim) {
+                $0.load(fromByteOffset: MemoryLayout<Int>.size, as: Int.self)
+            }
         )
     }
 }
@@ -171,7 +177,9 @@ extension HostOverrides {
     ///   - logger: Receives the result of each reload.
     /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
     /// - Throws: ``ConfigurationError`` when the file cannot be read the first time.
-    public func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<OverrideTable> {
+    public func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
+        OverrideTable
+    > {
         let first = try HostsFile(contentsOf: path)
         for diagnostic in first.diagnostics {
             logger.warning("hosts-format file line skipped", metadata: ["diagnostic": "\(diagnostic)"])
@@ -183,7 +191,8 @@ extension HostOverrides {
             load: { path in
                 let file = try HostsFile(contentsOf: path)
                 guard !strict || file.diagnostics.filter({ $0.severity == .error }).isEmpty else {
-                    throw ConfigurationError(code: .invalid, message: "\(path) has errors", diagnostics: file.diagnostics)
+                    throw ConfigurationError(
+                        code: .invalid, message: "\(path) has errors", diagnostics: file.diagnostics)
                 }
                 return file.table
             },

@@ -83,7 +83,9 @@ struct PositionedJSON: Sendable {
         }
 
         mutating func parseValue(depth: Int) throws(SyntaxError) -> PositionedJSON {
-            guard depth <= PositionedJSON.maximumDepth else { throw error("nesting deeper than \(PositionedJSON.maximumDepth) levels") }
+            guard depth <= PositionedJSON.maximumDepth else {
+                throw error("nesting deeper than \(PositionedJSON.maximumDepth) levels")
+            }
             guard index < bytes.count else { throw error("unexpected end of file; a value was expected") }
             let start = position
             switch bytes[index] {
@@ -106,7 +108,9 @@ struct PositionedJSON: Sendable {
                         throw SyntaxError(message: "duplicate key '\(HostName.printable(key))'", position: keyPosition)
                     }
                     skipWhitespace()
-                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("':' was expected after the key") }
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+                        throw error("':' was expected after the key")
+                    }
                     index += 1
                     skipWhitespace()
                     members.append((key, keyPosition, try parseValue(depth: depth + 1)))
@@ -172,7 +176,9 @@ struct PositionedJSON: Sendable {
             }
             let integerDigits = digits()
             guard integerDigits > 0 else { throw error("a digit was expected") }
-            if integerDigits > 1, bytes[index - integerDigits] == UInt8(ascii: "0") { throw error("numbers must not have leading zeros") }
+            if integerDigits > 1, bytes[index - integerDigits] == UInt8(ascii: "0") {
+                throw error("numbers must not have leading zeros")
+            }
             if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
                 isInteger = false
                 index += 1
@@ -181,11 +187,15 @@ struct PositionedJSON: Sendable {
             if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
                 isInteger = false
                 index += 1
-                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                    index += 1
+                }
                 guard digits() > 0 else { throw error("a digit was expected in the exponent") }
             }
             let text = String(decoding: bytes[begin..<index], as: UTF8.self)
-            guard let number = Double(text), number.isFinite else { throw SyntaxError(message: "number out of range", position: start) }
+            guard let number = Double(text), number.isFinite else {
+                throw SyntaxError(message: "number out of range", position: start)
+            }
             if isInteger, Int(exactly: number) == nil { isInteger = false }
             return PositionedJSON(value: .number(number, isInteger: isInteger), position: start)
         }
@@ -218,7 +228,9 @@ struct PositionedJSON: Sendable {
                     case UInt8(ascii: "u"):
                         var scalar = try hex4()
                         if (0xD800...0xDBFF).contains(scalar) {
-                            guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                            guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"),
+                                bytes[index + 1] == UInt8(ascii: "u")
+                            else {
                                 throw error("a lone surrogate in \\u escape")
                             }
                             index += 2

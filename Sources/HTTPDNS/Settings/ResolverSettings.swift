@@ -166,7 +166,9 @@ public struct ResolverSettings: Sendable, Hashable {
     ///   range, for example one set through an environment variable.
     public init(configReader config: ConfigReader) throws(DNSError) {
         func invalid(_ key: String, _ reason: String) -> DNSError {
-            DNSError(code: .invalidConfiguration, message: "setting \(key) (\(SettingKey.environmentVariable(for: key))): \(reason)")
+            DNSError(
+                code: .invalidConfiguration,
+                message: "setting \(key) (\(SettingKey.environmentVariable(for: key))): \(reason)")
         }
         func string(_ key: String, _ fallback: String) throws(DNSError) -> String {
             let value = config.string(forKey: ConfigKey(key)) ?? fallback
@@ -176,7 +178,9 @@ public struct ResolverSettings: Sendable, Hashable {
             return value
         }
         func int(_ key: String, _ fallback: Int) throws(DNSError) -> Int {
-            if let text = config.string(forKey: ConfigKey(key)), Int(text) == nil, config.int(forKey: ConfigKey(key)) == nil {
+            if let text = config.string(forKey: ConfigKey(key)), Int(text) == nil,
+                config.int(forKey: ConfigKey(key)) == nil
+            {
                 throw invalid(key, "'\(HostName.printable(text))' is not an integer")
             }
             let value = config.int(forKey: ConfigKey(key)) ?? fallback
@@ -208,7 +212,8 @@ public struct ResolverSettings: Sendable, Hashable {
             return values
         }
 
-        sources = try strings("sources.order", ["overrides", "hosts", "cache", "cares"]).compactMap(Source.init(rawValue:))
+        sources = try strings("sources.order", ["overrides", "hosts", "cache", "cares"]).compactMap(
+            Source.init(rawValue:))
         if let problem = Self.orderProblem(sources) { throw invalid("sources.order", problem) }
         race = try bool("sources.race", false)
         let file = try string("overrides.file", "")
@@ -219,12 +224,16 @@ public struct ResolverSettings: Sendable, Hashable {
         systemTTLSeconds = try int("system.ttlSeconds", 30)
         systemThreads = try int("system.threads", 4)
         reloadIntervalMilliseconds = try int("reload.intervalMs", 2000)
-        caresServers = try strings("cares.servers", []).map { text throws(DNSError) in try ServerAddress(parsing: text) }
+        caresServers = try strings("cares.servers", []).map { text throws(DNSError) in try ServerAddress(parsing: text)
+        }
         caresTimeoutMilliseconds = try int("cares.timeoutMs", 2000)
         caresTries = try int("cares.tries", 2)
         caresTCP = try bool("cares.tcp", false)
-        searchDomains = config.stringArray(forKey: ConfigKey("cares.search")) == nil ? nil : try strings("cares.search", [])
-        ndots = config.string(forKey: ConfigKey("cares.ndots")) == nil && config.int(forKey: ConfigKey("cares.ndots")) == nil
+        searchDomains =
+            config.stringArray(forKey: ConfigKey("cares.search")) == nil ? nil : try strings("cares.search", [])
+        ndots =
+            config.string(forKey: ConfigKey("cares.ndots")) == nil
+                && config.int(forKey: ConfigKey("cares.ndots")) == nil
             ? nil : try int("cares.ndots", 1)
         httpTimeoutMilliseconds = try int("httpdns.timeoutMs", 5000)
         httpBudgetMilliseconds = try int("httpdns.budgetMs", 5000)
@@ -254,7 +263,8 @@ public struct ResolverSettings: Sendable, Hashable {
                     method: method,
                     account: config.string(forKey: ConfigKey(prefix + "account")),
                     secretVariable: config.string(forKey: ConfigKey(prefix + "secretEnv")) ?? "HOSTSCTL_HTTPDNS_SECRET",
-                    allowPrivateAnswers: config.bool(forKey: ConfigKey(prefix + "allowPrivateAnswers")) ?? allowPrivateAnswers
+                    allowPrivateAnswers: config.bool(forKey: ConfigKey(prefix + "allowPrivateAnswers"))
+                        ?? allowPrivateAnswers
                 )
             )
         }
@@ -262,7 +272,9 @@ public struct ResolverSettings: Sendable, Hashable {
         cacheEnabled = try bool("cache.enabled", true)
         cacheMinTTL = try int("cache.minTtlSeconds", 30)
         cacheMaxTTL = try int("cache.maxTtlSeconds", 86_400)
-        guard cacheMinTTL <= cacheMaxTTL else { throw invalid("cache.minTtlSeconds", "is larger than cache.maxTtlSeconds") }
+        guard cacheMinTTL <= cacheMaxTTL else {
+            throw invalid("cache.minTtlSeconds", "is larger than cache.maxTtlSeconds")
+        }
         cacheNegativeTTL = try int("cache.negativeTtlSeconds", 30)
         cacheMaxStale = try int("cache.maxStaleSeconds", 86_400)
         let path = try string("cache.path", "")
@@ -274,8 +286,10 @@ public struct ResolverSettings: Sendable, Hashable {
         probeIntervalSeconds = try int("probe.intervalSeconds", 60)
         probeTimeoutMilliseconds = try int("probe.timeoutMs", 1000)
         dualStack = DualStackPolicy(rawValue: try string("dualStack.policy", "fastest")) ?? .fastest
-        interceptInclude = try strings("interception.include", []).map { text throws(DNSError) in try HostPattern(text) }
-        interceptExclude = try strings("interception.exclude", []).map { text throws(DNSError) in try HostPattern(text) }
+        interceptInclude = try strings("interception.include", []).map { text throws(DNSError) in try HostPattern(text)
+        }
+        interceptExclude = try strings("interception.exclude", []).map { text throws(DNSError) in try HostPattern(text)
+        }
         connectionAttemptDelayMilliseconds = try int("interception.connectionAttemptDelayMs", 250)
         proxyMode = ProxyMode(rawValue: try string("interception.proxy", "bypass")) ?? .bypass
         interceptTrustCA = try strings("interception.trustCA", [])
@@ -293,7 +307,8 @@ public struct ResolverSettings: Sendable, Hashable {
         if let index = sources.firstIndex(of: .overrides), index != 0 { return "overrides must come first" }
         let upstreams: Set<Source> = [.httpdns, .cares, .system]
         if let hosts = sources.firstIndex(of: .hosts),
-           sources[..<hosts].contains(where: { $0 != .overrides }) {
+            sources[..<hosts].contains(where: { $0 != .overrides })
+        {
             return "hosts must come right after overrides, before the cache and the upstreams"
         }
         if let cache = sources.firstIndex(of: .cache), sources[..<cache].contains(where: upstreams.contains) {
@@ -307,85 +322,130 @@ public struct ResolverSettings: Sendable, Hashable {
 
     /// Every settings key, documented.
     public static let keys: [SettingKey] = [
-        SettingKey("sources.order", .stringArray, default: "[\"overrides\", \"hosts\", \"cache\", \"cares\"]",
-                   "the layers in the order they are asked", allowed: Source.allCases.map(\.rawValue)),
-        SettingKey("sources.race", .bool, default: "false", "ask HTTP DNS and c-ares in parallel; the first good answer wins"),
-        SettingKey("sources.systemFallback", .bool, default: "true",
-                   "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
-        SettingKey("overrides.file", .string, default: "none", "hosts-format overrides file, relative to the settings file"),
+        SettingKey(
+            "sources.order", .stringArray, default: "[\"overrides\", \"hosts\", \"cache\", \"cares\"]",
+            "the layers in the order they are asked", allowed: Source.allCases.map(\.rawValue)),
+        SettingKey(
+            "sources.race", .bool, default: "false", "ask HTTP DNS and c-ares in parallel; the first good answer wins"),
+        SettingKey(
+            "sources.systemFallback", .bool, default: "true",
+            "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
+        SettingKey(
+            "overrides.file", .string, default: "none", "hosts-format overrides file, relative to the settings file"),
         SettingKey("overrides.ttl", .int, default: "60", "TTL of override answers, seconds", range: 0...86_400),
         SettingKey("hosts.file", .string, default: "/etc/hosts", "the system hosts file read by the hosts layer"),
-        SettingKey("system.ttlSeconds", .int, default: "30", "TTL given to the system resolver's answers, seconds",
-                   range: 0...86_400),
+        SettingKey(
+            "system.ttlSeconds", .int, default: "30", "TTL given to the system resolver's answers, seconds",
+            range: 0...86_400),
         SettingKey("system.threads", .int, default: "4", "most system resolver lookups at once", range: 1...256),
-        SettingKey("reload.intervalMs", .int, default: "2000", "how often edited files are picked up; 0 turns hot reload off",
-                   range: 0...3_600_000),
-        SettingKey("cares.servers", .stringArray, default: "[] (the system's)", "DNS servers as IP[:PORT] or [IPv6]:PORT",
-                   check: { text in (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP[:PORT]" : nil }),
+        SettingKey(
+            "reload.intervalMs", .int, default: "2000", "how often edited files are picked up; 0 turns hot reload off",
+            range: 0...3_600_000),
+        SettingKey(
+            "cares.servers", .stringArray, default: "[] (the system's)", "DNS servers as IP[:PORT] or [IPv6]:PORT",
+            check: { text in
+                (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP[:PORT]" : nil
+            }),
         SettingKey("cares.timeoutMs", .int, default: "2000", "per-try timeout, milliseconds", range: 1...3_600_000),
         SettingKey("cares.tries", .int, default: "2", "tries per query", range: 1...16),
         SettingKey("cares.tcp", .bool, default: "false", "query over TCP"),
-        SettingKey("cares.search", .stringArray, default: "the system's (resolv.conf, LOCALDOMAIN)",
-                   "search domains tried for short names, in order; [] turns search off",
-                   check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil }),
-        SettingKey("cares.ndots", .int, default: "the system's (resolv.conf, RES_OPTIONS; else 1)",
-                   "names with fewer dots try the search domains first", range: 0...15),
-        SettingKey("httpdns.providers", .stringArray, default: "[]", "HTTP DNS providers in the order they are tried",
-                   check: { text in
-                       text.isEmpty || !text.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
-                           ? "provider names are letters, digits, - and _" : nil
-                   }),
-        SettingKey("httpdns.timeoutMs", .int, default: "5000", "the time one HTTP exchange may take, milliseconds", range: 1...600_000),
-        SettingKey("httpdns.budgetMs", .int, default: "5000",
-                   "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
-                   range: 1...600_000),
-        SettingKey("httpdns.trustCA", .stringArray, default: "[]", "extra trusted CA PEM files (certificates are always verified)"),
-        SettingKey("httpdns.provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
-                   allowed: HTTPDNSPreset.apiNames),
-        SettingKey("httpdns.provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
-                   check: { text in
-                       do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as DNSError { return error.message } catch { return "\(error)" }
-                   }),
-        SettingKey("httpdns.provider.*.bootstrap", .stringArray, default: "[]", "fixed IPs for the endpoints' host names",
-                   check: { text in IPAddress(text) == nil ? "'\(HostName.printable(text))' is not an IP address" : nil }),
+        SettingKey(
+            "cares.search", .stringArray, default: "the system's (resolv.conf, LOCALDOMAIN)",
+            "search domains tried for short names, in order; [] turns search off",
+            check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil }
+        ),
+        SettingKey(
+            "cares.ndots", .int, default: "the system's (resolv.conf, RES_OPTIONS; else 1)",
+            "names with fewer dots try the search domains first", range: 0...15),
+        SettingKey(
+            "httpdns.providers", .stringArray, default: "[]", "HTTP DNS providers in the order they are tried",
+            check: { text in
+                text.isEmpty
+                    || !text.utf8.allSatisfy {
+                        $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                    }
+                    ? "provider names are letters, digits, - and _" : nil
+            }),
+        SettingKey(
+            "httpdns.timeoutMs", .int, default: "5000", "the time one HTTP exchange may take, milliseconds",
+            range: 1...600_000),
+        SettingKey(
+            "httpdns.budgetMs", .int, default: "5000",
+            "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
+            range: 1...600_000),
+        SettingKey(
+            "httpdns.trustCA", .stringArray, default: "[]",
+            "extra trusted CA PEM files (certificates are always verified)"),
+        SettingKey(
+            "httpdns.provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
+            allowed: HTTPDNSPreset.apiNames),
+        SettingKey(
+            "httpdns.provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
+            check: { text in
+                do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as DNSError {
+                    return error.message
+                } catch { return "\(error)" }
+            }),
+        SettingKey(
+            "httpdns.provider.*.bootstrap", .stringArray, default: "[]", "fixed IPs for the endpoints' host names",
+            check: { text in IPAddress(text) == nil ? "'\(HostName.printable(text))' is not an IP address" : nil }),
         SettingKey("httpdns.provider.*.method", .string, default: "get", "RFC 8484 method", allowed: ["get", "post"]),
         SettingKey("httpdns.provider.*.account", .string, default: "none", "vendor account ID"),
-        SettingKey("httpdns.provider.*.secretEnv", .string, default: "HOSTSCTL_HTTPDNS_SECRET",
-                   "the environment variable holding the provider's secret (never the secret itself)"),
-        SettingKey("httpdns.provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
-                   "accept private, loopback and link-local answers from this provider"),
-        SettingKey("guard.allowPrivateAnswers", .bool, default: "false", "the private-address guard's default for providers"),
-        SettingKey("guard.everyUpstream", .bool, default: "false",
-                   "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
+        SettingKey(
+            "httpdns.provider.*.secretEnv", .string, default: "HOSTSCTL_HTTPDNS_SECRET",
+            "the environment variable holding the provider's secret (never the secret itself)"),
+        SettingKey(
+            "httpdns.provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
+            "accept private, loopback and link-local answers from this provider"),
+        SettingKey(
+            "guard.allowPrivateAnswers", .bool, default: "false", "the private-address guard's default for providers"),
+        SettingKey(
+            "guard.everyUpstream", .bool, default: "false",
+            "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
         SettingKey("cache.enabled", .bool, default: "true", "use the IP cache"),
         SettingKey("cache.minTtlSeconds", .int, default: "30", "lower TTL bound", range: 0...604_800),
         SettingKey("cache.maxTtlSeconds", .int, default: "86400", "upper TTL bound", range: 1...604_800),
-        SettingKey("cache.negativeTtlSeconds", .int, default: "30", "how long NXDOMAIN / no data is cached", range: 0...86_400),
-        SettingKey("cache.maxStaleSeconds", .int, default: "86400", "how long past expiry an entry may be served",
-                   range: 0...2_592_000),
+        SettingKey(
+            "cache.negativeTtlSeconds", .int, default: "30", "how long NXDOMAIN / no data is cached", range: 0...86_400),
+        SettingKey(
+            "cache.maxStaleSeconds", .int, default: "86400", "how long past expiry an entry may be served",
+            range: 0...2_592_000),
         SettingKey("cache.path", .string, default: "$XDG_CACHE_HOME/hostsctl/cache.json", "the persisted cache file"),
         SettingKey("cache.maxHosts", .int, default: "10000", "most hosts kept (LRU)", range: 1...10_000_000),
-        SettingKey("cache.preResolve", .stringArray, default: "[]", "hosts resolved in the background at start",
-                   check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil }),
+        SettingKey(
+            "cache.preResolve", .stringArray, default: "[]", "hosts resolved in the background at start",
+            check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil }),
         SettingKey("probe.enabled", .bool, default: "true", "probe candidate IPs with TCP connects"),
         SettingKey("probe.ports", .intArray, default: "[443]", "ports probes connect to", range: 1...65_535),
-        SettingKey("probe.intervalSeconds", .int, default: "60", "least time between probes of one host", range: 1...86_400),
+        SettingKey(
+            "probe.intervalSeconds", .int, default: "60", "least time between probes of one host", range: 1...86_400),
         SettingKey("probe.timeoutMs", .int, default: "1000", "probe connect timeout, milliseconds", range: 1...60_000),
-        SettingKey("dualStack.policy", .string, default: "fastest", "address family order",
-                   allowed: DualStackPolicy.allCases.map(\.rawValue)),
-        SettingKey("interception.include", .stringArray, default: "[] (every host)", "hosts the URL protocol rewrites",
-                   check: { text in (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil }),
-        SettingKey("interception.exclude", .stringArray, default: "[]", "hosts the URL protocol never rewrites",
-                   check: { text in (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil }),
-        SettingKey("interception.connectionAttemptDelayMs", .int, default: "250",
-                   "connection race: start the next address when the best has not connected by then; 0 turns racing off",
-                   range: 0...60_000),
-        SettingKey("interception.trustCA", .stringArray, default: "[]",
-                   "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
-        SettingKey("interception.allowInsecureRedirects", .bool, default: "false", "follow redirects from https to http"),
-        SettingKey("interception.proxy", .string, default: "bypass",
-                   "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it",
-                   allowed: ProxyMode.allCases.map(\.rawValue)),
+        SettingKey(
+            "dualStack.policy", .string, default: "fastest", "address family order",
+            allowed: DualStackPolicy.allCases.map(\.rawValue)),
+        SettingKey(
+            "interception.include", .stringArray, default: "[] (every host)", "hosts the URL protocol rewrites",
+            check: { text in
+                (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil
+            }),
+        SettingKey(
+            "interception.exclude", .stringArray, default: "[]", "hosts the URL protocol never rewrites",
+            check: { text in
+                (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil
+            }),
+        SettingKey(
+            "interception.connectionAttemptDelayMs", .int, default: "250",
+            "connection race: start the next address when the best has not connected by then; 0 turns racing off",
+            range: 0...60_000),
+        SettingKey(
+            "interception.trustCA", .stringArray, default: "[]",
+            "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
+        SettingKey(
+            "interception.allowInsecureRedirects", .bool, default: "false", "follow redirects from https to http"),
+        SettingKey(
+            "interception.proxy", .string, default: "bypass",
+            "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it",
+            allowed: ProxyMode.allCases.map(\.rawValue)),
     ]
 }
 
@@ -410,6 +470,7 @@ extension ResolverSettings.Provider {
             let literal = (try? HTTPDNSEndpoint(url))?.hostIsIPAddress ?? false
             endpoints.append(try HTTPDNSEndpoint(url, bootstrapAddresses: literal ? [] : bootstrap))
         }
-        return HTTPDNSResolver.Configuration(name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers)
+        return HTTPDNSResolver.Configuration(
+            name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers)
     }
 }

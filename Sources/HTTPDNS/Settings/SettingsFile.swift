@@ -51,7 +51,8 @@ public struct SettingsFile: Sendable {
     public static func load(path: String?, environment: [String: String]? = nil) -> SettingsFile {
         let environment = environment ?? ProcessInfo.processInfo.environment
         guard let path else {
-            var result = SettingsFile(path: "defaults", settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+            var result = SettingsFile(
+                path: "defaults", settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
             result.applyEnvironment(environment, values: [:])
             return result
         }
@@ -59,9 +60,12 @@ public struct SettingsFile: Sendable {
         do {
             bytes = try FileBytes.contents(of: path, limit: maximumFileSize)
         } catch {
-            var result = SettingsFile(path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+            var result = SettingsFile(
+                path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
             result.diagnostics.append(
-                ConfigDiagnostic(file: path, line: 0, column: 0, message: "cannot read the settings file: \(error.message)", severity: .error))
+                ConfigDiagnostic(
+                    file: path, line: 0, column: 0, message: "cannot read the settings file: \(error.message)",
+                    severity: .error))
             result.isUnreadable = true
             return result
         }
@@ -71,10 +75,15 @@ public struct SettingsFile: Sendable {
     /// Checks and reads the bytes of a settings file that `path` names (for positions and relative paths).
     static func parse(_ bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        var result = SettingsFile(path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
-        func diagnose(_ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity = .error) {
+        var result = SettingsFile(
+            path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+        func diagnose(
+            _ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity = .error
+        ) {
             result.diagnostics.append(
-                ConfigDiagnostic(file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message, severity: severity))
+                ConfigDiagnostic(
+                    file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message,
+                    severity: severity))
         }
         let document: PositionedJSON
         do {
@@ -110,17 +119,20 @@ public struct SettingsFile: Sendable {
         // Environment variables for known keys; unknown HOSTSCTL_ variables are worth a warning.
         var known: [String: String] = [:]
         for key in ResolverSettings.keys where !key.path.contains("*") { known[key.environmentVariable] = key.path }
-        let providerNames = (values[AbsoluteConfigKey(["httpdns", "providers"])]?.content).flatMap { content -> [String]? in
-            if case .stringArray(let names) = content { return names }
-            return nil
-        } ?? []
+        let providerNames =
+            (values[AbsoluteConfigKey(["httpdns", "providers"])]?.content).flatMap { content -> [String]? in
+                if case .stringArray(let names) = content { return names }
+                return nil
+            } ?? []
         var secretVariables: Set<String> = ["HOSTSCTL_HTTPDNS_SECRET", "HOSTSCTL_CONFIG"]
         for name in providerNames {
             for key in ResolverSettings.keys where key.path.hasPrefix("httpdns.provider.*.") {
                 let concrete = key.path.replacingOccurrences(of: "*", with: name)
                 known[SettingKey.environmentVariable(for: concrete)] = concrete
             }
-            if case .string(let variable)? = values[AbsoluteConfigKey(["httpdns", "provider", name, "secretEnv"])]?.content {
+            if case .string(let variable)? = values[AbsoluteConfigKey(["httpdns", "provider", name, "secretEnv"])]?
+                .content
+            {
                 secretVariables.insert(variable)
             }
         }
@@ -162,8 +174,10 @@ public struct SettingsFile: Sendable {
             let path = components + [member.key]
             let dotted = path.joined(separator: ".")
             if member.key.lowercased() == "secret" || member.key.lowercased() == "key" && components.count == 3 {
-                diagnose(member.keyPosition, "'\(dotted)': secrets are never read from files; set secretEnv to the name of "
-                    + "an environment variable that holds it", .error)
+                diagnose(
+                    member.keyPosition,
+                    "'\(dotted)': secrets are never read from files; set secretEnv to the name of "
+                        + "an environment variable that holds it", .error)
                 continue
             }
             if let spec = ResolverSettings.keys.first(where: { $0.matches(path) }) {
@@ -173,7 +187,9 @@ public struct SettingsFile: Sendable {
                 }
             } else if ResolverSettings.keys.contains(where: { $0.hasPrefix(path) }) {
                 guard case .object = member.value.value else {
-                    diagnose(member.value.position, "'\(dotted)' must be an object, not \(member.value.value.typeName)", .error)
+                    diagnose(
+                        member.value.position, "'\(dotted)' must be an object, not \(member.value.value.typeName)",
+                        .error)
                     continue
                 }
                 check(member.value, components: path, values: &values, keys: &keys, diagnose: diagnose)
@@ -181,7 +197,8 @@ public struct SettingsFile: Sendable {
                 let siblings = ResolverSettings.keys.filter { $0.hasPrefix(components) }
                     .map { $0.path.split(separator: ".")[components.count] }
                 let known = Array(Set(siblings)).sorted().joined(separator: ", ")
-                diagnose(member.keyPosition, "unknown key '\(HostName.printable(dotted))'; known here: \(known)", .error)
+                diagnose(
+                    member.keyPosition, "unknown key '\(HostName.printable(dotted))'; known here: \(known)", .error)
             }
         }
     }
@@ -194,16 +211,23 @@ public struct SettingsFile: Sendable {
         diagnose: (PositionedJSON.Position?, String, ConfigDiagnostic.Severity) -> Void
     ) -> ConfigContent? {
         func wrongType() -> ConfigContent? {
-            diagnose(node.position, "'\(key)' must be \(spec.kind == .int ? "an integer" : spec.kind == .bool ? "true or false" : "a \(spec.kind.rawValue)"), not \(node.value.typeName)", .error)
+            diagnose(
+                node.position,
+                "'\(key)' must be \(spec.kind == .int ? "an integer" : spec.kind == .bool ? "true or false" : "a \(spec.kind.rawValue)"), not \(node.value.typeName)",
+                .error)
             return nil
         }
         switch (spec.kind, node.value) {
         case (.string, .string(let text)):
-            if let problem = spec.problem(with: text) { diagnose(node.position, "'\(key)': \(problem)", .error); return nil }
+            if let problem = spec.problem(with: text) {
+                diagnose(node.position, "'\(key)': \(problem)", .error); return nil
+            }
             return .string(text)
         case (.int, .number(let number, true)):
             let value = Int(number)
-            if let problem = spec.problem(with: value) { diagnose(node.position, "'\(key)': \(problem)", .error); return nil }
+            if let problem = spec.problem(with: value) {
+                diagnose(node.position, "'\(key)': \(problem)", .error); return nil
+            }
             return .int(value)
         case (.bool, .bool(let flag)):
             return .bool(flag)
@@ -214,7 +238,9 @@ public struct SettingsFile: Sendable {
                     diagnose(element.position, "'\(key)' must hold strings, not \(element.value.typeName)", .error)
                     return nil
                 }
-                if let problem = spec.problem(with: text) { diagnose(element.position, "'\(key)': \(problem)", .error); return nil }
+                if let problem = spec.problem(with: text) {
+                    diagnose(element.position, "'\(key)': \(problem)", .error); return nil
+                }
                 out.append(text)
             }
             return .stringArray(out)
@@ -225,7 +251,9 @@ public struct SettingsFile: Sendable {
                     diagnose(element.position, "'\(key)' must hold integers, not \(element.value.typeName)", .error)
                     return nil
                 }
-                if let problem = spec.problem(with: Int(number)) { diagnose(element.position, "'\(key)': \(problem)", .error); return nil }
+                if let problem = spec.problem(with: Int(number)) {
+                    diagnose(element.position, "'\(key)': \(problem)", .error); return nil
+                }
                 out.append(Int(number))
             }
             return .intArray(out)

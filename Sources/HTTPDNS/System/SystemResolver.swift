@@ -53,7 +53,8 @@ public final class SystemResolver: HostNameResolver {
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
-    public static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError> {
+    public static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError>
+    {
         var hints = addrinfo()
         switch family {
         case .ipv4: hints.ai_family = AF_INET
@@ -65,7 +66,8 @@ public final class SystemResolver: HostNameResolver {
         let status = getaddrinfo(host.name, nil, &hints, &list)
         guard status == 0 else {
             let reason = String(cString: gai_strerror(status))
-            return .failure(DNSError(code: code(forLookupStatus: status), message: "getaddrinfo: \(reason)", host: host.name))
+            return .failure(
+                DNSError(code: code(forLookupStatus: status), message: "getaddrinfo: \(reason)", host: host.name))
         }
         defer { freeaddrinfo(list) }
         var addresses: [ResolvedAddress] = []

@@ -62,8 +62,10 @@ final class BodyPump: NIOAsyncSequenceProducerDelegate {
             timer.cancel()
             if let error = failure {
                 // The reader sees the typed error, as from the rest of the front.
-                failure = pump.hasExpired
-                    ? InterceptionError(code: .timedOut, message: "the body did not arrive within the request's time limit", url: url)
+                failure =
+                    pump.hasExpired
+                    ? InterceptionError(
+                        code: .timedOut, message: "the body did not arrive within the request's time limit", url: url)
                     : PinnedTransport.interceptionError(error, url: url)
             }
             // The lease ends and the trace is out before the reader sees the end.

@@ -201,7 +201,8 @@ public final class HTTPDNSClient: Sendable {
         guard original.tlsConfiguration == nil else {
             throw InterceptionError(
                 code: .invalidRequest,
-                message: "a request's own tlsConfiguration is not taken (certificates are always checked for the real host); "
+                message:
+                    "a request's own tlsConfiguration is not taken (certificates are always checked for the real host); "
                     + "add trust roots with Configuration.additionalTrustRoots",
                 url: Redaction.url(original.url))
         }
@@ -218,14 +219,18 @@ public final class HTTPDNSClient: Sendable {
                     status: Int(response.status.code), location: response.headers.first(name: "Location"),
                     method: request.method.rawValue, from: url)
             else { return streamed }
-            if url.scheme?.lowercased() == "https", step.target.scheme?.lowercased() == "http", !configuration.allowsInsecureRedirects {
+            if url.scheme?.lowercased() == "https", step.target.scheme?.lowercased() == "http",
+                !configuration.allowsInsecureRedirects
+            {
                 throw InterceptionError(
-                    code: .insecureRedirect, message: "refused a redirect from https to \(step.target.absoluteString)", url: url.absoluteString)
+                    code: .insecureRedirect, message: "refused a redirect from https to \(step.target.absoluteString)",
+                    url: url.absoluteString)
             }
             redirects += 1
             guard redirects <= configuration.maximumRedirects else {
                 throw InterceptionError(
-                    code: .tooManyRedirects, message: "more than \(configuration.maximumRedirects) redirects", url: Redaction.url(original.url))
+                    code: .tooManyRedirects, message: "more than \(configuration.maximumRedirects) redirects",
+                    url: Redaction.url(original.url))
             }
             metrics.redirects.increment()
             await Self.discard(response.body)
@@ -244,7 +249,8 @@ public final class HTTPDNSClient: Sendable {
 
     /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
     private func send(
-        _ request: HTTPClientRequest, url: URL, host: String, deadline: NIODeadline, logger: Logger?, trace: inout RequestTrace
+        _ request: HTTPClientRequest, url: URL, host: String, deadline: NIODeadline, logger: Logger?,
+        trace: inout RequestTrace
     ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         let urlText = url.absoluteString
@@ -274,10 +280,12 @@ public final class HTTPDNSClient: Sendable {
         guard var components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else {
-            throw InterceptionError(code: .badURL, message: "not an absolute http or https URL", url: Redaction.url(text))
+            throw InterceptionError(
+                code: .badURL, message: "not an absolute http or https URL", url: Redaction.url(text))
         }
         guard scheme == "http" || scheme == "https" else {
-            throw InterceptionError(code: .unsupportedURL, message: "only http and https are handled", url: Redaction.url(text))
+            throw InterceptionError(
+                code: .unsupportedURL, message: "only http and https are handled", url: Redaction.url(text))
         }
         let lowered = host.lowercased()
         if lowered != host, IPAddress(host) == nil { components.percentEncodedHost = lowered }

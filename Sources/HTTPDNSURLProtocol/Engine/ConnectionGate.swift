@@ -111,7 +111,10 @@ final class ConnectionGate: Sendable {
         }
     }
 
-    private func queue(_ id: UInt64, _ continuation: CheckedContinuation<Void, any Error>, deadline: NIODeadline, on eventLoop: any EventLoop) {
+    private func queue(
+        _ id: UInt64, _ continuation: CheckedContinuation<Void, any Error>, deadline: NIODeadline,
+        on eventLoop: any EventLoop
+    ) {
         enum Outcome { case queued, admitted, cancelled }
         let outcome = state.withLock { state -> Outcome in
             if state.arriving.removeValue(forKey: id) == true { return .cancelled }

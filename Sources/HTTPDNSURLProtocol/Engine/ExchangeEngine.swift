@@ -38,7 +38,8 @@ struct ExchangeEngine: Sendable {
     /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
     ///   is not positive.
     init(
-        resolver: HostResolver, limits: PinnedTransport.Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        resolver: HostResolver, limits: PinnedTransport.Configuration, eventLoopGroup: any EventLoopGroup,
+        logger: Logger,
         metricsFactory: (any MetricsFactory)?
     ) throws(InterceptionError) {
         self.resolver = resolver
@@ -72,13 +73,15 @@ struct ExchangeEngine: Sendable {
                 ranked = try await withTimeLimit(
                     budget,
                     orThrow: InterceptionError(
-                        code: .timedOut, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
+                        code: .timedOut,
+                        message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
                 ) {
                     try await resolver.resolveRanked(host, family: .any, port: port)
                 }
             }
         } catch let error as DNSError {
-            throw InterceptionError(code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
+            throw InterceptionError(
+                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
         } catch let error as InterceptionError {
             throw error
         } catch {
@@ -91,7 +94,8 @@ struct ExchangeEngine: Sendable {
         hop.freshness = ranked.freshness
         hop.resolveTime = ContinuousClock.now - resolveStart
         var ordered = Array(ranked.addresses.prefix(1 + policy.maximumFailovers))
-        if let name, let winner = await raceIfUnproven(ordered, of: name, port: port, policy: policy, deadline: deadline),
+        if let name,
+            let winner = await raceIfUnproven(ordered, of: name, port: port, policy: policy, deadline: deadline),
             let index = ordered.firstIndex(where: { $0.ip == winner })
         {
             hop.raced = true
@@ -111,7 +115,8 @@ struct ExchangeEngine: Sendable {
         send: (IPAddress?) async throws -> (answer: Answer, headLatency: Duration)
     ) async throws(InterceptionError) -> Answer {
         guard NIODeadline.now() < deadline else {
-            throw InterceptionError(code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
+            throw InterceptionError(
+                code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
         }
         let sendStart = ContinuousClock.now
         var tried: [String] = []
@@ -121,12 +126,15 @@ struct ExchangeEngine: Sendable {
             let attemptStart = ContinuousClock.now
             do {
                 let (answer, headLatency) = try await send(candidate)
-                if let candidate, let name = candidates.name { resolver.reportFirstByte(to: candidate, of: name, latency: headLatency) }
+                if let candidate, let name = candidates.name {
+                    resolver.reportFirstByte(to: candidate, of: name, latency: headLatency)
+                }
                 hop.address = candidate
                 hop.elapsed = ContinuousClock.now - sendStart
                 return answer
             } catch {
-                let (code, message, retry) = Task.isCancelled
+                let (code, message, retry) =
+                    Task.isCancelled
                     ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
                 let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
                 // An invalid header is reported without its value (it may be a credential), and without the
@@ -134,7 +142,8 @@ struct ExchangeEngine: Sendable {
                 let failure = InterceptionError(
                     code: code, message: message, url: url, addressesTried: tried,
                     source: code == .invalidRequest ? nil : underlying)
-                hop.failedAttempts.append(.init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
+                hop.failedAttempts.append(
+                    .init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
                 if let candidate, let name = candidates.name, retry != .never || code == .certificateRejected {
                     resolver.reportFailure(to: candidate, of: name)
                 }
@@ -148,7 +157,8 @@ struct ExchangeEngine: Sendable {
                     hop.elapsed = ContinuousClock.now - sendStart
                     if retry == .afterSending, !mayRetry, index + 1 < addresses.count {
                         var final = failure
-                        final.message += "; the request may have reached the server, so a \(method) is not sent again to another address"
+                        final.message +=
+                            "; the request may have reached the server, so a \(method) is not sent again to another address"
                         throw final
                     }
                     throw failure
@@ -172,13 +182,15 @@ struct ExchangeEngine: Sendable {
         _ addresses: [RankedAddress], of name: HostName, port: Int, policy: Policy, deadline: NIODeadline
     ) async -> IPAddress? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
-        guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first, !best.isProven
+        guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,
+            !best.isProven
         else { return nil }
         // The race's connects count against the request's time too.
         let remaining = Duration.nanoseconds(max((deadline - NIODeadline.now()).nanoseconds, 0))
         guard remaining > .zero else { return nil }
         let race = ConnectionRace(
-            attemptDelay: policy.connectionAttemptDelay, connectTimeout: min(policy.connectTimeout, remaining), prober: prober)
+            attemptDelay: policy.connectionAttemptDelay, connectTimeout: min(policy.connectTimeout, remaining),
+            prober: prober)
         let resolver = self.resolver
         let winner = await race.run(addresses, port: port) { ip, outcome in
             switch outcome {

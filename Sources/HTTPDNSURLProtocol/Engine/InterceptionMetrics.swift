@@ -17,6 +17,7 @@ struct InterceptionMetrics: Sendable {
     }
 
     func failed(_ code: InterceptionError.Code) {
-        Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", code.description)], factory: factory).increment()
+        Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", code.description)], factory: factory)
+            .increment()
     }
 }

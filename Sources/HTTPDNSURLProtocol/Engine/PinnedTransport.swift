@@ -90,8 +90,11 @@ final class PinnedTransport: Sendable {
     private let closing = BackgroundClosers()
 
     init(configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger) throws(InterceptionError) {
-        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0, configuration.maximumConnectionsPerHost > 0 else {
-            throw InterceptionError(code: .invalidConfiguration, message: "the connect timeout and connection limits must be positive")
+        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0,
+            configuration.maximumConnectionsPerHost > 0
+        else {
+            throw InterceptionError(
+                code: .invalidConfiguration, message: "the connect timeout and connection limits must be positive")
         }
         let tls: TLSConfiguration
         do {
@@ -140,7 +143,8 @@ final class PinnedTransport: Sendable {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
         } catch {
             throw AttemptFailure(
-                underlying: Self.gateFailure(error, host: exchange.host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
+                underlying: Self.gateFailure(
+                    error, host: exchange.host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
         }
         defer { gate.leave() }
         let collector = ResponseCollector(limit: maximumResponseBytes)
@@ -203,7 +207,9 @@ final class PinnedTransport: Sendable {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
         } catch {
             release(key, client)
-            throw AttemptFailure(underlying: Self.gateFailure(error, host: host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
+            throw AttemptFailure(
+                underlying: Self.gateFailure(error, host: host, limit: configuration.maximumConnectionsPerHost),
+                requestSent: false)
         }
         let lease = StreamLease { [self] in
             gate.leave()
@@ -213,7 +219,9 @@ final class PinnedTransport: Sendable {
         let started = ContinuousClock.now
         var response: HTTPClientResponse
         if request.body == nil {
-            response = try await streamWithoutBody(request, client: client, deadline: deadline, url: url, lease: lease, watch: watch, logger: requestLogger)
+            response = try await streamWithoutBody(
+                request, client: client, deadline: deadline, url: url, lease: lease, watch: watch, logger: requestLogger
+            )
         } else {
             do {
                 response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
@@ -230,7 +238,8 @@ final class PinnedTransport: Sendable {
                 })
         }
         if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
-        return StreamedResponse(response: response, headLatency: ContinuousClock.now - started, lease: lease, watch: watch)
+        return StreamedResponse(
+            response: response, headLatency: ContinuousClock.now - started, lease: lease, watch: watch)
     }
 
     private func streamWithoutBody(
@@ -245,8 +254,10 @@ final class PinnedTransport: Sendable {
             throw AttemptFailure(underlying: error, requestSent: false)
         }
         let (body, source, demand) = StreamingDelegate.makeBody()
-        let delegate = StreamingDelegate(eventLoop: eventLoopGroup.next(), source: source, demand: demand, watch: watch, url: url)
-        let task = client.execute(request: wire, delegate: delegate, deadline: deadline, logger: requestLogger ?? logger)
+        let delegate = StreamingDelegate(
+            eventLoop: eventLoopGroup.next(), source: source, demand: demand, watch: watch, url: url)
+        let task = client.execute(
+            request: wire, delegate: delegate, deadline: deadline, logger: requestLogger ?? logger)
         demand.attach(task)
         task.futureResult.whenComplete { _ in lease.end() }
         do {
@@ -255,7 +266,8 @@ final class PinnedTransport: Sendable {
             } onCancel: {
                 task.cancel()
             }
-            return HTTPClientResponse(version: head.version, status: head.status, headers: head.headers, body: .stream(body))
+            return HTTPClientResponse(
+                version: head.version, status: head.status, headers: head.headers, body: .stream(body))
         } catch {
             throw AttemptFailure(underlying: error, requestSent: delegate.requestSent)
         }
@@ -264,7 +276,9 @@ final class PinnedTransport: Sendable {
     /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
     static func interceptionError(_ error: any Error, url: String) -> InterceptionError {
         if let error = error as? InterceptionError { return error }
-        if error is CancellationError { return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url) }
+        if error is CancellationError {
+            return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url)
+        }
         let (code, message, _) = classify(error)
         return InterceptionError(code: code, message: message, url: url, source: error)
     }
@@ -298,7 +312,9 @@ final class PinnedTransport: Sendable {
         case .deadlineExceeded:
             return InterceptionError(
                 code: .timedOut,
-                message: "every connection to \(host) stayed busy until the request's time ran out (at most \(limit) per address)")
+                message:
+                    "every connection to \(host) stayed busy until the request's time ran out (at most \(limit) per address)"
+            )
         }
     }
 
@@ -385,7 +401,8 @@ final class PinnedTransport: Sendable {
         configuration.httpVersion = .automatic
         if let address = key.address { configuration.dnsOverride = [key.host: address.description] }
         if let proxy = key.proxy { configuration.proxy = .server(host: proxy.host, port: proxy.port) }
-        return HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+        return HTTPClient(
+            eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
     }
 
     /// Maps an error from AsyncHTTPClient, NIO or the transport to an ``InterceptionError`` and says whether the
@@ -444,7 +461,10 @@ final class PinnedTransport: Sendable {
                 }
                 // Header names and values are checked before sending (``PinnedTransport/Exchange``); whatever else
                 // the client rejects is reported without its text, which may quote a header value.
-                return (.badServerResponse, "HTTP exchange failed (AsyncHTTPClient rejected the request or the answer)", .never)
+                return (
+                    .badServerResponse, "HTTP exchange failed (AsyncHTTPClient rejected the request or the answer)",
+                    .never
+                )
             }
         case let error as HTTPParserError:
             return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)

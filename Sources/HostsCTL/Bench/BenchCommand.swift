@@ -28,7 +28,9 @@ public struct BenchCommand: AsyncParsableCommand {
     public var names: [String] = []
 
     /// A file with more names, one per line.
-    @Option(name: .customLong("hosts-file"), help: ArgumentHelp("Also ask the names in FILE, one per line (# comments).", valueName: "FILE"))
+    @Option(
+        name: .customLong("hosts-file"),
+        help: ArgumentHelp("Also ask the names in FILE, one per line (# comments).", valueName: "FILE"))
     public var hostsFile: String?
 
     /// The sources to measure, in order.
@@ -44,7 +46,8 @@ public struct BenchCommand: AsyncParsableCommand {
     public var queries: Int?
 
     /// Seconds per source instead of a query count.
-    @Option(help: ArgumentHelp("Measure each source for this long instead of a number of queries.", valueName: "SECONDS"))
+    @Option(
+        help: ArgumentHelp("Measure each source for this long instead of a number of queries.", valueName: "SECONDS"))
     public var duration: Double?
 
     /// Queries in flight.
@@ -64,7 +67,9 @@ public struct BenchCommand: AsyncParsableCommand {
     public var json = false
 
     /// Write an HTML report.
-    @Option(help: ArgumentHelp("Also write a self-contained HTML report with a latency chart per source.", valueName: "FILE"))
+    @Option(
+        help: ArgumentHelp(
+            "Also write a self-contained HTML report with a latency chart per source.", valueName: "FILE"))
     public var html: String?
 
     /// Creates the command (used by the argument parser).
@@ -81,14 +86,20 @@ public struct BenchCommand: AsyncParsableCommand {
 
     /// Checks ranges and names before anything runs.
     public func validate() throws {
-        guard !names.isEmpty || hostsFile != nil else { throw ValidationError("Give at least one host name, or --hosts-file.") }
+        guard !names.isEmpty || hostsFile != nil else {
+            throw ValidationError("Give at least one host name, or --hosts-file.")
+        }
         for name in names { _ = try Self.hostName(name) }
         if queries != nil, duration != nil { throw ValidationError("Choose --queries or --duration, not both.") }
-        if let queries, !(1...100_000_000).contains(queries) { throw ValidationError("--queries must be between 1 and 100000000.") }
+        if let queries, !(1...100_000_000).contains(queries) {
+            throw ValidationError("--queries must be between 1 and 100000000.")
+        }
         if let duration, !(duration.isFinite && duration >= 0.1 && duration <= 86_400) {
             throw ValidationError("--duration must be between 0.1 and 86400 seconds.")
         }
-        guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be between 1 and 10000.") }
+        guard (1...10_000).contains(concurrency) else {
+            throw ValidationError("--concurrency must be between 1 and 10000.")
+        }
         guard (0...1_000_000).contains(warmup) else { throw ValidationError("--warmup must be between 0 and 1000000.") }
         if let html, html.isEmpty { throw ValidationError("--html needs a file name.") }
     }
@@ -104,7 +115,8 @@ public struct BenchCommand: AsyncParsableCommand {
         if let html {
             fflush(nil)  // the table first, then the note on standard error
             do {
-                try Data(BenchHTMLReport.render(report, version: HostsCTLVersion.current).utf8).write(to: URL(fileURLWithPath: html), options: .atomic)
+                try Data(BenchHTMLReport.render(report, version: HostsCTLVersion.current).utf8).write(
+                    to: URL(fileURLWithPath: html), options: .atomic)
             } catch {
                 throw ValidationError("cannot write \(html): \(error.localizedDescription)")
             }
@@ -126,7 +138,8 @@ public struct BenchCommand: AsyncParsableCommand {
     func measure(showProgress: Bool = false) async throws -> BenchReport {
         let hosts = try allHosts()
         let settings = try resolution.loadSettings()
-        let factory = BenchTargetFactory(settings: settings, options: resolution, concurrency: concurrency, logger: CommandLogging.logger())
+        let factory = BenchTargetFactory(
+            settings: settings, options: resolution, concurrency: concurrency, logger: CommandLogging.logger())
         let pending = try factory.pending(sources.isEmpty ? factory.defaultSources() : sources)
         if pending.contains(where: { $0.name.hasPrefix("pipeline") }) { try ResolutionOptions.checkOverrides(settings) }
         let plan = BenchPlan(length: length, concurrency: concurrency, warmup: warmup, family: family, hosts: hosts)
@@ -149,7 +162,8 @@ public struct BenchCommand: AsyncParsableCommand {
         case .duration: lengthText = "\(duration ?? 0) s"
         }
         let setup = BenchReport.Setup(
-            hosts: hosts.map(\.name), family: family.rawValue, concurrency: concurrency, warmup: warmup, length: lengthText, date: Date())
+            hosts: hosts.map(\.name), family: family.rawValue, concurrency: concurrency, warmup: warmup,
+            length: lengthText, date: Date())
         return BenchReport(setup: setup, results: results)
     }
 
@@ -164,7 +178,8 @@ public struct BenchCommand: AsyncParsableCommand {
                 throw ValidationError("cannot read the hosts file \(hostsFile): \(error.localizedDescription)")
             }
             for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let name = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
+                let name =
+                    line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
                     .trimmingCharacters(in: .whitespaces) ?? ""
                 guard !name.isEmpty else { continue }
                 do {

@@ -103,7 +103,9 @@ enum BenchEngine {
         var latenciesMs: [Double] = []
     }
 
-    private static func measure(_ target: BenchTarget, plan: BenchPlan, length: BenchPlan.Length, progress: BenchCounter) async -> BenchResult {
+    private static func measure(
+        _ target: BenchTarget, plan: BenchPlan, length: BenchPlan.Length, progress: BenchCounter
+    ) async -> BenchResult {
         let clock = ContinuousClock()
         let tickets = BenchCounter()
         let hosts = plan.hosts
@@ -173,4 +175,3 @@ enum BenchEngine {
         )
     }
 }
-

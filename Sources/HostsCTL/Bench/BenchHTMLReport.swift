@@ -14,7 +14,8 @@ enum BenchHTMLReport {
 
     static func render(_ report: BenchReport, version: String) -> String {
         let setup = report.setup
-        let axis = LogAxis(report.results.flatMap { result in [result.latenciesMs.first, result.latenciesMs.last].compactMap { $0 } })
+        let axis = LogAxis(
+            report.results.flatMap { result in [result.latenciesMs.first, result.latenciesMs.last].compactMap { $0 } })
         var html = """
             <!DOCTYPE html>
             <html xmlns="http://www.w3.org/1999/xhtml" lang="en">
@@ -41,7 +42,8 @@ enum BenchHTMLReport {
             <h1>hostsctl bench</h1>
 
             """
-        html += "<p>\(escape(setup.hosts.count == 1 ? "1 host" : "\(setup.hosts.count) hosts")): \(escape(hostList(setup.hosts))); "
+        html +=
+            "<p>\(escape(setup.hosts.count == 1 ? "1 host" : "\(setup.hosts.count) hosts")): \(escape(hostList(setup.hosts))); "
         html += "family \(escape(setup.family)); \(setup.concurrency) in flight; \(escape(setup.length)) per source"
         html += setup.warmup > 0 ? " after \(setup.warmup) warm-up queries" : ""
         html += ". hostsctl \(escape(version)), \(escape(ISO8601DateFormatter().string(from: setup.date))).</p>\n"
@@ -49,12 +51,14 @@ enum BenchHTMLReport {
         html += "<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th></tr>\n"
         for result in report.results {
             let cells = [
-                String(result.queries), BenchReport.percent(result.successRate), String(Int(result.queriesPerSecond.rounded())),
+                String(result.queries), BenchReport.percent(result.successRate),
+                String(Int(result.queriesPerSecond.rounded())),
                 BenchReport.milliseconds(result.percentile(0.5)), BenchReport.milliseconds(result.percentile(0.9)),
                 BenchReport.milliseconds(result.percentile(0.99)), BenchReport.milliseconds(result.maximum),
                 String(result.queries - result.ok),
             ]
-            html += "<tr><td>\(escape(result.source))</td>" + cells.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
+            html +=
+                "<tr><td>\(escape(result.source))</td>" + cells.map { "<td>\(escape($0))</td>" }.joined() + "</tr>\n"
         }
         html += "</table>\n"
         for result in report.results {
@@ -83,15 +87,18 @@ enum BenchHTMLReport {
         let total = max(result.latenciesMs.count, 1)
         let peak = max(Double(counts.max() ?? 0) / Double(total), 0.01)
         var svg = "<svg class=\"chart\" data-source=\"\(escape(result.source))\" xmlns=\"http://www.w3.org/2000/svg\" "
-        svg += "width=\"\(format(chartWidth))\" height=\"\(format(chartHeight))\" viewBox=\"0 0 \(format(chartWidth)) \(format(chartHeight))\" "
+        svg +=
+            "width=\"\(format(chartWidth))\" height=\"\(format(chartHeight))\" viewBox=\"0 0 \(format(chartWidth)) \(format(chartHeight))\" "
         svg += "role=\"img\" aria-label=\"latency distribution of \(escape(result.source))\">\n"
         svg += "<title>Latency distribution: \(escape(result.source))</title>\n"
         // Horizontal grid with the share of queries.
         for step in 0...4 {
             let y = top + plotHeight * (1 - Double(step) / 4)
             let label = String(format: "%.0f%%", peak * Double(step) / 4 * 100)
-            svg += "<line class=\"grid\" x1=\"\(format(left))\" y1=\"\(format(y))\" x2=\"\(format(left + plotWidth))\" y2=\"\(format(y))\"/>\n"
-            svg += "<text class=\"axis\" x=\"\(format(left - 6))\" y=\"\(format(y + 4))\" text-anchor=\"end\">\(label)</text>\n"
+            svg +=
+                "<line class=\"grid\" x1=\"\(format(left))\" y1=\"\(format(y))\" x2=\"\(format(left + plotWidth))\" y2=\"\(format(y))\"/>\n"
+            svg +=
+                "<text class=\"axis\" x=\"\(format(left - 6))\" y=\"\(format(y + 4))\" text-anchor=\"end\">\(label)</text>\n"
         }
         // Bars.
         let barWidth = plotWidth / Double(buckets)
@@ -101,25 +108,32 @@ enum BenchHTMLReport {
             let x = left + Double(index) * barWidth
             svg += "<rect class=\"bar\" x=\"\(format(x + 0.5))\" y=\"\(format(top + plotHeight - height))\" "
             svg += "width=\"\(format(max(barWidth - 1, 0.5)))\" height=\"\(format(height))\">"
-            svg += "<title>\(count) queries from \(BenchReport.milliseconds(axis.value(at: Double(index) / Double(buckets)))) ms</title></rect>\n"
+            svg +=
+                "<title>\(count) queries from \(BenchReport.milliseconds(axis.value(at: Double(index) / Double(buckets)))) ms</title></rect>\n"
         }
         // The latency axis.
         for tick in axis.ticks() {
             let x = left + plotWidth * axis.position(tick)
-            svg += "<line class=\"grid\" x1=\"\(format(x))\" y1=\"\(format(top + plotHeight))\" x2=\"\(format(x))\" y2=\"\(format(top + plotHeight + 4))\"/>\n"
-            svg += "<text class=\"axis\" x=\"\(format(x))\" y=\"\(format(top + plotHeight + 16))\" text-anchor=\"middle\">\(tickLabel(tick))</text>\n"
+            svg +=
+                "<line class=\"grid\" x1=\"\(format(x))\" y1=\"\(format(top + plotHeight))\" x2=\"\(format(x))\" y2=\"\(format(top + plotHeight + 4))\"/>\n"
+            svg +=
+                "<text class=\"axis\" x=\"\(format(x))\" y=\"\(format(top + plotHeight + 16))\" text-anchor=\"middle\">\(tickLabel(tick))</text>\n"
         }
-        svg += "<text class=\"axis\" x=\"\(format(left + plotWidth / 2))\" y=\"\(format(chartHeight - 6))\" text-anchor=\"middle\">latency (ms, log scale)</text>\n"
+        svg +=
+            "<text class=\"axis\" x=\"\(format(left + plotWidth / 2))\" y=\"\(format(chartHeight - 6))\" text-anchor=\"middle\">latency (ms, log scale)</text>\n"
         // Percentile marks.
         for (name, fraction) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
             guard let value = result.percentile(fraction) else { continue }
             let x = left + plotWidth * axis.position(value)
-            svg += "<line class=\"mark \(name)\" x1=\"\(format(x))\" y1=\"\(format(top))\" x2=\"\(format(x))\" y2=\"\(format(top + plotHeight))\"/>\n"
-            svg += "<text class=\"label\" x=\"\(format(x + 3))\" y=\"\(format(top + 10 + (name == "p50" ? 0 : name == "p90" ? 12 : 24)))\">"
+            svg +=
+                "<line class=\"mark \(name)\" x1=\"\(format(x))\" y1=\"\(format(top))\" x2=\"\(format(x))\" y2=\"\(format(top + plotHeight))\"/>\n"
+            svg +=
+                "<text class=\"label\" x=\"\(format(x + 3))\" y=\"\(format(top + 10 + (name == "p50" ? 0 : name == "p90" ? 12 : 24)))\">"
             svg += "\(name) \(BenchReport.milliseconds(value))</text>\n"
         }
         if result.latenciesMs.isEmpty {
-            svg += "<text class=\"axis\" x=\"\(format(left + plotWidth / 2))\" y=\"\(format(top + plotHeight / 2))\" text-anchor=\"middle\">no successful query</text>\n"
+            svg +=
+                "<text class=\"axis\" x=\"\(format(left + plotWidth / 2))\" y=\"\(format(top + plotHeight / 2))\" text-anchor=\"middle\">no successful query</text>\n"
         }
         svg += "</svg>\n"
         return svg

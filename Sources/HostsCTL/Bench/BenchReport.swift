@@ -54,7 +54,9 @@ struct BenchReport: Sendable {
         }
         var out = TextTable.render(header: header, rows: rows, indent: 0, rightAligned: Set(1..<header.count))
         for result in results where !result.errors.isEmpty {
-            out += "errors (\(result.source)): " + result.sortedErrors.map { "\($0.code) \($0.count)" }.joined(separator: ", ") + "\n"
+            out +=
+                "errors (\(result.source)): "
+                + result.sortedErrors.map { "\($0.code) \($0.count)" }.joined(separator: ", ") + "\n"
         }
         return out
     }
@@ -72,6 +74,8 @@ struct BenchReport: Sendable {
 extension BenchResult {
     /// The errors, most frequent first (then by code), for stable output.
     var sortedErrors: [(code: String, count: Int)] {
-        errors.map { (code: $0.key, count: $0.value) }.sorted { $0.count != $1.count ? $0.count > $1.count : $0.code < $1.code }
+        errors.map { (code: $0.key, count: $0.value) }.sorted {
+            $0.count != $1.count ? $0.count > $1.count : $0.code < $1.code
+        }
     }
 }

@@ -85,14 +85,18 @@ struct BenchTargetFactory {
                 result.append(Pending(name: "httpdns", make: commandLineService))
             case .httpdns:
                 guard !settings.providers.isEmpty else {
-                    throw ValidationError("--source httpdns needs --doh, --httpdns, --provider or providers in the settings (httpdns.providers).")
+                    throw ValidationError(
+                        "--source httpdns needs --doh, --httpdns, --provider or providers in the settings (httpdns.providers)."
+                    )
                 }
                 for provider in settings.providers {
                     result.append(Pending(name: provider.name) { try self.provider(provider) })
                 }
             case .provider(let name):
                 guard let provider = settings.providers.first(where: { $0.name == name }) else {
-                    let known = ["system", "cares", "httpdns", "pipeline-cold", "pipeline-warm"] + settings.providers.map(\.name)
+                    let known =
+                        ["system", "cares", "httpdns", "pipeline-cold", "pipeline-warm"]
+                        + settings.providers.map(\.name)
                     throw ValidationError("'\(name)' is not a source; use one of: \(known.joined(separator: ", ")).")
                 }
                 result.append(Pending(name: name) { try self.provider(provider) })
@@ -108,25 +112,32 @@ struct BenchTargetFactory {
 
     private func system() throws -> BenchTarget {
         let resolver = try ResolveCommand.usage { try SystemResolver(threads: min(concurrency, 256)) }
-        return BenchTarget(name: "system", executor: nil, resolve: { host, family in
-            _ = try await resolver.resolve(host, family: family)
-        }, close: { await resolver.shutdown() })
+        return BenchTarget(
+            name: "system", executor: nil,
+            resolve: { host, family in
+                _ = try await resolver.resolve(host, family: family)
+            }, close: { await resolver.shutdown() })
     }
 
     private func cares() throws -> BenchTarget {
         let resolver = try ResolveCommand.usage {
             try CAresResolver(options: .init(settings: settings), logger: logger)
         }
-        return BenchTarget(name: "cares", executor: resolver.executor, resolve: { host, family in
-            _ = try await resolver.resolve(host, family: family)
-        }, close: { resolver.shutdown() })
+        return BenchTarget(
+            name: "cares", executor: resolver.executor,
+            resolve: { host, family in
+                _ = try await resolver.resolve(host, family: family)
+            }, close: { resolver.shutdown() })
     }
 
     private func commandLineService() throws -> BenchTarget {
-        let (resolver, transport) = try options.httpDNS.makeResolver(timeout: .milliseconds(settings.httpTimeoutMilliseconds))
-        return BenchTarget(name: "httpdns", executor: nil, resolve: { host, family in
-            _ = try await resolver.resolve(host, family: family)
-        }, close: { await transport.shutdown() })
+        let (resolver, transport) = try options.httpDNS.makeResolver(
+            timeout: .milliseconds(settings.httpTimeoutMilliseconds))
+        return BenchTarget(
+            name: "httpdns", executor: nil,
+            resolve: { host, family in
+                _ = try await resolver.resolve(host, family: family)
+            }, close: { await transport.shutdown() })
     }
 
     private func provider(_ provider: ResolverSettings.Provider) throws -> BenchTarget {
@@ -138,10 +149,13 @@ struct BenchTargetFactory {
                 )
             )
             do {
-                let resolver = try HTTPDNSResolver(configuration: try provider.resolverConfiguration(), transport: transport, logger: logger)
-                return BenchTarget(name: provider.name, executor: nil, resolve: { host, family in
-                    _ = try await resolver.resolve(host, family: family)
-                }, close: { await transport.shutdown() })
+                let resolver = try HTTPDNSResolver(
+                    configuration: try provider.resolverConfiguration(), transport: transport, logger: logger)
+                return BenchTarget(
+                    name: provider.name, executor: nil,
+                    resolve: { host, family in
+                        _ = try await resolver.resolve(host, family: family)
+                    }, close: { await transport.shutdown() })
             } catch {
                 Task { await transport.shutdown() }
                 throw error
@@ -162,19 +176,23 @@ struct BenchTargetFactory {
         let resolver: HostResolver
         do {
             resolver = try ResolveCommand.usage {
-                try HostResolver(settings: settings, upstreams: upstreams, prober: nil, logger: logger, persistingCache: false)
+                try HostResolver(
+                    settings: settings, upstreams: upstreams, prober: nil, logger: logger, persistingCache: false)
             }
         } catch {
             if let transport { Task { await transport.shutdown() } }
             throw error
         }
         let name = warm ? "pipeline-warm" : "pipeline-cold"
-        var target = BenchTarget(name: name, executor: nil, resolve: { host, family in
-            _ = try await resolver.resolveRanked(host, family: family)
-        }, close: {
-            await resolver.shutdown()
-            await transport?.shutdown()
-        })
+        var target = BenchTarget(
+            name: name, executor: nil,
+            resolve: { host, family in
+                _ = try await resolver.resolveRanked(host, family: family)
+            },
+            close: {
+                await resolver.shutdown()
+                await transport?.shutdown()
+            })
         if warm {
             target.prepare = { hosts, family in
                 for host in hosts { _ = try? await resolver.resolveRanked(host, family: family) }
