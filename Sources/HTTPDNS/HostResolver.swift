@@ -182,6 +182,9 @@ public final class HostResolver: HostNameResolver {
     public let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
     public let cache: HostCache?
+    /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
+    /// interceptors and clients made on this resolver; closed at ``shutdown()``.
+    package let clientPool: PinnedClientPool
     /// The policy.
     public var configuration: Configuration { pipeline.withLock { $0.configuration } }
     let pipeline: Locked<Pipeline>
@@ -216,7 +219,7 @@ public final class HostResolver: HostNameResolver {
     ///   - logger: Where the resolver logs; nothing is logged by default.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - onShutdown: Work run at the end of ``shutdown()``, e.g. closing upstreams the caller handed over.
-    public init(
+    public convenience init(
         upstreams: [Upstream],
         overrides: HostOverrides? = nil,
         hosts: HostOverrides? = nil,
@@ -228,6 +231,27 @@ public final class HostResolver: HostNameResolver {
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
     ) {
+        self.init(
+            upstreams: upstreams, overrides: overrides, hosts: hosts, fallback: fallback, cache: cache, prober: prober,
+            configuration: configuration, logger: logger, metricsFactory: metricsFactory, onShutdown: onShutdown,
+            clientPool: PinnedClientPool(logger: logger))
+    }
+
+    /// Creates a resolver from its parts and the client pool its HTTP users share.
+    package init(
+        upstreams: [Upstream],
+        overrides: HostOverrides?,
+        hosts: HostOverrides?,
+        fallback: Upstream?,
+        cache: HostCache?,
+        prober: (any ConnectProber)?,
+        configuration: Configuration,
+        logger: Logger,
+        metricsFactory: (any MetricsFactory)?,
+        onShutdown: [@Sendable () async -> Void],
+        clientPool: PinnedClientPool
+    ) {
+        self.clientPool = clientPool
         self.pipeline = Locked(Pipeline(upstreams: upstreams, fallback: fallback, configuration: configuration))
         self.overrides = overrides
         self.hosts = hosts
@@ -842,5 +866,6 @@ public final class HostResolver: HostNameResolver {
         saveCache()
         let cleanups = self.cleanups.withLock { $0 }
         for cleanup in cleanups { await cleanup() }
+        await clientPool.shutdown()
     }
 }

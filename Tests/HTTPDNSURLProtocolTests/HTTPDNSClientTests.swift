@@ -352,4 +352,58 @@ struct HTTPDNSClientTests {
             await server.stop()
         }
     }
+
+    @Test("a resolver built from settings lends one client pool to its HTTP DNS upstream and to the clients made on it")
+    func oneSharedPool() async throws {
+        let doh = try await LocalHTTPServer(handler: FakeHTTPDNS.dnsJSON())
+        let app = try await LocalHTTPServer(host: "127.0.0.7", handler: echo)
+        let files = try TemporaryFiles()
+        try await withCleanup { () async throws in
+            let path = try files.write(
+                "hostsctl.json",
+                """
+                {
+                  "sources": { "order": ["overrides", "cache", "httpdns"], "systemFallback": false },
+                  "reload": { "intervalMs": 0 },
+                  "probe": { "enabled": false },
+                  "httpdns": {
+                    "providers": ["json"],
+                    "provider": { "json": { "api": "doh-json", "urls": ["\(doh.url)/resolve"] } }
+                  }
+                }
+                """)
+            let settings = try SettingsFile.load(path: path, environment: [:]).get()
+            let resolver = try HostResolver(settings: settings, prober: nil, persistingCache: false)
+            _ = try await resolver.resolve(try HostName("multi.test"), family: .ipv4)
+            #expect(resolver.clientPool.clientCount() == 1, "HTTP DNS over HTTP/1.1 took its client from the pool")
+
+            // Other client settings than HTTP DNS's (with the same ones the two would share clients too).
+            var configuration = HTTPDNSClient.Configuration()
+            configuration.connectTimeout = .seconds(3)
+            let client = try HTTPDNSClient(resolver: resolver, configuration: configuration)
+            resolver.overrides?.set([IPAddress("127.0.0.7")!], for: try HostPattern("app.test"))
+            let response = try await client.execute(
+                HTTPClientRequest(url: "http://app.test:\(app.port)/shared"), timeout: .seconds(30))
+            let body = String(buffer: try await response.body.collect(upTo: 1 << 20))
+            #expect(body.hasPrefix("GET /shared host=app.test:\(app.port) "))
+            #expect(client.pinnedClientCount == 1)
+            #expect(resolver.clientPool.clientCount() == 2, "one pool holds both users' clients")
+
+            await client.shutdown()
+            #expect(resolver.clientPool.clientCount() == 1, "the client's shutdown closes only its own clients")
+            let more = try await resolver.resolve(try HostName("v4only.test"), family: .ipv4)
+            #expect(more.addresses.map(\.ip) == [IPAddress("192.0.2.10")!], "HTTP DNS keeps working")
+            await #expect(throws: InterceptionError.self) {
+                _ = try await client.execute(
+                    HTTPClientRequest(url: "http://app.test:\(app.port)/"), timeout: .seconds(5))
+            }
+
+            await resolver.shutdown()
+            #expect(resolver.clientPool.clientCount() == 0)
+        } cleanup: {
+            await app.stop()
+            await doh.stop()
+            _ = files
+        }
+    }
 }

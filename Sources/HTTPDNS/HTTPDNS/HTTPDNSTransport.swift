@@ -92,7 +92,6 @@ public final class HTTPDNSTransport: Sendable {
     }
 
     private struct State {
-        var clients: [PinKey: HTTPClient] = [:]
         var http2: [PinKey: HTTP2Slot] = [:]
         /// Targets whose server did not select HTTP/2: they are asked over HTTP/1.1.
         var http1Only: Set<PinKey> = []
@@ -102,7 +101,11 @@ public final class HTTPDNSTransport: Sendable {
 
     /// The settings this transport was created with.
     public let configuration: Configuration
-    private let tlsConfiguration: TLSConfiguration
+    /// Where the HTTP/1.1 clients come from: the resolver's pool when built from settings, else one of its own.
+    private let pool: PinnedClientPool
+    private let ownsPool: Bool
+    /// This transport's client settings in the pool.
+    private let profile: PinnedClientPool.Profile
     /// The same trust and TLS floor, offering only `h2` in ALPN, for ``HTTP2DNSConnection``.
     private let http2Context: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
@@ -116,10 +119,20 @@ public final class HTTPDNSTransport: Sendable {
     ///   - logger: For connection-level events; request logs go to the resolver's logger.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` when a trust-root file cannot be read or holds no
     ///   certificate, or a timeout is not positive.
-    public init(
+    public convenience init(
         configuration: Configuration = .default,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.transport", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(DNSError) {
+        try self.init(
+            configuration: configuration, pool: PinnedClientPool(eventLoopGroup: eventLoopGroup, logger: logger),
+            ownsPool: true, eventLoopGroup: eventLoopGroup, logger: logger)
+    }
+
+    /// A transport whose HTTP/1.1 clients come from `pool`, which it shuts down at ``shutdown()`` when it `ownsPool`.
+    package init(
+        configuration: Configuration, pool: PinnedClientPool, ownsPool: Bool, eventLoopGroup: any EventLoopGroup,
+        logger: Logger
     ) throws(DNSError) {
         guard configuration.requestTimeout > .zero, configuration.connectTimeout > .zero,
             configuration.maximumResponseBytes > 0
@@ -137,20 +150,27 @@ public final class HTTPDNSTransport: Sendable {
         } catch {
             throw DNSError(code: .invalidConfiguration, message: "cannot set up TLS: \(error)", source: error)
         }
+        let profile = PinnedClientPool.Profile(
+            trustRoots: configuration.additionalTrustRoots, connectTimeout: configuration.connectTimeout,
+            idleConnectionTimeout: configuration.idleConnectionTimeout, maximumConnectionsPerHost: 8,
+            maximumClients: 64)
+        try pool.register(profile)
         self.configuration = configuration
-        self.tlsConfiguration = tls
+        self.pool = pool
+        self.ownsPool = ownsPool
+        self.profile = profile
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
     }
 
     deinit {
-        // AsyncHTTPClient requires an explicit shutdown; a transport dropped without one still closes its
-        // connections. The clients stay alive until their shutdown completes.
-        let (clients, http2) = state.withLock { state in
-            state.isShutdown ? ([], []) : (Array(state.clients.values), Array(state.http2.values))
+        // A transport dropped without shutdown() still closes its connections: its HTTP/2 connections here, its
+        // HTTP/1.1 clients through the pool (which closes them itself when this transport owned it).
+        let (http2, open) = state.withLock { state in
+            state.isShutdown ? ([], false) : (Array(state.http2.values), true)
         }
-        for client in clients { client.shutdown { _ in } }
         for slot in http2 { Self.close(slot) }
+        if open, !ownsPool { pool.unregister(profile) }
     }
 
     private static func close(_ slot: HTTP2Slot) {
@@ -162,13 +182,12 @@ public final class HTTPDNSTransport: Sendable {
 
     /// Closes every connection. Later requests fail with ``DNSError/Code/shutdown``. Calling it twice is harmless.
     public func shutdown() async {
-        let (clients, http2) = state.withLock { state in
-            state.isShutdown = true
+        let (http2, first) = state.withLock { state in
             defer {
-                state.clients.removeAll()
+                state.isShutdown = true
                 state.http2.removeAll()
             }
-            return (Array(state.clients.values), Array(state.http2.values))
+            return (Array(state.http2.values), !state.isShutdown)
         }
         for slot in http2 {
             switch slot {
@@ -178,8 +197,12 @@ public final class HTTPDNSTransport: Sendable {
                 try? await connection.channel.close()
             }
         }
-        for client in clients {
-            do { try await client.shutdown() } catch { logger.debug("HTTP client shutdown: \(error)") }
+        guard first else { return }
+        if ownsPool {
+            await pool.shutdown()
+        } else {
+            pool.unregister(profile)
+            await pool.waitForClosing()
         }
     }
 
@@ -325,7 +348,15 @@ public final class HTTPDNSTransport: Sendable {
         address: IPAddress?,
         server: String
     ) async throws -> Response {
-        let client = try client(for: endpoint, address: address)
+        let lease: PinnedClientPool.Lease
+        do {
+            guard !state.withLock({ $0.isShutdown }) else { throw PinnedClientPool.Closed() }
+            lease = try pool.acquire(.init(host: endpoint.host, address: address), profile: profile)
+        } catch {
+            throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+        }
+        defer { pool.release(lease) }
+        let client = lease.client
         var httpRequest = HTTPClientRequest(url: endpoint.url + request.suffix)
         httpRequest.method = request.method
         for (name, value) in request.headers { httpRequest.headers.add(name: name, value: value) }
@@ -354,34 +385,6 @@ public final class HTTPDNSTransport: Sendable {
         }
     }
 
-    /// The client for a connection target, created on first use.
-    private func client(for endpoint: HTTPDNSEndpoint, address: IPAddress?) throws -> HTTPClient {
-        let key = PinKey(host: endpoint.host, address: address)
-        return try state.withLock { state in
-            guard !state.isShutdown else {
-                throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
-            }
-            if let client = state.clients[key] { return client }
-            var configuration = HTTPClient.Configuration(
-                tlsConfiguration: tlsConfiguration,
-                redirectConfiguration: .disallow,
-                timeout: .init(connect: TimeAmount(self.configuration.connectTimeout)),
-                connectionPool: .init(idleTimeout: TimeAmount(self.configuration.idleConnectionTimeout)),
-                proxy: nil,
-                decompression: .disabled
-            )
-            configuration.httpVersion = .automatic
-            // AsyncHTTPClient would retry a failed connect with backoff until the connect timeout: a refused
-            // bootstrap address or a bad certificate would hold up failover for that long.
-            configuration.connectionPool.retryConnectionEstablishment = false
-            if let address { configuration.dnsOverride = [endpoint.host: address.description] }
-            let client = HTTPClient(
-                eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
-            state.clients[key] = client
-            return client
-        }
-    }
-
     /// Maps an error from the HTTP stack to a ``DNSError``.
     static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> DNSError {
         func make(_ code: DNSError.Code, _ message: String) -> DNSError {
@@ -392,24 +395,20 @@ public final class HTTPDNSTransport: Sendable {
             error.host = host.name
             if error.code == .timeout { error.message = "\(endpoint.url): \(error.message)" }
             return error
-        case is NIOTooManyBytesError:
-            return make(.responseTooLarge, "the response body is larger than the cap")
         case let error as HTTP2ConnectionLost:
             return make(.transportFailure, error.message)
-        case is NIOSSLError, is NIOSSLExtraError, is BoringSSLError:
-            return make(.tlsFailure, "TLS failed: \(error)")
-        case let error as HTTPClientError:
-            switch error {
-            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .tlsHandshakeTimeout,
-                .getConnectionFromPoolTimeout:
-                return make(.timeout, "no answer in time (\(error))")
-            default:
-                return make(.transportFailure, "HTTP exchange failed: \(error)")
-            }
-        case ChannelError.connectTimeout:
-            return make(.timeout, "connect timed out")
         default:
-            return make(.transportFailure, "cannot reach the server: \(error)")
+            guard let failure = TransportFailure.classify(error) else {
+                return make(.transportFailure, "cannot reach the server: \(error)")
+            }
+            switch failure.kind {
+            case .tooLarge: return make(.responseTooLarge, failure.message)
+            case .certificateRejected, .tlsFailure: return make(.tlsFailure, failure.message)
+            case .connectTimeout, .exchangeTimeout: return make(.timeout, failure.message)
+            case .shutdown: return make(.shutdown, failure.message)
+            case .cancelled, .connectionClosed, .badURL, .invalidRequest, .badResponse, .connectionFailed:
+                return make(.transportFailure, failure.message)
+            }
         }
     }
 }

@@ -40,10 +40,11 @@ extension HostResolver {
             files.stop()
             throw error
         }
+        let pool = PinnedClientPool(logger: logger)
         var parts = Parts(upstreams: upstreams ?? [], fallback: nil, cleanups: [])
         if upstreams == nil {
             do {
-                parts = try Self.buildUpstreams(settings, logger: logger)
+                parts = try Self.buildUpstreams(settings, pool: pool, logger: logger)
             } catch {
                 files.stop()
                 throw error
@@ -62,7 +63,8 @@ extension HostResolver {
             configuration: Self.configuration(for: settings, cachePath: cachePath),
             logger: logger,
             metricsFactory: metricsFactory,
-            onShutdown: parts.cleanups + [{ files.stop() }]
+            onShutdown: parts.cleanups + [{ files.stop() }],
+            clientPool: pool
         )
         files.adopt(settings: settings, fixedUpstreams: upstreams != nil)
         localFiles.withLock { $0 = files }
@@ -83,7 +85,7 @@ extension HostResolver {
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
         let previous = files.settings
-        let parts = files.fixedUpstreams ? nil : try Self.buildUpstreams(settings, logger: logger)
+        let parts = files.fixedUpstreams ? nil : try Self.buildUpstreams(settings, pool: clientPool, logger: logger)
         if let overrides, let hosts {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
@@ -125,8 +127,11 @@ extension HostResolver {
     }
 
     /// Builds the upstream layers of `settings` in order, and the system fallback when it is on and `system` is not
-    /// a layer already. On failure, what was built is closed.
-    static func buildUpstreams(_ settings: ResolverSettings, logger: Logger) throws(DNSError) -> Parts {
+    /// a layer already. The HTTP DNS transport takes its HTTP/1.1 clients from `pool`. On failure, what was built is
+    /// closed.
+    static func buildUpstreams(_ settings: ResolverSettings, pool: PinnedClientPool, logger: Logger) throws(DNSError)
+        -> Parts
+    {
         var parts = Parts(upstreams: [], fallback: nil, cleanups: [])
         do {
             for source in settings.upstreamSources {
@@ -136,7 +141,8 @@ extension HostResolver {
                         configuration: .init(
                             requestTimeout: .milliseconds(settings.httpTimeoutMilliseconds),
                             additionalTrustRoots: settings.trustCA
-                        )
+                        ),
+                        pool: pool, ownsPool: false, eventLoopGroup: pool.eventLoopGroup, logger: logger
                     )
                     parts.cleanups.append { await transport.shutdown() }
                     for provider in settings.providers {

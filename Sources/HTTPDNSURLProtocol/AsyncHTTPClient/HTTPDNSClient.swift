@@ -185,10 +185,13 @@ public final class HTTPDNSClient: Sendable {
         }
     }
 
-    /// How many pinned (host, IP) clients are open now (at most ``Configuration/maximumPinnedClients``).
+    /// How many pinned (host, IP) clients with this front's client settings (trust roots, timeouts, limits) are
+    /// open now, at most ``Configuration/maximumPinnedClients``. The clients come from the resolver's pool: HTTP DNS
+    /// and other fronts on the same resolver with the same settings use the same ones.
     public var pinnedClientCount: Int { transport.clientCount }
 
-    /// Closes every pinned connection. Later requests fail with ``InterceptionError/Code/shutdown``.
+    /// Gives up this front's pinned clients: closed unless another user of the resolver's pool shares their
+    /// settings (the resolver's own shutdown closes every one). Later requests fail with ``InterceptionError/Code/shutdown``.
     public func shutdown() async {
         await transport.shutdown()
     }

@@ -34,7 +34,8 @@ struct ExchangeEngine: Sendable {
     let metrics: InterceptionMetrics
     let eventLoopGroup: any EventLoopGroup
 
-    /// An engine with its own pinned clients on `eventLoopGroup`, limited by `limits`.
+    /// An engine whose pinned clients, limited by `limits`, come from the resolver's pool (shared with its HTTP DNS
+    /// upstreams), or from a pool of its own when `eventLoopGroup` is not the pool's.
     /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
     ///   is not positive.
     init(
@@ -43,7 +44,8 @@ struct ExchangeEngine: Sendable {
         metricsFactory: (any MetricsFactory)?
     ) throws(InterceptionError) {
         self.resolver = resolver
-        self.transport = try PinnedTransport(configuration: limits, eventLoopGroup: eventLoopGroup, logger: logger)
+        self.transport = try PinnedTransport(
+            configuration: limits, sharedPool: resolver.clientPool, eventLoopGroup: eventLoopGroup, logger: logger)
         self.prober = TCPConnectProber(group: eventLoopGroup)
         self.logger = logger
         self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)

@@ -7,14 +7,12 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient.
+/// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient clients from the resolver's ``PinnedClientPool``.
 ///
-/// AsyncHTTPClient's `dnsOverride` connects to a chosen address while SNI and the certificate check stay on the
-/// real host name, but it is a per-client setting. The transport therefore keeps one client per (host, IP), all on
-/// one event loop group, in a bounded least-recently-used set. An evicted client is shut down once its last request
-/// ends, so eviction never fails a request in flight. Clients never retry a failed connection themselves
-/// (`retryConnectionEstablishment = false`) and connect with a short timeout: the interceptor decides about
-/// failover. Certificates are always verified; extra trust roots are added to the system's.
+/// The pool keeps one client per (host, IP, proxy) and per client settings (``Configuration``: trust roots,
+/// timeouts, limits), shared with HTTP DNS when the settings match, in a bounded least-recently-used set. Clients
+/// never retry a failed connection themselves and connect with a short timeout: the engine decides about failover.
+/// Certificates are always verified; extra trust roots are added to the system's.
 final class PinnedTransport: Sendable {
     /// Transport settings.
     struct Configuration: Sendable {
@@ -51,77 +49,55 @@ final class PinnedTransport: Sendable {
     }
 
     /// How a failed attempt may be retried on another address.
-    enum Retry: Sendable {
-        /// Nothing was sent (connect, TLS handshake): any method may go to the next address.
-        case beforeSending
-        /// The connection broke after the request may have been sent: only idempotent methods move on.
-        case afterSending
-        /// Not on another address (a certificate rejection, a timeout of the whole exchange, a bad answer).
-        case never
-    }
-
-    private struct Key: Hashable {
-        var host: String
-        var address: IPAddress?
-        var proxy: ProxyEnvironment.Proxy?
-    }
-
-    private struct Entry {
-        var client: HTTPClient
-        /// Admits the client's requests as its connections can take them (see ``ConnectionGate``).
-        var gate: ConnectionGate
-        var inFlight: Int
-        var lastUse: UInt64
-    }
-
-    private struct State {
-        var entries: [Key: Entry] = [:]
-        /// Evicted clients with requests still in flight, by identity.
-        var retired: [ObjectIdentifier: Entry] = [:]
-        var tick: UInt64 = 0
-        var isShutdown = false
-    }
+    typealias Retry = TransportFailure.Retry
 
     let configuration: Configuration
-    private let tlsConfiguration: TLSConfiguration
+    private let pool: PinnedClientPool
+    /// Whether ``pool`` is this transport's own rather than the resolver's.
+    private let ownsPool: Bool
+    private let profile: PinnedClientPool.Profile
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    private let state = Locked(State())
-    private let closing = BackgroundClosers()
+    private let isShutdown = Atomic<Bool>(false)
 
-    init(configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger) throws(InterceptionError) {
-        guard configuration.connectTimeout > .zero, configuration.maximumClients > 0,
-            configuration.maximumConnectionsPerHost > 0
-        else {
-            throw InterceptionError(
-                code: .invalidConfiguration, message: "the connect timeout and connection limits must be positive")
-        }
-        let tls: TLSConfiguration
+    /// A transport whose clients come from `sharedPool` (the resolver's) under its own client settings, or from a
+    /// pool of its own when that one runs on another event loop group.
+    init(
+        configuration: Configuration, sharedPool: PinnedClientPool, eventLoopGroup: any EventLoopGroup, logger: Logger
+    ) throws(InterceptionError) {
+        let ownsPool = sharedPool.eventLoopGroup !== eventLoopGroup
+        let pool = ownsPool ? PinnedClientPool(eventLoopGroup: eventLoopGroup, logger: logger) : sharedPool
+        let profile = PinnedClientPool.Profile(
+            trustRoots: configuration.additionalTrustRoots, connectTimeout: configuration.connectTimeout,
+            idleConnectionTimeout: configuration.idleConnectionTimeout,
+            maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
+            maximumClients: configuration.maximumClients)
         do {
-            tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: configuration.additionalTrustRoots)
+            try pool.register(profile)
         } catch {
-            throw InterceptionError(code: .invalidConfiguration, message: error.message, source: error)
+            throw InterceptionError(
+                code: error.code == .shutdown ? .shutdown : .invalidConfiguration, message: error.message,
+                source: error)
         }
         self.configuration = configuration
-        self.tlsConfiguration = tls
+        self.pool = pool
+        self.ownsPool = ownsPool
+        self.profile = profile
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
     }
 
     deinit {
-        // AsyncHTTPClient requires an explicit shutdown; a transport dropped without one still closes its clients,
-        // which stay alive until their shutdown completes.
-        let clients = state.withLock { state in
-            state.isShutdown ? [] : state.entries.values.map(\.client) + state.retired.values.map(\.client)
-        }
-        for client in clients { client.shutdown { _ in } }
+        // A transport dropped without shutdown() still gives its clients up: the pool closes them.
+        // An own pool closes its clients when it goes.
+        if !ownsPool, !isShutdown.load(ordering: .acquiring) { pool.unregister(profile) }
     }
 
-    /// The number of pinned clients kept (for tests).
-    var clientCount: Int { state.withLock { $0.entries.count } }
+    /// The number of pinned clients kept with this transport's settings (for tests).
+    var clientCount: Int { pool.clientCount(profile: profile) }
 
-    /// Client shutdowns still running (for tests).
-    var closingCount: Int { closing.pending }
+    /// Client shutdowns still running in the pool (for tests).
+    var closingCount: Int { pool.closingCount }
 
     /// Why an attempt failed, and whether any of the request had gone out.
     struct AttemptFailure: Error {
@@ -136,9 +112,12 @@ final class PinnedTransport: Sendable {
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it), or
     ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
     func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
-        let key = Key(host: exchange.host, address: exchange.address, proxy: exchange.proxy)
-        let (client, gate) = try acquire(key)
-        defer { release(key, client) }
+        let lease = try acquire(
+            .init(
+                host: exchange.host, address: exchange.address,
+                proxy: exchange.proxy.map { PinnedClientPool.Proxy(host: $0.host, port: $0.port) }))
+        defer { pool.release(lease) }
+        let (client, gate) = (lease.client, lease.gate)
         do {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
         } catch {
@@ -201,19 +180,19 @@ final class PinnedTransport: Sendable {
         _ request: HTTPClientRequest, host: String, address: IPAddress?, deadline: NIODeadline, url: String,
         logger requestLogger: Logger?
     ) async throws -> StreamedResponse {
-        let key = Key(host: host, address: address, proxy: nil)
-        let (client, gate) = try acquire(key)
+        let pooled = try acquire(.init(host: host, address: address))
+        let (client, gate) = (pooled.client, pooled.gate)
         do {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
         } catch {
-            release(key, client)
+            pool.release(pooled)
             throw AttemptFailure(
                 underlying: Self.gateFailure(error, host: host, limit: configuration.maximumConnectionsPerHost),
                 requestSent: false)
         }
-        let lease = StreamLease { [self] in
+        let lease = StreamLease { [pool] in
             gate.leave()
-            release(key, client)
+            pool.release(pooled)
         }
         let watch = BodyWatch()
         let started = ContinuousClock.now
@@ -285,25 +264,7 @@ final class PinnedTransport: Sendable {
 
     /// Whether `error` comes from making the connection (TCP connect, TLS handshake): AsyncHTTPClient hands a request
     /// to a connection only once it is established, so nothing of the request was sent.
-    static func isConnectPhase(_ error: any Error) -> Bool {
-        switch error {
-        case let error as HTTPClientError:
-            return error == .connectTimeout || error == .tlsHandshakeTimeout
-        case is NIOConnectionError:
-            return true
-        case ChannelError.connectTimeout:
-            return true
-        case let error as NIOSSLError:
-            if case .handshakeFailed = error { return true }
-            return false
-        case is NIOSSLExtraError:
-            return true
-        case let error as IOError:
-            return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(error.errnoCode)
-        default:
-            return false
-        }
-    }
+    static func isConnectPhase(_ error: any Error) -> Bool { TransportFailure.isConnectPhase(error) }
 
     private static func gateFailure(_ error: ConnectionGate.Refusal, host: String, limit: Int) -> any Error {
         switch error {
@@ -318,91 +279,25 @@ final class PinnedTransport: Sendable {
         }
     }
 
-    /// Closes every client; later requests fail with ``InterceptionError/Code/shutdown``.
+    /// Gives this transport's clients up (the pool closes them once their requests end) and waits for the closing;
+    /// later requests fail with ``InterceptionError/Code/shutdown``.
     func shutdown() async {
-        let clients = state.withLock { state in
-            state.isShutdown = true
-            defer {
-                state.entries.removeAll()
-                state.retired.removeAll()
-            }
-            return state.entries.values.map(\.client) + state.retired.values.map(\.client)
+        guard !isShutdown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if ownsPool {
+            await pool.shutdown()
+        } else {
+            pool.unregister(profile)
+            await pool.waitForClosing()
         }
-        for client in clients { closing.close(client, logger: logger) }
-        await closing.waitForAll()
     }
 
-    private func acquire(_ key: Key) throws(InterceptionError) -> (HTTPClient, ConnectionGate) {
-        let (entry, evicted) = try state.withLock { state throws(InterceptionError) -> (Entry, HTTPClient?) in
-            guard !state.isShutdown else {
-                throw InterceptionError(code: .shutdown, message: "the interceptor was shut down")
-            }
-            state.tick &+= 1
-            if var entry = state.entries[key] {
-                entry.inFlight += 1
-                entry.lastUse = state.tick
-                state.entries[key] = entry
-                return (entry, nil)
-            }
-            let created = Entry(
-                client: makeClient(for: key), gate: ConnectionGate(limit: configuration.maximumConnectionsPerHost),
-                inFlight: 1, lastUse: state.tick)
-            state.entries[key] = created
-            var evicted: HTTPClient?
-            if state.entries.count > configuration.maximumClients,
-                let (oldest, entry) = state.entries.min(by: { $0.value.lastUse < $1.value.lastUse })
-            {
-                state.entries[oldest] = nil
-                if entry.inFlight == 0 {
-                    evicted = entry.client
-                } else {
-                    state.retired[ObjectIdentifier(entry.client)] = entry
-                }
-            }
-            return (created, evicted)
+    private func acquire(_ target: PinnedClientPool.Target) throws(InterceptionError) -> PinnedClientPool.Lease {
+        do {
+            guard !isShutdown.load(ordering: .acquiring) else { throw PinnedClientPool.Closed() }
+            return try pool.acquire(target, profile: profile)
+        } catch {
+            throw InterceptionError(code: .shutdown, message: "the interceptor was shut down")
         }
-        if let evicted { closing.close(evicted, logger: logger) }
-        return (entry.client, entry.gate)
-    }
-
-    private func release(_ key: Key, _ client: HTTPClient) {
-        let finished = state.withLock { state -> HTTPClient? in
-            if var entry = state.entries[key], entry.client === client {
-                entry.inFlight -= 1
-                state.entries[key] = entry
-                return nil
-            }
-            let id = ObjectIdentifier(client)
-            guard var entry = state.retired[id] else { return nil }
-            entry.inFlight -= 1
-            if entry.inFlight > 0 {
-                state.retired[id] = entry
-                return nil
-            }
-            state.retired[id] = nil
-            return client
-        }
-        if let finished { closing.close(finished, logger: logger) }
-    }
-
-    private func makeClient(for key: Key) -> HTTPClient {
-        var configuration = HTTPClient.Configuration(
-            tlsConfiguration: tlsConfiguration,
-            redirectConfiguration: .disallow,
-            timeout: .init(connect: TimeAmount(self.configuration.connectTimeout)),
-            connectionPool: .init(
-                idleTimeout: TimeAmount(self.configuration.idleConnectionTimeout),
-                concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.maximumConnectionsPerHost
-            ),
-            proxy: nil,
-            decompression: .disabled
-        )
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.httpVersion = .automatic
-        if let address = key.address { configuration.dnsOverride = [key.host: address.description] }
-        if let proxy = key.proxy { configuration.proxy = .server(host: proxy.host, port: proxy.port) }
-        return HTTPClient(
-            eventLoopGroup: eventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
     }
 
     /// Maps an error from AsyncHTTPClient, NIO or the transport to an ``InterceptionError`` and says whether the
@@ -427,63 +322,30 @@ final class PinnedTransport: Sendable {
             return (error.code, error.message, .never)
         case is CancellationError:
             return (.cancelled, "the request was cancelled", .never)
-        case is NIOTooManyBytesError, is ResponseCollector.TooLarge:
+        case is ResponseCollector.TooLarge:
             return (.responseTooLarge, "the response body is larger than the cap", .never)
-        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
-            return (.certificateRejected, "the certificate does not name the host: \(error)", .never)
-        case let error as NIOSSLError:
-            if isCertificateRejection(error) {
-                return (.certificateRejected, "the server's certificate was rejected: \(error)", .never)
-            }
-            return (.tlsFailure, "TLS handshake failed: \(error)", .beforeSending)
-        case is NIOSSLExtraError, is BoringSSLError:
-            if isCertificateRejection(error) {
-                return (.certificateRejected, "the server's certificate was rejected: \(error)", .never)
-            }
-            return (.tlsFailure, "TLS failed: \(error)", .beforeSending)
-        case let error as HTTPClientError:
-            switch error {
-            case .connectTimeout, .tlsHandshakeTimeout:
-                return (.timedOut, "connect timed out (\(error))", .beforeSending)
-            case .deadlineExceeded, .readTimeout, .writeTimeout, .getConnectionFromPoolTimeout:
-                return (.timedOut, "no complete answer in time (\(error))", .never)
-            case .remoteConnectionClosed:
-                return (.connectionLost, "the server closed the connection", .afterSending)
-            case .cancelled:
-                return (.cancelled, "the request was cancelled", .never)
-            case .alreadyShutdown:
-                return (.shutdown, "the interceptor was shut down", .never)
-            case .invalidURL, .emptyHost, .emptyScheme:
-                return (.badURL, "invalid URL (\(error))", .never)
-            default:
-                if error == .bodyLengthMismatch || error == .traceRequestWithBody {
-                    return (.invalidRequest, "the request cannot be sent: \(error)", .never)
-                }
-                // Header names and values are checked before sending (``PinnedTransport/Exchange``); whatever else
-                // the client rejects is reported without its text, which may quote a header value.
-                return (
-                    .badServerResponse, "HTTP exchange failed (AsyncHTTPClient rejected the request or the answer)",
-                    .never
-                )
-            }
-        case let error as HTTPParserError:
-            return (.badServerResponse, "the answer is not valid HTTP: \(error)", .never)
-        case ChannelError.connectTimeout:
-            return (.timedOut, "connect timed out", .beforeSending)
-        case is NIOConnectionError, is IOError, is ChannelError:
-            return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
         default:
-            return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
+            guard let failure = TransportFailure.classify(error) else {
+                return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
+            }
+            let code: InterceptionError.Code
+            switch failure.kind {
+            case .cancelled: code = .cancelled
+            case .tooLarge: code = .responseTooLarge
+            case .certificateRejected: code = .certificateRejected
+            case .tlsFailure: code = .tlsFailure
+            case .connectTimeout, .exchangeTimeout: code = .timedOut
+            case .connectionClosed: code = .connectionLost
+            case .shutdown: code = .shutdown
+            case .badURL: code = .badURL
+            case .invalidRequest: code = .invalidRequest
+            case .badResponse: code = .badServerResponse
+            case .connectionFailed: code = .connectionFailed
+            }
+            return (code, failure.message, failure.retry)
         }
     }
-
-    private static func isCertificateRejection(_ error: any Error) -> Bool {
-        let text = String(describing: error)
-        return text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("certificate verify failed")
-            || text.contains("failedToValidateHostname") || text.contains("unableToValidateCertificate")
-    }
 }
-
 /// Runs `onEnd` once: at ``end()``, or when the last reference goes away (a body dropped unread).
 final class StreamLease: Sendable {
     private let ended = Atomic<Bool>(false)
@@ -496,38 +358,6 @@ final class StreamLease: Sendable {
     }
 
     deinit { end() }
-}
-
-/// Shuts AsyncHTTPClient clients down in the background and lets the owner wait for the shutdowns to end. A
-/// finished shutdown forgets itself, so evicting clients for ever does not grow this.
-private final class BackgroundClosers: Sendable {
-    private let tasks = Locked<[Int: Task<Void, Never>]>([:])
-    private let counter = Atomic<Int>(0)
-
-    func close(_ client: HTTPClient, logger: Logger) {
-        let id = counter.add(1, ordering: .relaxed).newValue
-        tasks.withLock { tasks in
-            // The task removes itself under the same lock, so it cannot do so before it is recorded.
-            tasks[id] = Task { [self] in
-                do { try await client.shutdown() } catch { logger.debug("pinned client shutdown: \(error)") }
-                _ = self.tasks.withLock { $0.removeValue(forKey: id) }
-            }
-        }
-    }
-
-    /// Shutdowns still running.
-    var pending: Int { tasks.withLock { $0.count } }
-
-    func waitForAll() async {
-        while true {
-            let pending = tasks.withLock { tasks in
-                defer { tasks.removeAll() }
-                return Array(tasks.values)
-            }
-            if pending.isEmpty { return }
-            for task in pending { await task.value }
-        }
-    }
 }
 
 /// Collects a response on the event loop, with a size cap, the time to the response head, and whether any of the

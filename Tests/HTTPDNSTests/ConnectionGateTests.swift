@@ -1,4 +1,3 @@
-@testable import HTTPDNSURLProtocol
 import NIOCore
 import NIOPosix
 import HTTPDNS

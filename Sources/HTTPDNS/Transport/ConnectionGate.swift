@@ -1,5 +1,4 @@
-import HTTPDNS
-import NIOCore
+package import NIOCore
 
 /// Admits requests to one pinned client no faster than its connections can take them, and queues the rest in
 /// arrival order until their own deadline.
@@ -9,9 +8,9 @@ import NIOCore
 /// plain URLSession keeps the requests queued. The gate keeps the client's queue empty instead: a request enters
 /// only when a connection (HTTP/1.1) or a stream (HTTP/2) is free, and waits here for as long as its
 /// `timeoutInterval` allows. A cancelled waiter leaves the queue at once.
-final class ConnectionGate: Sendable {
+package final class ConnectionGate: Sendable {
     /// Why a request did not get through the gate.
-    enum Refusal: Error {
+    package enum Refusal: Error {
         /// The request's deadline passed while it waited.
         case deadlineExceeded
         /// The waiting task was cancelled.
@@ -20,7 +19,7 @@ final class ConnectionGate: Sendable {
 
     /// Requests admitted at once when the client is known to speak HTTP/2: streams, not connections, are the
     /// limit then, and servers commonly allow 100 or more (a lower server limit queues in AsyncHTTPClient, briefly).
-    static let http2Limit = 100
+    package static let http2Limit = 100
 
     private struct Waiter {
         var id: UInt64
@@ -41,19 +40,19 @@ final class ConnectionGate: Sendable {
     private let state: Locked<State>
 
     /// A gate that admits `limit` requests at once.
-    init(limit: Int) {
+    package init(limit: Int) {
         state = Locked(State(limit: max(1, limit)))
     }
 
     /// Requests admitted and not yet left (for tests).
-    var admitted: Int { state.withLock { $0.admitted } }
+    package var admitted: Int { state.withLock { $0.admitted } }
 
     /// Requests waiting (for tests).
-    var waiting: Int { state.withLock { $0.waiters.count } }
+    package var waiting: Int { state.withLock { $0.waiters.count } }
 
     /// Enters the gate, waiting in arrival order until a place is free, `deadline` passes or the task is cancelled.
     /// Every successful `enter` must be paired with one ``leave()``.
-    func enter(deadline: NIODeadline, on eventLoop: any EventLoop) async throws(Refusal) {
+    package func enter(deadline: NIODeadline, on eventLoop: any EventLoop) async throws(Refusal) {
         let id: UInt64? = state.withLock { state in
             if state.admitted < state.limit, state.waiters.isEmpty {
                 state.admitted += 1
@@ -80,7 +79,7 @@ final class ConnectionGate: Sendable {
     }
 
     /// Leaves the gate, handing the place to the longest waiter.
-    func leave() {
+    package func leave() {
         let next = state.withLock { state -> Waiter? in
             guard let next = state.waiters.popFirst() else {
                 state.admitted -= 1
@@ -94,7 +93,7 @@ final class ConnectionGate: Sendable {
     }
 
     /// Admits up to `limit` at once from now on (when the client turned out to speak HTTP/2), letting waiters in.
-    func raiseLimit(to limit: Int) {
+    package func raiseLimit(to limit: Int) {
         let admitted = state.withLock { state -> [Waiter] in
             guard limit > state.limit else { return [] }
             state.limit = limit
