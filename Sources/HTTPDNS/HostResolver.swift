@@ -822,7 +822,7 @@ public final class HostResolver: HostNameResolver {
                     switch outcome {
                     case .connected(let latency):
                         metrics.probesConnected.increment()
-                        metrics.probeDuration.recordNanoseconds(ResolverMetrics.nanoseconds(latency))
+                        metrics.probeDuration.recordNanoseconds(latency.wholeNanoseconds)
                         cache.recordConnect(to: ip, of: request.host, latency: latency)
                     case .failed(let code):
                         metrics.probesFailed.increment()

@@ -337,12 +337,13 @@ public final class HTTPDNSInterceptor: Sendable {
         // The request's timeoutInterval covers the whole hop: resolution, the connection race, connect and exchange.
         let timeout =
             request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(timeout * 1e9))
+        let budget = Duration.seconds(fractional: timeout)
+        let deadline = NIODeadline.now() + TimeAmount(budget)
         let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
         let candidates = try await engine.candidates(
             host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.policy,
-            budget: .nanoseconds(Int64(timeout * 1e9)), deadline: deadline, hop: &hop)
+            budget: budget, deadline: deadline, hop: &hop)
         // Built once for the hop, from the request as the application wrote it; each attempt only pins the client
         // to its address (the URL keeps the real host, which gives the Host header and SNI).
         var exchange = try PinnedTransport.Exchange(request, body: body)

@@ -63,7 +63,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
         var aresOptions = ares_options()
         var mask: Int32 = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_SOCK_STATE_CB
-        aresOptions.timeout = Int32(clamping: options.timeout.milliseconds)
+        aresOptions.timeout = Int32(clamping: options.timeout.roundedUpMilliseconds)
         aresOptions.tries = Int32(clamping: options.tries)
         let watcher = SocketWatcher(epollFD: epollFD)
         aresOptions.sock_state_cb = { data, socket, readable, writable in
@@ -373,13 +373,5 @@ enum CAresLibrary {
 
     static func initializeOnce() {
         _ = status
-    }
-}
-
-extension Duration {
-    /// The duration in whole milliseconds, rounded up.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
     }
 }

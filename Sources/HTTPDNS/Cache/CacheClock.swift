@@ -31,14 +31,9 @@ public struct CacheClock: Sendable {
     func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
 }
 
-/// `CLOCK_MONOTONIC_COARSE` in nanoseconds. The timespec is read as raw bytes (seconds, then nanoseconds, both
-/// `long`) because release builds attribute Glibc's timespec to another module under MemberImportVisibility.
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds.
 private func coarseMonotonicNanoseconds() -> Int64 {
-    var words: (Int, Int) = (0, 0)
-    withUnsafeMutableBytes(of: &words) { raw in
-        _ = clock_gettime(CLOCK_MONOTONIC_COARSE, raw.baseAddress!.assumingMemoryBound(to: timespec.self))
-    }
-    return Int64(words.0) &* 1_000_000_000 &+ Int64(words.1)
+    TimeSpecWords.now(CLOCK_MONOTONIC_COARSE).totalNanoseconds
 }
 
 /// A monotonic instant as plain nanoseconds. The cache stores instants in every entry; this fixed-layout type
@@ -59,30 +54,5 @@ struct CacheInstant: Comparable, Hashable, Sendable {
 
     static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
         .nanoseconds(lhs.nanoseconds &- rhs.nanoseconds)
-    }
-}
-
-extension Duration {
-    /// The duration in (fractional) milliseconds.
-    package var fractionalMilliseconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) * 1000 + Double(attoseconds) / 1e15
-    }
-
-    /// The duration in (fractional) seconds.
-    package var fractionalSeconds: Double { fractionalMilliseconds / 1000 }
-
-    /// The duration in whole nanoseconds, saturating at the limits of Int64.
-    var wholeNanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (sum, overflow2) = product.addingReportingOverflow(attoseconds / 1_000_000_000)
-        return overflow2 ? .max : sum
-    }
-
-    /// A duration of `seconds` (fractional) seconds.
-    static func seconds(fractional seconds: Double) -> Duration {
-        .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 }

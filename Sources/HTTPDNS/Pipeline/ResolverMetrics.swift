@@ -52,11 +52,6 @@ struct ResolverMetrics: Sendable {
             upstream[source] ?? (
                 Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory)
             )
-        (success ? timers.success : timers.failure).recordNanoseconds(Self.nanoseconds(duration))
-    }
-
-    static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        (success ? timers.success : timers.failure).recordNanoseconds(duration.wholeNanoseconds)
     }
 }

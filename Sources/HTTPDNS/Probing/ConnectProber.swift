@@ -50,7 +50,7 @@ public struct TCPConnectProber: ConnectProber {
         let clock = ContinuousClock()
         let start = clock.now
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(.nanoseconds(Int64(timeout.fractionalMilliseconds * 1_000_000)))
+            .connectTimeout(.nanoseconds(timeout.wholeNanoseconds))
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
         let connect = bootstrap.connect(to: address)
         do {

@@ -149,17 +149,10 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     private static func identity(of path: String) -> Identity? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
+        let modified = TimeSpecWords(info.st_mtim)
         return Identity(
-            device: UInt64(info.st_dev),
-            inode: UInt64(info.st_ino),
-            size: Int64(info.st_size),
-            // timespec's members are not reachable by name in every build configuration (the C module that
-            // first declares the struct varies), so read its two words directly.
-            seconds: withUnsafeBytes(of: info.st_mtim) { $0.load(as: Int.self) },
-            nanoseconds: withUnsafeBytes(of: info.st_mtim) {
-                $0.load(fromByteOffset: MemoryLayout<Int>.size, as: Int.self)
-            }
-        )
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            seconds: modified.seconds, nanoseconds: modified.nanoseconds)
     }
 }
 
