@@ -59,10 +59,10 @@ public final class HTTPDNSInterceptor: Sendable {
         /// connect gets the request. Shorter for an address whose measured connect time predicts a faster answer.
         public var connectionAttemptDelay: Duration
         /// What happens to a request the environment sends through a proxy (``proxies``): by default
-        /// (``ResolverSettings/ProxyMode/bypass``) the protocol does not take it, so URLSession sends it through the
-        /// proxy exactly as without the library; ``ResolverSettings/ProxyMode/tunnel`` sends it through the proxy
+        /// (``InterceptionSettings/ProxyMode/bypass``) the protocol does not take it, so URLSession sends it through the
+        /// proxy exactly as without the library; ``InterceptionSettings/ProxyMode/tunnel`` sends it through the proxy
         /// itself with an HTTP CONNECT to the real host name (the proxy resolves the name).
-        public var proxyMode: ResolverSettings.ProxyMode
+        public var proxyMode: InterceptionSettings.ProxyMode
         /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the
         /// configuration is made.
         public var proxies: ProxyEnvironment
@@ -90,7 +90,7 @@ public final class HTTPDNSInterceptor: Sendable {
             traceHandler: (@Sendable (RequestTrace) -> Void)? = nil,
             raceConnections: Bool = true,
             connectionAttemptDelay: Duration = .milliseconds(250),
-            proxyMode: ResolverSettings.ProxyMode = .bypass,
+            proxyMode: InterceptionSettings.ProxyMode = .bypass,
             proxies: ProxyEnvironment = ProxyEnvironment(),
             allowsInsecureRedirects: Bool = false,
             redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)? = nil
@@ -119,16 +119,16 @@ public final class HTTPDNSInterceptor: Sendable {
         /// The defaults with the scope (`interception.include`/`.exclude`), the connection race
         /// (`interception.connectionAttemptDelayMs`), the proxy mode (`interception.proxy`), insecure redirects
         /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`) from `settings`.
-        public init(settings: ResolverSettings) {
+        public init(settings: InterceptionSettings) {
             self.init()
             apply(settings)
-            additionalTrustRoots = settings.interceptTrustCA
+            additionalTrustRoots = settings.trustCA
         }
 
         /// Takes the settings a running interceptor follows: scope, connection race, proxy mode, and the
         /// environment's proxies read again.
-        mutating func apply(_ settings: ResolverSettings) {
-            scope = InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude)
+        mutating func apply(_ settings: InterceptionSettings) {
+            scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
             raceConnections = settings.connectionAttemptDelayMilliseconds > 0
             connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
             proxyMode = settings.proxyMode
@@ -219,7 +219,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
     /// proxies (read again). Trust roots, timeouts and limits keep their values until the interceptor is made again.
-    public func apply(_ settings: ResolverSettings) {
+    public func apply(_ settings: InterceptionSettings) {
         live.withLock { $0.apply(settings) }
     }
 

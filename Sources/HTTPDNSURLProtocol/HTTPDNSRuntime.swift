@@ -97,7 +97,7 @@ public final class HTTPDNSRuntime: Sendable {
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
-                resolver: resolver, configuration: .init(settings: settings), logger: logger,
+                resolver: resolver, configuration: .init(settings: settings.interception), logger: logger,
                 metricsFactory: metricsFactory)
         } catch {
             Task { await resolver.shutdown() }
@@ -105,7 +105,7 @@ public final class HTTPDNSRuntime: Sendable {
         }
         let runtime = HTTPDNSRuntime(
             resolver: resolver, interceptor: interceptor, configurationFile: file, logger: logger)
-        if let file { runtime.follow(file, interval: settings.reloadIntervalMilliseconds) }
+        if let file { runtime.follow(file, interval: settings.files.reloadIntervalMilliseconds) }
         runtime.register()
         return runtime
     }
@@ -150,7 +150,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// - Throws: ``DNSError`` when the resolver cannot use them; then nothing changed.
     public func apply(_ settings: ResolverSettings) throws {
         try resolver.apply(settings)
-        interceptor.apply(settings)
+        interceptor.apply(settings.interception)
     }
 
     /// Reads the settings file and the `HOSTSCTL_*` environment again now and applies them.

@@ -41,7 +41,7 @@ public struct CacheCommand: AsyncParsableCommand {
             guard let settings = file.settings, file.errors.isEmpty else {
                 throw ValidationError("the settings have errors; see above (hostsctl config check)")
             }
-            guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
+            guard let path = cacheFile ?? settings.cache.path ?? HostCache.defaultPath() else {
                 throw ValidationError(
                     "no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")
             }
@@ -51,7 +51,7 @@ public struct CacheCommand: AsyncParsableCommand {
         /// The cache as persisted at the path; a missing file is an empty cache, a damaged one an error.
         func load() throws -> (path: String, cache: HostCache) {
             let (path, settings) = try resolve()
-            let cache = HostCache(configuration: HostCache.Configuration(settings: settings))
+            let cache = HostCache(configuration: HostCache.Configuration(settings: settings.cache))
             if let problem = cache.load(from: path).problem {
                 printToStandardError(
                     "error: the cache file \(path) cannot be used: \(problem) (hostsctl cache clear removes it)")
@@ -131,7 +131,8 @@ public struct CacheCommand: AsyncParsableCommand {
                 let (resolvedPath, settings) = try location.resolve()
                 path = resolvedPath
                 // A damaged file is removed too: that is how one recovers from it.
-                let report = HostCache(configuration: HostCache.Configuration(settings: settings)).load(from: path)
+                let report = HostCache(configuration: HostCache.Configuration(settings: settings.cache)).load(
+                    from: path)
                 removed = report.loaded + report.dropped
                 do {
                     if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }

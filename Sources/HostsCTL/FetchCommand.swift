@@ -127,13 +127,13 @@ public struct FetchCommand: AsyncParsableCommand {
         }
         if let hosts {
             try ResolutionOptions.reportOverrideProblems(hosts)
-            settings.overridesFile = hosts
+            settings.files.overridesFile = hosts
             if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
         }
         cache.apply(to: &settings)
-        settings.interceptTrustCA += trustCA
-        settings.reloadIntervalMilliseconds = 0
-        settings.preResolve = []
+        settings.interception.trustCA += trustCA
+        settings.files.reloadIntervalMilliseconds = 0
+        settings.cache.preResolve = []
         let body = try loadBody()
         let request = URLSessionFetcher.Request(
             url: url,
@@ -145,7 +145,7 @@ public struct FetchCommand: AsyncParsableCommand {
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, logger: CommandLogging.logger())
         }
-        var interception = HTTPDNSInterceptor.Configuration(settings: settings)
+        var interception = HTTPDNSInterceptor.Configuration(settings: settings.interception)
         interception.followRedirects = !noFollow
         interception.cookieStorage = nil
         let fetcher: URLSessionFetcher

@@ -87,7 +87,7 @@ public struct ResolutionOptions: ParsableArguments {
     /// Reports the bad lines of the overrides file the final settings use, if they use one.
     /// - Throws: `ValidationError` when that file cannot be read.
     static func checkOverrides(_ settings: ResolverSettings) throws {
-        if let path = settings.overridesFile, settings.sources.contains(.overrides) {
+        if let path = settings.files.overridesFile, settings.sources.contains(.overrides) {
             try reportOverrideProblems(path)
         }
     }
@@ -96,21 +96,21 @@ public struct ResolutionOptions: ParsableArguments {
     func apply(to loaded: ResolverSettings) -> ResolverSettings {
         var settings = loaded
         if let hosts {
-            settings.overridesFile = hosts
+            settings.files.overridesFile = hosts
             if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
         }
-        if !servers.isEmpty { settings.caresServers = servers }
+        if !servers.isEmpty { settings.cares.servers = servers }
         if let timeout {
-            settings.caresTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
-            settings.httpTimeoutMilliseconds = Int((timeout * 1000).rounded(.up))
-            settings.httpBudgetMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.cares.timeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.httpDNS.timeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.httpDNS.budgetMilliseconds = Int((timeout * 1000).rounded(.up))
         }
-        if let tries { settings.caresTries = tries }
-        settings.trustCA += httpDNS.trustCA
+        if let tries { settings.cares.tries = tries }
+        settings.httpDNS.trustCA += httpDNS.trustCA
         // An upstream named on the command line answers alone: no system-resolver fallback behind it.
         if namesUpstream { settings.systemFallback = false }
-        settings.reloadIntervalMilliseconds = 0
-        settings.preResolve = []
+        settings.files.reloadIntervalMilliseconds = 0
+        settings.cache.preResolve = []
         return settings
     }
 
@@ -122,8 +122,8 @@ public struct ResolutionOptions: ParsableArguments {
     ) {
         guard httpDNS.isSelected else { return (nil, nil) }
         let (resolver, transport) = try httpDNS.makeResolver(
-            timeout: .milliseconds(settings.httpTimeoutMilliseconds),
-            budget: .milliseconds(settings.httpBudgetMilliseconds))
+            timeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
+            budget: .milliseconds(settings.httpDNS.budgetMilliseconds))
         settings.sources.removeAll { $0 == .cares }
         if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
         let identity =
@@ -181,7 +181,7 @@ public struct CacheOptions: ParsableArguments {
 
     /// Turns the cache off, or points it at the file.
     func apply(to settings: inout ResolverSettings) {
-        if noCache { settings.cacheEnabled = false }
-        if let cacheFile { settings.cachePath = cacheFile }
+        if noCache { settings.cache.enabled = false }
+        if let cacheFile { settings.cache.path = cacheFile }
     }
 }

@@ -60,10 +60,10 @@ struct BoundedResourceTests {
         let path = try files.write("overrides", "999.0.0.1 broken.test\n192.0.2.5 ok.test\n")
         var settings = ResolverSettings.default
         settings.sources = [.overrides]
-        settings.overridesFile = path
-        settings.reloadIntervalMilliseconds = 20
+        settings.files.overridesFile = path
+        settings.files.reloadIntervalMilliseconds = 20
         settings.systemFallback = false
-        settings.probeEnabled = false
+        settings.probe.enabled = false
         let resolver = try HostResolver(settings: settings, persistingCache: false)
         #expect(try await resolver.resolveRanked("ok.test").best?.description == "192.0.2.5", "the good lines are used")
         try "192.0.2.6 broken.test\n192.0.2.5 ok.test\n".write(toFile: path, atomically: true, encoding: .utf8)

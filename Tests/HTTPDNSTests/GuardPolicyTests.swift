@@ -83,17 +83,18 @@ struct GuardPolicyTests {
     func everyUpstream() async throws {
         try await DNSMasq.with { server in
             var settings = ResolverSettings.default
-            settings.caresServers = [server.address]
+            settings.cares.servers = [server.address]
             settings.sources = [.cares]
             settings.systemFallback = false
-            settings.probeEnabled = false
-            settings.searchDomains = []
+            settings.probe.enabled = false
+            settings.cares.searchDomains = []
             let open = try HostResolver(settings: settings, persistingCache: false)
             #expect(try await open.resolveRanked("n5.test", family: .ipv4).best?.description == "10.1.0.5")
             await open.shutdown()
             let file = try TemporaryFiles()
             let path = try file.write("s.json", #"{"guard": {"everyUpstream": true}}"#)
-            settings.guardEveryUpstream = try SettingsFile.load(path: path, environment: [:]).get().guardEveryUpstream
+            settings.addressGuard.everyUpstream = try SettingsFile.load(path: path, environment: [:]).get().addressGuard
+                .everyUpstream
             let guarded = try HostResolver(settings: settings, persistingCache: false)
             await expectDNSError(.privateAddress) { try await guarded.resolve(try HostName("n5.test"), family: .ipv4) }
             #expect(try await guarded.resolveRanked("multi.test", family: .ipv4).origin == .cares)

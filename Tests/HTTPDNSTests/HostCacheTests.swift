@@ -158,11 +158,11 @@ struct HostCacheTests {
     @Test(
         "dual-stack policies order the families",
         arguments: [
-            (ResolverSettings.DualStackPolicy.preferIPv4, ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]),
+            (DualStackPolicy.preferIPv4, ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"]),
             (.preferIPv6, ["2001:db8::1", "2001:db8::2", "192.0.2.1", "192.0.2.2"]),
             (.fastest, ["192.0.2.1", "2001:db8::1", "192.0.2.2", "2001:db8::2"]),
         ])
-    func dualStack(policy: ResolverSettings.DualStackPolicy, expected: [String]) {
+    func dualStack(policy: DualStackPolicy, expected: [String]) {
         let cache = Self.cache(ManualClock(), .init(dualStack: policy))
         let addresses = ["192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"].map(ip)
         let stored = cache.store(name("a.test"), family: .any, addresses: addresses, ttl: 60, origin: .cares)

@@ -436,10 +436,10 @@ struct HostResolverTests {
         try "192.0.2.200 pinned.test\n".write(toFile: hosts, atomically: true, encoding: .utf8)
         try await DNSMasq.with { server in
             var settings = ResolverSettings.default
-            settings.overridesFile = hosts
-            settings.caresServers = [server.address]
-            settings.cachePath = cachePath
-            settings.probeEnabled = false
+            settings.files.overridesFile = hosts
+            settings.cares.servers = [server.address]
+            settings.cache.path = cachePath
+            settings.probe.enabled = false
             let resolver = try HostResolver(settings: settings)
             #expect(try await resolver.resolveRanked("pinned.test").freshness == .override)
             #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares)

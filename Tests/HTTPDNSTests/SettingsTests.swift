@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import Logging
 import Synchronization
@@ -23,10 +24,12 @@ struct SettingsTests {
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
         #expect(settings.sources == [.overrides, .hosts, .cache, .cares])
-        #expect(settings.hostsFile == "/etc/hosts" && settings.systemFallback && settings.proxyMode == .bypass)
-        #expect(settings.overridesFile == "Config/hosts")
-        #expect(settings.caresServers.isEmpty)
-        #expect(settings.providers.isEmpty)
+        #expect(
+            settings.files.hostsFile == "/etc/hosts" && settings.systemFallback
+                && settings.interception.proxyMode == .bypass)
+        #expect(settings.files.overridesFile == "Config/hosts")
+        #expect(settings.cares.servers.isEmpty)
+        #expect(settings.httpDNS.providers.isEmpty)
         #expect(file.fileKeys["cares.timeoutMs"] != nil)
     }
 
@@ -34,8 +37,8 @@ struct SettingsTests {
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()
         #expect(settings == ResolverSettings.default)
-        #expect(settings.caresTimeoutMilliseconds == 2000 && settings.caresTries == 2)
-        #expect(settings.dualStack == .fastest && settings.probePorts == [443])
+        #expect(settings.cares.timeoutMilliseconds == 2000 && settings.cares.tries == 2)
+        #expect(settings.cache.dualStack == .fastest && settings.probe.ports == [443])
 
         let missing = SettingsFile.load(path: "/nonexistent/hostsctl.json", environment: [:])
         #expect(missing.isUnreadable && missing.settings == nil)
@@ -85,6 +88,62 @@ struct SettingsTests {
         #expect(throws: ConfigurationError.self) { try file.get() }
     }
 
+    @Test("each section reads its own keys, and the key table, config show and the sections agree")
+    func sections() throws {
+        let values: [AbsoluteConfigKey: ConfigValue] = [
+            "cares.tries": 5, "cares.search": .init(.stringArray(["corp.test"]), isSecret: false),
+            "cache.maxHosts": 7, "dualStack.policy": "preferIPv6",
+            "probe.ports": .init(.intArray([80, 8443]), isSecret: false),
+            "interception.proxy": "tunnel", "overrides.ttl": 9, "system.threads": 3, "guard.everyUpstream": true,
+            "httpdns.timeoutMs": 900, "httpdns.providers": .init(.stringArray(["p1"]), isSecret: false),
+            "httpdns.provider.p1.api": "doh",
+            "httpdns.provider.p1.urls":
+                .init(.stringArray(["https://127.0.0.1:1/dns-query"]), isSecret: false),
+        ]
+        let reader = ConfigReader(provider: InMemoryProvider(values: values))
+        // A subsystem can be configured from the same source without the whole ResolverSettings.
+        #expect(try CAresSettings(configReader: reader).tries == 5)
+        #expect(try CAresSettings(configReader: reader).searchPolicy.domains.map(\.name) == ["corp.test"])
+        #expect(try CacheSettings(configReader: reader).maxHosts == 7)
+        #expect(try CacheSettings(configReader: reader).dualStack == .preferIPv6)
+        #expect(try ProbeSettings(configReader: reader).ports == [80, 8443])
+        #expect(try InterceptionSettings(configReader: reader).proxyMode == .tunnel)
+        #expect(try LocalFileSettings(configReader: reader).overridesTTL == 9)
+        #expect(try SystemResolverSettings(configReader: reader).threads == 3)
+        #expect(try AddressGuardSettings(configReader: reader).everyUpstream)
+        #expect(try HTTPDNSSettings(configReader: reader).providers.map(\.name) == ["p1"])
+        #expect(HostCache.Configuration(settings: try CacheSettings(configReader: reader)).maximumHosts == 7)
+
+        let settings = try ResolverSettings(configReader: reader)
+        #expect(settings.cares == (try CAresSettings(configReader: reader)))
+        #expect(settings.httpDNS.timeoutMilliseconds == 900)
+        // One key table: no key twice, and config show prints every concrete key exactly once.
+        let paths = ResolverSettings.keys.map(\.path)
+        #expect(Set(paths).count == paths.count)
+        let shown = settings.effectiveValues.map(\.path)
+        #expect(Set(shown).count == shown.count)
+        let concrete = paths.map { $0.replacingOccurrences(of: ".*.", with: ".p1.") }
+        #expect(Set(shown) == Set(concrete))
+        let text = Dictionary(uniqueKeysWithValues: settings.effectiveValues.map { ($0.path, $0.text) })
+        #expect(text["cares.tries"] == "5" && text["probe.ports"] == "[80, 8443]" && text["cares.ndots"] == "(system)")
+        #expect(text["httpdns.provider.p1.secretEnv"] == "HOSTSCTL_HTTPDNS_SECRET")
+        #expect(text["httpdns.provider.p1.urls"] == "[https://127.0.0.1:1/dns-query]")
+        // The defaults come from the same fields: an empty source gives the documented defaults.
+        let defaults = Dictionary(
+            uniqueKeysWithValues: ResolverSettings.default.effectiveValues.map { ($0.path, $0.text) })
+        for key in ResolverSettings.keys where key.kind == .int && !key.path.contains("*") {
+            if let number = Int(key.defaultText) { #expect(defaults[key.path] == "\(number)", "\(key.path)") }
+        }
+        // A bad value is reported by the section that owns the key, naming it.
+        let bad = ConfigReader(
+            provider: InMemoryProvider(values: ["probe.ports": .init(.intArray([0]), isSecret: false)]))
+        #expect(throws: DNSError.self) { try ProbeSettings(configReader: bad) }
+        do {
+            _ = try ResolverSettings(configReader: bad)
+            Issue.record("accepted port 0")
+        } catch { #expect(error.message.contains("probe.ports")) }
+    }
+
     @Test("environment variables override the file, and bad or unknown ones are reported")
     func environment() throws {
         let path = try Self.temporaryFile(
@@ -97,10 +156,10 @@ struct SettingsTests {
             ]
         )
         let settings = try file.get()
-        #expect(settings.caresTimeoutMilliseconds == 250)
-        #expect(settings.caresTries == 3, "from the file")
+        #expect(settings.cares.timeoutMilliseconds == 250)
+        #expect(settings.cares.tries == 3, "from the file")
         #expect(settings.sources == [.overrides, .cares])
-        #expect(settings.dualStack == .preferIPv6)
+        #expect(settings.cache.dualStack == .preferIPv6)
         #expect(file.environmentOverrides["cares.timeoutMs"] == "250")
         #expect(file.diagnostics.map(\.severity) == [.warning])
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_NOT_A_SETTING") == true)
@@ -126,7 +185,7 @@ struct SettingsTests {
                 "secretEnv": "MY_SECRET", "allowPrivateAnswers": true } } } }
             """)
         let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get()
-        let provider = try #require(settings.providers.first)
+        let provider = try #require(settings.httpDNS.providers.first)
         #expect(provider.name == "local" && provider.api == "alibaba" && provider.account == "42")
         #expect(provider.secretVariable == "MY_SECRET" && provider.allowPrivateAnswers)
         let configuration = try provider.resolverConfiguration()
@@ -171,16 +230,16 @@ struct SettingsTests {
             load: { path in try SettingsFile.load(path: path, environment: [:]).get() },
             onChange: { _ in applied.increment() }
         )
-        #expect(watcher.value.caresTries == 3)
+        #expect(watcher.value.cares.tries == 3)
         #expect(!watcher.checkNow(), "nothing changed")
 
         try "{ \"cares\": { \"tries\": 5 } }".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(watcher.checkNow())
-        #expect(watcher.value.caresTries == 5)
+        #expect(watcher.value.cares.tries == 5)
 
         try "{ \"cares\": { \"tries\": \"five\" ".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(!watcher.checkNow())
-        #expect(watcher.value.caresTries == 5, "the last good settings stay")
+        #expect(watcher.value.cares.tries == 5, "the last good settings stay")
         #expect(
             store.lines.withLock {
                 $0.contains { $0.contains("kept the last good configuration") && $0.contains(path) }
@@ -188,19 +247,19 @@ struct SettingsTests {
 
         try FileManager.default.removeItem(atPath: path)
         #expect(!watcher.checkNow())
-        #expect(watcher.value.caresTries == 5, "a deleted file keeps the last good settings")
+        #expect(watcher.value.cares.tries == 5, "a deleted file keeps the last good settings")
 
         try "{ \"cares\": { \"tries\": 7 } }".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(watcher.checkNow())
-        #expect(watcher.value.caresTries == 7)
+        #expect(watcher.value.cares.tries == 7)
         #expect(watcher.counts.reloads == 2 && watcher.counts.failures == 2)
         #expect(applied.value == 2)
 
         // The background task picks up edits by itself.
         watcher.start(interval: .milliseconds(20))
         try "{ \"cares\": { \"tries\": 9 } }".write(toFile: path, atomically: true, encoding: .utf8)
-        for _ in 0..<500 where watcher.value.caresTries != 9 { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(watcher.value.caresTries == 9)
+        for _ in 0..<500 where watcher.value.cares.tries != 9 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(watcher.value.cares.tries == 9)
         watcher.stop()
     }
 

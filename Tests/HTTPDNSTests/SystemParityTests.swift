@@ -61,9 +61,9 @@ struct SystemParityTests {
         let file = try TemporaryFiles()
         let path = try file.write("settings.json", #"{"cares": {"search": ["svc.test"], "ndots": 2}}"#)
         let settings = try SettingsFile.load(path: path, environment: [:]).get()
-        #expect(settings.searchDomains == ["svc.test"])
-        #expect(settings.ndots == 2)
-        #expect(settings.searchPolicy == SearchPolicy(domains: ["svc.test"], ndots: 2))
+        #expect(settings.cares.searchDomains == ["svc.test"])
+        #expect(settings.cares.ndots == 2)
+        #expect(settings.cares.searchPolicy == SearchPolicy(domains: ["svc.test"], ndots: 2))
         #expect(settings.sources == [.overrides, .hosts, .cache, .cares], "hosts is in the default order")
         #expect(settings.systemFallback)
         let bad = SettingsFile.load(
@@ -79,13 +79,13 @@ struct SystemParityTests {
         let overrides = try files.write("overrides", "127.0.0.42 pinned.test\n")
         try await DNSMasq.with(records: Self.searchRecords) { server in
             var settings = ResolverSettings.default
-            settings.hostsFile = hosts
-            settings.overridesFile = overrides
-            settings.caresServers = [server.address]
-            settings.searchDomains = []
+            settings.files.hostsFile = hosts
+            settings.files.overridesFile = overrides
+            settings.cares.servers = [server.address]
+            settings.cares.searchDomains = []
             settings.systemFallback = false
-            settings.probeEnabled = false
-            settings.reloadIntervalMilliseconds = 20
+            settings.probe.enabled = false
+            settings.files.reloadIntervalMilliseconds = 20
             let resolver = try HostResolver(settings: settings, persistingCache: false)
             let box = try await resolver.resolveRanked("box.test")
             #expect(box.addresses.map(\.ip.description) == ["127.0.0.40"])
@@ -111,12 +111,12 @@ struct SystemParityTests {
     func searchThroughCAres() async throws {
         try await DNSMasq.with(records: Self.searchRecords) { server in
             var settings = ResolverSettings.default
-            settings.caresServers = [server.address]
-            settings.searchDomains = ["svc.test", "test"]
-            settings.ndots = 1
+            settings.cares.servers = [server.address]
+            settings.cares.searchDomains = ["svc.test", "test"]
+            settings.cares.ndots = 1
             settings.systemFallback = false
-            settings.probeEnabled = false
-            settings.hostsFile = "/nonexistent/hosts"
+            settings.probe.enabled = false
+            settings.files.hostsFile = "/nonexistent/hosts"
             let resolver = try HostResolver(settings: settings, persistingCache: false)
             let orders = try await resolver.resolveRanked("orders")
             #expect(orders.host == "orders.svc.test", "the first search domain that answers")

@@ -759,7 +759,7 @@ extension URLProtocolTests {
                 #expect(
                     try await runtime.resolver.resolveRanked("later.test", family: .ipv4).best?.description
                         == "127.0.0.62", "still the second server")
-                #expect(runtime.resolver.appliedSettings?.caresServers == [second.address])
+                #expect(runtime.resolver.appliedSettings?.cares.servers == [second.address])
 
                 try runtime.setOverride(["127.0.0.63"], for: "moved.test")
                 #expect(
@@ -824,11 +824,14 @@ extension URLProtocolTests {
     @Test("the interceptor's trust roots are interception.trustCA, never httpdns.trustCA")
     func trustRootsAreSeparate() throws {
         var settings = ResolverSettings.default
-        settings.trustCA = ["/etc/doh-ca.pem"]
-        settings.interceptTrustCA = ["/etc/app-ca.pem"]
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots == ["/etc/app-ca.pem"])
-        settings.interceptTrustCA = []
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots.isEmpty)
+        settings.httpDNS.trustCA = ["/etc/doh-ca.pem"]
+        settings.interception.trustCA = ["/etc/app-ca.pem"]
+        #expect(
+            HTTPDNSInterceptor.Configuration(settings: settings.interception).additionalTrustRoots == [
+                "/etc/app-ca.pem"
+            ])
+        settings.interception.trustCA = []
+        #expect(HTTPDNSInterceptor.Configuration(settings: settings.interception).additionalTrustRoots.isEmpty)
     }
 
     @Test("https to http redirects are refused unless allowed; the redirect handler can inspect, change or stop")

@@ -11,7 +11,7 @@ let settings = try file.get()                                   // throws Config
 let watcher = try FileWatcher(path: "Config/hostsctl.json", logger: logger,
                               load: { try SettingsFile.load(path: $0).get() },
                               onChange: { newSettings in /* apply */ })
-watcher.start(interval: .milliseconds(settings.reloadIntervalMilliseconds))
+watcher.start(interval: .milliseconds(settings.files.reloadIntervalMilliseconds))
 
 // The overrides file follows its edits the same way; an edit with a bad line is rejected whole.
 let overrides = HostOverrides()

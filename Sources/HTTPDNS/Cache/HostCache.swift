@@ -30,7 +30,7 @@ public final class HostCache: Sendable {
         /// The most hosts kept; the least recently used are evicted first.
         public var maximumHosts: Int
         /// How the two families are ordered in answers to `any` lookups.
-        public var dualStack: ResolverSettings.DualStackPolicy
+        public var dualStack: DualStackPolicy
         /// How measurements become scores.
         public var scoring: ScoringPolicy
         /// Fresh hits after which an answer counts as hot and is refreshed shortly before it expires.
@@ -50,7 +50,7 @@ public final class HostCache: Sendable {
             negativeTTL: UInt32 = 30,
             maximumStaleness: Duration = .seconds(86_400),
             maximumHosts: Int = 10_000,
-            dualStack: ResolverSettings.DualStackPolicy = .fastest,
+            dualStack: DualStackPolicy = .fastest,
             scoring: ScoringPolicy = .default,
             hotHits: Int = 2,
             maximumRefreshLead: Duration = .seconds(30),
@@ -72,18 +72,6 @@ public final class HostCache: Sendable {
 
         /// The defaults.
         public static let `default` = Configuration()
-
-        /// The cache settings of a settings file.
-        public init(settings: ResolverSettings) {
-            self.init(
-                minimumTTL: UInt32(settings.cacheMinTTL),
-                maximumTTL: UInt32(settings.cacheMaxTTL),
-                negativeTTL: UInt32(settings.cacheNegativeTTL),
-                maximumStaleness: .seconds(settings.cacheMaxStale),
-                maximumHosts: settings.cacheMaxHosts,
-                dualStack: settings.dualStack
-            )
-        }
 
         func clamp(_ ttl: UInt32) -> UInt32 { min(max(ttl, minimumTTL), maximumTTL) }
 

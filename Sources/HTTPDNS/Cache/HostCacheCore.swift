@@ -480,7 +480,7 @@ struct HostCacheCore: Sendable {
 
     /// Orders scored addresses: those backing off after every other; within each group by score (then by time to
     /// first byte, then the source's order), then by family as the policy says.
-    static func order(_ scored: [(RankedAddress, Int)], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress] {
+    static func order(_ scored: [(RankedAddress, Int)], policy: DualStackPolicy) -> [RankedAddress] {
         let sorted = scored.sorted { a, b in
             if a.0.isBackingOff != b.0.isBackingOff { return !a.0.isBackingOff }
             if a.0.score != b.0.score { return a.0.score < b.0.score }
@@ -494,8 +494,7 @@ struct HostCacheCore: Sendable {
     }
 
     /// Applies the dual-stack policy to addresses already sorted by score.
-    private static func byFamily(_ sorted: [RankedAddress], policy: ResolverSettings.DualStackPolicy) -> [RankedAddress]
-    {
+    private static func byFamily(_ sorted: [RankedAddress], policy: DualStackPolicy) -> [RankedAddress] {
         let v4 = sorted.filter { $0.ip.family == .ipv4 }
         let v6 = sorted.filter { $0.ip.family == .ipv6 }
         switch policy {

@@ -40,3 +40,13 @@ extension Result where Failure == any Error {
         }
     }
 }
+
+/// How addresses of the two families are ordered in answers that hold both (settings key `dualStack.policy`).
+public enum DualStackPolicy: String, Sendable, Hashable, CaseIterable {
+    /// IPv4 addresses first.
+    case preferIPv4
+    /// IPv6 addresses first.
+    case preferIPv6
+    /// Interleaved by measured score.
+    case fastest
+}

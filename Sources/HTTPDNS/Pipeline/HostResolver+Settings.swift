@@ -4,7 +4,7 @@ import Synchronization
 
 extension HostResolver {
     /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides
-    /// work without a file; its file watched for edits when ``ResolverSettings/reloadIntervalMilliseconds`` is
+    /// work without a file; its file watched for edits when ``LocalFileSettings/reloadIntervalMilliseconds`` is
     /// set), the system hosts file layer, the search policy, the cache with its limits and persisted file, the
     /// upstreams of ``ResolverSettings/sources`` in order (the HTTP DNS providers over one shared transport,
     /// c-ares, the system resolver), the system-resolver fallback, probing and pre-resolution. ``shutdown()`` saves
@@ -18,7 +18,7 @@ extension HostResolver {
     ///   - clock: The cache's clocks.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``ResolverSettings/cachePath``
+    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``CacheSettings/path``
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
@@ -31,8 +31,8 @@ extension HostResolver {
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
     ) throws(DNSError) {
-        let overrides = HostOverrides(ttl: UInt32(settings.overridesTTL))
-        let hosts = HostOverrides(ttl: UInt32(settings.overridesTTL), source: .hosts)
+        let overrides = HostOverrides(ttl: UInt32(settings.files.overridesTTL))
+        let hosts = HostOverrides(ttl: UInt32(settings.files.overridesTTL), source: .hosts)
         let files = LocalFiles()
         do {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
@@ -50,9 +50,10 @@ extension HostResolver {
                 throw error
             }
         }
-        let useCache = settings.cacheEnabled && settings.sources.contains(.cache)
-        let cache = useCache ? HostCache(configuration: HostCache.Configuration(settings: settings), clock: clock) : nil
-        let cachePath = useCache && persistingCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
+        let useCache = settings.cache.enabled && settings.sources.contains(.cache)
+        let cache =
+            useCache ? HostCache(configuration: HostCache.Configuration(settings: settings.cache), clock: clock) : nil
+        let cachePath = useCache && persistingCache ? (settings.cache.path ?? HostCache.defaultPath()) : nil
         self.init(
             upstreams: parts.upstreams,
             overrides: overrides,
@@ -89,7 +90,7 @@ extension HostResolver {
         if let overrides, let hosts {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
-        if let cache { cache.updateConfiguration(HostCache.Configuration(settings: settings)) }
+        if let cache { cache.updateConfiguration(HostCache.Configuration(settings: settings.cache)) }
         pipeline.withLock { pipeline in
             let cachePath = pipeline.configuration.cachePath
             pipeline.configuration = Self.configuration(for: settings, cachePath: cachePath)
@@ -110,8 +111,8 @@ extension HostResolver {
         // Lookups still on the old upstreams get their whole time before those close.
         let grace = Duration.milliseconds(
             max(
-                previous?.httpTimeoutMilliseconds ?? 0,
-                (previous?.caresTimeoutMilliseconds ?? 0) * (previous?.caresTries ?? 1) * 2) + 500)
+                previous?.httpDNS.timeoutMilliseconds ?? 0,
+                (previous?.cares.timeoutMilliseconds ?? 0) * (previous?.cares.tries ?? 1) * 2) + 500)
         retire(retired, after: grace)
         logger.notice("settings applied", metadata: ["sources": "\(settings.sources.map(\.rawValue))"])
     }
@@ -139,15 +140,15 @@ extension HostResolver {
                 case .httpdns:
                     let transport = try HTTPDNSTransport(
                         configuration: .init(
-                            requestTimeout: .milliseconds(settings.httpTimeoutMilliseconds),
-                            additionalTrustRoots: settings.trustCA
+                            requestTimeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
+                            additionalTrustRoots: settings.httpDNS.trustCA
                         ),
                         pool: pool, ownsPool: false, eventLoopGroup: pool.eventLoopGroup, logger: logger
                     )
                     parts.cleanups.append { await transport.shutdown() }
-                    for provider in settings.providers {
+                    for provider in settings.httpDNS.providers {
                         var configuration = try provider.resolverConfiguration()
-                        configuration.budget = .milliseconds(settings.httpBudgetMilliseconds)
+                        configuration.budget = .milliseconds(settings.httpDNS.budgetMilliseconds)
                         let resolver = try HTTPDNSResolver(
                             configuration: configuration, transport: transport, logger: logger)
                         // Vendor APIs answer an empty list when they throttle too: their negatives are not trusted.
@@ -158,11 +159,11 @@ extension HostResolver {
                                 negativeAnswersAreAuthoritative: provider.api == "doh" || provider.api == "doh-json"))
                     }
                 case .cares:
-                    let resolver = try CAresResolver(options: .init(settings: settings), logger: logger)
+                    let resolver = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
                     parts.cleanups.append { resolver.shutdown() }
                     let servers =
-                        settings.caresServers.isEmpty
-                        ? "system" : settings.caresServers.map(\.description).joined(separator: ",")
+                        settings.cares.servers.isEmpty
+                        ? "system" : settings.cares.servers.map(\.description).joined(separator: ",")
                     parts.upstreams.append(
                         Upstream(name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))"))
                 case .system:
@@ -185,7 +186,7 @@ extension HostResolver {
     private static func systemUpstream(
         _ settings: ResolverSettings, cleanups: inout [@Sendable () async -> Void]
     ) throws(DNSError) -> Upstream {
-        let resolver = try SystemResolver(threads: settings.systemThreads, ttl: UInt32(settings.systemTTLSeconds))
+        let resolver = try SystemResolver(threads: settings.system.threads, ttl: UInt32(settings.system.ttlSeconds))
         cleanups.append { await resolver.shutdown() }
         return Upstream(name: "system", kind: .other, resolver: resolver)
     }
@@ -193,21 +194,21 @@ extension HostResolver {
     /// The pipeline policy of `settings`.
     static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
         let probing =
-            settings.probeEnabled
+            settings.probe.enabled
             ? Probing(
-                ports: settings.probePorts,
-                interval: .seconds(settings.probeIntervalSeconds),
-                timeout: .milliseconds(settings.probeTimeoutMilliseconds)
+                ports: settings.probe.ports,
+                interval: .seconds(settings.probe.intervalSeconds),
+                timeout: .milliseconds(settings.probe.timeoutMilliseconds)
             )
             : nil
         var configuration = Configuration(
             race: settings.race,
             probing: probing,
-            preResolve: settings.preResolve,
+            preResolve: settings.cache.preResolve,
             cachePath: cachePath,
-            search: settings.searchPolicy
+            search: settings.cares.searchPolicy
         )
-        configuration.guardsEveryUpstream = settings.guardEveryUpstream
+        configuration.guardsEveryUpstream = settings.addressGuard.everyUpstream
         return configuration
     }
 }
@@ -242,11 +243,11 @@ final class LocalFiles: Sendable {
     func follow(_ settings: ResolverSettings, overrides: HostOverrides, hosts: HostOverrides, logger: Logger)
         throws(DNSError)
     {
-        let interval = Duration.milliseconds(settings.reloadIntervalMilliseconds)
+        let interval = Duration.milliseconds(settings.files.reloadIntervalMilliseconds)
         let previous = state.withLock { $0.settings }
-        let sameInterval = previous?.reloadIntervalMilliseconds == settings.reloadIntervalMilliseconds
-        let overridesPath = settings.sources.contains(.overrides) ? settings.overridesFile : nil
-        let hostsPath = settings.sources.contains(.hosts) ? settings.hostsFile : nil
+        let sameInterval = previous?.files.reloadIntervalMilliseconds == settings.files.reloadIntervalMilliseconds
+        let overridesPath = settings.sources.contains(.overrides) ? settings.files.overridesFile : nil
+        let hostsPath = settings.sources.contains(.hosts) ? settings.files.hostsFile : nil
         var newOverrides: FileWatcher<OverrideTable>??
         if !(sameInterval && overridesPath == state.withLock({ $0.overrides?.path })) {
             if let overridesPath {
@@ -293,17 +294,5 @@ final class LocalFiles: Sendable {
             return [state.overrides, state.hosts].compactMap { $0 }
         }
         for watcher in watchers { watcher.stop() }
-    }
-}
-
-extension CAresResolver.Options {
-    /// The options `settings` describe: `cares.servers`, `cares.timeoutMs`, `cares.tries` and `cares.tcp`.
-    public init(settings: ResolverSettings) {
-        self.init(
-            servers: settings.caresServers,
-            timeout: .milliseconds(settings.caresTimeoutMilliseconds),
-            tries: settings.caresTries,
-            useTCP: settings.caresTCP
-        )
     }
 }

@@ -95,13 +95,13 @@ public final class HTTPDNSClient: Sendable {
         /// The defaults with the settings the URL protocol also takes: the scope (`interception.include` and
         /// `.exclude`), the connection race (`interception.connectionAttemptDelayMs`), insecure redirects
         /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`).
-        public init(settings: ResolverSettings) {
+        public init(settings: InterceptionSettings) {
             self.init()
-            scope = InterceptionScope(include: settings.interceptInclude, exclude: settings.interceptExclude)
+            scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
             raceConnections = settings.connectionAttemptDelayMilliseconds > 0
             connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
             allowsInsecureRedirects = settings.allowInsecureRedirects
-            additionalTrustRoots = settings.interceptTrustCA
+            additionalTrustRoots = settings.trustCA
         }
 
         var policy: ExchangeEngine.Policy {

@@ -61,11 +61,11 @@ struct BenchTargetFactory {
     /// measured only when asked for, since its queries cannot be pointed at a server.
     func defaultSources() -> [BenchSource] {
         var sources: [BenchSource] = []
-        if !settings.caresServers.isEmpty { sources.append(.cares) }
+        if !settings.cares.servers.isEmpty { sources.append(.cares) }
         if options.httpDNS.isSelected {
             sources.append(.httpdns)
         } else {
-            sources += settings.providers.map { .provider($0.name) }
+            sources += settings.httpDNS.providers.map { .provider($0.name) }
         }
         return sources + [.pipelineCold, .pipelineWarm]
     }
@@ -84,19 +84,19 @@ struct BenchTargetFactory {
             case .httpdns where options.httpDNS.isSelected:
                 result.append(Pending(name: "httpdns", make: commandLineService))
             case .httpdns:
-                guard !settings.providers.isEmpty else {
+                guard !settings.httpDNS.providers.isEmpty else {
                     throw ValidationError(
                         "--source httpdns needs --doh, --httpdns, --provider or providers in the settings (httpdns.providers)."
                     )
                 }
-                for provider in settings.providers {
+                for provider in settings.httpDNS.providers {
                     result.append(Pending(name: provider.name) { try self.provider(provider) })
                 }
             case .provider(let name):
-                guard let provider = settings.providers.first(where: { $0.name == name }) else {
+                guard let provider = settings.httpDNS.providers.first(where: { $0.name == name }) else {
                     let known =
                         ["system", "cares", "httpdns", "pipeline-cold", "pipeline-warm"]
-                        + settings.providers.map(\.name)
+                        + settings.httpDNS.providers.map(\.name)
                     throw ValidationError("'\(name)' is not a source; use one of: \(known.joined(separator: ", ")).")
                 }
                 result.append(Pending(name: name) { try self.provider(provider) })
@@ -121,7 +121,7 @@ struct BenchTargetFactory {
 
     private func cares() throws -> BenchTarget {
         let resolver = try ResolveCommand.usage {
-            try CAresResolver(options: .init(settings: settings), logger: logger)
+            try CAresResolver(options: .init(settings: settings.cares), logger: logger)
         }
         return BenchTarget(
             name: "cares", executor: resolver.executor,
@@ -132,7 +132,7 @@ struct BenchTargetFactory {
 
     private func commandLineService() throws -> BenchTarget {
         let (resolver, transport) = try options.httpDNS.makeResolver(
-            timeout: .milliseconds(settings.httpTimeoutMilliseconds))
+            timeout: .milliseconds(settings.httpDNS.timeoutMilliseconds))
         return BenchTarget(
             name: "httpdns", executor: nil,
             resolve: { host, family in
@@ -140,12 +140,12 @@ struct BenchTargetFactory {
             }, close: { await transport.shutdown() })
     }
 
-    private func provider(_ provider: ResolverSettings.Provider) throws -> BenchTarget {
+    private func provider(_ provider: HTTPDNSSettings.Provider) throws -> BenchTarget {
         try ResolveCommand.usage {
             let transport = try HTTPDNSTransport(
                 configuration: .init(
-                    requestTimeout: .milliseconds(settings.httpTimeoutMilliseconds),
-                    additionalTrustRoots: settings.trustCA
+                    requestTimeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
+                    additionalTrustRoots: settings.httpDNS.trustCA
                 )
             )
             do {
@@ -167,8 +167,8 @@ struct BenchTargetFactory {
     /// neither read nor written); `warm` turns the cache on and fills it before the run.
     private func pipeline(warm: Bool) throws -> BenchTarget {
         var settings = settings
-        settings.probeEnabled = false
-        settings.cacheEnabled = warm
+        settings.probe.enabled = false
+        settings.cache.enabled = warm
         if warm, !settings.sources.contains(.cache) {
             settings.sources.insert(.cache, at: settings.sources.first == .overrides ? 1 : 0)
         }

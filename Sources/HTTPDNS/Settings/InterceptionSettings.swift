@@ -1,0 +1,84 @@
+public import Configuration
+
+/// The `interception.*` keys: which requests the URL protocol and `HTTPDNSClient` pin to an address, and how.
+/// They live in this module so that one settings file configures the resolver and both fronts.
+public struct InterceptionSettings: Sendable, Hashable {
+    /// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
+    /// `no_proxy`) sends through a proxy.
+    public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
+        /// Leave it to URLSession unchanged, as without the library (the default).
+        case bypass
+        /// Send it through the proxy with an HTTP CONNECT tunnel to the real host name (the proxy resolves it).
+        case tunnel
+    }
+
+    /// Host patterns that are pinned; empty means every host.
+    public var include: [HostPattern]
+    /// Host patterns that are never pinned (wins over include).
+    public var exclude: [HostPattern]
+    /// The connection-race delay, in milliseconds: when the best address has not connected by then, the next one
+    /// starts in parallel; 0 turns racing off.
+    public var connectionAttemptDelayMilliseconds: Int
+    /// What the URL protocol does with requests the environment sends through a proxy.
+    public var proxyMode: ProxyMode
+    /// Extra trusted CA files for the application's intercepted traffic, kept apart from
+    /// ``HTTPDNSSettings/trustCA``: a private CA for an internal DoH server does not become trusted for every host
+    /// the application calls.
+    public var trustCA: [String]
+    /// Follow redirects from `https` to `http` (default `false`: refused).
+    public var allowInsecureRedirects: Bool
+
+    /// The defaults: every host, a 250 ms connection race, proxied requests left alone, the system's trust roots,
+    /// `https` → `http` redirects refused.
+    public static var `default`: InterceptionSettings {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! InterceptionSettings(configReader: defaultsReader)
+    }
+
+    /// Reads the `interception.*` keys; missing keys take their defaults.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        // Placeholders only: every field below overwrites its property.
+        include = []
+        exclude = []
+        connectionAttemptDelayMilliseconds = 0
+        proxyMode = .bypass
+        trustCA = []
+        allowInsecureRedirects = false
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    static let fields: [SettingField<InterceptionSettings>] = [
+        patterns("interception.include", \.include, shown: "[] (every host)", "hosts the URL protocol rewrites"),
+        patterns("interception.exclude", \.exclude, shown: "[]", "hosts the URL protocol never rewrites"),
+        .int(
+            "interception.connectionAttemptDelayMs", \.connectionAttemptDelayMilliseconds, default: 250,
+            "connection race: start the next address when the best has not connected by then; 0 turns racing off",
+            range: 0...60_000),
+        .strings(
+            "interception.trustCA", \.trustCA,
+            "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
+        .bool(
+            "interception.allowInsecureRedirects", \.allowInsecureRedirects, default: false,
+            "follow redirects from https to http"),
+        .choice(
+            "interception.proxy", \.proxyMode, default: .bypass,
+            "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it"
+        ),
+    ]
+
+    private static func patterns(
+        _ path: String, _ field: any WritableKeyPath<InterceptionSettings, [HostPattern]> & Sendable, shown: String,
+        _ help: String
+    ) -> SettingField<InterceptionSettings> {
+        .custom(
+            path, .stringArray, field, shown: shown, help,
+            check: { text in
+                (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                try reader.strings(key, default: []).map { text throws(DNSError) in try HostPattern(text) }
+            },
+            describe: { SettingsReader.list($0.map(\.description)) })
+    }
+}
