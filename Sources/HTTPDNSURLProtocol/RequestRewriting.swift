@@ -1,8 +1,8 @@
 #if canImport(FoundationNetworking)
     public import FoundationNetworking
 #endif
-public import Foundation
-public import HTTPDNS
+package import Foundation
+package import HTTPDNS
 
 /// Rewriting a request to a chosen IP, and the "handled" tag that keeps a request from being rewritten twice.
 ///
@@ -37,13 +37,13 @@ public enum RequestRewriting {
     }
 
     /// The host of `url` as written, without IPv6 brackets.
-    public static func host(of url: URL) -> String? {
+    package static func host(of url: URL) -> String? {
         guard let host = url.host, !host.isEmpty else { return nil }
         return host
     }
 
     /// `host[:port]` as the `Host` header names the origin of `url` (the port only when the URL has one).
-    public static func hostHeader(for url: URL) -> String? {
+    package static func hostHeader(for url: URL) -> String? {
         guard let host = host(of: url) else { return nil }
         let literal = host.contains(":") ? "[\(host)]" : host
         return url.port.map { "\(literal):\($0)" } ?? literal
@@ -52,7 +52,7 @@ public enum RequestRewriting {
     /// Rewrites `request` to go to `address`: the URL's host becomes the IP (port kept, IPv6 in brackets), the
     /// `Host` header names the original `host[:port]`, and the request is tagged handled.
     /// - Throws: ``InterceptionError/Code/badURL`` when the URL has no host.
-    public static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
+    package static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
         guard let url = request.url, let hostHeader = hostHeader(for: url),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else {

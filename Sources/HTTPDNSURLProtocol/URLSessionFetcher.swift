@@ -2,8 +2,8 @@
     import FoundationNetworking
 #endif
 import Foundation
-public import HTTPDNS
-public import Logging
+package import HTTPDNS
+package import Logging
 import Synchronization
 
 /// Performs requests through URLSession with ``HTTPDNSURLProtocol`` in front, and reports what the protocol did
@@ -12,9 +12,9 @@ import Synchronization
 ///
 /// Any number of requests may run at once: each result carries its own request's trace (matched through
 /// ``RequestRewriting/traceTagHeader``, which never goes on the wire).
-public final class URLSessionFetcher: Sendable {
+package final class URLSessionFetcher: Sendable {
     /// Which URLSession requests go through.
-    public enum SessionKind: Sendable {
+    package enum SessionKind: Sendable {
         /// `URLSession.shared`, after a global ``HTTPDNSURLProtocol/register(_:)``: the pattern an application
         /// uses. Create the fetcher before anything in the process touches URLSession.
         case shared
@@ -23,20 +23,20 @@ public final class URLSessionFetcher: Sendable {
     }
 
     /// A request to make.
-    public struct Request: Sendable {
+    package struct Request: Sendable {
         /// The URL, `http` or `https`.
-        public var url: String
+        package var url: String
         /// The method (default `GET`).
-        public var method: String
+        package var method: String
         /// Extra header fields.
-        public var headers: [(name: String, value: String)]
+        package var headers: [(name: String, value: String)]
         /// The body, if any.
-        public var body: [UInt8]?
+        package var body: [UInt8]?
         /// The request's `timeoutInterval` (default 60 s).
-        public var timeout: Duration
+        package var timeout: Duration
 
         /// Creates a request.
-        public init(
+        package init(
             url: String, method: String = "GET", headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
             timeout: Duration = .seconds(60)
         ) {
@@ -49,31 +49,31 @@ public final class URLSessionFetcher: Sendable {
     }
 
     /// The answer URLSession delivered, with the protocol's trace.
-    public struct Result: Sendable {
+    package struct Result: Sendable {
         /// The HTTP status.
-        public var status: Int
+        package var status: Int
         /// The URL of the answer (the last hop's, with the real host).
-        public var url: String
+        package var url: String
         /// The response headers.
-        public var headers: [String: String]
+        package var headers: [String: String]
         /// The body.
-        public var body: [UInt8]
+        package var body: [UInt8]
         /// What the protocol did; `nil` when the request was not intercepted (an IP literal, a host outside the
         /// scope).
-        public var trace: RequestTrace?
+        package var trace: RequestTrace?
         /// From the URLSession call to the whole answer.
-        public var elapsed: Duration
+        package var elapsed: Duration
     }
 
     /// The interceptor behind the protocol.
-    public let interceptor: HTTPDNSInterceptor
+    package let interceptor: HTTPDNSInterceptor
     private let session: URLSession
     private let ownsSession: Bool
     private let traces: PendingTraces
 
     /// Creates the interceptor and registers it (``SessionKind/shared``) or installs it into a session of its own.
     /// - Throws: ``InterceptionError/Code/invalidConfiguration`` from the interceptor.
-    public init(
+    package init(
         resolver: HostResolver,
         configuration: HTTPDNSInterceptor.Configuration,
         session kind: SessionKind = .shared,
@@ -105,7 +105,7 @@ public final class URLSessionFetcher: Sendable {
     /// Performs `request` through URLSession.
     /// - Throws: ``InterceptionError``: the protocol's own, or one made from URLSession's error for a request the
     ///   protocol did not take.
-    public func fetch(_ request: Request) async throws(InterceptionError) -> Result {
+    package func fetch(_ request: Request) async throws(InterceptionError) -> Result {
         guard let url = URL(string: request.url), url.host != nil else {
             throw InterceptionError(code: .badURL, message: "not an absolute URL", url: request.url)
         }
@@ -143,7 +143,7 @@ public final class URLSessionFetcher: Sendable {
     }
 
     /// Stops interception and closes the interceptor's connections.
-    public func shutdown() async {
+    package func shutdown() async {
         if ownsSession { session.finishTasksAndInvalidate() }
         HTTPDNSURLProtocol.unregister()
         await interceptor.shutdown()

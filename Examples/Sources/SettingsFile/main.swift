@@ -5,14 +5,15 @@ import Logging
 let logger = Logger(label: "httpdns")
 let file = SettingsFile.load(path: "Config/hostsctl.json")     // file + HOSTSCTL_ environment
 for problem in file.diagnostics { print(problem) }              // Config/hostsctl.json:7:14: error: unknown key ...
-let settings = try file.get()                                   // throws ConfigurationError when there are errors
+var settings = try file.get()                                   // throws ConfigurationError when there are errors
 
-// Hot reload: the file is checked every 2 s; a broken edit keeps the last good settings and logs the error.
-let watcher = try FileWatcher(path: "Config/hostsctl.json", logger: logger,
-                              load: { try SettingsFile.load(path: $0).get() },
-                              onChange: { newSettings in /* apply */ })
-watcher.start(interval: .milliseconds(settings.files.reloadIntervalMilliseconds))
+// One section on its own: c-ares configured from the same file, without the rest of the pipeline.
+let cares = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
 
-// The overrides file follows its edits the same way; an edit with a bad line is rejected whole.
-let overrides = HostOverrides()
-let hostsWatcher = try overrides.watch(path: "Config/hosts", interval: .seconds(2), logger: logger)
+// A resolver built from settings follows edits of its overrides and hosts files (every reload.intervalMs; an
+// edit with a bad line is rejected whole) and takes edited settings while it runs.
+let resolver = try HostResolver(settings: settings, logger: logger)
+settings.cares.timeoutMilliseconds = 500
+try resolver.apply(settings)
+// HTTPDNSRuntime.start(configurationFile:) (product HTTPDNSURLProtocol) also watches the settings file itself:
+// a broken edit keeps the last good settings and logs the error with its position.

@@ -4,14 +4,14 @@ import Foundation
 /// for the persisted file (monotonic instants mean nothing after a restart).
 ///
 /// Tests inject a clock they move by hand, so TTL expiry and staleness need no sleeping.
-public struct CacheClock: Sendable {
+package struct CacheClock: Sendable {
     /// The current monotonic time in nanoseconds from an arbitrary origin.
-    public var monotonicNanoseconds: @Sendable () -> Int64
+    package var monotonicNanoseconds: @Sendable () -> Int64
     /// The current wall-clock time in seconds since 1970.
-    public var wallSeconds: @Sendable () -> Double
+    package var wallSeconds: @Sendable () -> Double
 
     /// Creates a clock from its two readings.
-    public init(
+    package init(
         monotonicNanoseconds: @escaping @Sendable () -> Int64,
         wallSeconds: @escaping @Sendable () -> Double
     ) {
@@ -22,7 +22,7 @@ public struct CacheClock: Sendable {
     /// The system's clocks: `CLOCK_MONOTONIC_COARSE` and the wall clock. The coarse clock is read without a
     /// system call or a TSC read (a few nanoseconds on every lookup instead of tens) and ticks every few
     /// milliseconds, far finer than TTLs in seconds need.
-    public static let system = CacheClock(
+    package static let system = CacheClock(
         monotonicNanoseconds: { coarseMonotonicNanoseconds() },
         wallSeconds: { Date().timeIntervalSince1970 }
     )

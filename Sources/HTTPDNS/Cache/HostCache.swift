@@ -115,10 +115,13 @@ public final class HostCache: Sendable {
     public var configuration: Configuration { core.withLock { $0.configuration } }
 
     /// Creates an empty cache.
-    /// - Parameters:
-    ///   - configuration: Limits and policies.
-    ///   - clock: The clocks read for expiry; tests pass one they control.
-    public init(configuration: Configuration = .default, clock: CacheClock = .system) {
+    /// - Parameter configuration: Limits and policies.
+    public convenience init(configuration: Configuration = .default) {
+        self.init(configuration: configuration, clock: .system)
+    }
+
+    /// Creates an empty cache that reads `clock` for expiry (tests pass one they control).
+    package init(configuration: Configuration = .default, clock: CacheClock) {
         self.clock = clock
         self.core = Locked(HostCacheCore(configuration: configuration))
     }

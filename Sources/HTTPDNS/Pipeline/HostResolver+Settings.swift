@@ -15,7 +15,6 @@ extension HostResolver {
     ///   - upstreams: When given, these replace the upstream layers of the settings (the caller keeps ownership of
     ///     them) and no fallback is asked: the caller named what answers.
     ///   - prober: Measures connect times for background probes.
-    ///   - clock: The cache's clocks.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - persistingCache: Whether the cache is loaded from and saved to its file (``CacheSettings/path``
@@ -26,7 +25,21 @@ extension HostResolver {
         settings: ResolverSettings,
         upstreams: [Upstream]? = nil,
         prober: (any ConnectProber)? = TCPConnectProber(),
-        clock: CacheClock = .system,
+        logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsFactory: (any MetricsFactory)? = nil,
+        persistingCache: Bool = true
+    ) throws(DNSError) {
+        try self.init(
+            settings: settings, upstreams: upstreams, prober: prober, clock: .system, logger: logger,
+            metricsFactory: metricsFactory, persistingCache: persistingCache)
+    }
+
+    /// The same, with the cache reading `clock` (tests pass one they control).
+    package convenience init(
+        settings: ResolverSettings,
+        upstreams: [Upstream]? = nil,
+        prober: (any ConnectProber)? = TCPConnectProber(),
+        clock: CacheClock,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true

@@ -1,4 +1,4 @@
-public import Logging
+package import Logging
 import Synchronization
 
 #if canImport(Glibc)
@@ -16,7 +16,7 @@ import Synchronization
 /// including an editor's save-by-rename, triggers a reload. When the new contents fail to load (a syntax error,
 /// a bad line, a missing file) the last good value stays in effect and the error is logged, so a broken edit
 /// never takes a running service down. Checking `stat` once every few seconds costs nothing measurable.
-public final class FileWatcher<Value: Sendable>: Sendable {
+package final class FileWatcher<Value: Sendable>: Sendable {
     private struct Identity: Equatable {
         var device: UInt64
         var inode: UInt64
@@ -34,7 +34,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     }
 
     /// The watched path.
-    public let path: String
+    package let path: String
     private let load: @Sendable (String) throws -> Value
     private let onChange: @Sendable (Value) -> Void
     private let logger: Logger
@@ -47,7 +47,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     ///   - load: Reads and validates the file; throws to reject it.
     ///   - onChange: Called with each newly loaded value (not for the first load).
     /// - Throws: Whatever `load` throws for the first load.
-    public convenience init(
+    package convenience init(
         path: String,
         logger: Logger,
         load: @escaping @Sendable (String) throws -> Value,
@@ -60,7 +60,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
 
     /// Starts from a value the caller already loaded (for example leniently, skipping bad lines) and reloads with
     /// `load` on each later change, so a file that was imperfect at start-up is still followed.
-    public convenience init(
+    package convenience init(
         path: String,
         initial: Value,
         logger: Logger,
@@ -90,13 +90,13 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     deinit { state.withLock { $0.task?.cancel() } }
 
     /// The last good value.
-    public var value: Value { state.withLock { $0.value } }
+    package var value: Value { state.withLock { $0.value } }
 
     /// How many edits were applied and how many were rejected.
-    public var counts: (reloads: Int, failures: Int) { state.withLock { ($0.reloads, $0.failures) } }
+    package var counts: (reloads: Int, failures: Int) { state.withLock { ($0.reloads, $0.failures) } }
 
     /// Starts checking the file every `interval` in a background task. Calling it again restarts the task.
-    public func start(interval: Duration) {
+    package func start(interval: Duration) {
         let task = Task { [weak self] in
             while !Task.isCancelled {
                 do { try await Task.sleep(for: interval) } catch { return }
@@ -111,7 +111,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     }
 
     /// Stops watching.
-    public func stop() {
+    package func stop() {
         state.withLock { state in
             state.task?.cancel()
             state.task = nil
@@ -121,7 +121,7 @@ public final class FileWatcher<Value: Sendable>: Sendable {
     /// Checks the file now and reloads it if it changed.
     /// - Returns: `true` when a new value was applied.
     @discardableResult
-    public func checkNow() -> Bool {
+    package func checkNow() -> Bool {
         let identity = Self.identity(of: path)
         let changed = state.withLock { state in
             guard state.identity != identity else { return false }
@@ -170,7 +170,7 @@ extension HostOverrides {
     ///   - logger: Receives the result of each reload.
     /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
     /// - Throws: ``ConfigurationError`` when the file cannot be read the first time.
-    public func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
+    package func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
         OverrideTable
     > {
         let first = try HostsFile(contentsOf: path)

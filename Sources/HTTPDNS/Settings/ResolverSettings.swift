@@ -120,7 +120,7 @@ public struct ResolverSettings: Sendable, Hashable {
     ]
 
     /// Every settings key, documented: the sections' fields are the one place keys, defaults and limits are written.
-    public static let keys: [SettingKey] = sections.flatMap(\.keys)
+    package static let keys: [SettingKey] = sections.flatMap(\.keys)
 
     /// The effective value of every key (provider keys once per provider, with its name), in the order of
     /// ``keys``; secrets are never among them.

@@ -2,9 +2,9 @@
 ///
 /// ``ResolverSettings/keys`` lists every key. The same table drives the file check (unknown keys, wrong types,
 /// bad values, with positions), the environment-variable names, `hostsctl config show` and the README.
-public struct SettingKey: Sendable, Hashable {
+package struct SettingKey: Sendable, Hashable {
     /// The value type a key takes.
-    public enum Kind: String, Sendable, Hashable {
+    package enum Kind: String, Sendable, Hashable {
         /// A string.
         case string
         /// An integer.
@@ -18,26 +18,26 @@ public struct SettingKey: Sendable, Hashable {
     }
 
     /// The dotted path, with `*` standing for a provider name (`httpdns.provider.*.api`).
-    public var path: String
+    package var path: String
     /// The value type.
-    public var kind: Kind
+    package var kind: Kind
     /// The default, as text for people.
-    public var defaultText: String
+    package var defaultText: String
     /// What the key means.
-    public var help: String
+    package var help: String
     /// The values a string (or each element of a string array) may take, if limited.
-    public var allowed: [String]?
+    package var allowed: [String]?
     /// The range an integer (or each element of an integer array) must be in, if limited.
-    public var range: ClosedRange<Int>?
+    package var range: ClosedRange<Int>?
     /// Checks one string or string element; returns what is wrong, or `nil`.
     var check: (@Sendable (String) -> String?)?
 
     /// The environment variable that overrides this key (not for keys under a provider name):
     /// `HOSTSCTL_` and the path in upper case, camel case split with `_`, e.g. `HOSTSCTL_CARES_TIMEOUT_MS`.
-    public var environmentVariable: String { Self.environmentVariable(for: path) }
+    package var environmentVariable: String { Self.environmentVariable(for: path) }
 
     /// The environment variable for a concrete dotted path.
-    public static func environmentVariable(for path: String) -> String {
+    package static func environmentVariable(for path: String) -> String {
         var out = "HOSTSCTL"
         for component in path.split(separator: ".") {
             out += "_"
@@ -80,9 +80,9 @@ public struct SettingKey: Sendable, Hashable {
     }
 
     /// Keys are equal when path and kind are.
-    public static func == (lhs: SettingKey, rhs: SettingKey) -> Bool { lhs.path == rhs.path && lhs.kind == rhs.kind }
+    package static func == (lhs: SettingKey, rhs: SettingKey) -> Bool { lhs.path == rhs.path && lhs.kind == rhs.kind }
     /// Hashes the path.
-    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+    package func hash(into hasher: inout Hasher) { hasher.combine(path) }
 }
 
 extension SettingKey {

@@ -12,15 +12,15 @@ extension ResolutionSource {
 /// decide the answer, and it reports no TTLs (every address gets TTL 0). It is here as the baseline to measure the
 /// other resolvers against (`hostsctl bench --source system`) and as the pipeline's last resort: the `system`
 /// layer, by default asked only for names every other upstream says do not exist.
-public final class SystemResolver: HostNameResolver {
+package final class SystemResolver: HostNameResolver {
     private let pool: NIOThreadPool
     /// The TTL given to every answer (`getaddrinfo` reports none).
-    public let ttl: UInt32
+    package let ttl: UInt32
 
     /// Starts `threads` threads (1 to 1024); at most that many lookups run at once, the rest wait in turn.
     /// - Parameter ttl: The TTL given to the answers (default 0: `getaddrinfo` reports none).
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
-    public init(threads: Int = 8, ttl: UInt32 = 0) throws(DNSError) {
+    package init(threads: Int = 8, ttl: UInt32 = 0) throws(DNSError) {
         guard (1...1024).contains(threads) else {
             throw DNSError(code: .invalidConfiguration, message: "threads must be between 1 and 1024, not \(threads)")
         }
@@ -34,14 +34,14 @@ public final class SystemResolver: HostNameResolver {
     }
 
     /// Stops the threads once the lookups in flight end; later lookups fail with ``DNSError/Code/shutdown``.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await pool.shutdownGracefully()
     }
 
     /// Resolves `host` with `getaddrinfo`, one address per IP (stream sockets), in the system's order.
     /// - Throws: ``DNSError`` (`notFound`, `noData`, `timeout` for a temporary failure, `shutdown`, …) with the
     ///   host as context.
-    public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+    package func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         let result: Result<Resolution, DNSError>
         do {
             let ttl = self.ttl
@@ -53,7 +53,7 @@ public final class SystemResolver: HostNameResolver {
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
-    public static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError>
+    package static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError>
     {
         var hints = addrinfo()
         switch family {
