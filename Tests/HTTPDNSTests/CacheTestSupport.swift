@@ -97,11 +97,6 @@ final class FakeUpstream: HostNameResolver {
 func ip(_ text: String) -> IPAddress { IPAddress(text)! }
 func name(_ text: String) -> HostName { try! HostName(text) }
 
-/// A fresh path in the temporary directory.
-func temporaryPath(_ suffix: String = "cache.json") -> String {
-    FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-\(UUID().uuidString)-\(suffix)").path
-}
-
 /// Waits until `condition` holds, checking every millisecond for at most 30 s (scaled by ``TestTiming``); records an
 /// issue when it never does.
 func eventually(_ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import HTTPDNS
@@ -199,7 +200,7 @@ struct HostCacheTests {
 
     @Test("save and load round-trip answers, scores and remaining TTLs; expired-beyond-staleness entries are dropped")
     func persistence() throws {
-        let path = temporaryPath()
+        let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let clock = ManualClock()
         let configuration = HostCache.Configuration(minimumTTL: 0, maximumStaleness: .seconds(600))
@@ -258,7 +259,7 @@ struct HostCacheTests {
     @Test("corrupt, truncated and foreign files are ignored with a warning", arguments: 0..<corruptFiles.count)
     func corrupt(index: Int) throws {
         let (label, data) = Self.corruptFiles[index]
-        let path = temporaryPath()
+        let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
         try data.write(to: URL(fileURLWithPath: path))
         let store = LogStore()
@@ -273,7 +274,7 @@ struct HostCacheTests {
 
     @Test("malformed entries are skipped and the good ones kept; a directory or missing file is no problem")
     func partial() throws {
-        let path = temporaryPath()
+        let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let wall = 1_800_000_000.0
         let text = """
@@ -298,7 +299,7 @@ struct HostCacheTests {
         #expect(
             cache.rankedAddresses(for: name("badscore.test")).first?.isMeasured == false, "the bad score is skipped")
 
-        let missing = cache.load(from: temporaryPath())
+        let missing = cache.load(from: TemporaryFiles.path("cache.json"))
         #expect(missing.problem == nil && missing.loaded == 0)
         let directory = FileManager.default.temporaryDirectory.path
         #expect(cache.load(from: directory).problem != nil)

@@ -293,7 +293,7 @@ struct HostResolverTests {
 
     @Test("after a restart the persisted cache answers without any upstream")
     func restart() async throws {
-        let path = temporaryPath()
+        let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let configuration = HostResolver.Configuration(probing: nil, cachePath: path)
         let first = Self.resolver([FakeUpstream(.answer(Self.zone, ttl: 300))], configuration: configuration)
@@ -427,8 +427,8 @@ struct HostResolverTests {
 
     @Test("the settings build the pipeline: overrides file, cache, c-ares against dnsmasq")
     func fromSettings() async throws {
-        let hosts = temporaryPath("hosts")
-        let cachePath = temporaryPath()
+        let hosts = TemporaryFiles.path("hosts")
+        let cachePath = TemporaryFiles.path("cache.json")
         defer {
             try? FileManager.default.removeItem(atPath: hosts)
             try? FileManager.default.removeItem(atPath: cachePath)

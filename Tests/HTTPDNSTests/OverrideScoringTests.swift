@@ -106,9 +106,7 @@ struct OverrideScoringTests {
 
     @Test("override scores survive a save and a load")
     func overrideScoresPersist() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("scores-\(UUID().uuidString).json")
-            .path
-        defer { try? FileManager.default.removeItem(atPath: path) }
+        let path = TemporaryFiles.path("scores.json")
         let overrides = HostOverrides()
         overrides.set([ip("127.0.0.50"), ip("127.0.0.51")], for: try HostPattern("pinned.test"))
         let cache = HostCache(configuration: .init(dualStack: .preferIPv4))

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import HTTPDNS
@@ -9,15 +10,6 @@ import Testing
 /// The settings file: positions of every kind of mistake, environment overrides, and hot reload.
 @Suite("settings and hot reload")
 struct SettingsTests {
-    static func temporaryFile(_ text: String, name: String = "settings.json") throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "httpdns-settings-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let path = directory.appendingPathComponent(name).path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
-    }
-
     @Test("the shipped Config/hostsctl.json is valid and keeps the offline defaults")
     func shippedFile() throws {
         let file = SettingsFile.load(path: "Config/hostsctl.json", environment: [:])
@@ -78,7 +70,7 @@ struct SettingsTests {
         ]
     )
     func diagnostics(text: String, line: Int, column: Int, message: String) throws {
-        let path = try Self.temporaryFile(text)
+        let path = try TemporaryFiles.file(text)
         let file = SettingsFile.load(path: path, environment: [:])
         #expect(file.settings == nil)
         let first = try #require(file.errors.first)
@@ -146,7 +138,7 @@ struct SettingsTests {
 
     @Test("environment variables override the file, and bad or unknown ones are reported")
     func environment() throws {
-        let path = try Self.temporaryFile(
+        let path = try TemporaryFiles.file(
             "{ \"cares\": { \"timeoutMs\": 900, \"tries\": 3 }, \"sources\": { \"order\": [\"cares\"] } }")
         let file = SettingsFile.load(
             path: path,
@@ -177,7 +169,7 @@ struct SettingsTests {
 
     @Test("providers are read with their secret variable, never a secret")
     func providers() throws {
-        let path = try Self.temporaryFile(
+        let path = try TemporaryFiles.file(
             """
             { "sources": { "order": ["httpdns", "cares"] },
               "httpdns": { "providers": ["local"], "provider": { "local": {
@@ -192,7 +184,7 @@ struct SettingsTests {
         #expect(configuration.endpoints.first?.bootstrapAddresses == [IPAddress("192.0.2.53")!])
         #expect(configuration.name == "local")
 
-        let missing = try Self.temporaryFile("{ \"sources\": { \"order\": [\"httpdns\"] } }")
+        let missing = try TemporaryFiles.file("{ \"sources\": { \"order\": [\"httpdns\"] } }")
         #expect(
             SettingsFile.load(path: missing, environment: [:]).errors.first?.message.contains(
                 "httpdns.providers is empty") == true)
@@ -221,7 +213,7 @@ struct SettingsTests {
 
     @Test("hot reload: a good edit is applied, a broken edit keeps the last good settings and is logged")
     func reload() async throws {
-        let path = try Self.temporaryFile("{ \"cares\": { \"tries\": 3 } }")
+        let path = try TemporaryFiles.file("{ \"cares\": { \"tries\": 3 } }")
         let store = LogStore()
         let applied = Counter()
         let watcher = try FileWatcher(
@@ -265,7 +257,7 @@ struct SettingsTests {
 
     @Test("hot reload of the overrides file: edits apply, an edit with a bad line is rejected whole")
     func overridesReload() async throws {
-        let path = try Self.temporaryFile("192.0.2.1 a.test\n", name: "hosts")
+        let path = try TemporaryFiles.file("192.0.2.1 a.test\n", name: "hosts")
         let overrides = HostOverrides()
         let watcher = try overrides.watch(
             path: path, interval: .zero, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))

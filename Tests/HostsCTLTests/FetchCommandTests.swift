@@ -45,11 +45,7 @@ struct FetchCommandTests {
 
     /// Runs `hostsctl fetch` with only the overrides layer, so nothing is ever asked of a real DNS server.
     private func fetch(_ arguments: [String], hosts: [String]) async throws -> HostsCTLProcess.Output {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fetch-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let hostsFile = directory.appendingPathComponent("hosts").path
-        try hosts.joined(separator: "\n").write(toFile: hostsFile, atomically: true, encoding: .utf8)
+        let hostsFile = try TemporaryFiles.file(hosts.joined(separator: "\n"), name: "hosts")
         return try await HostsCTLProcess.run(
             ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments,
             environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
@@ -69,9 +65,7 @@ struct FetchCommandTests {
         }
         try await withCleanup { () async throws in
             let url = "https://api.test:\(server.port)/"
-            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)")
-                .path
-            defer { try? FileManager.default.removeItem(atPath: bodyFile) }
+            let bodyFile = TemporaryFiles.path("body")
             let output = try await fetch(
                 ["--trust-ca", certificates.caPath, "--json", "--repeat", "2", "-o", bodyFile, url],
                 hosts: ["127.0.0.14 api.test"])
@@ -174,8 +168,7 @@ struct FetchCommandTests {
             let refused = try TCPListener(ip: "127.0.0.43", port: UInt16(server.port), listening: false)
             defer { refused.close() }
             // -o writes the body in place: a second hard link to the file sees it (a file replaced by rename would not).
-            let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("body-\(UUID().uuidString)")
-                .path
+            let bodyFile = TemporaryFiles.path("body")
             let link = bodyFile + ".link"
             #expect(FileManager.default.createFile(atPath: bodyFile, contents: Data()))
             try FileManager.default.linkItem(atPath: bodyFile, toPath: link)

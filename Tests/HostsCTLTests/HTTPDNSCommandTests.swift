@@ -188,11 +188,8 @@ struct HTTPDNSCommandTests {
 @Suite("hostsctl settings")
 struct SettingsCommandTests {
     static func write(_ text: String, name: String, next to: String? = nil) throws -> String {
-        let directory =
-            to.map { URL(fileURLWithPath: $0).deletingLastPathComponent() }
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent("hostsctl-settings-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let path = directory.appendingPathComponent(name).path
+        guard let to else { return try TemporaryFiles.file(text, name: name) }
+        let path = URL(fileURLWithPath: to).deletingLastPathComponent().appendingPathComponent(name).path
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }

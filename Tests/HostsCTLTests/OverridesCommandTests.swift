@@ -8,15 +8,9 @@ import Testing
 
 @Suite("hostsctl overrides and config check")
 struct OverridesCommandTests {
-    static func temporaryFile(_ text: String) throws -> String {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("hosts-\(UUID().uuidString)").path
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
-    }
-
     @Test("resolve --hosts answers exact and wildcard names from the file and the rest from DNS")
     func overridesFirst() async throws {
-        let path = try Self.temporaryFile(
+        let path = try TemporaryFiles.file(
             "192.0.2.50 multi.test\n198.51.100.1 *.wild.test\n2001:db8::77 v6.wild.test\n"
         )
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -55,8 +49,8 @@ struct OverridesCommandTests {
 
     @Test("config check pinpoints errors and exits 1; a good file exits 0")
     func check() async throws {
-        let bad = try Self.temporaryFile("192.0.2.1 ok.test\n\n999.0.0.1 x.test\n192.0.2.2 fine.test *bad\n")
-        let good = try Self.temporaryFile("192.0.2.1 ok.test\n")
+        let bad = try TemporaryFiles.file("192.0.2.1 ok.test\n\n999.0.0.1 x.test\n192.0.2.2 fine.test *bad\n")
+        let good = try TemporaryFiles.file("192.0.2.1 ok.test\n")
         defer {
             try? FileManager.default.removeItem(atPath: bad)
             try? FileManager.default.removeItem(atPath: good)

@@ -29,50 +29,53 @@ public final class DNSDist: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "httpdns-dnsdist-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var lastError: (any Error)?
-        for _ in 0..<5 {
-            let udpPort = try FreePort.udp()
-            let httpPort = try FreePort.tcp()
-            let httpsPort = certificate == nil ? nil : try FreePort.tcp()
-            var lines = [
-                "setSecurityPollSuffix(\"\")",
-                "setACL({\"127.0.0.0/8\", \"::1/128\"})",
-                "setLocal(\"127.0.0.1:\(udpPort)\")",
-                "newServer({address=\"\(backend)\", checkName=\"multi.test.\", checkInterval=60})",
-                "addDOHLocal(\"127.0.0.1:\(httpPort)\", nil, nil, \"/dns-query\")",
-            ]
-            if let certificate, let httpsPort {
-                lines.append(
-                    "addDOHLocal(\"127.0.0.1:\(httpsPort)\", \"\(certificate.certificatePath)\", "
-                        + "\"\(certificate.keyPath)\", \"/dns-query\")"
+        do {
+            (process, httpPort, httpsPort) = try ServerLaunch.retrying("dnsdist") {
+                _ throws -> (ChildProcess, UInt16, UInt16?) in
+                let udpPort = try FreePort.udp()
+                let httpPort = try FreePort.tcp()
+                let httpsPort = certificate == nil ? nil : try FreePort.tcp()
+                var lines = [
+                    "setSecurityPollSuffix(\"\")",
+                    "setACL({\"127.0.0.0/8\", \"::1/128\"})",
+                    "setLocal(\"127.0.0.1:\(udpPort)\")",
+                    "newServer({address=\"\(backend)\", checkName=\"multi.test.\", checkInterval=60})",
+                    "addDOHLocal(\"127.0.0.1:\(httpPort)\", nil, nil, \"/dns-query\")",
+                ]
+                if let certificate, let httpsPort {
+                    lines.append(
+                        "addDOHLocal(\"127.0.0.1:\(httpsPort)\", \"\(certificate.certificatePath)\", "
+                            + "\"\(certificate.keyPath)\", \"/dns-query\")"
+                    )
+                }
+                let config = directory.appendingPathComponent("dnsdist.conf")
+                try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
+                let process = try ChildProcess(
+                    path: "/usr/bin/dnsdist",
+                    arguments: ["--supervised", "--disable-syslog", "-C", config.path],
+                    logPath: directory.appendingPathComponent("dnsdist.log").path
                 )
+                let up =
+                    FreePort.waitUntilAccepting(port: httpPort, while: { process.isRunning })
+                    && (httpsPort.map { port in FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+                        ?? true)
+                guard up else {
+                    process.stop()
+                    let log =
+                        (try? String(contentsOf: directory.appendingPathComponent("dnsdist.log"), encoding: .utf8))
+                        ?? ""
+                    throw ServerLaunch.NotUp("dnsdist did not come up on port \(httpPort): \(log.suffix(2000))")
+                }
+                return (process, httpPort, httpsPort)
             }
-            let config = directory.appendingPathComponent("dnsdist.conf")
-            try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
-            let process = try ChildProcess(
-                path: "/usr/bin/dnsdist",
-                arguments: ["--supervised", "--disable-syslog", "-C", config.path],
-                logPath: directory.appendingPathComponent("dnsdist.log").path
-            )
-            let up =
-                FreePort.waitUntilAccepting(port: httpPort, while: { process.isRunning })
-                && (httpsPort.map { port in FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
-                    ?? true)
-            if up {
-                self.process = process
-                self.directory = directory
-                self.httpPort = httpPort
-                self.httpsPort = httpsPort
-                self.httpURL = "http://127.0.0.1:\(httpPort)/dns-query"
-                self.httpsURL = certificate.flatMap { leaf in httpsPort.map { "https://\(leaf.name):\($0)/dns-query" } }
-                return
-            }
-            process.stop()
-            let log = (try? String(contentsOf: directory.appendingPathComponent("dnsdist.log"), encoding: .utf8)) ?? ""
-            lastError = TestServerError("dnsdist did not come up on port \(httpPort): \(log.suffix(2000))")
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        try? FileManager.default.removeItem(at: directory)
-        throw lastError ?? TestServerError("dnsdist did not start")
+        self.directory = directory
+        let (http, https) = (httpPort, httpsPort)
+        self.httpURL = "http://127.0.0.1:\(http)/dns-query"
+        self.httpsURL = certificate.flatMap { leaf in https.map { "https://\(leaf.name):\($0)/dns-query" } }
     }
 
     /// Starts dnsdist (see ``init(backend:certificate:)``) without holding a thread of the cooperative pool while

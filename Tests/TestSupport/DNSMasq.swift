@@ -27,32 +27,32 @@ public final class DNSMasq: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "httpdns-dnsmasq-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var lastError: (any Error)?
-        for _ in 0..<5 {
-            let port = try FreePort.udp()
-            let config = directory.appendingPathComponent("dnsmasq.conf")
-            let lines =
-                [
-                    "port=\(port)", "listen-address=127.0.0.1", "bind-interfaces", "no-resolv", "no-hosts", "no-poll",
-                    "local=/test/", "cache-size=0", "pid-file=",
-                ] + records
-            try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
-            let process = try ChildProcess(
-                path: binary,
-                arguments: ["--keep-in-foreground", "--conf-file=\(config.path)", "--log-facility=-"]
-            )
-            let address = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
-            if DNSProbe.waitUntilAnswering(address, while: { process.isRunning }) {
-                self.process = process
-                self.address = address
-                self.directory = directory
-                return
+        do {
+            (process, address) = try ServerLaunch.retrying("dnsmasq") { _ in
+                let port = try FreePort.udp()
+                let config = directory.appendingPathComponent("dnsmasq.conf")
+                let lines =
+                    [
+                        "port=\(port)", "listen-address=127.0.0.1", "bind-interfaces", "no-resolv", "no-hosts",
+                        "no-poll", "local=/test/", "cache-size=0", "pid-file=",
+                    ] + records
+                try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
+                let process = try ChildProcess(
+                    path: binary,
+                    arguments: ["--keep-in-foreground", "--conf-file=\(config.path)", "--log-facility=-"]
+                )
+                let address = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
+                guard DNSProbe.waitUntilAnswering(address, while: { process.isRunning }) else {
+                    process.stop()
+                    throw ServerLaunch.NotUp("dnsmasq did not answer on port \(port)")
+                }
+                return (process, address)
             }
-            process.stop()
-            lastError = TestServerError("dnsmasq did not answer on port \(port)")
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        try? FileManager.default.removeItem(at: directory)
-        throw lastError ?? TestServerError("dnsmasq did not start")
+        self.directory = directory
     }
 
     /// Stops the server and removes its files.

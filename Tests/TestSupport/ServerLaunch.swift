@@ -1,0 +1,28 @@
+/// Launching a server on ports picked just before it binds them: another process can take a port in between, so a
+/// launch that does not come up is tried again on fresh ports a few times.
+public enum ServerLaunch {
+    /// The failure of one try that is worth another try on fresh ports.
+    public struct NotUp: Error, CustomStringConvertible {
+        /// What was seen (the port, the server's log).
+        public var description: String
+        /// Creates the failure.
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// Runs `launch` until it returns, at most `attempts` times; a try that throws ``NotUp`` is retried, any other
+    /// error (a missing binary, an unwritable directory) ends the launch at once.
+    /// - Throws: ``TestServerError`` with the last try's ``NotUp`` description, or what `launch` threw.
+    public static func retrying<Server>(
+        _ name: String, attempts: Int = 5, _ launch: (_ attempt: Int) throws -> Server
+    ) throws -> Server {
+        var last = "\(name) did not start"
+        for attempt in 0..<attempts {
+            do {
+                return try launch(attempt)
+            } catch let error as NotUp {
+                last = error.description
+            }
+        }
+        throw TestServerError("\(name) did not come up in \(attempts) tries: \(last)")
+    }
+}
