@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "HTTPDNS", targets: ["HTTPDNS"]),
         .library(name: "HTTPDNSURLProtocol", targets: ["HTTPDNSURLProtocol"]),
+        .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
         .executable(name: "hostsctl", targets: ["hostsctl"]),
         // The command tree as a library, for embedding and for the benchmarks that measure `hostsctl bench` itself.
         .library(name: "HostsCTL", targets: ["HostsCTL"]),
@@ -74,12 +75,28 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // HTTP DNS served from the pipeline (DoH, the JSON API, vendor-compatible APIs) over HTTP/1.1 and HTTP/2.
+        .target(
+            name: "HTTPDNSServer",
+            dependencies: [
+                "HTTPDNS",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The hostsctl command tree, kept in a library so tests can parse and run commands.
         .target(
             name: "HostsCTL",
             dependencies: [
                 "HTTPDNS",
                 "HTTPDNSURLProtocol",
+                "HTTPDNSServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -172,6 +189,17 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSServerTests",
+            dependencies: [
+                "HTTPDNSServer",
+                "HTTPDNS",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),

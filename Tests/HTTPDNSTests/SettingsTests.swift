@@ -104,6 +104,10 @@ struct SettingsTests {
         #expect(try SystemResolverSettings(configReader: reader).threads == 3)
         #expect(try AddressGuardSettings(configReader: reader).everyUpstream)
         #expect(try HTTPDNSSettings(configReader: reader).providers.map(\.name) == ["p1"])
+        // A provider configured in code is the same as one read from the keys.
+        let coded = HTTPDNSSettings.Provider(name: "p1", api: "doh", urls: ["https://127.0.0.1:1/dns-query"])
+        #expect(try HTTPDNSSettings(configReader: reader).providers == [coded])
+        #expect(try coded.resolverConfiguration().endpoints.count == 1)
         #expect(HostCache.Configuration(settings: try CacheSettings(configReader: reader)).maximumHosts == 7)
 
         let settings = try ResolverSettings(configReader: reader)

@@ -25,20 +25,13 @@ public struct CAresSettings: Sendable, Hashable {
     /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
-        self.init(servers: [], timeoutMilliseconds: 0, tries: 0, tcp: false, searchDomains: nil, ndots: nil)
+        servers = []
+        timeoutMilliseconds = 0
+        tries = 0
+        tcp = false
+        searchDomains = nil
+        ndots = nil
         try SettingField.readAll(Self.fields, from: config, into: &self)
-    }
-
-    private init(
-        servers: [ServerAddress], timeoutMilliseconds: Int, tries: Int, tcp: Bool, searchDomains: [String]?,
-        ndots: Int?
-    ) {
-        self.servers = servers
-        self.timeoutMilliseconds = timeoutMilliseconds
-        self.tries = tries
-        self.tcp = tcp
-        self.searchDomains = searchDomains
-        self.ndots = ndots
     }
 
     /// The search policy these settings describe: ``searchDomains`` and ``ndots`` where set, the system's

@@ -33,25 +33,19 @@ public struct CacheSettings: Sendable, Hashable {
     ///   `cache.minTtlSeconds` is above `cache.maxTtlSeconds`.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
-        self.init(enabled: false, ttl: 0, path: nil, maxHosts: 0, preResolve: [], dualStack: .fastest)
+        enabled = false
+        minTTL = 0
+        maxTTL = 0
+        negativeTTL = 0
+        maxStale = 0
+        path = nil
+        maxHosts = 0
+        preResolve = []
+        dualStack = .fastest
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard minTTL <= maxTTL else {
             throw SettingsReader(config: config).invalid("cache.minTtlSeconds", "is larger than cache.maxTtlSeconds")
         }
-    }
-
-    private init(
-        enabled: Bool, ttl: Int, path: String?, maxHosts: Int, preResolve: [String], dualStack: DualStackPolicy
-    ) {
-        self.enabled = enabled
-        minTTL = ttl
-        maxTTL = ttl
-        negativeTTL = ttl
-        maxStale = ttl
-        self.path = path
-        self.maxHosts = maxHosts
-        self.preResolve = preResolve
-        self.dualStack = dualStack
     }
 
     static let fields: [SettingField<CacheSettings>] = [

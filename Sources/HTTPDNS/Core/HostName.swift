@@ -66,7 +66,7 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     public static func < (lhs: HostName, rhs: HostName) -> Bool { lhs.name < rhs.name }
 
     /// A form of untrusted text that is safe to put in a message: control characters escaped, length capped.
-    static func printable(_ text: String) -> String {
+    package static func printable(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars.prefix(300) {
             if scalar.value < 0x20 || scalar.value == 0x7F {

@@ -9,7 +9,7 @@ import Foundation
 /// - Success: HTTP 200 with `{"host":"H","ips":["192.0.2.1"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}`;
 ///   an empty `ips` means the name has no address of that family.
 /// - Failure: an HTTP 4xx with `{"code":"SignatureExpired"}`, `{"code":"InvalidSignature"}`, …
-enum AlibabaHTTPDNS {
+package enum AlibabaHTTPDNS {
     /// The request path and query for `host`, relative to the endpoint.
     static func suffix(
         account: String,
@@ -35,7 +35,7 @@ enum AlibabaHTTPDNS {
     }
 
     /// `md5hex("host-secret-expiry")`, lower-case hex.
-    static func signature(host: String, secret: String, expiry: Int64) -> String {
+    package static func signature(host: String, secret: String, expiry: Int64) -> String {
         Insecure.MD5.hash(data: Array("\(host)-\(secret)-\(expiry)".utf8)).hexString
     }
 

@@ -15,7 +15,7 @@ public struct HTTPDNSSecret: Sendable, Hashable, CustomStringConvertible, Custom
     CustomReflectable
 {
     /// The secret text. Only the signing code reads it.
-    let value: String
+    package let value: String
 
     /// Wraps a secret.
     public init(_ value: String) { self.value = value }

@@ -21,6 +21,22 @@ public struct HTTPDNSSettings: Sendable, Hashable {
         public var secretVariable: String
         /// Accept private, loopback and link-local answers.
         public var allowPrivateAnswers: Bool
+
+        /// A provider configured in code, with the defaults of its settings keys for what is not given.
+        public init(
+            name: String, api: String, urls: [String], bootstrap: [IPAddress] = [],
+            method: HTTPDNSResolver.API.DoHMethod = .get, account: String? = nil,
+            secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool = false
+        ) {
+            self.name = name
+            self.api = api
+            self.urls = urls
+            self.bootstrap = bootstrap
+            self.method = method
+            self.account = account
+            self.secretVariable = secretVariable
+            self.allowPrivateAnswers = allowPrivateAnswers
+        }
     }
 
     /// The HTTP DNS providers, in order.

@@ -47,6 +47,8 @@ public struct ResolverSettings: Sendable, Hashable {
     public var probe: ProbeSettings
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
     public var interception: InterceptionSettings
+    /// Where and how `hostsctl serve` answers.
+    public var serve: ServeSettings
 
     /// The defaults: overrides, the system hosts file, the cache and c-ares with the system's servers, the system
     /// resolver as the fallback; it works on any machine without a network service.
@@ -67,6 +69,7 @@ public struct ResolverSettings: Sendable, Hashable {
         cache = try CacheSettings(configReader: config)
         probe = try ProbeSettings(configReader: config)
         interception = try InterceptionSettings(configReader: config)
+        serve = try ServeSettings(configReader: config)
         // Placeholders only: the fields below overwrite them.
         sources = []
         race = false
@@ -98,26 +101,24 @@ public struct ResolverSettings: Sendable, Hashable {
     ]
 
     /// Every section's fields, in the order `hostsctl config keys` and `config show` list them.
-    private static let sections: [(keys: [SettingKey], values: @Sendable (ResolverSettings) -> [SettingValue])] = [
-        (fields.map(\.key), { SettingField.values(fields, of: $0) }),
-        (LocalFileSettings.fields.map(\.key), { SettingField.values(LocalFileSettings.fields, of: $0.files) }),
-        (
-            SystemResolverSettings.fields.map(\.key),
-            { SettingField.values(SystemResolverSettings.fields, of: $0.system) }
-        ),
-        (CAresSettings.fields.map(\.key), { SettingField.values(CAresSettings.fields, of: $0.cares) }),
-        (HTTPDNSSettings.fields.map(\.key), { SettingField.values(HTTPDNSSettings.fields, of: $0.httpDNS) }),
-        (
-            AddressGuardSettings.fields.map(\.key),
-            { SettingField.values(AddressGuardSettings.fields, of: $0.addressGuard) }
-        ),
-        (CacheSettings.fields.map(\.key), { SettingField.values(CacheSettings.fields, of: $0.cache) }),
-        (ProbeSettings.fields.map(\.key), { SettingField.values(ProbeSettings.fields, of: $0.probe) }),
-        (
-            InterceptionSettings.fields.map(\.key),
-            { SettingField.values(InterceptionSettings.fields, of: $0.interception) }
-        ),
+    private static let sections: [Section] = [
+        Section(fields, \.self), Section(LocalFileSettings.fields, \.files),
+        Section(SystemResolverSettings.fields, \.system), Section(CAresSettings.fields, \.cares),
+        Section(HTTPDNSSettings.fields, \.httpDNS), Section(AddressGuardSettings.fields, \.addressGuard),
+        Section(CacheSettings.fields, \.cache), Section(ProbeSettings.fields, \.probe),
+        Section(InterceptionSettings.fields, \.interception), Section(ServeSettings.fields, \.serve),
     ]
+
+    /// One section's keys and how its effective values are read from the whole.
+    private struct Section: Sendable {
+        let keys: [SettingKey]
+        let values: @Sendable (ResolverSettings) -> [SettingValue]
+
+        init<Part>(_ fields: [SettingField<Part>], _ part: any KeyPath<ResolverSettings, Part> & Sendable) {
+            keys = fields.map(\.key)
+            values = { SettingField.values(fields, of: $0[keyPath: part]) }
+        }
+    }
 
     /// Every settings key, documented: the sections' fields are the one place keys, defaults and limits are written.
     package static let keys: [SettingKey] = sections.flatMap(\.keys)

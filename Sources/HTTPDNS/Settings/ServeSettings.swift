@@ -1,0 +1,100 @@
+public import Configuration
+
+/// The `serve.*` keys: where `hostsctl serve` listens, its certificate, its limits and the vendor accounts it
+/// answers. They live in this module so that one settings file configures the pipeline and the server.
+public struct ServeSettings: Sendable, Hashable {
+    /// One vendor account served on `/{account}/d` and `/{account}/sign_d`.
+    public struct Account: Sendable, Hashable {
+        /// The account ID.
+        public var id: String
+        /// The environment variable that holds its signing secret; `nil` for an account that answers unsigned
+        /// requests.
+        public var secretVariable: String?
+    }
+
+    /// The address and port to listen on.
+    public var listen: ServerAddress
+    /// The PEM certificate chain; with ``privateKey`` the server speaks TLS (HTTP/2 and HTTP/1.1).
+    public var certificate: String?
+    /// The PEM private key.
+    public var privateKey: String?
+    /// The most addresses in one answer.
+    public var maximumAnswers: Int
+    /// The largest request body, in bytes.
+    public var maximumBodyBytes: Int
+    /// A connection idle for this long is closed, in milliseconds.
+    public var idleTimeoutMilliseconds: Int
+    /// The vendor accounts.
+    public var accounts: [Account]
+
+    /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, no vendor account.
+    public static var `default`: ServeSettings {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! ServeSettings(configReader: defaultsReader)
+    }
+
+    /// Reads the `serve.*` keys; missing keys take their defaults.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or a certificate without a
+    ///   key (or the other way round).
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        // Placeholders only: every field below overwrites its property.
+        listen = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 8053)
+        certificate = nil
+        privateKey = nil
+        maximumAnswers = 0
+        maximumBodyBytes = 0
+        idleTimeoutMilliseconds = 0
+        accounts = []
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+        guard (certificate == nil) == (privateKey == nil) else {
+            throw SettingsReader(config: config).invalid(
+                "serve.certificate", "serve.certificate and serve.privateKey go together")
+        }
+    }
+
+    static let fields: [SettingField<ServeSettings>] = [
+        .custom(
+            "serve.listen", .string, \.listen, shown: "127.0.0.1:8053",
+            "the address and port hostsctl serve listens on",
+            check: { text in
+                (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP:PORT" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                try ServerAddress(parsing: try reader.string(key, default: "127.0.0.1:8053"))
+            },
+            describe: { $0.description }),
+        .optionalString(
+            "serve.certificate", \.certificate, shown: "none (plain HTTP)", none: "none",
+            "PEM certificate chain; with serve.privateKey the server speaks TLS with HTTP/2"),
+        .optionalString("serve.privateKey", \.privateKey, shown: "none", none: "none", "PEM private key"),
+        .int("serve.maxAnswers", \.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
+        .int(
+            "serve.maxBodyBytes", \.maximumBodyBytes, default: 65_535, "largest request body, bytes",
+            range: 512...65_535),
+        .int(
+            "serve.idleTimeoutMs", \.idleTimeoutMilliseconds, default: 30_000,
+            "an idle connection is closed after this, milliseconds", range: 100...3_600_000),
+        .custom(
+            "serve.accounts", .stringArray, \.accounts, shown: "[]",
+            "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",
+            check: { text in
+                let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+                let valid =
+                    (parts.count == 1 || parts.count == 2)
+                    && parts.allSatisfy { part in
+                        !part.isEmpty
+                            && part.utf8.allSatisfy {
+                                $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                            }
+                    }
+                return valid ? nil : "'\(HostName.printable(text))' is not ACCOUNT or ACCOUNT:SECRET_ENV"
+            },
+            decode: { reader, key throws(DNSError) in
+                try reader.strings(key, default: []).map { text in
+                    let parts = text.split(separator: ":").map(String.init)
+                    return Account(id: parts[0], secretVariable: parts.count > 1 ? parts[1] : nil)
+                }
+            },
+            describe: { SettingsReader.list($0.map { $0.id + ($0.secretVariable.map { ":" + $0 } ?? "") }) }),
+    ]
+}

@@ -1,0 +1,112 @@
+/// A DNS query as a DoH client sends it (RFC 8484 §4.1, RFC 1035 §4.1): the header and its one question.
+///
+/// Parsed by hand, without c-ares, because the server reads what clients send, not what a server answered: a
+/// name is read label by label (no compression pointers, which a question never needs), and everything after the
+/// question (EDNS options, other records) is ignored.
+struct DNSQueryMessage: Sendable, Hashable {
+    /// The query ID, echoed in the answer.
+    var id: UInt16
+    /// The opcode (0 is a standard query).
+    var opcode: UInt8
+    /// Whether the client asked for recursion (echoed).
+    var recursionDesired: Bool
+    /// The name asked for, lower case, without the trailing dot.
+    var name: String
+    /// The question section exactly as sent (name, type, class), echoed in the answer.
+    var question: [UInt8]
+    /// The record type (1 = A, 28 = AAAA, …).
+    var type: UInt16
+    /// The class (1 = IN).
+    var questionClass: UInt16
+
+    /// The largest DNS message (RFC 1035 over TCP, RFC 8484).
+    static let maximumLength = 65_535
+
+    /// Why a message cannot be read; the service answers HTTP 400 with it.
+    struct Malformed: Error, Hashable {
+        var reason: String
+    }
+
+    /// Reads `bytes`.
+    /// - Throws: ``Malformed`` for a message that is shorter than a header, a response rather than a query, has not
+    ///   exactly one question, or a question that runs past the end or uses compression.
+    init(_ bytes: [UInt8]) throws(Malformed) {
+        guard bytes.count >= 12 else { throw Malformed(reason: "a DNS message of \(bytes.count) bytes has no header") }
+        guard bytes.count <= Self.maximumLength else { throw Malformed(reason: "the DNS message is too long") }
+        let flags = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
+        guard flags & 0x8000 == 0 else { throw Malformed(reason: "the DNS message is a response, not a query") }
+        let questions = UInt16(bytes[4]) << 8 | UInt16(bytes[5])
+        guard questions == 1 else { throw Malformed(reason: "the DNS query has \(questions) questions, not 1") }
+        var offset = 12
+        var labels: [String] = []
+        var nameLength = 0
+        while true {
+            guard offset < bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
+            let length = Int(bytes[offset])
+            offset += 1
+            if length == 0 { break }
+            guard length <= 63 else { throw Malformed(reason: "the DNS question uses compression or a long label") }
+            guard offset + length <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
+            nameLength += length + 1
+            guard nameLength <= 255 else { throw Malformed(reason: "the name in the DNS question is too long") }
+            labels.append(String(decoding: bytes[offset..<offset + length], as: UTF8.self).lowercased())
+            offset += length
+        }
+        guard offset + 4 <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
+        id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+        opcode = UInt8((flags >> 11) & 0xf)
+        recursionDesired = flags & 0x0100 != 0
+        name = labels.joined(separator: ".")
+        type = UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+        questionClass = UInt16(bytes[offset + 2]) << 8 | UInt16(bytes[offset + 3])
+        question = Array(bytes[12..<offset + 4])
+    }
+}
+
+/// The answer to a ``DNSQueryMessage``, as RFC 1035 wire bytes.
+enum DNSAnswerMessage {
+    /// RCODEs the service answers with.
+    enum ResponseCode: UInt16, Error, Sendable {
+        case noError = 0
+        case formatError = 1
+        case serverFailure = 2
+        case nameError = 3
+        case notImplemented = 4
+        case refused = 5
+    }
+
+    /// One address record.
+    struct Record: Sendable, Hashable {
+        /// The address bytes: 4 for A, 16 for AAAA.
+        var data: [UInt8]
+        /// The TTL in seconds.
+        var ttl: UInt32
+    }
+
+    /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
+    /// at the question's name.
+    static func encode(answering query: DNSQueryMessage, code: ResponseCode, records: [Record]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(12 + query.question.count + records.count * 28)
+        var flags: UInt16 = 0x8000 | UInt16(query.opcode & 0xf) << 11 | 0x0080 | code.rawValue
+        if query.recursionDesired { flags |= 0x0100 }
+        let answers = code == .noError ? records : []
+        for word in [query.id, flags, 1, UInt16(answers.count), 0, 0] { append(word, to: &out) }
+        out += query.question
+        for record in answers {
+            append(0xC00C, to: &out)  // a pointer to the question's name, right after the header
+            append(query.type, to: &out)
+            append(1, to: &out)
+            append(UInt16(record.ttl >> 16), to: &out)
+            append(UInt16(record.ttl & 0xffff), to: &out)
+            append(UInt16(record.data.count), to: &out)
+            out += record.data
+        }
+        return out
+    }
+
+    private static func append(_ word: UInt16, to out: inout [UInt8]) {
+        out.append(UInt8(word >> 8))
+        out.append(UInt8(word & 0xff))
+    }
+}

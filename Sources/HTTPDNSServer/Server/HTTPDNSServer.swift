@@ -1,0 +1,325 @@
+import HTTPDNS
+public import Logging
+public import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+public import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// The network front of an ``HTTPDNSService``: HTTP/1.1 with keep-alive, and with a certificate TLS (1.2 at least)
+/// with HTTP/2 (many streams per connection) or HTTP/1.1 chosen by ALPN.
+///
+/// Every connection has an idle timeout, every request a body limit; ``shutdown(grace:)`` stops accepting, marks
+/// the service as draining (`/readyz` answers 503), lets requests in progress finish for the grace period and then
+/// closes what is left.
+public final class HTTPDNSServer: Sendable {
+    /// Where and how to listen.
+    public struct Configuration: Sendable, Hashable {
+        /// The address to listen on (an IP literal).
+        public var host: String
+        /// The port; 0 picks a free one (see ``HTTPDNSServer/port``).
+        public var port: Int
+        /// The PEM certificate chain file; with ``privateKeyPath`` the server speaks TLS with HTTP/2 and HTTP/1.1.
+        public var certificatePath: String?
+        /// The PEM private key file.
+        public var privateKeyPath: String?
+        /// The largest request body (a DoH POST); larger ones get 413.
+        public var maximumBodyBytes: Int
+        /// A connection that sends nothing for this long is closed.
+        public var idleTimeout: Duration
+
+        /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
+        public init(
+            host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
+            privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30)
+        ) {
+            self.host = host
+            self.port = port
+            self.certificatePath = certificatePath
+            self.privateKeyPath = privateKeyPath
+            self.maximumBodyBytes = maximumBodyBytes
+            self.idleTimeout = idleTimeout
+        }
+    }
+
+    /// The service requests go to.
+    public let service: HTTPDNSService
+    /// The port the server listens on.
+    public let port: Int
+    private let channel: any Channel
+    private let connections: Connections
+    private let counts: Locked<ProtocolCounts>
+    private let logger: Logger
+
+    /// Connections accepted, and how many of the TLS ones negotiated HTTP/2 and HTTP/1.1.
+    package struct ProtocolCounts: Sendable, Hashable {
+        package var accepted = 0
+        package var http2 = 0
+        package var http1OverTLS = 0
+    }
+
+    /// The connections accepted so far by protocol.
+    package var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
+
+    /// Starts listening.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` for unreadable certificate or key files, or the bind error.
+    public static func start(
+        service: HTTPDNSService, configuration: Configuration, logger: Logger,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> HTTPDNSServer {
+        let tls = try Self.tlsContext(configuration)
+        let connections = Connections()
+        let counts = Locked(ProtocolCounts())
+        let limits = ServiceHandler.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
+        let idle = TimeAmount(configuration.idleTimeout)
+        let bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                counts.withLock { $0.accepted += 1 }
+                connections.add(channel)
+                let activity = ConnectionActivity()
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(IdleStateHandler(allTimeout: idle))
+                    try sync.addHandler(IdleCloser(activity: activity))
+                    let exchange = ServiceHandler.Shared(
+                        service: service, limits: limits, logger: logger, activity: activity)
+                    if let tls {
+                        try sync.addHandler(NIOSSLServerHandler(context: tls))
+                        try sync.addHandler(Self.negotiation(channel: channel, exchange, counts: counts))
+                    } else {
+                        try Self.http1(channel.pipeline, exchange)
+                    }
+                }
+            }
+        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        let port = channel.localAddress?.port ?? configuration.port
+        logger.notice(
+            "serving HTTP DNS",
+            metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
+        return HTTPDNSServer(
+            service: service, port: port, channel: channel, connections: connections, counts: counts, logger: logger)
+    }
+
+    private init(
+        service: HTTPDNSService, port: Int, channel: any Channel, connections: Connections,
+        counts: Locked<ProtocolCounts>, logger: Logger
+    ) {
+        self.counts = counts
+        self.service = service
+        self.port = port
+        self.channel = channel
+        self.connections = connections
+        self.logger = logger
+    }
+
+    /// How many connections are open.
+    public var connectionCount: Int { connections.count }
+
+    /// Stops accepting, lets requests in progress finish for `grace`, then closes every connection.
+    public func shutdown(grace: Duration = .seconds(5)) async {
+        service.drain()
+        try? await channel.close()
+        let deadline = ContinuousClock.now + grace
+        while connections.count > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for open in connections.all { try? await open.close() }
+        logger.notice("stopped serving HTTP DNS")
+    }
+
+    private static func tlsContext(_ configuration: Configuration) throws -> NIOSSLContext? {
+        guard let certificatePath = configuration.certificatePath, let keyPath = configuration.privateKeyPath else {
+            return nil
+        }
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
+            tls.minimumTLSVersion = .tlsv12
+            tls.applicationProtocols = ["h2", "http/1.1"]
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw DNSError(
+                code: .invalidConfiguration,
+                message: "cannot use the certificate \(certificatePath) and key \(keyPath): \(error)")
+        }
+    }
+
+    private static func negotiation(
+        channel: any Channel, _ exchange: ServiceHandler.Shared, counts: Locked<ProtocolCounts>
+    ) -> ApplicationProtocolNegotiationHandler {
+        ApplicationProtocolNegotiationHandler { result in
+            channel.eventLoop.makeCompletedFuture {
+                switch result {
+                case .negotiated("h2"):
+                    counts.withLock { $0.http2 += 1 }
+                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
+                    ) { stream in
+                        stream.eventLoop.makeCompletedFuture {
+                            try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                            try stream.pipeline.syncOperations.addHandler(ServiceHandler(exchange))
+                        }
+                    }
+                default:
+                    counts.withLock { $0.http1OverTLS += 1 }
+                    try http1(channel.pipeline, exchange)
+                }
+            }
+        }
+    }
+
+    private static func http1(_ pipeline: ChannelPipeline, _ exchange: ServiceHandler.Shared) throws {
+        try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+        try pipeline.syncOperations.addHandler(ServiceHandler(exchange))
+    }
+}
+
+/// The open connections, for graceful shutdown.
+private final class Connections: Sendable {
+    private let open = Locked([ObjectIdentifier: any Channel]())
+
+    var count: Int { open.withLock { $0.count } }
+    var all: [any Channel] { open.withLock { Array($0.values) } }
+
+    func add(_ channel: any Channel) {
+        let key = ObjectIdentifier(channel)
+        open.withLock { $0[key] = channel }
+        channel.closeFuture.whenComplete { [self] _ in open.withLock { _ = $0.removeValue(forKey: key) } }
+    }
+}
+
+/// The requests a connection is answering (on HTTP/2, over all its streams).
+final class ConnectionActivity: Sendable {
+    private let inFlight = Locked(0)
+
+    var isIdle: Bool { inFlight.withLock { $0 == 0 } }
+    func started() { inFlight.withLock { $0 += 1 } }
+    func finished() { inFlight.withLock { $0 -= 1 } }
+}
+
+/// Closes a connection that has neither read nor written for the configured time and has no request in progress
+/// (a lookup that waits on a slow upstream longer than the idle timeout keeps its connection).
+private final class IdleCloser: ChannelInboundHandler, Sendable {
+    typealias InboundIn = NIOAny
+    private let activity: ConnectionActivity
+
+    init(activity: ConnectionActivity) {
+        self.activity = activity
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            if activity.isIdle { context.close(promise: nil) }
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+/// One HTTP/1-shaped exchange (an HTTP/1.1 connection, or one HTTP/2 stream behind the HTTP/1 codec): collects the
+/// request within the body limit, asks the service, writes the answer.
+final class ServiceHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    struct Limits: Sendable {
+        var maximumBodyBytes: Int
+    }
+
+    /// What every exchange of one connection shares.
+    struct Shared: Sendable {
+        var service: HTTPDNSService
+        var limits: Limits
+        var logger: Logger
+        var activity: ConnectionActivity
+    }
+
+    private let service: HTTPDNSService
+    private let limits: Limits
+    private let logger: Logger
+    private let activity: ConnectionActivity
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+    /// The connection or stream went away while the service was answering: the answer is dropped.
+    private var removed = false
+
+    init(_ shared: Shared) {
+        self.service = shared.service
+        self.limits = shared.limits
+        self.logger = shared.logger
+        self.activity = shared.activity
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body = []
+            tooLarge = false
+        case .body(var buffer):
+            guard !tooLarge else { return }
+            if body.count + buffer.readableBytes > limits.maximumBodyBytes {
+                tooLarge = true
+                body = []
+            } else {
+                body += buffer.readBytes(length: buffer.readableBytes) ?? []
+            }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            if tooLarge {
+                write(
+                    context: context, head: head,
+                    .text(413, "the request body is larger than \(limits.maximumBodyBytes) bytes"))
+                return
+            }
+            let request = ServiceRequest(
+                method: head.method.rawValue, target: head.uri, contentType: head.headers.first(name: "content-type"),
+                body: body)
+            body = []
+            let service = self.service
+            let activity = self.activity
+            activity.started()
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.makeFutureWithTask { await service.handle(request) }.whenSuccess { response in
+                activity.finished()
+                let (handler, context) = bound.value
+                handler.write(context: context, head: head, response)
+            }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        removed = true
+    }
+
+    private func write(context: ChannelHandlerContext, head: HTTPRequestHead, _ response: ServiceResponse) {
+        guard !removed else { return }
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: response.contentType)
+        headers.add(name: "content-length", value: "\(response.body.count)")
+        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
+        // After a refused body the rest of it may still be on its way: the connection ends with the answer.
+        let keepAlive = head.isKeepAlive && response.status != 413
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        let status = HTTPResponseStatus(statusCode: response.status)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+            promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+        let done = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+        if !keepAlive {
+            let channel = context.channel
+            done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}
