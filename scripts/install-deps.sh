@@ -6,7 +6,7 @@ need=(libc-ares-dev pkg-config ca-certificates)
 case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;
-    test) need+=(dnsmasq-base dnsdist openssl libxml2) ;;  # libxml2: FoundationXML checks the HTML report
+    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3) ;;  # libxml2: FoundationXML checks the HTML report; python3: a DoH client that is not ours
     benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac

@@ -1,8 +1,11 @@
 public import ArgumentParser
-import Dispatch
 import Foundation
 import HTTPDNS
 import HTTPDNSServer
+import Logging
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
 
 /// `hostsctl serve`: answers HTTP DNS (RFC 8484 DoH, the JSON API, Alibaba- and Tencent-compatible APIs) from the
 /// configured pipeline until SIGINT or SIGTERM, then shuts down gracefully.
@@ -14,9 +17,12 @@ public struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Endpoints: /dns-query (RFC 8484, GET ?dns= and POST application/dns-message), /resolve?name=&type=
             (application/dns-json), /ACCOUNT/d?host= and /ACCOUNT/sign_d?host=&t=&s= (Alibaba-compatible; accounts from
-            serve.accounts), /d?dn= (Tencent-compatible), /healthz and /readyz. With serve.certificate and
-            serve.privateKey the server speaks TLS with HTTP/2 and HTTP/1.1; otherwise plain HTTP/1.1.
+            serve.accounts), /d?dn= (Tencent-compatible), /healthz, /readyz and /metrics (Prometheus). With
+            serve.certificate and serve.privateKey the server speaks TLS with HTTP/2 and HTTP/1.1; otherwise plain
+            HTTP/1.1. Edits of the settings file (every reload.intervalMs) and SIGHUP apply new settings and overrides
+            without dropping connections (the listen address, certificate and connection limits need a restart).
             SIGINT or SIGTERM: /readyz answers 503, requests in progress finish (5 s at most), the cache is saved.
+            Access logs (one line per request, client networks only) at HOSTSCTL_LOG_LEVEL=info.
             """
     )
 
@@ -40,58 +46,146 @@ public struct ServeCommand: AsyncParsableCommand {
         }
         let settings = try file.get()
         let address = try listen.map { try ServerAddress(parsing: $0) } ?? settings.serve.listen
+        let accounts = try Self.accounts(settings.serve)
         let logger = CommandLogging.logger()
-        let resolver = try HostResolver(settings: settings, logger: logger)
-        var accounts: [String: HTTPDNSSecret?] = [:]
-        for account in settings.serve.accounts {
-            guard let variable = account.secretVariable else {
-                accounts[account.id] = .some(nil)
-                continue
-            }
-            guard let secret = HTTPDNSSecret(environmentVariable: variable) else {
-                await resolver.shutdown()
-                throw ValidationError("account \(account.id): the environment variable \(variable) is not set")
-            }
-            accounts[account.id] = secret
+        // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
+        // alone, so the command also works inside a process that bootstrapped its own).
+        let registry = PrometheusCollectorRegistry()
+        let metrics = PrometheusMetricsFactory(registry: registry)
+        let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metrics)
+        let forwarder: CAresResolver
+        do {
+            forwarder = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
+        } catch {
+            await resolver.shutdown()
+            throw error
         }
         let service = HTTPDNSService(
-            resolver: resolver,
-            configuration: .init(maximumAnswers: settings.serve.maximumAnswers, accounts: accounts),
-            logger: logger)
+            resolver: resolver, configuration: .init(settings: settings.serve, accounts: accounts), logger: logger,
+            metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
+            metricsExporter: { registry.emitToBuffer() })
         let server: HTTPDNSServer
         do {
             server = try await HTTPDNSServer.start(
-                service: service,
-                configuration: .init(
-                    host: address.ip.description, port: Int(address.port),
-                    certificatePath: settings.serve.certificate, privateKeyPath: settings.serve.privateKey,
-                    maximumBodyBytes: settings.serve.maximumBodyBytes,
-                    idleTimeout: .milliseconds(settings.serve.idleTimeoutMilliseconds)),
-                logger: logger)
+                service: service, configuration: .init(settings: settings.serve, listen: address), logger: logger)
         } catch {
+            forwarder.shutdown()
             await resolver.shutdown()
             throw error
         }
         let scheme = settings.serve.certificate == nil ? "http" : "https"
         let host = address.ip.family == .ipv6 ? "[\(address.ip)]" : address.ip.description
-        print("hostsctl serve: \(scheme)://\(host):\(server.port)/dns-query (Ctrl-C stops)")
-        await Self.waitForSignal()
-        await server.shutdown()
+        // Written unbuffered, so a supervisor reading a pipe sees it at once.
+        FileHandle.standardOutput.write(
+            Data("hostsctl serve: \(scheme)://\(host):\(server.port)/dns-query (Ctrl-C stops)\n".utf8))
+
+        let reloader = SettingsReloader(
+            path: SettingsLoading.chosenPath(config), initial: settings, resolver: resolver, service: service,
+            logger: logger)
+        reloader.start(interval: settings.files.reloadIntervalMilliseconds)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("serving stopped", metadata: ["error": "\(error)"])
+        }
+        reloader.stop()
+        forwarder.shutdown()
         await resolver.shutdown()
     }
 
-    /// Returns when SIGINT or SIGTERM arrives.
-    static func waitForSignal() async {
-        let (signals, continuation) = AsyncStream.makeStream(of: Void.self)
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield() }
-            source.resume()
-            sources.append(source)
+    /// The vendor accounts with their secrets read from the environment.
+    static func accounts(_ serve: ServeSettings) throws -> [String: HTTPDNSSecret?] {
+        var accounts: [String: HTTPDNSSecret?] = [:]
+        for account in serve.accounts {
+            guard let variable = account.secretVariable else {
+                accounts[account.id] = .some(nil)
+                continue
+            }
+            guard let secret = HTTPDNSSecret(environmentVariable: variable) else {
+                throw ValidationError("account \(account.id): the environment variable \(variable) is not set")
+            }
+            accounts[account.id] = secret
         }
-        for await _ in signals { break }
-        for source in sources { source.cancel() }
+        return accounts
+    }
+}
+
+/// Applies edits of the settings file (checked every `reload.intervalMs`) and, on SIGHUP, the file and the
+/// `HOSTSCTL_*` environment again, to the running resolver and service. A broken edit keeps the last good settings.
+final class SettingsReloader: Sendable {
+    private let path: String?
+    private let resolver: HostResolver
+    private let service: HTTPDNSService
+    private let logger: Logger
+    private let watcher: FileWatcher<ResolverSettings>?
+    private let applied: Locked<ResolverSettings>
+    private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
+
+    init(path: String?, initial: ResolverSettings, resolver: HostResolver, service: HTTPDNSService, logger: Logger) {
+        self.path = path
+        self.resolver = resolver
+        self.service = service
+        self.logger = logger
+        self.applied = Locked(initial)
+        let reload = Locked<(@Sendable (ResolverSettings) -> Void)?>(nil)
+        self.watcher = path.map { path in
+            FileWatcher<ResolverSettings>(
+                path: path, initial: initial, logger: logger,
+                load: { path in try SettingsFile.load(path: path).get() },
+                onChange: { settings in reload.withLock { $0 }?(settings) })
+        }
+        reload.withLock { $0 = { [weak self] settings in self?.apply(settings) } }
+    }
+
+    func start(interval: Int) {
+        if interval > 0 { watcher?.start(interval: .milliseconds(interval)) }
+        let task = Task { [weak self] in
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                guard let self else { return }
+                self.reloadNow()
+            }
+        }
+        hangUp.withLock { $0 = task }
+    }
+
+    func stop() {
+        watcher?.stop()
+        hangUp.withLock { $0?.cancel() }
+    }
+
+    private func reloadNow() {
+        let file = SettingsFile.load(path: path, environment: ProcessInfo.processInfo.environment)
+        do {
+            apply(try file.get())
+        } catch {
+            logger.error("settings not applied; the last good ones stay", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func apply(_ settings: ResolverSettings) {
+        do {
+            let accounts = try ServeCommand.accounts(settings.serve)
+            try resolver.apply(settings)
+            service.apply(.init(settings: settings.serve, accounts: accounts))
+            let before = applied.withLock { previous in
+                defer { previous = settings }
+                return previous.serve
+            }
+            let after = settings.serve
+            if before.listen != after.listen || before.certificate != after.certificate
+                || before.privateKey != after.privateKey || before.maximumBodyBytes != after.maximumBodyBytes
+                || before.idleTimeoutMilliseconds != after.idleTimeoutMilliseconds
+            {
+                logger.warning(
+                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes and serve.idleTimeoutMs take effect at the next start"
+                )
+            }
+            logger.notice("settings applied")
+        } catch {
+            logger.error("settings not applied; the last good ones stay", metadata: ["error": "\(error)"])
+        }
     }
 }

@@ -8,9 +8,12 @@ enum SettingsLoading {
 
     /// Loads `path`, or the file `$HOSTSCTL_CONFIG` names, or the defaults with environment overrides.
     static func load(_ path: String?) -> SettingsFile {
-        let environment = ProcessInfo.processInfo.environment
-        let chosen = path ?? environment[configVariable].flatMap { $0.isEmpty ? nil : $0 }
-        return SettingsFile.load(path: chosen, environment: environment)
+        SettingsFile.load(path: chosenPath(path), environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// `path`, or the file `$HOSTSCTL_CONFIG` names; `nil` for the defaults.
+    static func chosenPath(_ path: String?) -> String? {
+        path ?? ProcessInfo.processInfo.environment[configVariable].flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

@@ -55,7 +55,7 @@ struct HTTPDNSServerTests {
         throws -> (HTTPDNSResolver, HTTPDNSTransport)
     {
         let transport = try HTTPDNSTransport(
-            configuration: .init(requestTimeout: .seconds(5), additionalTrustRoots: trust))
+            configuration: .init(requestTimeout: TestTiming.scaled(.seconds(15)), additionalTrustRoots: trust))
         let resolver = try HTTPDNSResolver(
             configuration: .init(
                 api: api, endpoints: [try HTTPDNSEndpoint(url, bootstrapAddresses: bootstrap)],
@@ -230,9 +230,11 @@ struct HTTPDNSServerTests {
 
     /// Sends `request` on a fresh TCP connection to 127.0.0.1:`port` and returns what comes back until the server
     /// closes the connection or `timeout` passes (off the cooperative pool: it blocks).
-    static func exchange(port: Int, _ request: [UInt8], timeout: Duration = .seconds(5)) async throws -> (
-        reply: String, closedByServer: Bool
-    ) {
+    static func exchange(port: Int, _ request: [UInt8], timeout: Duration = TestTiming.scaled(.seconds(15)))
+        async throws -> (
+            reply: String, closedByServer: Bool
+        )
+    {
         try await offThePool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             guard fd >= 0 else { throw TestServerError("socket: \(errno)") }
@@ -294,11 +296,9 @@ struct HTTPDNSServerTests {
         let wrongType = try await Self.exchange(port: server.port, post(query, type: "text/plain"))
         #expect(wrongType.reply.hasPrefix("HTTP/1.1 415"))
         // Keep-alive: two requests on one connection, then silence; the server closes it after the idle timeout.
-        let started = ContinuousClock.now
         let kept = try await Self.exchange(port: server.port, post(query, close: false) + post(query, close: false))
         #expect(kept.closedByServer, "an idle connection is closed by the server")
         #expect(kept.reply.components(separatedBy: "HTTP/1.1 200").count == 3, "both requests answered")
-        #expect(ContinuousClock.now - started < .seconds(4))
         // A client that connects and never sends is closed too.
         let silent = try await Self.exchange(port: server.port, [])
         #expect(silent.closedByServer && silent.reply.isEmpty)
@@ -312,7 +312,7 @@ struct HTTPDNSServerTests {
     )
     func slowLookupOutlivesIdleTimeout() async throws {
         let answer = FakeHTTPDNS.dnsJSON()
-        let slow = try await LocalHTTPServer { request in .delayed(.milliseconds(900), answer(request)) }
+        let slow = try await LocalHTTPServer { request in .delayed(.milliseconds(1200), answer(request)) }
         let settings = try SettingsFile.parse(
             """
             {
@@ -326,7 +326,7 @@ struct HTTPDNSServerTests {
         let resolver = try HostResolver(settings: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(
-            service: service, configuration: .init(port: 0, idleTimeout: .milliseconds(200)), logger: Self.logger)
+            service: service, configuration: .init(port: 0, idleTimeout: .milliseconds(400)), logger: Self.logger)
         let request = Array("GET /resolve?name=multi.test&type=A HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         let reply = try await Self.exchange(port: server.port, request)
         #expect(

@@ -25,6 +25,18 @@ struct SettingsTests {
         #expect(file.fileKeys["cares.timeoutMs"] != nil)
     }
 
+    @Test(
+        "the Kubernetes example's settings are valid: a server on every interface with limits, forwarding and an account"
+    )
+    func deploymentFile() throws {
+        let file = SettingsFile.load(path: "Config/deploy/kubernetes/hostsctl.json", environment: [:])
+        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
+        let settings = try file.get()
+        #expect(settings.serve.listen.description == "0.0.0.0:8053" && settings.serve.otherTypes == .forward)
+        #expect(settings.serve.rateLimitPerSecond > 0 && settings.serve.accounts.map(\.id) == ["demo"])
+        #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
+    }
+
     @Test("defaults without a file")
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()

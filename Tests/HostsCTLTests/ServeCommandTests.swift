@@ -52,3 +52,104 @@ struct ServeCommandTests {
         #expect(unset.standardError.contains("UNSET_SECRET_VAR"))
     }
 }
+
+/// One keep-alive HTTP/1.1 connection to 127.0.0.1 (blocking; run it off the cooperative pool).
+final class KeepAliveConnection: Sendable {
+    private let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard connected == 0 else {
+            close(fd)
+            throw TestServerError("connect: \(errno)")
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends `GET target` and returns the status and body; throws when the server closed the connection.
+    func get(_ target: String) throws -> (status: Int, body: String) {
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: serve.test\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
+        else {
+            throw TestServerError("send failed: the connection is gone")
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let text = String(decoding: received, as: UTF8.self)
+            if let end = text.range(of: "\r\n\r\n") {
+                let head = text[..<end.lowerBound].lowercased()
+                let length =
+                    head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                let bodyStart = text.utf8.distance(from: text.startIndex, to: end.upperBound)
+                if received.count >= bodyStart + length {
+                    let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
+                    return (status, String(decoding: received[bodyStart..<bodyStart + length], as: UTF8.self))
+                }
+            }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { throw TestServerError("the server closed the connection") }
+            received += buffer[0..<count]
+        }
+    }
+}
+
+@Suite("hostsctl serve while running")
+struct ServeReloadTests {
+    @Test(
+        "an edited settings file and overrides file are applied while serving, on a connection that stays open; /metrics answers"
+    )
+    func reloadWhileServing() async throws {
+        let port = try FreePort.tcp()
+        let overrides = try TemporaryFiles.file("127.0.0.88 served.test\n", name: "hosts")
+        func settingsText(accounts: String) -> String {
+            """
+            {
+              "sources": { "order": ["overrides"], "systemFallback": false },
+              "overrides": { "file": "\(overrides)" },
+              "reload": { "intervalMs": 100 },
+              "serve": { "listen": "127.0.0.1:\(port)", "accounts": \(accounts) }
+            }
+            """
+        }
+        let settings = try TemporaryFiles.file(settingsText(accounts: "[]"), name: "hostsctl.json")
+        let log = TemporaryFiles.path("serve.log")
+        let process = try ChildProcess(
+            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        defer { process.stop() }
+        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        let connection = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+        let before = try await offThePool { try connection.get("/acct1/d?host=served.test") }
+        #expect(before.status == 404 && before.body.contains("InvalidAccount"))
+        // Edit both files; the running server picks them up within a few reload intervals.
+        try settingsText(accounts: #"["acct1"]"#).write(toFile: settings, atomically: true, encoding: .utf8)
+        try "127.0.0.88 served.test\n127.0.0.89 added.test\n".write(
+            toFile: overrides, atomically: true, encoding: .utf8)
+        var after: (status: Int, body: String) = (0, "")
+        let applied = try await waitUntil {
+            after = (try? await offThePool { try connection.get("/acct1/d?host=added.test") }) ?? (0, "")
+            return after.status == 200 && after.body.contains("127.0.0.89")
+        }
+        #expect(applied, "\(after)")
+        let metrics = try await offThePool { try connection.get("/metrics") }
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains(#"httpdns_serve_requests_total{endpoint="alibaba",status="200"}"#))
+        kill(process.pid, SIGTERM)
+        let status = try await offThePool { process.wait() }
+        #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
+}

@@ -275,6 +275,21 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     private func start(_ query: CAresQuery, on channel: ares_channel) {
         guard !query.isCancelled else { return }
         let argument = Unmanaged.passRetained(query).toOpaque()
+        if let message = query.message {
+            message.withUnsafeBufferPointer { bytes in
+                ares_send(
+                    channel, bytes.baseAddress, Int32(bytes.count),
+                    { argument, status, _, answer, length in
+                        let query = Unmanaged<CAresQuery>.fromOpaque(argument!).takeRetainedValue()
+                        guard status == ARES_SUCCESS, let answer, length > 0 else {
+                            query.complete(.failure(status == ARES_SUCCESS ? ARES_EBADRESP : status))
+                            return
+                        }
+                        query.complete(.message(Array(UnsafeBufferPointer(start: answer, count: Int(length)))))
+                    }, argument)
+            }
+            return
+        }
         query.name.withCString { name in
             ares_query(
                 channel, name, 1 /* C_IN */, query.type.rawValue,

@@ -3,6 +3,8 @@ import Synchronization
 /// What c-ares delivered for one query: the parsed addresses, or a failure status.
 enum CAresReply: Sendable {
     case addresses([ResolvedAddress])
+    /// The whole answer to a message sent as it was (``CAresQuery/message``).
+    case message([UInt8])
     case failure(Int32)
 }
 
@@ -24,11 +26,20 @@ final class CAresQuery: Sendable {
 
     let name: String
     let type: DNSRecordType
+    /// A whole DNS message to send as it is (c-ares picks its ID); the reply is then the whole answer.
+    let message: [UInt8]?
     private let state = Locked<State>(.idle)
 
     init(name: String, type: DNSRecordType) {
         self.name = name
         self.type = type
+        self.message = nil
+    }
+
+    init(message: [UInt8]) {
+        self.name = ""
+        self.type = .a
+        self.message = message
     }
 
     /// Stores the waiting task's continuation.

@@ -125,8 +125,32 @@ public final class CAresResolver: HostNameResolver {
 
     /// Sends one query and parses its answer.
     func query(_ host: HostName, type: DNSRecordType) async throws -> [ResolvedAddress] {
-        let query = CAresQuery(name: host.name, type: type)
-        let reply = try await withTaskCancellationHandler {
+        switch try await exchange(CAresQuery(name: host.name, type: type)) {
+        case .addresses(let addresses):
+            return addresses
+        case .message:
+            throw DNSError(aresStatus: ARES_EBADRESP, host: host.name, servers: loop.servers)
+        case .failure(let status):
+            throw DNSError(aresStatus: status, host: host.name, servers: loop.servers)
+        }
+    }
+
+    /// Sends a whole DNS message to the configured servers (with c-ares's retries, timeouts and server rotation) and
+    /// returns the whole answer, whatever its record types; c-ares replaces the message's ID with its own.
+    /// - Throws: ``DNSError`` when no server answered, or `CancellationError`.
+    package func send(message: [UInt8]) async throws -> [UInt8] {
+        switch try await exchange(CAresQuery(message: message)) {
+        case .message(let answer):
+            return answer
+        case .addresses:
+            throw DNSError(aresStatus: ARES_EBADRESP, host: "", servers: loop.servers)
+        case .failure(let status):
+            throw DNSError(aresStatus: status, host: "", servers: loop.servers)
+        }
+    }
+
+    private func exchange(_ query: CAresQuery) async throws -> CAresReply {
+        try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 guard query.install(continuation) else { return }
                 if !loop.submit(query) {
@@ -135,12 +159,6 @@ public final class CAresResolver: HostNameResolver {
             }
         } onCancel: {
             query.cancel()
-        }
-        switch reply {
-        case .addresses(let addresses):
-            return addresses
-        case .failure(let status):
-            throw DNSError(aresStatus: status, host: host.name, servers: loop.servers)
         }
     }
 }

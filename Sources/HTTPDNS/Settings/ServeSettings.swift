@@ -12,6 +12,14 @@ public struct ServeSettings: Sendable, Hashable {
         public var secretVariable: String?
     }
 
+    /// What the server does with DNS queries for types other than A and AAAA.
+    public enum OtherQueryTypes: String, Sendable, Hashable, CaseIterable {
+        /// Answer NOTIMP.
+        case notImplemented = "notimp"
+        /// Send them through c-ares to its servers and relay the answer.
+        case forward
+    }
+
     /// The address and port to listen on.
     public var listen: ServerAddress
     /// The PEM certificate chain; with ``privateKey`` the server speaks TLS (HTTP/2 and HTTP/1.1).
@@ -26,6 +34,14 @@ public struct ServeSettings: Sendable, Hashable {
     public var idleTimeoutMilliseconds: Int
     /// The vendor accounts.
     public var accounts: [Account]
+    /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
+    public var rateLimitPerSecond: Int
+    /// Requests a client may make at once before the rate applies.
+    public var rateLimitBurst: Int
+    /// What happens to queries for other record types.
+    public var otherTypes: OtherQueryTypes
+    /// Whether access logs show whole client addresses (otherwise the /24 or /48 network).
+    public var logFullClientAddresses: Bool
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, no vendor account.
     public static var `default`: ServeSettings {
@@ -45,6 +61,10 @@ public struct ServeSettings: Sendable, Hashable {
         maximumBodyBytes = 0
         idleTimeoutMilliseconds = 0
         accounts = []
+        rateLimitPerSecond = 0
+        rateLimitBurst = 0
+        otherTypes = .notImplemented
+        logFullClientAddresses = false
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard (certificate == nil) == (privateKey == nil) else {
             throw SettingsReader(config: config).invalid(
@@ -96,5 +116,18 @@ public struct ServeSettings: Sendable, Hashable {
                 }
             },
             describe: { SettingsReader.list($0.map { $0.id + ($0.secretVariable.map { ":" + $0 } ?? "") }) }),
+        .int(
+            "serve.rateLimitPerSecond", \.rateLimitPerSecond, default: 0,
+            "requests per second per client network (IPv4 /32, IPv6 /64); 0 turns the limit off",
+            range: 0...10_000_000),
+        .int(
+            "serve.rateLimitBurst", \.rateLimitBurst, default: 200,
+            "requests a client may make at once before the rate applies", range: 1...10_000_000),
+        .choice(
+            "serve.otherTypes", \.otherTypes, default: .notImplemented,
+            "queries for types other than A and AAAA: notimp answers NOTIMP, forward sends them through c-ares"),
+        .bool(
+            "serve.logFullClientAddresses", \.logFullClientAddresses, default: false,
+            "access logs show whole client addresses instead of their /24 or /48"),
     ]
 }

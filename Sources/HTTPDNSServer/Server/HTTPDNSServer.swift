@@ -1,4 +1,4 @@
-import HTTPDNS
+public import HTTPDNS
 public import Logging
 public import NIOCore
 import NIOHTTP1
@@ -6,6 +6,7 @@ import NIOHTTP2
 public import NIOPosix
 import NIOSSL
 import NIOTLS
+public import ServiceLifecycle
 
 /// The network front of an ``HTTPDNSService``: HTTP/1.1 with keep-alive, and with a certificate TLS (1.2 at least)
 /// with HTTP/2 (many streams per connection) or HTTP/1.1 chosen by ALPN.
@@ -41,6 +42,15 @@ public final class HTTPDNSServer: Sendable {
             self.maximumBodyBytes = maximumBodyBytes
             self.idleTimeout = idleTimeout
         }
+
+        /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
+        public init(settings: ServeSettings, listen: ServerAddress? = nil) {
+            let address = listen ?? settings.listen
+            self.init(
+                host: address.ip.description, port: Int(address.port), certificatePath: settings.certificate,
+                privateKeyPath: settings.privateKey, maximumBodyBytes: settings.maximumBodyBytes,
+                idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds))
+        }
     }
 
     /// The service requests go to.
@@ -71,7 +81,7 @@ public final class HTTPDNSServer: Sendable {
         let tls = try Self.tlsContext(configuration)
         let connections = Connections()
         let counts = Locked(ProtocolCounts())
-        let limits = ServiceHandler.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
+        let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
         let idle = TimeAmount(configuration.idleTimeout)
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
@@ -85,8 +95,9 @@ public final class HTTPDNSServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
                     try sync.addHandler(IdleCloser(activity: activity))
-                    let exchange = ServiceHandler.Shared(
-                        service: service, limits: limits, logger: logger, activity: activity)
+                    let exchange = Exchange(
+                        service: service, limits: limits, logger: logger, activity: activity,
+                        client: Exchange.clientAddress(channel))
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(Self.negotiation(channel: channel, exchange, counts: counts))
@@ -152,21 +163,16 @@ public final class HTTPDNSServer: Sendable {
     }
 
     private static func negotiation(
-        channel: any Channel, _ exchange: ServiceHandler.Shared, counts: Locked<ProtocolCounts>
+        channel: any Channel, _ exchange: Exchange, counts: Locked<ProtocolCounts>
     ) -> ApplicationProtocolNegotiationHandler {
         ApplicationProtocolNegotiationHandler { result in
             channel.eventLoop.makeCompletedFuture {
                 switch result {
                 case .negotiated("h2"):
                     counts.withLock { $0.http2 += 1 }
-                    _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                        mode: .server, connectionConfiguration: .init(), streamConfiguration: .init()
-                    ) { stream in
-                        stream.eventLoop.makeCompletedFuture {
-                            try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                            try stream.pipeline.syncOperations.addHandler(ServiceHandler(exchange))
-                        }
-                    }
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOHTTP2Handler(mode: .server, initialSettings: nioDefaultSettings))
+                    try channel.pipeline.syncOperations.addHandler(HTTP2ServiceHandler(exchange))
                 default:
                     counts.withLock { $0.http1OverTLS += 1 }
                     try http1(channel.pipeline, exchange)
@@ -175,9 +181,19 @@ public final class HTTPDNSServer: Sendable {
         }
     }
 
-    private static func http1(_ pipeline: ChannelPipeline, _ exchange: ServiceHandler.Shared) throws {
+    private static func http1(_ pipeline: ChannelPipeline, _ exchange: Exchange) throws {
         try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-        try pipeline.syncOperations.addHandler(ServiceHandler(exchange))
+        try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange))
+    }
+}
+
+/// Run in a swift-service-lifecycle `ServiceGroup`: serves until the group shuts down gracefully (SIGTERM, say) or
+/// is cancelled, then shuts down as ``HTTPDNSServer/shutdown(grace:)`` does.
+extension HTTPDNSServer: Service {
+    /// Waits for graceful shutdown or cancellation, then drains and closes.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
     }
 }
 
@@ -195,15 +211,6 @@ private final class Connections: Sendable {
     }
 }
 
-/// The requests a connection is answering (on HTTP/2, over all its streams).
-final class ConnectionActivity: Sendable {
-    private let inFlight = Locked(0)
-
-    var isIdle: Bool { inFlight.withLock { $0 == 0 } }
-    func started() { inFlight.withLock { $0 += 1 } }
-    func finished() { inFlight.withLock { $0 -= 1 } }
-}
-
 /// Closes a connection that has neither read nor written for the configured time and has no request in progress
 /// (a lookup that waits on a slow upstream longer than the idle timeout keeps its connection).
 private final class IdleCloser: ChannelInboundHandler, Sendable {
@@ -219,107 +226,6 @@ private final class IdleCloser: ChannelInboundHandler, Sendable {
             if activity.isIdle { context.close(promise: nil) }
         } else {
             context.fireUserInboundEventTriggered(event)
-        }
-    }
-}
-
-/// One HTTP/1-shaped exchange (an HTTP/1.1 connection, or one HTTP/2 stream behind the HTTP/1 codec): collects the
-/// request within the body limit, asks the service, writes the answer.
-final class ServiceHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    struct Limits: Sendable {
-        var maximumBodyBytes: Int
-    }
-
-    /// What every exchange of one connection shares.
-    struct Shared: Sendable {
-        var service: HTTPDNSService
-        var limits: Limits
-        var logger: Logger
-        var activity: ConnectionActivity
-    }
-
-    private let service: HTTPDNSService
-    private let limits: Limits
-    private let logger: Logger
-    private let activity: ConnectionActivity
-    private var head: HTTPRequestHead?
-    private var body: [UInt8] = []
-    private var tooLarge = false
-    /// The connection or stream went away while the service was answering: the answer is dropped.
-    private var removed = false
-
-    init(_ shared: Shared) {
-        self.service = shared.service
-        self.limits = shared.limits
-        self.logger = shared.logger
-        self.activity = shared.activity
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            self.head = head
-            body = []
-            tooLarge = false
-        case .body(var buffer):
-            guard !tooLarge else { return }
-            if body.count + buffer.readableBytes > limits.maximumBodyBytes {
-                tooLarge = true
-                body = []
-            } else {
-                body += buffer.readBytes(length: buffer.readableBytes) ?? []
-            }
-        case .end:
-            guard let head else { return }
-            self.head = nil
-            if tooLarge {
-                write(
-                    context: context, head: head,
-                    .text(413, "the request body is larger than \(limits.maximumBodyBytes) bytes"))
-                return
-            }
-            let request = ServiceRequest(
-                method: head.method.rawValue, target: head.uri, contentType: head.headers.first(name: "content-type"),
-                body: body)
-            body = []
-            let service = self.service
-            let activity = self.activity
-            activity.started()
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.makeFutureWithTask { await service.handle(request) }.whenSuccess { response in
-                activity.finished()
-                let (handler, context) = bound.value
-                handler.write(context: context, head: head, response)
-            }
-        }
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        removed = true
-    }
-
-    private func write(context: ChannelHandlerContext, head: HTTPRequestHead, _ response: ServiceResponse) {
-        guard !removed else { return }
-        var headers = HTTPHeaders()
-        headers.add(name: "content-type", value: response.contentType)
-        headers.add(name: "content-length", value: "\(response.body.count)")
-        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
-        // After a refused body the rest of it may still be on its way: the connection ends with the answer.
-        let keepAlive = head.isKeepAlive && response.status != 413
-        if !keepAlive { headers.add(name: "connection", value: "close") }
-        let status = HTTPResponseStatus(statusCode: response.status)
-        context.write(
-            wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
-            promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
-        let done = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-        if !keepAlive {
-            let channel = context.channel
-            done.futureResult.whenComplete { _ in channel.close(promise: nil) }
         }
     }
 }

@@ -1,0 +1,134 @@
+/// A request target split into its path and its decoded query parameters, in one pass over the bytes (this runs
+/// for every request).
+struct RequestTarget {
+    /// The path, without the query.
+    var path: Substring
+    /// The decoded query parameters; the first value of each name wins.
+    var query: [String: String]
+
+    init(_ target: String) {
+        var target = target
+        let parsed = target.withUTF8 { bytes -> (Int, [String: String]) in
+            guard let mark = bytes.firstIndex(of: UInt8(ascii: "?")) else { return (bytes.count, [:]) }
+            var query: [String: String] = [:]
+            var start = mark + 1
+            while start < bytes.count {
+                var end = start
+                var equals: Int?
+                while end < bytes.count, bytes[end] != UInt8(ascii: "&") {
+                    if equals == nil, bytes[end] == UInt8(ascii: "=") { equals = end }
+                    end += 1
+                }
+                if end > start {
+                    let keyEnd = equals ?? end
+                    let valueStart = equals.map { $0 + 1 } ?? end
+                    if let key = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[start..<keyEnd])),
+                        query[key] == nil,
+                        let value = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[valueStart..<end]))
+                    {
+                        query[key] = value
+                    }
+                }
+                start = end + 1
+            }
+            return (mark, query)
+        }
+        path = target.utf8.count == parsed.0 ? Substring(target) : Substring(target.utf8.prefix(parsed.0))
+        query = parsed.1
+    }
+
+    /// The path's segments (`/a//b/` is `a`, `b`).
+    var segments: [Substring] { path.split(separator: "/", omittingEmptySubsequences: true) }
+}
+
+/// Query parameter decoding (`application/x-www-form-urlencoded`): `+` is a space, `%XX` a byte; the result must be
+/// UTF-8.
+enum PercentDecoding {
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+            return String(validating: bytes, as: UTF8.self)
+        }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "+") {
+                decoded.append(UInt8(ascii: " "))
+            } else if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
+                    let low = hexValue(bytes[index + 2])
+                else { return nil }
+                decoded.append(high << 4 | low)
+                index += 2
+            } else {
+                decoded.append(byte)
+            }
+            index += 1
+        }
+        return String(validating: decoded, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// base64url (RFC 4648 §5) as RFC 8484 uses it: no padding, though padding is tolerated; any other character, or a
+/// length no encoding produces, is an error.
+enum Base64URL {
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (value, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(character)] = UInt8(value)
+        }
+        return table
+    }()
+
+    static func decode(_ text: String) -> [UInt8]? {
+        var input = Array(text.utf8)
+        while input.last == UInt8(ascii: "=") { input.removeLast() }
+        guard input.count % 4 != 1 else { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(input.count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in input {
+            let value = values[Int(character)]
+            guard value != 0xFF else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+            }
+        }
+        return output
+    }
+}
+
+/// JSON string literals.
+enum JSONText {
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

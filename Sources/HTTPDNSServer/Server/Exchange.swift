@@ -1,0 +1,67 @@
+import HTTPDNS
+import Logging
+import NIOCore
+
+/// What every exchange of one connection shares, and the one way a request becomes an answer for both HTTP/1.1
+/// and HTTP/2.
+struct Exchange: Sendable {
+    /// Per-request limits.
+    struct Limits: Sendable {
+        var maximumBodyBytes: Int
+    }
+
+    var service: HTTPDNSService
+    var limits: Limits
+    var logger: Logger
+    var activity: ConnectionActivity
+    /// The connection's peer, read once.
+    var client: IPAddress?
+
+    /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
+    /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
+    /// and `later` runs on `eventLoop` with the answer.
+    func answer(
+        _ request: ServiceRequest, on eventLoop: any EventLoop,
+        later: NIOLoopBound<(ServiceResponse) -> Void>
+    ) -> ServiceResponse? {
+        let started = ContinuousClock.now
+        let plan = service.plan(request)
+        if let response = service.immediateResponse(plan) {
+            service.finished(request, plan: plan, response: response, started: started)
+            return response
+        }
+        let service = self.service
+        let activity = self.activity
+        activity.started()
+        eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { response in
+            activity.finished()
+            service.finished(request, plan: plan, response: response, started: started)
+            later.value(response)
+        }
+        return nil
+    }
+
+    /// The client's address: the connection's peer.
+    static func clientAddress(_ channel: any Channel) -> IPAddress? {
+        guard let address = channel.remoteAddress else { return nil }
+        switch address {
+        // sockaddr_in: family and port (4 bytes), then the address; sockaddr_in6: family, port, flow info
+        // (8 bytes), then the address.
+        case .v4(let v4):
+            return withUnsafeBytes(of: v4.address) { IPAddress(bytes: $0[4..<8]) }
+        case .v6(let v6):
+            return withUnsafeBytes(of: v6.address) { IPAddress(bytes: $0[8..<24]) }
+        default:
+            return nil
+        }
+    }
+}
+
+/// The requests a connection is answering (on HTTP/2, over all its streams).
+final class ConnectionActivity: Sendable {
+    private let inFlight = Locked(0)
+
+    var isIdle: Bool { inFlight.withLock { $0 == 0 } }
+    func started() { inFlight.withLock { $0 += 1 } }
+    func finished() { inFlight.withLock { $0 -= 1 } }
+}

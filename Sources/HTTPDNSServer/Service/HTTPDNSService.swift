@@ -1,0 +1,576 @@
+public import CoreMetrics
+import Foundation
+public import HTTPDNS
+public import Logging
+
+/// One HTTP request to the service, as an HTTP server front hands it over.
+public struct ServiceRequest: Sendable {
+    /// `GET`, `POST`, …
+    public var method: String
+    /// The request target: the path and, after `?`, the query.
+    public var target: String
+    /// The `Content-Type` header, if any.
+    public var contentType: String?
+    /// The body (empty for `GET`).
+    public var body: [UInt8]
+    /// The client's address, for rate limits and access logs (never logged in full unless configured).
+    public var client: IPAddress?
+
+    /// Creates a request.
+    public init(
+        method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil
+    ) {
+        self.method = method
+        self.target = target
+        self.contentType = contentType
+        self.body = body
+        self.client = client
+    }
+}
+
+/// The service's answer to one ``ServiceRequest``.
+public struct ServiceResponse: Sendable, Hashable {
+    /// The HTTP status.
+    public var status: Int
+    /// The `Content-Type`.
+    public var contentType: String
+    /// Extra headers (`Cache-Control`, `Allow`, `Retry-After`).
+    public var headers: [String: String]
+    /// The body.
+    public var body: [UInt8]
+
+    init(status: Int, contentType: String, headers: [String: String] = [:], body: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.headers = headers
+        self.body = body
+    }
+
+    static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
+        ServiceResponse(
+            status: status, contentType: "text/plain; charset=utf-8", headers: headers, body: Array((text + "\n").utf8))
+    }
+}
+
+/// Sends DNS messages the service does not answer itself (types other than A and AAAA) to an upstream and returns
+/// its answer; ``CAresForwarder`` sends them through c-ares.
+public protocol DNSMessageForwarder: Sendable {
+    /// Sends `query` (a whole DNS message) and returns the upstream's answer.
+    func forward(_ query: [UInt8]) async throws -> [UInt8]
+}
+
+/// HTTP DNS answered from a ``HostResolver``: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
+/// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
+/// `/readyz` and, with an exporter, `/metrics`.
+///
+/// The type knows nothing of sockets: an HTTP server front (``HTTPDNSServer``) maps its requests to
+/// ``ServiceRequest`` and back. Every answer comes from the same pipeline an application would use (overrides,
+/// the hosts file, the scored cache, the upstreams), ranked by the pipeline's scores and cut to
+/// ``Configuration-swift.struct/maximumAnswers``. Names are resolved as given (absolute): a server applies no search
+/// domains. Malformed requests get a 4xx with a one-line reason, never a crash. Each client network gets its own
+/// rate limit; every request is counted in metrics and, at `info` level, in an access log without secrets or full
+/// client addresses.
+public final class HTTPDNSService: Sendable {
+    /// What the service answers and how; ``apply(_:)`` replaces it while serving.
+    public struct Configuration: Sendable, Hashable {
+        /// What to do with DNS queries for types other than A and AAAA.
+        public typealias OtherTypes = ServeSettings.OtherQueryTypes
+
+        /// The most addresses in one answer (best first).
+        public var maximumAnswers: Int
+        /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
+        /// account with a secret only signed requests are answered).
+        public var accounts: [String: HTTPDNSSecret?]
+        /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
+        public var rateLimitPerSecond: Double
+        /// How many requests a client may make at once before the rate applies.
+        public var rateLimitBurst: Double
+        /// What happens to DNS queries for other types.
+        public var otherTypes: OtherTypes
+        /// Whether access logs carry the whole client address rather than its network (/24 or /48).
+        public var logFullClientAddresses: Bool
+
+        /// Creates a configuration.
+        public init(
+            maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
+            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false
+        ) {
+            self.maximumAnswers = max(maximumAnswers, 1)
+            self.accounts = accounts
+            self.rateLimitPerSecond = max(rateLimitPerSecond, 0)
+            self.rateLimitBurst = max(rateLimitBurst, rateLimitPerSecond > 0 ? 1 : 0)
+            self.otherTypes = otherTypes
+            self.logFullClientAddresses = logFullClientAddresses
+        }
+
+        /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
+        public init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
+            self.init(
+                maximumAnswers: settings.maximumAnswers, accounts: accounts,
+                rateLimitPerSecond: Double(settings.rateLimitPerSecond),
+                rateLimitBurst: Double(settings.rateLimitBurst),
+                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses)
+        }
+
+        var limits: RateLimiter.Limits { .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst) }
+    }
+
+    /// The resolver answers come from.
+    public let resolver: HostResolver
+    /// The configuration in force.
+    public var configuration: Configuration { settings.withLock { $0 } }
+    private let settings: Locked<Configuration>
+    private let logger: Logger
+    private let draining = Locked(false)
+    private let now: @Sendable () -> Int64
+    private let limiter: RateLimiter
+    private let metrics: ServiceMetrics
+    private let forwarder: (any DNSMessageForwarder)?
+    private let exporter: (@Sendable () -> [UInt8])?
+
+    /// Creates the service.
+    /// - Parameters:
+    ///   - resolver: Where answers come from.
+    ///   - configuration: Limits, accounts, rate limits.
+    ///   - logger: Errors, and the access log at `info` level.
+    ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
+    ///   - forwarder: Where queries for other types go when ``Configuration-swift.struct/otherTypes`` says so.
+    ///   - metricsExporter: The text `/metrics` serves (Prometheus exposition format); without it `/metrics` is 404.
+    public convenience init(
+        resolver: HostResolver, configuration: Configuration = .init(), logger: Logger,
+        metricsFactory: (any MetricsFactory)? = nil, forwarder: (any DNSMessageForwarder)? = nil,
+        metricsExporter: (@Sendable () -> [UInt8])? = nil
+    ) {
+        self.init(
+            resolver: resolver, configuration: configuration, logger: logger, metricsFactory: metricsFactory,
+            forwarder: forwarder, metricsExporter: metricsExporter, now: { Int64(Date().timeIntervalSince1970) })
+    }
+
+    init(
+        resolver: HostResolver, configuration: Configuration, logger: Logger,
+        metricsFactory: (any MetricsFactory)? = nil,
+        forwarder: (any DNSMessageForwarder)? = nil, metricsExporter: (@Sendable () -> [UInt8])? = nil,
+        now: @escaping @Sendable () -> Int64
+    ) {
+        self.resolver = resolver
+        self.settings = Locked(configuration)
+        self.logger = logger
+        self.now = now
+        self.limiter = RateLimiter(limits: configuration.limits)
+        self.metrics = ServiceMetrics(factory: metricsFactory)
+        self.forwarder = forwarder
+        self.exporter = metricsExporter
+    }
+
+    /// Replaces the configuration while serving (a settings reload); connections and requests in progress carry on.
+    public func apply(_ configuration: Configuration) {
+        settings.withLock { $0 = configuration }
+        limiter.update(configuration.limits)
+    }
+
+    /// From now on `/readyz` answers 503, so a load balancer stops sending new clients (graceful shutdown).
+    public func drain() { draining.withLock { $0 = true } }
+
+    /// Answers one request.
+    public func handle(_ request: ServiceRequest) async -> ServiceResponse {
+        let started = ContinuousClock.now
+        let plan = plan(request)
+        let response = await complete(plan)
+        finished(request, plan: plan, response: response, started: started)
+        return response
+    }
+
+    // MARK: - Plans: what a request needs
+
+    /// What answering a request takes: nothing more (an error, health), or lookups and how to render their results.
+    struct Plan: Sendable {
+        enum Work: Sendable {
+            case done(ServiceResponse)
+            case lookups([Lookup], @Sendable ([LookupResult]) -> ServiceResponse)
+            case forward(DNSQueryMessage, [UInt8])
+        }
+
+        var endpoint: String
+        var name: String?
+        var work: Work
+    }
+
+    /// One name and family to resolve; `name` is lower case, without the trailing dot.
+    struct Lookup: Sendable {
+        var name: String
+        var family: AddressFamily
+    }
+
+    typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32), DNSAnswerMessage.ResponseCode>
+
+    /// Reads the request, applies the rate limit, and says what answering it takes.
+    func plan(_ request: ServiceRequest) -> Plan {
+        let target = RequestTarget(request.target)
+        let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
+        let endpoint: String
+        switch (segments.count, segments.last) {
+        case (1, "dns-query"): endpoint = "dns-query"
+        case (1, "resolve"): endpoint = "resolve"
+        case (1, "d"): endpoint = "tencent"
+        case (2, "d"), (2, "sign_d"): endpoint = "alibaba"
+        case (1, "healthz"), (1, "readyz"), (1, "metrics"): endpoint = String(segments[0])
+        default: return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
+        }
+        let exempt = endpoint == "healthz" || endpoint == "readyz" || endpoint == "metrics"
+        if !exempt, let wait = limiter.admit(request.client) {
+            metrics.rateLimited.increment()
+            let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
+            return Plan(
+                endpoint: endpoint,
+                work: .done(.text(429, "too many requests", headers: ["Retry-After": "\(seconds)"])))
+        }
+        let configuration = self.configuration
+        func notAllowed(_ allowed: String) -> Plan {
+            Plan(
+                endpoint: endpoint,
+                work: .done(
+                    .text(
+                        405, "method \(HostName.printable(request.method)) is not allowed here",
+                        headers: ["Allow": allowed])))
+        }
+        switch endpoint {
+        case "dns-query":
+            guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
+            return dnsMessagePlan(request, query: target.query, configuration)
+        case _ where request.method != "GET":
+            return notAllowed("GET")
+        case "healthz":
+            return Plan(endpoint: endpoint, work: .done(.text(200, "ok")))
+        case "readyz":
+            let ready = !draining.withLock { $0 }
+            return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
+        case "metrics":
+            guard let exporter else { return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint"))) }
+            return Plan(
+                endpoint: endpoint,
+                work: .done(
+                    ServiceResponse(
+                        status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: exporter())))
+        case "resolve":
+            return jsonPlan(target.query, configuration)
+        case "tencent":
+            return tencentPlan(target.query, configuration)
+        default:
+            return alibabaPlan(
+                account: String(segments[0]), signed: segments[1] == "sign_d", target.query, configuration)
+        }
+    }
+
+    /// The answer when it needs no waiting (an error, or every lookup answered by a local layer or the cache);
+    /// `nil` when an upstream must be asked. An HTTP front calls it on its event loop and so answers cache hits
+    /// without a task switch.
+    func immediateResponse(_ plan: Plan) -> ServiceResponse? {
+        switch plan.work {
+        case .done(let response):
+            return response
+        case .forward:
+            return nil
+        case .lookups(let lookups, let render):
+            var results: [LookupResult] = []
+            results.reserveCapacity(lookups.count)
+            for lookup in lookups {
+                guard let result = cachedLookup(lookup) else { return nil }
+                results.append(result)
+            }
+            return render(results)
+        }
+    }
+
+    /// The answer, waiting for upstreams as needed.
+    func complete(_ plan: Plan) async -> ServiceResponse {
+        switch plan.work {
+        case .done(let response):
+            return response
+        case .forward(let query, let message):
+            return await forward(query, message)
+        case .lookups(let lookups, let render):
+            var results: [LookupResult] = []
+            for lookup in lookups { results.append(await self.lookup(lookup)) }
+            return render(results)
+        }
+    }
+
+    /// Counts the request and writes its access log line.
+    func finished(_ request: ServiceRequest, plan: Plan, response: ServiceResponse, started: ContinuousClock.Instant) {
+        let duration = ContinuousClock.now - started
+        metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
+        logger.info(
+            "request",
+            metadata: [
+                "endpoint": "\(plan.endpoint)", "method": "\(HostName.printable(request.method))",
+                "status": "\(response.status)", "name": "\(plan.name.map(HostName.printable) ?? "-")",
+                "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",
+            ])
+    }
+
+    private func clientText(_ client: IPAddress?) -> String {
+        guard let client else { return "-" }
+        if configuration.logFullClientAddresses { return client.description }
+        var bytes = client.bytes
+        let kept = bytes.count == 4 ? 3 : 6
+        for index in kept..<bytes.count { bytes[index] = 0 }
+        return "\(IPAddress(bytes: bytes)?.description ?? "-")/\(kept * 8)"
+    }
+
+    // MARK: - Lookups
+
+    /// The pipeline's answer for `lookup` as given (absolute), cut to the answer limit; `noData` is an empty success.
+    private func lookup(_ lookup: Lookup) async -> LookupResult {
+        guard !lookup.name.isEmpty, let host = try? HostName(lookup.name + ".") else { return .failure(.refused) }
+        do {
+            return result(try await resolver.resolveRanked(host, family: lookup.family), family: lookup.family)
+        } catch let error as DNSError {
+            switch error.code {
+            case .noData: return .success(([], 0))
+            case .notFound: return .failure(.nameError)
+            case .badName: return .failure(.refused)
+            default:
+                logger.debug("lookup failed", metadata: ["host": "\(lookup.name)", "error": "\(error.code)"])
+                return .failure(.serverFailure)
+            }
+        } catch {
+            return .failure(.serverFailure)
+        }
+    }
+
+    /// The answer from a local layer or the cache, or `nil`.
+    private func cachedLookup(_ lookup: Lookup) -> LookupResult? {
+        guard !lookup.name.isEmpty else { return .failure(.refused) }
+        guard let ranked = try? resolver.cachedRanked(lookup.name + ".", family: lookup.family) else { return nil }
+        return result(ranked, family: lookup.family)
+    }
+
+    private func result(_ ranked: RankedResolution, family: AddressFamily) -> LookupResult {
+        let limit = configuration.maximumAnswers
+        var addresses: [IPAddress] = []
+        for address in ranked.addresses where address.ip.family == family {
+            addresses.append(address.ip)
+            if addresses.count == limit { break }
+        }
+        return .success((addresses, ranked.ttl))
+    }
+
+    // MARK: - RFC 8484
+
+    private func dnsMessagePlan(_ request: ServiceRequest, query: [String: String], _ configuration: Configuration)
+        -> Plan
+    {
+        func fail(_ status: Int, _ text: String) -> Plan {
+            Plan(endpoint: "dns-query", work: .done(.text(status, text)))
+        }
+        let message: [UInt8]
+        if request.method == "GET" {
+            guard let encoded = query["dns"] else { return fail(400, "the dns parameter is missing") }
+            guard let decoded = Base64URL.decode(encoded) else {
+                return fail(400, "the dns parameter is not base64url")
+            }
+            message = decoded
+        } else {
+            let type = request.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+            guard type?.lowercased() == "application/dns-message" else {
+                return fail(415, "the body must be application/dns-message")
+            }
+            message = request.body
+        }
+        let parsed: DNSQueryMessage
+        do {
+            parsed = try DNSQueryMessage(message)
+        } catch {
+            return fail(400, error.reason)
+        }
+        func answer(_ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = []) -> Plan {
+            Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
+        }
+        guard parsed.opcode == 0 else { return answer(.notImplemented) }
+        guard parsed.questionClass == 1, parsed.type == 1 || parsed.type == 28 else {
+            if configuration.otherTypes == .forward, forwarder != nil {
+                return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, message))
+            }
+            return answer(.notImplemented)
+        }
+        let lookup = Lookup(name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6)
+        return Plan(
+            endpoint: "dns-query", name: parsed.name,
+            work: .lookups([lookup]) { results in
+                switch results[0] {
+                case .success(let answer):
+                    return Self.dnsResponse(
+                        parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) })
+                case .failure(let code):
+                    return Self.dnsResponse(parsed, code, [])
+                }
+            })
+    }
+
+    private static func dnsResponse(
+        _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record]
+    ) -> ServiceResponse {
+        let ttl = records.map(\.ttl).min() ?? 0
+        return ServiceResponse(
+            status: 200, contentType: "application/dns-message", headers: ["Cache-Control": "max-age=\(ttl)"],
+            body: DNSAnswerMessage.encode(answering: query, code: code, records: records))
+    }
+
+    /// Relays a query of another type to the forwarder, with the client's ID put back.
+    private func forward(_ query: DNSQueryMessage, _ message: [UInt8]) async -> ServiceResponse {
+        guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
+        do {
+            var answer = try await forwarder.forward(message)
+            guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
+            answer[0] = UInt8(query.id >> 8)
+            answer[1] = UInt8(query.id & 0xFF)
+            return ServiceResponse(
+                status: 200, contentType: "application/dns-message", headers: ["Cache-Control": "max-age=0"],
+                body: answer)
+        } catch {
+            logger.debug("forwarding failed", metadata: ["host": "\(query.name)", "error": "\(error)"])
+            return Self.dnsResponse(query, .serverFailure, [])
+        }
+    }
+
+    // MARK: - JSON API
+
+    private func jsonPlan(_ query: [String: String], _ configuration: Configuration) -> Plan {
+        guard let name = query["name"], !name.isEmpty else {
+            return Plan(endpoint: "resolve", work: .done(.text(400, "the name parameter is missing")))
+        }
+        let typeText = (query["type"] ?? "A").uppercased()
+        let type: UInt16
+        switch typeText {
+        case "A", "1": type = 1
+        case "AAAA", "28": type = 28
+        default:
+            return Plan(
+                endpoint: "resolve",
+                work: .done(.text(400, "type \(HostName.printable(typeText)) is not supported (A or AAAA)")))
+        }
+        var normalised = name.lowercased()
+        if normalised.hasSuffix(".") { normalised.removeLast() }
+        let quoted = JSONText.quote(normalised + ".")
+        let lookup = Lookup(name: normalised, family: type == 1 ? .ipv4 : .ipv6)
+        return Plan(
+            endpoint: "resolve", name: normalised,
+            work: .lookups([lookup]) { results in
+                var status = 0
+                var answers: [String] = []
+                var ttl: UInt32 = 0
+                switch results[0] {
+                case .success(let answer):
+                    ttl = answer.addresses.isEmpty ? 0 : answer.ttl
+                    answers = answer.addresses.map { address in
+                        "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONText.quote(address.description))}"
+                    }
+                case .failure(let code):
+                    status = Int(code.rawValue)
+                }
+                var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
+                body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
+                if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
+                body += "}"
+                return ServiceResponse(
+                    status: 200, contentType: "application/dns-json", headers: ["Cache-Control": "max-age=\(ttl)"],
+                    body: Array(body.utf8))
+            })
+    }
+
+    // MARK: - Vendor APIs
+
+    private func alibabaPlan(account: String, signed: Bool, _ query: [String: String], _ configuration: Configuration)
+        -> Plan
+    {
+        func failure(_ status: Int, _ code: String) -> Plan {
+            Plan(
+                endpoint: "alibaba",
+                work: .done(
+                    ServiceResponse(
+                        status: status, contentType: "application/json", body: Array("{\"code\":\"\(code)\"}".utf8))))
+        }
+        guard let secret = configuration.accounts[account] else { return failure(404, "InvalidAccount") }
+        guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
+            return failure(400, "InvalidHost")
+        }
+        if let secret {
+            guard signed else { return failure(403, "SignatureRequired") }
+            guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else {
+                return failure(403, "InvalidSignature")
+            }
+            let expected = Array(AlibabaHTTPDNS.signature(host: name, secret: secret.value, expiry: expiry).utf8)
+            guard Self.constantTimeEqual(Array(signature.lowercased().utf8), expected) else {
+                return failure(403, "InvalidSignature")
+            }
+            guard expiry >= now() else { return failure(403, "SignatureExpired") }
+        } else if signed {
+            return failure(403, "InvalidSignature")
+        }
+        let families: [AddressFamily]
+        switch query["query"] {
+        case nil, "4": families = [.ipv4]
+        case "6": families = [.ipv6]
+        case "4,6", "6,4": families = [.ipv4, .ipv6]
+        default: return failure(400, "InvalidQuery")
+        }
+        let hostName = host.name
+        return Plan(
+            endpoint: "alibaba", name: hostName,
+            work: .lookups(families.map { Lookup(name: hostName, family: $0) }) { results in
+                var lists: [AddressFamily: [String]] = [:]
+                var ttl: UInt32?
+                for (family, result) in zip(families, results) {
+                    if case .success(let answer) = result {
+                        lists[family] = answer.addresses.map(\.description)
+                        if !answer.addresses.isEmpty { ttl = min(ttl ?? answer.ttl, answer.ttl) }
+                    }
+                }
+                func list(_ family: AddressFamily) -> String {
+                    "[" + (lists[family] ?? []).map(JSONText.quote).joined(separator: ",") + "]"
+                }
+                let answerTTL = ttl ?? 60
+                let body =
+                    "{\"host\":\(JSONText.quote(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
+                    + "\"ttl\":\(answerTTL),\"origin_ttl\":\(answerTTL)}"
+                return ServiceResponse(status: 200, contentType: "application/json", body: Array(body.utf8))
+            })
+    }
+
+    private func tencentPlan(_ query: [String: String], _ configuration: Configuration) -> Plan {
+        func failure(_ text: String) -> Plan { Plan(endpoint: "tencent", work: .done(.text(400, text))) }
+        guard query["alg"] == nil else { return failure("encrypted requests (alg) are not supported") }
+        guard let name = query["dn"], !name.isEmpty, let host = try? HostName(name) else {
+            return failure("the dn parameter is missing or not a host name")
+        }
+        let families: [AddressFamily]
+        switch query["type"]?.lowercased() {
+        case nil, "a": families = [.ipv4]
+        case "aaaa": families = [.ipv6]
+        case "addrs": families = [.ipv4, .ipv6]
+        default: return failure("type must be a, aaaa or addrs")
+        }
+        let withTTL = query["ttl"] == "1"
+        return Plan(
+            endpoint: "tencent", name: host.name,
+            work: .lookups(families.map { Lookup(name: host.name, family: $0) }) { results in
+                let parts = results.map { result -> String in
+                    guard case .success(let answer) = result, !answer.addresses.isEmpty else { return "0" }
+                    let list = answer.addresses.map(\.description).joined(separator: ";")
+                    return withTTL ? "\(list),\(answer.ttl)" : list
+                }
+                return ServiceResponse(
+                    status: 200, contentType: "text/plain; charset=utf-8",
+                    body: Array(parts.joined(separator: "-").utf8))
+            })
+    }
+
+    // MARK: - Helpers
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}

@@ -1,0 +1,38 @@
+import CoreMetrics
+import HTTPDNS
+
+/// The service's metrics through swift-metrics: requests by endpoint and status, answer time by endpoint, requests
+/// refused by the rate limit. Handles are made once per label set and kept.
+final class ServiceMetrics: Sendable {
+    private let factory: any MetricsFactory
+    private let counters = Locked([String: Counter]())
+    private let timers = Locked([String: Timer]())
+    let rateLimited: Counter
+
+    init(factory: (any MetricsFactory)?) {
+        let factory = factory ?? MetricsSystem.factory
+        self.factory = factory
+        rateLimited = Counter(label: "httpdns_serve_rate_limited_total", dimensions: [], factory: factory)
+    }
+
+    func record(endpoint: String, status: Int, duration: Duration) {
+        let key = "\(endpoint) \(status)"
+        let counter = counters.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(
+                label: "httpdns_serve_requests_total", dimensions: [("endpoint", endpoint), ("status", "\(status)")],
+                factory: factory)
+            counters[key] = counter
+            return counter
+        }
+        counter.increment()
+        let timer = timers.withLock { timers in
+            if let timer = timers[endpoint] { return timer }
+            let timer = Timer(
+                label: "httpdns_serve_request_duration_seconds", dimensions: [("endpoint", endpoint)], factory: factory)
+            timers[endpoint] = timer
+            return timer
+        }
+        timer.recordNanoseconds(duration.wholeNanoseconds)
+    }
+}

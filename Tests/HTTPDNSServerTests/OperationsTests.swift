@@ -1,0 +1,247 @@
+import Foundation
+import Glibc
+import Logging
+import Prometheus
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// What an operator relies on: per-client rate limits, other query types forwarded to c-ares, Prometheus metrics,
+/// access logs without full client addresses, configuration applied while serving, and a client other than ours.
+@Suite("HTTP DNS server operations")
+struct OperationsTests {
+    static let logger = Logger(label: "operations-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A resolver on a fresh dnsmasq (the test zone plus a TXT record) and a c-ares forwarder to it.
+    struct Pipeline {
+        let dnsmasq: DNSMasq
+        let cares: CAresResolver
+        let resolver: HostResolver
+
+        static func start() async throws -> Pipeline {
+            let dnsmasq = try await DNSMasq.start(
+                records: TestZone.records + [#"txt-record=info.test,"hello from dnsmasq""#])
+            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+            let resolver = HostResolver(
+                upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: nil)
+            return Pipeline(dnsmasq: dnsmasq, cares: cares, resolver: resolver)
+        }
+
+        func stop() async {
+            await resolver.shutdown()
+            cares.shutdown()
+            dnsmasq.stop()
+        }
+    }
+
+    /// An RFC 8484 GET for `name` and record type `type` (any number: 16 is TXT), with query ID `id`.
+    static func dohGET(_ name: String, type: UInt16, id: UInt16 = 0) throws -> ServiceRequest {
+        var query: [UInt8] = [UInt8(id >> 8), UInt8(id & 0xFF), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]
+        for label in name.split(separator: ".") { query += [UInt8(label.utf8.count)] + Array(label.utf8) }
+        query += [0, UInt8(type >> 8), UInt8(type & 0xFF), 0, 1]
+        let encoded = Data(query).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return ServiceRequest(method: "GET", target: "/dns-query?dns=\(encoded)")
+    }
+
+    @Test(
+        "rate limits: each client network gets its own bucket, 429 with Retry-After past it, health checks exempt, a reload lifts it"
+    )
+    func rateLimits() async throws {
+        let pipeline = try await Pipeline.start()
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver, configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3),
+            logger: Self.logger)
+        var request = ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("127.0.0.9"))
+        var statuses: [Int] = []
+        for _ in 0..<4 { statuses.append(await service.handle(request).status) }
+        #expect(statuses == [200, 200, 200, 429])
+        let limited = await service.handle(request)
+        #expect(limited.status == 429 && Int(limited.headers["Retry-After"] ?? "") ?? 0 >= 1)
+        // Health checks from the same client are never limited.
+        #expect(
+            await service.handle(ServiceRequest(method: "GET", target: "/healthz", client: request.client)).status
+                == 200)
+        // Another IPv4 address is another client; two IPv6 addresses in one /64 are one.
+        request.client = IPAddress("127.0.0.10")
+        #expect(await service.handle(request).status == 200)
+        var v6 = ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("2001:db8::1"))
+        for _ in 0..<3 { _ = await service.handle(v6) }
+        v6.client = IPAddress("2001:db8::ffff")
+        #expect(await service.handle(v6).status == 429)
+        v6.client = IPAddress("2001:db8:0:1::1")
+        #expect(await service.handle(v6).status == 200)
+        // Settings applied while serving lift the limit.
+        service.apply(.init(rateLimitPerSecond: 0))
+        request.client = IPAddress("127.0.0.9")
+        #expect(await service.handle(request).status == 200)
+        await pipeline.stop()
+    }
+
+    @Test("the limiter's table is bounded: a flood of client addresses shares one overflow bucket")
+    func boundedLimiter() {
+        let limiter = RateLimiter(limits: .init(perSecond: 1, burst: 1), maximumClients: 100)
+        for index in 0..<1000 {
+            _ = limiter.admit(IPAddress(ipv4: 10, UInt8(index / 256), UInt8(index % 256), 1))
+        }
+        #expect(limiter.trackedClients <= 101)
+    }
+
+    @Test("over a real connection the limit applies to the connection's peer address")
+    func rateLimitOnTheWire() async throws {
+        let pipeline = try await Pipeline.start()
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver, configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 1),
+            logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service, configuration: .init(port: 0, idleTimeout: .milliseconds(500)), logger: Self.logger)
+        let one = "GET /resolve?name=multi.test HTTP/1.1\r\nHost: x\r\n\r\n"
+        let reply = try await HTTPDNSServerTests.exchange(port: server.port, Array((one + one).utf8))
+        #expect(reply.reply.components(separatedBy: "HTTP/1.1 200").count == 2, "\(reply.reply.prefix(200))")
+        #expect(reply.reply.contains("HTTP/1.1 429") && reply.reply.lowercased().contains("retry-after: "))
+        await server.shutdown(grace: .milliseconds(100))
+        await pipeline.stop()
+    }
+
+    @Test("other record types: NOTIMP by default, relayed from c-ares with the client's ID when forwarding is on")
+    func otherTypes() async throws {
+        let pipeline = try await Pipeline.start()
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver, configuration: .init(), logger: Self.logger,
+            forwarder: CAresForwarder(resolver: pipeline.cares))
+        let txt = try Self.dohGET("info.test", type: 16, id: 0x4242)
+        let refused = await service.handle(txt)
+        #expect(refused.status == 200 && refused.body.count >= 12)
+        #expect(refused.body[3] & 0x0F == 4, "NOTIMP")
+        service.apply(.init(otherTypes: .forward))
+        let forwarded = await service.handle(txt)
+        #expect(forwarded.status == 200 && forwarded.contentType == "application/dns-message")
+        #expect(forwarded.body[0] == 0x42 && forwarded.body[1] == 0x42, "the client's ID")
+        #expect(forwarded.body[3] & 0x0F == 0 && forwarded.body[6] == 0 && forwarded.body[7] == 1, "one answer")
+        #expect(String(decoding: forwarded.body, as: UTF8.self).contains("hello from dnsmasq"))
+        // A name that does not exist comes back as dnsmasq said it: NXDOMAIN.
+        let missing = await service.handle(try Self.dohGET("nothing.test", type: 16))
+        #expect(missing.body[3] & 0x0F == 3)
+        await pipeline.stop()
+    }
+
+    @Test("metrics: requests by endpoint and status and rate-limited requests in Prometheus format on /metrics")
+    func metrics() async throws {
+        let pipeline = try await Pipeline.start()
+        let registry = PrometheusCollectorRegistry()
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver, configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 2),
+            logger: Self.logger, metricsFactory: PrometheusMetricsFactory(registry: registry),
+            metricsExporter: { registry.emitToBuffer() })
+        let request = try Self.dohGET("multi.test", type: 1)
+        for _ in 0..<3 { _ = await service.handle(request) }
+        _ = await service.handle(ServiceRequest(method: "GET", target: "/nowhere"))
+        let exposed = await service.handle(ServiceRequest(method: "GET", target: "/metrics"))
+        let text = String(decoding: exposed.body, as: UTF8.self)
+        #expect(exposed.status == 200 && exposed.contentType.hasPrefix("text/plain; version=0.0.4"))
+        #expect(text.contains(#"httpdns_serve_requests_total{endpoint="dns-query",status="200"} 2"#), "\(text)")
+        #expect(text.contains(#"httpdns_serve_requests_total{endpoint="dns-query",status="429"} 1"#))
+        #expect(text.contains(#"httpdns_serve_requests_total{endpoint="unknown",status="404"} 1"#))
+        #expect(text.contains("httpdns_serve_rate_limited_total 1"))
+        #expect(text.contains("httpdns_serve_request_duration_seconds"))
+        // Without an exporter there is no /metrics.
+        let bare = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
+        #expect(await bare.handle(ServiceRequest(method: "GET", target: "/metrics")).status == 404)
+        await pipeline.stop()
+    }
+
+    @Test("access logs: one line per request with endpoint, status and name, the client as its network, no signature")
+    func accessLogs() async throws {
+        let pipeline = try await Pipeline.start()
+        let lines = RecordedLog()
+        var logger = Logger(label: "access", factory: { _ in lines })
+        logger.logLevel = .info
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver,
+            configuration: .init(accounts: ["signed-1": HTTPDNSSecret("s3cret")]), logger: logger)
+        _ = await service.handle(
+            ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("198.51.100.23")))
+        _ = await service.handle(
+            ServiceRequest(
+                method: "GET", target: "/signed-1/sign_d?host=multi.test&t=9999999999&s=deadbeef",
+                client: IPAddress("2001:db8:1:2::99")))
+        let entries = lines.entries
+        #expect(entries.count == 2)
+        #expect(entries.first?["endpoint"] == "resolve" && entries.first?["status"] == "200")
+        #expect(entries.first?["name"] == "multi.test" && entries.first?["client"] == "198.51.100.0/24")
+        #expect(entries.last?["endpoint"] == "alibaba" && entries.last?["status"] == "403")
+        #expect(entries.last?["client"] == "2001:db8:1::/48")
+        let everything = entries.map { $0.values.joined(separator: " ") }.joined(separator: "\n")
+        #expect(!everything.contains("deadbeef") && !everything.contains("s3cret") && !everything.contains("::99"))
+        await pipeline.stop()
+    }
+
+    @Test("a client that is not ours: a Python RFC 8484 wire client gets the answer over HTTP/1.1 POST")
+    func pythonClient() async throws {
+        let pipeline = try await Pipeline.start()
+        let service = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
+        let server = try await HTTPDNSServer.start(service: service, configuration: .init(port: 0), logger: Self.logger)
+        let script = """
+            import http.client, struct, sys
+            name = sys.argv[2]
+            qname = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\\0"
+            query = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + qname + struct.pack(">HH", 1, 1)
+            c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+            c.request("POST", "/dns-query", body=query,
+                      headers={"Content-Type": "application/dns-message", "Accept": "application/dns-message"})
+            r = c.getresponse()
+            body = r.read()
+            ident, flags, qd, an, ns, ar = struct.unpack(">HHHHHH", body[:12])
+            assert r.status == 200 and ident == 0x1234 and flags & 0x8000, (r.status, ident, flags)
+            offset = 12 + len(qname) + 4
+            out = []
+            for _ in range(an):
+                if body[offset] & 0xC0 == 0xC0:
+                    offset += 2
+                else:
+                    while body[offset]:
+                        offset += body[offset] + 1
+                    offset += 1
+                rtype, rclass, ttl, length = struct.unpack(">HHIH", body[offset:offset + 10])
+                offset += 10
+                if rtype == 1:
+                    out.append(".".join(str(b) for b in body[offset:offset + 4]))
+                offset += length
+            print(" ".join(sorted(out)))
+            """
+        let path = try TemporaryFiles.file(script, name: "doh_client.py")
+        let run = try await HostsCTLProcess.run(executable: "/usr/bin/python3", [path, "\(server.port)", "multi.test"])
+        #expect(run.status == 0, "\(run.standardError)")
+        #expect(run.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "192.0.2.1 192.0.2.2")
+        await server.shutdown(grace: .milliseconds(100))
+        await pipeline.stop()
+    }
+}
+
+/// A log handler that keeps each entry's metadata (as strings) for assertions.
+final class RecordedLog: LogHandler, Sendable {
+    private let lines = Locked<[[String: String]]>([])
+
+    var entries: [[String: String]] { lines.withLock { $0 } }
+
+    var metadata: Logger.Metadata {
+        get { [:] }
+        set {}
+    }
+    var logLevel: Logger.Level {
+        get { .trace }
+        set {}
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { nil }
+        set {}
+    }
+
+    func log(event: LogEvent) {
+        let values = (event.metadata ?? [:]).mapValues { "\($0)" }
+        lines.withLock { $0.append(values) }
+    }
+}
