@@ -14,10 +14,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=lab/common.sh
+. "$here/lab/common.sh"
 
 # The zone: n0.test ... n199.test, one A record each.
-dnsmasq_port="$(free_port)"
+dnsmasq_port="$(free_port DGRAM)"
 {
     echo "port=$dnsmasq_port"; echo "listen-address=127.0.0.1"; echo "bind-interfaces"; echo "no-resolv"
     echo "no-hosts"; echo "no-poll"; echo "local=/test/"; echo "cache-size=0"; echo "pid-file="
@@ -26,7 +27,7 @@ dnsmasq_port="$(free_port)"
 dnsmasq --keep-in-foreground --conf-file="$work/dnsmasq.conf" --log-facility=- 2>/dev/null &
 pids+=($!)
 
-unbound_port="$(free_port)"
+unbound_port="$(free_port DGRAM)"
 {
     echo "server:"
     echo "  interface: 127.0.0.1"; echo "  port: $unbound_port"; echo "  do-daemonize: no"; echo "  chroot: \"\""
@@ -40,15 +41,9 @@ unbound -d -c "$work/unbound.conf" 2>"$work/unbound.log" &
 pids+=($!)
 
 # dnsdist with a DoH listener over TLS, forwarding to dnsmasq; a throw-away CA signs its certificate.
-doh_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-dnsdist_port="$(free_port)"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=bench CA" \
-    -keyout "$work/ca.key" -out "$work/ca.pem" -addext basicConstraints=critical,CA:TRUE 2>/dev/null
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=doh.bench" \
-    -keyout "$work/doh.key" -out "$work/doh.csr" 2>/dev/null
-printf 'subjectAltName=DNS:doh.bench\nextendedKeyUsage=serverAuth\n' > "$work/doh.ext"
-openssl x509 -req -in "$work/doh.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-    -extfile "$work/doh.ext" -out "$work/doh.pem" 2>/dev/null
+doh_port="$(free_port)"
+dnsdist_port="$(free_port DGRAM)"
+make_certificate "$work"
 cat > "$work/dnsdist.conf" <<EOF
 setSecurityPollSuffix("")
 setACL({"127.0.0.0/8", "::1/128"})
@@ -69,7 +64,7 @@ PY
 sleep 1
 
 # nginx with one worker serving a 1 KiB body over keep-alive HTTP/1.1, for the URL protocol benchmark.
-http_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+http_port="$(free_port)"
 mkdir -p "$work/nginx-temp"
 body_1k="$(head -c 1024 /dev/zero | tr '\0' 'x')"
 cat > "$work/nginx.conf" <<EOF

@@ -34,9 +34,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() {
-    python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_${1:-STREAM}); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
-}
+# shellcheck source=lab/common.sh
+. "$here/lab/common.sh"
 
 # The zone, served by dnsmasq (loopback addresses only: nothing here ever connects outside 127.0.0.0/8).
 dnsmasq_port="$(free_port DGRAM)"
@@ -49,13 +48,7 @@ dnsmasq --keep-in-foreground --conf-file="$work/dnsmasq.conf" --log-facility=- 2
 pids+=($!)
 
 # One throw-away CA and one certificate for both servers.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=bench CA" \
-    -keyout "$work/ca.key" -out "$work/ca.pem" -addext basicConstraints=critical,CA:TRUE 2>/dev/null
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=doh.bench" \
-    -keyout "$work/doh.key" -out "$work/doh.csr" 2>/dev/null
-printf 'subjectAltName=DNS:doh.bench,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$work/doh.ext"
-openssl x509 -req -in "$work/doh.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 2 \
-    -extfile "$work/doh.ext" -out "$work/doh.pem" 2>/dev/null
+make_certificate "$work"
 
 # dnsdist: DoH over TLS with a packet cache, in front of dnsmasq.
 dnsdist_port="$(free_port)"

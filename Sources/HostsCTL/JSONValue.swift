@@ -1,3 +1,5 @@
+import HTTPDNS
+
 /// A JSON value that keeps object keys in the order they were written, for stable CLI output.
 enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByNilLiteral {
     case null
@@ -33,7 +35,7 @@ enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIn
         case .number(let value):
             out += Self.format(value)
         case .string(let value):
-            Self.quote(value, into: &out)
+            JSONString.quote(value, into: &out)
         case .array(let values):
             guard !values.isEmpty else { out += "[]"; return }
             out += "["
@@ -47,7 +49,7 @@ enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIn
             out += "{"
             for (index, (key, value)) in members.enumerated() {
                 out += (index == 0 ? "" : ",") + newline
-                Self.quote(key, into: &out)
+                JSONString.quote(key, into: &out)
                 out += pretty ? ": " : ":"
                 value.write(into: &out, pretty: pretty, depth: depth + 1)
             }
@@ -59,24 +61,5 @@ enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIn
         guard value.isFinite else { return "null" }
         if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
         return "\(value)"
-    }
-
-    private static func quote(_ text: String, into out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
     }
 }

@@ -236,21 +236,8 @@ struct HTTPDNSServerTests {
         )
     {
         try await offThePool {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw TestServerError("socket: \(errno)") }
+            let fd = try LoopbackTCP.connect(port: port, receiveTimeout: timeout)
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            guard connected == 0 else { throw TestServerError("connect: \(errno)") }
-            var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
             var sent = 0
             while sent < request.count {
                 let written = request[sent...].withUnsafeBytes {

@@ -274,3 +274,29 @@ func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32,
     }
     return (fd, address)
 }
+
+/// Plain TCP connections to 127.0.0.1, for tests that speak a protocol byte by byte.
+public enum LoopbackTCP {
+    /// Connects to 127.0.0.1:`port`; reads on the returned descriptor give up after `receiveTimeout`. The caller
+    /// closes it.
+    public static func connect(port: Int, receiveTimeout: Duration) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestServerError("socket: \(errno)") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw TestServerError("connect to 127.0.0.1:\(port): \(errno)")
+        }
+        var timeout = timeval(tv_sec: Int(receiveTimeout.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+}

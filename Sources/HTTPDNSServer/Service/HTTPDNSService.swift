@@ -451,7 +451,7 @@ public final class HTTPDNSService: Sendable {
         }
         var normalised = name.lowercased()
         if normalised.hasSuffix(".") { normalised.removeLast() }
-        let quoted = JSONText.quote(normalised + ".")
+        let quoted = JSONString.quoted(normalised + ".")
         let lookup = Lookup(name: normalised, family: type == 1 ? .ipv4 : .ipv6)
         return Plan(
             endpoint: "resolve", name: normalised,
@@ -463,7 +463,7 @@ public final class HTTPDNSService: Sendable {
                 case .success(let answer):
                     ttl = answer.addresses.isEmpty ? 0 : answer.ttl
                     answers = answer.addresses.map { address in
-                        "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONText.quote(address.description))}"
+                        "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONString.quoted(address.description))}"
                     }
                 case .failure(let code):
                     status = Int(code.rawValue)
@@ -527,11 +527,11 @@ public final class HTTPDNSService: Sendable {
                     }
                 }
                 func list(_ family: AddressFamily) -> String {
-                    "[" + (lists[family] ?? []).map(JSONText.quote).joined(separator: ",") + "]"
+                    "[" + (lists[family] ?? []).map(JSONString.quoted).joined(separator: ",") + "]"
                 }
                 let answerTTL = ttl ?? 60
                 let body =
-                    "{\"host\":\(JSONText.quote(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
+                    "{\"host\":\(JSONString.quoted(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
                     + "\"ttl\":\(answerTTL),\"origin_ttl\":\(answerTTL)}"
                 return ServiceResponse(status: 200, contentType: "application/json", body: Array(body.utf8))
             })

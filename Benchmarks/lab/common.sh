@@ -1,0 +1,18 @@
+# Shell helpers shared by the benchmark scripts (sourced, not run).
+
+# A free loopback port: free_port [STREAM|DGRAM] (TCP by default).
+free_port() {
+    python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_${1:-STREAM}); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+
+# A throw-away CA (DIR/ca.pem) and a certificate for doh.bench and 127.0.0.1 signed by it (DIR/doh.pem, DIR/doh.key).
+make_certificate() {
+    local dir="$1"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=bench CA" \
+        -keyout "$dir/ca.key" -out "$dir/ca.pem" -addext basicConstraints=critical,CA:TRUE 2>/dev/null
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=doh.bench" \
+        -keyout "$dir/doh.key" -out "$dir/doh.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:doh.bench,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$dir/doh.ext"
+    openssl x509 -req -in "$dir/doh.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
+        -extfile "$dir/doh.ext" -out "$dir/doh.pem" 2>/dev/null
+}
