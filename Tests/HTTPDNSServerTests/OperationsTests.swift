@@ -178,6 +178,36 @@ struct OperationsTests {
         await pipeline.stop()
     }
 
+    @Test("client reports (off by default) feed the server's scores, only for addresses it answered for that host")
+    func clientReports() async throws {
+        let pipeline = try await Pipeline.start()
+        let closed = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
+        let body = Array(#"{"host":"multi.test","ip":"192.0.2.1","failed":true}"#.utf8)
+        #expect(await closed.handle(ServiceRequest(method: "POST", target: "/report", body: body)).status == 404)
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver, configuration: .init(acceptClientReports: true), logger: Self.logger)
+        func first() async -> String? {
+            let answer = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=multi.test"))
+            let text = String(decoding: answer.body, as: UTF8.self)
+            return text.range(of: #""data":""#).map { String(text[$0.upperBound...].prefix { $0 != "\"" }) }
+        }
+        _ = await first()  // the answer is now cached: 192.0.2.1 and 192.0.2.2
+        func report(_ json: String) async -> Int {
+            await service.handle(ServiceRequest(method: "POST", target: "/report", body: Array(json.utf8))).status
+        }
+        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.1","failed":true}"#) == 204)
+        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.2","connectMs":3.5}"#) == 204)
+        #expect(await first() == "192.0.2.2", "the failed address drops below the measured one")
+        // Addresses the server did not answer for that host, and malformed reports, are refused.
+        #expect(await report(#"{"host":"multi.test","ip":"203.0.113.9","connectMs":1}"#) == 404)
+        #expect(await report(#"{"host":"v4only.test","ip":"192.0.2.1","connectMs":1}"#) == 404)
+        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.2","connectMs":-1}"#) == 400)
+        #expect(await report("not json") == 400)
+        let get = await service.handle(ServiceRequest(method: "GET", target: "/report"))
+        #expect(get.status == 405 && get.headers["Allow"] == "POST")
+        await pipeline.stop()
+    }
+
     @Test("a client that is not ours: a Python RFC 8484 wire client gets the answer over HTTP/1.1 POST")
     func pythonClient() async throws {
         let pipeline = try await Pipeline.start()
@@ -188,7 +218,7 @@ struct OperationsTests {
             name = sys.argv[2]
             qname = b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\\0"
             query = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + qname + struct.pack(">HH", 1, 1)
-            c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=5)
+            c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=float(sys.argv[3]))
             c.request("POST", "/dns-query", body=query,
                       headers={"Content-Type": "application/dns-message", "Accept": "application/dns-message"})
             r = c.getresponse()
@@ -212,7 +242,9 @@ struct OperationsTests {
             print(" ".join(sorted(out)))
             """
         let path = try TemporaryFiles.file(script, name: "doh_client.py")
-        let run = try await HostsCTLProcess.run(executable: "/usr/bin/python3", [path, "\(server.port)", "multi.test"])
+        let run = try await HostsCTLProcess.run(
+            executable: "/usr/bin/python3",
+            [path, "\(server.port)", "multi.test", "\(Int(TestTiming.scaled(.seconds(30)).components.seconds))"])
         #expect(run.status == 0, "\(run.standardError)")
         #expect(run.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines) == "192.0.2.1 192.0.2.2")
         await server.shutdown(grace: .milliseconds(100))

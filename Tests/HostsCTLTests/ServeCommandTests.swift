@@ -58,7 +58,7 @@ final class KeepAliveConnection: Sendable {
     private let fd: Int32
 
     init(port: Int) throws {
-        fd = try LoopbackTCP.connect(port: port, receiveTimeout: .seconds(5))
+        fd = try LoopbackTCP.connect(port: port, receiveTimeout: TestTiming.scaled(.seconds(15)))
     }
 
     deinit { close(fd) }

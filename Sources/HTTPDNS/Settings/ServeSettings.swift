@@ -42,6 +42,8 @@ public struct ServeSettings: Sendable, Hashable {
     public var otherTypes: OtherQueryTypes
     /// Whether access logs show whole client addresses (otherwise the /24 or /48 network).
     public var logFullClientAddresses: Bool
+    /// Whether clients may report connect times and failures (`POST /report`) that feed the server's scores.
+    public var acceptClientReports: Bool
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, no vendor account.
     public static var `default`: ServeSettings {
@@ -65,6 +67,7 @@ public struct ServeSettings: Sendable, Hashable {
         rateLimitBurst = 0
         otherTypes = .notImplemented
         logFullClientAddresses = false
+        acceptClientReports = false
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard (certificate == nil) == (privateKey == nil) else {
             throw SettingsReader(config: config).invalid(
@@ -129,5 +132,9 @@ public struct ServeSettings: Sendable, Hashable {
         .bool(
             "serve.logFullClientAddresses", \.logFullClientAddresses, default: false,
             "access logs show whole client addresses instead of their /24 or /48"),
+        .bool(
+            "serve.clientReports", \.acceptClientReports, default: false,
+            "accept POST /report: clients' connect times and failures for addresses the server answered feed its scores"
+        ),
     ]
 }

@@ -38,7 +38,15 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
         let stream = frame.streamID
         switch frame.payload {
         case .headers(let headers):
-            guard receiving[stream] == nil, !answering.contains(stream) else { return }  // trailers: ignored
+            if let pending = receiving[stream] {
+                // Trailers: their fields are not used, but they may end the request.
+                if headers.endStream {
+                    receiving[stream] = nil
+                    complete(stream, pending, context: context)
+                }
+                return
+            }
+            guard !answering.contains(stream) else { return }
             let fields = headers.headers
             let pending = Pending(
                 method: fields.first(name: ":method") ?? "", target: fields.first(name: ":path") ?? "/",
@@ -59,13 +67,16 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 }
             }
             if pending.tooLarge {
-                // Refused at once; the rest of the body is not wanted (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+                // Refused at once. If the client is still sending, the rest of the body is not wanted: RST_STREAM
+                // NO_ERROR after the answer (RFC 9113 §8.1).
                 receiving[stream] = nil
                 write(
                     stream, .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"),
                     context: context)
-                context.write(
-                    wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))), promise: nil)
+                if !payload.endStream {
+                    context.write(
+                        wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))), promise: nil)
+                }
                 needsFlush = true
             } else if payload.endStream {
                 receiving[stream] = nil

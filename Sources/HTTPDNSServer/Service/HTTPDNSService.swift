@@ -89,11 +89,15 @@ public final class HTTPDNSService: Sendable {
         public var otherTypes: OtherTypes
         /// Whether access logs carry the whole client address rather than its network (/24 or /48).
         public var logFullClientAddresses: Bool
+        /// Whether `POST /report` is accepted: a client's connect time or failure for an address the server answers
+        /// for a host feeds the server's scores (as ``HostResolver/reportConnect(to:of:latency:)`` does).
+        public var acceptClientReports: Bool
 
         /// Creates a configuration.
         public init(
             maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
-            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false
+            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
+            acceptClientReports: Bool = false
         ) {
             self.maximumAnswers = max(maximumAnswers, 1)
             self.accounts = accounts
@@ -101,6 +105,7 @@ public final class HTTPDNSService: Sendable {
             self.rateLimitBurst = max(rateLimitBurst, rateLimitPerSecond > 0 ? 1 : 0)
             self.otherTypes = otherTypes
             self.logFullClientAddresses = logFullClientAddresses
+            self.acceptClientReports = acceptClientReports
         }
 
         /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
@@ -109,7 +114,8 @@ public final class HTTPDNSService: Sendable {
                 maximumAnswers: settings.maximumAnswers, accounts: accounts,
                 rateLimitPerSecond: Double(settings.rateLimitPerSecond),
                 rateLimitBurst: Double(settings.rateLimitBurst),
-                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses)
+                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses,
+                acceptClientReports: settings.acceptClientReports)
         }
 
         var limits: RateLimiter.Limits { .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst) }
@@ -213,7 +219,7 @@ public final class HTTPDNSService: Sendable {
         case (1, "resolve"): endpoint = "resolve"
         case (1, "d"): endpoint = "tencent"
         case (2, "d"), (2, "sign_d"): endpoint = "alibaba"
-        case (1, "healthz"), (1, "readyz"), (1, "metrics"): endpoint = String(segments[0])
+        case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"): endpoint = String(segments[0])
         default: return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
         let exempt = endpoint == "healthz" || endpoint == "readyz" || endpoint == "metrics"
@@ -237,6 +243,12 @@ public final class HTTPDNSService: Sendable {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
             return dnsMessagePlan(request, query: target.query, configuration)
+        case "report":
+            guard configuration.acceptClientReports else {
+                return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint")))
+            }
+            guard request.method == "POST" else { return notAllowed("POST") }
+            return Plan(endpoint: endpoint, work: .done(report(request.body)))
         case _ where request.method != "GET":
             return notAllowed("GET")
         case "healthz":
@@ -353,6 +365,34 @@ public final class HTTPDNSService: Sendable {
             if addresses.count == limit { break }
         }
         return .success((addresses, ranked.ttl))
+    }
+
+    // MARK: - Client reports
+
+    /// A client's measurement, `{"host": NAME, "ip": ADDRESS, "connectMs": N}` or `{"host": …, "ip": …,
+    /// "failed": true}`, recorded for an address the server currently answers for that host (any other address is
+    /// refused, so a client cannot plant addresses or scores for names it was not given).
+    private func report(_ body: [UInt8]) -> ServiceResponse {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let name = object["host"] as? String, let host = try? HostName(name),
+            let address = (object["ip"] as? String).flatMap({ IPAddress($0) })
+        else {
+            return .text(400, "a report is {\"host\": NAME, \"ip\": ADDRESS, \"connectMs\": N or \"failed\": true}")
+        }
+        let known =
+            (try? resolver.cachedRanked(host.name + ".", family: address.family))?.addresses
+            .contains { $0.ip == address } ?? false
+        guard known else { return .text(404, "the server has not answered \(address) for \(host.name)") }
+        if object["failed"] as? Bool == true {
+            resolver.reportFailure(to: address, of: host)
+        } else if let milliseconds = object["connectMs"] as? Double, milliseconds.isFinite, milliseconds >= 0,
+            milliseconds <= 60_000
+        {
+            resolver.reportConnect(to: address, of: host, latency: .seconds(fractional: milliseconds / 1000))
+        } else {
+            return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
+        }
+        return ServiceResponse(status: 204, contentType: "text/plain; charset=utf-8", body: [])
     }
 
     // MARK: - RFC 8484
