@@ -269,7 +269,8 @@ struct HTTPDNSServerTests {
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(
             service: service,
-            configuration: .init(port: 0, maximumBodyBytes: 1024, idleTimeout: .milliseconds(300)), logger: Self.logger)
+            configuration: .init(port: 0, maximumBodyBytes: 1024, idleTimeout: TestTiming.scaled(.milliseconds(300))),
+            logger: Self.logger)
         let query = try DNSWireMessage.query(for: try HostName("multi.test"), type: .a)
         func post(_ body: [UInt8], type: String = "application/dns-message", close: Bool = true) -> [UInt8] {
             Array(
@@ -299,13 +300,15 @@ struct HTTPDNSServerTests {
     )
     func slowLookupOutlivesIdleTimeout() async throws {
         let answer = FakeHTTPDNS.dnsJSON()
-        let slow = try await LocalHTTPServer { request in .delayed(.milliseconds(1200), answer(request)) }
+        // The upstream takes three idle timeouts to answer (both stretched under sanitizers).
+        let idle = TestTiming.scaled(.milliseconds(400))
+        let slow = try await LocalHTTPServer { request in .delayed(idle * 3, answer(request)) }
         let settings = try SettingsFile.parse(
             """
             {
               "sources": { "order": ["httpdns"], "systemFallback": false },
               "reload": { "intervalMs": 0 }, "probe": { "enabled": false }, "cache": { "enabled": false },
-              "httpdns": { "providers": ["json"],
+              "httpdns": { "providers": ["json"], "timeoutMs": 60000, "budgetMs": 60000,
                            "provider": { "json": { "api": "doh-json", "urls": ["\(slow.url)/resolve"] } } }
             }
             """.utf8.map { $0 }, path: "slow.json", environment: [:]
@@ -313,7 +316,7 @@ struct HTTPDNSServerTests {
         let resolver = try HostResolver(settings: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(
-            service: service, configuration: .init(port: 0, idleTimeout: .milliseconds(400)), logger: Self.logger)
+            service: service, configuration: .init(port: 0, idleTimeout: idle), logger: Self.logger)
         let request = Array("GET /resolve?name=multi.test&type=A HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         let reply = try await Self.exchange(port: server.port, request)
         #expect(

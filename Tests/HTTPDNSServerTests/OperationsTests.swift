@@ -96,7 +96,8 @@ struct OperationsTests {
             resolver: pipeline.resolver, configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 1),
             logger: Self.logger)
         let server = try await HTTPDNSServer.start(
-            service: service, configuration: .init(port: 0, idleTimeout: .milliseconds(500)), logger: Self.logger)
+            service: service, configuration: .init(port: 0, idleTimeout: TestTiming.scaled(.milliseconds(500))),
+            logger: Self.logger)
         let one = "GET /resolve?name=multi.test HTTP/1.1\r\nHost: x\r\n\r\n"
         let reply = try await HTTPDNSServerTests.exchange(port: server.port, Array((one + one).utf8))
         #expect(reply.reply.components(separatedBy: "HTTP/1.1 200").count == 2, "\(reply.reply.prefix(200))")
