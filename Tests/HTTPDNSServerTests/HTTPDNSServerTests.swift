@@ -55,7 +55,9 @@ struct HTTPDNSServerTests {
         throws -> (HTTPDNSResolver, HTTPDNSTransport)
     {
         let transport = try HTTPDNSTransport(
-            configuration: .init(requestTimeout: TestTiming.scaled(.seconds(15)), additionalTrustRoots: trust))
+            configuration: .init(
+                requestTimeout: TestTiming.scaled(.seconds(15)), connectTimeout: TestTiming.scaled(.seconds(10)),
+                additionalTrustRoots: trust))
         let resolver = try HTTPDNSResolver(
             configuration: .init(
                 api: api, endpoints: [try HTTPDNSEndpoint(url, bootstrapAddresses: bootstrap)],

@@ -25,7 +25,9 @@ struct ServeCommandTests {
         defer { process.stop() }
         let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
         #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
-        let transport = try HTTPDNSTransport()
+        let transport = try HTTPDNSTransport(
+            configuration: .init(
+                requestTimeout: TestTiming.scaled(.seconds(15)), connectTimeout: TestTiming.scaled(.seconds(10))))
         let client = try HTTPDNSResolver(
             configuration: .init(
                 api: .dnsMessage(method: .post),
