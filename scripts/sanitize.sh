@@ -16,4 +16,6 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 sup
 export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0}"
 # Sanitized code runs several times slower: time-bound test steps get longer (see TestTiming).
 export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
+# As in scripts/test.sh: at most 8 tests at once, so two cores are not oversubscribed.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-8}"
 swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" "$@"

@@ -99,10 +99,13 @@ struct HTTP2ClientTests {
     func stalledStream() async throws {
         var behaviour = LocalHTTP2DoHServer.Behaviour()
         behaviour.stalled = ["stall.test"]
-        // Short, so the stalled stream times out soon; scaled, so a sanitizer build still answers the others in time.
+        // Short enough that the stalled stream times out soon, long enough that the answered streams make it while
+        // the whole suite runs at once on two cores (1 s did not, in CI); scaled again for a sanitizer build.
         let configuration = HTTPDNSTransport.Configuration(
-            requestTimeout: TestTiming.scaled(.seconds(1)), connectTimeout: .seconds(30))
+            requestTimeout: TestTiming.scaled(.seconds(4)), connectTimeout: .seconds(30))
         try await Self.withServer(behaviour, transport: configuration) { server, resolver in
+            // The connection first, so the three streams below share it and only the exchange is timed.
+            #expect(await Self.lookUp(resolver, ["warm.test"]) == ["192.0.2.1"])
             let results = await Self.lookUp(resolver, ["stall.test", "a.test", "b.test"])
             #expect(results.filter { $0 == "192.0.2.1" }.count == 2, "\(results)")
             #expect(results.contains { $0.hasPrefix("error: timeout") }, "\(results)")
@@ -146,12 +149,13 @@ struct HTTP2ClientTests {
             requestTimeout: .seconds(30), connectTimeout: .seconds(30), idleConnectionTimeout: .milliseconds(300))
         try await Self.withServer(transport: configuration) { server, resolver in
             #expect(await Self.lookUp(resolver, ["one.test"]) == ["192.0.2.1"])
-            #expect(server.connections == 1)
+            // One, or more when a loaded machine lets a new connection sit idle past 300 ms before its first stream
+            // (the lookup then goes again on another one, as the result above shows).
+            let before = server.connections
+            #expect(before >= 1)
             try await Task.sleep(for: .milliseconds(1200))
             #expect(await Self.lookUp(resolver, ["two.test"]) == ["192.0.2.1"])
-            // Two, or more when a loaded machine lets a new connection sit idle past 300 ms before its first stream
-            // (the lookup then goes again on another one, as the result above shows).
-            #expect(server.connections >= 2)
+            #expect(server.connections > before, "the idle connection was closed and a new one opened")
         }
     }
 

@@ -99,21 +99,23 @@ struct HostsFileTests {
         }
     }
 
-    @Test("a million lines parse, and the last one wins nothing special")
-    func millionLines() async throws {
+    // 200,000 lines, not a million: in a debug build a million took one of CI's two cores for two minutes, which
+    // starved the tests running beside it. The same code paths run; only the count differs.
+    @Test("200,000 lines parse, and the last one wins nothing special")
+    func manyLines() async throws {
         try await onOwnThread {
             var text = ""
-            text.reserveCapacity(30_000_000)
-            for index in 0..<1_000_000 {
+            text.reserveCapacity(6_000_000)
+            for index in 0..<200_000 {
                 text += "10.\(index >> 16 & 255).\(index >> 8 & 255).\(index & 255) h\(index).test\n"
             }
             let file = Self.parse(text)
             #expect(file.diagnostics.isEmpty)
-            #expect(file.entries.count == 1_000_000)
+            #expect(file.entries.count == 200_000)
             let table = file.table
-            #expect(table.count == 1_000_000)
-            let last = try HostName("h999999.test")
-            #expect(table.lookup(last)?.addresses.first?.description == "10.15.66.63")
+            #expect(table.count == 200_000)
+            let last = try HostName("h199999.test")
+            #expect(table.lookup(last)?.addresses.first?.description == "10.3.13.63")
         }
     }
 
