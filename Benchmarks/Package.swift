@@ -15,8 +15,24 @@ let package = Package(
         .package(path: "../"),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
     ],
     targets: [
+        // The ceiling of hostsctl serve's HTTP/2 stack: a fixed answer behind swift-nio-http2 and NIOSSL (serve.sh).
+        .executableTarget(
+            name: "H2Ceiling",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Sources/H2Ceiling",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // The C baseline: c-ares driven directly from epoll, the same way the Swift resolver drives it.
         .target(
             name: "CAresDriver",

@@ -4,7 +4,9 @@
 #
 # Both servers answer the same 200 names (n0.test ... n199.test, from one dnsmasq) over TLS + HTTP/2 from their caches:
 # dnsdist from its packet cache, hostsctl serve from its scored IP cache (c-ares to the same dnsmasq behind it).
-# Both caches are filled first. Then, alternating the two servers in each round:
+# Both caches are filled first. A third server, H2Ceiling (Benchmarks/Sources/H2Ceiling), is the ceiling of the stack
+# hostsctl serve is built on: swift-nio-http2 behind NIOSSL in the same pipeline shape, answering every request with
+# one fixed answer and doing nothing else. Then, alternating the three servers in each round:
 #   peak      h2load, one TLS connection, 100 concurrent streams, N RFC 8484 GET requests (the median of R rounds)
 #   latency   h2load at half of each server's own measured peak rate for S seconds; p50 and p99 from h2load's
 #             per-request log
@@ -25,6 +27,8 @@ root="$here/.."
 "$root/scripts/install-deps.sh" benchmarks
 (cd "$root" && swift build -c release --product hostsctl >&2)
 hostsctl="$(cd "$root" && swift build -c release --show-bin-path)/hostsctl"
+(cd "$here" && swift build -c release --product H2Ceiling >&2)
+ceiling="$(cd "$here" && swift build -c release --show-bin-path)/H2Ceiling"
 
 work="$(mktemp -d)"
 pids=()
@@ -78,6 +82,10 @@ EOF
 HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
 pids+=($!)
 
+ceiling_port="$(free_port)"
+"$ceiling" "$ceiling_port" "$work/doh.pem" "$work/doh.key" >"$work/ceiling.log" 2>&1 &
+pids+=($!)
+
 # The RFC 8484 GET requests (A queries, ID 0, RD), one per name.
 uris() {
     python3 - "$1" <<'PY'
@@ -90,7 +98,8 @@ PY
 }
 uris "$dnsdist_port" > "$work/dnsdist.uris"
 uris "$serve_port" > "$work/serve.uris"
-for port in "$dnsdist_port" "$serve_port"; do
+uris "$ceiling_port" > "$work/ceiling.uris"
+for port in "$dnsdist_port" "$serve_port" "$ceiling_port"; do
     for _ in $(seq 100); do
         python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.1)" 2>/dev/null && break
         sleep 0.1
@@ -108,7 +117,7 @@ load() {
     echo "${rate:-0} ${ok:-0}"
 }
 # Fill both caches (each name asked several times) and check that every answer is a 200.
-for name in dnsdist serve; do
+for name in dnsdist serve ceiling; do
     read -r _ ok < <(load "$name" -n 2000)
     if [ "$ok" != 2000 ]; then
         echo "$name: only $ok of 2000 warm-up requests succeeded" >&2
@@ -119,16 +128,17 @@ done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A peaks
-for name in dnsdist serve; do : > "$work/$name.peaks"; done
+servers="dnsdist serve ceiling"
+for name in $servers; do : > "$work/$name.peaks"; done
 for round in $(seq "$rounds"); do
-    for name in dnsdist serve; do
+    for name in $servers; do
         read -r rate ok < <(load "$name" -n "$requests")
         [ "$ok" = "$requests" ] || { echo "$name: $ok of $requests succeeded" >&2; exit 1; }
         echo "$rate" >> "$work/$name.peaks"
         printf 'round %d  %-8s %10.0f req/s\n' "$round" "$name" "$rate"
     done
 done
-for name in dnsdist serve; do peaks[$name]="$(median < "$work/$name.peaks")"; done
+for name in $servers; do peaks[$name]="$(median < "$work/$name.peaks")"; done
 
 # Latency at half of each server's own peak: h2load --rps paces the one client; the log has one line per request
 # (start time, status, duration in microseconds).
@@ -138,7 +148,7 @@ percentiles() {
         printf "%d %.2f %.2f\n", NR, p50 / 1000, p99 / 1000 }'
 }
 declare -A p99s
-for name in dnsdist serve; do
+for name in $servers; do
     rate="$(printf '%.0f' "$(echo "${peaks[$name]} / 2" | bc -l)")"
     h2load -c 1 -t 1 -m 100 --input-file "$work/$name.uris" --rps "$rate" -D "$seconds" \
         --log-file "$work/$name.latency" >/dev/null 2>&1
@@ -150,3 +160,6 @@ echo
 printf 'peak: hostsctl serve %.0f req/s, dnsdist %.0f req/s: %.2fx (target >= 0.5x)\n' \
     "${peaks[serve]}" "${peaks[dnsdist]}" "$(echo "${peaks[serve]} / ${peaks[dnsdist]}" | bc -l)"
 printf 'p99 at half of peak: hostsctl serve %s ms, dnsdist %s ms (target < 5 ms)\n' "${p99s[serve]}" "${p99s[dnsdist]}"
+printf 'stack ceiling: H2Ceiling %.0f req/s, %.2fx dnsdist; hostsctl serve reaches %.2f of it\n' \
+    "${peaks[ceiling]}" "$(echo "${peaks[ceiling]} / ${peaks[dnsdist]}" | bc -l)" \
+    "$(echo "${peaks[serve]} / ${peaks[ceiling]}" | bc -l)"

@@ -48,6 +48,7 @@ public struct ServeCommand: AsyncParsableCommand {
         let address = try listen.map { try ServerAddress(parsing: $0) } ?? settings.serve.listen
         let accounts = try Self.accounts(settings.serve)
         let logger = CommandLogging.logger()
+        Self.raiseDescriptorLimit(for: settings.serve.maximumConnections, logger: logger)
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
@@ -94,6 +95,25 @@ public struct ServeCommand: AsyncParsableCommand {
         reloader.stop()
         forwarder.shutdown()
         await resolver.shutdown()
+    }
+
+    /// Raises the soft limit on open descriptors towards the hard one so that `maximumConnections` connections fit
+    /// with room for the resolver's sockets and files (as servers commonly do at start); warns when even the hard
+    /// limit is lower, since accepting would then fail before the connection limit is reached.
+    static func raiseDescriptorLimit(for maximumConnections: Int, logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        let wanted = rlim_t(maximumConnections + 256)
+        guard limit.rlim_cur < wanted else { return }
+        limit.rlim_cur = min(wanted, limit.rlim_max)
+        if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) != 0 {
+            _ = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        if limit.rlim_cur < wanted {
+            logger.warning(
+                "the open-file limit is below serve.maxConnections plus room for the resolver; lower serve.maxConnections or raise the limit (ulimit -n)",
+                metadata: ["limit": "\(limit.rlim_cur)", "maxConnections": "\(maximumConnections)"])
+        }
     }
 
     /// The vendor accounts with their secrets read from the environment.
@@ -178,9 +198,10 @@ final class SettingsReloader: Sendable {
             if before.listen != after.listen || before.certificate != after.certificate
                 || before.privateKey != after.privateKey || before.maximumBodyBytes != after.maximumBodyBytes
                 || before.idleTimeoutMilliseconds != after.idleTimeoutMilliseconds
+                || before.maximumConnections != after.maximumConnections
             {
                 logger.warning(
-                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes and serve.idleTimeoutMs take effect at the next start"
+                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes, serve.idleTimeoutMs and serve.maxConnections take effect at the next start"
                 )
             }
             logger.notice("settings applied")

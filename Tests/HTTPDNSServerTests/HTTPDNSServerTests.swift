@@ -298,6 +298,50 @@ struct HTTPDNSServerTests {
     }
 
     @Test(
+        "at the connection limit the server stops accepting: a new client waits in the backlog and is served once a connection closes"
+    )
+    func connectionLimit() async throws {
+        let resolver = HostResolver(upstreams: [], cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service, configuration: .init(port: 0, maximumConnections: 2), logger: Self.logger)
+        let health = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        /// Sends `request` on `fd` and returns the first bytes of the reply, or "" when none came within `timeout`.
+        @Sendable func ask(_ fd: Int32, _ request: [UInt8], timeout: Duration) -> String {
+            var limit = timeval(
+                tv_sec: Int(timeout.components.seconds),
+                tv_usec: Int(timeout.components.attoseconds / 1_000_000_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            if !request.isEmpty {
+                _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            return count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : ""
+        }
+        let answer = TestTiming.scaled(.seconds(15))
+        let first = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
+        let second = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
+        defer { close(second) }
+        #expect(try await offThePool { ask(first, health, timeout: answer) }.hasPrefix("HTTP/1.1 200"))
+        #expect(try await offThePool { ask(second, health, timeout: answer) }.hasPrefix("HTTP/1.1 200"))
+        #expect(server.connectionCount == 2)
+        #expect(server.protocolCounts.pauses == 1, "accepting stopped at the limit")
+        // The third connect completes in the kernel's backlog, but nobody reads its request while two are open.
+        let third = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
+        defer { close(third) }
+        #expect(try await offThePool { ask(third, health, timeout: .milliseconds(500)) } == "")
+        #expect(server.protocolCounts.accepted == 2)
+        // One closes: accepting resumes, and the waiting client gets its answer.
+        close(first)
+        #expect(try await offThePool { ask(third, [], timeout: answer) }.hasPrefix("HTTP/1.1 200"))
+        #expect(server.protocolCounts.accepted == 3)
+        #expect(server.protocolCounts.pauses == 2, "the limit was reached again")
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+    }
+
+    @Test(
         "a lookup slower than the idle timeout keeps its connection: only connections with nothing in progress are closed"
     )
     func slowLookupOutlivesIdleTimeout() async throws {

@@ -32,6 +32,8 @@ public struct ServeSettings: Sendable, Hashable {
     public var maximumBodyBytes: Int
     /// A connection idle for this long is closed, in milliseconds.
     public var idleTimeoutMilliseconds: Int
+    /// The most connections open at once; past it new connections wait in the listen backlog.
+    public var maximumConnections: Int
     /// The vendor accounts.
     public var accounts: [Account]
     /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
@@ -45,7 +47,8 @@ public struct ServeSettings: Sendable, Hashable {
     /// Whether clients may report connect times and failures (`POST /report`) that feed the server's scores.
     public var acceptClientReports: Bool
 
-    /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, no vendor account.
+    /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
+    /// vendor account.
     public static var `default`: ServeSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! ServeSettings(configReader: defaultsReader)
@@ -62,6 +65,7 @@ public struct ServeSettings: Sendable, Hashable {
         maximumAnswers = 0
         maximumBodyBytes = 0
         idleTimeoutMilliseconds = 0
+        maximumConnections = 0
         accounts = []
         rateLimitPerSecond = 0
         rateLimitBurst = 0
@@ -97,6 +101,9 @@ public struct ServeSettings: Sendable, Hashable {
         .int(
             "serve.idleTimeoutMs", \.idleTimeoutMilliseconds, default: 30_000,
             "an idle connection is closed after this, milliseconds", range: 100...3_600_000),
+        .int(
+            "serve.maxConnections", \.maximumConnections, default: 10_000,
+            "most connections open at once; past it new ones wait in the listen backlog", range: 1...1_000_000),
         .custom(
             "serve.accounts", .stringArray, \.accounts, shown: "[]",
             "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",

@@ -11,7 +11,9 @@ public import ServiceLifecycle
 /// The network front of an ``HTTPDNSService``: HTTP/1.1 with keep-alive, and with a certificate TLS (1.2 at least)
 /// with HTTP/2 (many streams per connection) or HTTP/1.1 chosen by ALPN.
 ///
-/// Every connection has an idle timeout, every request a body limit; ``shutdown(grace:)`` stops accepting, marks
+/// Every connection has an idle timeout, every request a body limit, and at most
+/// ``Configuration/maximumConnections`` are open at once (past it the server stops accepting, so new clients wait in
+/// the kernel's backlog until a connection closes); ``shutdown(grace:)`` stops accepting, marks
 /// the service as draining (`/readyz` answers 503), lets requests in progress finish for the grace period and then
 /// closes what is left.
 public final class HTTPDNSServer: Sendable {
@@ -29,11 +31,15 @@ public final class HTTPDNSServer: Sendable {
         public var maximumBodyBytes: Int
         /// A connection that sends nothing for this long is closed.
         public var idleTimeout: Duration
+        /// The most connections open at once. At the limit the server stops accepting: new clients wait in the
+        /// listen backlog (and see their connect time out if none closes) instead of taking descriptors and memory.
+        public var maximumConnections: Int
 
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
             host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
-            privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30)
+            privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30),
+            maximumConnections: Int = 10_000
         ) {
             self.host = host
             self.port = port
@@ -41,6 +47,7 @@ public final class HTTPDNSServer: Sendable {
             self.privateKeyPath = privateKeyPath
             self.maximumBodyBytes = maximumBodyBytes
             self.idleTimeout = idleTimeout
+            self.maximumConnections = maximumConnections
         }
 
         /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
@@ -49,7 +56,8 @@ public final class HTTPDNSServer: Sendable {
             self.init(
                 host: address.ip.description, port: Int(address.port), certificatePath: settings.certificate,
                 privateKeyPath: settings.privateKey, maximumBodyBytes: settings.maximumBodyBytes,
-                idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds))
+                idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds),
+                maximumConnections: settings.maximumConnections)
         }
     }
 
@@ -62,9 +70,11 @@ public final class HTTPDNSServer: Sendable {
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
 
-    /// Connections accepted, and how many of the TLS ones negotiated HTTP/2 and HTTP/1.1.
+    /// Connections accepted, how many of the TLS ones negotiated HTTP/2 and HTTP/1.1, and how often the connection
+    /// limit stopped accepting.
     package struct ProtocolCounts: Sendable, Hashable {
         package var accepted = 0
+        package var pauses = 0
         package var http2 = 0
         package var http1OverTLS = 0
     }
@@ -79,8 +89,13 @@ public final class HTTPDNSServer: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> HTTPDNSServer {
         let tls = try Self.tlsContext(configuration)
-        let connections = Connections()
+        guard configuration.maximumConnections > 0 else {
+            throw DNSError(
+                code: .invalidConfiguration,
+                message: "maximumConnections must be positive, not \(configuration.maximumConnections)")
+        }
         let counts = Locked(ProtocolCounts())
+        let connections = Connections(limit: configuration.maximumConnections, counts: counts, logger: logger)
         let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
         let idle = TimeAmount(configuration.idleTimeout)
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
@@ -89,7 +104,10 @@ public final class HTTPDNSServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 counts.withLock { $0.accepted += 1 }
-                connections.add(channel)
+                guard connections.admit(channel) else {
+                    // Accepted in the same burst as the one that reached the limit, before accepting stopped.
+                    return channel.close()
+                }
                 let activity = ConnectionActivity()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -197,17 +215,58 @@ extension HTTPDNSServer: Service {
     }
 }
 
-/// The open connections, for graceful shutdown.
+/// The open connections, for graceful shutdown and the connection limit.
+///
+/// At the limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
+/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
+/// decides them, so they reach the listening channel's event loop in the order they were decided.
 private final class Connections: Sendable {
-    private let open = Locked([ObjectIdentifier: any Channel]())
+    private struct State {
+        var open: [ObjectIdentifier: any Channel] = [:]
+        var paused = false
+    }
 
-    var count: Int { open.withLock { $0.count } }
-    var all: [any Channel] { open.withLock { Array($0.values) } }
+    private let state = Locked(State())
+    private let limit: Int
+    private let counts: Locked<HTTPDNSServer.ProtocolCounts>
+    private let logger: Logger
 
-    func add(_ channel: any Channel) {
+    init(limit: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, logger: Logger) {
+        self.limit = limit
+        self.counts = counts
+        self.logger = logger
+    }
+
+    var count: Int { state.withLock { $0.open.count } }
+    var all: [any Channel] { state.withLock { Array($0.open.values) } }
+
+    /// Counts `channel` as open until it closes; `false` (and nothing counted) when the limit is already reached.
+    func admit(_ channel: any Channel) -> Bool {
         let key = ObjectIdentifier(channel)
-        open.withLock { $0[key] = channel }
-        channel.closeFuture.whenComplete { [self] _ in open.withLock { _ = $0.removeValue(forKey: key) } }
+        let (admitted, paused) = state.withLock { state in
+            guard state.open.count < limit else { return (false, false) }
+            state.open[key] = channel
+            guard state.open.count == limit, !state.paused, let listener = channel.parent else { return (true, false) }
+            state.paused = true
+            listener.setOption(.autoRead, value: false).whenFailure { _ in }
+            return (true, true)
+        }
+        if paused {
+            counts.withLock { $0.pauses += 1 }
+            logger.notice(
+                "connection limit reached; new connections wait in the backlog", metadata: ["limit": "\(limit)"])
+        }
+        guard admitted else { return false }
+        channel.closeFuture.whenComplete { [self] _ in
+            state.withLock { state in
+                state.open[key] = nil
+                if state.paused, state.open.count < limit, let listener = channel.parent {
+                    state.paused = false
+                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
+                }
+            }
+        }
+        return true
     }
 }
 
