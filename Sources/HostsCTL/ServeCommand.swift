@@ -199,9 +199,10 @@ final class SettingsReloader: Sendable {
                 || before.privateKey != after.privateKey || before.maximumBodyBytes != after.maximumBodyBytes
                 || before.idleTimeoutMilliseconds != after.idleTimeoutMilliseconds
                 || before.maximumConnections != after.maximumConnections
+                || before.maximumConnectionsPerClient != after.maximumConnectionsPerClient
             {
                 logger.warning(
-                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes, serve.idleTimeoutMs and serve.maxConnections take effect at the next start"
+                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes, serve.idleTimeoutMs, serve.maxConnections and serve.maxConnectionsPerClient take effect at the next start"
                 )
             }
             logger.notice("settings applied")

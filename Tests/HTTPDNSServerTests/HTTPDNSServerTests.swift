@@ -342,6 +342,50 @@ struct HTTPDNSServerTests {
     }
 
     @Test(
+        "one client network at its connection limit has its new connections closed; another client is served",
+        arguments: [
+            // An IPv6 listener sees the IPv4 clients as ::ffff:127.0.0.1 and ::ffff:127.0.0.2: still two clients.
+            "127.0.0.1", "::ffff:127.0.0.1",
+        ])
+    func perClientConnectionLimit(listen: String) async throws {
+        let resolver = HostResolver(upstreams: [], cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service, configuration: .init(host: listen, port: 0, maximumConnectionsPerClient: 2),
+            logger: Self.logger)
+        let health = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let timeout = TestTiming.scaled(.seconds(15))
+        /// Sends `request` on a new connection from `source`, keeps it open, and returns it with the reply's start
+        /// ("" when the server closed the connection without answering).
+        func ask(from source: String) async throws -> (fd: Int32, reply: String) {
+            try await offThePool {
+                let fd = try LoopbackTCP.connect(port: server.port, receiveTimeout: timeout, from: source)
+                _ = health.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = recv(fd, &buffer, buffer.count, 0)
+                return (fd, count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : "")
+            }
+        }
+        let first = try await ask(from: "127.0.0.1")
+        let second = try await ask(from: "127.0.0.1")
+        let third = try await ask(from: "127.0.0.1")
+        let other = try await ask(from: "127.0.0.2")
+        defer { for fd in [second.fd, third.fd, other.fd] { close(fd) } }
+        #expect(first.reply.hasPrefix("HTTP/1.1 200") && second.reply.hasPrefix("HTTP/1.1 200"))
+        #expect(third.reply == "", "the third connection from 127.0.0.1 is closed unanswered")
+        #expect(other.reply.hasPrefix("HTTP/1.1 200"), "127.0.0.2 has places of its own")
+        #expect(server.protocolCounts.refusedPerClient == 1)
+        // A place freed is a place to use again.
+        close(first.fd)
+        #expect(try await waitUntil { server.connectionCount == 2 })
+        let again = try await ask(from: "127.0.0.1")
+        close(again.fd)
+        #expect(again.reply.hasPrefix("HTTP/1.1 200"))
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+    }
+
+    @Test(
         "a lookup slower than the idle timeout keeps its connection: only connections with nothing in progress are closed"
     )
     func slowLookupOutlivesIdleTimeout() async throws {

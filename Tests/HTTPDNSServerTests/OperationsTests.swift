@@ -89,6 +89,22 @@ struct OperationsTests {
         #expect(limiter.trackedClients <= 101)
     }
 
+    @Test("clients are counted by network: an IPv4 address (mapped or not), an IPv6 /64")
+    func clientNetworks() throws {
+        func network(_ text: String) throws -> ClientNetwork { ClientNetwork(try #require(IPAddress(text))) }
+        #expect(try network("192.0.2.7") == network("::ffff:192.0.2.7"))
+        #expect(try network("192.0.2.7") != network("192.0.2.8"))
+        #expect(try network("::ffff:192.0.2.7") != network("::ffff:192.0.2.8"))
+        #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:2:ffff::9"))
+        #expect(try network("2001:db8:1:2::1") != network("2001:db8:1:3::1"))
+        #expect(ClientNetwork(nil) == .shared)
+        // The limiter keeps two mapped IPv4 clients apart, as it does unmapped ones.
+        let limiter = RateLimiter(limits: .init(perSecond: 0.001, burst: 1))
+        #expect(limiter.admit(try #require(IPAddress("::ffff:192.0.2.7"))) == nil)
+        #expect(limiter.admit(try #require(IPAddress("::ffff:192.0.2.8"))) == nil)
+        #expect(limiter.admit(try #require(IPAddress("192.0.2.7"))) != nil, "the same client as ::ffff:192.0.2.7")
+    }
+
     @Test("over a real connection the limit applies to the connection's peer address")
     func rateLimitOnTheWire() async throws {
         let pipeline = try await Pipeline.start()

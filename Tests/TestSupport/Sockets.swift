@@ -277,11 +277,25 @@ func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32,
 
 /// Plain TCP connections to 127.0.0.1, for tests that speak a protocol byte by byte.
 public enum LoopbackTCP {
-    /// Connects to 127.0.0.1:`port`; reads on the returned descriptor give up after `receiveTimeout`. The caller
-    /// closes it.
-    public static func connect(port: Int, receiveTimeout: Duration) throws -> Int32 {
+    /// Connects to 127.0.0.1:`port`, from `source` (another loopback address) when given; reads on the returned
+    /// descriptor give up after `receiveTimeout`. The caller closes it.
+    public static func connect(port: Int, receiveTimeout: Duration, from source: String? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket: \(errno)") }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard bound == 0 else {
+                close(fd)
+                throw TestServerError("bind to \(source): \(errno)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian

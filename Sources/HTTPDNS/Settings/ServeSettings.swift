@@ -34,6 +34,8 @@ public struct ServeSettings: Sendable, Hashable {
     public var idleTimeoutMilliseconds: Int
     /// The most connections open at once; past it new connections wait in the listen backlog.
     public var maximumConnections: Int
+    /// The most connections open at once from one client network (IPv4 /32, IPv6 /64); past it new ones are closed.
+    public var maximumConnectionsPerClient: Int
     /// The vendor accounts.
     public var accounts: [Account]
     /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
@@ -66,6 +68,7 @@ public struct ServeSettings: Sendable, Hashable {
         maximumBodyBytes = 0
         idleTimeoutMilliseconds = 0
         maximumConnections = 0
+        maximumConnectionsPerClient = 0
         accounts = []
         rateLimitPerSecond = 0
         rateLimitBurst = 0
@@ -104,6 +107,10 @@ public struct ServeSettings: Sendable, Hashable {
         .int(
             "serve.maxConnections", \.maximumConnections, default: 10_000,
             "most connections open at once; past it new ones wait in the listen backlog", range: 1...1_000_000),
+        .int(
+            "serve.maxConnectionsPerClient", \.maximumConnectionsPerClient, default: 1_000,
+            "most connections open at once from one client network (IPv4 /32, IPv6 /64); past it new ones are closed",
+            range: 1...1_000_000),
         .custom(
             "serve.accounts", .stringArray, \.accounts, shown: "[]",
             "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",

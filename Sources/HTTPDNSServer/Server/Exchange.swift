@@ -41,7 +41,8 @@ struct Exchange: Sendable {
         return nil
     }
 
-    /// The client's address: the connection's peer.
+    /// The client's address: the connection's peer. An IPv4 client of a dual-stack listener (`::ffff:a.b.c.d`) is
+    /// given as its IPv4 address, so logs, limits and reports see the same client either way.
     static func clientAddress(_ channel: any Channel) -> IPAddress? {
         guard let address = channel.remoteAddress else { return nil }
         switch address {
@@ -50,7 +51,12 @@ struct Exchange: Sendable {
         case .v4(let v4):
             return withUnsafeBytes(of: v4.address) { IPAddress(bytes: $0[4..<8]) }
         case .v6(let v6):
-            return withUnsafeBytes(of: v6.address) { IPAddress(bytes: $0[8..<24]) }
+            return withUnsafeBytes(of: v6.address) { raw in
+                let bytes = raw[8..<24]
+                let mapped =
+                    bytes.prefix(10).allSatisfy { $0 == 0 } && bytes.dropFirst(10).prefix(2).allSatisfy { $0 == 0xff }
+                return IPAddress(bytes: mapped ? bytes.suffix(4) : bytes)
+            }
         default:
             return nil
         }

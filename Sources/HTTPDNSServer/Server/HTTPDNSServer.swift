@@ -13,7 +13,8 @@ public import ServiceLifecycle
 ///
 /// Every connection has an idle timeout, every request a body limit, and at most
 /// ``Configuration/maximumConnections`` are open at once (past it the server stops accepting, so new clients wait in
-/// the kernel's backlog until a connection closes); ``shutdown(grace:)`` stops accepting, marks
+/// the kernel's backlog until a connection closes), at most ``Configuration/maximumConnectionsPerClient`` from one
+/// client network (past it a new connection is closed at once); ``shutdown(grace:)`` stops accepting, marks
 /// the service as draining (`/readyz` answers 503), lets requests in progress finish for the grace period and then
 /// closes what is left.
 public final class HTTPDNSServer: Sendable {
@@ -34,12 +35,15 @@ public final class HTTPDNSServer: Sendable {
         /// The most connections open at once. At the limit the server stops accepting: new clients wait in the
         /// listen backlog (and see their connect time out if none closes) instead of taking descriptors and memory.
         public var maximumConnections: Int
+        /// The most connections open at once from one client network (an IPv4 address, an IPv6 /64), so that one
+        /// client cannot hold every place of ``maximumConnections``; past it a new connection is closed at once.
+        public var maximumConnectionsPerClient: Int
 
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
             host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
             privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30),
-            maximumConnections: Int = 10_000
+            maximumConnections: Int = 10_000, maximumConnectionsPerClient: Int = 1_000
         ) {
             self.host = host
             self.port = port
@@ -48,6 +52,7 @@ public final class HTTPDNSServer: Sendable {
             self.maximumBodyBytes = maximumBodyBytes
             self.idleTimeout = idleTimeout
             self.maximumConnections = maximumConnections
+            self.maximumConnectionsPerClient = maximumConnectionsPerClient
         }
 
         /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
@@ -57,7 +62,8 @@ public final class HTTPDNSServer: Sendable {
                 host: address.ip.description, port: Int(address.port), certificatePath: settings.certificate,
                 privateKeyPath: settings.privateKey, maximumBodyBytes: settings.maximumBodyBytes,
                 idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds),
-                maximumConnections: settings.maximumConnections)
+                maximumConnections: settings.maximumConnections,
+                maximumConnectionsPerClient: settings.maximumConnectionsPerClient)
         }
     }
 
@@ -70,11 +76,12 @@ public final class HTTPDNSServer: Sendable {
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
 
-    /// Connections accepted, how many of the TLS ones negotiated HTTP/2 and HTTP/1.1, and how often the connection
-    /// limit stopped accepting.
+    /// Connections accepted, how many of the TLS ones negotiated HTTP/2 and HTTP/1.1, how often the connection
+    /// limit stopped accepting, and how many connections the per-client limit closed.
     package struct ProtocolCounts: Sendable, Hashable {
         package var accepted = 0
         package var pauses = 0
+        package var refusedPerClient = 0
         package var http2 = 0
         package var http1OverTLS = 0
     }
@@ -89,13 +96,17 @@ public final class HTTPDNSServer: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> HTTPDNSServer {
         let tls = try Self.tlsContext(configuration)
-        guard configuration.maximumConnections > 0 else {
+        guard configuration.maximumConnections > 0, configuration.maximumConnectionsPerClient > 0 else {
             throw DNSError(
                 code: .invalidConfiguration,
-                message: "maximumConnections must be positive, not \(configuration.maximumConnections)")
+                message:
+                    "maximumConnections and maximumConnectionsPerClient must be positive, not \(configuration.maximumConnections) and \(configuration.maximumConnectionsPerClient)"
+            )
         }
         let counts = Locked(ProtocolCounts())
-        let connections = Connections(limit: configuration.maximumConnections, counts: counts, logger: logger)
+        let connections = Connections(
+            limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
+            counts: counts, logger: logger)
         let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
         let idle = TimeAmount(configuration.idleTimeout)
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
@@ -104,8 +115,10 @@ public final class HTTPDNSServer: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 counts.withLock { $0.accepted += 1 }
-                guard connections.admit(channel) else {
-                    // Accepted in the same burst as the one that reached the limit, before accepting stopped.
+                let client = Exchange.clientAddress(channel)
+                guard connections.admit(channel, client: ClientNetwork(client)) else {
+                    // Over the client's own limit, or accepted in the same burst as the one that reached the total
+                    // limit, before accepting stopped.
                     return channel.close()
                 }
                 let activity = ConnectionActivity()
@@ -114,8 +127,7 @@ public final class HTTPDNSServer: Sendable {
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
                     try sync.addHandler(IdleCloser(activity: activity))
                     let exchange = Exchange(
-                        service: service, limits: limits, logger: logger, activity: activity,
-                        client: Exchange.clientAddress(channel))
+                        service: service, limits: limits, logger: logger, activity: activity, client: client)
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(Self.negotiation(channel: channel, exchange, counts: counts))
@@ -215,24 +227,29 @@ extension HTTPDNSServer: Service {
     }
 }
 
-/// The open connections, for graceful shutdown and the connection limit.
+/// The open connections, for graceful shutdown and the connection limits.
 ///
-/// At the limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
+/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
 /// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
-/// decides them, so they reach the listening channel's event loop in the order they were decided.
+/// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
+/// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
+/// while serving others'); the table of counts only holds networks with a connection open.
 private final class Connections: Sendable {
     private struct State {
         var open: [ObjectIdentifier: any Channel] = [:]
+        var perClient: [ClientNetwork: Int] = [:]
         var paused = false
     }
 
     private let state = Locked(State())
     private let limit: Int
+    private let perClientLimit: Int
     private let counts: Locked<HTTPDNSServer.ProtocolCounts>
     private let logger: Logger
 
-    init(limit: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, logger: Logger) {
+    init(limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, logger: Logger) {
         self.limit = limit
+        self.perClientLimit = perClient
         self.counts = counts
         self.logger = logger
     }
@@ -240,16 +257,32 @@ private final class Connections: Sendable {
     var count: Int { state.withLock { $0.open.count } }
     var all: [any Channel] { state.withLock { Array($0.open.values) } }
 
-    /// Counts `channel` as open until it closes; `false` (and nothing counted) when the limit is already reached.
-    func admit(_ channel: any Channel) -> Bool {
+    /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
+    /// or the client's is already reached.
+    func admit(_ channel: any Channel, client: ClientNetwork) -> Bool {
         let key = ObjectIdentifier(channel)
-        let (admitted, paused) = state.withLock { state in
-            guard state.open.count < limit else { return (false, false) }
+        // Connections without an address to go by (not TCP) count only towards the total.
+        let counted = client != .shared
+        let (admitted, paused, overClientLimit) = state.withLock { state in
+            guard state.open.count < limit else { return (false, false, false) }
+            if counted {
+                let current = state.perClient[client, default: 0]
+                guard current < perClientLimit else { return (false, false, true) }
+                state.perClient[client] = current + 1
+            }
             state.open[key] = channel
-            guard state.open.count == limit, !state.paused, let listener = channel.parent else { return (true, false) }
+            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
+                return (true, false, false)
+            }
             state.paused = true
             listener.setOption(.autoRead, value: false).whenFailure { _ in }
-            return (true, true)
+            return (true, true, false)
+        }
+        if overClientLimit {
+            counts.withLock { $0.refusedPerClient += 1 }
+            logger.debug(
+                "a client network is at its connection limit; closing its new connection",
+                metadata: ["limit": "\(perClientLimit)"])
         }
         if paused {
             counts.withLock { $0.pauses += 1 }
@@ -260,6 +293,10 @@ private final class Connections: Sendable {
         channel.closeFuture.whenComplete { [self] _ in
             state.withLock { state in
                 state.open[key] = nil
+                if counted {
+                    let remaining = state.perClient[client, default: 1] - 1
+                    state.perClient[client] = remaining > 0 ? remaining : nil
+                }
                 if state.paused, state.open.count < limit, let listener = channel.parent {
                     state.paused = false
                     listener.setOption(.autoRead, value: true).whenFailure { _ in }

@@ -15,12 +15,6 @@ final class RateLimiter: Sendable {
         var isEnabled: Bool { perSecond > 0 }
     }
 
-    private enum ClientKey: Hashable {
-        case v4(UInt32)
-        case v6(UInt64)
-        case overflow
-    }
-
     private struct Bucket {
         var tokens: Double
         var updated: ContinuousClock.Instant
@@ -28,7 +22,7 @@ final class RateLimiter: Sendable {
 
     private struct State {
         var limits: Limits
-        var buckets: [ClientKey: Bucket] = [:]
+        var buckets: [ClientNetwork: Bucket] = [:]
     }
 
     /// The most clients tracked one by one.
@@ -54,10 +48,10 @@ final class RateLimiter: Sendable {
         state.withLock { state -> Duration? in
             let limits = state.limits
             guard limits.isEnabled else { return nil }
-            var key = Self.key(client)
+            var key = ClientNetwork(client)
             if state.buckets[key] == nil, state.buckets.count >= maximumClients {
                 Self.dropFull(&state, now: now)
-                if state.buckets.count >= maximumClients { key = .overflow }
+                if state.buckets.count >= maximumClients { key = .shared }
             }
             var bucket = state.buckets[key] ?? Bucket(tokens: limits.burst, updated: now)
             let elapsed = (now - bucket.updated).fractionalSeconds
@@ -78,17 +72,8 @@ final class RateLimiter: Sendable {
     private static func dropFull(_ state: inout State, now: ContinuousClock.Instant) {
         let limits = state.limits
         state.buckets = state.buckets.filter { key, bucket in
-            key == .overflow
+            key == .shared
                 || bucket.tokens + (now - bucket.updated).fractionalSeconds * limits.perSecond < limits.burst
         }
-    }
-
-    private static func key(_ client: IPAddress?) -> ClientKey {
-        guard let client else { return .overflow }
-        let bytes = client.bytes
-        if bytes.count == 4 {
-            return .v4(bytes.reduce(0) { $0 << 8 | UInt32($1) })
-        }
-        return .v6(bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
     }
 }
