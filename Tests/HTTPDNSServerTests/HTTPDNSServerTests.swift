@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Glibc
 import Logging
+import Prometheus
 import TestSupport
 import Testing
 
@@ -349,7 +350,10 @@ struct HTTPDNSServerTests {
         ])
     func perClientConnectionLimit(listen: String) async throws {
         let resolver = HostResolver(upstreams: [], cache: nil, prober: nil)
-        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let registry = PrometheusCollectorRegistry()
+        let service = HTTPDNSService(
+            resolver: resolver, logger: Self.logger, metricsFactory: PrometheusMetricsFactory(registry: registry),
+            metricsExporter: { registry.emitToBuffer() })
         let server = try await HTTPDNSServer.start(
             service: service, configuration: .init(host: listen, port: 0, maximumConnectionsPerClient: 2),
             logger: Self.logger)
@@ -375,6 +379,9 @@ struct HTTPDNSServerTests {
         #expect(third.reply == "", "the third connection from 127.0.0.1 is closed unanswered")
         #expect(other.reply.hasPrefix("HTTP/1.1 200"), "127.0.0.2 has places of its own")
         #expect(server.protocolCounts.refusedPerClient == 1)
+        let metrics = String(decoding: registry.emitToBuffer(), as: UTF8.self)
+        #expect(metrics.contains("httpdns_serve_connections_refused_total 1"), "\(metrics)")
+        #expect(metrics.contains("httpdns_serve_connections_open 3"), "first, second and other are open")
         // A place freed is a place to use again.
         close(first.fd)
         #expect(try await waitUntil { server.connectionCount == 2 })

@@ -1,3 +1,4 @@
+import CoreMetrics
 public import HTTPDNS
 public import Logging
 public import NIOCore
@@ -106,7 +107,7 @@ public final class HTTPDNSServer: Sendable {
         let counts = Locked(ProtocolCounts())
         let connections = Connections(
             limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
-            counts: counts, logger: logger)
+            counts: counts, metrics: service.metrics, logger: logger)
         let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
         let idle = TimeAmount(configuration.idleTimeout)
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
@@ -245,12 +246,17 @@ private final class Connections: Sendable {
     private let limit: Int
     private let perClientLimit: Int
     private let counts: Locked<HTTPDNSServer.ProtocolCounts>
+    private let metrics: ServiceMetrics
     private let logger: Logger
 
-    init(limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, logger: Logger) {
+    init(
+        limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics,
+        logger: Logger
+    ) {
         self.limit = limit
         self.perClientLimit = perClient
         self.counts = counts
+        self.metrics = metrics
         self.logger = logger
     }
 
@@ -271,6 +277,8 @@ private final class Connections: Sendable {
                 state.perClient[client] = current + 1
             }
             state.open[key] = channel
+            // Recorded under the lock, so the gauge's last value is the last count.
+            metrics.connectionsOpen.record(state.open.count)
             guard state.open.count == limit, !state.paused, let listener = channel.parent else {
                 return (true, false, false)
             }
@@ -280,12 +288,14 @@ private final class Connections: Sendable {
         }
         if overClientLimit {
             counts.withLock { $0.refusedPerClient += 1 }
+            metrics.connectionsRefused.increment()
             logger.debug(
                 "a client network is at its connection limit; closing its new connection",
                 metadata: ["limit": "\(perClientLimit)"])
         }
         if paused {
             counts.withLock { $0.pauses += 1 }
+            metrics.acceptPauses.increment()
             logger.notice(
                 "connection limit reached; new connections wait in the backlog", metadata: ["limit": "\(limit)"])
         }
@@ -293,6 +303,7 @@ private final class Connections: Sendable {
         channel.closeFuture.whenComplete { [self] _ in
             state.withLock { state in
                 state.open[key] = nil
+                metrics.connectionsOpen.record(state.open.count)
                 if counted {
                     let remaining = state.perClient[client, default: 1] - 1
                     state.perClient[client] = remaining > 0 ? remaining : nil

@@ -130,7 +130,8 @@ public final class HTTPDNSService: Sendable {
     private let draining = Locked(false)
     private let now: @Sendable () -> Int64
     private let limiter: RateLimiter
-    private let metrics: ServiceMetrics
+    /// The service's metrics; the server front records its connection metrics here too.
+    let metrics: ServiceMetrics
     private let forwarder: (any DNSMessageForwarder)?
     private let exporter: (@Sendable () -> [UInt8])?
 

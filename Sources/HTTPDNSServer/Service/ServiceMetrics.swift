@@ -2,17 +2,28 @@ import CoreMetrics
 import HTTPDNS
 
 /// The service's metrics through swift-metrics: requests by endpoint and status, answer time by endpoint, requests
-/// refused by the rate limit. Handles are made once per label set and kept.
+/// refused by the rate limit, and the server's connections (open, closed by the per-client limit, times accepting
+/// stopped at the total limit). Handles are made once per label set and kept.
 final class ServiceMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Locked([String: Counter]())
     private let timers = Locked([String: Timer]())
     let rateLimited: Counter
+    /// Connections open now.
+    let connectionsOpen: Gauge
+    /// Connections closed at once because their client network was at its limit.
+    let connectionsRefused: Counter
+    /// Times the total connection limit stopped accepting.
+    let acceptPauses: Counter
 
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
         self.factory = factory
         rateLimited = Counter(label: "httpdns_serve_rate_limited_total", dimensions: [], factory: factory)
+        connectionsOpen = Gauge(label: "httpdns_serve_connections_open", dimensions: [], factory: factory)
+        connectionsRefused = Counter(
+            label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
+        acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
     }
 
     func record(endpoint: String, status: Int, duration: Duration) {
