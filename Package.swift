@@ -148,6 +148,17 @@ let package = Package(
             path: "Tests/Adopter",
             swiftSettings: strictSettings
         ),
+        // Every URLSession API form against a local server, one JSON line each; run by the URL protocol tests without
+        // and with the library, each in its own process, to compare what the application observes.
+        .executableTarget(
+            name: "httpdns-url-forms",
+            dependencies: [
+                "HTTPDNSURLProtocol",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/URLForms",
+            swiftSettings: strictSettings
+        ),
         // libFuzzer's driver, reached from httpdns-fuzz's own entry point (absent unless built for fuzzing).
         .target(name: "FuzzDriver", path: "Tests/FuzzDriver"),
         .executableTarget(

@@ -5,6 +5,8 @@ public import CoreMetrics
 public import Foundation
 public import HTTPDNS
 public import Logging
+import AsyncHTTPClient
+import NIOHTTP1
 public import NIOCore
 public import NIOPosix
 import Synchronization
@@ -43,7 +45,8 @@ public final class HTTPDNSInterceptor: Sendable {
         public var maximumConnectionsPerHost: Int
         /// The largest request body read from an `httpBodyStream` (default 64 MiB).
         public var maximumRequestBodyBytes: Int
-        /// The largest response body (default 256 MiB); bodies are delivered whole, so this bounds memory.
+        /// The largest response body delivered whole (default 256 MiB), which bounds memory; a body streamed to a
+        /// session delegate part by part is kept nowhere and not bounded by it.
         public var maximumResponseBytes: Int
         /// Where cookies come from and go to for requests with `httpShouldHandleCookies` (default
         /// `HTTPCookieStorage.shared`, the storage of the default session configuration); `nil` turns cookie
@@ -229,12 +232,24 @@ public final class HTTPDNSInterceptor: Sendable {
     /// request's `timeoutInterval`, covering connect, sending and the whole answer.
     /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
     public func load(_ request: URLRequest) async throws(InterceptionError) -> Response {
+        try await load(request, willRedirect: nil)
+    }
+
+    /// ``load(_:)`` with `willRedirect` asked before each redirect is followed.
+    func load(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> Response {
         let started = ContinuousClock.now
         var trace = RequestTrace(
             url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
             tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
+        let transport = self.transport
+        let limit = configuration.maximumResponseBytes
         do {
-            let (response, body) = try await run(request, trace: &trace)
+            let (response, answer) = try await run(request, willRedirect: willRedirect, trace: &trace) {
+                exchange, deadline in
+                let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: limit)
+                return (response, response.headLatency)
+            }
+            let body = answer.body.withUnsafeReadableBytes { Data($0) }
             trace.status = response.statusCode
             trace.bytes = body.count
             trace.elapsed = ContinuousClock.now - started
@@ -242,11 +257,48 @@ public final class HTTPDNSInterceptor: Sendable {
             configuration.traceHandler?(trace)
             return Response(response: response, body: body, trace: trace)
         } catch {
-            trace.error = error
-            trace.elapsed = ContinuousClock.now - started
-            metrics.failed(error.code)
-            logger.debug("intercepted request failed", metadata: ["url": "\(trace.url)", "error": "\(error)"])
-            configuration.traceHandler?(trace)
+            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
+            throw error
+        }
+    }
+
+    /// Asked before each redirect is followed, after ``Configuration/redirectHandler``: the next request, changed, or
+    /// `nil` to deliver the 3xx as it is. The URL protocol passes a session delegate's
+    /// `urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)` through it.
+    typealias RedirectHook = @Sendable (HTTPURLResponse, URLRequest) async -> URLRequest?
+
+    /// An answer whose body is still arriving.
+    struct StreamedAnswer: Sendable {
+        /// The response under the real host's URL (the last hop's).
+        var response: HTTPURLResponse
+        /// The body, as it arrives (with back-pressure); the request's time limit covers it. Its end, or an error,
+        /// completes the trace.
+        var body: HTTPClientResponse.Body
+    }
+
+    /// Loads `request` as ``load(_:)`` does (resolution, failover, redirects, cookies), but returns at the last
+    /// hop's response head and hands the body over as it arrives, without a size limit: nothing is kept.
+    ///
+    /// Failover ends at the response head: a body that fails midway is an error of the request, never sent again.
+    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    func stream(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> StreamedAnswer {
+        let started = ContinuousClock.now
+        var trace = RequestTrace(
+            url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
+            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
+        let transport = self.transport
+        do {
+            let (response, answer) = try await run(request, willRedirect: willRedirect, trace: &trace) {
+                exchange, deadline in
+                let streamed = try await transport.stream(exchange, deadline: deadline)
+                return (StreamedHop(streamed: streamed), streamed.headLatency)
+            }
+            trace.status = response.statusCode
+            engine.reportWhenBodyEnds(
+                answer.streamed, trace: trace, started: started, handler: configuration.traceHandler)
+            return StreamedAnswer(response: response, body: answer.streamed.response.body)
+        } catch {
+            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
             throw error
         }
     }
@@ -264,9 +316,12 @@ public final class HTTPDNSInterceptor: Sendable {
 
     // MARK: - Hops
 
-    private func run(_ original: URLRequest, trace: inout RequestTrace) async throws(InterceptionError) -> (
-        HTTPURLResponse, Data
-    ) {
+    /// Runs the hops of `original` (redirects followed per the configuration), each sent through `perform` pinned to
+    /// an address, and returns the last hop's answer with its response under the real host's URL.
+    private func run<Answer: HopAnswer>(
+        _ original: URLRequest, willRedirect: RedirectHook?, trace: inout RequestTrace,
+        perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
+    ) async throws(InterceptionError) -> (HTTPURLResponse, Answer) {
         var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
         var hop = original
         RequestRewriting.clearHandled(&hop)
@@ -281,13 +336,14 @@ public final class HTTPDNSInterceptor: Sendable {
             }
             var sent = hop
             addCookies(to: &sent, for: url)
-            let answer = try await send(sent, body: body, url: url, trace: &trace)
+            let answer = try await send(sent, body: body, url: url, trace: &trace, perform: perform)
             storeCookies(from: answer.headers, for: url, request: hop)
             if configuration.followRedirects,
                 var next = try RedirectRule.next(
                     after: hop, body: body, status: answer.status,
                     location: Self.header("Location", in: answer.headers), from: url),
-                let followed = try redirect(to: next.request, from: url, answer: answer)
+                let followed = try await redirect(
+                    to: next.request, from: url, answer: answer, willRedirect: willRedirect)
             {
                 next.request = followed
                 redirects += 1
@@ -299,6 +355,7 @@ public final class HTTPDNSInterceptor: Sendable {
                     )
                 }
                 metrics.redirects.increment()
+                await answer.discard()
                 hop = next.request
                 body = next.body
                 continue
@@ -314,17 +371,18 @@ public final class HTTPDNSInterceptor: Sendable {
                 throw InterceptionError(
                     code: .badServerResponse, message: "cannot represent the answer", url: url.absoluteString)
             }
-            return (response, answer.body.withUnsafeReadableBytes { Data($0) })
+            return (response, answer)
         }
     }
 
     /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
-    private func send(
+    private func send<Answer: HopAnswer>(
         _ request: URLRequest,
         body: [UInt8]?,
         url: URL,
-        trace: inout RequestTrace
-    ) async throws(InterceptionError) -> PinnedTransport.Response {
+        trace: inout RequestTrace,
+        perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
+    ) async throws(InterceptionError) -> Answer {
         let hostText = RequestRewriting.host(of: url) ?? ""
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         let method = (request.httpMethod ?? "GET").uppercased()
@@ -348,14 +406,11 @@ public final class HTTPDNSInterceptor: Sendable {
         // to its address (the URL keeps the real host, which gives the Host header and SNI).
         var exchange = try PinnedTransport.Exchange(request, body: body)
         exchange.proxy = proxy
-        let transport = self.transport
         let response = try await engine.attempt(candidates, method: method, url: urlText, deadline: deadline, hop: &hop)
         { address in
             var pinned = exchange
             if let address { pinned.address = address }
-            let response = try await transport.execute(
-                pinned, deadline: deadline, maximumResponseBytes: configuration.maximumResponseBytes)
-            return (response, response.headLatency)
+            return try await perform(pinned, deadline)
         }
         hop.status = response.status
         logger.trace(
@@ -414,14 +469,11 @@ public final class HTTPDNSInterceptor: Sendable {
         return fields
     }
 
-    /// Adds the stored cookies for `url` that the request does not carry yet. URLSession itself puts the session's
-    /// cookies on the request it hands to the protocol (the first hop); redirect hops get none from it. Cookies the
-    /// request already names (from URLSession or set by the application) are not added again, so each goes out once.
     /// Applies the redirect policy: an `https` to `http` hop is refused unless allowed; the application's handler may
-    /// change the next request or stop (`nil`: the 3xx answer is delivered).
+    /// change the next request or stop (`nil`: the 3xx answer is delivered), and so may `willRedirect` after it.
     private func redirect(
-        to next: URLRequest, from url: URL, answer: PinnedTransport.Response
-    ) throws(InterceptionError) -> URLRequest? {
+        to next: URLRequest, from url: URL, answer: some HopAnswer, willRedirect: RedirectHook?
+    ) async throws(InterceptionError) -> URLRequest? {
         let configuration = self.configuration
         if url.scheme?.lowercased() == "https", next.url?.scheme?.lowercased() == "http",
             !configuration.allowsInsecureRedirects
@@ -431,15 +483,20 @@ public final class HTTPDNSInterceptor: Sendable {
                 message: "refused a redirect from https to \(next.url?.absoluteString ?? "http")",
                 url: url.absoluteString)
         }
-        guard let handler = configuration.redirectHandler else { return next }
-        guard
+        guard configuration.redirectHandler != nil || willRedirect != nil,
             let response = HTTPURLResponse(
                 url: url, statusCode: answer.status, httpVersion: answer.version,
                 headerFields: Self.headerFields(answer.headers))
         else { return next }
-        return handler(response, next)
+        var request: URLRequest? = next
+        if let handler = configuration.redirectHandler, let proposed = request { request = handler(response, proposed) }
+        if let willRedirect, let proposed = request { request = await willRedirect(response, proposed) }
+        return request
     }
 
+    /// Adds the stored cookies for `url` that the request does not carry yet. URLSession itself puts the session's
+    /// cookies on the request it hands to the protocol (the first hop); redirect hops get none from it. Cookies the
+    /// request already names (from URLSession or set by the application) are not added again, so each goes out once.
     private func addCookies(to request: inout URLRequest, for url: URL) {
         guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage,
             var cookies = storage.cookies(for: url), !cookies.isEmpty
@@ -463,5 +520,38 @@ public final class HTTPDNSInterceptor: Sendable {
             cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
         }
         if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: request.mainDocumentURL ?? url) }
+    }
+}
+
+/// One hop's answer, whichever way its body is read: collected whole, or streaming.
+protocol HopAnswer: Sendable {
+    var status: Int { get }
+    var version: String { get }
+    var headers: [(String, String)] { get }
+    /// Gives the body of a redirect that is followed up, so its connection can serve the next hop.
+    func discard() async
+}
+
+extension PinnedTransport.Response: HopAnswer {
+    func discard() async {}
+}
+
+/// A hop answered with its body still to be read.
+struct StreamedHop: HopAnswer {
+    var streamed: PinnedTransport.StreamedResponse
+    var status: Int { Int(streamed.response.status.code) }
+    var version: String { "HTTP/\(streamed.response.version.major).\(streamed.response.version.minor)" }
+    var headers: [(String, String)] { streamed.response.headers.map { ($0.name, $0.value) } }
+
+    /// Reads and drops a little of the body (a redirect's is short), then ends the lease.
+    func discard() async {
+        var left = 64 * 1024
+        do {
+            for try await part in streamed.response.body {
+                left -= part.readableBytes
+                if left <= 0 { break }
+            }
+        } catch {}
+        streamed.lease.end()
     }
 }

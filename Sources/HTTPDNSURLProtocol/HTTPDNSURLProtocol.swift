@@ -3,8 +3,10 @@
 #else
     public import Foundation
 #endif
+import AsyncHTTPClient
 import Foundation
 import HTTPDNS
+import NIOCore
 import Synchronization
 
 /// A `URLProtocol` that sends URLSession's http and https requests to the fastest IP of their host.
@@ -17,25 +19,29 @@ import Synchronization
 /// original URL.
 ///
 /// Behaviour to know:
-/// - **Bodies are delivered once**, whole, to completion-handler, async and delegate callers alike (this platform's
-///   URLSession keeps only the last chunk for the first two). ``HTTPDNSInterceptor/Configuration/maximumResponseBytes``
-///   bounds them.
+/// - **Every URLSession form behaves as without the library.** Data tasks with a completion handler (and the async
+///   `data(for:)` without a delegate) get the body once, whole, bounded by
+///   ``HTTPDNSInterceptor/Configuration/maximumResponseBytes``; data tasks on a session with a delegate get each part
+///   as it arrives. Forms this platform's protocol client cannot deliver as URLSession would (download and upload
+///   tasks, per-task delegates of the async API) are served by URLSession's own HTTP protocol, unchanged.
 /// - **Redirects are followed by the protocol** (this platform's URLSession cannot take a redirect from a protocol),
 ///   so a delegate's `willPerformHTTPRedirection` is not called; ``HTTPDNSInterceptor/Configuration/followRedirects``
 ///   set to `false` delivers the 3xx answer instead.
-/// - Download and upload tasks are left to URLSession's own HTTP support (their bodies and files are not visible to
-///   a protocol here); data tasks with `httpBody` or `httpBodyStream` are handled.
+/// - Data tasks with `httpBody` or `httpBodyStream` are handled.
 /// - Cookies come from ``HTTPDNSInterceptor/Configuration/cookieStorage``: a protocol cannot see its session's
 ///   configuration on this platform.
 public class HTTPDNSURLProtocol: URLProtocol {
     // Lock discipline: URLProtocol itself is not Sendable; the load task reaches this instance through ``Handle``.
-    // `loading` guards this instance's mutable state (the load task, whether stopLoading ran, whether the load
-    // finished). Every call to `client` is made on the session's queue (see ``SessionQueue``: the
+    // `loading` guards this instance's mutable state (the load task, the stand-in protocol, whether stopLoading ran,
+    // whether the load finished). Every call to `client` is made on the session's queue (see ``SessionQueue``: the
     // corelibs client must never be called from another thread), while holding `loading` and after checking
     // `stopped`; stopLoading sets `stopped` under the same lock, so no client call can follow stopLoading. The
-    // inherited `request` and `client` are set by URLSession before startLoading and only read afterwards.
+    // inherited `request`, `task`, `cachedResponse` and `client` are set by URLSession before startLoading and only
+    // read afterwards.
     private struct Loading {
         var task: Task<Void, Never>?
+        /// URLSession's own HTTP protocol, serving a task whose form this one cannot deliver (see ``TaskForm``).
+        var standIn: StandIn?
         var stopped = false
         var finished = false
     }
@@ -46,6 +52,20 @@ public class HTTPDNSURLProtocol: URLProtocol {
     /// which takes `loading` before touching the instance, so the lock discipline above is what makes this sound.
     private struct Handle: @unchecked Sendable {
         let instance: HTTPDNSURLProtocol
+    }
+
+    /// URLSession's own protocol standing in for this one. URLSession calls startLoading and stopLoading on the
+    /// session's queue, and only those pass the stand-in on, so it is only used there.
+    private struct StandIn: @unchecked Sendable {
+        let instance: URLProtocol
+    }
+
+    /// What the load hands to the client, in order: the response, the body's parts, then the end.
+    private enum Event: Sendable {
+        case response(HTTPURLResponse)
+        case data(Data)
+        case finished
+        case failed(InterceptionError)
     }
 
     /// The process's interceptor; `nil` until ``register(_:)`` or ``install(_:into:)``.
@@ -113,7 +133,8 @@ public class HTTPDNSURLProtocol: URLProtocol {
         return interceptor.intercepts(request)
     }
 
-    /// Whether the protocol takes `task`: data tasks only (see the type's discussion).
+    /// Whether the protocol takes `task`: not download or upload tasks. (URLSession on this platform never asks;
+    /// the protocol finds the task's form when it starts, see ``TaskForm``.)
     override public class func canInit(with task: URLSessionTask) -> Bool {
         if task is URLSessionDownloadTask || task is URLSessionUploadTask { return false }
         guard let request = task.currentRequest ?? task.originalRequest else { return false }
@@ -125,56 +146,145 @@ public class HTTPDNSURLProtocol: URLProtocol {
         request
     }
 
-    /// Starts the load on a task of its own, off the session's queue; the outcome is handed to the client back on
-    /// the queue this method was called on (the task's work queue, which URLSession serializes with its own work).
+    /// URLSession's own protocol classes (HTTP first), for the forms this protocol hands back.
+    private static let ownProtocols: [URLProtocol.Type] = (URLSessionConfiguration.default.protocolClasses ?? [])
+        .compactMap { $0 as? URLProtocol.Type }.filter { !($0 is HTTPDNSURLProtocol.Type) }
+
+    /// Starts the load. A task whose form the client cannot deliver as URLSession would (see ``TaskForm``) is served
+    /// by URLSession's own HTTP protocol, unchanged. Otherwise the load runs on a task of its own, off the session's
+    /// queue, and what it yields is handed to the client back on the queue this method was called on (the task's
+    /// work queue, which URLSession serializes with its own work).
     override public func startLoading() {
         let clientQueue = SessionQueue.current()
         let handle = Handle(instance: self)
+        let form = task.map(TaskForm.of) ?? .collected
+        if case .passThrough = form, let task, let standIn = Self.ownProtocol(for: task, cachedResponse: cachedResponse)
+        {
+            let start = loading.withLock { state -> Bool in
+                guard !state.stopped, state.standIn == nil else { return false }
+                state.standIn = StandIn(instance: standIn)
+                return true
+            }
+            if start { standIn.startLoading() }
+            return
+        }
         guard let interceptor = Self.boundInterceptor else {
             let error = InterceptionError(
                 code: .shutdown, message: "no interceptor is registered", url: request.url?.absoluteString)
-            clientQueue.async { handle.instance.deliver(.failure(error)) }
+            clientQueue.async { _ = handle.instance.deliver(.failed(error)) }
             return
         }
         let request = self.request
-        let task = Task {
-            let outcome: Result<HTTPDNSInterceptor.Response, InterceptionError>
-            do throws(InterceptionError) {
-                outcome = .success(try await interceptor.load(request))
-            } catch {
-                outcome = .failure(error)
+        let willRedirect = task.flatMap(Self.redirectHook)
+        let load: Task<Void, Never>
+        if form == .streamed {
+            load = Task {
+                do throws(InterceptionError) {
+                    let answer = try await interceptor.stream(request, willRedirect: willRedirect)
+                    guard await clientQueue.run({ handle.instance.deliver(.response(answer.response)) }) else { return }
+                    do {
+                        for try await part in answer.body {
+                            let data = Data(part.readableBytesView)
+                            guard await clientQueue.run({ handle.instance.deliver(.data(data)) }) else { return }
+                        }
+                    } catch {
+                        let url = request.url?.absoluteString ?? ""
+                        throw PinnedTransport.interceptionError(error, url: Redaction.url(url))
+                    }
+                    clientQueue.async { _ = handle.instance.deliver(.finished) }
+                } catch {
+                    clientQueue.async { _ = handle.instance.deliver(.failed(error)) }
+                }
             }
-            clientQueue.async { handle.instance.deliver(outcome) }
+        } else {
+            load = Task {
+                do throws(InterceptionError) {
+                    let answer = try await interceptor.load(request, willRedirect: willRedirect)
+                    clientQueue.async {
+                        let instance = handle.instance
+                        guard instance.deliver(.response(answer.response)) else { return }
+                        if !answer.body.isEmpty { _ = instance.deliver(.data(answer.body)) }
+                        _ = instance.deliver(.finished)
+                    }
+                } catch {
+                    clientQueue.async { _ = handle.instance.deliver(.failed(error)) }
+                }
+            }
         }
         loading.withLock { state in
-            if state.stopped { task.cancel() }
-            state.task = task
+            if state.stopped { load.cancel() }
+            state.task = load
         }
     }
 
-    /// Cancels the load; the client hears nothing more from this protocol.
+    /// Cancels the load; the client hears nothing more from this protocol. A stand-in is told to stop as URLSession
+    /// would tell it.
     override public func stopLoading() {
-        let task = loading.withLock { state in
+        let (task, standIn) = loading.withLock { state in
             state.stopped = true
-            return state.task
+            return (state.task, state.standIn)
         }
         task?.cancel()
+        standIn?.instance.stopLoading()
     }
 
-    /// Hands the outcome to the client, unless stopLoading came first. Runs on the session's queue.
-    private func deliver(_ outcome: Result<HTTPDNSInterceptor.Response, InterceptionError>) {
+    /// For a task with a delegate (its own or its session's), asks it before each redirect is followed, on the
+    /// session's delegate queue, as URLSession's own HTTP protocol does.
+    #if canImport(FoundationNetworking)
+        private static func redirectHook(for task: URLSessionTask) -> HTTPDNSInterceptor.RedirectHook? {
+            guard let delegate = task.delegate, let session = TaskForm.session(of: task) else { return nil }
+            return { response, request in
+                await withCheckedContinuation { continuation in
+                    // A delegate that calls the completion handler twice is heard once.
+                    let pending = Locked<CheckedContinuation<URLRequest?, Never>?>(continuation)
+                    session.delegateQueue.addOperation {
+                        delegate.urlSession(
+                            session, task: task, willPerformHTTPRedirection: response, newRequest: request
+                        ) { next in
+                            pending.withLock { waiting in
+                                defer { waiting = nil }
+                                return waiting
+                            }?.resume(returning: next)
+                        }
+                    }
+                }
+            }
+        }
+    #else
+        private static func redirectHook(for task: URLSessionTask) -> HTTPDNSInterceptor.RedirectHook? { nil }
+    #endif
+
+    /// URLSession's own protocol for `task`, made as URLSession makes it.
+    private static func ownProtocol(for task: URLSessionTask, cachedResponse: CachedURLResponse?) -> URLProtocol? {
+        guard let request = task.currentRequest ?? task.originalRequest,
+            let own = ownProtocols.first(where: { $0.canInit(with: request) })
+        else { return nil }
+        return own.init(task: task, cachedResponse: cachedResponse, client: nil)
+    }
+
+    /// Hands one event to the client, unless stopLoading came first or the load already ended. Runs on the session's
+    /// queue.
+    /// - Returns: Whether the load goes on (the event was delivered and was not its end).
+    private func deliver(_ event: Event) -> Bool {
         loading.withLock { state in
-            guard !state.stopped, !state.finished, let client else { return }
-            state.finished = true
-            state.task = nil
-            switch outcome {
-            case .success(let answer):
-                client.urlProtocol(self, didReceive: answer.response, cacheStoragePolicy: .notAllowed)
-                if !answer.body.isEmpty { client.urlProtocol(self, didLoad: answer.body) }
+            guard !state.stopped, !state.finished, let client else { return false }
+            switch event {
+            case .response(let response):
+                client.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                return true
+            case .data(let data):
+                client.urlProtocol(self, didLoad: data)
+                return true
+            case .finished:
+                state.finished = true
+                state.task = nil
                 client.urlProtocolDidFinishLoading(self)
-            case .failure(let error):
+            case .failed(let error):
+                state.finished = true
+                state.task = nil
                 client.urlProtocol(self, didFailWithError: error.urlError)
             }
+            return false
         }
     }
 }

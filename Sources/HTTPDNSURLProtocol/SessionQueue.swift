@@ -43,6 +43,13 @@
             }
         }
 
+        /// Runs `work` on the queue and waits for it.
+        func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+            await withCheckedContinuation { continuation in
+                self.async { continuation.resume(returning: work()) }
+            }
+        }
+
         private final class WorkBox {
             let work: @Sendable () -> Void
             init(_ work: @escaping @Sendable () -> Void) { self.work = work }
@@ -53,5 +60,6 @@
     final class SessionQueue: Sendable {
         static func current() -> SessionQueue { SessionQueue() }
         func async(_ work: @escaping @Sendable () -> Void) { work() }
+        func run<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T { work() }
     }
 #endif

@@ -693,9 +693,27 @@ final class DataCollector: NSObject, URLSessionDataDelegate, @unchecked Sendable
     private var data = Data()
     private var continuation: CheckedContinuation<(Data, (any Error)?), Never>?
     private var outcome: (Data, (any Error)?)?
+    private var sizes: [Int] = []
+    private var responded = false
+
+    /// The size of each part `didReceive(data)` was called with, in order.
+    var partSizes: [Int] { lock.withLock { sizes } }
+    /// Whether the response came before any part.
+    var respondedFirst: Bool { lock.withLock { responded } }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        lock.withLock { responded = sizes.isEmpty }
+        completionHandler(.allow)
+    }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        lock.withLock { self.data.append(data) }
+        lock.withLock {
+            self.data.append(data)
+            sizes.append(data.count)
+        }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

@@ -174,13 +174,10 @@ public final class HTTPDNSClient: Sendable {
         do {
             let streamed = try await run(request, deadline: deadline, logger: logger, trace: &trace)
             trace.status = Int(streamed.response.status.code)
-            return streaming(streamed, trace: trace, started: started)
+            engine.reportWhenBodyEnds(streamed, trace: trace, started: started, handler: configuration.traceHandler)
+            return streamed.response
         } catch {
-            trace.error = error
-            trace.elapsed = ContinuousClock.now - started
-            metrics.failed(error.code)
-            self.logger.debug("request failed", metadata: ["url": "\(trace.url)", "error": "\(error)"])
-            configuration.traceHandler?(trace)
+            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
             throw error
         }
     }
@@ -236,8 +233,7 @@ public final class HTTPDNSClient: Sendable {
                     url: Redaction.url(original.url))
             }
             metrics.redirects.increment()
-            await Self.discard(response.body)
-            streamed.lease.end()
+            await StreamedHop(streamed: streamed).discard()
             request.url = step.target.absoluteString
             if step.becomesGET {
                 request.method = .GET
@@ -299,39 +295,4 @@ public final class HTTPDNSClient: Sendable {
         return (url, lowered)
     }
 
-    /// Reads and drops a redirect's body (a little of it), so its connection can serve the next request.
-    private static func discard(_ body: HTTPClientResponse.Body) async {
-        var left = 64 * 1024
-        do {
-            for try await part in body {
-                left -= part.readableBytes
-                if left <= 0 { break }
-            }
-        } catch {}
-    }
-
-    /// The final response, reporting the trace (bytes, time, how the body ended) once its body ends.
-    private func streaming(
-        _ streamed: PinnedTransport.StreamedResponse, trace: RequestTrace, started: ContinuousClock.Instant
-    ) -> HTTPClientResponse {
-        let metrics = self.metrics
-        let handler = configuration.traceHandler
-        let lease = streamed.lease
-        let url = trace.hops.last?.url ?? trace.url
-        streamed.watch.onEnd { bytes, error in
-            lease.end()
-            var trace = trace
-            trace.bytes = bytes
-            trace.elapsed = ContinuousClock.now - started
-            if let error {
-                let failure = PinnedTransport.interceptionError(error, url: url)
-                trace.error = failure
-                metrics.failed(failure.code)
-            } else {
-                metrics.succeeded.increment()
-            }
-            handler?(trace)
-        }
-        return streamed.response
-    }
 }

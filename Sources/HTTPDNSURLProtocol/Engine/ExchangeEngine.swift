@@ -205,3 +205,40 @@ struct ExchangeEngine: Sendable {
         return winner
     }
 }
+
+extension ExchangeEngine {
+    /// Ends a streamed answer's lease and reports its trace (bytes, time, how the body ended) once the body ends.
+    func reportWhenBodyEnds(
+        _ streamed: PinnedTransport.StreamedResponse, trace: RequestTrace, started: ContinuousClock.Instant,
+        handler: (@Sendable (RequestTrace) -> Void)?
+    ) {
+        let (metrics, lease) = (self.metrics, streamed.lease)
+        let url = trace.hops.last?.url ?? trace.url
+        streamed.watch.onEnd { bytes, error in
+            lease.end()
+            var trace = trace
+            trace.bytes = bytes
+            trace.elapsed = ContinuousClock.now - started
+            if let error {
+                let failure = PinnedTransport.interceptionError(error, url: url)
+                trace.error = failure
+                metrics.failed(failure.code)
+            } else {
+                metrics.succeeded.increment()
+            }
+            handler?(trace)
+        }
+    }
+
+    /// Reports a request that failed before its answer: the trace with the error, the metric, a debug log.
+    func reportFailure(
+        _ error: InterceptionError, trace: inout RequestTrace, started: ContinuousClock.Instant,
+        handler: (@Sendable (RequestTrace) -> Void)?
+    ) {
+        trace.error = error
+        trace.elapsed = ContinuousClock.now - started
+        metrics.failed(error.code)
+        logger.debug("request failed", metadata: ["url": "\(trace.url)", "error": "\(error)"])
+        handler?(trace)
+    }
+}

@@ -177,10 +177,13 @@ final class PinnedTransport: Sendable {
     /// `request.url` must name `host` exactly (lowercased): the pin is AsyncHTTPClient's `dnsOverride` for that name.
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it).
     func stream(
-        _ request: HTTPClientRequest, host: String, address: IPAddress?, deadline: NIODeadline, url: String,
-        logger requestLogger: Logger?
+        _ request: HTTPClientRequest, host: String, address: IPAddress?, proxy: ProxyEnvironment.Proxy? = nil,
+        deadline: NIODeadline, url: String, logger requestLogger: Logger?
     ) async throws -> StreamedResponse {
-        let pooled = try acquire(.init(host: host, address: address))
+        let pooled = try acquire(
+            .init(
+                host: host, address: address, proxy: proxy.map { PinnedClientPool.Proxy(host: $0.host, port: $0.port) })
+        )
         let (client, gate) = (pooled.client, pooled.gate)
         do {
             try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
@@ -219,6 +222,18 @@ final class PinnedTransport: Sendable {
         if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
         return StreamedResponse(
             response: response, headLatency: ContinuousClock.now - started, lease: lease, watch: watch)
+    }
+
+    /// Sends `exchange` as ``stream(_:host:address:proxy:deadline:url:logger:)`` does: returns at the response head,
+    /// and the body streams.
+    func stream(_ exchange: Exchange, deadline: NIODeadline) async throws -> StreamedResponse {
+        var request = HTTPClientRequest(url: exchange.url)
+        request.method = HTTPMethod(rawValue: exchange.method)
+        request.headers = HTTPHeaders(exchange.headers)
+        if let body = exchange.body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        return try await stream(
+            request, host: exchange.host, address: exchange.address, proxy: exchange.proxy, deadline: deadline,
+            url: exchange.url, logger: nil)
     }
 
     private func streamWithoutBody(

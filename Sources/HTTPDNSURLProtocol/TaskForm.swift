@@ -1,0 +1,87 @@
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+import Foundation
+
+/// How URLSession reports a task's events to the application, which decides whether the protocol can stand in for
+/// URLSession's own HTTP support without the application seeing a difference.
+///
+/// On this platform a protocol reaches the application only through its client (`URLProtocolClient`), and the client
+/// passes on less than URLSession's own HTTP protocol delivers: it never hands a download task a file (the file's
+/// location is a property only URLSession's own protocols can set), it never gives a per-task delegate of the async
+/// API (`data(for:delegate:)`) the body's parts, and an upload task's body lives in the task, out of a protocol's
+/// sight. URLSession only asks a protocol `canInit(with: URLRequest)`, never about the task, so the protocol finds out
+/// the form when it starts and hands the forms it cannot serve to URLSession's own HTTP protocol.
+enum TaskForm: Equatable, Sendable {
+    /// A data task whose body goes to a completion handler (`dataTask(with:completionHandler:)`, `data(for:)` and
+    /// `data(from:)` without a delegate) or to nobody: the response and the whole body once.
+    case collected
+    /// A data task whose events go to the session's delegate: the response, each part of the body as it arrives, and
+    /// the completion.
+    case streamed
+    /// A form the client cannot deliver as URLSession would: URLSession's own HTTP support serves it.
+    case passThrough(String)
+
+    #if canImport(FoundationNetworking)
+        /// The form of `task`. Call it only on the session's work queue (from `startLoading()`), where corelibs
+        /// reads and writes the session's task registry.
+        ///
+        /// Download and upload tasks are told by their class. For a data task, corelibs keeps what its events go to
+        /// (completion handler, per-task delegate, the session's delegate) only in the session's private task
+        /// registry, which is read here by reflection. Anything this reading does not recognise (another version of
+        /// corelibs laid out differently) is passed through, so the worst a change there can do is lose the faster
+        /// path, never a callback.
+        static func of(_ task: URLSessionTask) -> TaskForm {
+            if task is URLSessionDownloadTask { return .passThrough("a download task") }
+            if task is URLSessionUploadTask { return .passThrough("an upload task") }
+            guard task is URLSessionDataTask else { return .passThrough("not a data task") }
+            guard let session = session(of: task),
+                let registry = field("taskRegistry", of: session),
+                let behaviours = field("behaviours", of: registry) as? [Int: Any],
+                let behaviour = behaviours[task.taskIdentifier]
+            else { return .passThrough("the task's behaviour could not be read") }
+            let mirror = Mirror(reflecting: behaviour)
+            guard let payload = mirror.children.first else {
+                guard String(describing: behaviour) == "callDelegate" else {
+                    return .passThrough("an unknown task behaviour")
+                }
+                return session.delegate is any URLSessionTaskDelegate ? .streamed : .collected
+            }
+            switch payload.label {
+            case "dataCompletionHandler":
+                return .collected
+            case "dataCompletionHandlerWithTaskDelegate":
+                // (completion, delegate?): the async API with `delegate: nil` is a plain completion handler.
+                let parts = Mirror(reflecting: payload.value).children.map(\.value)
+                guard parts.count == 2 else { return .passThrough("an unknown task behaviour") }
+                let delegate = Mirror(reflecting: parts[1])
+                guard delegate.displayStyle == .optional else { return .passThrough("an unknown task behaviour") }
+                return delegate.children.isEmpty ? .collected : .passThrough("a per-task delegate")
+            default:
+                return .passThrough("an unknown task behaviour")
+            }
+        }
+
+        /// The session `task` belongs to (corelibs keeps it private), `nil` when it cannot be read.
+        static func session(of task: URLSessionTask) -> URLSession? {
+            field("session", of: task) as? URLSession
+        }
+
+        /// The stored property `name` of `subject` or of one of its superclasses, unwrapped when optional.
+        private static func field(_ name: String, of subject: Any) -> Any? {
+            var mirror: Mirror? = Mirror(reflecting: subject)
+            while let current = mirror {
+                if let child = current.children.first(where: { $0.label == name }) {
+                    let value = Mirror(reflecting: child.value)
+                    guard value.displayStyle == .optional else { return child.value }
+                    return value.children.first?.value
+                }
+                mirror = current.superclassMirror
+            }
+            return nil
+        }
+    #else
+        /// Apple's URL loading system gives a protocol's client every form: each is served.
+        static func of(_ task: URLSessionTask) -> TaskForm { .streamed }
+    #endif
+}
