@@ -87,6 +87,10 @@ public final class HostResolver: HostNameResolver {
         /// The most addresses of one answer probed in a round (default 16, best ranked first): an answer with
         /// hundreds of addresses does not turn into hundreds of connects.
         public var maximumAddressesPerRound: Int
+        /// Whether private, loopback, link-local and other non-public addresses are probed (default `true`: an
+        /// application probes its own private services on purpose). A server answering the internet turns it off,
+        /// so that no answer can make it connect into its own network.
+        public var probesGuardedAddresses = true
 
         /// Creates a probing configuration.
         public init(
@@ -787,7 +791,9 @@ public final class HostResolver: HostNameResolver {
         guard let prober, let probing = configuration.probing, let cache else { return }
         // An address already being probed (for this host or another) is left to that probe.
         let addresses = addressesBeingProbed.withLock { busy in
-            let chosen = Array(request.addresses.filter { !busy.contains($0) }.prefix(probing.maximumAddressesPerRound))
+            let chosen = Array(
+                request.addresses.filter { !busy.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic) }
+                    .prefix(probing.maximumAddressesPerRound))
             busy.formUnion(chosen)
             return chosen
         }

@@ -2,6 +2,7 @@
     import FoundationNetworking
 #endif
 import Foundation
+import HTTPDNS
 
 /// How URLSession reports a task's events to the application, which decides whether the protocol can stand in for
 /// URLSession's own HTTP support without the application seeing a difference.
@@ -36,9 +37,9 @@ enum TaskForm: Equatable, Sendable {
             if task is URLSessionUploadTask { return .passThrough("an upload task") }
             guard task is URLSessionDataTask else { return .passThrough("not a data task") }
             guard let session = session(of: task),
-                let registry = field("taskRegistry", of: session),
-                let behaviours = field("behaviours", of: registry) as? [Int: Any],
-                let behaviour = behaviours[task.taskIdentifier]
+                let registry = registry(of: session),
+                let behaviours = field("behaviours", of: registry) as? any TaskBehaviours,
+                let behaviour = behaviours.behaviour(of: task.taskIdentifier)
             else { return .passThrough("the task's behaviour could not be read") }
             let mirror = Mirror(reflecting: behaviour)
             guard let payload = mirror.children.first else {
@@ -67,6 +68,22 @@ enum TaskForm: Equatable, Sendable {
             field("session", of: task) as? URLSession
         }
 
+        /// A session's task registry, read once per session (it is a constant of the session) and kept while the
+        /// session lives.
+        private static func registry(of session: URLSession) -> AnyObject? {
+            let key = ObjectIdentifier(session)
+            if let known = KnownRegistry.table.withLock({ $0[key] }), known.session === session {
+                return known.registry
+            }
+            guard let found = field("taskRegistry", of: session) else { return nil }
+            let registry = found as AnyObject
+            KnownRegistry.table.withLock { registries in
+                if registries.count >= 64 { registries = registries.filter { $0.value.session != nil } }
+                registries[key] = KnownRegistry(session: session, registry: registry)
+            }
+            return registry
+        }
+
         /// The stored property `name` of `subject` or of one of its superclasses, unwrapped when optional.
         private static func field(_ name: String, of subject: Any) -> Any? {
             var mirror: Mirror? = Mirror(reflecting: subject)
@@ -85,3 +102,32 @@ enum TaskForm: Equatable, Sendable {
         static func of(_ task: URLSessionTask) -> TaskForm { .streamed }
     #endif
 }
+
+#if canImport(FoundationNetworking)
+    /// The registry's table of behaviours by task identifier, looked up without copying it (its value type is
+    /// private to corelibs).
+    private protocol TaskBehaviours {
+        func behaviour(of task: Int) -> Any?
+    }
+
+    extension Dictionary: TaskBehaviours where Key == Int {
+        fileprivate func behaviour(of task: Int) -> Any? { self[task] }
+    }
+#endif
+
+#if canImport(FoundationNetworking)
+    /// A session's registry, remembered without keeping the session alive.
+    private final class KnownRegistry: @unchecked Sendable {
+        // Sendable: both fields are set once; the registry is only read on its session's work queue.
+        weak var session: URLSession?
+        let registry: AnyObject
+
+        /// The registries read so far, by session.
+        static let table = Locked([ObjectIdentifier: KnownRegistry]())
+
+        init(session: URLSession, registry: AnyObject) {
+            self.session = session
+            self.registry = registry
+        }
+    }
+#endif

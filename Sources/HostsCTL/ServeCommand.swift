@@ -44,7 +44,7 @@ public struct ServeCommand: AsyncParsableCommand {
         guard file.errors.isEmpty else {
             throw ValidationError("the settings have errors; see above (hostsctl config check)")
         }
-        let settings = try file.get()
+        let settings = Self.served(try file.get())
         let address = try listen.map { try ServerAddress(parsing: $0) } ?? settings.serve.listen
         let accounts = try Self.accounts(settings.serve)
         let logger = CommandLogging.logger()
@@ -116,6 +116,18 @@ public struct ServeCommand: AsyncParsableCommand {
         }
     }
 
+    /// `settings` as a server facing the internet applies them: unless `serve.probeGuardedAddresses`, the
+    /// private-address guard covers every upstream (c-ares and the system resolver too) and no probe connects to a
+    /// private, loopback, link-local or otherwise non-public address, so no client's question can make the server
+    /// reach into its own network. Overrides, which the operator writes, are answered as written.
+    static func served(_ settings: ResolverSettings) -> ResolverSettings {
+        guard !settings.serve.probeGuardedAddresses else { return settings }
+        var served = settings
+        served.addressGuard.everyUpstream = true
+        served.probe.probesGuardedAddresses = false
+        return served
+    }
+
     /// The vendor accounts with their secrets read from the environment.
     static func accounts(_ serve: ServeSettings) throws -> [String: HTTPDNSSecret?] {
         var accounts: [String: HTTPDNSSecret?] = [:]
@@ -185,7 +197,8 @@ final class SettingsReloader: Sendable {
         }
     }
 
-    private func apply(_ settings: ResolverSettings) {
+    private func apply(_ edited: ResolverSettings) {
+        let settings = ServeCommand.served(edited)
         do {
             let accounts = try ServeCommand.accounts(settings.serve)
             try resolver.apply(settings)
@@ -195,14 +208,9 @@ final class SettingsReloader: Sendable {
                 return previous.serve
             }
             let after = settings.serve
-            if before.listen != after.listen || before.certificate != after.certificate
-                || before.privateKey != after.privateKey || before.maximumBodyBytes != after.maximumBodyBytes
-                || before.idleTimeoutMilliseconds != after.idleTimeoutMilliseconds
-                || before.maximumConnections != after.maximumConnections
-                || before.maximumConnectionsPerClient != after.maximumConnectionsPerClient
-            {
+            if HTTPDNSServer.Configuration(settings: before) != HTTPDNSServer.Configuration(settings: after) {
                 logger.warning(
-                    "serve.listen, serve.certificate, serve.privateKey, serve.maxBodyBytes, serve.idleTimeoutMs, serve.maxConnections and serve.maxConnectionsPerClient take effect at the next start"
+                    "the listener's settings (serve.listen, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"
                 )
             }
             logger.notice("settings applied")

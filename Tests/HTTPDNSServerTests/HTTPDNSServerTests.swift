@@ -170,10 +170,23 @@ struct HTTPDNSServerTests {
         clock.withLock { $0 = expiry + 1 }
         let expired = await get("/signed-1/sign_d?host=multi.test&t=\(expiry)&s=\(good)")
         #expect(expired.status == 403 && code(expired).contains("SignatureExpired"))
+        // A signed-only account asked unsigned, an unknown account and a wrong signature answer alike: accounts
+        // cannot be enumerated.
         let unsigned = await get("/signed-1/d?host=multi.test")
-        #expect(unsigned.status == 403 && code(unsigned).contains("SignatureRequired"))
         let unknown = await get("/999/d?host=multi.test")
-        #expect(unknown.status == 404 && code(unknown).contains("InvalidAccount"))
+        let unknownSigned = await get("/999/sign_d?host=multi.test&t=\(expiry)&s=\(good)")
+        #expect(unsigned.status == 403 && unsigned.body == wrong.body)
+        #expect(unknown.status == 403 && unknown.body == wrong.body)
+        #expect(unknownSigned.status == 403 && unknownSigned.body == wrong.body)
+        // An expiry far ahead is refused even with a correct signature (t = Int64.max once made a URL valid forever).
+        clock.withLock { $0 = expiry - 60 }
+        for far in [expiry + 600, Int64.max] {
+            let signature = AlibabaHTTPDNS.signature(host: "multi.test", secret: "s3cret", expiry: far)
+            let forever = await get("/signed-1/sign_d?host=multi.test&t=\(far)&s=\(signature)")
+            #expect(forever.status == 403 && code(forever).contains("InvalidExpiry"), "t=\(far)")
+        }
+        let near = AlibabaHTTPDNS.signature(host: "multi.test", secret: "s3cret", expiry: expiry)
+        #expect(await get("/signed-1/sign_d?host=multi.test&t=\(expiry)&s=\(near)").status == 200)
         await lab.stop()
     }
 

@@ -64,7 +64,7 @@ struct OperationsTests {
         #expect(
             await service.handle(ServiceRequest(method: "GET", target: "/healthz", client: request.client)).status
                 == 200)
-        // Another IPv4 address is another client; two IPv6 addresses in one /64 are one.
+        // Another IPv4 address is another client; IPv6 addresses in one /56 are one client, another /56 another.
         request.client = IPAddress("127.0.0.10")
         #expect(await service.handle(request).status == 200)
         var v6 = ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("2001:db8::1"))
@@ -72,7 +72,13 @@ struct OperationsTests {
         v6.client = IPAddress("2001:db8::ffff")
         #expect(await service.handle(v6).status == 429)
         v6.client = IPAddress("2001:db8:0:1::1")
-        #expect(await service.handle(v6).status == 200)
+        #expect(await service.handle(v6).status == 429, "another /64 of the same /56")
+        v6.client = IPAddress("2001:db8:0:100::1")
+        #expect(await service.handle(v6).status == 200, "another /56")
+        // /metrics is limited too (it is not free to render); health checks are not.
+        #expect(
+            await service.handle(ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.9")))
+                .status == 429)
         // Settings applied while serving lift the limit.
         service.apply(.init(rateLimitPerSecond: 0))
         request.client = IPAddress("127.0.0.9")
@@ -80,29 +86,50 @@ struct OperationsTests {
         await pipeline.stop()
     }
 
-    @Test("the limiter's table is bounded: a flood of client addresses shares one overflow bucket")
-    func boundedLimiter() {
-        let limiter = RateLimiter(limits: .init(perSecond: 1, burst: 1), maximumClients: 100)
-        for index in 0..<1000 {
+    @Test("the limiter's table is bounded, and a flood of client networks never makes a quiet client share a bucket")
+    func boundedLimiter() throws {
+        let limiter = RateLimiter(limits: .init(perSecond: 0.001, burst: 2), maximumClients: 100)
+        let quiet = IPAddress("192.0.2.1")
+        #expect(limiter.admit(quiet) == nil)
+        for index in 0..<10_000 {
             _ = limiter.admit(IPAddress(ipv4: 10, UInt8(index / 256), UInt8(index % 256), 1))
         }
-        #expect(limiter.trackedClients <= 101)
+        #expect(limiter.trackedClients <= 100)
+        // The quiet client has at most lost its bucket (and starts again with a full one): it is not refused.
+        #expect(limiter.admit(quiet) == nil, "a well-behaved client is not refused because of a flood")
+        // The flooding networks themselves are still limited while their buckets are kept.
+        let flooder = IPAddress(ipv4: 10, 0, 0, 9)
+        _ = limiter.admit(flooder)
+        _ = limiter.admit(flooder)
+        #expect(limiter.admit(flooder) != nil)
     }
 
-    @Test("clients are counted by network: an IPv4 address (mapped or not), an IPv6 /64")
+    @Test("clients are counted by network: an IPv4 address (mapped or not), an IPv6 /56 by default, prefixes set")
     func clientNetworks() throws {
-        func network(_ text: String) throws -> ClientNetwork { ClientNetwork(try #require(IPAddress(text))) }
+        func network(_ text: String, _ prefixes: ClientPrefixes = ClientPrefixes()) throws -> ClientNetwork {
+            ClientNetwork(IPAddress(text), prefixes: prefixes)
+        }
         #expect(try network("192.0.2.7") == network("::ffff:192.0.2.7"))
         #expect(try network("192.0.2.7") != network("192.0.2.8"))
         #expect(try network("::ffff:192.0.2.7") != network("::ffff:192.0.2.8"))
         #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:2:ffff::9"))
-        #expect(try network("2001:db8:1:2::1") != network("2001:db8:1:3::1"))
+        #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:ff::1"), "one /56")
+        #expect(try network("2001:db8:1:2::1") != network("2001:db8:1:102::1"), "another /56")
+        let wide = ClientPrefixes(ipv4: 24, ipv6: 48)
+        #expect(try network("2001:db8:1:2::1", wide) == network("2001:db8:1:ff02::1", wide), "one /48")
+        #expect(try network("2001:db8:1:2::1", wide) != network("2001:db8:2:2::1", wide))
+        #expect(try network("192.0.2.7", wide) == network("192.0.2.200", wide), "one /24")
+        let narrow = ClientPrefixes(ipv4: 32, ipv6: 128)
+        #expect(try network("2001:db8::1", narrow) != network("2001:db8::2", narrow))
         #expect(ClientNetwork(nil) == .shared)
         // The limiter keeps two mapped IPv4 clients apart, as it does unmapped ones.
         let limiter = RateLimiter(limits: .init(perSecond: 0.001, burst: 1))
-        #expect(limiter.admit(try #require(IPAddress("::ffff:192.0.2.7"))) == nil)
-        #expect(limiter.admit(try #require(IPAddress("::ffff:192.0.2.8"))) == nil)
-        #expect(limiter.admit(try #require(IPAddress("192.0.2.7"))) != nil, "the same client as ::ffff:192.0.2.7")
+        #expect(limiter.admit(IPAddress("::ffff:192.0.2.7")) == nil)
+        #expect(limiter.admit(IPAddress("::ffff:192.0.2.8")) == nil)
+        #expect(limiter.admit(IPAddress("192.0.2.7")) != nil, "the same client as ::ffff:192.0.2.7")
+        // Many addresses of one /56 share one bucket.
+        #expect(limiter.admit(IPAddress("2001:db8:7:1::1")) == nil)
+        #expect(limiter.admit(IPAddress("2001:db8:7:2::99")) != nil, "the same /56")
     }
 
     @Test("over a real connection the limit applies to the connection's peer address")
@@ -155,7 +182,9 @@ struct OperationsTests {
         let request = try Self.dohGET("multi.test", type: 1)
         for _ in 0..<3 { _ = await service.handle(request) }
         _ = await service.handle(ServiceRequest(method: "GET", target: "/nowhere"))
-        let exposed = await service.handle(ServiceRequest(method: "GET", target: "/metrics"))
+        // The operator's scraper comes from another address than the limited client.
+        let exposed = await service.handle(
+            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.200")))
         let text = String(decoding: exposed.body, as: UTF8.self)
         #expect(exposed.status == 200 && exposed.contentType.hasPrefix("text/plain; version=0.0.4"))
         #expect(text.contains(#"httpdns_serve_requests_total{endpoint="dns-query",status="200"} 2"#), "\(text)")
@@ -163,6 +192,11 @@ struct OperationsTests {
         #expect(text.contains(#"httpdns_serve_requests_total{endpoint="unknown",status="404"} 1"#))
         #expect(text.contains("httpdns_serve_rate_limited_total 1"))
         #expect(text.contains("httpdns_serve_request_duration_seconds"))
+        // Rendered at most once a second: asked again at once, the same text comes back.
+        _ = await service.handle(request)
+        let again = await service.handle(
+            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.201")))
+        #expect(again.body == exposed.body)
         // Without an exporter there is no /metrics.
         let bare = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
         #expect(await bare.handle(ServiceRequest(method: "GET", target: "/metrics")).status == 404)
@@ -195,34 +229,92 @@ struct OperationsTests {
         await pipeline.stop()
     }
 
-    @Test("client reports (off by default) feed the server's scores, only for addresses it answered for that host")
+    @Test(
+        "client reports (off by default) come from trusted networks or signed, and move an address only as the median of several networks"
+    )
     func clientReports() async throws {
         let pipeline = try await Pipeline.start()
         let closed = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
         let body = Array(#"{"host":"multi.test","ip":"192.0.2.1","failed":true}"#.utf8)
         #expect(await closed.handle(ServiceRequest(method: "POST", target: "/report", body: body)).status == 404)
+        let clock = Locked<Int64>(1_700_000_000)
         let service = HTTPDNSService(
-            resolver: pipeline.resolver, configuration: .init(acceptClientReports: true), logger: Self.logger)
+            resolver: pipeline.resolver,
+            configuration: .init(
+                accounts: ["signed-1": HTTPDNSSecret("s3cret")], acceptClientReports: true,
+                reportNetworks: [IPNetwork("10.0.0.0/8")!]),
+            logger: Self.logger, now: { clock.withLock { $0 } })
         func first() async -> String? {
             let answer = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=multi.test"))
             let text = String(decoding: answer.body, as: UTF8.self)
             return text.range(of: #""data":""#).map { String(text[$0.upperBound...].prefix { $0 != "\"" }) }
         }
-        _ = await first()  // the answer is now cached: 192.0.2.1 and 192.0.2.2
-        func report(_ json: String) async -> Int {
-            await service.handle(ServiceRequest(method: "POST", target: "/report", body: Array(json.utf8))).status
+        let initial = await first()  // the answer is now cached: 192.0.2.1 and 192.0.2.2
+        #expect(initial != nil)
+        func report(_ json: String, from client: String, query: String = "") async -> Int {
+            await service.handle(
+                ServiceRequest(
+                    method: "POST", target: "/report" + query, body: Array(json.utf8), client: IPAddress(client))
+            ).status
         }
-        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.1","failed":true}"#) == 204)
-        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.2","connectMs":3.5}"#) == 204)
+        let fail1 = #"{"host":"multi.test","ip":"192.0.2.1","failed":true}"#
+        let fast2 = #"{"host":"multi.test","ip":"192.0.2.2","connectMs":0}"#
+        // An untrusted, unsigned client is refused; a wrong signature too.
+        #expect(await report(fail1, from: "198.51.100.7") == 403)
+        #expect(await report(fail1, from: "198.51.100.7", query: "?account=signed-1&t=1700000300&s=00") == 403)
+        #expect(await report(fail1, from: "198.51.100.7", query: "?account=nobody&t=1700000300&s=00") == 403)
+        // One trusted client, however often it reports, moves nothing.
+        for _ in 0..<50 {
+            #expect(await report(fail1, from: "10.1.0.1") == 204)
+            #expect(await report(fast2, from: "10.1.0.1") == 204)
+        }
+        #expect(await first() == initial, "one client network alone changes no ranking")
+        // Two more networks agreeing make three: now the failing address drops below the measured one.
+        let signature = AlibabaHTTPDNS.signature(host: "multi.test", secret: "s3cret", expiry: 1_700_000_300)
+        #expect(
+            await report(fail1, from: "198.51.100.7", query: "?account=signed-1&t=1700000300&s=\(signature)") == 204)
+        #expect(
+            await report(fast2, from: "198.51.100.7", query: "?account=signed-1&t=1700000300&s=\(signature)") == 204)
+        #expect(await report(fail1, from: "10.2.0.1") == 204)
+        #expect(await report(fast2, from: "10.2.0.1") == 204)
         #expect(await first() == "192.0.2.2", "the failed address drops below the measured one")
         // Addresses the server did not answer for that host, and malformed reports, are refused.
-        #expect(await report(#"{"host":"multi.test","ip":"203.0.113.9","connectMs":1}"#) == 404)
-        #expect(await report(#"{"host":"v4only.test","ip":"192.0.2.1","connectMs":1}"#) == 404)
-        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.2","connectMs":-1}"#) == 400)
-        #expect(await report("not json") == 400)
+        #expect(await report(#"{"host":"multi.test","ip":"203.0.113.9","connectMs":1}"#, from: "10.1.0.1") == 404)
+        #expect(await report(#"{"host":"v4only.test","ip":"192.0.2.1","connectMs":1}"#, from: "10.1.0.1") == 404)
+        #expect(await report(#"{"host":"multi.test","ip":"192.0.2.2","connectMs":-1}"#, from: "10.1.0.1") == 400)
+        #expect(await report("not json", from: "10.1.0.1") == 400)
         let get = await service.handle(ServiceRequest(method: "GET", target: "/report"))
         #expect(get.status == 405 && get.headers["Allow"] == "POST")
         await pipeline.stop()
+    }
+
+    @Test("reports are weighed: the median of the networks that reported within the window, failures by majority")
+    func reportAggregation() throws {
+        let aggregator = ReportAggregator(limits: .init(window: .seconds(300), minimumNetworks: 3))
+        let address = IPAddress(ipv4: 192, 0, 2, 9)
+        let start = ContinuousClock.now
+        func network(_ n: UInt8) -> ClientNetwork { ClientNetwork(IPAddress(ipv4: 10, n, 0, 1)) }
+        #expect(
+            aggregator.record(host: "a.test", address: address, network: network(1), connect: .zero, now: start) == nil)
+        #expect(
+            aggregator.record(
+                host: "a.test", address: address, network: network(2), connect: .milliseconds(30), now: start)
+                == nil)
+        #expect(
+            aggregator.record(
+                host: "a.test", address: address, network: network(3), connect: .milliseconds(40), now: start)
+                == .connect(.milliseconds(30)), "the median, not the liar's 0 ms")
+        #expect(
+            aggregator.record(host: "a.test", address: address, network: network(1), connect: nil, now: start)
+                != .failure)
+        #expect(
+            aggregator.record(host: "a.test", address: address, network: network(2), connect: nil, now: start)
+                == .failure, "two of three networks failed")
+        // Reports older than the window no longer count.
+        #expect(
+            aggregator.record(
+                host: "a.test", address: address, network: network(4), connect: .milliseconds(5),
+                now: start + .seconds(400)) == nil)
     }
 
     @Test("a client that is not ours: a Python RFC 8484 wire client gets the answer over HTTP/1.1 POST")

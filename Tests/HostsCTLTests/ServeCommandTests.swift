@@ -121,7 +121,7 @@ struct ServeReloadTests {
         #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let connection = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         let before = try await offThePool { try connection.get("/acct1/d?host=served.test") }
-        #expect(before.status == 404 && before.body.contains("InvalidAccount"))
+        #expect(before.status == 403 && before.body.contains("InvalidSignature"))
         // Edit both files; the running server picks them up within a few reload intervals.
         try settingsText(accounts: #"["acct1"]"#).write(toFile: settings, atomically: true, encoding: .utf8)
         try "127.0.0.88 served.test\n127.0.0.89 added.test\n".write(

@@ -65,6 +65,12 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     /// Orders names by their normalised text.
     public static func < (lhs: HostName, rhs: HostName) -> Bool { lhs.name < rhs.name }
 
+    /// `text` with only the ASCII letters A-Z lower-cased: DNS names compare case-insensitively in ASCII only
+    /// (RFC 4343), and Unicode case mapping would turn other characters into ASCII (U+212A KELVIN SIGN into `k`).
+    package static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 32 : $0 }, as: UTF8.self)
+    }
+
     /// A form of untrusted text that is safe to put in a message: control characters escaped, length capped.
     package static func printable(_ text: String) -> String {
         var out = ""

@@ -206,7 +206,7 @@ extension HostResolver {
 
     /// The pipeline policy of `settings`.
     static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
-        let probing =
+        var probing =
             settings.probe.enabled
             ? Probing(
                 ports: settings.probe.ports,
@@ -214,6 +214,7 @@ extension HostResolver {
                 timeout: .milliseconds(settings.probe.timeoutMilliseconds)
             )
             : nil
+        probing?.probesGuardedAddresses = settings.probe.probesGuardedAddresses
         var configuration = Configuration(
             race: settings.race,
             probing: probing,

@@ -10,6 +10,9 @@ public struct ProbeSettings: Sendable, Hashable {
     public var intervalSeconds: Int
     /// The connect timeout of a probe, in milliseconds.
     public var timeoutMilliseconds: Int
+    /// Whether non-public addresses are probed (no key: `hostsctl serve` turns it off unless
+    /// `serve.probeGuardedAddresses`).
+    public var probesGuardedAddresses = true
 
     /// The defaults: probes on, port 443, at most once a minute per host, 1 s connect timeout.
     public static var `default`: ProbeSettings {

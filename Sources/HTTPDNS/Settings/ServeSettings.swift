@@ -12,6 +12,16 @@ public struct ServeSettings: Sendable, Hashable {
         public var secretVariable: String?
     }
 
+    /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer.
+    public enum PublicEndpoints: String, Sendable, Hashable, CaseIterable {
+        /// They answer unless an account is signed-only (which says the service is not for everyone).
+        case auto
+        /// They answer.
+        case on
+        /// They answer 403.
+        case off
+    }
+
     /// What the server does with DNS queries for types other than A and AAAA.
     public enum OtherQueryTypes: String, Sendable, Hashable, CaseIterable {
         /// Answer NOTIMP.
@@ -34,11 +44,38 @@ public struct ServeSettings: Sendable, Hashable {
     public var idleTimeoutMilliseconds: Int
     /// The most connections open at once; past it new connections wait in the listen backlog.
     public var maximumConnections: Int
-    /// The most connections open at once from one client network (IPv4 /32, IPv6 /64); past it new ones are closed.
+    /// The most connections open at once from one client network (see ``clientPrefixV4``); past it new ones are
+    /// closed.
     public var maximumConnectionsPerClient: Int
+    /// The TLS handshake must end within this of the accept, in milliseconds.
+    public var handshakeTimeoutMilliseconds: Int
+    /// A request head must arrive whole within this (the first from the handshake, on HTTP/1.1 later ones from
+    /// their first byte), in milliseconds.
+    public var requestHeadTimeoutMilliseconds: Int
+    /// A request body must arrive whole within this of its head, in milliseconds.
+    public var requestBodyTimeoutMilliseconds: Int
+    /// A connection whose answers stay unsent this long is closed, in milliseconds.
+    public var writeTimeoutMilliseconds: Int
+    /// The most answer bytes queued on one connection before it is closed.
+    public var maximumQueuedBytes: Int
+    /// The prefix length an IPv4 client's network is counted by for rate and connection limits.
+    public var clientPrefixV4: Int
+    /// The prefix length an IPv6 client's network is counted by for rate and connection limits.
+    public var clientPrefixV6: Int
+    /// How far ahead a signed request's expiry (`t`) may be, in seconds.
+    public var signatureWindowSeconds: Int
+    /// Whether the unsigned endpoints (`/dns-query`, `/resolve`, `/d?dn=`) answer.
+    public var publicEndpoints: PublicEndpoints
+    /// Whether the server may probe (and rank by probing) private, loopback, link-local and other guarded
+    /// addresses that answers name.
+    public var probeGuardedAddresses: Bool
+    /// Networks whose clients may send `POST /report` without an account signature.
+    public var reportNetworks: [String]
+    /// The most queries being forwarded at once (``otherTypes`` `forward`); past it queries get SERVFAIL at once.
+    public var maximumForwardedQueries: Int
     /// The vendor accounts.
     public var accounts: [Account]
-    /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
+    /// Requests per second each client network (see ``clientPrefixV4``) may make; 0 turns the limit off.
     public var rateLimitPerSecond: Int
     /// Requests a client may make at once before the rate applies.
     public var rateLimitBurst: Int
@@ -69,6 +106,18 @@ public struct ServeSettings: Sendable, Hashable {
         idleTimeoutMilliseconds = 0
         maximumConnections = 0
         maximumConnectionsPerClient = 0
+        handshakeTimeoutMilliseconds = 0
+        requestHeadTimeoutMilliseconds = 0
+        requestBodyTimeoutMilliseconds = 0
+        writeTimeoutMilliseconds = 0
+        maximumQueuedBytes = 0
+        clientPrefixV4 = 32
+        clientPrefixV6 = 56
+        signatureWindowSeconds = 0
+        publicEndpoints = .auto
+        probeGuardedAddresses = false
+        reportNetworks = []
+        maximumForwardedQueries = 0
         accounts = []
         rateLimitPerSecond = 0
         rateLimitBurst = 0
@@ -109,8 +158,47 @@ public struct ServeSettings: Sendable, Hashable {
             "most connections open at once; past it new ones wait in the listen backlog", range: 1...1_000_000),
         .int(
             "serve.maxConnectionsPerClient", \.maximumConnectionsPerClient, default: 1_000,
-            "most connections open at once from one client network (IPv4 /32, IPv6 /64); past it new ones are closed",
+            "most connections open at once from one client network (serve.clientPrefixV4/V6); past it new ones are closed",
             range: 1...1_000_000),
+        .int(
+            "serve.tlsHandshakeTimeoutMs", \.handshakeTimeoutMilliseconds, default: 10_000,
+            "the TLS handshake must end within this of the accept, milliseconds", range: 100...600_000),
+        .int(
+            "serve.requestHeadTimeoutMs", \.requestHeadTimeoutMilliseconds, default: 10_000,
+            "a request head must arrive whole within this (the first from the handshake), milliseconds",
+            range: 100...600_000),
+        .int(
+            "serve.requestBodyTimeoutMs", \.requestBodyTimeoutMilliseconds, default: 10_000,
+            "a request body must arrive whole within this of its head, milliseconds", range: 100...600_000),
+        .int(
+            "serve.writeTimeoutMs", \.writeTimeoutMilliseconds, default: 10_000,
+            "a connection whose answers stay unsent (a client that does not read) is closed after this, milliseconds",
+            range: 100...600_000),
+        .int(
+            "serve.maxQueuedBytes", \.maximumQueuedBytes, default: 1 << 20,
+            "most answer bytes queued on one connection; past it the connection is closed", range: 65_536...(64 << 20)),
+        .int(
+            "serve.clientPrefixV4", \.clientPrefixV4, default: 32,
+            "IPv4 clients are counted by this prefix for rate and connection limits", range: 8...32),
+        .int(
+            "serve.clientPrefixV6", \.clientPrefixV6, default: 56,
+            "IPv6 clients are counted by this prefix for rate and connection limits", range: 16...128),
+        .int(
+            "serve.signatureWindowSeconds", \.signatureWindowSeconds, default: 600,
+            "a signed request's expiry t may be at most this far ahead, seconds", range: 1...86_400),
+        .choice(
+            "serve.publicEndpoints", \.publicEndpoints, default: .auto,
+            "whether /dns-query, /resolve and /d?dn= answer: auto (unless an account is signed-only), on, off"),
+        .bool(
+            "serve.probeGuardedAddresses", \.probeGuardedAddresses, default: false,
+            "let the server probe private, loopback, link-local and other guarded addresses that answers name"),
+        .strings(
+            "serve.reportNetworks", \.reportNetworks,
+            "networks (CIDR) whose clients may POST /report without an account signature",
+            check: { IPNetwork($0) == nil ? "'\(HostName.printable($0))' is not a network such as 10.0.0.0/8" : nil }),
+        .int(
+            "serve.maxForwardedQueries", \.maximumForwardedQueries, default: 256,
+            "most queries of other types being forwarded at once; past it SERVFAIL", range: 1...100_000),
         .custom(
             "serve.accounts", .stringArray, \.accounts, shown: "[]",
             "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",
@@ -135,7 +223,7 @@ public struct ServeSettings: Sendable, Hashable {
             describe: { SettingsReader.list($0.map { $0.id + ($0.secretVariable.map { ":" + $0 } ?? "") }) }),
         .int(
             "serve.rateLimitPerSecond", \.rateLimitPerSecond, default: 0,
-            "requests per second per client network (IPv4 /32, IPv6 /64); 0 turns the limit off",
+            "requests per second per client network (serve.clientPrefixV4/V6); 0 turns the limit off",
             range: 0...10_000_000),
         .int(
             "serve.rateLimitBurst", \.rateLimitBurst, default: 200,

@@ -1,3 +1,5 @@
+import HTTPDNS
+
 /// A DNS query as a DoH client sends it (RFC 8484 §4.1, RFC 1035 §4.1): the header and its one question.
 ///
 /// Parsed by hand, without c-ares, because the server reads what clients send, not what a server answered: a
@@ -10,7 +12,8 @@ struct DNSQueryMessage: Sendable, Hashable {
     var opcode: UInt8
     /// Whether the client asked for recursion (echoed).
     var recursionDesired: Bool
-    /// The name asked for, lower case, without the trailing dot.
+    /// The name asked for, ASCII letters lower-cased, without the trailing dot; empty when a label holds a dot (the
+    /// service refuses it).
     var name: String
     /// The question section exactly as sent (name, type, class), echoed in the answer.
     var question: [UInt8]
@@ -40,6 +43,7 @@ struct DNSQueryMessage: Sendable, Hashable {
         var offset = 12
         var labels: [String] = []
         var nameLength = 0
+        var usable = true
         while true {
             guard offset < bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
             let length = Int(bytes[offset])
@@ -49,14 +53,17 @@ struct DNSQueryMessage: Sendable, Hashable {
             guard offset + length <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
             nameLength += length + 1
             guard nameLength <= 255 else { throw Malformed(reason: "the name in the DNS question is too long") }
-            labels.append(String(decoding: bytes[offset..<offset + length], as: UTF8.self).lowercased())
+            let label = bytes[offset..<offset + length]
+            // A label holding a dot cannot be written as text without changing the name: such a name is refused.
+            if label.contains(UInt8(ascii: ".")) { usable = false }
+            labels.append(HostName.asciiLowercased(String(decoding: label, as: UTF8.self)))
             offset += length
         }
         guard offset + 4 <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
         id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         opcode = UInt8((flags >> 11) & 0xf)
         recursionDesired = flags & 0x0100 != 0
-        name = labels.joined(separator: ".")
+        name = usable ? labels.joined(separator: ".") : ""
         type = UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
         questionClass = UInt16(bytes[offset + 2]) << 8 | UInt16(bytes[offset + 3])
         question = Array(bytes[12..<offset + 4])

@@ -13,7 +13,6 @@ struct Exchange: Sendable {
     var service: HTTPDNSService
     var limits: Limits
     var logger: Logger
-    var activity: ConnectionActivity
     /// The connection's peer, read once.
     var client: IPAddress?
 
@@ -31,10 +30,7 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
-        let activity = self.activity
-        activity.started()
         eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { response in
-            activity.finished()
             service.finished(request, plan: plan, response: response, started: started)
             later.value(response)
         }
@@ -61,13 +57,4 @@ struct Exchange: Sendable {
             return nil
         }
     }
-}
-
-/// The requests a connection is answering (on HTTP/2, over all its streams).
-final class ConnectionActivity: Sendable {
-    private let inFlight = Locked(0)
-
-    var isIdle: Bool { inFlight.withLock { $0 == 0 } }
-    func started() { inFlight.withLock { $0 += 1 } }
-    func finished() { inFlight.withLock { $0 -= 1 } }
 }

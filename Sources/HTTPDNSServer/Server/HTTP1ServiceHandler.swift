@@ -4,14 +4,32 @@ import NIOHTTP1
 
 /// HTTP/1.1 exchanges on one connection: collects each request within the body limit, asks the service, writes
 /// the answer. Answers found at once are flushed at the end of the read burst (pipelined requests leave together).
+///
+/// Requests are answered one at a time from a queue, never from inside the write of the previous answer (NIO's
+/// pipelining handler hands the next pipelined request over during that write, which would nest one call per queued
+/// request), and only while the channel is writable: a client that sends without reading gets no further answers
+/// written, and its connection's ``ConnectionGuard`` stops reading from it.
 final class HTTP1ServiceHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
+
+    private struct Request {
+        var head: HTTPRequestHead
+        var body: [UInt8]
+        var tooLarge: Bool
+    }
 
     private let exchange: Exchange
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
+    /// Complete requests waiting for their turn, from ``nextReady`` on.
+    private var ready: [Request] = []
+    private var nextReady = 0
+    /// An answer is being looked up; the next request waits for it (answers leave in request order).
+    private var awaitingAnswer = false
+    /// The queue is being worked through (a request handed over meanwhile only joins the queue).
+    private var draining = false
     /// The connection went away while the service was answering: the answer is dropped.
     private var removed = false
     /// Answers were written during this read burst and wait for its end to be flushed.
@@ -27,6 +45,7 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
             self.head = head
             body = []
             tooLarge = false
+            context.triggerUserOutboundEvent(ConnectionEvent.head(1), promise: nil)
         case .body(var buffer):
             guard !tooLarge else { return }
             if body.count + buffer.readableBytes > exchange.limits.maximumBodyBytes {
@@ -38,29 +57,10 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            if tooLarge {
-                write(
-                    context: context, head: head,
-                    .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"))
-                context.flush()
-                return
-            }
-            let request = ServiceRequest(
-                method: head.method.rawValue, target: head.uri, contentType: head.headers.first(name: "content-type"),
-                body: body, client: exchange.client)
+            context.triggerUserOutboundEvent(ConnectionEvent.complete(1), promise: nil)
+            ready.append(Request(head: head, body: body, tooLarge: tooLarge))
             body = []
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let later = NIOLoopBound<(ServiceResponse) -> Void>(
-                { response in
-                    let (handler, context) = bound.value
-                    guard !handler.removed else { return }
-                    handler.write(context: context, head: head, response)
-                    context.flush()
-                }, eventLoop: context.eventLoop)
-            if let response = exchange.answer(request, on: context.eventLoop, later: later) {
-                write(context: context, head: head, response)
-                needsFlush = true
-            }
+            drain(context: context)
         }
     }
 
@@ -72,8 +72,67 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         context.fireChannelReadComplete()
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            drain(context: context)
+            if needsFlush {
+                needsFlush = false
+                context.flush()
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) {
         removed = true
+    }
+
+    /// Answers queued requests in order while nothing is being looked up and the channel takes more.
+    private func drain(context: ChannelHandlerContext) {
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while !awaitingAnswer, !removed, context.channel.isWritable, nextReady < ready.count {
+            let request = ready[nextReady]
+            nextReady += 1
+            if nextReady == ready.count {
+                ready.removeAll(keepingCapacity: true)
+                nextReady = 0
+            }
+            answer(request, context: context)
+        }
+    }
+
+    private func answer(_ request: Request, context: ChannelHandlerContext) {
+        let head = request.head
+        if request.tooLarge {
+            write(
+                context: context, head: head,
+                .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"))
+            needsFlush = true
+            return
+        }
+        // HEAD is answered as GET without the body.
+        let method = head.method == .HEAD ? "GET" : head.method.rawValue
+        let serviceRequest = ServiceRequest(
+            method: method, target: head.uri, contentType: head.headers.first(name: "content-type"),
+            body: request.body, client: exchange.client)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let later = NIOLoopBound<(ServiceResponse) -> Void>(
+            { response in
+                let (handler, context) = bound.value
+                handler.awaitingAnswer = false
+                guard !handler.removed else { return }
+                handler.write(context: context, head: head, response)
+                context.flush()
+                handler.drain(context: context)
+            }, eventLoop: context.eventLoop)
+        awaitingAnswer = true
+        if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
+            awaitingAnswer = false
+            write(context: context, head: head, response)
+            needsFlush = true
+        }
     }
 
     private func write(context: ChannelHandlerContext, head: HTTPRequestHead, _ response: ServiceResponse) {
@@ -88,7 +147,10 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         context.write(
             wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
             promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+        if head.method != .HEAD, !response.body.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+        }
+        context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil)
         if keepAlive {
             context.write(wrapOutboundOut(.end(nil)), promise: nil)
         } else {

@@ -5,9 +5,14 @@ import NIOHPACK
 import NIOHTTP2
 
 /// HTTP/2 exchanges at the frame level on the connection's own pipeline, behind `NIOHTTP2Handler` (which keeps the
-/// connection's and streams' state, flow control, SETTINGS and PING): no child channel and no HTTP/1 translation
-/// per stream, because a DNS exchange is one small request and one small answer. Answers found at once are flushed
-/// at the end of the read burst, so the answers to many streams leave in few TLS records and system calls.
+/// connection's and streams' state, SETTINGS and PING): no child channel and no HTTP/1 translation per stream,
+/// because a DNS exchange is one small request and one small answer. Answers found at once are flushed at the end of
+/// the read burst, so the answers to many streams leave in few TLS records and system calls.
+///
+/// Without a stream multiplexer nothing else gives the client its flow-control window back: the handler sends a
+/// connection-level WINDOW_UPDATE for the DATA it consumed at the end of each read burst (a stream's own window,
+/// 65,535 bytes, already covers the largest body taken). While the channel is not writable, complete requests wait
+/// unanswered; their streams stay open, so the concurrent-stream limit bounds them.
 final class HTTP2ServiceHandler: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -24,13 +29,21 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
     private let exchange: Exchange
     /// Requests still being received, by stream (at most the advertised concurrent-stream limit).
     private var receiving: [HTTP2StreamID: Pending] = [:]
-    /// Streams whose answer waits for an upstream; a reset stream leaves the set and its answer is dropped.
+    /// Complete requests waiting for the channel to take more (back-pressure), in order.
+    private var held: [(HTTP2StreamID, Pending)] = []
+    /// Streams whose answer waits for an upstream; a stream that closes leaves the set and its answer is dropped.
     private var answering: Set<HTTP2StreamID> = []
     private var removed = false
     private var needsFlush = false
+    /// Flow-controlled DATA bytes consumed since the last connection WINDOW_UPDATE.
+    private var consumed = 0
 
     init(_ exchange: Exchange) {
         self.exchange = exchange
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        context.triggerUserOutboundEvent(ConnectionEvent.http2, promise: nil)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -46,7 +59,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 }
                 return
             }
-            guard !answering.contains(stream) else { return }
+            guard !answering.contains(stream), !held.contains(where: { $0.0 == stream }) else { return }
             let fields = headers.headers
             let pending = Pending(
                 method: fields.first(name: ":method") ?? "", target: fields.first(name: ":path") ?? "/",
@@ -55,8 +68,10 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 complete(stream, pending, context: context)
             } else {
                 receiving[stream] = pending
+                context.triggerUserOutboundEvent(ConnectionEvent.head(UInt32(Int(stream))), promise: nil)
             }
         case .data(let payload):
+            consumed += payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
             guard var pending = receiving[stream] else { return }
             if case .byteBuffer(var buffer) = payload.data, !pending.tooLarge {
                 if pending.body.count + buffer.readableBytes > exchange.limits.maximumBodyBytes {
@@ -70,6 +85,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 // Refused at once. If the client is still sending, the rest of the body is not wanted: RST_STREAM
                 // NO_ERROR after the answer (RFC 9113 §8.1).
                 receiving[stream] = nil
+                context.triggerUserOutboundEvent(ConnectionEvent.complete(UInt32(Int(stream))), promise: nil)
                 write(
                     stream, .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"),
                     context: context)
@@ -85,19 +101,44 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 receiving[stream] = pending
             }
         case .rstStream:
-            receiving[stream] = nil
-            answering.remove(stream)
+            forget(stream, context: context)
         default:
             break
         }
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // Streams NIOHTTP2Handler closes itself (a stream error, a reset in either direction) end here too.
+        if let closed = event as? StreamClosedEvent { forget(closed.streamID, context: context) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
+        if consumed > 0 {
+            let increment = consumed
+            consumed = 0
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+                promise: nil)
+            needsFlush = true
+        }
         if needsFlush {
             needsFlush = false
             context.flush()
         }
         context.fireChannelReadComplete()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, !held.isEmpty {
+            while context.channel.isWritable, !held.isEmpty {
+                let (stream, pending) = held.removeFirst()
+                answer(stream, pending, context: context)
+            }
+            context.flush()
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -109,27 +150,55 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
         exchange.logger.debug("HTTP/2 error", metadata: ["error": "\(error)"])
     }
 
+    /// Drops what is kept for `stream`, which closed: a request still arriving is abandoned, an answer not yet
+    /// written will not be.
+    private func forget(_ stream: HTTP2StreamID, context: ChannelHandlerContext) {
+        if receiving.removeValue(forKey: stream) != nil {
+            context.triggerUserOutboundEvent(ConnectionEvent.abandoned(UInt32(Int(stream))), promise: nil)
+        }
+        var dropped = answering.remove(stream) != nil
+        if let index = held.firstIndex(where: { $0.0 == stream }) {
+            held.remove(at: index)
+            dropped = true
+        }
+        if dropped { context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil) }
+    }
+
     private func complete(_ stream: HTTP2StreamID, _ pending: Pending, context: ChannelHandlerContext) {
+        context.triggerUserOutboundEvent(ConnectionEvent.complete(UInt32(Int(stream))), promise: nil)
+        if context.channel.isWritable {
+            answer(stream, pending, context: context)
+        } else {
+            held.append((stream, pending))
+        }
+    }
+
+    private func answer(_ stream: HTTP2StreamID, _ pending: Pending, context: ChannelHandlerContext) {
+        // HEAD is answered as GET without the body.
+        let isHead = pending.method == "HEAD"
         let request = ServiceRequest(
-            method: pending.method, target: pending.target, contentType: pending.contentType, body: pending.body,
-            client: exchange.client)
+            method: isHead ? "GET" : pending.method, target: pending.target, contentType: pending.contentType,
+            body: pending.body, client: exchange.client)
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let later = NIOLoopBound<(ServiceResponse) -> Void>(
             { response in
                 let (handler, context) = bound.value
                 guard !handler.removed, handler.answering.remove(stream) != nil else { return }
-                handler.write(stream, response, context: context)
+                handler.write(stream, response, withoutBody: isHead, context: context)
                 context.flush()
             }, eventLoop: context.eventLoop)
         answering.insert(stream)
         if let response = exchange.answer(request, on: context.eventLoop, later: later) {
             answering.remove(stream)
-            write(stream, response, context: context)
+            write(stream, response, withoutBody: isHead, context: context)
             needsFlush = true
         }
     }
 
-    private func write(_ stream: HTTP2StreamID, _ response: ServiceResponse, context: ChannelHandlerContext) {
+    private func write(
+        _ stream: HTTP2StreamID, _ response: ServiceResponse, withoutBody: Bool = false,
+        context: ChannelHandlerContext
+    ) {
         var headers = HPACKHeaders()
         headers.reserveCapacity(4 + response.headers.count)
         headers.add(name: ":status", value: String(response.status))
@@ -138,7 +207,8 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
         for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) {
             headers.add(name: name.lowercased(), value: value)
         }
-        let empty = response.body.isEmpty
+        context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil)
+        let empty = response.body.isEmpty || withoutBody
         context.write(
             wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))),
             promise: nil)

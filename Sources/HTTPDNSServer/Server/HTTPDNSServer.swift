@@ -31,20 +31,39 @@ public final class HTTPDNSServer: Sendable {
         public var privateKeyPath: String?
         /// The largest request body (a DoH POST); larger ones get 413.
         public var maximumBodyBytes: Int
-        /// A connection that sends nothing for this long is closed.
+        /// A connection with no request in progress is closed this long after its last complete request (bytes
+        /// that do not make a request do not restart it).
         public var idleTimeout: Duration
+        /// The TLS handshake must end within this of the accept.
+        public var handshakeTimeout: Duration
+        /// A request head must arrive whole within this: the first one from the handshake (or the accept), on
+        /// HTTP/1.1 each later one from its first byte.
+        public var requestHeadTimeout: Duration
+        /// A request body must arrive whole within this of its head.
+        public var requestBodyTimeout: Duration
+        /// A connection whose answers stay unsent (the client does not read them) for this long is closed.
+        public var writeTimeout: Duration
+        /// The most answer bytes queued on one connection; past it the connection is closed at once. Reading stops
+        /// well before (while more than 64 KiB wait), so only a client that stopped reading reaches it.
+        public var maximumQueuedBytes: Int
+        /// How much of a client's address names its network for ``maximumConnectionsPerClient``.
+        public var clientPrefixes: ClientPrefixes
         /// The most connections open at once. At the limit the server stops accepting: new clients wait in the
         /// listen backlog (and see their connect time out if none closes) instead of taking descriptors and memory.
         public var maximumConnections: Int
-        /// The most connections open at once from one client network (an IPv4 address, an IPv6 /64), so that one
-        /// client cannot hold every place of ``maximumConnections``; past it a new connection is closed at once.
+        /// The most connections open at once from one client network (see ``clientPrefixes``: an IPv4 address, an
+        /// IPv6 /56 by default), so that one client cannot hold every place of ``maximumConnections``; past it a new
+        /// connection is closed at once.
         public var maximumConnectionsPerClient: Int
 
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
             host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
             privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30),
-            maximumConnections: Int = 10_000, maximumConnectionsPerClient: Int = 1_000
+            maximumConnections: Int = 10_000, maximumConnectionsPerClient: Int = 1_000,
+            handshakeTimeout: Duration = .seconds(10), requestHeadTimeout: Duration = .seconds(10),
+            requestBodyTimeout: Duration = .seconds(10), writeTimeout: Duration = .seconds(10),
+            maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes()
         ) {
             self.host = host
             self.port = port
@@ -54,6 +73,12 @@ public final class HTTPDNSServer: Sendable {
             self.idleTimeout = idleTimeout
             self.maximumConnections = maximumConnections
             self.maximumConnectionsPerClient = maximumConnectionsPerClient
+            self.handshakeTimeout = handshakeTimeout
+            self.requestHeadTimeout = requestHeadTimeout
+            self.requestBodyTimeout = requestBodyTimeout
+            self.writeTimeout = writeTimeout
+            self.maximumQueuedBytes = maximumQueuedBytes
+            self.clientPrefixes = clientPrefixes
         }
 
         /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
@@ -64,7 +89,13 @@ public final class HTTPDNSServer: Sendable {
                 privateKeyPath: settings.privateKey, maximumBodyBytes: settings.maximumBodyBytes,
                 idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds),
                 maximumConnections: settings.maximumConnections,
-                maximumConnectionsPerClient: settings.maximumConnectionsPerClient)
+                maximumConnectionsPerClient: settings.maximumConnectionsPerClient,
+                handshakeTimeout: .milliseconds(settings.handshakeTimeoutMilliseconds),
+                requestHeadTimeout: .milliseconds(settings.requestHeadTimeoutMilliseconds),
+                requestBodyTimeout: .milliseconds(settings.requestBodyTimeoutMilliseconds),
+                writeTimeout: .milliseconds(settings.writeTimeoutMilliseconds),
+                maximumQueuedBytes: settings.maximumQueuedBytes,
+                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6))
         }
     }
 
@@ -109,7 +140,14 @@ public final class HTTPDNSServer: Sendable {
             limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
             counts: counts, metrics: service.metrics, logger: logger)
         let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
-        let idle = TimeAmount(configuration.idleTimeout)
+        let guardLimits = ConnectionGuard.Limits(
+            handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
+            headTimeout: TimeAmount(configuration.requestHeadTimeout),
+            bodyTimeout: TimeAmount(configuration.requestBodyTimeout),
+            idleTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.writeTimeout),
+            maximumQueuedBytes: configuration.maximumQueuedBytes)
+        let metrics = service.metrics
+        let prefixes = configuration.clientPrefixes
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -117,22 +155,23 @@ public final class HTTPDNSServer: Sendable {
             .childChannelInitializer { channel in
                 counts.withLock { $0.accepted += 1 }
                 let client = Exchange.clientAddress(channel)
-                guard connections.admit(channel, client: ClientNetwork(client)) else {
+                guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
                     // Over the client's own limit, or accepted in the same burst as the one that reached the total
                     // limit, before accepting stopped.
                     return channel.close()
                 }
-                let activity = ConnectionActivity()
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(IdleStateHandler(allTimeout: idle))
-                    try sync.addHandler(IdleCloser(activity: activity))
-                    let exchange = Exchange(
-                        service: service, limits: limits, logger: logger, activity: activity, client: client)
+                    let exchange = Exchange(service: service, limits: limits, logger: logger, client: client)
+                    let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
+                        metrics.closedByGuard(reason.rawValue)
+                    }
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
+                        try sync.addHandler(connectionGuard)
                         try sync.addHandler(Self.negotiation(channel: channel, exchange, counts: counts))
                     } else {
+                        try sync.addHandler(connectionGuard)
                         try Self.http1(channel.pipeline, exchange)
                     }
                 }
@@ -315,24 +354,5 @@ private final class Connections: Sendable {
             }
         }
         return true
-    }
-}
-
-/// Closes a connection that has neither read nor written for the configured time and has no request in progress
-/// (a lookup that waits on a slow upstream longer than the idle timeout keeps its connection).
-private final class IdleCloser: ChannelInboundHandler, Sendable {
-    typealias InboundIn = NIOAny
-    private let activity: ConnectionActivity
-
-    init(activity: ConnectionActivity) {
-        self.activity = activity
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            if activity.isIdle { context.close(promise: nil) }
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
     }
 }

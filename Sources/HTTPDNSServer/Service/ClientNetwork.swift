@@ -1,30 +1,52 @@
 import HTTPDNS
 
-/// The network a client is counted by for rate and connection limits: an IPv4 address (also when a dual-stack
-/// listener sees it as ::ffff:a.b.c.d), or an IPv6 /64 (which one host usually owns, and can change addresses within
-/// at will).
+/// How much of a client's address names its network for rate and connection limits.
+///
+/// An IPv6 end site usually gets a /56 or a /48 and can use every address in it, so counting IPv6 clients by /64
+/// would let one site take 256 or 65,536 places; by default an IPv6 client is its /56 and an IPv4 client its own
+/// address.
+public struct ClientPrefixes: Sendable, Hashable {
+    /// The prefix length an IPv4 client is counted by (8 to 32).
+    public var ipv4: Int
+    /// The prefix length an IPv6 client is counted by (16 to 128).
+    public var ipv6: Int
+
+    /// IPv4 /32 and IPv6 /56 by default.
+    public init(ipv4: Int = 32, ipv6: Int = 56) {
+        self.ipv4 = min(max(ipv4, 8), 32)
+        self.ipv6 = min(max(ipv6, 16), 128)
+    }
+}
+
+/// The network a client is counted by for rate and connection limits: its address cut to the configured prefix
+/// (an IPv4 client of a dual-stack listener, ::ffff:a.b.c.d, is that IPv4 address).
 enum ClientNetwork: Hashable, Sendable {
     case v4(UInt32)
-    case v6(UInt64)
-    /// No address to go by (or, for the rate limiter, the bucket that clients share once its table is full).
+    case v6(UInt64, UInt64)
+    /// No address to go by.
     case shared
 
-    init(_ client: IPAddress?) {
+    init(_ client: IPAddress?, prefixes: ClientPrefixes = ClientPrefixes()) {
         guard let client else {
             self = .shared
             return
         }
         let bytes = client.bytes
-        if bytes.count == 4 {
-            self = .v4(bytes.reduce(0) { $0 << 8 | UInt32($1) })
-        } else if bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[bytes.startIndex + 10] == 0xff,
-            bytes[bytes.startIndex + 11] == 0xff
-        {
-            // An IPv4 client of a dual-stack listener (::ffff:a.b.c.d) is that IPv4 address, not one /64 shared by
-            // every IPv4 client.
-            self = .v4(bytes.suffix(4).reduce(0) { $0 << 8 | UInt32($1) })
-        } else {
-            self = .v6(bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+        func mask(_ value: UInt64, keeping bits: Int) -> UInt64 {
+            bits >= 64 ? value : bits <= 0 ? 0 : value & ~(UInt64.max >> UInt64(bits))
         }
+        if bytes.count == 4 || Self.isMappedIPv4(bytes) {
+            let value = bytes.suffix(4).reduce(0) { $0 << 8 | UInt32($1) }
+            let bits = prefixes.ipv4
+            self = .v4(bits >= 32 ? value : value & ~(UInt32.max >> UInt32(bits)))
+        } else {
+            let high = bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
+            let low = bytes.suffix(8).reduce(0) { $0 << 8 | UInt64($1) }
+            self = .v6(mask(high, keeping: prefixes.ipv6), mask(low, keeping: prefixes.ipv6 - 64))
+        }
+    }
+
+    private static func isMappedIPv4(_ bytes: [UInt8]) -> Bool {
+        bytes.count == 16 && bytes.prefix(10).allSatisfy { $0 == 0 } && bytes[10] == 0xff && bytes[11] == 0xff
     }
 }

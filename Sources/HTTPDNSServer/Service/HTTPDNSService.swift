@@ -89,15 +89,32 @@ public final class HTTPDNSService: Sendable {
         public var otherTypes: OtherTypes
         /// Whether access logs carry the whole client address rather than its network (/24 or /48).
         public var logFullClientAddresses: Bool
-        /// Whether `POST /report` is accepted: a client's connect time or failure for an address the server answers
-        /// for a host feeds the server's scores (as ``HostResolver/reportConnect(to:of:latency:)`` does).
+        /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
+        /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
+        /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
         public var acceptClientReports: Bool
+        /// Networks whose clients may report without an account signature.
+        public var reportNetworks: [IPNetwork]
+        /// How far ahead a signed request's expiry may be (vendors sign for minutes, not forever).
+        public var signatureWindow: Duration
+        /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer; without them
+        /// every answer needs an account (signed, when its account is signed-only).
+        public var publicEndpoints: Bool
+        /// How much of a client's address names its network for the rate limit and for reports.
+        public var clientPrefixes: ClientPrefixes
+        /// The most queries of other types being forwarded at once; past it a query gets SERVFAIL at once.
+        public var maximumForwardedQueries: Int
+        /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
+        public var forwardsGuardedReverseLookups: Bool
 
         /// Creates a configuration.
         public init(
             maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
             rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
-            acceptClientReports: Bool = false
+            acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
+            signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
+            clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
+            forwardsGuardedReverseLookups: Bool = false
         ) {
             self.maximumAnswers = max(maximumAnswers, 1)
             self.accounts = accounts
@@ -106,6 +123,12 @@ public final class HTTPDNSService: Sendable {
             self.otherTypes = otherTypes
             self.logFullClientAddresses = logFullClientAddresses
             self.acceptClientReports = acceptClientReports
+            self.reportNetworks = reportNetworks
+            self.signatureWindow = signatureWindow
+            self.publicEndpoints = publicEndpoints
+            self.clientPrefixes = clientPrefixes
+            self.maximumForwardedQueries = max(maximumForwardedQueries, 1)
+            self.forwardsGuardedReverseLookups = forwardsGuardedReverseLookups
         }
 
         /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
@@ -115,10 +138,19 @@ public final class HTTPDNSService: Sendable {
                 rateLimitPerSecond: Double(settings.rateLimitPerSecond),
                 rateLimitBurst: Double(settings.rateLimitBurst),
                 otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses,
-                acceptClientReports: settings.acceptClientReports)
+                acceptClientReports: settings.acceptClientReports,
+                reportNetworks: settings.reportNetworks.compactMap(IPNetwork.init),
+                signatureWindow: .seconds(settings.signatureWindowSeconds),
+                publicEndpoints: settings.publicEndpoints == .on
+                    || (settings.publicEndpoints == .auto && !accounts.values.contains { $0 != nil }),
+                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
+                maximumForwardedQueries: settings.maximumForwardedQueries,
+                forwardsGuardedReverseLookups: settings.probeGuardedAddresses)
         }
 
-        var limits: RateLimiter.Limits { .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst) }
+        var limits: RateLimiter.Limits {
+            .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst, prefixes: clientPrefixes)
+        }
     }
 
     /// The resolver answers come from.
@@ -134,6 +166,10 @@ public final class HTTPDNSService: Sendable {
     let metrics: ServiceMetrics
     private let forwarder: (any DNSMessageForwarder)?
     private let exporter: (@Sendable () -> [UInt8])?
+    /// The last `/metrics` text and when it was made: rendered at most once a second, whoever asks.
+    private let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
+    private let reports = ReportAggregator()
+    private let forwarding = Locked(0)
 
     /// Creates the service.
     /// - Parameters:
@@ -223,7 +259,9 @@ public final class HTTPDNSService: Sendable {
         case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"): endpoint = String(segments[0])
         default: return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
-        let exempt = endpoint == "healthz" || endpoint == "readyz" || endpoint == "metrics"
+        // Health checks come from the operator's load balancer and cost nothing; everything else is limited,
+        // /metrics included.
+        let exempt = endpoint == "healthz" || endpoint == "readyz"
         if !exempt, let wait = limiter.admit(request.client) {
             metrics.rateLimited.increment()
             let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
@@ -240,6 +278,10 @@ public final class HTTPDNSService: Sendable {
                         405, "method \(HostName.printable(request.method)) is not allowed here",
                         headers: ["Allow": allowed])))
         }
+        if !configuration.publicEndpoints, ["dns-query", "resolve", "tencent"].contains(endpoint) {
+            return Plan(
+                endpoint: endpoint, work: .done(.text(403, "this service answers requests for an account only")))
+        }
         switch endpoint {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
@@ -249,7 +291,8 @@ public final class HTTPDNSService: Sendable {
                 return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint")))
             }
             guard request.method == "POST" else { return notAllowed("POST") }
-            return Plan(endpoint: endpoint, work: .done(report(request.body)))
+            return Plan(
+                endpoint: endpoint, work: .done(report(request.body, query: target.query, client: request.client)))
         case _ where request.method != "GET":
             return notAllowed("GET")
         case "healthz":
@@ -259,11 +302,17 @@ public final class HTTPDNSService: Sendable {
             return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
         case "metrics":
             guard let exporter else { return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint"))) }
+            let now = ContinuousClock.now
+            let text = renderedMetrics.withLock { rendered -> [UInt8] in
+                if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
+                let text = exporter()
+                rendered = (text, now)
+                return text
+            }
             return Plan(
                 endpoint: endpoint,
                 work: .done(
-                    ServiceResponse(
-                        status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: exporter())))
+                    ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
         case "resolve":
             return jsonPlan(target.query, configuration)
         case "tencent":
@@ -334,16 +383,19 @@ public final class HTTPDNSService: Sendable {
 
     /// The pipeline's answer for `lookup` as given (absolute), cut to the answer limit; `noData` is an empty success.
     private func lookup(_ lookup: Lookup) async -> LookupResult {
-        guard !lookup.name.isEmpty, let host = try? HostName(lookup.name + ".") else { return .failure(.refused) }
+        guard !lookup.name.isEmpty else { return .failure(.refused) }
         do {
-            return result(try await resolver.resolveRanked(host, family: lookup.family), family: lookup.family)
+            // With the trailing dot the name is absolute: no search domain is ever tried for a client's name.
+            return result(
+                try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), family: lookup.family)
         } catch let error as DNSError {
             switch error.code {
             case .noData: return .success(([], 0))
             case .notFound: return .failure(.nameError)
             case .badName: return .failure(.refused)
             default:
-                logger.debug("lookup failed", metadata: ["host": "\(lookup.name)", "error": "\(error.code)"])
+                logger.debug(
+                    "lookup failed", metadata: ["host": "\(HostName.printable(lookup.name))", "error": "\(error.code)"])
                 return .failure(.serverFailure)
             }
         } catch {
@@ -371,27 +423,43 @@ public final class HTTPDNSService: Sendable {
     // MARK: - Client reports
 
     /// A client's measurement, `{"host": NAME, "ip": ADDRESS, "connectMs": N}` or `{"host": …, "ip": …,
-    /// "failed": true}`, recorded for an address the server currently answers for that host (any other address is
-    /// refused, so a client cannot plant addresses or scores for names it was not given).
-    private func report(_ body: [UInt8]) -> ServiceResponse {
+    /// "failed": true}`, for an address the server currently answers for that host (any other address is refused,
+    /// so a client cannot plant addresses or scores for names it was not given). It is taken only from
+    /// ``Configuration-swift.struct/reportNetworks`` or signed for an account (`?account=A&t=EXPIRY&s=SIGNATURE`,
+    /// the `sign_d` signature of the host), and reaches the scores only through ``ReportAggregator``.
+    private func report(_ body: [UInt8], query: [String: String], client: IPAddress?) -> ServiceResponse {
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let name = object["host"] as? String, let host = try? HostName(name),
             let address = (object["ip"] as? String).flatMap({ IPAddress($0) })
         else {
             return .text(400, "a report is {\"host\": NAME, \"ip\": ADDRESS, \"connectMs\": N or \"failed\": true}")
         }
+        let configuration = self.configuration
+        let trusted = client.map { client in configuration.reportNetworks.contains { $0.contains(client) } } ?? false
+        if !trusted {
+            guard let account = query["account"], case .some(.some(let secret)) = configuration.accounts[account],
+                signatureFailure(host: host.name, secret: secret, query: query, configuration) == nil
+            else { return .text(403, "a report must come from a trusted network or be signed for an account") }
+        }
+        let connect: Duration?
+        if object["failed"] as? Bool == true {
+            connect = nil
+        } else if let milliseconds = object["connectMs"] as? Double, milliseconds.isFinite, milliseconds >= 0,
+            milliseconds <= 60_000
+        {
+            connect = .seconds(fractional: milliseconds / 1000)
+        } else {
+            return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
+        }
         let known =
             (try? resolver.cachedRanked(host.name + ".", family: address.family))?.addresses
             .contains { $0.ip == address } ?? false
         guard known else { return .text(404, "the server has not answered \(address) for \(host.name)") }
-        if object["failed"] as? Bool == true {
-            resolver.reportFailure(to: address, of: host)
-        } else if let milliseconds = object["connectMs"] as? Double, milliseconds.isFinite, milliseconds >= 0,
-            milliseconds <= 60_000
-        {
-            resolver.reportConnect(to: address, of: host, latency: .seconds(fractional: milliseconds / 1000))
-        } else {
-            return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
+        let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)
+        switch reports.record(host: host.name, address: address, network: network, connect: connect) {
+        case .connect(let median): resolver.reportConnect(to: address, of: host, latency: median)
+        case .failure: resolver.reportFailure(to: address, of: host)
+        case nil: break
         }
         return ServiceResponse(status: 204, contentType: "text/plain; charset=utf-8", body: [])
     }
@@ -428,11 +496,20 @@ public final class HTTPDNSService: Sendable {
             Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
         }
         guard parsed.opcode == 0 else { return answer(.notImplemented) }
-        guard parsed.questionClass == 1, parsed.type == 1 || parsed.type == 28 else {
-            if configuration.otherTypes == .forward, forwarder != nil {
-                return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, message))
+        // Class IN only: CHAOS (version.bind and the like) and the rest are not this service's to answer or relay.
+        guard parsed.questionClass == 1 else { return answer(.refused) }
+        guard parsed.type == 1 || parsed.type == 28 else {
+            guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
+            if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
+                ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
+            {
+                return answer(.refused)
             }
-            return answer(.notImplemented)
+            guard
+                let relayed = try? ForwardedQuery.strippingClientSubnet(
+                    message, questionEnd: 12 + parsed.question.count)
+            else { return answer(.formatError) }
+            return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, relayed))
         }
         let lookup = Lookup(name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6)
         return Plan(
@@ -460,6 +537,14 @@ public final class HTTPDNSService: Sendable {
     /// Relays a query of another type to the forwarder, with the client's ID put back.
     private func forward(_ query: DNSQueryMessage, _ message: [UInt8]) async -> ServiceResponse {
         guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
+        let limit = configuration.maximumForwardedQueries
+        let admitted = forwarding.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return Self.dnsResponse(query, .serverFailure, []) }
+        defer { forwarding.withLock { $0 -= 1 } }
         do {
             var answer = try await forwarder.forward(message)
             guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
@@ -468,8 +553,12 @@ public final class HTTPDNSService: Sendable {
             return ServiceResponse(
                 status: 200, contentType: "application/dns-message", headers: ["Cache-Control": "max-age=0"],
                 body: answer)
+        } catch let error as DNSError where error.code == .refused {
+            // Every upstream refused: the client hears REFUSED, not a failure of this server.
+            return Self.dnsResponse(query, .refused, [])
         } catch {
-            logger.debug("forwarding failed", metadata: ["host": "\(query.name)", "error": "\(error)"])
+            logger.debug(
+                "forwarding failed", metadata: ["host": "\(HostName.printable(query.name))", "error": "\(error)"])
             return Self.dnsResponse(query, .serverFailure, [])
         }
     }
@@ -490,7 +579,7 @@ public final class HTTPDNSService: Sendable {
                 endpoint: "resolve",
                 work: .done(.text(400, "type \(HostName.printable(typeText)) is not supported (A or AAAA)")))
         }
-        var normalised = name.lowercased()
+        var normalised = HostName.asciiLowercased(name)
         if normalised.hasSuffix(".") { normalised.removeLast() }
         let quoted = JSONString.quoted(normalised + ".")
         let lookup = Lookup(name: normalised, family: type == 1 ? .ipv4 : .ipv6)
@@ -531,20 +620,17 @@ public final class HTTPDNSService: Sendable {
                     ServiceResponse(
                         status: status, contentType: "application/json", body: Array("{\"code\":\"\(code)\"}".utf8))))
         }
-        guard let secret = configuration.accounts[account] else { return failure(404, "InvalidAccount") }
+        // An unknown account, a signed-only account asked without a signature and a wrong signature all get the
+        // same answer, so accounts cannot be told apart from outside.
+        guard case .some(let secret) = configuration.accounts[account] else { return failure(403, "InvalidSignature") }
         guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
             return failure(400, "InvalidHost")
         }
         if let secret {
-            guard signed else { return failure(403, "SignatureRequired") }
-            guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else {
-                return failure(403, "InvalidSignature")
+            guard signed else { return failure(403, "InvalidSignature") }
+            if let reason = signatureFailure(host: name, secret: secret, query: query, configuration) {
+                return failure(403, reason)
             }
-            let expected = Array(AlibabaHTTPDNS.signature(host: name, secret: secret.value, expiry: expiry).utf8)
-            guard Self.constantTimeEqual(Array(signature.lowercased().utf8), expected) else {
-                return failure(403, "InvalidSignature")
-            }
-            guard expiry >= now() else { return failure(403, "SignatureExpired") }
         } else if signed {
             return failure(403, "InvalidSignature")
         }
@@ -607,6 +693,23 @@ public final class HTTPDNSService: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Why the `t` and `s` parameters do not sign `host` for `secret` (an Alibaba-style signature), or `nil` when they
+    /// do: `InvalidSignature`, `SignatureExpired`, or `InvalidExpiry` for an expiry further ahead than
+    /// ``Configuration-swift.struct/signatureWindow``. Only a correct signature learns about its expiry.
+    private func signatureFailure(
+        host: String, secret: HTTPDNSSecret, query: [String: String], _ configuration: Configuration
+    ) -> String? {
+        guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else {
+            return "InvalidSignature"
+        }
+        let expected = Array(AlibabaHTTPDNS.signature(host: host, secret: secret.value, expiry: expiry).utf8)
+        guard Self.constantTimeEqual(Array(signature.lowercased().utf8), expected) else { return "InvalidSignature" }
+        let now = now()
+        guard expiry >= now else { return "SignatureExpired" }
+        guard expiry - now <= Int64(configuration.signatureWindow.components.seconds) else { return "InvalidExpiry" }
+        return nil
+    }
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

@@ -2,15 +2,18 @@ import HTTPDNS
 
 /// Per-client token buckets: each client may make `burst` requests at once and `perSecond` more every second.
 ///
-/// Clients are keyed by network, not by address (an IPv4 /32, an IPv6 /64, which one host usually owns). The table
-/// holds at most ``maximumClients`` buckets: when it is full, the buckets that have filled up again (clients that
-/// went quiet) are dropped, and if none has, the new client shares one overflow bucket, so a flood of source
-/// addresses cannot grow memory.
+/// Clients are keyed by network (``ClientPrefixes``: an IPv4 address, an IPv6 /56 by default), not by address. The
+/// table holds at most ``maximumClients`` buckets. When it is full, buckets that have filled up again (clients that
+/// went quiet) are dropped, in one sweep at most once a second; if none has, the new client takes the place of an
+/// arbitrary one. A flood of source networks therefore cannot grow memory, costs O(1) a request, and never makes
+/// another client share a bucket (a client whose bucket was dropped starts again with a full one, so the flood can
+/// only make limits more lenient, never refuse a well-behaved client).
 final class RateLimiter: Sendable {
     /// A rate and a burst; a rate of 0 turns limiting off.
     struct Limits: Sendable, Hashable {
         var perSecond: Double
         var burst: Double
+        var prefixes = ClientPrefixes()
 
         var isEnabled: Bool { perSecond > 0 }
     }
@@ -23,6 +26,7 @@ final class RateLimiter: Sendable {
     private struct State {
         var limits: Limits
         var buckets: [ClientNetwork: Bucket] = [:]
+        var lastSweep: ContinuousClock.Instant?
     }
 
     /// The most clients tracked one by one.
@@ -30,15 +34,15 @@ final class RateLimiter: Sendable {
     private let state: Locked<State>
 
     init(limits: Limits, maximumClients: Int = 100_000) {
-        self.maximumClients = maximumClients
+        self.maximumClients = max(maximumClients, 1)
         self.state = Locked(State(limits: limits))
     }
 
     /// Replaces the limits (a settings reload); buckets keep their tokens, capped to the new burst.
     func update(_ limits: Limits) {
         state.withLock { state in
+            if !limits.isEnabled || limits.prefixes != state.limits.prefixes { state.buckets = [:] }
             state.limits = limits
-            if !limits.isEnabled { state.buckets = [:] }
         }
     }
 
@@ -48,10 +52,13 @@ final class RateLimiter: Sendable {
         state.withLock { state -> Duration? in
             let limits = state.limits
             guard limits.isEnabled else { return nil }
-            var key = ClientNetwork(client)
+            let key = ClientNetwork(client, prefixes: limits.prefixes)
             if state.buckets[key] == nil, state.buckets.count >= maximumClients {
-                Self.dropFull(&state, now: now)
-                if state.buckets.count >= maximumClients { key = .shared }
+                if state.lastSweep.map({ now - $0 >= .seconds(1) }) ?? true {
+                    state.lastSweep = now
+                    Self.dropFull(&state, now: now)
+                }
+                if state.buckets.count >= maximumClients { state.buckets.remove(at: state.buckets.startIndex) }
             }
             var bucket = state.buckets[key] ?? Bucket(tokens: limits.burst, updated: now)
             let elapsed = (now - bucket.updated).fractionalSeconds
@@ -71,9 +78,8 @@ final class RateLimiter: Sendable {
 
     private static func dropFull(_ state: inout State, now: ContinuousClock.Instant) {
         let limits = state.limits
-        state.buckets = state.buckets.filter { key, bucket in
-            key == .shared
-                || bucket.tokens + (now - bucket.updated).fractionalSeconds * limits.perSecond < limits.burst
+        state.buckets = state.buckets.filter { _, bucket in
+            bucket.tokens + (now - bucket.updated).fractionalSeconds * limits.perSecond < limits.burst
         }
     }
 }

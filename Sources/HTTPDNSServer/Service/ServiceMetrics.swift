@@ -3,7 +3,7 @@ import HTTPDNS
 
 /// The service's metrics through swift-metrics: requests by endpoint and status, answer time by endpoint, requests
 /// refused by the rate limit, and the server's connections (open, closed by the per-client limit, times accepting
-/// stopped at the total limit). Handles are made once per label set and kept.
+/// stopped at the total limit, closed by a deadline or the write bound). Handles are made once per label set and kept.
 final class ServiceMetrics: Sendable {
     private let factory: any MetricsFactory
     private let counters = Locked([String: Counter]())
@@ -15,6 +15,7 @@ final class ServiceMetrics: Sendable {
     let connectionsRefused: Counter
     /// Times the total connection limit stopped accepting.
     let acceptPauses: Counter
+    private let guardClosures = Locked([String: Counter]())
 
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
@@ -24,6 +25,18 @@ final class ServiceMetrics: Sendable {
         connectionsRefused = Counter(
             label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
         acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
+    }
+
+    /// A connection closed by its deadline or write bound (`reason`: handshake, head, body, idle, write, queued).
+    func closedByGuard(_ reason: String) {
+        let counter = guardClosures.withLock { counters in
+            if let counter = counters[reason] { return counter }
+            let counter = Counter(
+                label: "httpdns_serve_connections_closed_total", dimensions: [("reason", reason)], factory: factory)
+            counters[reason] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     func record(endpoint: String, status: Int, duration: Duration) {
