@@ -55,6 +55,83 @@ struct ServeCommandTests {
     }
 }
 
+/// `hostsctl serve` as a process an attacker meets: its memory while one client pipelines without reading.
+@Suite("hostsctl serve under a non-reading client")
+struct ServeNonReaderTests {
+    /// The process's resident set and its peak so far, in bytes (/proc/PID/status).
+    static func memory(of pid: pid_t) -> (resident: Int, peak: Int) {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        func field(_ name: String) -> Int {
+            let line = text.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+            return (Int(line.split(separator: " ").dropFirst().first { Int($0) != nil } ?? "") ?? 0) * 1024
+        }
+        return (field("VmRSS"), field("VmHWM"))
+    }
+
+    @Test("a client that pipelines GET /metrics for 5 s and never reads grows the server by less than 64 MiB")
+    func boundedMemory() async throws {
+        let port = try FreePort.tcp()
+        let overrides = try TemporaryFiles.file("127.0.0.88 served.test\n", name: "hosts")
+        let settings = try TemporaryFiles.file(
+            """
+            {
+              "sources": { "order": ["overrides"], "systemFallback": false },
+              "overrides": { "file": "\(overrides)" }, "probe": { "enabled": false },
+              "serve": { "listen": "127.0.0.1:\(port)", "writeTimeoutMs": 60000 }
+            }
+            """, name: "hostsctl.json")
+        let log = TemporaryFiles.path("serve-nonreader.log")
+        let process = try ChildProcess(
+            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        defer { process.stop() }
+        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        // Warm up: a few requests of every kind, so the baseline holds the server's working set.
+        let warm = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+        for _ in 0..<50 { _ = try await offThePool { try warm.get("/metrics") } }
+        let before = Self.memory(of: process.pid)
+        let flood = Task.detached { () -> Int in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            defer { close(fd) }
+            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200).utf8)
+            var sent = 0
+            let started = ContinuousClock.now
+            while ContinuousClock.now - started < .seconds(5) {
+                let written = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written > 0 { sent += written }
+                if written < 0, errno == EPIPE || errno == ECONNRESET { break }
+            }
+            return sent
+        }
+        // Meanwhile another client is answered.
+        try await Task.sleep(for: .seconds(1))
+        let other = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+        let answer = try await offThePool { try other.get("/resolve?name=served.test") }
+        #expect(answer.status == 200 && answer.body.contains("127.0.0.88"))
+        let sent = await flood.value
+        let after = Self.memory(of: process.pid)
+        let growth = after.peak - before.resident
+        print(
+            "hostsctl serve under a non-reading client: +\(growth >> 10) KiB peak resident, \(sent >> 10) KiB read from it"
+        )
+        #expect(growth < 64 << 20, "the server grew by \(growth >> 20) MiB; the client sent \(sent >> 10) KiB")
+        #expect(sent < 16 << 20, "the server stopped reading from the client: \(sent >> 10) KiB went in")
+    }
+}
+
 /// One keep-alive HTTP/1.1 connection to 127.0.0.1 (blocking; run it off the cooperative pool).
 final class KeepAliveConnection: Sendable {
     private let fd: Int32

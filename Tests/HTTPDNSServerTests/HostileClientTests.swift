@@ -1,0 +1,354 @@
+import Foundation
+import Glibc
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// The server as an attacker meets it, over real sockets: clients that trickle, stall, never read, pipeline
+/// without end, or break HTTP/2's rules. Each case failed (hung, grew or stalled) before the server had deadlines,
+/// back-pressure and flow control.
+@Suite("HTTP DNS server against hostile clients")
+struct HostileClientTests {
+    static let logger = Logger(label: "hostile-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A server answering `fast.test` from an override, with short deadlines.
+    struct Target {
+        let resolver: HostResolver
+        let server: HTTPDNSServer
+
+        static func start(
+            tls: TestCertificates.Leaf? = nil, deadline: Duration = .milliseconds(400),
+            exporter: (@Sendable () -> [UInt8])? = nil
+        ) async throws -> Target {
+            let overrides = HostOverrides()
+            overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
+            let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
+            let service = HTTPDNSService(resolver: resolver, logger: logger, metricsExporter: exporter)
+            let scaled = TestTiming.scaled(deadline)
+            let server = try await HTTPDNSServer.start(
+                service: service,
+                configuration: .init(
+                    port: 0, certificatePath: tls?.certificatePath, privateKeyPath: tls?.keyPath,
+                    idleTimeout: scaled * 2, handshakeTimeout: scaled, requestHeadTimeout: scaled,
+                    requestBodyTimeout: scaled, writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20),
+                logger: logger)
+            return Target(resolver: resolver, server: server)
+        }
+
+        func stop() async {
+            await server.shutdown(grace: .milliseconds(100))
+            await resolver.shutdown()
+        }
+    }
+
+    /// Sends `bytes` one at a time, `every` apart, until done or the server closes; returns whether the server
+    /// closed the connection before the client was done (off the cooperative pool: it blocks).
+    static func trickle(_ bytes: [UInt8], to port: Int, every: Duration, after prefix: [UInt8] = []) async throws
+        -> Bool
+    {
+        try await offThePool {
+            let fd = try LoopbackTCP.connect(port: port, receiveTimeout: .seconds(1))
+            defer { close(fd) }
+            if !prefix.isEmpty {
+                _ = prefix.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            for byte in bytes {
+                var one = byte
+                if send(fd, &one, 1, Int32(MSG_NOSIGNAL)) <= 0 { return true }
+                // Whatever the server answers is read; an end of stream means it closed.
+                var flags = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&flags, 1, Int32(every / .milliseconds(1))) > 0 {
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    if recv(fd, &buffer, buffer.count, 0) <= 0 { return true }
+                }
+            }
+            return false
+        }
+    }
+
+    @Test("a request head or body trickled a byte at a time is cut off by its deadline; so is an idle trickle")
+    func slowloris() async throws {
+        let target = try await Target.start()
+        let port = target.server.port
+        let head = Array(
+            "GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 200))\r\n\r\n"
+                .utf8)
+        // 250 bytes at 40 ms is ten seconds of head; the head deadline is 0.4 s.
+        #expect(try await Self.trickle(head, to: port, every: .milliseconds(40)), "a trickled head is cut off")
+        // A body promised whole, trickled: cut off by the body deadline.
+        let post = Array(
+            "POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\nContent-Length: 300\r\n\r\n"
+                .utf8)
+        #expect(
+            try await Self.trickle([UInt8](repeating: 0, count: 250), to: port, every: .milliseconds(40), after: post),
+            "a trickled body is cut off")
+        // After a complete request, bytes that never make the next one do not keep the connection.
+        let answered = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        #expect(
+            try await Self.trickle(
+                [UInt8](repeating: 0x20, count: 250), to: port, every: .milliseconds(40), after: answered),
+            "an idle trickle is cut off")
+        // A connection that says nothing at all is closed too, and a well-behaved one is answered meanwhile.
+        let silent = try await HTTPDNSServerTests.exchange(port: port, [], timeout: .seconds(10))
+        #expect(silent.closedByServer)
+        let fine = try await HTTPDNSServerTests.exchange(
+            port: port, Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(fine.reply.hasPrefix("HTTP/1.1 200") && fine.reply.contains("127.0.0.5"))
+        await target.stop()
+    }
+
+    @Test("a TLS handshake trickled a byte at a time is cut off by the handshake deadline")
+    func slowHandshake() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"))
+        // The first bytes of a TLS 1.2 ClientHello record header and then junk, slowly.
+        let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00] + [UInt8](repeating: 0x01, count: 245)
+        #expect(try await Self.trickle(hello, to: target.server.port, every: .milliseconds(40)))
+        await target.stop()
+    }
+
+    @Test("50,000 pipelined requests on one connection are all answered, in order, without deep recursion")
+    func pipelinedBurst() async throws {
+        let target = try await Target.start(deadline: .seconds(10))
+        let count = 50_000
+        let one = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let answers = try await offThePool { () -> Int in
+            let fd = try LoopbackTCP.connect(port: target.server.port, receiveTimeout: TestTiming.scaled(.seconds(20)))
+            defer { close(fd) }
+            // A writer thread sends everything while this thread reads, so neither side's buffers stall the other.
+            let writer = Thread {
+                var burst: [UInt8] = []
+                for _ in 0..<count { burst += one }
+                var sent = 0
+                while sent < burst.count {
+                    let written = burst[sent...].withUnsafeBytes {
+                        send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                    }
+                    if written <= 0 { return }
+                    sent += written
+                }
+            }
+            writer.start()
+            var seen = 0
+            var tail: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let marker = Array("HTTP/1.1 200".utf8)
+            while seen < count {
+                let received = recv(fd, &buffer, buffer.count, 0)
+                if received <= 0 { break }
+                let chunk = tail + buffer[0..<received]
+                var index = 0
+                while index + marker.count <= chunk.count {
+                    if chunk[index] == marker[0], Array(chunk[index..<index + marker.count]) == marker {
+                        seen += 1
+                        index += marker.count
+                    } else {
+                        index += 1
+                    }
+                }
+                tail = Array(chunk.suffix(marker.count - 1))
+            }
+            return seen
+        }
+        #expect(answers == count)
+        await target.stop()
+    }
+
+    @Test("a client that pipelines /metrics and never reads is stopped and then closed; others are answered meanwhile")
+    func nonReader() async throws {
+        // A 100 KB metrics page: every unread answer would cost that much.
+        let page = [UInt8](repeating: UInt8(ascii: "m"), count: 100_000)
+        let target = try await Target.start(deadline: .milliseconds(500), exporter: { page })
+        let port = target.server.port
+        let outcome = try await offThePool { () -> (sentBytes: Int, closed: Bool) in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            defer { close(fd) }
+            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 100).utf8)
+            var sent = 0
+            let started = ContinuousClock.now
+            while ContinuousClock.now - started < TestTiming.scaled(.seconds(6)) {
+                let written = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written < 0, errno == EPIPE || errno == ECONNRESET { return (sent, true) }
+                if written > 0 { sent += written }
+            }
+            return (sent, false)
+        }
+        // The server stopped reading (the client's sends blocked) long before 6 s of requests went in, and closed the
+        // connection once it stayed unwritable past the write timeout.
+        #expect(outcome.closed, "the non-reading client's connection was closed")
+        #expect(outcome.sentBytes < 8 << 20, "the server stopped reading: \(outcome.sentBytes) bytes went in")
+        let other = try await HTTPDNSServerTests.exchange(
+            port: port, Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(other.reply.hasPrefix("HTTP/1.1 200"))
+        await target.stop()
+    }
+
+    /// An HTTP/2 client over TLS that writes frames itself.
+    struct H2Client {
+        let channel: any Channel
+        let recorder: HTTP2FrameTests.Recorder
+
+        static func connect(port: Int, ca: String) async throws -> H2Client {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.trustRoots = .file(ca)
+            tls.applicationProtocols = ["h2"]
+            let context = try NIOSSLContext(configuration: tls)
+            let recorder = HTTP2FrameTests.Recorder()
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(try NIOSSLClientHandler(context: context, serverHostname: "doh.test"))
+                        // No content-length checks of its own, so the server's can be tried.
+                        try sync.addHandler(NIOHTTP2Handler(mode: .client, contentLengthValidation: .disabled))
+                        try sync.addHandler(WindowReplenisher())
+                        try sync.addHandler(recorder)
+                    }
+                }
+                .connect(host: "127.0.0.1", port: port).get()
+            return H2Client(channel: channel, recorder: recorder)
+        }
+
+        func headers(_ method: String, _ path: String, stream: Int, end: Bool, extra: HPACKHeaders = [:]) -> HTTP2Frame
+        {
+            var fields: HPACKHeaders = [":method": method, ":path": path, ":scheme": "https", ":authority": "doh.test"]
+            fields.add(contentsOf: extra)
+            return HTTP2Frame(
+                streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: fields, endStream: end)))
+        }
+
+        func data(_ bytes: [UInt8], stream: Int, end: Bool) -> HTTP2Frame {
+            HTTP2Frame(
+                streamID: HTTP2StreamID(stream),
+                payload: .data(.init(data: .byteBuffer(ByteBuffer(bytes: bytes)), endStream: end)))
+        }
+
+        func send(_ frames: [HTTP2Frame]) {
+            for frame in frames { channel.write(frame, promise: nil) }
+            channel.flush()
+        }
+    }
+
+    @Test("10,000 RFC 8484 POSTs on one HTTP/2 connection are all answered: the connection window is given back")
+    func http2FlowControl() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(10))
+        let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        let query = try DNSWireMessage.query(for: try HostName("fast.test"), type: .a)
+        let type: HPACKHeaders = ["content-type": "application/dns-message"]
+        var stream = 1
+        var answered = 0
+        // In rounds of 50 streams (the server allows 100 at once); 10,000 bodies are about 290 KB, over four
+        // times the connection's initial 64 KiB window.
+        for _ in 0..<200 {
+            let first = stream
+            var frames: [HTTP2Frame] = []
+            for _ in 0..<50 {
+                frames.append(client.headers("POST", "/dns-query", stream: stream, end: false, extra: type))
+                frames.append(client.data(query, stream: stream, end: true))
+                stream += 2
+            }
+            client.send(frames)
+            let last = stream - 2
+            guard try await waitUntil({ client.recorder.ended(last) && client.recorder.ended(first) }) else { break }
+            answered += (0..<50).filter { client.recorder.status(first + 2 * $0) == "200" }.count
+            client.recorder.frames.withLock { $0.removeAll() }
+        }
+        #expect(answered == 10_000)
+        try await client.channel.close()
+        await target.stop()
+    }
+
+    @Test("a stream that swift-nio-http2 resets itself is forgotten: its body deadline does not close the connection")
+    func http2StreamErrors() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), deadline: .milliseconds(400))
+        let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        // A body longer than its content-length: a stream error NIOHTTP2Handler answers with RST_STREAM itself.
+        let type: HPACKHeaders = ["content-type": "application/dns-message", "content-length": "4"]
+        client.send([
+            client.headers("POST", "/dns-query", stream: 1, end: false, extra: type),
+            client.data([UInt8](repeating: 0, count: 40), stream: 1, end: false),
+        ])
+        #expect(try await waitUntil { client.recorder.ended(1) })
+        // Keep the connection busy past the body deadline with requests, then ask once more: still served.
+        for round in 0..<8 {
+            let stream = 3 + 2 * round
+            client.send([client.headers("GET", "/resolve?name=fast.test", stream: stream, end: true)])
+            #expect(try await waitUntil { client.recorder.ended(stream) })
+            try await Task.sleep(for: TestTiming.scaled(.milliseconds(150)))
+        }
+        #expect(client.recorder.status(17) == "200", "the connection outlived the reset stream's body deadline")
+        try await client.channel.close()
+        await target.stop()
+    }
+
+    @Test("an HTTP/2 client that only pings is closed by the first-request deadline")
+    func http2Pinger() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), deadline: .milliseconds(400))
+        let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        var closed = false
+        for _ in 0..<100 {
+            client.send([HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 7), ack: false))])
+            try await Task.sleep(for: .milliseconds(50))
+            if !client.channel.isActive {
+                closed = true
+                break
+            }
+        }
+        #expect(closed, "pings do not keep a connection that never asks anything")
+        try? await client.channel.close()
+        await target.stop()
+    }
+}
+
+/// Gives the server its connection window back for every DATA frame received, as a client with a stream multiplexer
+/// would (without it, 64 KiB of answers would stall the test's own client).
+final class WindowReplenisher: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias InboundOut = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+    private var consumed = 0
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .data(let payload) = unwrapInboundIn(data).payload { consumed += payload.data.readableBytes }
+        context.fireChannelRead(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if consumed > 0 {
+            context.writeAndFlush(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: consumed))),
+                promise: nil)
+            consumed = 0
+        }
+        context.fireChannelReadComplete()
+    }
+}

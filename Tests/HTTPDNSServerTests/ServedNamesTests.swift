@@ -1,0 +1,251 @@
+import Foundation
+import Logging
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// What the service does with the names and messages clients send: answers for the name as written (no search
+/// domain, ASCII case only), relays only what it should, and never lets an answer make the server probe its own
+/// network. Against a real dnsmasq through c-ares.
+@Suite("HTTP DNS service: served names, forwarding and probing")
+struct ServedNamesTests {
+    static let logger = Logger(label: "served-names-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    static func resolver(_ dnsmasq: DNSMasq, search: SearchPolicy = .none, prober: (any ConnectProber)? = nil)
+        throws -> HostResolver
+    {
+        let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+        var probing = HostResolver.Probing(ports: [443], interval: .seconds(60), timeout: .milliseconds(200))
+        probing.probesGuardedAddresses = false
+        return HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: prober,
+            configuration: .init(probing: prober == nil ? nil : probing, search: search),
+            onShutdown: [{ cares.shutdown() }])
+    }
+
+    /// An RFC 8484 message: one question for `labels` (each written as one wire label), then `additional` bytes.
+    static func message(labels: [String], type: UInt16, questionClass: UInt16 = 1, additional: [UInt8] = [])
+        -> [UInt8]
+    {
+        let records: UInt16 = additional.isEmpty ? 0 : 1
+        var bytes: [UInt8] = [0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, UInt8(records >> 8), UInt8(records & 0xFF)]
+        for label in labels { bytes += [UInt8(label.utf8.count)] + Array(label.utf8) }
+        bytes += [0, UInt8(type >> 8), UInt8(type & 0xFF), UInt8(questionClass >> 8), UInt8(questionClass & 0xFF)]
+        return bytes + additional
+    }
+
+    static func post(_ message: [UInt8]) -> ServiceRequest {
+        ServiceRequest(method: "POST", target: "/dns-query", contentType: "application/dns-message", body: message)
+    }
+
+    @Test("a served name is absolute: no search domain is tried, however few dots it has")
+    func noSearchDomains() async throws {
+        let dnsmasq = try await DNSMasq.start(records: TestZone.records + ["host-record=db.corp.test,192.0.2.50,300"])
+        defer { dnsmasq.stop() }
+        let resolver = try Self.resolver(dnsmasq, search: SearchPolicy(domains: [try HostName("corp.test")], ndots: 5))
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let json = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=db"))
+        let text = String(decoding: json.body, as: UTF8.self)
+        #expect(!text.contains("192.0.2.50"), "an internal name leaked through a search domain: \(text)")
+        #expect(!text.contains("\"Status\":0"), "db. itself has no address (dnsmasq knows no such name)")
+        let wire = await service.handle(Self.post(Self.message(labels: ["db"], type: 1)))
+        #expect(wire.body.count >= 8 && wire.body[3] & 0x0F != 0 && wire.body[7] == 0, "no answer for db")
+        // The application-side resolver still searches: the difference is the server's alone.
+        #expect(try await resolver.resolveRanked("db").addresses.map(\.ip.description) == ["192.0.2.50"])
+        await resolver.shutdown()
+    }
+
+    @Test("names are lower-cased in ASCII only; a wire label holding a dot is refused, not split")
+    func asciiNames() async throws {
+        let dnsmasq = try await DNSMasq.start(records: TestZone.records + ["host-record=k.test,192.0.2.60,300"])
+        defer { dnsmasq.stop() }
+        let resolver = try Self.resolver(dnsmasq)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        // U+212A KELVIN SIGN lower-cases to "k" under Unicode rules.
+        let kelvin = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=%E2%84%AA.test"))
+        #expect(!String(decoding: kelvin.body, as: UTF8.self).contains("192.0.2.60"))
+        let upper = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=K.TEST"))
+        #expect(String(decoding: upper.body, as: UTF8.self).contains("192.0.2.60"), "ASCII case still folds")
+        let kelvinWire = await service.handle(Self.post(Self.message(labels: ["\u{212A}", "test"], type: 1)))
+        #expect(kelvinWire.body[3] & 0x0F != 0 || kelvinWire.body[7] == 0, "no answer for the Kelvin sign")
+        // "multi.test" as one label is not the two labels multi and test.
+        let dotted = await service.handle(Self.post(Self.message(labels: ["multi.test"], type: 1)))
+        #expect(dotted.status == 200 && dotted.body[3] & 0x0F == 5 && dotted.body[7] == 0, "REFUSED")
+        let plain = await service.handle(Self.post(Self.message(labels: ["multi", "test"], type: 1)))
+        #expect(plain.body[3] & 0x0F == 0 && plain.body[7] == 2)
+        await resolver.shutdown()
+    }
+
+    /// Records what it is asked to forward, and answers as told.
+    final class RecordingForwarder: DNSMessageForwarder {
+        enum Behaviour: Sendable {
+            case echo
+            case refuse
+            case wait(Duration)
+        }
+
+        let behaviour: Behaviour
+        let sent = Locked<[[UInt8]]>([])
+
+        init(_ behaviour: Behaviour) { self.behaviour = behaviour }
+
+        func forward(_ query: [UInt8]) async throws -> [UInt8] {
+            sent.withLock { $0.append(query) }
+            switch behaviour {
+            case .echo:
+                var answer = query
+                answer[2] |= 0x80
+                return answer
+            case .refuse:
+                throw DNSError(code: .refused, message: "every upstream refused")
+            case .wait(let delay):
+                try await Task.sleep(for: delay)
+                var answer = query
+                answer[2] |= 0x80
+                return answer
+            }
+        }
+    }
+
+    @Test(
+        "forwarding: class IN only, no PTR into guarded ranges, the client's ECS stripped, outstanding queries bounded, REFUSED kept"
+    )
+    func forwarding() async throws {
+        let dnsmasq = try await DNSMasq.start()
+        defer { dnsmasq.stop() }
+        let resolver = try Self.resolver(dnsmasq)
+        let forwarder = RecordingForwarder(.echo)
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger, forwarder: forwarder)
+        func rcode(_ response: ServiceResponse) -> UInt8 { response.body.count > 3 ? response.body[3] & 0x0F : 0xFF }
+        // CHAOS TXT version.bind: refused, never relayed.
+        let chaos = await service.handle(
+            Self.post(Self.message(labels: ["version", "bind"], type: 16, questionClass: 3)))
+        #expect(rcode(chaos) == 5)
+        // Reverse lookups into private, loopback and link-local ranges: refused; a public one is relayed.
+        for name in ["5.0.0.10", "1.0.0.127", "9.9.254.169", "1.1.168.192"] {
+            let ptr = await service.handle(
+                Self.post(
+                    Self.message(labels: name.split(separator: ".").map(String.init) + ["in-addr", "arpa"], type: 12)))
+            #expect(rcode(ptr) == 5, "\(name).in-addr.arpa")
+        }
+        let loopback6 = Array(repeating: "0", count: 31) + ["1"]
+        let ptr6 = await service.handle(
+            Self.post(Self.message(labels: loopback6.reversed() + ["ip6", "arpa"], type: 12)))
+        #expect(rcode(ptr6) == 5, "::1 under ip6.arpa")
+        #expect(forwarder.sent.withLock { $0.isEmpty }, "nothing above was relayed")
+        let public4 = await service.handle(
+            Self.post(Self.message(labels: ["1", "2", "0", "192", "in-addr", "arpa"], type: 12)))
+        #expect(rcode(public4) == 0 && forwarder.sent.withLock { $0.count } == 1)
+        // An OPT record with a client subnet (code 8) and a cookie (code 10): the subnet is removed, the rest kept.
+        let ecs: [UInt8] = [0, 8, 0, 7, 0, 1, 24, 0, 198, 51, 100]
+        let cookie: [UInt8] = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]
+        let options = ecs + cookie
+        let opt: [UInt8] = [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, UInt8(options.count)] + options
+        let mx = await service.handle(Self.post(Self.message(labels: ["multi", "test"], type: 15, additional: opt)))
+        #expect(rcode(mx) == 0)
+        let relayed = forwarder.sent.withLock { $0.last } ?? []
+        #expect(relayed.count == Self.message(labels: ["multi", "test"], type: 15).count + 11 + cookie.count)
+        #expect(relayed.suffix(cookie.count) == cookie[...], "the cookie option is kept")
+        #expect(!relayed.windowsStartingWithSubnet, "the client subnet option is gone")
+        // REFUSED from upstream stays REFUSED.
+        let refusing = HTTPDNSService(
+            resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger,
+            forwarder: RecordingForwarder(.refuse))
+        #expect(rcode(await refusing.handle(Self.post(Self.message(labels: ["multi", "test"], type: 15)))) == 5)
+        // At most two forwarded queries at once: the third gets SERVFAIL at once while two wait.
+        let slow = RecordingForwarder(.wait(.seconds(2)))
+        let bounded = HTTPDNSService(
+            resolver: resolver, configuration: .init(otherTypes: .forward, maximumForwardedQueries: 2),
+            logger: Self.logger, forwarder: slow)
+        let query = Self.post(Self.message(labels: ["multi", "test"], type: 15))
+        async let first = bounded.handle(query)
+        async let second = bounded.handle(query)
+        #expect(try await waitUntil { slow.sent.withLock { $0.count } == 2 })
+        let third = await bounded.handle(query)
+        #expect(rcode(third) == 2, "SERVFAIL past the bound")
+        let (one, two) = await (first, second)
+        #expect(rcode(one) == 0 && rcode(two) == 0)
+        await resolver.shutdown()
+    }
+
+    /// Counts the addresses it is asked to probe (the addresses are documentation ranges no test may connect to).
+    final class ProbeLog: ConnectProber {
+        let probed = Locked<[IPAddress]>([])
+        func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome {
+            probed.withLock { $0.append(ip) }
+            return .failed(.connectionRefused)
+        }
+    }
+
+    @Test("a served answer naming private addresses makes the server probe none of them")
+    func noProbesIntoGuardedRanges() async throws {
+        let dnsmasq = try await DNSMasq.start(
+            records: TestZone.records + [
+                "host-record=mixed.test,10.20.30.40,300", "host-record=mixed.test,192.0.2.77,300",
+            ])
+        defer { dnsmasq.stop() }
+        let log = ProbeLog()
+        let resolver = try Self.resolver(dnsmasq, prober: log)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let answer = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=mixed.test"))
+        #expect(String(decoding: answer.body, as: UTF8.self).contains("192.0.2.77"))
+        #expect(try await waitUntil { !log.probed.withLock { $0.isEmpty } })
+        try await Task.sleep(for: .milliseconds(200))
+        let probed = log.probed.withLock { $0 }
+        #expect(probed.contains(IPAddress(ipv4: 192, 0, 2, 77)))
+        #expect(!probed.contains { $0.isNonPublic }, "probed \(probed)")
+        await resolver.shutdown()
+    }
+
+    @Test("with a signed-only account the endpoints that carry no account answer 403 unless turned on")
+    func publicEndpoints() async throws {
+        let overrides = HostOverrides()
+        overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
+        var settings = ServeSettings.default
+        settings.accounts = [.init(id: "acct", secretVariable: "X")]
+        let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
+        let closed = HTTPDNSService(
+            resolver: resolver, configuration: .init(settings: settings, accounts: signedOnly), logger: Self.logger)
+        let query = Self.message(labels: ["fast", "test"], type: 1)
+        for request in [
+            ServiceRequest(method: "GET", target: "/resolve?name=fast.test"),
+            ServiceRequest(method: "GET", target: "/d?dn=fast.test"), Self.post(query),
+        ] {
+            #expect(await closed.handle(request).status == 403, "\(request.target)")
+        }
+        settings.publicEndpoints = .on
+        let open = HTTPDNSService(
+            resolver: resolver, configuration: .init(settings: settings, accounts: signedOnly), logger: Self.logger)
+        #expect(await open.handle(ServiceRequest(method: "GET", target: "/resolve?name=fast.test")).status == 200)
+        let unsignedAccounts = HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(settings: ServeSettings.default, accounts: ["acct": HTTPDNSSecret?.none]),
+            logger: Self.logger)
+        #expect(await unsignedAccounts.handle(Self.post(query)).status == 200, "auto: open without signed accounts")
+        await resolver.shutdown()
+    }
+
+    @Test("reverse-lookup names map to the range they point into")
+    func reverseTargets() {
+        #expect(ForwardedQuery.reverseTarget("4.3.2.1.in-addr.arpa") == IPAddress(ipv4: 1, 2, 3, 4))
+        #expect(ForwardedQuery.reverseTarget("10.in-addr.arpa") == IPAddress(ipv4: 10, 0, 0, 0))
+        #expect(ForwardedQuery.reverseTarget("x.in-addr.arpa") == nil)
+        #expect(ForwardedQuery.reverseTarget("example.test") == nil)
+        #expect(ForwardedQuery.reverseTarget("c.f.ip6.arpa")?.description == "fc00::")
+        #expect(ForwardedQuery.reverseTarget("cc.f.ip6.arpa") == nil)
+    }
+}
+
+extension [UInt8] {
+    /// Whether an EDNS option with code 8 (client subnet) and the test's length 7 appears anywhere.
+    fileprivate var windowsStartingWithSubnet: Bool {
+        count >= 4
+            && (0...(count - 4)).contains {
+                self[$0] == 0 && self[$0 + 1] == 8 && self[$0 + 2] == 0 && self[$0 + 3] == 7
+            }
+    }
+}
