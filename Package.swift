@@ -163,7 +163,7 @@ let package = Package(
         .target(name: "FuzzDriver", path: "Tests/FuzzDriver"),
         .executableTarget(
             name: "httpdns-fuzz",
-            dependencies: ["HTTPDNS", "FuzzDriver"],
+            dependencies: ["HTTPDNS", "HTTPDNSServer", "FuzzDriver"],
             path: "Tests/Fuzz",
             exclude: ["Corpus"],
             swiftSettings: strictSettings

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of every parser of untrusted input (Sources/HTTPDNS/Fuzzing/FuzzTargets.swift) with
+# Coverage-guided fuzzing of every parser of untrusted input (Sources/HTTPDNS/Fuzzing/FuzzTargets.swift, and the
+# server's request handling in Sources/HTTPDNSServer/Fuzzing/ServerFuzzTargets.swift) with
 # libFuzzer and AddressSanitizer, starting from the committed seed corpus (Tests/Fuzz/Corpus/TARGET).
 #   scripts/fuzz.sh [--runs N | --seconds S] [TARGET...]
 # lld links it: gold fails on the sanitized objects (an internal error in its DWARF reader).
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(doh-wire doh-json alibaba tencent tencent-aes settings hosts cache)
+[ ${#targets[@]} -gt 0 ] || targets=(doh-wire doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message)
 scripts/install-deps.sh run
 # The linker's "Cannot export local symbol" notes about the sanitizer runtime are noise; a failed build still fails.
 build_status=0

@@ -6,20 +6,31 @@ need=(libc-ares-dev pkg-config ca-certificates)
 case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;
-    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3) ;;  # libxml2: FoundationXML checks the HTML report; python3: a DoH client that is not ours
+    # libxml2: FoundationXML checks the HTML report; python3, knot-dnsutils (kdig), curl: DoH clients that are not ours
+    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl) ;;
     benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
 for package in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "Installing: ${missing[*]}" >&2
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "${1:-run}" = test ] && ! python3 -c "import dns.query, httpx2" 2>/dev/null; then
+    # dnspython's DoH client (HTTP/2 through httpx2), from PyPI: Debian's python3-dnspython is too old for it.
+    echo "Installing: dnspython[doh] (PyPI)" >&2
+    python3 -m pip --version >/dev/null 2>&1 || {
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+    }
+    python3 -m pip install --quiet "dnspython[doh]==2.9.2" 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages "dnspython[doh]==2.9.2"
 fi
 if ! command -v swift >/dev/null; then
     echo "Swift 6.1 or later is required (https://www.swift.org/install/)." >&2

@@ -1,4 +1,4 @@
-// httpdns-fuzz: the fuzz targets of `FuzzTargets` behind one binary.
+// httpdns-fuzz: the fuzz targets of `FuzzTargets` and `ServerFuzzTargets` behind one binary.
 //
 // Built with libFuzzer (scripts/fuzz.sh: `-sanitize=fuzzer,address -DFUZZING`), the target is named by the
 // HTTPDNS_FUZZ_TARGET environment variable and libFuzzer's driver, started from this program's own entry point
@@ -11,27 +11,36 @@
 import FuzzDriver
 import Foundation
 import HTTPDNS
+import HTTPDNSServer
+
+/// Every target of both modules, by name.
+let names = FuzzTargets.names + ServerFuzzTargets.names
+
+/// Runs `target` on `bytes` in whichever module has it.
+func run(_ target: String, _ bytes: [UInt8]) {
+    if !FuzzTargets.run(target, bytes) { _ = ServerFuzzTargets.run(target, bytes) }
+}
 
 #if FUZZING
     let target = ProcessInfo.processInfo.environment["HTTPDNS_FUZZ_TARGET"] ?? ""
-    guard FuzzTargets.names.contains(target) else {
+    guard names.contains(target) else {
         FileHandle.standardError.write(
-            Data("set HTTPDNS_FUZZ_TARGET to one of \(FuzzTargets.names.joined(separator: ", "))\n".utf8))
+            Data("set HTTPDNS_FUZZ_TARGET to one of \(names.joined(separator: ", "))\n".utf8))
         exit(2)
     }
     var argc = CommandLine.argc
     var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
     let status = httpdns_fuzz_run_driver(&argc, &argv) { start, count in
         let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
-        _ = FuzzTargets.run(target, bytes)
+        run(target, bytes)
         return 0
     }
     exit(status)
 #else
     let arguments = CommandLine.arguments.dropFirst()
-    guard let target = arguments.first, FuzzTargets.names.contains(target), arguments.count > 1 else {
+    guard let target = arguments.first, names.contains(target), arguments.count > 1 else {
         FileHandle.standardError.write(
-            Data("usage: httpdns-fuzz \(FuzzTargets.names.joined(separator: "|")) FILE_OR_DIRECTORY...\n".utf8))
+            Data("usage: httpdns-fuzz \(names.joined(separator: "|")) FILE_OR_DIRECTORY...\n".utf8))
         exit(2)
     }
     var files: [String] = []
@@ -42,15 +51,15 @@ import HTTPDNS
             exit(2)
         }
         if isDirectory.boolValue {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-            files += names.sorted().map { "\(path)/\($0)" }
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+            files += entries.sorted().map { "\(path)/\($0)" }
         } else {
             files.append(path)
         }
     }
     for file in files {
         let bytes = FileManager.default.contents(atPath: file).map { Array($0) } ?? []
-        _ = FuzzTargets.run(target, bytes)
+        run(target, bytes)
     }
     print("\(target): \(files.count) inputs ran")
 #endif

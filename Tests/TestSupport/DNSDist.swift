@@ -123,13 +123,14 @@ public final class TestCertificates: Sendable {
         ])
     }
 
-    /// Issues a leaf certificate for `name`, signed by the CA.
-    public func leaf(for name: String) throws -> Leaf {
+    /// Issues a leaf certificate for `name` (and for the address `ip`, when given, for clients that are pointed at
+    /// an address), signed by the CA.
+    public func leaf(for name: String, ip: String? = nil) throws -> Leaf {
         let key = directory.appendingPathComponent("\(name).key").path
         let csr = directory.appendingPathComponent("\(name).csr").path
         let cert = directory.appendingPathComponent("\(name).pem").path
         let extensions = directory.appendingPathComponent("\(name).ext")
-        try "subjectAltName=DNS:\(name)\nextendedKeyUsage=serverAuth\n".write(
+        try "subjectAltName=DNS:\(name)\(ip.map { ",IP:" + $0 } ?? "")\nextendedKeyUsage=serverAuth\n".write(
             to: extensions, atomically: true, encoding: .utf8)
         try Self.openssl([
             "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",

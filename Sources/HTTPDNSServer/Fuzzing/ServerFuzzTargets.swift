@@ -1,0 +1,72 @@
+import HTTPDNS
+import Logging
+
+/// Entry points for coverage-guided fuzzing of what the server reads from clients (`Tests/Fuzz`,
+/// `scripts/fuzz.sh`): request targets and query strings, every endpoint's parameters (JSON API, vendor APIs and
+/// their signatures, reports), and RFC 8484 messages with the rewriting applied before forwarding. Each input must
+/// get an HTTP answer, never a crash or a hang; a broken promise traps.
+package enum ServerFuzzTargets {
+    /// The targets, by name.
+    package static let names = ["serve-request", "serve-dns-message"]
+
+    /// A service on a resolver that only has an override (no upstream, nothing leaves the process), with accounts,
+    /// reports, forwarding and a rate limit switched on so that every path is reachable.
+    private static let service: HTTPDNSService = {
+        let overrides = HostOverrides()
+        overrides.set([IPAddress(ipv4: 192, 0, 2, 1)], for: try! HostPattern("multi.test"))
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: nil, prober: nil)
+        return HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(
+                accounts: ["139450": nil, "signed-1": HTTPDNSSecret("s3cret")], rateLimitPerSecond: 1_000_000,
+                rateLimitBurst: 1_000_000, acceptClientReports: true,
+                reportNetworks: [IPNetwork("127.0.0.0/8")!]),
+            logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }),
+            metricsExporter: { Array("metrics 1\n".utf8) }, now: { 1_800_000_000 })
+    }()
+
+    private static let methods = ["GET", "POST", "HEAD", "PUT"]
+    private static let types = [nil, "application/dns-message", "application/json", "text/plain"]
+
+    /// Feeds `bytes` to the target called `target`; `false` for an unknown name.
+    package static func run(_ target: String, _ bytes: [UInt8]) -> Bool {
+        switch target {
+        case "serve-request":
+            // Byte 0 picks the method and content type; the first line is the target, the rest the body.
+            guard let first = bytes.first else { return true }
+            let rest = bytes.dropFirst()
+            let line = rest.firstIndex(of: UInt8(ascii: "\n")) ?? rest.endIndex
+            let request = ServiceRequest(
+                method: methods[Int(first & 3)], target: String(decoding: rest[..<line], as: UTF8.self),
+                contentType: types[Int(first >> 2 & 3)], body: Array(rest[line...].dropFirst()),
+                client: IPAddress(ipv4: first & 0x10 == 0 ? 127 : 198, 51, 100, first))
+            answer(request)
+        case "serve-dns-message":
+            answer(ServiceRequest(method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes))
+            if let query = try? DNSQueryMessage(bytes),
+                let relayed = try? ForwardedQuery.strippingClientSubnet(bytes, questionEnd: 12 + query.question.count)
+            {
+                precondition(relayed.count <= bytes.count, "stripping an option made the message longer")
+                precondition(Array(relayed.prefix(12 + query.question.count)) == Array(bytes.prefix(12 + query.question.count)))
+                precondition(
+                    (try? ForwardedQuery.strippingClientSubnet(relayed, questionEnd: 12 + query.question.count)) == relayed,
+                    "a relayed message still changes when stripped again")
+            }
+            _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// Plans and, where no upstream is needed, answers `request`: the answer is an HTTP status, and a DNS message
+    /// answer echoes the question.
+    private static func answer(_ request: ServiceRequest) {
+        let plan = service.plan(request)
+        guard let response = service.immediateResponse(plan) else { return }
+        precondition((200..<600).contains(response.status), "status \(response.status)")
+        if response.contentType == "application/dns-message" {
+            precondition(response.body.count >= 12 && response.body[2] & 0x80 != 0, "a DNS answer that is not one")
+        }
+    }
+}
