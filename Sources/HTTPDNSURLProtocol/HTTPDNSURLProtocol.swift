@@ -25,8 +25,9 @@ import Synchronization
 ///   as it arrives. Forms this platform's protocol client cannot deliver as URLSession would (download and upload
 ///   tasks, per-task delegates of the async API) are served by URLSession's own HTTP protocol, unchanged.
 /// - **Redirects are followed by the protocol** (this platform's URLSession cannot take a redirect from a protocol),
-///   so a delegate's `willPerformHTTPRedirection` is not called; ``HTTPDNSInterceptor/Configuration/followRedirects``
-///   set to `false` delivers the 3xx answer instead.
+///   each hop resolved again; a task's delegate is asked `willPerformHTTPRedirection` before each one, on the
+///   session's delegate queue, as URLSession asks it. ``HTTPDNSInterceptor/Configuration/followRedirects`` set to
+///   `false` delivers the 3xx answer instead.
 /// - Data tasks with `httpBody` or `httpBodyStream` are handled.
 /// - Cookies come from ``HTTPDNSInterceptor/Configuration/cookieStorage``: a protocol cannot see its session's
 ///   configuration on this platform.

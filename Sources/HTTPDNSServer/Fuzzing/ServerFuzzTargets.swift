@@ -42,14 +42,18 @@ package enum ServerFuzzTargets {
                 client: IPAddress(ipv4: first & 0x10 == 0 ? 127 : 198, 51, 100, first))
             answer(request)
         case "serve-dns-message":
-            answer(ServiceRequest(method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes))
+            answer(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes))
             if let query = try? DNSQueryMessage(bytes),
                 let relayed = try? ForwardedQuery.strippingClientSubnet(bytes, questionEnd: 12 + query.question.count)
             {
                 precondition(relayed.count <= bytes.count, "stripping an option made the message longer")
-                precondition(Array(relayed.prefix(12 + query.question.count)) == Array(bytes.prefix(12 + query.question.count)))
                 precondition(
-                    (try? ForwardedQuery.strippingClientSubnet(relayed, questionEnd: 12 + query.question.count)) == relayed,
+                    Array(relayed.prefix(12 + query.question.count)) == Array(bytes.prefix(12 + query.question.count)))
+                precondition(
+                    (try? ForwardedQuery.strippingClientSubnet(relayed, questionEnd: 12 + query.question.count))
+                        == relayed,
                     "a relayed message still changes when stripped again")
             }
             _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
