@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist's DoH listener, side by side in one run, on loopback, release build.
-#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S]
+#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL]
+#
+# --baseline runs a fourth server, another hostsctl binary (an earlier build, say), with the same settings, so a
+# change is measured against what it changed in the same run.
 #
 # Both servers answer the same 200 names (n0.test ... n199.test, from one dnsmasq) over TLS + HTTP/2 from their caches:
 # dnsdist from its packet cache, hostsctl serve from its scored IP cache (c-ares to the same dnsmasq behind it).
@@ -14,12 +17,14 @@ set -euo pipefail
 requests=200000
 rounds=3
 seconds=10
+baseline=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S]" >&2; exit 64 ;;
+        --baseline) baseline="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
+        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL]" >&2; exit 64 ;;
     esac
 done
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -67,20 +72,33 @@ EOF
 dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
 pids+=($!)
 
-# hostsctl serve: cache, then c-ares to the same dnsmasq; no probes (the zone's addresses have no listeners).
-serve_port="$(free_port)"
-cat > "$work/serve.json" <<EOF
+# hostsctl serve: cache, then c-ares to the same dnsmasq; no probes (the zone's addresses have no listeners). The
+# zone's addresses are loopback ones, which a server facing the internet refuses from upstreams unless
+# serve.probeGuardedAddresses lets them through (a baseline from before that key gets the settings without it).
+serve_settings() {
+    cat <<EOF
 {
   "sources": { "order": ["cache", "cares"], "systemFallback": false },
   "reload": { "intervalMs": 0 },
   "cares": { "servers": ["127.0.0.1:$dnsmasq_port"] },
   "probe": { "enabled": false },
-  "cache": { "path": "$work/cache.json" },
-  "serve": { "listen": "127.0.0.1:$serve_port", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key" }
+  "cache": { "path": "$work/$1-cache.json" },
+  "serve": { "listen": "127.0.0.1:$2", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key"$3 }
 }
 EOF
+}
+serve_port="$(free_port)"
+serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' > "$work/serve.json"
 HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
 pids+=($!)
+servers="dnsdist serve ceiling"
+if [ -n "$baseline" ]; then
+    baseline_port="$(free_port)"
+    serve_settings baseline "$baseline_port" "" > "$work/baseline.json"
+    HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
+    pids+=($!)
+    servers="$servers baseline"
+fi
 
 ceiling_port="$(free_port)"
 "$ceiling" "$ceiling_port" "$work/doh.pem" "$work/doh.key" >"$work/ceiling.log" 2>&1 &
@@ -99,7 +117,8 @@ PY
 uris "$dnsdist_port" > "$work/dnsdist.uris"
 uris "$serve_port" > "$work/serve.uris"
 uris "$ceiling_port" > "$work/ceiling.uris"
-for port in "$dnsdist_port" "$serve_port" "$ceiling_port"; do
+[ -z "$baseline" ] || uris "$baseline_port" > "$work/baseline.uris"
+for port in "$dnsdist_port" "$serve_port" "$ceiling_port" ${baseline:+"$baseline_port"}; do
     for _ in $(seq 100); do
         python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.1)" 2>/dev/null && break
         sleep 0.1
@@ -117,7 +136,7 @@ load() {
     echo "${rate:-0} ${ok:-0}"
 }
 # Fill both caches (each name asked several times) and check that every answer is a 200.
-for name in dnsdist serve ceiling; do
+for name in $servers; do
     read -r _ ok < <(load "$name" -n 2000)
     if [ "$ok" != 2000 ]; then
         echo "$name: only $ok of 2000 warm-up requests succeeded" >&2
@@ -128,7 +147,6 @@ done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 declare -A peaks
-servers="dnsdist serve ceiling"
 for name in $servers; do : > "$work/$name.peaks"; done
 for round in $(seq "$rounds"); do
     for name in $servers; do
@@ -163,3 +181,7 @@ printf 'p99 at half of peak: hostsctl serve %s ms, dnsdist %s ms (target < 5 ms)
 printf 'stack ceiling: H2Ceiling %.0f req/s, %.2fx dnsdist; hostsctl serve reaches %.2f of it\n' \
     "${peaks[ceiling]}" "$(echo "${peaks[ceiling]} / ${peaks[dnsdist]}" | bc -l)" \
     "$(echo "${peaks[serve]} / ${peaks[ceiling]}" | bc -l)"
+if [ -n "$baseline" ]; then
+    printf 'against the baseline build: peak %.2fx (%.0f req/s), p99 at half of peak %s ms against %s ms\n' \
+        "$(echo "${peaks[serve]} / ${peaks[baseline]}" | bc -l)" "${peaks[baseline]}" "${p99s[serve]}" "${p99s[baseline]}"
+fi

@@ -49,18 +49,19 @@ struct HostileClientTests {
         }
     }
 
-    /// Sends `bytes` one at a time, `every` apart, until done or the server closes; returns whether the server
-    /// closed the connection before the client was done (off the cooperative pool: it blocks).
-    static func trickle(_ bytes: [UInt8], to port: Int, every: Duration, after prefix: [UInt8] = []) async throws
-        -> Bool
-    {
+    /// Sends `bytes` one at a time, `every` apart, for at most `limit`; returns whether the server closed the
+    /// connection before that (off the cooperative pool: it blocks).
+    static func trickle(
+        _ bytes: [UInt8], to port: Int, every: Duration, for limit: Duration, after prefix: [UInt8] = []
+    ) async throws -> Bool {
         try await offThePool {
             let fd = try LoopbackTCP.connect(port: port, receiveTimeout: .seconds(1))
             defer { close(fd) }
             if !prefix.isEmpty {
                 _ = prefix.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             }
-            for byte in bytes {
+            let end = ContinuousClock.now + limit
+            for byte in bytes where ContinuousClock.now < end {
                 var one = byte
                 if send(fd, &one, 1, Int32(MSG_NOSIGNAL)) <= 0 { return true }
                 // Whatever the server answers is read; an end of stream means it closed.
@@ -76,29 +77,32 @@ struct HostileClientTests {
 
     @Test("a request head or body trickled a byte at a time is cut off by its deadline; so is an idle trickle")
     func slowloris() async throws {
-        // Deadlines of 2 s against 10 s of trickling: wide enough for a loaded machine's event loops.
+        // Deadlines of 2 s against trickles of four times as long: wide enough for a loaded machine's event loops
+        // (and scaled together with them under the sanitizers).
         let target = try await Target.start(deadline: .seconds(2))
         let port = target.server.port
+        let limit = TestTiming.scaled(.seconds(8))
         let head = Array(
-            "GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 200))\r\n\r\n"
-                .utf8)
-        // 250 bytes at 40 ms is ten seconds of head; the head deadline is 2 s.
-        #expect(try await Self.trickle(head, to: port, every: .milliseconds(40)), "a trickled head is cut off")
-        // A body promised whole, trickled: cut off by the body deadline.
-        let post = Array(
-            "POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\nContent-Length: 300\r\n\r\n"
+            "GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 4000))\r\n\r\n"
                 .utf8)
         #expect(
-            try await Self.trickle([UInt8](repeating: 0, count: 250), to: port, every: .milliseconds(40), after: post),
+            try await Self.trickle(head, to: port, every: .milliseconds(40), for: limit), "a trickled head is cut off")
+        // A body promised whole, trickled: cut off by the body deadline.
+        let post = Array(
+            "POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\nContent-Length: 9000\r\n\r\n"
+                .utf8)
+        #expect(
+            try await Self.trickle(
+                [UInt8](repeating: 0, count: 8000), to: port, every: .milliseconds(40), for: limit, after: post),
             "a trickled body is cut off")
         // After a complete request, bytes that never make the next one do not keep the connection.
         let answered = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         #expect(
             try await Self.trickle(
-                [UInt8](repeating: 0x20, count: 250), to: port, every: .milliseconds(40), after: answered),
+                [UInt8](repeating: 0x20, count: 8000), to: port, every: .milliseconds(40), for: limit, after: answered),
             "an idle trickle is cut off")
         // A connection that says nothing at all is closed too, and a well-behaved one is answered meanwhile.
-        let silent = try await HTTPDNSServerTests.exchange(port: port, [], timeout: .seconds(10))
+        let silent = try await HTTPDNSServerTests.exchange(port: port, [], timeout: TestTiming.scaled(.seconds(20)))
         #expect(silent.closedByServer)
         let fine = try await HTTPDNSServerTests.exchange(
             port: port, Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
@@ -108,14 +112,33 @@ struct HostileClientTests {
         await target.stop()
     }
 
+    @Test("HEAD is answered as GET without a body, and the next request on the connection is read as a request")
+    func head() async throws {
+        let target = try await Target.start(deadline: .seconds(5))
+        let reply = try await HTTPDNSServerTests.exchange(
+            port: target.server.port,
+            Array(
+                ("HEAD /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").utf8))
+        let responses = reply.reply.components(separatedBy: "HTTP/1.1 ").dropFirst()
+        #expect(responses.count == 2, "\(reply.reply)")
+        let first = responses.first ?? ""
+        #expect(first.hasPrefix("200") && first.lowercased().contains("content-length: "), "\(first)")
+        #expect(!first.contains("127.0.0.5"), "no body after a HEAD answer: \(first)")
+        #expect(responses.last?.hasSuffix("ok\n") == true)
+        await target.stop()
+    }
+
     @Test("a TLS handshake trickled a byte at a time is cut off by the handshake deadline")
     func slowHandshake() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
         let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"))
         // The first bytes of a TLS 1.2 ClientHello record header and then junk, slowly.
-        let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00] + [UInt8](repeating: 0x01, count: 245)
-        #expect(try await Self.trickle(hello, to: target.server.port, every: .milliseconds(40)))
+        let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00] + [UInt8](repeating: 0x01, count: 4000)
+        #expect(
+            try await Self.trickle(
+                hello, to: target.server.port, every: .milliseconds(40), for: TestTiming.scaled(.seconds(4))))
         await target.stop()
     }
 
