@@ -83,7 +83,9 @@ struct InteropTests {
         await web.stop()
     }
 
-    @Test("dnspython's DoH client over HTTP/2: 3,000 POSTs (about 100 KB of bodies) on one long-lived connection, all answered")
+    @Test(
+        "dnspython's DoH client over HTTP/2: 3,000 POSTs (about 100 KB of bodies) on one long-lived connection, all answered"
+    )
     func dnspython() async throws {
         let served = try await Served.start(page: "127.0.0.61")
         let script = """
