@@ -53,11 +53,10 @@ enum TaskForm: Equatable, Sendable {
                 return .collected
             case "dataCompletionHandlerWithTaskDelegate":
                 // (completion, delegate?): the async API with `delegate: nil` is a plain completion handler.
-                let parts = Mirror(reflecting: payload.value).children.map(\.value)
-                guard parts.count == 2 else { return .passThrough("an unknown task behaviour") }
-                let delegate = Mirror(reflecting: parts[1])
-                guard delegate.displayStyle == .optional else { return .passThrough("an unknown task behaviour") }
-                return delegate.children.isEmpty ? .collected : .passThrough("a per-task delegate")
+                guard let parts = payload.value as? (Any, (any URLSessionTaskDelegate)?) else {
+                    return .passThrough("an unknown task behaviour")
+                }
+                return parts.1 == nil ? .collected : .passThrough("a per-task delegate")
             default:
                 return .passThrough("an unknown task behaviour")
             }
@@ -85,17 +84,36 @@ enum TaskForm: Equatable, Sendable {
         }
 
         /// The stored property `name` of `subject` or of one of its superclasses, unwrapped when optional.
+        ///
+        /// Reading a reflected field costs a look-up of its type by mangled name, so walking a type's fields on every
+        /// request is dear (tens of microseconds for a task). The position of `name` among its type's fields is
+        /// found once and kept (``FieldPositions``); later reads go straight to it, and check its label.
         private static func field(_ name: String, of subject: Any) -> Any? {
             var mirror: Mirror? = Mirror(reflecting: subject)
             while let current = mirror {
-                if let child = current.children.first(where: { $0.label == name }) {
-                    let value = Mirror(reflecting: child.value)
-                    guard value.displayStyle == .optional else { return child.value }
-                    return value.children.first?.value
+                let key = FieldPositions.Key(type: ObjectIdentifier(current.subjectType), name: name)
+                let known = FieldPositions.table.withLock { $0[key] }
+                let children = current.children
+                if let known {
+                    if known >= 0, known < children.count {
+                        let child = children[children.index(children.startIndex, offsetBy: known)]
+                        if child.label == name { return unwrapped(child.value) }
+                    }
+                } else {
+                    let position = children.firstIndex { $0.label == name }
+                    let offset = position.map { children.distance(from: children.startIndex, to: $0) } ?? -1
+                    FieldPositions.table.withLock { $0[key] = offset }
+                    if let position { return unwrapped(children[position].value) }
                 }
                 mirror = current.superclassMirror
             }
             return nil
+        }
+
+        private static func unwrapped(_ value: Any) -> Any? {
+            let mirror = Mirror(reflecting: value)
+            guard mirror.displayStyle == .optional else { return value }
+            return mirror.children.first?.value
         }
     #else
         /// Apple's URL loading system gives a protocol's client every form: each is served.
@@ -129,5 +147,17 @@ enum TaskForm: Equatable, Sendable {
             self.session = session
             self.registry = registry
         }
+    }
+#endif
+
+#if canImport(FoundationNetworking)
+    /// Where each reflected field was found among its type's fields (-1: not there), by type and name.
+    private enum FieldPositions {
+        struct Key: Hashable {
+            var type: ObjectIdentifier
+            var name: String
+        }
+
+        static let table = Locked([Key: Int]())
     }
 #endif
