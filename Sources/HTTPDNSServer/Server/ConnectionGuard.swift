@@ -16,8 +16,8 @@ import NIOTLS
 /// also hold requests they have already decoded. A connection that stays unwritable for ``Limits/writeTimeout``, or
 /// whose queued bytes pass ``Limits/maximumQueuedBytes``, is closed.
 ///
-/// The request handlers report progress with outbound user events (``ConnectionEvent``), which travel from the tail
-/// of the pipeline to this handler.
+/// The request handlers report progress by calling ``record(_:)`` directly (they sit in the same pipeline, on the
+/// same event loop): a user event would cost a walk through the HTTP/2 handler for every request.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -57,6 +57,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var timer: Scheduled<Void>?
     private var armedFor: NIODeadline?
     private var closed = false
+    /// This handler's context while it is in the pipeline.
+    private var context: ChannelHandlerContext?
 
     /// - Parameters:
     ///   - tls: Whether a TLS handshake comes first.
@@ -69,11 +71,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         quietSince = .now()
         rearm(context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
         timer?.cancel()
         timer = nil
     }
@@ -105,31 +109,31 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        guard let event = event as? ConnectionEvent else {
-            context.triggerUserOutboundEvent(event, promise: promise)
-            return
-        }
-        let now = NIODeadline.now()
+    /// Takes note of a request's progress. Call it on the connection's event loop.
+    ///
+    /// Only a new request head can bring the earliest deadline forward; every other event moves it later or removes
+    /// it, so the timer already armed is left to fire, look again and re-arm (no timer work for most requests).
+    func record(_ event: ConnectionEvent) {
+        var earlier = false
         switch event {
         case .http2:
             isHTTP2 = true
         case .head(let stream):
             headStarted = nil
-            receiving[stream] = now
+            receiving[stream] = .now()
+            earlier = true
         case .complete(let stream):
             headStarted = nil
-            receiving[stream] = nil
+            if !receiving.isEmpty { receiving[stream] = nil }
             answering += 1
         case .answered:
             answering = max(answering - 1, 0)
             servedAny = true
-            if answering == 0, receiving.isEmpty { quietSince = now }
+            if answering == 0, receiving.isEmpty { quietSince = .now() }
         case .abandoned(let stream):
-            if receiving.removeValue(forKey: stream) != nil, answering == 0, receiving.isEmpty { quietSince = now }
+            if receiving.removeValue(forKey: stream) != nil, answering == 0, receiving.isEmpty { quietSince = .now() }
         }
-        promise?.succeed()
-        rearm(context: context)
+        if earlier || timer == nil, let context { rearm(context: context) }
     }
 
     func read(context: ChannelHandlerContext) {
@@ -233,7 +237,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// What a request handler tells its connection's ``ConnectionGuard``, as an outbound user event.
+/// What a request handler tells its connection's ``ConnectionGuard``.
 enum ConnectionEvent: Sendable {
     /// The connection speaks HTTP/2.
     case http2

@@ -20,6 +20,8 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
     }
 
     private let exchange: Exchange
+    /// The connection's deadlines, told of each request's progress.
+    private let connectionGuard: ConnectionGuard
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
@@ -35,8 +37,9 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
     /// Answers were written during this read burst and wait for its end to be flushed.
     private var needsFlush = false
 
-    init(_ exchange: Exchange) {
+    init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
         self.exchange = exchange
+        self.connectionGuard = connectionGuard
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -45,7 +48,7 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
             self.head = head
             body = []
             tooLarge = false
-            context.triggerUserOutboundEvent(ConnectionEvent.head(1), promise: nil)
+            connectionGuard.record(.head(1))
         case .body(var buffer):
             guard !tooLarge else { return }
             if body.count + buffer.readableBytes > exchange.limits.maximumBodyBytes {
@@ -57,7 +60,7 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            context.triggerUserOutboundEvent(ConnectionEvent.complete(1), promise: nil)
+            connectionGuard.record(.complete(1))
             ready.append(Request(head: head, body: body, tooLarge: tooLarge))
             body = []
             drain(context: context)
@@ -150,7 +153,7 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         if head.method != .HEAD, !response.body.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
         }
-        context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil)
+        connectionGuard.record(.answered)
         if keepAlive {
             context.write(wrapOutboundOut(.end(nil)), promise: nil)
         } else {

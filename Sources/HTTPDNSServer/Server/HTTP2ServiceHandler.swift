@@ -27,6 +27,8 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
     }
 
     private let exchange: Exchange
+    /// The connection's deadlines, told of each request's progress.
+    private let connectionGuard: ConnectionGuard
     /// Requests still being received, by stream (at most the advertised concurrent-stream limit).
     private var receiving: [HTTP2StreamID: Pending] = [:]
     /// Complete requests waiting for the channel to take more (back-pressure), in order.
@@ -38,12 +40,13 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
     /// Flow-controlled DATA bytes consumed since the last connection WINDOW_UPDATE.
     private var consumed = 0
 
-    init(_ exchange: Exchange) {
+    init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
         self.exchange = exchange
+        self.connectionGuard = connectionGuard
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        context.triggerUserOutboundEvent(ConnectionEvent.http2, promise: nil)
+        connectionGuard.record(.http2)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -68,7 +71,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 complete(stream, pending, context: context)
             } else {
                 receiving[stream] = pending
-                context.triggerUserOutboundEvent(ConnectionEvent.head(UInt32(Int(stream))), promise: nil)
+                connectionGuard.record(.head(UInt32(Int(stream))))
             }
         case .data(let payload):
             consumed += payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
@@ -85,7 +88,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
                 // Refused at once. If the client is still sending, the rest of the body is not wanted: RST_STREAM
                 // NO_ERROR after the answer (RFC 9113 §8.1).
                 receiving[stream] = nil
-                context.triggerUserOutboundEvent(ConnectionEvent.complete(UInt32(Int(stream))), promise: nil)
+                connectionGuard.record(.complete(UInt32(Int(stream))))
                 write(
                     stream, .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"),
                     context: context)
@@ -154,18 +157,18 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
     /// written will not be.
     private func forget(_ stream: HTTP2StreamID, context: ChannelHandlerContext) {
         if receiving.removeValue(forKey: stream) != nil {
-            context.triggerUserOutboundEvent(ConnectionEvent.abandoned(UInt32(Int(stream))), promise: nil)
+            connectionGuard.record(.abandoned(UInt32(Int(stream))))
         }
         var dropped = answering.remove(stream) != nil
         if let index = held.firstIndex(where: { $0.0 == stream }) {
             held.remove(at: index)
             dropped = true
         }
-        if dropped { context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil) }
+        if dropped { connectionGuard.record(.answered) }
     }
 
     private func complete(_ stream: HTTP2StreamID, _ pending: Pending, context: ChannelHandlerContext) {
-        context.triggerUserOutboundEvent(ConnectionEvent.complete(UInt32(Int(stream))), promise: nil)
+        connectionGuard.record(.complete(UInt32(Int(stream))))
         if context.channel.isWritable {
             answer(stream, pending, context: context)
         } else {
@@ -207,7 +210,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
         for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) {
             headers.add(name: name.lowercased(), value: value)
         }
-        context.triggerUserOutboundEvent(ConnectionEvent.answered, promise: nil)
+        connectionGuard.record(.answered)
         let empty = response.body.isEmpty || withoutBody
         context.write(
             wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))),

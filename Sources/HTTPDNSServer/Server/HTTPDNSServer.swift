@@ -169,10 +169,11 @@ public final class HTTPDNSServer: Sendable {
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(connectionGuard)
-                        try sync.addHandler(Self.negotiation(channel: channel, exchange, counts: counts))
+                        try sync.addHandler(
+                            Self.negotiation(channel: channel, exchange, connectionGuard, counts: counts))
                     } else {
                         try sync.addHandler(connectionGuard)
-                        try Self.http1(channel.pipeline, exchange)
+                        try Self.http1(channel.pipeline, exchange, connectionGuard)
                     }
                 }
             }
@@ -233,27 +234,32 @@ public final class HTTPDNSServer: Sendable {
     }
 
     private static func negotiation(
-        channel: any Channel, _ exchange: Exchange, counts: Locked<ProtocolCounts>
+        channel: any Channel, _ exchange: Exchange, _ connectionGuard: ConnectionGuard,
+        counts: Locked<ProtocolCounts>
     ) -> ApplicationProtocolNegotiationHandler {
-        ApplicationProtocolNegotiationHandler { result in
+        let bound = NIOLoopBound(connectionGuard, eventLoop: channel.eventLoop)
+        return ApplicationProtocolNegotiationHandler { result in
             channel.eventLoop.makeCompletedFuture {
                 switch result {
                 case .negotiated("h2"):
                     counts.withLock { $0.http2 += 1 }
                     try channel.pipeline.syncOperations.addHandler(
                         NIOHTTP2Handler(mode: .server, initialSettings: nioDefaultSettings))
-                    try channel.pipeline.syncOperations.addHandler(HTTP2ServiceHandler(exchange))
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTP2ServiceHandler(exchange, connectionGuard: bound.value))
                 default:
                     counts.withLock { $0.http1OverTLS += 1 }
-                    try http1(channel.pipeline, exchange)
+                    try http1(channel.pipeline, exchange, bound.value)
                 }
             }
         }
     }
 
-    private static func http1(_ pipeline: ChannelPipeline, _ exchange: Exchange) throws {
+    private static func http1(
+        _ pipeline: ChannelPipeline, _ exchange: Exchange, _ connectionGuard: ConnectionGuard
+    ) throws {
         try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-        try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange))
+        try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange, connectionGuard: connectionGuard))
     }
 }
 
