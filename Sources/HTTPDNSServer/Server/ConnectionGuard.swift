@@ -111,10 +111,17 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Takes note of a request's progress. Call it on the connection's event loop.
     ///
-    /// Only a new request head can bring the earliest deadline forward; every other event moves it later or removes
-    /// it, so the timer already armed is left to fire, look again and re-arm (no timer work for most requests).
+    /// Only a new request head, or an idle time shorter than the deadline armed, can bring the earliest deadline
+    /// forward; every other event moves it later or removes it, so the timer already armed is left to fire, look
+    /// again and re-arm (no timer work for most requests).
     func record(_ event: ConnectionEvent) {
         var earlier = false
+        defer {
+            if !earlier, let armedFor, receiving.isEmpty, answering == 0 {
+                earlier = quietSince + limits.idleTimeout < armedFor
+            }
+            if earlier || timer == nil, let context { rearm(context: context) }
+        }
         switch event {
         case .http2:
             isHTTP2 = true
@@ -133,7 +140,6 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .abandoned(let stream):
             if receiving.removeValue(forKey: stream) != nil, answering == 0, receiving.isEmpty { quietSince = .now() }
         }
-        if earlier || timer == nil, let context { rearm(context: context) }
     }
 
     func read(context: ChannelHandlerContext) {
