@@ -85,7 +85,7 @@ struct URLSessionFormsTests {
         defer { Task { await server.stop() } }
         let forms = try await HostsCTLProcess.run(executable: Self.executable, [server.url, "--list"])
             .standardOutput.split(separator: "\n").map(String.init)
-        #expect(forms.count == 26)
+        #expect(forms.count == 25)
         var plain: [Line] = []
         for form in forms {
             let without = try #require(try await Self.run(form, library: false, base: server.url))

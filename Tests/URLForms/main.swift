@@ -395,14 +395,6 @@ let forms: [Form] = [
         }
     ),
     (
-        "downloadTask(withResumeData:completionHandler:)",
-        {
-            completion("downloadTask(withResumeData:completionHandler:)") { done in
-                shared.downloadTask(withResumeData: Data("not resume data".utf8)) { done(nil, $0, $1, $2) }.resume()
-            }
-        }
-    ),
-    (
         "uploadTask(with:from:completionHandler:)",
         {
             completion("uploadTask(with:from:completionHandler:)") { done in
