@@ -238,9 +238,7 @@ public final class HTTPDNSInterceptor: Sendable {
     /// ``load(_:)`` with `willRedirect` asked before each redirect is followed.
     func load(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> Response {
         let started = ContinuousClock.now
-        var trace = RequestTrace(
-            url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
-            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
+        var trace = Self.trace(of: request)
         let transport = self.transport
         let limit = configuration.maximumResponseBytes
         do {
@@ -260,6 +258,13 @@ public final class HTTPDNSInterceptor: Sendable {
             engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
             throw error
         }
+    }
+
+    /// An empty trace for `request`: its URL without credentials, and its trace tag.
+    private static func trace(of request: URLRequest) -> RequestTrace {
+        RequestTrace(
+            url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
+            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
     }
 
     /// Asked before each redirect is followed, after ``Configuration/redirectHandler``: the next request, changed, or
@@ -283,9 +288,7 @@ public final class HTTPDNSInterceptor: Sendable {
     /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
     func stream(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> StreamedAnswer {
         let started = ContinuousClock.now
-        var trace = RequestTrace(
-            url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
-            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
+        var trace = Self.trace(of: request)
         let transport = self.transport
         do {
             let (response, answer) = try await run(request, willRedirect: willRedirect, trace: &trace) {

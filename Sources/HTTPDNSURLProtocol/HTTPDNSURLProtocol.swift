@@ -158,7 +158,9 @@ public class HTTPDNSURLProtocol: URLProtocol {
     override public func startLoading() {
         let clientQueue = SessionQueue.current()
         let handle = Handle(instance: self)
-        let form = task.map(TaskForm.of) ?? .collected
+        // The task's session is read once (by reflection): the form and the redirect hook both need it.
+        let session = task.flatMap(TaskForm.session(of:))
+        let form = task.map { TaskForm.of($0, in: session) } ?? .collected
         if case .passThrough = form, let task, let standIn = Self.ownProtocol(for: task, cachedResponse: cachedResponse)
         {
             let start = loading.withLock { state -> Bool in
@@ -176,7 +178,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
             return
         }
         let request = self.request
-        let willRedirect = task.flatMap(Self.redirectHook)
+        let willRedirect = task.flatMap { Self.redirectHook(for: $0, in: session) }
         let load: Task<Void, Never>
         if form == .streamed {
             load = Task {
@@ -232,8 +234,10 @@ public class HTTPDNSURLProtocol: URLProtocol {
     /// For a task with a delegate (its own or its session's), asks it before each redirect is followed, on the
     /// session's delegate queue, as URLSession's own HTTP protocol does.
     #if canImport(FoundationNetworking)
-        private static func redirectHook(for task: URLSessionTask) -> HTTPDNSInterceptor.RedirectHook? {
-            guard let delegate = task.delegate, let session = TaskForm.session(of: task) else { return nil }
+        private static func redirectHook(
+            for task: URLSessionTask, in session: URLSession?
+        ) -> HTTPDNSInterceptor.RedirectHook? {
+            guard let delegate = task.delegate, let session else { return nil }
             return { response, request in
                 await withCheckedContinuation { continuation in
                     // A delegate that calls the completion handler twice is heard once.
@@ -252,7 +256,9 @@ public class HTTPDNSURLProtocol: URLProtocol {
             }
         }
     #else
-        private static func redirectHook(for task: URLSessionTask) -> HTTPDNSInterceptor.RedirectHook? { nil }
+        private static func redirectHook(
+            for task: URLSessionTask, in session: URLSession?
+        ) -> HTTPDNSInterceptor.RedirectHook? { nil }
     #endif
 
     /// URLSession's own protocol for `task`, made as URLSession makes it.

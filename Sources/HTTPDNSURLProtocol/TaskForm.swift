@@ -32,11 +32,12 @@ enum TaskForm: Equatable, Sendable {
         /// registry, which is read here by reflection. Anything this reading does not recognise (another version of
         /// corelibs laid out differently) is passed through, so the worst a change there can do is lose the faster
         /// path, never a callback.
-        static func of(_ task: URLSessionTask) -> TaskForm {
+        /// - Parameter session: The task's session, from ``session(of:)`` (read once by the caller, which needs it too).
+        static func of(_ task: URLSessionTask, in session: URLSession?) -> TaskForm {
             if task is URLSessionDownloadTask { return .passThrough("a download task") }
             if task is URLSessionUploadTask { return .passThrough("an upload task") }
             guard task is URLSessionDataTask else { return .passThrough("not a data task") }
-            guard let session = session(of: task),
+            guard let session,
                 let registry = registry(of: session),
                 let behaviours = field("behaviours", of: registry) as? any TaskBehaviours,
                 let behaviour = behaviours.behaviour(of: task.taskIdentifier)
@@ -117,7 +118,10 @@ enum TaskForm: Equatable, Sendable {
         }
     #else
         /// Apple's URL loading system gives a protocol's client every form: each is served.
-        static func of(_ task: URLSessionTask) -> TaskForm { .streamed }
+        static func of(_ task: URLSessionTask, in session: URLSession?) -> TaskForm { .streamed }
+
+        /// Not needed there.
+        static func session(of task: URLSessionTask) -> URLSession? { nil }
     #endif
 }
 

@@ -90,45 +90,27 @@ struct HTTP2FrameTests {
                 port: 0, certificatePath: leaf.certificatePath, privateKeyPath: leaf.keyPath, maximumBodyBytes: 1024),
             logger: Self.logger)
 
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .file(certificates.caPath)
-        tls.applicationProtocols = ["h2"]
-        let context = try NIOSSLContext(configuration: tls)
-        let recorder = Recorder()
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(try NIOSSLClientHandler(context: context, serverHostname: "doh.test"))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client))
-                    try sync.addHandler(recorder)
-                }
-            }
-            .connect(host: "127.0.0.1", port: server.port).get()
-
-        func headers(_ method: String, _ path: String, stream: Int, end: Bool, type: String? = nil) -> HTTP2Frame {
-            var fields: HPACKHeaders = [
-                ":method": method, ":path": path, ":scheme": "https", ":authority": "doh.test",
-            ]
-            if let type { fields.add(name: "content-type", value: type) }
-            return HTTP2Frame(
-                streamID: HTTP2StreamID(stream), payload: .headers(.init(headers: fields, endStream: end)))
+        let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+        let (channel, recorder) = (client.channel, client.recorder)
+        let type: HPACKHeaders = ["content-type": "application/dns-message"]
+        func headers(_ method: String, _ path: String, stream: Int, end: Bool, extra: HPACKHeaders = [:])
+            -> HTTP2Frame
+        {
+            client.headers(method, path, stream: stream, end: end, extra: extra)
         }
         func data(_ bytes: [UInt8], stream: Int, end: Bool) -> HTTP2Frame {
-            HTTP2Frame(
-                streamID: HTTP2StreamID(stream),
-                payload: .data(.init(data: .byteBuffer(ByteBuffer(bytes: bytes)), endStream: end)))
+            client.data(bytes, stream: stream, end: end)
         }
         let query = try DNSWireMessage.query(for: try HostName("fast.test"), type: .a)
         let half = query.count / 2
         var frames: [HTTP2Frame] = [
             // 1: a POST whose body comes in two DATA frames, the request ended by trailers.
-            headers("POST", "/dns-query", stream: 1, end: false, type: "application/dns-message"),
+            headers("POST", "/dns-query", stream: 1, end: false, extra: type),
             data(Array(query[..<half]), stream: 1, end: false),
             data(Array(query[half...]), stream: 1, end: false),
             HTTP2Frame(streamID: 1, payload: .headers(.init(headers: ["x-checksum": "none"], endStream: true))),
             // 3: a body over the 1,024-byte limit, more of it still to come.
-            headers("POST", "/dns-query", stream: 3, end: false, type: "application/dns-message"),
+            headers("POST", "/dns-query", stream: 3, end: false, extra: type),
             data([UInt8](repeating: 0, count: 2000), stream: 3, end: false),
             // 5: a name only the slow upstream knows, reset by the client while the server waits.
             headers("GET", "/resolve?name=multi.test", stream: 5, end: true),

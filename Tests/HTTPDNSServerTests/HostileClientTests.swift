@@ -196,20 +196,8 @@ struct HostileClientTests {
         let target = try await Target.start(deadline: .seconds(1), exporter: { page })
         let port = target.server.port
         let outcome = try await offThePool { () -> (sentBytes: Int, closed: Bool) in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var small: Int32 = 4096
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+            let fd = try LoopbackTCP.connect(
+                port: port, receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .milliseconds(200))
             defer { close(fd) }
             let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 100).utf8)
             var sent = 0

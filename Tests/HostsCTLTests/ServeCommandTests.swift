@@ -90,21 +90,9 @@ struct ServeNonReaderTests {
         let warm = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         for _ in 0..<50 { _ = try await offThePool { try warm.get("/metrics") } }
         let before = Self.memory(of: process.pid)
-        let flood = Task.detached { () -> Int in
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var small: Int32 = 4096
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = port.bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            _ = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
+        let flood = Task.detached { () throws -> Int in
+            let fd = try LoopbackTCP.connect(
+                port: Int(port), receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .milliseconds(100))
             defer { close(fd) }
             let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200).utf8)
             var sent = 0
@@ -121,7 +109,7 @@ struct ServeNonReaderTests {
         let other = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         let answer = try await offThePool { try other.get("/resolve?name=served.test") }
         #expect(answer.status == 200 && answer.body.contains("127.0.0.88"))
-        let sent = await flood.value
+        let sent = try await flood.value
         let after = Self.memory(of: process.pid)
         let growth = after.peak - before.resident
         print(

@@ -278,10 +278,24 @@ func boundTCPSocket(ip: String, port: UInt16, backlog: Int32?) throws -> (Int32,
 /// Plain TCP connections to 127.0.0.1, for tests that speak a protocol byte by byte.
 public enum LoopbackTCP {
     /// Connects to 127.0.0.1:`port`, from `source` (another loopback address) when given; reads on the returned
-    /// descriptor give up after `receiveTimeout`. The caller closes it.
-    public static func connect(port: Int, receiveTimeout: Duration, from source: String? = nil) throws -> Int32 {
+    /// descriptor give up after `receiveTimeout`, sends after `sendTimeout` when given. `receiveBuffer` shrinks the
+    /// kernel's receive buffer (set before connecting, so the advertised window is small too), for clients that do
+    /// not read. The caller closes it.
+    public static func connect(
+        port: Int, receiveTimeout: Duration, from source: String? = nil, receiveBuffer: Int32? = nil,
+        sendTimeout: Duration? = nil
+    ) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestServerError("socket: \(errno)") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let sendTimeout {
+            var timeout = timeval(
+                tv_sec: Int(sendTimeout.components.seconds),
+                tv_usec: Int(sendTimeout.components.attoseconds / 1_000_000_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
         if let source {
             var local = sockaddr_in()
             local.sin_family = sa_family_t(AF_INET)

@@ -29,27 +29,14 @@ final class ServiceMetrics: Sendable {
 
     /// A connection closed by its deadline or write bound (`reason`: handshake, head, body, idle, write, queued).
     func closedByGuard(_ reason: String) {
-        let counter = guardClosures.withLock { counters in
-            if let counter = counters[reason] { return counter }
-            let counter = Counter(
-                label: "httpdns_serve_connections_closed_total", dimensions: [("reason", reason)], factory: factory)
-            counters[reason] = counter
-            return counter
-        }
-        counter.increment()
+        counter(reason, "httpdns_serve_connections_closed_total", [("reason", reason)], in: guardClosures).increment()
     }
 
     func record(endpoint: String, status: Int, duration: Duration) {
-        let key = "\(endpoint) \(status)"
-        let counter = counters.withLock { counters in
-            if let counter = counters[key] { return counter }
-            let counter = Counter(
-                label: "httpdns_serve_requests_total", dimensions: [("endpoint", endpoint), ("status", "\(status)")],
-                factory: factory)
-            counters[key] = counter
-            return counter
-        }
-        counter.increment()
+        counter(
+            "\(endpoint) \(status)", "httpdns_serve_requests_total", [("endpoint", endpoint), ("status", "\(status)")],
+            in: counters
+        ).increment()
         let timer = timers.withLock { timers in
             if let timer = timers[endpoint] { return timer }
             let timer = Timer(
@@ -58,5 +45,19 @@ final class ServiceMetrics: Sendable {
             return timer
         }
         timer.recordNanoseconds(duration.wholeNanoseconds)
+    }
+
+    /// The counter `label` with `dimensions`, made once and kept in `table` under `key` (the dimensions are only
+    /// built the first time: this runs for every request).
+    private func counter(
+        _ key: String, _ label: String, _ dimensions: @autoclosure () -> [(String, String)],
+        in table: Locked<[String: Counter]>
+    ) -> Counter {
+        table.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: label, dimensions: dimensions(), factory: factory)
+            counters[key] = counter
+            return counter
+        }
     }
 }
