@@ -50,14 +50,18 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
+        ),
+        // The system nghttp2 library: the server's HTTP/2. Only files in Sources/HTTPDNSServer/NGHTTP2 import it.
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
         ),
         // The dispatch queue a URLProtocol method runs on, for calling the protocol's client there (corelibs needs it).
         .target(name: "CSessionQueue"),
@@ -82,6 +86,7 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNS",
+                "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

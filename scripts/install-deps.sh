@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages the project needs, only those that are missing.
 #   scripts/install-deps.sh [run|demo|test|benchmarks]
 set -euo pipefail
-need=(libc-ares-dev pkg-config ca-certificates)
+need=(libc-ares-dev libnghttp2-dev pkg-config ca-certificates)
 case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;

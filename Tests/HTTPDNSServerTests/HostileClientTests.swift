@@ -296,13 +296,13 @@ struct HostileClientTests {
         await target.stop()
     }
 
-    @Test("a stream that swift-nio-http2 resets itself is forgotten: its body deadline does not close the connection")
+    @Test("a stream the HTTP/2 layer resets itself is forgotten: its body deadline does not close the connection")
     func http2StreamErrors() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
         let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(2))
         let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
-        // A body longer than its content-length: a stream error NIOHTTP2Handler answers with RST_STREAM itself.
+        // A body longer than its content-length: a stream error nghttp2 answers with RST_STREAM itself.
         let type: HPACKHeaders = ["content-type": "application/dns-message", "content-length": "4"]
         client.send([
             client.headers("POST", "/dns-query", stream: 1, end: false, extra: type),

@@ -1,164 +1,138 @@
 import HTTPDNS
 import Logging
 import NIOCore
-import NIOHPACK
-import NIOHTTP2
 
-/// HTTP/2 exchanges at the frame level on the connection's own pipeline, behind `NIOHTTP2Handler` (which keeps the
-/// connection's and streams' state, SETTINGS and PING): no child channel and no HTTP/1 translation per stream,
-/// because a DNS exchange is one small request and one small answer. Answers found at once are flushed at the end of
-/// the read burst, so the answers to many streams leave in few TLS records and system calls.
+/// HTTP/2 on nghttp2 (``HTTP2ServerSession``), behind NIOSSL: the decrypted bytes of a read burst go to the session,
+/// requests come back as they complete and are answered at once when the cache or a local layer knows the answer,
+/// and everything the session has to send then leaves in one write at the end of the burst, so the answers to many
+/// streams share TLS records and system calls. Answers that wait for an upstream are written when they come.
 ///
-/// Without a stream multiplexer nothing else gives the client its flow-control window back: the handler sends a
-/// connection-level WINDOW_UPDATE for the DATA it consumed at the end of each read burst (a stream's own window,
-/// 65,535 bytes, already covers the largest body taken). While the channel is not writable, complete requests wait
-/// unanswered; their streams stay open, so the concurrent-stream limit bounds them.
-final class HTTP2ServiceHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    /// A request whose body is still arriving.
-    private struct Pending {
-        var method: String
-        var target: String
-        var contentType: String?
-        var body: [UInt8] = []
-        var tooLarge = false
-    }
+/// While the channel is not writable, complete requests wait unanswered (the connection guard also stops reading);
+/// their streams stay open, so the concurrent-stream limit bounds them. On server shutdown
+/// (``ServerDrainingEvent``) a GOAWAY tells the client to open no more streams; the open ones are answered, then
+/// the connection closes.
+final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private let exchange: Exchange
     /// The connection's deadlines, told of each request's progress.
     private let connectionGuard: ConnectionGuard
-    /// Requests still being received, by stream (at most the advertised concurrent-stream limit).
-    private var receiving: [HTTP2StreamID: Pending] = [:]
+    private let settings: HTTP2ServerSession.Settings
+    private let options: HTTP2SessionOptions
+    private var session: HTTP2ServerSession?
+    private var context: ChannelHandlerContext?
     /// Complete requests waiting for the channel to take more (back-pressure), in order.
-    private var held: [(HTTP2StreamID, Pending)] = []
+    private var held: [(Int32, HTTP2Request)] = []
     /// Streams whose answer waits for an upstream; a stream that closes leaves the set and its answer is dropped.
-    private var answering: Set<HTTP2StreamID> = []
-    private var removed = false
-    private var needsFlush = false
-    /// Flow-controlled DATA bytes consumed since the last connection WINDOW_UPDATE.
-    private var consumed = 0
+    private var answering: Set<Int32> = []
+    /// Inside a read burst: output waits for its end.
+    private var reading = false
+    private var closing = false
 
-    init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
+    init(
+        _ exchange: Exchange, connectionGuard: ConnectionGuard, settings: HTTP2ServerSession.Settings,
+        options: HTTP2SessionOptions
+    ) {
         self.exchange = exchange
         self.connectionGuard = connectionGuard
+        self.settings = settings
+        self.options = options
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         connectionGuard.record(.http2)
+        do {
+            session = try HTTP2ServerSession(settings: settings, options: options, delegate: self)
+        } catch {
+            exchange.logger.error("cannot start an HTTP/2 session", metadata: ["error": "\(error)"])
+            context.close(promise: nil)
+            return
+        }
+        // The server's SETTINGS go first, without waiting for the client's preface.
+        if context.channel.isActive { sendPending(context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendPending(context: context)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        session = nil
+        held = []
+        answering = []
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let stream = frame.streamID
-        switch frame.payload {
-        case .headers(let headers):
-            if let pending = receiving[stream] {
-                // Trailers: their fields are not used, but they may end the request.
-                if headers.endStream {
-                    receiving[stream] = nil
-                    complete(stream, pending, context: context)
-                }
-                return
-            }
-            guard !answering.contains(stream), !held.contains(where: { $0.0 == stream }) else { return }
-            let fields = headers.headers
-            let pending = Pending(
-                method: fields.first(name: ":method") ?? "", target: fields.first(name: ":path") ?? "/",
-                contentType: fields.first(name: "content-type"))
-            if headers.endStream {
-                complete(stream, pending, context: context)
-            } else {
-                receiving[stream] = pending
-                connectionGuard.record(.head(UInt32(Int(stream))))
-            }
-        case .data(let payload):
-            consumed += payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
-            guard var pending = receiving[stream] else { return }
-            if case .byteBuffer(var buffer) = payload.data, !pending.tooLarge {
-                if pending.body.count + buffer.readableBytes > exchange.limits.maximumBodyBytes {
-                    pending.tooLarge = true
-                    pending.body = []
-                } else {
-                    pending.body += buffer.readBytes(length: buffer.readableBytes) ?? []
-                }
-            }
-            if pending.tooLarge {
-                // Refused at once. If the client is still sending, the rest of the body is not wanted: RST_STREAM
-                // NO_ERROR after the answer (RFC 9113 §8.1).
-                receiving[stream] = nil
-                connectionGuard.record(.complete(UInt32(Int(stream))))
-                write(
-                    stream, .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"),
-                    context: context)
-                if !payload.endStream {
-                    context.write(
-                        wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .rstStream(.noError))), promise: nil)
-                }
-                needsFlush = true
-            } else if payload.endStream {
-                receiving[stream] = nil
-                complete(stream, pending, context: context)
-            } else {
-                receiving[stream] = pending
-            }
-        case .rstStream:
-            forget(stream, context: context)
-        default:
-            break
+        guard let session, !closing else { return }
+        reading = true
+        do {
+            try session.receive(unwrapInboundIn(data))
+        } catch {
+            exchange.logger.debug("HTTP/2 session failed", metadata: ["error": "\(error)"])
+            reading = false
+            finish(context: context)
         }
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        // Streams NIOHTTP2Handler closes itself (a stream error, a reset in either direction) end here too.
-        if let closed = event as? StreamClosedEvent { forget(closed.streamID, context: context) }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if consumed > 0 {
-            let increment = consumed
-            consumed = 0
-            context.write(
-                wrapOutboundOut(
-                    HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
-                promise: nil)
-            needsFlush = true
-        }
-        if needsFlush {
-            needsFlush = false
-            context.flush()
-        }
+        reading = false
+        sendPending(context: context)
         context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable, !held.isEmpty {
             while context.channel.isWritable, !held.isEmpty {
-                let (stream, pending) = held.removeFirst()
-                answer(stream, pending, context: context)
+                let (stream, request) = held.removeFirst()
+                answer(stream, request, context: context)
             }
-            context.flush()
+            sendPending(context: context)
         }
         context.fireChannelWritabilityChanged()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        removed = true
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ServerDrainingEvent, let session {
+            session.goAway()
+            sendPending(context: context)
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // NIOHTTP2Handler has already answered protocol errors (GOAWAY or RST_STREAM); nothing else to do here.
-        exchange.logger.debug("HTTP/2 error", metadata: ["error": "\(error)"])
+        exchange.logger.debug("HTTP/2 connection error", metadata: ["error": "\(error)"])
+        context.fireErrorCaught(error)
     }
 
-    /// Drops what is kept for `stream`, which closed: a request still arriving is abandoned, an answer not yet
-    /// written will not be.
-    private func forget(_ stream: HTTP2StreamID, context: ChannelHandlerContext) {
-        if receiving.removeValue(forKey: stream) != nil {
-            connectionGuard.record(.abandoned(UInt32(Int(stream))))
+    // MARK: HTTP2ServerSessionDelegate
+
+    func requestHeadReceived(stream: Int32) {
+        connectionGuard.record(.head(UInt32(stream)))
+    }
+
+    func requestReceived(stream: Int32, _ request: HTTP2Request) {
+        guard let context else { return }
+        connectionGuard.record(.complete(UInt32(stream)))
+        if context.channel.isWritable {
+            answer(stream, request, context: context)
+        } else {
+            held.append((stream, request))
         }
+    }
+
+    func requestBodyTooLarge(stream: Int32) {
+        connectionGuard.record(.complete(UInt32(stream)))
+        respond(
+            stream, .text(413, "the request body is larger than \(exchange.limits.maximumBodyBytes) bytes"),
+            withoutBody: false)
+    }
+
+    func streamClosed(stream: Int32, receiving: Bool) {
+        if receiving { connectionGuard.record(.abandoned(UInt32(stream))) }
         var dropped = answering.remove(stream) != nil
         if let index = held.firstIndex(where: { $0.0 == stream }) {
             held.remove(at: index)
@@ -167,59 +141,64 @@ final class HTTP2ServiceHandler: ChannelInboundHandler {
         if dropped { connectionGuard.record(.answered) }
     }
 
-    private func complete(_ stream: HTTP2StreamID, _ pending: Pending, context: ChannelHandlerContext) {
-        connectionGuard.record(.complete(UInt32(Int(stream))))
-        if context.channel.isWritable {
-            answer(stream, pending, context: context)
-        } else {
-            held.append((stream, pending))
-        }
-    }
+    // MARK: Answers
 
-    private func answer(_ stream: HTTP2StreamID, _ pending: Pending, context: ChannelHandlerContext) {
+    private func answer(_ stream: Int32, _ request: HTTP2Request, context: ChannelHandlerContext) {
         // HEAD is answered as GET without the body.
-        let isHead = pending.method == "HEAD"
-        let request = ServiceRequest(
-            method: isHead ? "GET" : pending.method, target: pending.target, contentType: pending.contentType,
-            body: pending.body, client: exchange.client)
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let isHead = request.method == "HEAD"
+        let serviceRequest = ServiceRequest(
+            method: isHead ? "GET" : request.method, target: request.path, contentType: request.contentType,
+            body: request.body, client: exchange.client)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let later = NIOLoopBound<(ServiceResponse) -> Void>(
             { response in
-                let (handler, context) = bound.value
-                guard !handler.removed, handler.answering.remove(stream) != nil else { return }
-                handler.write(stream, response, withoutBody: isHead, context: context)
-                context.flush()
+                let handler = bound.value
+                guard let context = handler.context, handler.answering.remove(stream) != nil else { return }
+                handler.respond(stream, response, withoutBody: isHead)
+                if !handler.reading { handler.sendPending(context: context) }
             }, eventLoop: context.eventLoop)
         answering.insert(stream)
-        if let response = exchange.answer(request, on: context.eventLoop, later: later) {
+        if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
             answering.remove(stream)
-            write(stream, response, withoutBody: isHead, context: context)
-            needsFlush = true
+            respond(stream, response, withoutBody: isHead)
         }
     }
 
-    private func write(
-        _ stream: HTTP2StreamID, _ response: ServiceResponse, withoutBody: Bool = false,
-        context: ChannelHandlerContext
-    ) {
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(4 + response.headers.count)
-        headers.add(name: ":status", value: String(response.status))
-        headers.add(name: "content-type", value: response.contentType)
-        headers.add(name: "content-length", value: String(response.body.count))
-        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) {
-            headers.add(name: name.lowercased(), value: value)
-        }
+    private func respond(_ stream: Int32, _ response: ServiceResponse, withoutBody: Bool) {
         connectionGuard.record(.answered)
-        let empty = response.body.isEmpty || withoutBody
-        context.write(
-            wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .headers(.init(headers: headers, endStream: empty)))),
-            promise: nil)
-        guard !empty else { return }
-        let buffer = context.channel.allocator.buffer(bytes: response.body)
-        context.write(
-            wrapOutboundOut(
-                HTTP2Frame(streamID: stream, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
-            promise: nil)
+        session?.respond(
+            stream: stream, status: response.status, contentType: response.contentType, headers: response.headers,
+            body: response.body, withoutBody: withoutBody)
+    }
+
+    /// Writes and flushes what the session has to send, in one buffer; closes the connection when the session is over.
+    private func sendPending(context: ChannelHandlerContext) {
+        guard let session else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            try session.pendingOutput(into: &buffer)
+        } catch {
+            exchange.logger.debug("HTTP/2 session failed", metadata: ["error": "\(error)"])
+            finish(context: context)
+            return
+        }
+        if buffer.readableBytes > 0 {
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+        if session.isFinished { finish(context: context) }
+    }
+
+    /// Sends what is left (a GOAWAY) and closes once it is written.
+    private func finish(context: ChannelHandlerContext) {
+        guard !closing else { return }
+        closing = true
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        try? session?.pendingOutput(into: &buffer)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in bound.value.close(promise: nil) }
     }
 }
+
+/// Sent through every open connection's pipeline when the server begins to shut down: HTTP/2 connections send
+/// GOAWAY and close once their open streams are answered.
+struct ServerDrainingEvent: Sendable {}

@@ -3,7 +3,6 @@ public import HTTPDNS
 public import Logging
 public import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 public import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -148,6 +147,7 @@ public final class HTTPDNSServer: Sendable {
             maximumQueuedBytes: configuration.maximumQueuedBytes)
         let metrics = service.metrics
         let prefixes = configuration.clientPrefixes
+        let http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
         let bootstrap = ServerBootstrap(group: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -170,7 +170,7 @@ public final class HTTPDNSServer: Sendable {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(connectionGuard)
                         try sync.addHandler(
-                            Self.negotiation(channel: channel, exchange, connectionGuard, counts: counts))
+                            Self.negotiation(channel: channel, exchange, connectionGuard, http2: http2, counts: counts))
                     } else {
                         try sync.addHandler(connectionGuard)
                         try Self.http1(channel.pipeline, exchange, connectionGuard)
@@ -205,6 +205,8 @@ public final class HTTPDNSServer: Sendable {
     public func shutdown(grace: Duration = .seconds(5)) async {
         service.drain()
         try? await channel.close()
+        // HTTP/2 clients are told to open no more streams (GOAWAY); what they have open is answered.
+        for open in connections.all { open.pipeline.fireUserInboundEventTriggered(ServerDrainingEvent()) }
         let deadline = ContinuousClock.now + grace
         while connections.count > 0, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
@@ -233,8 +235,19 @@ public final class HTTPDNSServer: Sendable {
         }
     }
 
+    /// What every HTTP/2 connection of a server shares: its SETTINGS and nghttp2's options.
+    private struct HTTP2Setup: Sendable {
+        var settings: HTTP2ServerSession.Settings
+        var options: HTTP2SessionOptions
+
+        init(settings: HTTP2ServerSession.Settings) {
+            self.settings = settings
+            options = HTTP2SessionOptions(settings: settings)
+        }
+    }
+
     private static func negotiation(
-        channel: any Channel, _ exchange: Exchange, _ connectionGuard: ConnectionGuard,
+        channel: any Channel, _ exchange: Exchange, _ connectionGuard: ConnectionGuard, http2: HTTP2Setup,
         counts: Locked<ProtocolCounts>
     ) -> ApplicationProtocolNegotiationHandler {
         let bound = NIOLoopBound(connectionGuard, eventLoop: channel.eventLoop)
@@ -244,9 +257,8 @@ public final class HTTPDNSServer: Sendable {
                 case .negotiated("h2"):
                     counts.withLock { $0.http2 += 1 }
                     try channel.pipeline.syncOperations.addHandler(
-                        NIOHTTP2Handler(mode: .server, initialSettings: nioDefaultSettings))
-                    try channel.pipeline.syncOperations.addHandler(
-                        HTTP2ServiceHandler(exchange, connectionGuard: bound.value))
+                        HTTP2ServiceHandler(
+                            exchange, connectionGuard: bound.value, settings: http2.settings, options: http2.options))
                 default:
                     counts.withLock { $0.http1OverTLS += 1 }
                     try http1(channel.pipeline, exchange, bound.value)

@@ -11,7 +11,8 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: AsyncHTTPClient calls the response-delegate methods on the request's event loop one at a
 /// time, so `headDelivered` is only touched there; `requestSent` is an atomic (the caller reads it after a failure);
-/// what the consumer's side shares (demand, termination, the task) is in ``Demand``, behind its lock.
+/// the response head is handed over behind a lock (``receivedHead``); what the consumer's side shares (demand,
+/// termination, the task) is in ``Demand``, behind its lock.
 final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = Void
     typealias Producer = NIOThrowingAsyncSequenceProducer<
@@ -71,8 +72,10 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         }
     }
 
-    let head: EventLoopPromise<HTTPResponseHead>
+    /// Completes when the response head arrived (``receivedHead`` then holds it) or the exchange failed first.
+    let head: EventLoopPromise<Void>
     let demand: Demand
+    private let received = Locked<HTTPResponseHead?>(nil)
     private let source: Producer.Source
     private let sent = Atomic<Bool>(false)
     private let watch: BodyWatch
@@ -82,7 +85,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     /// A delegate feeding `source`, whose sequence the caller hands out (the delegate never holds it, so a body
     /// the caller drops ends the exchange instead of waiting for the deadline).
     init(eventLoop: any EventLoop, source: Producer.Source, demand: Demand, watch: BodyWatch, url: String) {
-        head = eventLoop.makePromise(of: HTTPResponseHead.self)
+        head = eventLoop.makePromise(of: Void.self)
         self.source = source
         self.demand = demand
         self.watch = watch
@@ -100,6 +103,11 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         return (produced.sequence, produced.source, demand)
     }
 
+    /// The response head, once ``head`` has succeeded. It crosses threads through a lock rather than inside the
+    /// promise: an awaiting task resumed before it suspended is synchronised by the concurrency runtime's own atomics,
+    /// which ThreadSanitizer cannot see, and it reported the head's storage as raced (swiftlang/swift#57803).
+    var receivedHead: HTTPResponseHead? { received.withLock { $0 } }
+
     /// Whether any of the request was written.
     var requestSent: Bool { sent.load(ordering: .acquiring) }
 
@@ -109,7 +117,8 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         headDelivered = true
-        self.head.succeed(head)
+        received.withLock { $0 = head }
+        self.head.succeed(())
         return task.eventLoop.makeSucceededVoidFuture()
     }
 

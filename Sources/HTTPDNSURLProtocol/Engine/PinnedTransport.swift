@@ -255,10 +255,14 @@ final class PinnedTransport: Sendable {
         demand.attach(task)
         task.futureResult.whenComplete { _ in lease.end() }
         do {
-            let head = try await withTaskCancellationHandler {
+            try await withTaskCancellationHandler {
                 try await delegate.head.futureResult.get()
             } onCancel: {
                 task.cancel()
+            }
+            guard let head = delegate.receivedHead else {
+                throw InterceptionError(
+                    code: .badServerResponse, message: "the response ended before its head", url: url)
             }
             return HTTPClientResponse(
                 version: head.version, status: head.status, headers: head.headers, body: .stream(body))
