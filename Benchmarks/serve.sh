@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist's DoH listener, side by side in one run, on loopback, release build.
-#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL]
+#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many]
+#
+# --profile records hostsctl serve with perf (call graphs) during one more run of that shape and prints the top of
+# perf report (self time by symbol); the data is left in Benchmarks/.perf/serve-SHAPE.data.
 #
 # --baseline runs a fourth server, another hostsctl binary (an earlier build, say), with the same settings, so a
 # change is measured against what it changed in the same run.
 #
 # Both servers answer the same 200 names (n0.test ... n199.test, from one dnsmasq) over TLS + HTTP/2 from their caches:
 # dnsdist from its packet cache, hostsctl serve from its scored IP cache (c-ares to the same dnsmasq behind it).
-# Both caches are filled first. A third server, H2Ceiling (Benchmarks/Sources/H2Ceiling), is the ceiling of the stack
-# hostsctl serve is built on: swift-nio-http2 behind NIOSSL in the same pipeline shape, answering every request with
-# one fixed answer and doing nothing else. Then, alternating the three servers in each round:
-#   peak      h2load, one TLS connection, 100 concurrent streams, N RFC 8484 GET requests (the median of R rounds)
+# Both caches are filled first. Both are set up as an operator would on this 2-core machine: dnsdist with two DoH
+# listeners on the port (reusePort, so two DoH frontend threads), hostsctl serve with its default of one listener
+# per core (SO_REUSEPORT, one event loop each). A third server, H2Ceiling (Benchmarks/Sources/H2Ceiling), is the
+# ceiling of the stack hostsctl serve was built on before nghttp2: swift-nio-http2 behind NIOSSL answering every
+# request with one fixed answer and doing nothing else (one connection only). Then, alternating the servers in each
+# round, in two shapes:
+#   one       one TLS connection, 100 concurrent streams (h2load -c 1 -m 100)
+#   many      64 TLS connections, 8 concurrent streams each (h2load -c 64 -m 8, two h2load threads)
+#   peak      N RFC 8484 GET requests (the median of R rounds), with the server's CPU time per 1,000 requests
+#             (user + system, from /proc/PID/stat, all threads)
 #   latency   h2load at half of each server's own measured peak rate for S seconds; p50 and p99 from h2load's
 #             per-request log
 set -euo pipefail
@@ -18,13 +27,16 @@ requests=200000
 rounds=3
 seconds=10
 baseline=""
+profile=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
         --rounds) rounds="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --baseline) baseline="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL]" >&2; exit 64 ;;
+        --profile) profile="$2"; shift 2 ;;
+        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many]" >&2
+           exit 64 ;;
     esac
 done
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -67,10 +79,13 @@ setACL({"127.0.0.0/8"})
 setLocal("127.0.0.1:$(free_port DGRAM)")
 newServer({address="127.0.0.1:$dnsmasq_port", checkName="n0.test.", checkInterval=60})
 getPool(""):setCache(newPacketCache(10000, {maxTTL=86400, minTTL=0}))
-addDOHLocal("127.0.0.1:$dnsdist_port", "$work/doh.pem", "$work/doh.key", "/dns-query")
+addDOHLocal("127.0.0.1:$dnsdist_port", "$work/doh.pem", "$work/doh.key", "/dns-query", {reusePort=true})
+addDOHLocal("127.0.0.1:$dnsdist_port", "$work/doh.pem", "$work/doh.key", "/dns-query", {reusePort=true})
 EOF
 dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
 pids+=($!)
+declare -A pid_of
+pid_of[dnsdist]=$!
 
 # hostsctl serve: cache, then c-ares to the same dnsmasq; no probes (the zone's addresses have no listeners). The
 # zone's addresses are loopback ones, which a server facing the internet refuses from upstreams unless
@@ -91,18 +106,21 @@ serve_port="$(free_port)"
 serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' > "$work/serve.json"
 HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
 pids+=($!)
+pid_of[serve]=$!
 servers="dnsdist serve ceiling"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
     serve_settings baseline "$baseline_port" "" > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)
+    pid_of[baseline]=$!
     servers="$servers baseline"
 fi
 
 ceiling_port="$(free_port)"
 "$ceiling" "$ceiling_port" "$work/doh.pem" "$work/doh.key" >"$work/ceiling.log" 2>&1 &
 pids+=($!)
+pid_of[ceiling]=$!
 
 # The RFC 8484 GET requests (A queries, ID 0, RD), one per name.
 uris() {
@@ -125,19 +143,39 @@ for port in "$dnsdist_port" "$serve_port" "$ceiling_port" ${baseline:+"$baseline
     done
 done
 
+# The h2load options of a shape.
+shape_options() {
+    case "$1" in
+        one) echo "-c 1 -t 1 -m 100" ;;
+        many) echo "-c 64 -t 2 -m 8" ;;
+    esac
+}
+# The servers measured in a shape (H2Ceiling listens on one loop: it is the one-connection ceiling only).
+shape_servers() {
+    case "$1" in
+        one) echo "$servers" ;;
+        many) echo "${servers/ ceiling/}" ;;
+    esac
+}
+# A process's CPU time so far in milliseconds (user + system, every thread).
+cpu_ms() {
+    awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$1/stat"
+}
 # One h2load run; prints "REQ_PER_SECOND SUCCEEDED".
 load() {
-    local name="$1"; shift
+    local name="$1" shape="$2"; shift 2
     local out
-    out="$(h2load -c 1 -t 1 -m 100 --input-file "$work/$name.uris" "$@" 2>&1)"
+    # shellcheck disable=SC2046
+    out="$(h2load $(shape_options "$shape") --input-file "$work/$name.uris" "$@" 2>&1)"
     local rate ok
     rate="$(echo "$out" | sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')"
-    ok="$(echo "$out" | sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p')"
+    # Answers with status 200 only (h2load's "succeeded" counts any status).
+    ok="$(echo "$out" | sed -n 's/^status codes: \([0-9]*\) 2xx.*/\1/p')"
     echo "${rate:-0} ${ok:-0}"
 }
 # Fill both caches (each name asked several times) and check that every answer is a 200.
 for name in $servers; do
-    read -r _ ok < <(load "$name" -n 2000)
+    read -r _ ok < <(load "$name" one -n 2000)
     if [ "$ok" != 2000 ]; then
         echo "$name: only $ok of 2000 warm-up requests succeeded" >&2
         cat "$work/$name.log" >&2 || true
@@ -146,42 +184,87 @@ for name in $servers; do
 done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-declare -A peaks
-for name in $servers; do : > "$work/$name.peaks"; done
+declare -A peaks cpus p50s p99s rates
+for shape in one many; do
+    for name in $(shape_servers "$shape"); do : > "$work/$name.$shape.peaks"; : > "$work/$name.$shape.cpu"; done
+done
 for round in $(seq "$rounds"); do
-    for name in $servers; do
-        read -r rate ok < <(load "$name" -n "$requests")
-        [ "$ok" = "$requests" ] || { echo "$name: $ok of $requests succeeded" >&2; exit 1; }
-        echo "$rate" >> "$work/$name.peaks"
-        printf 'round %d  %-8s %10.0f req/s\n' "$round" "$name" "$rate"
+    for shape in one many; do
+        for name in $(shape_servers "$shape"); do
+            before="$(cpu_ms "${pid_of[$name]}")"
+            read -r rate ok < <(load "$name" "$shape" -n "$requests")
+            after="$(cpu_ms "${pid_of[$name]}")"
+            [ "$ok" = "$requests" ] || { echo "$name: $ok of $requests succeeded" >&2; exit 1; }
+            cpu="$(echo "($after - $before) / ($requests / 1000)" | bc -l)"
+            echo "$rate" >> "$work/$name.$shape.peaks"
+            echo "$cpu" >> "$work/$name.$shape.cpu"
+            printf 'round %d  %-4s %-8s %10.0f req/s  %6.2f ms CPU per 1,000\n' "$round" "$shape" "$name" "$rate" "$cpu"
+        done
     done
 done
-for name in $servers; do peaks[$name]="$(median < "$work/$name.peaks")"; done
+for shape in one many; do
+    for name in $(shape_servers "$shape"); do
+        peaks[$name.$shape]="$(median < "$work/$name.$shape.peaks")"
+        cpus[$name.$shape]="$(median < "$work/$name.$shape.cpu")"
+    done
+done
 
-# Latency at half of each server's own peak: h2load --rps paces the one client; the log has one line per request
-# (start time, status, duration in microseconds).
+# Latency at half of each server's own peak: h2load --rps paces each client connection (the rate is split over
+# them); the log has one line per request (start time, status, duration in microseconds).
 percentiles() {
     awk '{ print $3 }' "$1" | sort -n | awk '{ v[NR] = $1 } END {
         p50 = v[int(NR * 0.50) > 0 ? int(NR * 0.50) : 1]; p99 = v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1]
         printf "%d %.2f %.2f\n", NR, p50 / 1000, p99 / 1000 }'
 }
-declare -A p99s
-for name in $servers; do
-    rate="$(printf '%.0f' "$(echo "${peaks[$name]} / 2" | bc -l)")"
-    h2load -c 1 -t 1 -m 100 --input-file "$work/$name.uris" --rps "$rate" -D "$seconds" \
-        --log-file "$work/$name.latency" >/dev/null 2>&1
-    read -r count p50 p99 < <(percentiles "$work/$name.latency")
-    p99s[$name]="$p99"
-    printf 'latency  %-8s at %6d req/s: %d requests, p50 %s ms, p99 %s ms\n' "$name" "$rate" "$count" "$p50" "$p99"
+for shape in one many; do
+    connections=1
+    [ "$shape" = one ] || connections=64
+    for name in $(shape_servers "$shape"); do
+        [ "$name" != ceiling ] || continue
+        rate="$(printf '%.0f' "$(echo "${peaks[$name.$shape]} / 2" | bc -l)")"
+        per_connection="$(( (rate + connections - 1) / connections ))"
+        # shellcheck disable=SC2046
+        h2load $(shape_options "$shape") --input-file "$work/$name.uris" --rps "$per_connection" -D "$seconds" \
+            --log-file "$work/$name.$shape.latency" >/dev/null 2>&1
+        read -r count p50 p99 < <(percentiles "$work/$name.$shape.latency")
+        p50s[$name.$shape]="$p50"
+        p99s[$name.$shape]="$p99"
+        rates[$name.$shape]="$rate"
+        printf 'latency  %-4s %-8s at %6d req/s: %d requests, p50 %s ms, p99 %s ms\n' \
+            "$shape" "$name" "$rate" "$count" "$p50" "$p99"
+    done
+done
+if [ -n "$profile" ]; then
+    mkdir -p "$here/.perf"
+    data="$here/.perf/serve-$profile.data"
+    perf record -F 2000 -g -o "$data" -p "${pid_of[serve]}" >/dev/null 2>&1 &
+    perf_pid=$!
+    sleep 1
+    load serve "$profile" -n "$requests" >/dev/null
+    kill -INT "$perf_pid"; wait "$perf_pid" || true
+    echo "perf report, hostsctl serve, shape $profile (self time, symbols at 1 % or more):"
+    perf report -i "$data" --no-children --sort dso,symbol --percent-limit 1 --stdio 2>/dev/null \
+        | grep -E '^ +[0-9.]+%' | sed 's/  */ /g' | head -40
+fi
+ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
+echo
+echo "| shape | server | peak req/s | x dnsdist | CPU ms per 1,000 | x dnsdist | p50 / p99 at half peak (ms) |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for shape in one many; do
+    for name in $(shape_servers "$shape"); do
+        latency="-"
+        [ -z "${p99s[$name.$shape]:-}" ] || latency="${p50s[$name.$shape]} / ${p99s[$name.$shape]}"
+        printf '| %s | %s | %.0f | %s | %.2f | %s | %s |\n' "$shape" "$name" "${peaks[$name.$shape]}" \
+            "$(ratio "${peaks[$name.$shape]}" "${peaks[dnsdist.$shape]}")" "${cpus[$name.$shape]}" \
+            "$(ratio "${cpus[$name.$shape]}" "${cpus[dnsdist.$shape]}")" "$latency"
+    done
 done
 echo
-printf 'peak: hostsctl serve %.0f req/s, dnsdist %.0f req/s: %.2fx (target >= 0.5x)\n' \
-    "${peaks[serve]}" "${peaks[dnsdist]}" "$(echo "${peaks[serve]} / ${peaks[dnsdist]}" | bc -l)"
-printf 'p99 at half of peak: hostsctl serve %s ms, dnsdist %s ms (target < 5 ms)\n' "${p99s[serve]}" "${p99s[dnsdist]}"
-printf 'stack ceiling: H2Ceiling %.0f req/s, %.2fx dnsdist; hostsctl serve reaches %.2f of it\n' \
-    "${peaks[ceiling]}" "$(echo "${peaks[ceiling]} / ${peaks[dnsdist]}" | bc -l)" \
-    "$(echo "${peaks[serve]} / ${peaks[ceiling]}" | bc -l)"
+printf 'targets: one connection >= 0.5x dnsdist (%s), 64 connections >= 1.0x (%s), p99 at half peak < 5 ms (%s / %s ms), CPU per 1,000 within 1.5x (%s / %s)\n' \
+    "$(ratio "${peaks[serve.one]}" "${peaks[dnsdist.one]}")" "$(ratio "${peaks[serve.many]}" "${peaks[dnsdist.many]}")" \
+    "${p99s[serve.one]}" "${p99s[serve.many]}" \
+    "$(ratio "${cpus[serve.one]}" "${cpus[dnsdist.one]}")" "$(ratio "${cpus[serve.many]}" "${cpus[dnsdist.many]}")"
 if [ -n "$baseline" ]; then
-    printf 'against the baseline build: peak %.2fx (%.0f req/s), p99 at half of peak %s ms against %s ms\n' \
-        "$(echo "${peaks[serve]} / ${peaks[baseline]}" | bc -l)" "${peaks[baseline]}" "${p99s[serve]}" "${p99s[baseline]}"
+    printf 'against the baseline build: one connection %sx, 64 connections %sx\n' \
+        "$(ratio "${peaks[serve.one]}" "${peaks[baseline.one]}")" "$(ratio "${peaks[serve.many]}" "${peaks[baseline.many]}")"
 fi

@@ -24,6 +24,10 @@ struct HTTP2FrameTests {
         var data: [UInt8] = []
         var reset = false
         var endStream = false
+        /// A GOAWAY's error code and last stream.
+        var goAway: (code: HTTP2ErrorCode, lastStream: Int)?
+        /// A SETTINGS frame's parameters (not its acknowledgement).
+        var settings: HTTP2Settings?
     }
 
     /// Records every frame the client receives.
@@ -49,6 +53,10 @@ struct HTTP2FrameTests {
                 }
             case .rstStream:
                 frames.withLock { $0.append(Received(stream: stream, reset: true)) }
+            case .goAway(let last, let code, _):
+                frames.withLock { $0.append(Received(stream: 0, goAway: (code, Int(Int32(last))))) }
+            case .settings(.settings(let settings)):
+                frames.withLock { $0.append(Received(stream: 0, settings: settings)) }
             default:
                 break
             }
@@ -58,15 +66,16 @@ struct HTTP2FrameTests {
         func status(_ stream: Int) -> String? { on(stream).compactMap(\.status).first }
         func body(_ stream: Int) -> [UInt8] { on(stream).flatMap(\.data) }
         func ended(_ stream: Int) -> Bool { on(stream).contains { $0.endStream || $0.reset } }
+        func reset(_ stream: Int) -> Bool { on(stream).contains { $0.reset } }
+        var goAway: (code: HTTP2ErrorCode, lastStream: Int)? { frames.withLock { $0.compactMap(\.goAway).first } }
+        var settings: HTTP2Settings? { frames.withLock { $0.compactMap(\.settings).first } }
     }
 
-    @Test(
-        "a body in several DATA frames ended by trailers is answered; an oversized body gets 413 and a reset; a stream reset while its answer waits leaves the connection serving"
-    )
-    func frames() async throws {
-        let certificates = try TestCertificates()
-        defer { certificates.remove() }
-        let leaf = try certificates.leaf(for: "doh.test")
+    /// A TLS server whose `fast.test` comes from an override and every other name from an HTTP DNS upstream that
+    /// answers after 800 ms; bodies up to 1,024 bytes.
+    static func slowUpstreamServer(
+        leaf: TestCertificates.Leaf, eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> (HTTPDNSServer, HostResolver, LocalHTTPServer) {
         let answer = FakeHTTPDNS.dnsJSON()
         let slow = try await LocalHTTPServer { request in .delayed(.milliseconds(800), answer(request)) }
         let overrides = try TemporaryFiles.file("127.0.0.5 fast.test\n", name: "hosts")
@@ -88,7 +97,18 @@ struct HTTP2FrameTests {
             service: service,
             configuration: .init(
                 port: 0, certificatePath: leaf.certificatePath, privateKeyPath: leaf.keyPath, maximumBodyBytes: 1024),
-            logger: Self.logger)
+            logger: Self.logger, eventLoopGroup: eventLoopGroup)
+        return (server, resolver, slow)
+    }
+
+    @Test(
+        "a body in several DATA frames ended by trailers is answered; an oversized body gets 413 and a reset; a stream reset while its answer waits leaves the connection serving"
+    )
+    func frames() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let leaf = try certificates.leaf(for: "doh.test")
+        let (server, resolver, slow) = try await Self.slowUpstreamServer(leaf: leaf)
 
         let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
         let (channel, recorder) = (client.channel, client.recorder)
@@ -146,5 +166,120 @@ struct HTTP2FrameTests {
         await server.shutdown(grace: .milliseconds(100))
         await resolver.shutdown()
         await slow.stop()
+    }
+
+    @Test("the server's SETTINGS: 100 streams at once, 16 KiB of request header fields")
+    func settings() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await HostileClientTests.Target.start(tls: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        #expect(try await waitUntil { client.recorder.settings != nil })
+        let settings = client.recorder.settings ?? []
+        #expect(settings.contains(HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)))
+        #expect(settings.contains(HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384)))
+        try await client.channel.close()
+        await target.stop()
+    }
+
+    @Test("a request whose header fields pass 16 KiB has its stream reset; the connection goes on serving")
+    func oversizedHeaders() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await HostileClientTests.Target.start(tls: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        var large = HPACKHeaders()
+        for index in 0..<10 { large.add(name: "x-padding-\(index)", value: String(repeating: "p", count: 2_000)) }
+        client.send([client.headers("GET", "/resolve?name=fast.test", stream: 1, end: true, extra: large)])
+        #expect(try await waitUntil { client.recorder.ended(1) })
+        #expect(client.recorder.reset(1))
+        #expect(client.recorder.status(1) == nil)
+        client.send([client.headers("GET", "/resolve?name=fast.test", stream: 3, end: true)])
+        #expect(try await waitUntil { client.recorder.ended(3) })
+        #expect(client.recorder.status(3) == "200")
+        try await client.channel.close()
+        await target.stop()
+    }
+
+    @Test("rapid reset (CVE-2023-44487): a client opening and resetting streams without end is sent GOAWAY and closed")
+    func rapidReset() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let target = try await HostileClientTests.Target.start(
+            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(30))
+        let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        var stream = 1
+        var sent = 0
+        // Past the 1,000 resets nghttp2 allows at once, in bursts as an attacker would send them.
+        while sent < 3_000, client.channel.isActive {
+            var frames: [HTTP2Frame] = []
+            for _ in 0..<100 {
+                frames.append(client.headers("GET", "/resolve?name=fast.test", stream: stream, end: true))
+                frames.append(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .rstStream(.cancel)))
+                stream += 2
+            }
+            client.send(frames)
+            sent += 100
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(try await waitUntil { client.recorder.goAway != nil })
+        // nghttp2 ends the session with INTERNAL_ERROR once the 1,000 resets of the burst are spent.
+        #expect(client.recorder.goAway.map { $0.code != .noError && $0.lastStream > 2 * 1_000 } == true)
+        #expect(try await waitUntil { !client.channel.isActive }, "the connection is closed")
+        // Another client is served meanwhile.
+        let other = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        other.send([other.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
+        #expect(try await waitUntil { other.recorder.ended(1) })
+        #expect(other.recorder.status(1) == "200")
+        try? await client.channel.close()
+        try await other.channel.close()
+        await target.stop()
+    }
+
+    @Test("shutdown sends GOAWAY: a stream in progress is still answered, a new one is refused, then the connection closes")
+    func goAwayOnShutdown() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let (server, resolver, slow) = try await Self.slowUpstreamServer(leaf: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+        let recorder = client.recorder
+        // Answered by the slow upstream, 800 ms from now.
+        client.send([client.headers("GET", "/resolve?name=slow.test", stream: 1, end: true)])
+        try await Task.sleep(for: .milliseconds(100))
+        async let stopped: Void = server.shutdown(grace: .seconds(5))
+        #expect(try await waitUntil { recorder.goAway != nil })
+        #expect(recorder.goAway?.code == .noError)
+        #expect(recorder.goAway?.lastStream == 1)
+        client.send([client.headers("GET", "/resolve?name=fast.test", stream: 3, end: true)])
+        #expect(try await waitUntil { recorder.ended(1) })
+        #expect(recorder.status(1) == "200")
+        #expect(recorder.status(3) == nil, "a stream after the GOAWAY is not answered")
+        #expect(try await waitUntil { !client.channel.isActive }, "closed once the open stream is answered")
+        await stopped
+        await resolver.shutdown()
+        await slow.stop()
+    }
+
+    @Test("one listening socket per event loop: connections from many clients are served on every loop")
+    func listenerPerLoop() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let (server, resolver, slow) = try await Self.slowUpstreamServer(
+            leaf: try certificates.leaf(for: "doh.test"), eventLoopGroup: group)
+        var clients: [HostileClientTests.H2Client] = []
+        for _ in 0..<24 {
+            let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+            client.send([client.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
+            clients.append(client)
+        }
+        for client in clients { #expect(try await waitUntil { client.recorder.status(1) == "200" }) }
+        let perLoop = server.protocolCounts.acceptedPerLoop
+        #expect(perLoop.count == 2, "accepted on \(perLoop.count) of 2 loops: \(perLoop.values.sorted())")
+        for client in clients { try await client.channel.close() }
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        await slow.stop()
+        try await group.shutdownGracefully()
     }
 }

@@ -1,4 +1,9 @@
 import CoreMetrics
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import HTTPDNS
 public import Logging
 public import NIOCore
@@ -102,7 +107,7 @@ public final class HTTPDNSServer: Sendable {
     public let service: HTTPDNSService
     /// The port the server listens on.
     public let port: Int
-    private let channel: any Channel
+    private let listeners: [any Channel]
     private let connections: Connections
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
@@ -115,6 +120,8 @@ public final class HTTPDNSServer: Sendable {
         package var refusedPerClient = 0
         package var http2 = 0
         package var http1OverTLS = 0
+        /// Connections accepted by each event loop's listener.
+        package var acceptedPerLoop: [ObjectIdentifier: Int] = [:]
     }
 
     /// The connections accepted so far by protocol.
@@ -148,52 +155,74 @@ public final class HTTPDNSServer: Sendable {
         let metrics = service.metrics
         let prefixes = configuration.clientPrefixes
         let http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                counts.withLock { $0.accepted += 1 }
-                let client = Exchange.clientAddress(channel)
-                guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
-                    // Over the client's own limit, or accepted in the same burst as the one that reached the total
-                    // limit, before accepting stopped.
-                    return channel.close()
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            counts.withLock {
+                $0.accepted += 1
+                $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
+            }
+            let client = Exchange.clientAddress(channel)
+            guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
+                // Over the client's own limit, or accepted in the same burst as the one that reached the total
+                // limit, before accepting stopped.
+                return channel.close()
+            }
+            return channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                let exchange = Exchange(service: service, limits: limits, logger: logger, client: client)
+                let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
+                    metrics.closedByGuard(reason.rawValue)
                 }
-                return channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    let exchange = Exchange(service: service, limits: limits, logger: logger, client: client)
-                    let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
-                        metrics.closedByGuard(reason.rawValue)
-                    }
-                    if let tls {
-                        try sync.addHandler(NIOSSLServerHandler(context: tls))
-                        try sync.addHandler(connectionGuard)
-                        try sync.addHandler(
-                            Self.negotiation(channel: channel, exchange, connectionGuard, http2: http2, counts: counts))
-                    } else {
-                        try sync.addHandler(connectionGuard)
-                        try Self.http1(channel.pipeline, exchange, connectionGuard)
-                    }
+                if let tls {
+                    try sync.addHandler(NIOSSLServerHandler(context: tls))
+                    try sync.addHandler(connectionGuard)
+                    try sync.addHandler(
+                        Self.negotiation(channel: channel, exchange, connectionGuard, http2: http2, counts: counts))
+                } else {
+                    try sync.addHandler(connectionGuard)
+                    try Self.http1(channel.pipeline, exchange, connectionGuard)
                 }
             }
-        let channel = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
-        let port = channel.localAddress?.port ?? configuration.port
+        }
+        // One listening socket per event loop (SO_REUSEPORT), each loop serving the connections its socket accepts:
+        // the kernel spreads connections over the loops, so every core answers and no accept hands work across
+        // threads. (SO_REUSEPORT lets only processes of the same user share the port.)
+        var listeners: [any Channel] = []
+        var port = configuration.port
+        do {
+            for loop in eventLoopGroup.makeIterator() {
+                let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
+                    .serverChannelOption(.backlog, value: 256)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
+                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .childChannelInitializer(initialize)
+                let listener = try await bootstrap.bind(host: configuration.host, port: port).get()
+                if listeners.isEmpty { port = listener.localAddress?.port ?? port }
+                listeners.append(listener)
+            }
+        } catch {
+            for listener in listeners { try? await listener.close() }
+            throw error
+        }
+        connections.listen(on: listeners)
         logger.notice(
             "serving HTTP DNS",
-            metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
+            metadata: [
+                "address": "\(configuration.host):\(port)", "tls": "\(tls != nil)", "listeners": "\(listeners.count)",
+            ])
         return HTTPDNSServer(
-            service: service, port: port, channel: channel, connections: connections, counts: counts, logger: logger)
+            service: service, port: port, listeners: listeners, connections: connections, counts: counts,
+            logger: logger)
     }
 
     private init(
-        service: HTTPDNSService, port: Int, channel: any Channel, connections: Connections,
+        service: HTTPDNSService, port: Int, listeners: [any Channel], connections: Connections,
         counts: Locked<ProtocolCounts>, logger: Logger
     ) {
         self.counts = counts
         self.service = service
         self.port = port
-        self.channel = channel
+        self.listeners = listeners
         self.connections = connections
         self.logger = logger
     }
@@ -204,7 +233,7 @@ public final class HTTPDNSServer: Sendable {
     /// Stops accepting, lets requests in progress finish for `grace`, then closes every connection.
     public func shutdown(grace: Duration = .seconds(5)) async {
         service.drain()
-        try? await channel.close()
+        for listener in listeners { try? await listener.close() }
         // HTTP/2 clients are told to open no more streams (GOAWAY); what they have open is answered.
         for open in connections.all { open.pipeline.fireUserInboundEventTriggered(ServerDrainingEvent()) }
         let deadline = ContinuousClock.now + grace
@@ -287,8 +316,8 @@ extension HTTPDNSServer: Service {
 
 /// The open connections, for graceful shutdown and the connection limits.
 ///
-/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
-/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
+/// At the total limit, accepting stops by turning `autoRead` off on every listening channel (the kernel keeps
+/// queueing connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
 /// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
 /// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
 /// while serving others'); the table of counts only holds networks with a connection open.
@@ -297,6 +326,7 @@ private final class Connections: Sendable {
         var open: [ObjectIdentifier: any Channel] = [:]
         var perClient: [ClientNetwork: Int] = [:]
         var paused = false
+        var listeners: [any Channel] = []
     }
 
     private let state = Locked(State())
@@ -318,6 +348,11 @@ private final class Connections: Sendable {
     }
 
     var count: Int { state.withLock { $0.open.count } }
+
+    /// The listening channels to pause and resume together.
+    func listen(on listeners: [any Channel]) {
+        state.withLock { $0.listeners = listeners }
+    }
     var all: [any Channel] { state.withLock { Array($0.open.values) } }
 
     /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
@@ -336,11 +371,9 @@ private final class Connections: Sendable {
             state.open[key] = channel
             // Recorded under the lock, so the gauge's last value is the last count.
             metrics.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
-                return (true, false, false)
-            }
+            guard state.open.count == limit, !state.paused else { return (true, false, false) }
             state.paused = true
-            listener.setOption(.autoRead, value: false).whenFailure { _ in }
+            for listener in state.listeners { listener.setOption(.autoRead, value: false).whenFailure { _ in } }
             return (true, true, false)
         }
         if overClientLimit {
@@ -365,9 +398,9 @@ private final class Connections: Sendable {
                     let remaining = state.perClient[client, default: 1] - 1
                     state.perClient[client] = remaining > 0 ? remaining : nil
                 }
-                if state.paused, state.open.count < limit, let listener = channel.parent {
+                if state.paused, state.open.count < limit {
                     state.paused = false
-                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
+                    for listener in state.listeners { listener.setOption(.autoRead, value: true).whenFailure { _ in } }
                 }
             }
         }

@@ -28,8 +28,8 @@ struct BenchPlan: Sendable, Hashable {
     var length: Length
     /// Queries kept in flight, each by its own worker that sends the next query when the last one ends.
     var concurrency: Int
-    /// Untimed queries before the measurement.
-    var warmup: Int
+    /// The untimed run before the measurement, if any.
+    var warmup: Length?
     var family: AddressFamily
     /// Asked in turn, round-robin over all workers.
     var hosts: [HostName]
@@ -46,8 +46,11 @@ public struct BenchResult: Sendable {
     public var ok: Int
     /// Failed queries by ``DNSError/Code`` name.
     public var errors: [String: Int]
-    /// From the first query sent to the last one finished.
+    /// From the first measured query sent to the last one finished: nothing before it (making the resolver,
+    /// preparing, the warm-up, starting the workers) and nothing after it (collecting the tallies) is counted.
     public var elapsed: Duration
+    /// What came before the measured run: making the source, preparing it and the warm-up queries.
+    public var setup: Duration = .zero
     /// Latencies of the successful queries in milliseconds, sorted ascending.
     public var latenciesMs: [Double]
 
@@ -87,12 +90,16 @@ final class BenchCounter: Sendable {
 enum BenchEngine {
     /// Runs `plan` against `target`; `progress` counts finished measured queries as they happen.
     static func run(_ target: BenchTarget, plan: BenchPlan, progress: BenchCounter) async -> BenchResult {
+        let clock = ContinuousClock()
+        let began = clock.now
         await target.prepare?(plan.hosts, plan.family)
-        if plan.warmup > 0 {
-            _ = await measure(target, plan: plan, length: .queries(plan.warmup), progress: BenchCounter())
+        if let warmup = plan.warmup {
+            _ = await measure(target, plan: plan, length: warmup, progress: BenchCounter())
         }
+        let setup = clock.now - began
         var result = await measure(target, plan: plan, length: plan.length, progress: progress)
         result.source = target.name
+        result.setup = setup
         return result
     }
 
@@ -101,6 +108,9 @@ enum BenchEngine {
         var failed = 0
         var errors: [String: Int] = [:]
         var latenciesMs: [Double] = []
+        /// When this worker sent its first query and when its last one ended.
+        var first: ContinuousClock.Instant?
+        var last: ContinuousClock.Instant?
     }
 
     private static func measure(
@@ -139,14 +149,19 @@ enum BenchEngine {
                             if let deadline, sent >= deadline { break }
                             ticket = tickets.next()
                         }
+                        if tally.first == nil { tally.first = sent }
                         do {
                             try await resolve(hosts[ticket % hosts.count], family)
+                            let done = clock.now
+                            tally.last = done
                             tally.ok += 1
-                            tally.latenciesMs.append((clock.now - sent).fractionalMilliseconds)
+                            tally.latenciesMs.append((done - sent).fractionalMilliseconds)
                         } catch let error as DNSError {
+                            tally.last = clock.now
                             tally.failed += 1
                             tally.errors[error.code.description, default: 0] += 1
                         } catch {
+                            tally.last = clock.now
                             tally.failed += 1
                             tally.errors[error is CancellationError ? "cancelled" : "internalError", default: 0] += 1
                         }
@@ -161,10 +176,13 @@ enum BenchEngine {
                 total.failed += part.failed
                 total.errors.merge(part.errors, uniquingKeysWith: +)
                 total.latenciesMs += part.latenciesMs
+                if let first = part.first { total.first = min(total.first ?? first, first) }
+                if let last = part.last { total.last = max(total.last ?? last, last) }
             }
             return total
         }
-        let elapsed = clock.now - start
+        // The window of the queries themselves; a run that sent nothing lasted as long as it took to find out.
+        let elapsed = tally.first.flatMap { first in tally.last.map { $0 - first } } ?? (clock.now - start)
         return BenchResult(
             source: target.name,
             queries: tally.ok + tally.failed,

@@ -45,7 +45,7 @@ enum BenchHTMLReport {
         html +=
             "<p>\(escape(setup.hosts.count == 1 ? "1 host" : "\(setup.hosts.count) hosts")): \(escape(hostList(setup.hosts))); "
         html += "family \(escape(setup.family)); \(setup.concurrency) in flight; \(escape(setup.length)) per source"
-        html += setup.warmup > 0 ? " after \(setup.warmup) warm-up queries" : ""
+        html += setup.warmup.isEmpty ? "" : " after a warm-up of \(setup.warmup)"
         html += ". hostsctl \(escape(version)), \(escape(ISO8601DateFormatter().string(from: setup.date))).</p>\n"
         html += "<table>\n<tr><th>source</th><th>queries</th><th>ok</th><th>queries/s</th>"
         html += "<th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>errors</th></tr>\n"

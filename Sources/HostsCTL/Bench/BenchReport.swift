@@ -1,4 +1,5 @@
 import Foundation
+import HTTPDNS
 
 /// The results of one `hostsctl bench` run and what was asked for, printable as a table, JSON or an HTML page.
 struct BenchReport: Sendable {
@@ -7,7 +8,8 @@ struct BenchReport: Sendable {
         var hosts: [String]
         var family: String
         var concurrency: Int
-        var warmup: Int
+        /// `500 ms`-like text of the warm-up (`0.5 s`, `50 queries`), empty for none.
+        var warmup: String
         /// `20000 queries` or `10 s` per source.
         var length: String
         var date: Date
@@ -16,8 +18,10 @@ struct BenchReport: Sendable {
     var setup: Setup
     var results: [BenchResult]
 
-    /// `{"sources": [{"source", "queries", "ok", "errors", "qps", "p50Ms", "p90Ms", "p99Ms", "maxMs"}]}`; latencies
-    /// are `null` for a source with no successful query.
+    /// `{"sources": [{"source", "queries", "ok", "errors", "qps", "p50Ms", "p90Ms", "p99Ms", "maxMs", "elapsedMs",
+    /// "setupMs"}]}`; latencies are `null` for a source with no successful query. `qps` is over `elapsedMs`, the
+    /// window from the first measured query to the last answer; `setupMs` (making the source, the warm-up) is not
+    /// in it.
     func json() -> JSONValue {
         .object([("sources", .array(results.map(Self.json)))])
     }
@@ -34,12 +38,14 @@ struct BenchReport: Sendable {
             ("p90Ms", ms(result.percentile(0.9))),
             ("p99Ms", ms(result.percentile(0.99))),
             ("maxMs", ms(result.maximum)),
+            ("elapsedMs", ms(result.elapsed.fractionalMilliseconds)),
+            ("setupMs", ms(result.setup.fractionalMilliseconds)),
         ])
     }
 
     /// An aligned table, one row per source, then the errors of the sources that had any.
     func text() -> String {
-        let header = ["SOURCE", "QUERIES", "OK", "QUERIES/S", "P50 MS", "P90 MS", "P99 MS", "MAX MS"]
+        let header = ["SOURCE", "QUERIES", "OK", "QUERIES/S", "P50 MS", "P90 MS", "P99 MS", "MAX MS", "SET-UP MS"]
         let rows = results.map { result in
             [
                 result.source,
@@ -50,6 +56,7 @@ struct BenchReport: Sendable {
                 Self.milliseconds(result.percentile(0.9)),
                 Self.milliseconds(result.percentile(0.99)),
                 Self.milliseconds(result.maximum),
+                Self.milliseconds(result.setup.fractionalMilliseconds),
             ]
         }
         var out = TextTable.render(header: header, rows: rows, indent: 0, rightAligned: Set(1..<header.count))
