@@ -435,15 +435,17 @@ public final class HostResolver: HostNameResolver {
     /// - Throws: ``DNSError`` for a name that is not valid.
     public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution?
     {
-        if let overrides, let name = try? HostName(text),
+        // The name is parsed once for every layer.
+        let parsed = Result { () throws(DNSError) in try HostName(text) }
+        if let overrides, case .success(let name) = parsed,
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {
             return answer
         }
-        if let local = try LocalAnswers.answer(for: text, family: family) {
+        if let local = try LocalAnswers.answer(for: text, name: { try? parsed.get() }, family: family) {
             return RankedResolution(unscored: local, family: family, freshness: .local)
         }
-        let host = try HostName(text)
+        let host = try parsed.get()
         if let port, let cache { cache.setProbePort(port, for: host) }
         if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return answer }
         let candidates = pipeline.withLock {

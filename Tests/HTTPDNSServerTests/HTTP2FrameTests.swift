@@ -21,6 +21,7 @@ struct HTTP2FrameTests {
     struct Received: Sendable {
         var stream: Int
         var status: String?
+        var cacheControl: String?
         var data: [UInt8] = []
         var reset = false
         var endStream = false
@@ -43,8 +44,8 @@ struct HTTP2FrameTests {
                 frames.withLock {
                     $0.append(
                         Received(
-                            stream: stream, status: headers.headers.first(name: ":status"), endStream: headers.endStream
-                        ))
+                            stream: stream, status: headers.headers.first(name: ":status"),
+                            cacheControl: headers.headers.first(name: "cache-control"), endStream: headers.endStream))
                 }
             case .data(let payload):
                 if case .byteBuffer(var buffer) = payload.data {
@@ -140,6 +141,8 @@ struct HTTP2FrameTests {
         channel.flush()
         #expect(try await waitUntil { recorder.ended(1) && recorder.ended(3) })
         #expect(recorder.status(1) == "200")
+        // The answer's TTL (the override's) as the HTTP cache lifetime, RFC 8484 §5.1.
+        #expect(recorder.on(1).compactMap(\.cacheControl).first?.hasPrefix("max-age=") == true)
         var body = recorder.body(1)
         #expect(body.count > 12)
         if body.count > 12 {
@@ -172,11 +175,14 @@ struct HTTP2FrameTests {
     func settings() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let target = try await HostileClientTests.Target.start(tls: try certificates.leaf(for: "doh.test"))
+        let target = try await HostileClientTests.Target.start(
+            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(10))
         let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
         #expect(try await waitUntil { client.recorder.settings != nil })
         let settings = client.recorder.settings ?? []
-        #expect(settings.contains(HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)))
+        #expect(
+            settings.contains(HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)),
+            "\(client.recorder.frames.withLock { $0.map { "\($0.stream) \($0.settings.map { "\($0)" } ?? "-")" } })")
         #expect(settings.contains(HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384)))
         try await client.channel.close()
         await target.stop()
@@ -186,7 +192,10 @@ struct HTTP2FrameTests {
     func oversizedHeaders() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let target = try await HostileClientTests.Target.start(tls: try certificates.leaf(for: "doh.test"))
+        // The refused request is no request to the connection's first-request deadline: a loaded machine must not
+        // reach that deadline before the second one.
+        let target = try await HostileClientTests.Target.start(
+            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(10))
         let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
         var large = HPACKHeaders()
         for index in 0..<10 { large.add(name: "x-padding-\(index)", value: String(repeating: "p", count: 2_000)) }
@@ -205,16 +214,16 @@ struct HTTP2FrameTests {
     func rapidReset() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let target = try await HostileClientTests.Target.start(
-            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(30))
-        let client = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        // Requests that wait for an upstream (800 ms), as an attacker would pick: each reset meets an open stream.
+        let (server, resolver, slow) = try await Self.slowUpstreamServer(leaf: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
         var stream = 1
         var sent = 0
         // Past the 1,000 resets nghttp2 allows at once, in bursts as an attacker would send them.
         while sent < 3_000, client.channel.isActive {
             var frames: [HTTP2Frame] = []
             for _ in 0..<100 {
-                frames.append(client.headers("GET", "/resolve?name=fast.test", stream: stream, end: true))
+                frames.append(client.headers("GET", "/resolve?name=slow.test", stream: stream, end: true))
                 frames.append(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .rstStream(.cancel)))
                 stream += 2
             }
@@ -227,25 +236,30 @@ struct HTTP2FrameTests {
         #expect(client.recorder.goAway.map { $0.code != .noError && $0.lastStream > 2 * 1_000 } == true)
         #expect(try await waitUntil { !client.channel.isActive }, "the connection is closed")
         // Another client is served meanwhile.
-        let other = try await HostileClientTests.H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        let other = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
         other.send([other.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
         #expect(try await waitUntil { other.recorder.ended(1) })
         #expect(other.recorder.status(1) == "200")
         try? await client.channel.close()
         try await other.channel.close()
-        await target.stop()
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        await slow.stop()
     }
 
-    @Test("shutdown sends GOAWAY: a stream in progress is still answered, a new one is refused, then the connection closes")
+    @Test(
+        "shutdown sends GOAWAY: a stream in progress is still answered, a new one is refused, then the connection closes"
+    )
     func goAwayOnShutdown() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
         let (server, resolver, slow) = try await Self.slowUpstreamServer(leaf: try certificates.leaf(for: "doh.test"))
         let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
         let recorder = client.recorder
-        // Answered by the slow upstream, 800 ms from now.
+        #expect(try await waitUntil { recorder.settings != nil }, "the connection speaks HTTP/2")
+        // Answered by the slow upstream, 800 ms after it is asked.
         client.send([client.headers("GET", "/resolve?name=slow.test", stream: 1, end: true)])
-        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await waitUntil { slow.connections > 0 }, "the server is looking the name up")
         async let stopped: Void = server.shutdown(grace: .seconds(5))
         #expect(try await waitUntil { recorder.goAway != nil })
         #expect(recorder.goAway?.code == .noError)
@@ -260,7 +274,7 @@ struct HTTP2FrameTests {
         await slow.stop()
     }
 
-    @Test("one listening socket per event loop: connections from many clients are served on every loop")
+    @Test("connections are spread over the event loops: with two, both serve")
     func listenerPerLoop() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }

@@ -24,8 +24,11 @@ struct HostileClientTests {
         let resolver: HostResolver
         let server: HTTPDNSServer
 
+        /// `deadline` is the request deadlines' (head, body) and half the idle and write times; the TLS handshake
+        /// gets `handshake`, by default 10 s, so that a loaded machine's slow handshakes do not end a test about
+        /// something else.
         static func start(
-            tls: TestCertificates.Leaf? = nil, deadline: Duration = .seconds(1),
+            tls: TestCertificates.Leaf? = nil, deadline: Duration = .seconds(1), handshake: Duration = .seconds(10),
             exporter: (@Sendable () -> [UInt8])? = nil
         ) async throws -> Target {
             let overrides = HostOverrides()
@@ -37,7 +40,7 @@ struct HostileClientTests {
                 service: service,
                 configuration: .init(
                     port: 0, certificatePath: tls?.certificatePath, privateKeyPath: tls?.keyPath,
-                    idleTimeout: scaled * 2, handshakeTimeout: scaled, requestHeadTimeout: scaled,
+                    idleTimeout: scaled * 2, handshakeTimeout: TestTiming.scaled(handshake), requestHeadTimeout: scaled,
                     requestBodyTimeout: scaled, writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20),
                 logger: logger)
             return Target(resolver: resolver, server: server)
@@ -133,7 +136,7 @@ struct HostileClientTests {
     func slowHandshake() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"))
+        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), handshake: .seconds(1))
         // The first bytes of a TLS 1.2 ClientHello record header and then junk, slowly.
         let hello: [UInt8] = [0x16, 0x03, 0x01, 0x02, 0x00] + [UInt8](repeating: 0x01, count: 4000)
         #expect(

@@ -67,6 +67,8 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
         }
         guard !literal.isEmpty, literal.utf8.count <= 45 else { return nil }
         let isV6 = literal.contains(":")
+        // A dotted quad ends with a digit: host names (the usual text here) are turned away before any allocation.
+        if !isV6, let last = literal.utf8.last, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) { return nil }
         var raw = [UInt8](repeating: 0, count: isV6 ? 16 : 4)
         // inet_pton accepts only the strict dotted-quad form for IPv4, unlike inet_aton.
         guard inet_pton(isV6 ? AF_INET6 : AF_INET, String(literal), &raw) == 1, let parsed = IPAddress(bytes: raw)

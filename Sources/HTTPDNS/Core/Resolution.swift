@@ -88,6 +88,13 @@ extension HostNameResolver {
 /// Answers that need no query: IP literals and `localhost`.
 enum LocalAnswers {
     static func answer(for text: String, family: AddressFamily) throws(DNSError) -> Resolution? {
+        try answer(for: text, name: { try? HostName(text) }, family: family)
+    }
+
+    /// As ``answer(for:family:)``, with the name parsed by the caller (`name` is asked only for a non-literal).
+    static func answer(for text: String, name parse: () -> HostName?, family: AddressFamily) throws(DNSError)
+        -> Resolution?
+    {
         if let ip = IPAddress(text) {
             guard family == .any || family == ip.family else {
                 throw DNSError(
@@ -99,7 +106,7 @@ enum LocalAnswers {
             let address = ResolvedAddress(ip: ip, ttl: ResolvedAddress.maximumTTL, source: .literal)
             return Resolution(host: ip.description, addresses: [address])
         }
-        guard let name = try? HostName(text), name.isLocalhost else { return nil }
+        guard let name = parse(), name.isLocalhost else { return nil }
         var addresses: [ResolvedAddress] = []
         if family != .ipv6 {
             addresses.append(

@@ -28,7 +28,7 @@ protocol HTTP2ServerSessionDelegate: AnyObject {
 }
 
 /// The server side of one HTTP/2 connection on nghttp2: bytes in (``receive(_:)``), requests out to the delegate,
-/// answers in (``respond(stream:status:contentType:headers:body:withoutBody:)``), bytes out (``pendingOutput(into:)``).
+/// answers in (``respond(stream:status:contentType:maxAge:headers:body:withoutBody:)``), bytes out (``pendingOutput(into:)``).
 /// nghttp2 keeps the connection's and streams' state, HPACK, SETTINGS, PING, flow control (consumed DATA is given
 /// back with WINDOW_UPDATE as it is read) and its own protections: rapid reset, CONTINUATION and ACK floods, header
 /// sizes. This folder is the only one that imports nghttp2; no C type leaves it.
@@ -56,8 +56,9 @@ final class HTTP2ServerSession {
         var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
     }
 
-    /// A stream's request while it arrives, and its answer while it leaves.
-    private struct Stream {
+    /// A stream's request while it arrives, and its answer while it leaves (a class: the callbacks update it in place
+    /// without copying it out of the table and back).
+    private final class Stream {
         var request = HTTP2Request()
         var headerBytes = 0
         var receiving = true
@@ -139,32 +140,52 @@ final class HTTP2ServerSession {
     /// the client's GOAWAY once every stream is done). The connection is then closed.
     var isFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
 
-    /// Submits the answer on `stream`: `:status`, `content-type`, `content-length`, then `headers` (names in lower
-    /// case), then the body unless `withoutBody` (HEAD). Dropped if the stream has closed.
+    /// Submits the answer on `stream`: `:status`, `content-type`, `content-length`, `cache-control` with `maxAge`,
+    /// then `headers` (names in lower case), then the body unless `withoutBody` (HEAD). Dropped if the stream has
+    /// closed. The fields are written into one reused buffer, numbers without making strings.
     func respond(
-        stream: Int32, status: Int, contentType: String, headers: [String: String], body: [UInt8],
+        stream: Int32, status: Int, contentType: String, maxAge: UInt32?, headers: [String: String], body: [UInt8],
         withoutBody: Bool
     ) {
-        guard streams[stream] != nil else { return }
+        guard let state = streams[stream] else { return }
         fieldBytes.removeAll(keepingCapacity: true)
         fieldSpans.removeAll(keepingCapacity: true)
-        func add(_ name: String, _ value: String) {
-            let nameStart = fieldBytes.count
-            fieldBytes.append(contentsOf: name.utf8)
-            let valueStart = fieldBytes.count
-            fieldBytes.append(contentsOf: value.utf8)
-            fieldSpans.append((nameStart..<valueStart, valueStart..<fieldBytes.count))
+        var nameStart = 0
+        var valueStart = 0
+        func name(_ text: StaticString) {
+            nameStart = fieldBytes.count
+            fieldBytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+            valueStart = fieldBytes.count
         }
-        add(":status", String(status))
-        add("content-type", contentType)
-        add("content-length", String(body.count))
+        func endField() { fieldSpans.append((nameStart..<valueStart, valueStart..<fieldBytes.count)) }
+        name(":status")
+        Self.appendDecimal(UInt64(max(status, 0)), to: &fieldBytes)
+        endField()
+        name("content-type")
+        fieldBytes.append(contentsOf: contentType.utf8)
+        endField()
+        name("content-length")
+        Self.appendDecimal(UInt64(body.count), to: &fieldBytes)
+        endField()
+        if let maxAge {
+            name("cache-control")
+            fieldBytes.append(contentsOf: "max-age=".utf8)
+            Self.appendDecimal(UInt64(maxAge), to: &fieldBytes)
+            endField()
+        }
         if !headers.isEmpty {
-            for (name, value) in headers.sorted(by: { $0.key < $1.key }) { add(name.lowercased(), value) }
+            for (field, value) in headers.sorted(by: { $0.key < $1.key }) {
+                nameStart = fieldBytes.count
+                fieldBytes.append(contentsOf: field.lowercased().utf8)
+                valueStart = fieldBytes.count
+                fieldBytes.append(contentsOf: value.utf8)
+                endField()
+            }
         }
         let sendsBody = !withoutBody && !body.isEmpty
         if sendsBody {
-            streams[stream]?.answer = body
-            streams[stream]?.answerOffset = 0
+            state.answer = body
+            state.answerOffset = 0
         }
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Callbacks.readAnswer)
@@ -186,7 +207,7 @@ final class HTTP2ServerSession {
             }
         }
         if result != 0 {
-            streams[stream]?.answer = []
+            state.answer = []
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_INTERNAL_ERROR.rawValue)
         }
@@ -208,45 +229,41 @@ final class HTTP2ServerSession {
 
     /// `false` resets the stream: its header list is over the limit.
     fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
-        guard let used = streams[stream]?.headerBytes else { return true }
-        let total = used + name.count + value.count + 32
-        guard total <= settings.maximumHeaderListSize else { return false }
-        streams[stream]!.headerBytes = total
+        guard let state = streams[stream] else { return true }
+        state.headerBytes += name.count + value.count + 32
+        guard state.headerBytes <= settings.maximumHeaderListSize else { return false }
         // Trailers (after a body, or once the head is taken) are counted but not kept.
-        guard streams[stream]!.receiving, streams[stream]!.request.body.isEmpty else { return true }
+        guard state.receiving, state.request.body.isEmpty else { return true }
         if Self.equals(name, ":method") {
-            streams[stream]!.request.method = String(decoding: value, as: UTF8.self)
+            state.request.method = String(decoding: value, as: UTF8.self)
         } else if Self.equals(name, ":path") {
-            streams[stream]!.request.path = String(decoding: value, as: UTF8.self)
+            state.request.path = String(decoding: value, as: UTF8.self)
         } else if Self.equals(name, "content-type") {
-            streams[stream]!.request.contentType = String(decoding: value, as: UTF8.self)
+            state.request.contentType = String(decoding: value, as: UTF8.self)
         }
         return true
     }
 
     fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
-        // Read without keeping a copy of the stream, so the body below grows in place.
-        guard let taken = streams[stream].flatMap({ $0.receiving && !$0.tooLarge ? $0.request.body.count : nil })
-        else { return }
-        guard taken + bytes.count <= settings.maximumBodyBytes else {
-            streams[stream]!.tooLarge = true
-            streams[stream]!.request.body = []
-            streams[stream]!.resetAfterAnswer = true
+        guard let state = streams[stream], state.receiving, !state.tooLarge else { return }
+        guard state.request.body.count + bytes.count <= settings.maximumBodyBytes else {
+            state.tooLarge = true
+            state.request.body = []
+            state.resetAfterAnswer = true
             delegate.requestBodyTooLarge(stream: stream)
             return
         }
-        streams[stream]!.request.body.append(contentsOf: bytes)
+        state.request.body.append(contentsOf: bytes)
     }
 
     fileprivate func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
         guard stream != 0, let state = streams[stream], state.receiving else { return }
-        let ended = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
-        if ended {
-            streams[stream]!.receiving = false
-            streams[stream]!.resetAfterAnswer = false
+        if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+            state.receiving = false
+            state.resetAfterAnswer = false
             guard !state.tooLarge else { return }
             let request = state.request
-            streams[stream]!.request = HTTP2Request()
+            state.request = HTTP2Request()
             delegate.requestReceived(stream: stream, request)
         } else if isRequestHead, type == UInt8(NGHTTP2_HEADERS.rawValue) {
             delegate.requestHeadReceived(stream: stream)
@@ -262,21 +279,33 @@ final class HTTP2ServerSession {
     }
 
     fileprivate func readAnswer(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
-        guard let offset = streams[stream]?.answerOffset else { return (0, true) }
-        let count = streams[stream]!.answer.withUnsafeBufferPointer { answer in
+        guard let state = streams[stream] else { return (0, true) }
+        let offset = state.answerOffset
+        let count = state.answer.withUnsafeBufferPointer { answer in
             let count = min(length, answer.count - offset)
             buffer.update(from: answer.baseAddress! + offset, count: count)
             return count
         }
-        streams[stream]!.answerOffset += count
-        let done = streams[stream]!.answerOffset == streams[stream]!.answer.count
-        if done { streams[stream]!.answer = [] }
+        state.answerOffset += count
+        let done = state.answerOffset == state.answer.count
+        if done { state.answer = [] }
         return (count, done)
     }
 
     fileprivate func closed(_ stream: Int32) {
         guard let state = streams.removeValue(forKey: stream) else { return }
         delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
+    }
+
+    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
+        var divisor: UInt64 = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 
     private static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {

@@ -3,15 +3,46 @@
 struct RequestTarget {
     /// The path, without the query.
     var path: Substring
-    /// The decoded query parameters; the first value of each name wins.
-    var query: [String: String]
+    /// The raw query, after `?` (empty without one).
+    private var rawQuery: Substring
 
     init(_ target: String) {
-        var target = target
-        let parsed = target.withUTF8 { bytes -> (Int, [String: String]) in
-            guard let mark = bytes.firstIndex(of: UInt8(ascii: "?")) else { return (bytes.count, [:]) }
-            var query: [String: String] = [:]
-            var start = mark + 1
+        if let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) {
+            path = target[..<mark]
+            rawQuery = target[target.utf8.index(after: mark)...]
+        } else {
+            path = Substring(target)
+            rawQuery = ""
+        }
+    }
+
+    /// The decoded query parameters; the first value of each name wins.
+    var query: [String: String] {
+        var query: [String: String] = [:]
+        forEachParameter { key, value in
+            if query[key] == nil { query[key] = value() }
+            return true
+        }
+        return query
+    }
+
+    /// The first value of one parameter, found without decoding the others (a DoH GET's `dns`, on every request).
+    func parameter(_ name: String) -> String? {
+        var found: String?
+        forEachParameter { key, value in
+            guard key == name else { return true }
+            found = value()
+            return false
+        }
+        return found
+    }
+
+    /// Calls `body` with each parameter's decoded name and a way to decode its value, in order, while it returns
+    /// `true`; parameters whose name or value is not valid percent-encoded UTF-8 are skipped.
+    private func forEachParameter(_ body: (String, () -> String?) -> Bool) {
+        var query = rawQuery
+        query.withUTF8 { bytes in
+            var start = 0
             while start < bytes.count {
                 var end = start
                 var equals: Int?
@@ -22,19 +53,19 @@ struct RequestTarget {
                 if end > start {
                     let keyEnd = equals ?? end
                     let valueStart = equals.map { $0 + 1 } ?? end
-                    if let key = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[start..<keyEnd])),
-                        query[key] == nil,
-                        let value = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[valueStart..<end]))
-                    {
-                        query[key] = value
+                    if let key = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[start..<keyEnd])) {
+                        var valid = true
+                        let goOn = body(key) {
+                            let value = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[valueStart..<end]))
+                            valid = value != nil
+                            return value
+                        }
+                        guard goOn || !valid else { return }
                     }
                 }
                 start = end + 1
             }
-            return (mark, query)
         }
-        path = target.utf8.count == parsed.0 ? Substring(target) : Substring(target.utf8.prefix(parsed.0))
-        query = parsed.1
     }
 
     /// The path's segments (`/a//b/` is `a`, `b`).
@@ -91,23 +122,26 @@ enum Base64URL {
     }()
 
     static func decode(_ text: String) -> [UInt8]? {
-        var input = Array(text.utf8)
-        while input.last == UInt8(ascii: "=") { input.removeLast() }
-        guard input.count % 4 != 1 else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(input.count * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for character in input {
-            let value = values[Int(character)]
-            guard value != 0xFF else { return nil }
-            accumulator = accumulator << 6 | UInt32(value)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+        var text = text
+        return text.withUTF8 { bytes in
+            var count = bytes.count
+            while count > 0, bytes[count - 1] == UInt8(ascii: "=") { count -= 1 }
+            guard count % 4 != 1 else { return nil }
+            var output: [UInt8] = []
+            output.reserveCapacity(count * 3 / 4)
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for character in bytes[..<count] {
+                let value = values[Int(character)]
+                guard value != 0xFF else { return nil }
+                accumulator = accumulator << 6 | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                }
             }
+            return output
         }
-        return output
     }
 }

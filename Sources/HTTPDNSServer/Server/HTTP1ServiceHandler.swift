@@ -142,7 +142,9 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: response.contentType)
         headers.add(name: "content-length", value: "\(response.body.count)")
-        for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
+        for (name, value) in response.allHeaders.sorted(by: { $0.key < $1.key }) {
+            headers.add(name: name, value: value)
+        }
         // After a refused body the rest of it may still be on its way: the connection ends with the answer.
         let keepAlive = head.isKeepAlive && response.status != 413
         if !keepAlive { headers.add(name: "connection", value: "close") }

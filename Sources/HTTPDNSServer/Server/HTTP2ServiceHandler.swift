@@ -50,6 +50,8 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
             context.close(promise: nil)
             return
         }
+        // A connection that reaches HTTP/2 after shutdown began missed the drain event: GOAWAY at once.
+        if exchange.service.isDraining { session?.goAway() }
         // The server's SETTINGS go first, without waiting for the client's preface.
         if context.channel.isActive { sendPending(context: context) }
     }
@@ -167,7 +169,8 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
     private func respond(_ stream: Int32, _ response: ServiceResponse, withoutBody: Bool) {
         connectionGuard.record(.answered)
         session?.respond(
-            stream: stream, status: response.status, contentType: response.contentType, headers: response.headers,
+            stream: stream, status: response.status, contentType: response.contentType, maxAge: response.maxAge,
+            headers: response.headers,
             body: response.body, withoutBody: withoutBody)
     }
 

@@ -1,9 +1,4 @@
 import CoreMetrics
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 public import HTTPDNS
 public import Logging
 public import NIOCore
@@ -107,7 +102,7 @@ public final class HTTPDNSServer: Sendable {
     public let service: HTTPDNSService
     /// The port the server listens on.
     public let port: Int
-    private let listeners: [any Channel]
+    private let listener: any Channel
     private let connections: Connections
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
@@ -183,46 +178,32 @@ public final class HTTPDNSServer: Sendable {
                 }
             }
         }
-        // One listening socket per event loop (SO_REUSEPORT), each loop serving the connections its socket accepts:
-        // the kernel spreads connections over the loops, so every core answers and no accept hands work across
-        // threads. (SO_REUSEPORT lets only processes of the same user share the port.)
-        var listeners: [any Channel] = []
-        var port = configuration.port
-        do {
-            for loop in eventLoopGroup.makeIterator() {
-                let bootstrap = ServerBootstrap(group: loop, childGroup: loop)
-                    .serverChannelOption(.backlog, value: 256)
-                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                    .serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
-                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                    .childChannelInitializer(initialize)
-                let listener = try await bootstrap.bind(host: configuration.host, port: port).get()
-                if listeners.isEmpty { port = listener.localAddress?.port ?? port }
-                listeners.append(listener)
-            }
-        } catch {
-            for listener in listeners { try? await listener.close() }
-            throw error
-        }
-        connections.listen(on: listeners)
+        // One listening socket; each connection it accepts is handed to the next event loop of the group in turn,
+        // so every core answers. (One socket per loop with SO_REUSEPORT measured no faster, and lets a listener on
+        // port 0 share its port with another process's of the same user.)
+        let bootstrap = ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer(initialize)
+        let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        let port = listener.localAddress?.port ?? configuration.port
         logger.notice(
             "serving HTTP DNS",
-            metadata: [
-                "address": "\(configuration.host):\(port)", "tls": "\(tls != nil)", "listeners": "\(listeners.count)",
-            ])
+            metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
         return HTTPDNSServer(
-            service: service, port: port, listeners: listeners, connections: connections, counts: counts,
+            service: service, port: port, listener: listener, connections: connections, counts: counts,
             logger: logger)
     }
 
     private init(
-        service: HTTPDNSService, port: Int, listeners: [any Channel], connections: Connections,
+        service: HTTPDNSService, port: Int, listener: any Channel, connections: Connections,
         counts: Locked<ProtocolCounts>, logger: Logger
     ) {
         self.counts = counts
         self.service = service
         self.port = port
-        self.listeners = listeners
+        self.listener = listener
         self.connections = connections
         self.logger = logger
     }
@@ -233,7 +214,7 @@ public final class HTTPDNSServer: Sendable {
     /// Stops accepting, lets requests in progress finish for `grace`, then closes every connection.
     public func shutdown(grace: Duration = .seconds(5)) async {
         service.drain()
-        for listener in listeners { try? await listener.close() }
+        try? await listener.close()
         // HTTP/2 clients are told to open no more streams (GOAWAY); what they have open is answered.
         for open in connections.all { open.pipeline.fireUserInboundEventTriggered(ServerDrainingEvent()) }
         let deadline = ContinuousClock.now + grace
@@ -316,8 +297,8 @@ extension HTTPDNSServer: Service {
 
 /// The open connections, for graceful shutdown and the connection limits.
 ///
-/// At the total limit, accepting stops by turning `autoRead` off on every listening channel (the kernel keeps
-/// queueing connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
+/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
+/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
 /// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
 /// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
 /// while serving others'); the table of counts only holds networks with a connection open.
@@ -326,7 +307,6 @@ private final class Connections: Sendable {
         var open: [ObjectIdentifier: any Channel] = [:]
         var perClient: [ClientNetwork: Int] = [:]
         var paused = false
-        var listeners: [any Channel] = []
     }
 
     private let state = Locked(State())
@@ -349,10 +329,6 @@ private final class Connections: Sendable {
 
     var count: Int { state.withLock { $0.open.count } }
 
-    /// The listening channels to pause and resume together.
-    func listen(on listeners: [any Channel]) {
-        state.withLock { $0.listeners = listeners }
-    }
     var all: [any Channel] { state.withLock { Array($0.open.values) } }
 
     /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
@@ -371,9 +347,11 @@ private final class Connections: Sendable {
             state.open[key] = channel
             // Recorded under the lock, so the gauge's last value is the last count.
             metrics.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit, !state.paused else { return (true, false, false) }
+            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
+                return (true, false, false)
+            }
             state.paused = true
-            for listener in state.listeners { listener.setOption(.autoRead, value: false).whenFailure { _ in } }
+            listener.setOption(.autoRead, value: false).whenFailure { _ in }
             return (true, true, false)
         }
         if overClientLimit {
@@ -398,9 +376,9 @@ private final class Connections: Sendable {
                     let remaining = state.perClient[client, default: 1] - 1
                     state.perClient[client] = remaining > 0 ? remaining : nil
                 }
-                if state.paused, state.open.count < limit {
+                if state.paused, state.open.count < limit, let listener = channel.parent {
                     state.paused = false
-                    for listener in state.listeners { listener.setOption(.autoRead, value: true).whenFailure { _ in } }
+                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
                 }
             }
         }

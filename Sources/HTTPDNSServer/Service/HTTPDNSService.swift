@@ -34,16 +34,27 @@ public struct ServiceResponse: Sendable, Hashable {
     public var status: Int
     /// The `Content-Type`.
     public var contentType: String
-    /// Extra headers (`Cache-Control`, `Allow`, `Retry-After`).
+    /// Extra headers (`Allow`, `Retry-After`); empty on answers, the hot path.
     public var headers: [String: String]
+    /// `Cache-Control: max-age=` this many seconds (answers: their records' smallest TTL).
+    public var maxAge: UInt32?
     /// The body.
     public var body: [UInt8]
 
-    init(status: Int, contentType: String, headers: [String: String] = [:], body: [UInt8]) {
+    init(status: Int, contentType: String, headers: [String: String] = [:], maxAge: UInt32? = nil, body: [UInt8]) {
         self.status = status
         self.contentType = contentType
         self.headers = headers
+        self.maxAge = maxAge
         self.body = body
+    }
+
+    /// Every extra header: ``headers`` and, from ``maxAge``, `Cache-Control`.
+    var allHeaders: [String: String] {
+        guard let maxAge else { return headers }
+        var all = headers
+        all["Cache-Control"] = "max-age=\(maxAge)"
+        return all
     }
 
     static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
@@ -214,6 +225,9 @@ public final class HTTPDNSService: Sendable {
     /// From now on `/readyz` answers 503, so a load balancer stops sending new clients (graceful shutdown).
     public func drain() { draining.withLock { $0 = true } }
 
+    /// Whether ``drain()`` was called: connections that start now are told at once to go elsewhere.
+    var isDraining: Bool { draining.withLock { $0 } }
+
     /// Answers one request.
     public func handle(_ request: ServiceRequest) async -> ServiceResponse {
         let started = ContinuousClock.now
@@ -285,7 +299,7 @@ public final class HTTPDNSService: Sendable {
         switch endpoint {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
-            return dnsMessagePlan(request, query: target.query, configuration)
+            return dnsMessagePlan(request, dns: request.method == "GET" ? target.parameter("dns") : nil, configuration)
         case "report":
             guard configuration.acceptClientReports else {
                 return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint")))
@@ -466,15 +480,14 @@ public final class HTTPDNSService: Sendable {
 
     // MARK: - RFC 8484
 
-    private func dnsMessagePlan(_ request: ServiceRequest, query: [String: String], _ configuration: Configuration)
-        -> Plan
-    {
+    /// `dns`: the `dns` parameter of a GET.
+    private func dnsMessagePlan(_ request: ServiceRequest, dns: String?, _ configuration: Configuration) -> Plan {
         func fail(_ status: Int, _ text: String) -> Plan {
             Plan(endpoint: "dns-query", work: .done(.text(status, text)))
         }
         let message: [UInt8]
         if request.method == "GET" {
-            guard let encoded = query["dns"] else { return fail(400, "the dns parameter is missing") }
+            guard let encoded = dns else { return fail(400, "the dns parameter is missing") }
             guard let decoded = Base64URL.decode(encoded) else {
                 return fail(400, "the dns parameter is not base64url")
             }
@@ -528,9 +541,10 @@ public final class HTTPDNSService: Sendable {
     private static func dnsResponse(
         _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record]
     ) -> ServiceResponse {
-        let ttl = records.map(\.ttl).min() ?? 0
+        var ttl = records.first?.ttl ?? 0
+        for record in records { ttl = min(ttl, record.ttl) }
         return ServiceResponse(
-            status: 200, contentType: "application/dns-message", headers: ["Cache-Control": "max-age=\(ttl)"],
+            status: 200, contentType: "application/dns-message", maxAge: ttl,
             body: DNSAnswerMessage.encode(answering: query, code: code, records: records))
     }
 
@@ -551,7 +565,7 @@ public final class HTTPDNSService: Sendable {
             answer[0] = UInt8(query.id >> 8)
             answer[1] = UInt8(query.id & 0xFF)
             return ServiceResponse(
-                status: 200, contentType: "application/dns-message", headers: ["Cache-Control": "max-age=0"],
+                status: 200, contentType: "application/dns-message", maxAge: 0,
                 body: answer)
         } catch let error as DNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.
@@ -603,7 +617,7 @@ public final class HTTPDNSService: Sendable {
                 if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
                 body += "}"
                 return ServiceResponse(
-                    status: 200, contentType: "application/dns-json", headers: ["Cache-Control": "max-age=\(ttl)"],
+                    status: 200, contentType: "application/dns-json", maxAge: ttl,
                     body: Array(body.utf8))
             })
     }

@@ -6,8 +6,14 @@ import HTTPDNS
 /// stopped at the total limit, closed by a deadline or the write bound). Handles are made once per label set and kept.
 final class ServiceMetrics: Sendable {
     private let factory: any MetricsFactory
-    private let counters = Locked([String: Counter]())
-    private let timers = Locked([String: Timer]())
+    /// Requests by endpoint and status, and the answer-time timer of each endpoint: one table, one lock, a key
+    /// built without formatting anything (this runs for every request).
+    private struct RequestKey: Hashable {
+        var endpoint: String
+        var status: Int
+    }
+
+    private let requestHandles = Locked([RequestKey: (Counter, Timer)]())
     let rateLimited: Counter
     /// Connections open now.
     let connectionsOpen: Gauge
@@ -33,17 +39,22 @@ final class ServiceMetrics: Sendable {
     }
 
     func record(endpoint: String, status: Int, duration: Duration) {
-        counter(
-            "\(endpoint) \(status)", "httpdns_serve_requests_total", [("endpoint", endpoint), ("status", "\(status)")],
-            in: counters
-        ).increment()
-        let timer = timers.withLock { timers in
-            if let timer = timers[endpoint] { return timer }
-            let timer = Timer(
-                label: "httpdns_serve_request_duration_seconds", dimensions: [("endpoint", endpoint)], factory: factory)
-            timers[endpoint] = timer
-            return timer
+        let key = RequestKey(endpoint: endpoint, status: status)
+        let (counter, timer) = requestHandles.withLock { handles in
+            if let made = handles[key] { return made }
+            let counter = Counter(
+                label: "httpdns_serve_requests_total", dimensions: [("endpoint", endpoint), ("status", "\(status)")],
+                factory: factory)
+            // One timer per endpoint, shared by its statuses.
+            let timer =
+                handles.first { $0.key.endpoint == endpoint }?.value.1
+                ?? Timer(
+                    label: "httpdns_serve_request_duration_seconds", dimensions: [("endpoint", endpoint)],
+                    factory: factory)
+            handles[key] = (counter, timer)
+            return (counter, timer)
         }
+        counter.increment()
         timer.recordNanoseconds(duration.wholeNanoseconds)
     }
 
