@@ -60,15 +60,18 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     /// Zone identifiers (`fe80::1%eth0`) are not accepted.
     /// - Returns: `nil` when `text` is not an IP literal.
     public init?(_ text: some StringProtocol) {
+        // Looked at as UTF-8 bytes only: no Character is formed (host names are the usual text here, and each is
+        // turned away before anything is allocated).
         var literal = Substring(text)
-        if literal.hasPrefix("["), literal.hasSuffix("]") {
+        let colon = UInt8(ascii: ":")
+        if literal.utf8.first == UInt8(ascii: "["), literal.utf8.last == UInt8(ascii: "]") {
             literal = literal.dropFirst().dropLast()
-            guard literal.contains(":") else { return nil }
+            guard literal.utf8.contains(colon) else { return nil }
         }
-        guard !literal.isEmpty, literal.utf8.count <= 45 else { return nil }
-        let isV6 = literal.contains(":")
-        // A dotted quad ends with a digit: host names (the usual text here) are turned away before any allocation.
-        if !isV6, let last = literal.utf8.last, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) { return nil }
+        guard let last = literal.utf8.last, literal.utf8.count <= 45 else { return nil }
+        let isV6 = literal.utf8.contains(colon)
+        // A dotted quad ends with a digit.
+        if !isV6, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(last) { return nil }
         var raw = [UInt8](repeating: 0, count: isV6 ? 16 : 4)
         // inet_pton accepts only the strict dotted-quad form for IPv4, unlike inet_aton.
         guard inet_pton(isV6 ? AF_INET6 : AF_INET, String(literal), &raw) == 1, let parsed = IPAddress(bytes: raw)

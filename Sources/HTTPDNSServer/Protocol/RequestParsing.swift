@@ -26,7 +26,33 @@ struct RequestTarget {
         return query
     }
 
-    /// The first value of one parameter, found without decoding the others (a DoH GET's `dns`, on every request).
+    /// The raw bytes of the first `name` parameter whose value needs no percent-decoding (base64url never does),
+    /// handed to `body` without copying; `nil` when there is none such (decode ``parameter(_:)`` then).
+    func withRawParameter<T>(_ name: StaticString, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T? {
+        var query = rawQuery
+        return query.withUTF8 { bytes -> T? in
+            let key = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+            var start = 0
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count, bytes[end] != UInt8(ascii: "&") { end += 1 }
+                let pair = UnsafeBufferPointer(rebasing: bytes[start..<end])
+                if pair.count > key.count, pair[key.count] == UInt8(ascii: "="),
+                    UnsafeBufferPointer(rebasing: pair[..<key.count]).elementsEqual(key)
+                {
+                    let value = UnsafeBufferPointer(rebasing: pair[(key.count + 1)...])
+                    guard !value.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+                        return nil
+                    }
+                    return body(value)
+                }
+                start = end + 1
+            }
+            return nil
+        }
+    }
+
+    /// The first value of one parameter, found without decoding the others.
     func parameter(_ name: String) -> String? {
         var found: String?
         forEachParameter { key, value in
@@ -123,25 +149,27 @@ enum Base64URL {
 
     static func decode(_ text: String) -> [UInt8]? {
         var text = text
-        return text.withUTF8 { bytes in
-            var count = bytes.count
-            while count > 0, bytes[count - 1] == UInt8(ascii: "=") { count -= 1 }
-            guard count % 4 != 1 else { return nil }
-            var output: [UInt8] = []
-            output.reserveCapacity(count * 3 / 4)
-            var accumulator: UInt32 = 0
-            var bits = 0
-            for character in bytes[..<count] {
-                let value = values[Int(character)]
-                guard value != 0xFF else { return nil }
-                accumulator = accumulator << 6 | UInt32(value)
-                bits += 6
-                if bits >= 8 {
-                    bits -= 8
-                    output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-                }
+        return text.withUTF8 { decode($0) }
+    }
+
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var count = bytes.count
+        while count > 0, bytes[count - 1] == UInt8(ascii: "=") { count -= 1 }
+        guard count % 4 != 1 else { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(count * 3 / 4)
+        var accumulator: UInt32 = 0
+        var bits = 0
+        for character in bytes[..<count] {
+            let value = values[Int(character)]
+            guard value != 0xFF else { return nil }
+            accumulator = accumulator << 6 | UInt32(value)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
             }
-            return output
         }
+        return output
     }
 }

@@ -299,7 +299,8 @@ public final class HTTPDNSService: Sendable {
         switch endpoint {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
-            return dnsMessagePlan(request, dns: request.method == "GET" ? target.parameter("dns") : nil, configuration)
+            return dnsMessagePlan(
+                request, dns: request.method == "GET" ? Self.dnsParameter(target) : nil, configuration)
         case "report":
             guard configuration.acceptClientReports else {
                 return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint")))
@@ -480,17 +481,22 @@ public final class HTTPDNSService: Sendable {
 
     // MARK: - RFC 8484
 
-    /// `dns`: the `dns` parameter of a GET.
-    private func dnsMessagePlan(_ request: ServiceRequest, dns: String?, _ configuration: Configuration) -> Plan {
+    /// A GET's `dns` parameter: `.some(nil)` when it is there but not base64url, `nil` when it is missing.
+    private static func dnsParameter(_ target: RequestTarget) -> [UInt8]?? {
+        // base64url needs no percent-encoding: decoded straight from the request's bytes.
+        if let decoded = target.withRawParameter("dns", { Base64URL.decode($0) }) { return .some(decoded) }
+        return target.parameter("dns").map { Base64URL.decode($0) }
+    }
+
+    /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
+    private func dnsMessagePlan(_ request: ServiceRequest, dns: [UInt8]??, _ configuration: Configuration) -> Plan {
         func fail(_ status: Int, _ text: String) -> Plan {
             Plan(endpoint: "dns-query", work: .done(.text(status, text)))
         }
         let message: [UInt8]
         if request.method == "GET" {
             guard let encoded = dns else { return fail(400, "the dns parameter is missing") }
-            guard let decoded = Base64URL.decode(encoded) else {
-                return fail(400, "the dns parameter is not base64url")
-            }
+            guard let decoded = encoded else { return fail(400, "the dns parameter is not base64url") }
             message = decoded
         } else {
             let type = request.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
