@@ -18,10 +18,11 @@ struct Exchange: Sendable {
 
     /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
-    /// and `later` runs on `eventLoop` with the answer.
+    /// and the handler `later` makes runs on `eventLoop` with the answer (made only then: nothing is allocated for it on
+    /// a cache hit).
     func answer(
         _ request: ServiceRequest, on eventLoop: any EventLoop,
-        later: NIOLoopBound<(ServiceResponse) -> Void>
+        later: () -> NIOLoopBound<(ServiceResponse) -> Void>
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
         let plan = service.plan(request)
@@ -30,6 +31,7 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
+        let later = later()
         eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { response in
             service.finished(request, plan: plan, response: response, started: started)
             later.value(response)

@@ -120,16 +120,18 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         let serviceRequest = ServiceRequest(
             method: method, target: head.uri, contentType: head.headers.first(name: "content-type"),
             body: request.body, client: exchange.client)
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        let later = NIOLoopBound<(ServiceResponse) -> Void>(
-            { response in
-                let (handler, context) = bound.value
-                handler.awaitingAnswer = false
-                guard !handler.removed else { return }
-                handler.write(context: context, head: head, response)
-                context.flush()
-                handler.drain(context: context)
-            }, eventLoop: context.eventLoop)
+        let later = { [self] in
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            return NIOLoopBound<(ServiceResponse) -> Void>(
+                { response in
+                    let (handler, context) = bound.value
+                    handler.awaitingAnswer = false
+                    guard !handler.removed else { return }
+                    handler.write(context: context, head: head, response)
+                    context.flush()
+                    handler.drain(context: context)
+                }, eventLoop: context.eventLoop)
+        }
         awaitingAnswer = true
         if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
             awaitingAnswer = false

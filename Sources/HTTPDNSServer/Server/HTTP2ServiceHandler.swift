@@ -151,18 +151,21 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
         let serviceRequest = ServiceRequest(
             method: isHead ? "GET" : request.method, target: request.path, contentType: request.contentType,
             body: request.body, client: exchange.client)
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let later = NIOLoopBound<(ServiceResponse) -> Void>(
-            { response in
-                let handler = bound.value
-                guard let context = handler.context, handler.answering.remove(stream) != nil else { return }
-                handler.respond(stream, response, withoutBody: isHead)
-                if !handler.reading { handler.sendPending(context: context) }
-            }, eventLoop: context.eventLoop)
-        answering.insert(stream)
+        let later = { [self] in
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            return NIOLoopBound<(ServiceResponse) -> Void>(
+                { response in
+                    let handler = bound.value
+                    guard let context = handler.context, handler.answering.remove(stream) != nil else { return }
+                    handler.respond(stream, response, withoutBody: isHead)
+                    if !handler.reading { handler.sendPending(context: context) }
+                }, eventLoop: context.eventLoop)
+        }
         if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
-            answering.remove(stream)
             respond(stream, response, withoutBody: isHead)
+        } else {
+            // The answer comes on this event loop in a later turn, never before this returns.
+            answering.insert(stream)
         }
     }
 
