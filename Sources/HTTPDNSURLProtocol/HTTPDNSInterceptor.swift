@@ -125,6 +125,7 @@ public final class HTTPDNSInterceptor: Sendable {
         public init(settings: InterceptionSettings) {
             self.init()
             apply(settings)
+            connectTimeout = .milliseconds(settings.connectTimeoutMilliseconds)
             additionalTrustRoots = settings.trustCA
         }
 

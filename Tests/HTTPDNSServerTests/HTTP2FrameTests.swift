@@ -35,6 +35,8 @@ struct HTTP2FrameTests {
     final class Recorder: ChannelInboundHandler, Sendable {
         typealias InboundIn = HTTP2Frame
         let frames = Locked<[Received]>([])
+        /// Frames the client's own HTTP/2 handler refused to send, with why.
+        let refused = Locked<[String]>([])
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let frame = unwrapInboundIn(data)

@@ -24,12 +24,13 @@ struct HostileClientTests {
         let resolver: HostResolver
         let server: HTTPDNSServer
 
-        /// `deadline` is the request deadlines' (head, body) and half the idle and write times; the TLS handshake
-        /// gets `handshake`, by default 10 s, so that a loaded machine's slow handshakes do not end a test about
-        /// something else.
+        /// `deadline` is the request deadlines' (head, body) and half the idle and write times. The TLS handshake
+        /// gets `handshake` (10 s by default), and a test whose subject is another deadline can give the head and
+        /// idle deadlines more time too: on a loaded machine (the whole suite at once on 2 cores) the test's own task
+        /// can wait a second or two for a thread, and a short deadline it is not testing must not end its connection.
         static func start(
             tls: TestCertificates.Leaf? = nil, deadline: Duration = .seconds(1), handshake: Duration = .seconds(10),
-            exporter: (@Sendable () -> [UInt8])? = nil
+            head: Duration? = nil, idle: Duration? = nil, exporter: (@Sendable () -> [UInt8])? = nil
         ) async throws -> Target {
             let overrides = HostOverrides()
             overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
@@ -40,8 +41,10 @@ struct HostileClientTests {
                 service: service,
                 configuration: .init(
                     port: 0, certificatePath: tls?.certificatePath, privateKeyPath: tls?.keyPath,
-                    idleTimeout: scaled * 2, handshakeTimeout: TestTiming.scaled(handshake), requestHeadTimeout: scaled,
-                    requestBodyTimeout: scaled, writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20),
+                    idleTimeout: idle.map(TestTiming.scaled) ?? scaled * 2,
+                    handshakeTimeout: TestTiming.scaled(handshake),
+                    requestHeadTimeout: head.map(TestTiming.scaled) ?? scaled, requestBodyTimeout: scaled,
+                    writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20),
                 logger: logger)
             return Target(resolver: resolver, server: server)
         }
@@ -196,7 +199,7 @@ struct HostileClientTests {
     func nonReader() async throws {
         // A 100 KB metrics page: every unread answer would cost that much.
         let page = [UInt8](repeating: UInt8(ascii: "m"), count: 100_000)
-        let target = try await Target.start(deadline: .seconds(1), exporter: { page })
+        let target = try await Target.start(deadline: .seconds(1), head: .seconds(10), exporter: { page })
         let port = target.server.port
         let outcome = try await offThePool { () -> (sentBytes: Int, closed: Bool) in
             let fd = try LoopbackTCP.connect(
@@ -262,8 +265,13 @@ struct HostileClientTests {
                 payload: .data(.init(data: .byteBuffer(ByteBuffer(bytes: bytes)), endStream: end)))
         }
 
+        /// Writes `frames` and flushes; a frame the client's own HTTP/2 handler refuses is kept in `refused`.
         func send(_ frames: [HTTP2Frame]) {
-            for frame in frames { channel.write(frame, promise: nil) }
+            let refused = recorder.refused
+            for frame in frames {
+                let stream = Int(Int32(frame.streamID))
+                channel.write(frame).whenFailure { error in refused.withLock { $0.append("\(stream): \(error)") } }
+            }
             channel.flush()
         }
     }
@@ -303,7 +311,9 @@ struct HostileClientTests {
     func http2StreamErrors() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
-        let target = try await Target.start(tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(2))
+        // The body deadline (2 s) is the subject; the first-request and idle deadlines are not.
+        let target = try await Target.start(
+            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(2), head: .seconds(10), idle: .seconds(10))
         let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
         // A body longer than its content-length: a stream error nghttp2 answers with RST_STREAM itself.
         let type: HPACKHeaders = ["content-type": "application/dns-message", "content-length": "4"]
@@ -313,7 +323,7 @@ struct HostileClientTests {
         ])
         #expect(
             try await waitUntil { client.recorder.ended(1) },
-            "active: \(client.channel.isActive), frames: \(client.recorder.frames.withLock { $0.map { "\($0.stream) \($0.status ?? "-") \($0.reset)" } })"
+            "active: \(client.channel.isActive), frames: \(client.recorder.frames.withLock { $0.map { "\($0.stream) \($0.status ?? "-") \($0.reset)" } }), refused: \(client.recorder.refused.withLock { $0 })"
         )
         // Keep the connection busy for well past the 2 s body deadline with requests: still served.
         var stream = 3

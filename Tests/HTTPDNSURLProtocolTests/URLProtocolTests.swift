@@ -852,6 +852,16 @@ extension URLProtocolTests {
         #expect(HTTPDNSInterceptor.Configuration(settings: settings.interception).additionalTrustRoots.isEmpty)
     }
 
+    @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
+    func connectTimeoutSetting() throws {
+        var settings = ResolverSettings.default
+        #expect(HTTPDNSInterceptor.Configuration(settings: settings.interception).connectTimeout == .seconds(2))
+        settings.interception.connectTimeoutMilliseconds = 7_500
+        #expect(
+            HTTPDNSInterceptor.Configuration(settings: settings.interception).connectTimeout == .milliseconds(7_500))
+        #expect(HTTPDNSClient.Configuration(settings: settings.interception).connectTimeout == .milliseconds(7_500))
+    }
+
     @Test("https to http redirects are refused unless allowed; the redirect handler can inspect, change or stop")
     func redirectPolicy() async throws {
         let certificates = try TestCertificates()

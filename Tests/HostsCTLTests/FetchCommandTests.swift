@@ -48,7 +48,9 @@ struct FetchCommandTests {
         let hostsFile = try TemporaryFiles.file(hosts.joined(separator: "\n"), name: "hosts")
         return try await HostsCTLProcess.run(
             ["fetch", "--hosts", hostsFile, "--no-cache"] + arguments,
-            environment: ["HOSTSCTL_SOURCES_ORDER": "overrides"])
+            // A loaded test machine (the whole suite runs at once) can take more than the default 2 s for a TLS
+            // handshake; these tests are not about the connect timeout.
+            environment: ["HOSTSCTL_SOURCES_ORDER": "overrides", "HOSTSCTL_INTERCEPTION_CONNECT_TIMEOUT_MS": "15000"])
     }
 
     private func object(_ line: Substring) throws -> [String: Any] {

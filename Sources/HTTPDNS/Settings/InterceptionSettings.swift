@@ -19,6 +19,9 @@ public struct InterceptionSettings: Sendable, Hashable {
     /// The connection-race delay, in milliseconds: when the best address has not connected by then, the next one
     /// starts in parallel; 0 turns racing off.
     public var connectionAttemptDelayMilliseconds: Int
+    /// How long one connection attempt (TCP and TLS) may take, in milliseconds, before the next address is tried.
+    /// Read when the fronts start (a reload does not change it).
+    public var connectTimeoutMilliseconds: Int
     /// What the URL protocol does with requests the environment sends through a proxy.
     public var proxyMode: ProxyMode
     /// Extra trusted CA files for the application's intercepted traffic, kept apart from
@@ -28,7 +31,7 @@ public struct InterceptionSettings: Sendable, Hashable {
     /// Follow redirects from `https` to `http` (default `false`: refused).
     public var allowInsecureRedirects: Bool
 
-    /// The defaults: every host, a 250 ms connection race, proxied requests left alone, the system's trust roots,
+    /// The defaults: every host, a 250 ms connection race, 2 s per connection attempt, proxied requests left alone, the system's trust roots,
     /// `https` → `http` redirects refused.
     public static var `default`: InterceptionSettings {
         // Reading from an empty provider gives every default; it cannot fail.
@@ -42,6 +45,7 @@ public struct InterceptionSettings: Sendable, Hashable {
         include = []
         exclude = []
         connectionAttemptDelayMilliseconds = 0
+        connectTimeoutMilliseconds = 0
         proxyMode = .bypass
         trustCA = []
         allowInsecureRedirects = false
@@ -55,6 +59,10 @@ public struct InterceptionSettings: Sendable, Hashable {
             "interception.connectionAttemptDelayMs", \.connectionAttemptDelayMilliseconds, default: 250,
             "connection race: start the next address when the best has not connected by then; 0 turns racing off",
             range: 0...60_000),
+        .int(
+            "interception.connectTimeoutMs", \.connectTimeoutMilliseconds, default: 2_000,
+            "one connection attempt (TCP and TLS) may take this long before the next address is tried; read at start",
+            range: 100...120_000),
         .strings(
             "interception.trustCA", \.trustCA,
             "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),

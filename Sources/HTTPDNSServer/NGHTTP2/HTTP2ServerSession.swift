@@ -25,6 +25,8 @@ protocol HTTP2ServerSessionDelegate: AnyObject {
     func requestBodyTooLarge(stream: Int32)
     /// The stream closed (answered, reset by either side, or refused); `receiving`: its request was not complete.
     func streamClosed(stream: Int32, receiving: Bool)
+    /// nghttp2 found the client at fault (a protocol error, a flood) and said why; for the logs.
+    func sessionError(_ message: String)
 }
 
 /// The server side of one HTTP/2 connection on nghttp2: bytes in (``receive(_:)``), requests out to the delegate,
@@ -71,7 +73,7 @@ final class HTTP2ServerSession {
 
     private let session: OpaquePointer
     private let settings: Settings
-    private unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
+    fileprivate unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
     private var streams: [Int32: Stream] = [:]
     /// Header names and values of the answer being submitted, and their nghttp2_nv entries (reused).
     private var fieldBytes: [UInt8] = []
@@ -398,6 +400,14 @@ private struct HTTP2Callbacks: @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
             HTTP2Callbacks.session(user).closed(stream)
+            return 0
+        }
+        nghttp2_session_callbacks_set_error_callback2(pointer) { _, code, message, length, user in
+            guard let message else { return 0 }
+            let text = message.withMemoryRebound(to: UInt8.self, capacity: length) {
+                String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+            }
+            HTTP2Callbacks.session(user).delegate.sessionError("\(text) (\(code))")
             return 0
         }
     }

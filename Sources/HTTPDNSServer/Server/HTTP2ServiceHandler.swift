@@ -133,6 +133,10 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
             withoutBody: false)
     }
 
+    func sessionError(_ message: String) {
+        exchange.logger.debug("HTTP/2 client error", metadata: ["error": "\(message)"])
+    }
+
     func streamClosed(stream: Int32, receiving: Bool) {
         if receiving { connectionGuard.record(.abandoned(UInt32(stream))) }
         var dropped = answering.remove(stream) != nil

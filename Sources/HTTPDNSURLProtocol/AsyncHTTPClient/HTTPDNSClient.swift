@@ -93,13 +93,15 @@ public final class HTTPDNSClient: Sendable {
         }
 
         /// The defaults with the settings the URL protocol also takes: the scope (`interception.include` and
-        /// `.exclude`), the connection race (`interception.connectionAttemptDelayMs`), insecure redirects
+        /// `.exclude`), the connection race (`interception.connectionAttemptDelayMs`), the connect timeout
+        /// (`interception.connectTimeoutMs`), insecure redirects
         /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`).
         public init(settings: InterceptionSettings) {
             self.init()
             scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
             raceConnections = settings.connectionAttemptDelayMilliseconds > 0
             connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
+            connectTimeout = .milliseconds(settings.connectTimeoutMilliseconds)
             allowsInsecureRedirects = settings.allowInsecureRedirects
             additionalTrustRoots = settings.trustCA
         }
