@@ -171,9 +171,23 @@ public final class HostResolver: HostNameResolver {
 
     /// What a settings reload may replace; read once per lookup.
     struct Pipeline: Sendable {
-        var upstreams: [Upstream]
-        var fallback: Upstream?
+        var upstreams: [Upstream] { didSet { identities = Self.identities(upstreams, fallback) } }
+        var fallback: Upstream? { didSet { identities = Self.identities(upstreams, fallback) } }
         var configuration: Configuration
+        /// The identities of the upstreams and the fallback, kept with them: every cache hit asks whether its
+        /// answer came from one of them.
+        private(set) var identities: Set<String>
+
+        init(upstreams: [Upstream], fallback: Upstream?, configuration: Configuration) {
+            self.upstreams = upstreams
+            self.fallback = fallback
+            self.configuration = configuration
+            identities = Self.identities(upstreams, fallback)
+        }
+
+        private static func identities(_ upstreams: [Upstream], _ fallback: Upstream?) -> Set<String> {
+            Set((upstreams + [fallback].compactMap { $0 }).map(\.identity))
+        }
     }
 
     /// The upstreams, in order.
@@ -365,8 +379,7 @@ public final class HostResolver: HostNameResolver {
     /// The identities whose cached answers are served, or `nil` for any.
     private var servedUpstreams: Set<String>? {
         pipeline.withLock { pipeline in
-            pipeline.configuration.servesAnswersFromOtherUpstreams
-                ? nil : Set((pipeline.upstreams + [pipeline.fallback].compactMap { $0 }).map(\.identity))
+            pipeline.configuration.servesAnswersFromOtherUpstreams ? nil : pipeline.identities
         }
     }
 

@@ -41,7 +41,9 @@ struct DNSQueryMessage: Sendable, Hashable {
         let questions = UInt16(bytes[4]) << 8 | UInt16(bytes[5])
         guard questions == 1 else { throw Malformed(reason: "the DNS query has \(questions) questions, not 1") }
         var offset = 12
-        var labels: [String] = []
+        // The name as text, written once: labels joined by dots, ASCII letters lower-cased and nothing else.
+        var text: [UInt8] = []
+        text.reserveCapacity(min(bytes.count - 12, 255))
         var nameLength = 0
         var usable = true
         while true {
@@ -53,17 +55,19 @@ struct DNSQueryMessage: Sendable, Hashable {
             guard offset + length <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
             nameLength += length + 1
             guard nameLength <= 255 else { throw Malformed(reason: "the name in the DNS question is too long") }
-            let label = bytes[offset..<offset + length]
-            // A label holding a dot cannot be written as text without changing the name: such a name is refused.
-            if label.contains(UInt8(ascii: ".")) { usable = false }
-            labels.append(HostName.asciiLowercased(String(decoding: label, as: UTF8.self)))
+            if !text.isEmpty { text.append(UInt8(ascii: ".")) }
+            for byte in bytes[offset..<offset + length] {
+                // A label holding a dot cannot be written as text without changing the name: such a name is refused.
+                if byte == UInt8(ascii: ".") { usable = false }
+                text.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte)
+            }
             offset += length
         }
         guard offset + 4 <= bytes.count else { throw Malformed(reason: "the DNS question is truncated") }
         id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         opcode = UInt8((flags >> 11) & 0xf)
         recursionDesired = flags & 0x0100 != 0
-        name = usable ? labels.joined(separator: ".") : ""
+        name = usable ? String(decoding: text, as: UTF8.self) : ""
         type = UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
         questionClass = UInt16(bytes[offset + 2]) << 8 | UInt16(bytes[offset + 3])
         question = Array(bytes[12..<offset + 4])
@@ -98,7 +102,12 @@ enum DNSAnswerMessage {
         var flags: UInt16 = 0x8000 | UInt16(query.opcode & 0xf) << 11 | 0x0080 | code.rawValue
         if query.recursionDesired { flags |= 0x0100 }
         let answers = code == .noError ? records : []
-        for word in [query.id, flags, 1, UInt16(answers.count), 0, 0] { append(word, to: &out) }
+        append(query.id, to: &out)
+        append(flags, to: &out)
+        append(1, to: &out)
+        append(UInt16(answers.count), to: &out)
+        append(0, to: &out)
+        append(0, to: &out)
         out += query.question
         for record in answers {
             append(0xC00C, to: &out)  // a pointer to the question's name, right after the header
