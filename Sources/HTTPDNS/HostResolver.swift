@@ -461,9 +461,12 @@ public final class HostResolver: HostNameResolver {
         let host = try parsed.get()
         if let port, let cache { cache.setProbePort(port, for: host) }
         if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return answer }
-        let candidates = pipeline.withLock {
-            $0.configuration.search.candidates(for: host, absolute: text.hasSuffix("."))
+        // An absolute name is its only candidate (what hostsctl serve asks for every client): no search policy read.
+        if text.utf8.last == UInt8(ascii: ".") {
+            if case .answer(let answer) = cachedAnswer(host, family: family) { return answer }
+            return nil
         }
+        let candidates = pipeline.withLock { $0.configuration.search.candidates(for: host, absolute: false) }
         for candidate in candidates {
             switch cachedAnswer(candidate, family: family) {
             case .answer(let answer): return answer
