@@ -105,10 +105,8 @@ final class HTTP2ServerSession {
                 settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
         ]
         let submitted = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
-        guard submitted == 0 else {
-            nghttp2_session_del(session)
-            throw Failure(code: Int(submitted))
-        }
+        // Thrown once every property is set, so deinit still frees the session.
+        guard submitted == 0 else { throw Failure(code: Int(submitted)) }
     }
 
     deinit {
