@@ -230,13 +230,19 @@ struct HostileClientTests {
         let channel: any Channel
         let recorder: HTTP2FrameTests.Recorder
 
-        static func connect(port: Int, ca: String) async throws -> H2Client {
+        /// `receiveBuffer`: the socket's receive buffer (a non-reader's small window fills sooner).
+        static func connect(port: Int, ca: String, receiveBuffer: Int? = nil) async throws -> H2Client {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.trustRoots = .file(ca)
             tls.applicationProtocols = ["h2"]
             let context = try NIOSSLContext(configuration: tls)
             let recorder = HTTP2FrameTests.Recorder()
-            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            var bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            if let receiveBuffer {
+                bootstrap = bootstrap.channelOption(.socketOption(.so_rcvbuf), value: receiveBuffer)
+            }
+            let channel =
+                try await bootstrap
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
@@ -337,6 +343,44 @@ struct HostileClientTests {
         #expect(client.channel.isActive, "the connection outlived the reset stream's body deadline")
         #expect(client.recorder.status(stream - 2) == "200")
         try await client.channel.close()
+        await target.stop()
+    }
+
+    @Test("an HTTP/2 client that floods PINGs and never reads the acknowledgements is stopped and closed")
+    func http2PingFlood() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        // Head and idle deadlines out of the way: the write bound (2 s unwritable) is the subject.
+        let target = try await Target.start(
+            tls: try certificates.leaf(for: "doh.test"), deadline: .seconds(1), head: .seconds(30), idle: .seconds(30))
+        let client = try await H2Client.connect(port: target.server.port, ca: certificates.caPath, receiveBuffer: 4096)
+        #expect(try await waitUntil { client.recorder.settings != nil }, "the connection speaks HTTP/2")
+        // From now on the client reads nothing: every acknowledgement stays with the server (about 4 MB fill the
+        // socket buffers on loopback, some 250,000 of them).
+        try await client.channel.setOption(.autoRead, value: false).get()
+        // The PING frames are written as bytes under the client's HTTP/2 handler, straight into TLS: 5,000 per
+        // write (a frame: length 8, type 6, no flags, stream 0, then 8 bytes of data).
+        var burst = ByteBuffer()
+        for _ in 0..<5_000 { burst.writeBytes([0, 0, 8, 6, 0, 0, 0, 0, 0] + [UInt8](repeating: 7, count: 8)) }
+        var sent = 0
+        let until = ContinuousClock.now + TestTiming.scaled(.seconds(60))
+        while client.channel.isActive, ContinuousClock.now < until {
+            let channel = client.channel
+            let frames = burst
+            try? await channel.eventLoop.submit {
+                let http2 = try channel.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
+                http2.writeAndFlush(NIOAny(frames), promise: nil)
+            }.get()
+            sent += 5_000
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(!client.channel.isActive, "closed after \(sent) PINGs")
+        // Another client is served meanwhile.
+        let other = try await H2Client.connect(port: target.server.port, ca: certificates.caPath)
+        other.send([other.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
+        #expect(try await waitUntil { other.recorder.status(1) == "200" })
+        try? await client.channel.close()
+        try await other.channel.close()
         await target.stop()
     }
 
