@@ -173,7 +173,7 @@ struct HTTP2FrameTests {
         await slow.stop()
     }
 
-    @Test("the server's SETTINGS: 100 streams at once, 16 KiB of request header fields")
+    @Test("the server's SETTINGS: 100 streams at once, 16 KiB of request header fields, a 64 KiB stream window")
     func settings() async throws {
         let certificates = try TestCertificates()
         defer { certificates.remove() }
@@ -186,6 +186,7 @@ struct HTTP2FrameTests {
             settings.contains(HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)),
             "\(client.recorder.frames.withLock { $0.map { "\($0.stream) \($0.settings.map { "\($0)" } ?? "-")" } })")
         #expect(settings.contains(HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384)))
+        #expect(settings.contains(HTTP2Setting(parameter: .initialWindowSize, value: 65_535)))
         try await client.channel.close()
         await target.stop()
     }
