@@ -256,6 +256,8 @@ public final class HTTPDNSService: Sendable {
     struct Lookup: Sendable {
         var name: String
         var family: AddressFamily
+        /// The most addresses answered (the configuration's, read once with the rest of the plan).
+        var limit: Int
     }
 
     typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32), DNSAnswerMessage.ResponseCode>
@@ -401,8 +403,7 @@ public final class HTTPDNSService: Sendable {
         guard !lookup.name.isEmpty else { return .failure(.refused) }
         do {
             // With the trailing dot the name is absolute: no search domain is ever tried for a client's name.
-            return result(
-                try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), family: lookup.family)
+            return result(try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), lookup)
         } catch let error as DNSError {
             switch error.code {
             case .noData: return .success(([], 0))
@@ -422,11 +423,11 @@ public final class HTTPDNSService: Sendable {
     private func cachedLookup(_ lookup: Lookup) -> LookupResult? {
         guard !lookup.name.isEmpty else { return .failure(.refused) }
         guard let ranked = try? resolver.cachedRanked(lookup.name + ".", family: lookup.family) else { return nil }
-        return result(ranked, family: lookup.family)
+        return result(ranked, lookup)
     }
 
-    private func result(_ ranked: RankedResolution, family: AddressFamily) -> LookupResult {
-        let limit = configuration.maximumAnswers
+    private func result(_ ranked: RankedResolution, _ lookup: Lookup) -> LookupResult {
+        let (family, limit) = (lookup.family, lookup.limit)
         var addresses: [IPAddress] = []
         for address in ranked.addresses where address.ip.family == family {
             addresses.append(address.ip)
@@ -530,7 +531,8 @@ public final class HTTPDNSService: Sendable {
             else { return answer(.formatError) }
             return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, relayed))
         }
-        let lookup = Lookup(name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6)
+        let lookup = Lookup(
+            name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers)
         return Plan(
             endpoint: "dns-query", name: parsed.name,
             work: .lookups([lookup]) { results in
@@ -602,7 +604,8 @@ public final class HTTPDNSService: Sendable {
         var normalised = HostName.asciiLowercased(name)
         if normalised.hasSuffix(".") { normalised.removeLast() }
         let quoted = JSONString.quoted(normalised + ".")
-        let lookup = Lookup(name: normalised, family: type == 1 ? .ipv4 : .ipv6)
+        let lookup = Lookup(
+            name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers)
         return Plan(
             endpoint: "resolve", name: normalised,
             work: .lookups([lookup]) { results in
@@ -664,7 +667,8 @@ public final class HTTPDNSService: Sendable {
         let hostName = host.name
         return Plan(
             endpoint: "alibaba", name: hostName,
-            work: .lookups(families.map { Lookup(name: hostName, family: $0) }) { results in
+            work: .lookups(families.map { Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers) }) {
+                results in
                 var lists: [AddressFamily: [String]] = [:]
                 var ttl: UInt32?
                 for (family, result) in zip(families, results) {
@@ -700,7 +704,8 @@ public final class HTTPDNSService: Sendable {
         let withTTL = query["ttl"] == "1"
         return Plan(
             endpoint: "tencent", name: host.name,
-            work: .lookups(families.map { Lookup(name: host.name, family: $0) }) { results in
+            work: .lookups(families.map { Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers) }) {
+                results in
                 let parts = results.map { result -> String in
                     guard case .success(let answer) = result, !answer.addresses.isEmpty else { return "0" }
                     let list = answer.addresses.map(\.description).joined(separator: ";")

@@ -1,4 +1,5 @@
 import HTTPDNS
+import Synchronization
 
 /// Per-client token buckets: each client may make `burst` requests at once and `perSecond` more every second.
 ///
@@ -32,10 +33,13 @@ final class RateLimiter: Sendable {
     /// The most clients tracked one by one.
     let maximumClients: Int
     private let state: Locked<State>
+    /// Whether limiting is on, readable without the lock: with it off (the default) a request costs one atomic load.
+    private let enabled: Atomic<Bool>
 
     init(limits: Limits, maximumClients: Int = 100_000) {
         self.maximumClients = max(maximumClients, 1)
         self.state = Locked(State(limits: limits))
+        self.enabled = Atomic(limits.isEnabled)
     }
 
     /// Replaces the limits (a settings reload); buckets keep their tokens, capped to the new burst.
@@ -43,13 +47,16 @@ final class RateLimiter: Sendable {
         state.withLock { state in
             if !limits.isEnabled || limits.prefixes != state.limits.prefixes { state.buckets = [:] }
             state.limits = limits
+            enabled.store(limits.isEnabled, ordering: .relaxed)
         }
     }
 
     /// Takes one token for `client`.
     /// - Returns: `nil` when the request may go ahead, else how long until the next token (for `Retry-After`).
-    func admit(_ client: IPAddress?, now: ContinuousClock.Instant = .now) -> Duration? {
-        state.withLock { state -> Duration? in
+    func admit(_ client: IPAddress?, now: ContinuousClock.Instant? = nil) -> Duration? {
+        guard enabled.load(ordering: .relaxed) else { return nil }
+        let now = now ?? .now
+        return state.withLock { state -> Duration? in
             let limits = state.limits
             guard limits.isEnabled else { return nil }
             let key = ClientNetwork(client, prefixes: limits.prefixes)
