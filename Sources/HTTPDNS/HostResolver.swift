@@ -412,8 +412,14 @@ public final class HostResolver: HostNameResolver {
 
     private func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
         guard let cache else { return .miss }
-        let probeInterval = probeIntervalIfIdle
-        let served = servedUpstreams
+        // One read of the pipeline for both (a cache hit is the hot path), copying only what is needed.
+        let (probing, served) = pipeline.withLock { pipeline in
+            (
+                pipeline.configuration.probing,
+                pipeline.configuration.servesAnswersFromOtherUpstreams ? nil : pipeline.identities
+            )
+        }
+        let probeInterval = probeInterval(probing)
         switch cache.lookup(host, family: family, probeInterval: probeInterval) {
         case .hit(let answer, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
             metrics.misses.increment()
@@ -542,9 +548,11 @@ public final class HostResolver: HostNameResolver {
         }
     }
 
-    private var probeIntervalIfIdle: Duration? {
-        guard let probing = configuration.probing, prober != nil,
-            probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
+    private var probeIntervalIfIdle: Duration? { probeInterval(configuration.probing) }
+
+    /// The probe interval when probing is on and below its limit of hosts at once.
+    private func probeInterval(_ probing: Probing?) -> Duration? {
+        guard let probing, prober != nil, probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
         else { return nil }
         return probing.interval
     }
