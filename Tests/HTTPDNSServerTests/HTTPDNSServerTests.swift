@@ -190,6 +190,21 @@ struct HTTPDNSServerTests {
         await lab.stop()
     }
 
+    @Test("query parameters: the first valid value wins, invalid encodings are skipped, raw bytes only without escapes")
+    func requestTargetParameters() {
+        let target = RequestTarget("/dns-query?x=%zz&dns=AAA%41&dns=BBB&flag&name=a+b&name=second")
+        #expect(target.path == "/dns-query")
+        #expect(target.query == ["dns": "AAAA", "flag": "", "name": "a b"])
+        #expect(target.parameter("dns") == "AAAA")
+        #expect(target.parameter("x") == nil)
+        // The first dns value holds an escape: no raw bytes, the decoded parameter is used instead.
+        #expect(target.withRawParameter("dns", { Array($0) }) == nil)
+        let plain = RequestTarget("/dns-query?flag&dns=q83v&dns=other")
+        #expect(plain.withRawParameter("dns", { String(decoding: $0, as: UTF8.self) }) == "q83v")
+        #expect(plain.withRawParameter("flag", { Array($0) }) == nil)
+        #expect(RequestTarget("/healthz").query.isEmpty)
+    }
+
     @Test("malformed requests get a clear 4xx, never a crash; health and readiness; draining")
     func malformed() async throws {
         let lab = try await Lab.start()

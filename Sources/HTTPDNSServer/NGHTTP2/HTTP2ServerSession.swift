@@ -321,10 +321,12 @@ final class HTTP2ServerSession {
 final class HTTP2SessionOptions: @unchecked Sendable {
     fileprivate let pointer: OpaquePointer
 
-    /// Options for sessions with `settings`: the client's header blocks bounded (CONTINUATION frames, the HPACK
-    /// table we keep for answers), at most 1,000 queued SETTINGS/PING acknowledgements, and at most 1,000 resets
-    /// at once then 33 a second (rapid reset, CVE-2023-44487) before the connection is closed with GOAWAY.
-    init(settings: HTTP2ServerSession.Settings) {
+    /// The options every session of a server shares: the client's header blocks bounded (CONTINUATION frames, the
+    /// HPACK table kept for answers), at most 1,000 queued SETTINGS/PING acknowledgements, and at most 1,000 resets
+    /// at once then 33 a second (rapid reset, CVE-2023-44487) before the connection is closed with GOAWAY. Each
+    /// stream's receive window is its SETTINGS value; the connection's is the protocol's 64 KiB, given back as DATA is
+    /// read (automatic WINDOW_UPDATE).
+    init() {
         var created: OpaquePointer?
         precondition(nghttp2_option_new(&created) == 0 && created != nil, "nghttp2 could not allocate its options")
         pointer = created!
@@ -334,9 +336,6 @@ final class HTTP2SessionOptions: @unchecked Sendable {
         nghttp2_option_set_max_continuations(pointer, 8)
         nghttp2_option_set_max_send_header_block_length(pointer, 16_384)
         nghttp2_option_set_max_deflate_dynamic_table_size(pointer, 4_096)
-        // Each stream's receive window is its SETTINGS value; the connection's is the protocol's 64 KiB, given back
-        // as DATA is read (automatic WINDOW_UPDATE).
-        _ = settings
     }
 
     deinit {

@@ -29,27 +29,14 @@ struct RequestTarget {
     /// The raw bytes of the first `name` parameter whose value needs no percent-decoding (base64url never does),
     /// handed to `body` without copying; `nil` when there is none such (decode ``parameter(_:)`` then).
     func withRawParameter<T>(_ name: StaticString, _ body: (UnsafeBufferPointer<UInt8>) -> T) -> T? {
-        var query = rawQuery
-        return query.withUTF8 { bytes -> T? in
-            let key = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-            var start = 0
-            while start < bytes.count {
-                var end = start
-                while end < bytes.count, bytes[end] != UInt8(ascii: "&") { end += 1 }
-                let pair = UnsafeBufferPointer(rebasing: bytes[start..<end])
-                if pair.count > key.count, pair[key.count] == UInt8(ascii: "="),
-                    UnsafeBufferPointer(rebasing: pair[..<key.count]).elementsEqual(key)
-                {
-                    let value = UnsafeBufferPointer(rebasing: pair[(key.count + 1)...])
-                    guard !value.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
-                        return nil
-                    }
-                    return body(value)
-                }
-                start = end + 1
-            }
-            return nil
+        let wanted = UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
+        var result: T?
+        forEachPair { key, value in
+            guard let value, key.elementsEqual(wanted) else { return true }
+            if !value.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) { result = body(value) }
+            return false
         }
+        return result
     }
 
     /// The first value of one parameter, found without decoding the others.
@@ -66,6 +53,21 @@ struct RequestTarget {
     /// Calls `body` with each parameter's decoded name and a way to decode its value, in order, while it returns
     /// `true`; parameters whose name or value is not valid percent-encoded UTF-8 are skipped.
     private func forEachParameter(_ body: (String, () -> String?) -> Bool) {
+        forEachPair { rawKey, rawValue in
+            guard let key = PercentDecoding.decode(rawKey) else { return true }
+            var valid = true
+            let goOn = body(key) {
+                let value = PercentDecoding.decode(rawValue ?? UnsafeBufferPointer(start: nil, count: 0))
+                valid = value != nil
+                return value
+            }
+            return goOn || !valid
+        }
+    }
+
+    /// Calls `body` with the raw bytes of each non-empty `name=value` pair of the query (`value` is `nil` without
+    /// `=`), in order, while it returns `true`.
+    private func forEachPair(_ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>?) -> Bool) {
         var query = rawQuery
         query.withUTF8 { bytes in
             var start = 0
@@ -77,17 +79,9 @@ struct RequestTarget {
                     end += 1
                 }
                 if end > start {
-                    let keyEnd = equals ?? end
-                    let valueStart = equals.map { $0 + 1 } ?? end
-                    if let key = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[start..<keyEnd])) {
-                        var valid = true
-                        let goOn = body(key) {
-                            let value = PercentDecoding.decode(UnsafeBufferPointer(rebasing: bytes[valueStart..<end]))
-                            valid = value != nil
-                            return value
-                        }
-                        guard goOn || !valid else { return }
-                    }
+                    let key = UnsafeBufferPointer(rebasing: bytes[start..<(equals ?? end)])
+                    let value = equals.map { UnsafeBufferPointer(rebasing: bytes[($0 + 1)..<end]) }
+                    guard body(key, value) else { return }
                 }
                 start = end + 1
             }

@@ -252,7 +252,7 @@ public final class HTTPDNSServer: Sendable {
 
         init(settings: HTTP2ServerSession.Settings) {
             self.settings = settings
-            options = HTTP2SessionOptions(settings: settings)
+            options = HTTP2SessionOptions()
         }
     }
 
