@@ -223,6 +223,7 @@ public final class HostResolver: HostNameResolver {
     /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
     let cleanups: Locked<[@Sendable () async -> Void]>
     private let shutDown = Atomic<Bool>(false)
+    private let configurationChanges = Atomic<UInt64>(0)
 
     /// Creates a resolver from its parts.
     /// - Parameters:
@@ -374,6 +375,16 @@ public final class HostResolver: HostNameResolver {
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
     public func updateConfiguration(_ change: (inout Configuration) -> Void) {
         pipeline.withLock { change(&$0.configuration) }
+        configurationChanges.add(1, ordering: .releasing)
+    }
+
+    /// A number that grows whenever what ``cachedRanked(_:family:port:)`` returns may change other than by time:
+    /// the cache, the overrides, the hosts file or the configuration changed. Read it before a lookup; a copy of
+    /// the answer is good for the `steadyFor` that ``cachedRankedSteadily(_:family:)`` gave while it is unchanged.
+    package var answerGeneration: UInt64 {
+        // Each counter only grows, so their sum changes whenever one does.
+        configurationChanges.load(ordering: .acquiring) &+ (cache?.generation ?? 0) &+ (overrides?.generation ?? 0)
+            &+ (hosts?.generation ?? 0)
     }
 
     /// The identities whose cached answers are served, or `nil` for any.
@@ -388,7 +399,7 @@ public final class HostResolver: HostNameResolver {
         -> RankedResolution
     {
         switch cachedAnswer(host, family: family) {
-        case .answer(let answer): return answer
+        case .answer(let answer, _): return answer
         case .negative(let error): throw error
         case .miss: break
         }
@@ -405,7 +416,8 @@ public final class HostResolver: HostNameResolver {
     /// the background as needed), a cached negative answer, or a miss (nothing usable, or only an answer from an
     /// upstream that is not served now).
     private enum CachedAnswer {
-        case answer(RankedResolution)
+        /// `steadyFor`: see ``HostCacheCore/Lookup/hit(_:refresh:probe:steadyFor:)``.
+        case answer(RankedResolution, steadyFor: Duration?)
         case negative(DNSError)
         case miss
     }
@@ -421,13 +433,13 @@ public final class HostResolver: HostNameResolver {
         }
         let probeInterval = probeInterval(probing)
         switch cache.lookup(host, family: family, probeInterval: probeInterval) {
-        case .hit(let answer, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
+        case .hit(let answer, _, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
             metrics.misses.increment()
             return .miss
         case .negative where served != nil:
             metrics.misses.increment()
             return .miss
-        case .hit(let answer, let refresh, let probe):
+        case .hit(let answer, let refresh, let probe, let steadyFor):
             if answer.isStale {
                 metrics.staleServes.increment()
                 logger.debug(
@@ -437,7 +449,7 @@ public final class HostResolver: HostNameResolver {
             }
             if refresh { refreshInBackground(host, family: family) }
             if let probe { startProbe(probe) }
-            return .answer(answer)
+            return .answer(answer, steadyFor: steadyFor)
         case .negative(let error):
             metrics.negativeHits.increment()
             return .negative(error)
@@ -454,28 +466,39 @@ public final class HostResolver: HostNameResolver {
     /// - Throws: ``DNSError`` for a name that is not valid.
     public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution?
     {
+        try cachedRankedSteadily(text, family: family, port: port)?.answer
+    }
+
+    /// ``cachedRanked(_:family:port:)``, and for an answer from the cache how long from now it stays the same
+    /// (same TTL in whole seconds, same ranking, no refresh or probe due) unless ``answerGeneration`` changes;
+    /// `nil` for answers from other layers and for stale answers. What ``hostsctl serve`` keeps encoded answers by.
+    package func cachedRankedSteadily(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws
+        -> (answer: RankedResolution, steadyFor: Duration?)?
+    {
         // The name is parsed once for every layer.
         let parsed = Result { () throws(DNSError) in try HostName(text) }
         if let overrides, case .success(let name) = parsed,
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {
-            return answer
+            return (answer, nil)
         }
         if let local = try LocalAnswers.answer(for: text, name: { try? parsed.get() }, family: family) {
-            return RankedResolution(unscored: local, family: family, freshness: .local)
+            return (RankedResolution(unscored: local, family: family, freshness: .local), nil)
         }
         let host = try parsed.get()
         if let port, let cache { cache.setProbePort(port, for: host) }
-        if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return answer }
+        if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return (answer, nil) }
         // An absolute name is its only candidate (what hostsctl serve asks for every client): no search policy read.
         if text.utf8.last == UInt8(ascii: ".") {
-            if case .answer(let answer) = cachedAnswer(host, family: family) { return answer }
+            if case .answer(let answer, let steadyFor) = cachedAnswer(host, family: family) {
+                return (answer, steadyFor)
+            }
             return nil
         }
         let candidates = pipeline.withLock { $0.configuration.search.candidates(for: host, absolute: false) }
         for candidate in candidates {
             switch cachedAnswer(candidate, family: family) {
-            case .answer(let answer): return answer
+            case .answer(let answer, _): return (answer, nil)
             // The next search candidate may exist; the full path decides (and asks the fallback).
             case .negative: continue
             case .miss: return nil

@@ -25,7 +25,7 @@ struct HostCacheTests {
         #expect(cache.lookup(name("empty.test"), family: .any).isMiss, "an empty answer is not stored")
 
         clock.advance(.seconds(9))
-        guard case .hit(let fresh, _, _) = cache.lookup(name("a.test"), family: .any) else {
+        guard case .hit(let fresh, _, _, _) = cache.lookup(name("a.test"), family: .any) else {
             Issue.record("expected a fresh hit")
             return
         }
@@ -34,7 +34,7 @@ struct HostCacheTests {
         #expect(cache.bestAddress(for: name("a.test")) == ip("192.0.2.1"))
 
         clock.advance(.seconds(2))
-        guard case .hit(let stale, _, _) = cache.lookup(name("a.test"), family: .any) else {
+        guard case .hit(let stale, _, _, _) = cache.lookup(name("a.test"), family: .any) else {
             Issue.record("expected a stale hit")
             return
         }
@@ -189,7 +189,7 @@ struct HostCacheTests {
         cache.recordConnect(to: ip("192.0.2.2"), of: host, latency: .milliseconds(1))
         cache.markAllForRefresh()
         let lookup = cache.lookup(host, family: .any)
-        guard case .hit(let answer, let refresh, _) = lookup else {
+        guard case .hit(let answer, let refresh, _, _) = lookup else {
             Issue.record("expected a stale hit")
             return
         }
@@ -324,7 +324,7 @@ extension HostCacheCore.Lookup {
     }
 
     var refresh: Bool? {
-        if case .hit(_, let refresh, _) = self { return refresh }
+        if case .hit(_, let refresh, _, _) = self { return refresh }
         return nil
     }
 

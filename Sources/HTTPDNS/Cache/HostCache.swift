@@ -111,6 +111,19 @@ public final class HostCache: Sendable {
 
     private let core: Locked<HostCacheCore>
     private let clock: CacheClock
+    private let changes = Atomic<UInt64>(0)
+
+    /// A number that grows with every change of what lookups return: answers stored or removed, scores recorded,
+    /// the configuration or a file loaded (lookups themselves do not count). A caller that keeps a copy of an
+    /// answer for the `steadyFor` of its hit reads this before the lookup and uses the copy only while it is
+    /// unchanged.
+    package var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Runs `body` under the lock and counts the change in ``generation`` once it is visible.
+    private func change<T>(_ body: (inout sending HostCacheCore) -> sending T) -> sending T {
+        defer { changes.add(1, ordering: .releasing) }
+        return core.withLock(body)
+    }
     /// The cache's configuration.
     public var configuration: Configuration { core.withLock { $0.configuration } }
 
@@ -129,7 +142,7 @@ public final class HostCache: Sendable {
     /// Replaces the limits and policies (a settings reload); entries stay. New TTL bounds apply to answers stored
     /// from now on, the dual-stack policy and scoring to the next ranking, a lower host limit at the next store.
     public func updateConfiguration(_ configuration: Configuration) {
-        core.withLock { $0.configuration = configuration }
+        change { $0.configuration = configuration }
     }
 
     /// The number of hosts held.
@@ -177,7 +190,7 @@ public final class HostCache: Sendable {
     ) -> RankedResolution? {
         guard !addresses.isEmpty else { return nil }
         let now = clock.now()
-        return core.withLock {
+        return change {
             $0.store(
                 host, family: family, addresses: addresses, ttl: ttl, origin: origin, upstream: upstream, merge: merge,
                 now: now)
@@ -187,7 +200,7 @@ public final class HostCache: Sendable {
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
     public func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
         let now = clock.now()
-        core.withLock { $0.storeNegative(host, family: family, error: error, now: now) }
+        change { $0.storeNegative(host, family: family, error: error, now: now) }
     }
 
     /// A positive answer within the maximum staleness, fresh or stale, without claiming anything: what is served
@@ -208,7 +221,7 @@ public final class HostCache: Sendable {
     /// back-off ends.
     public func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
-        core.withLock { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
+        change { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
     }
 
     /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`. Kept apart from
@@ -216,12 +229,13 @@ public final class HostCache: Sendable {
     /// penalty is forgiven.
     public func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
-        core.withLock { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
+        change { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
     }
 
     /// Ranks addresses that come from outside the cache (overrides, a hosts file) for `host` by the scores kept
     /// for them, so they get the same treatment as cached answers: feedback, back-off, probes. `port` is the port
     /// callers connect to (probes measure it); a probe round is claimed when `probeInterval` is set and one is due.
+    /// Not a change of ``generation``: it ranks by scores that are there, and cached answers stay as they are.
     func rankExternal(
         _ host: HostName, family: AddressFamily, addresses: [IPAddress], port: Int?, probeInterval: Duration?
     ) -> (ranked: [RankedAddress], probe: HostCacheCore.ProbeRequest?) {
@@ -235,7 +249,7 @@ public final class HostCache: Sendable {
     /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.
     public func recordFailure(to ip: IPAddress, of host: HostName) {
         let now = clock.now()
-        core.withLock { $0.recordFailure(host, ip: ip, now: now) }
+        change { $0.recordFailure(host, ip: ip, now: now) }
     }
 
     /// Claims a probe round for `host` if none ran within `interval`.
@@ -251,24 +265,24 @@ public final class HostCache: Sendable {
 
     /// Forgets every cached NXDOMAIN and no-data answer, for example when the upstreams that gave them change.
     public func removeNegativeAnswers() {
-        core.withLock { $0.removeNegativeAnswers() }
+        change { $0.removeNegativeAnswers() }
     }
 
     /// After a network change: every answer is due for refresh (and served stale until refreshed), and
     /// measurements are forgotten so addresses are probed again.
     public func markAllForRefresh() {
         let now = clock.now()
-        core.withLock { $0.markAllForRefresh(now: now) }
+        change { $0.markAllForRefresh(now: now) }
     }
 
     /// Removes `host`.
     public func remove(_ host: HostName) {
-        core.withLock { $0.remove(host) }
+        change { $0.remove(host) }
     }
 
     /// Empties the cache.
     public func removeAll() {
-        core.withLock { $0.removeAll() }
+        change { $0.removeAll() }
     }
 
     /// Every cached answer, most recently used host first.
@@ -328,7 +342,7 @@ public final class HostCache: Sendable {
         }
         let now = clock.now()
         let wallNow = clock.wallSeconds()
-        let (loaded, dropped) = core.withLock { $0.load(file, now: now, wallNow: wallNow) }
+        let (loaded, dropped) = change { $0.load(file, now: now, wallNow: wallNow) }
         logger.debug(
             "loaded the persisted cache",
             metadata: ["path": "\(path)", "answers": "\(loaded)", "dropped": "\(dropped)"])

@@ -90,8 +90,10 @@ struct HostCacheCore: Sendable {
         case miss
         /// A positive answer, fresh or stale; `refresh` says the caller should start a background refresh
         /// (the claim is already taken).
-        /// `probe` is set when a probe round is due (and claimed).
-        case hit(RankedResolution, refresh: Bool, probe: ProbeRequest?)
+        /// `probe` is set when a probe round is due (and claimed). `steadyFor`: how long from now a lookup would
+        /// return this same resolution (same TTL, same ranking, no refresh due) unless the cache changes (see
+        /// ``HostCache/generation``); `nil` for stale answers and answers about to be refreshed.
+        case hit(RankedResolution, refresh: Bool, probe: ProbeRequest?, steadyFor: Duration?)
         case negative(DNSError)
     }
 
@@ -149,9 +151,12 @@ struct HostCacheCore: Sendable {
         let result = Self.lookup(
             in: record, host: host, family: family, slot: slot, now: now, configuration: configuration)
         if reranks { records.values[index].fast = FastPath(record) }
-        guard case .hit(let resolution, let refresh, _) = result, let probeInterval else { return result }
-        return .hit(
-            resolution, refresh: refresh, probe: Self.claimProbe(record, host: host, interval: probeInterval, now: now))
+        guard case .hit(let resolution, let refresh, _, let steadyFor) = result, let probeInterval else {
+            return result
+        }
+        let probe = Self.claimProbe(record, host: host, interval: probeInterval, now: now)
+        // A probe round changes the ranking when it ends: the answer is steady only until the next is due.
+        return .hit(resolution, refresh: refresh, probe: probe, steadyFor: probe == nil ? steadyFor : nil)
     }
 
     /// Marks the entry used and returns its record, in place.
@@ -171,7 +176,14 @@ struct HostCacheCore: Sendable {
         if let until = record.rankValidUntil, now >= until {
             rerank(record, now: now, configuration: configuration)
         }
-        return evaluate(&record.answers[slot], host: host, family: family, now: now, configuration: configuration)
+        let result = evaluate(&record.answers[slot], host: host, family: family, now: now, configuration: configuration)
+        // The ranking's penalties decay: it holds until its validity ends.
+        guard case .hit(let resolution, let refresh, let probe, .some(let steadyFor)) = result,
+            let until = record.rankValidUntil
+        else { return result }
+        let ranked = until - now
+        return .hit(
+            resolution, refresh: refresh, probe: probe, steadyFor: ranked > .zero ? min(steadyFor, ranked) : nil)
     }
 
     /// Judges one answer in place (an `inout` access neither copies it nor retains its arrays).
@@ -196,12 +208,20 @@ struct HostCacheCore: Sendable {
                 answer!.refreshBlockedUntil = now + configuration.refreshClaimDuration
                 refresh = true
             }
-            let remaining = (expiresAt.nanoseconds - now.nanoseconds + 999_999_999) / 1_000_000_000
+            let left = expiresAt.nanoseconds - now.nanoseconds
+            let remaining = (left + 999_999_999) / 1_000_000_000
             let resolution = RankedResolution(
                 host: host.name, family: family, addresses: answer!.ranked, origin: answer!.origin,
                 ttl: UInt32(clamping: remaining), freshness: .cache, upstream: answer!.upstream
             )
-            return .hit(resolution, refresh: refresh, probe: nil)
+            // The same answer until its TTL in whole seconds ticks down, or a refresh of a hot answer falls due.
+            var steadyFor: Duration? = .nanoseconds(left - (remaining - 1) * 1_000_000_000)
+            if refresh || now >= answer!.refreshAt {
+                steadyFor = nil
+            } else if let tick = steadyFor {
+                steadyFor = min(tick, answer!.refreshAt - now)
+            }
+            return .hit(resolution, refresh: refresh, probe: nil, steadyFor: steadyFor)
         }
         let staleFor = now - expiresAt
         guard staleFor <= configuration.maximumStaleness else {
@@ -213,7 +233,9 @@ struct HostCacheCore: Sendable {
             answer!.refreshBlockedUntil = now + configuration.refreshClaimDuration
             refresh = true
         }
-        return .hit(stale(answer!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil)
+        return .hit(
+            stale(answer!, host: host, family: family, staleFor: staleFor), refresh: refresh, probe: nil, steadyFor: nil
+        )
     }
 
     private static func stale(_ answer: Answer, host: HostName, family: AddressFamily, staleFor: Duration)
@@ -234,7 +256,7 @@ struct HostCacheCore: Sendable {
             return best
         }
         // Expired, negative, or the ranking has decayed: take the full path.
-        if case .hit(let resolution, _, _) = lookup(host, family: family, now: now), !resolution.isStale {
+        if case .hit(let resolution, _, _, _) = lookup(host, family: family, now: now), !resolution.isStale {
             return resolution.best
         }
         return nil

@@ -25,6 +25,7 @@ public final class HostOverrides: Sendable {
     }
 
     private let state: Locked<State>
+    private let changes = Atomic<UInt64>(0)
     /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
     public let ttl: UInt32
     /// The source answers carry: ``ResolutionSource/override``, or ``ResolutionSource/hosts`` for the layer that
@@ -41,17 +42,23 @@ public final class HostOverrides: Sendable {
     /// Gives `pattern` exactly these addresses at run time, over anything the file says. An empty list removes it.
     public func set(_ addresses: [IPAddress], for pattern: HostPattern) {
         state.withLock { $0.runtime.set(addresses, for: pattern) }
+        changes.add(1, ordering: .releasing)
     }
 
     /// Removes a run-time override; the file's entry for the name, if any, applies again.
     public func remove(_ pattern: HostPattern) {
         state.withLock { $0.runtime.set([], for: pattern) }
+        changes.add(1, ordering: .releasing)
     }
 
     /// Replaces the file's table (on reload); run-time overrides stay.
     public func replaceFileTable(_ table: OverrideTable) {
         state.withLock { $0.file = table }
+        changes.add(1, ordering: .releasing)
     }
+
+    /// A number that grows with every change of the tables (see ``HostCache/generation``).
+    package var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// The file's table and the run-time table.
     public var tables: (file: OverrideTable, runtime: OverrideTable) {

@@ -67,7 +67,7 @@ package enum ServerFuzzTargets {
     /// answer echoes the question.
     private static func answer(_ request: ServiceRequest) {
         let plan = service.plan(request)
-        guard let response = service.immediateResponse(plan) else { return }
+        guard let (response, _) = service.immediateResponse(plan) else { return }
         precondition((200..<600).contains(response.status), "status \(response.status)")
         if response.contentType == "application/dns-message" {
             precondition(response.body.count >= 12 && response.body[2] & 0x80 != 0, "a DNS answer that is not one")

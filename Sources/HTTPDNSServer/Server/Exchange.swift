@@ -15,6 +15,8 @@ struct Exchange: Sendable {
     var logger: Logger
     /// The connection's peer, read once.
     var client: IPAddress?
+    /// The answers kept on the connection's event loop (see ``AnswerMemo``).
+    var memo: NIOLoopBoundBox<AnswerMemo>?
 
     /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
@@ -25,8 +27,14 @@ struct Exchange: Sendable {
         later: () -> NIOLoopBound<(ServiceResponse) -> Void>
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
-        let plan = service.plan(request)
-        if let response = service.immediateResponse(plan) {
+        let memo = memo?.value
+        let plan = service.plan(request, memo: memo)
+        if let (response, steadyFor) = service.immediateResponse(plan) {
+            if let memo, let steadyFor, let (message, generation) = plan.memoizable {
+                memo.keep(
+                    response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor,
+                    now: started)
+            }
             service.finished(request, plan: plan, response: response, started: started)
             return response
         }

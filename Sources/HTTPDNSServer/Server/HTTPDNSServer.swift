@@ -150,6 +150,12 @@ public final class HTTPDNSServer: Sendable {
         let metrics = service.metrics
         let prefixes = configuration.clientPrefixes
         let http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
+        // One table of kept answers per event loop, used only there.
+        var memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>] = [:]
+        for loop in eventLoopGroup.makeIterator() {
+            memos[ObjectIdentifier(loop)] = .makeBoxSendingValue(AnswerMemo(), eventLoop: loop)
+        }
+        let memosByLoop = memos
         let initialize: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
             counts.withLock {
                 $0.accepted += 1
@@ -163,7 +169,9 @@ public final class HTTPDNSServer: Sendable {
             }
             return channel.eventLoop.makeCompletedFuture {
                 let sync = channel.pipeline.syncOperations
-                let exchange = Exchange(service: service, limits: limits, logger: logger, client: client)
+                let exchange = Exchange(
+                    service: service, limits: limits, logger: logger, client: client,
+                    memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
                 let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
                     metrics.closedByGuard(reason.rawValue)
                 }

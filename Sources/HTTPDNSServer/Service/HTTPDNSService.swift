@@ -2,6 +2,7 @@ public import CoreMetrics
 import Foundation
 public import HTTPDNS
 public import Logging
+import Synchronization
 
 /// One HTTP request to the service, as an HTTP server front hands it over.
 public struct ServiceRequest: Sendable {
@@ -181,6 +182,13 @@ public final class HTTPDNSService: Sendable {
     private let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
     private let reports = ReportAggregator()
     private let forwarding = Locked(0)
+    private let configurationChanges = Atomic<UInt64>(0)
+
+    /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
+    /// or this service's configuration (see `AnswerMemo`).
+    var answerGeneration: UInt64 {
+        configurationChanges.load(ordering: .acquiring) &+ resolver.answerGeneration
+    }
 
     /// Creates the service.
     /// - Parameters:
@@ -220,6 +228,7 @@ public final class HTTPDNSService: Sendable {
     public func apply(_ configuration: Configuration) {
         settings.withLock { $0 = configuration }
         limiter.update(configuration.limits)
+        configurationChanges.add(1, ordering: .releasing)
     }
 
     /// From now on `/readyz` answers 503, so a load balancer stops sending new clients (graceful shutdown).
@@ -250,6 +259,9 @@ public final class HTTPDNSService: Sendable {
         var endpoint: String
         var name: String?
         var work: Work
+        /// For an RFC 8484 query the cache may answer: the message and the generation read before the lookup, so
+        /// the answer can be kept in an `AnswerMemo`.
+        var memoizable: (message: [UInt8], generation: UInt64)?
     }
 
     /// One name and family to resolve; `name` is lower case, without the trailing dot.
@@ -262,8 +274,9 @@ public final class HTTPDNSService: Sendable {
 
     typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32), DNSAnswerMessage.ResponseCode>
 
-    /// Reads the request, applies the rate limit, and says what answering it takes.
-    func plan(_ request: ServiceRequest) -> Plan {
+    /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
+    /// answer to the same RFC 8484 query.
+    func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil) -> Plan {
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
         let endpoint: String
@@ -285,6 +298,21 @@ public final class HTTPDNSService: Sendable {
                 endpoint: endpoint,
                 work: .done(.text(429, "too many requests", headers: ["Retry-After": "\(seconds)"])))
         }
+        // A repeated RFC 8484 query: the kept answer (kept only from the full path below, so the endpoint was open
+        // and the query valid; a configuration change since ends it).
+        var dns: [UInt8]?? = nil
+        var generation: UInt64 = 0
+        if endpoint == "dns-query", request.method == "GET" || request.method == "POST" {
+            dns =
+                request.method == "GET"
+                ? Self.dnsParameter(target) : Self.isDNSMessage(request.contentType) ? .some(request.body) : nil
+            if let memo, case .some(.some(let message)) = dns {
+                generation = answerGeneration
+                if let (response, name) = memo.answer(to: message, generation: generation, now: .now) {
+                    return Plan(endpoint: endpoint, name: name, work: .done(response))
+                }
+            }
+        }
         let configuration = self.configuration
         func notAllowed(_ allowed: String) -> Plan {
             Plan(
@@ -301,8 +329,11 @@ public final class HTTPDNSService: Sendable {
         switch endpoint {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
-            return dnsMessagePlan(
-                request, dns: request.method == "GET" ? Self.dnsParameter(target) : nil, configuration)
+            var plan = dnsMessagePlan(request, dns: request.method == "GET" ? dns : nil, configuration)
+            if memo != nil, case .lookups = plan.work, case .some(.some(let message)) = dns {
+                plan.memoizable = (message, generation)
+            }
+            return plan
         case "report":
             guard configuration.acceptClientReports else {
                 return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint")))
@@ -343,20 +374,24 @@ public final class HTTPDNSService: Sendable {
     /// The answer when it needs no waiting (an error, or every lookup answered by a local layer or the cache);
     /// `nil` when an upstream must be asked. An HTTP front calls it on its event loop and so answers cache hits
     /// without a task switch.
-    func immediateResponse(_ plan: Plan) -> ServiceResponse? {
+    /// `steadyFor`: how long the same lookups would give the same answer, barring a change of `answerGeneration`
+    /// (`nil` unless every lookup was a steady cache hit).
+    func immediateResponse(_ plan: Plan) -> (response: ServiceResponse, steadyFor: Duration?)? {
         switch plan.work {
         case .done(let response):
-            return response
+            return (response, nil)
         case .forward:
             return nil
         case .lookups(let lookups, let render):
             var results: [LookupResult] = []
             results.reserveCapacity(lookups.count)
+            var steadyFor: Duration? = .seconds(1)
             for lookup in lookups {
-                guard let result = cachedLookup(lookup) else { return nil }
+                guard let (result, steady) = cachedLookup(lookup) else { return nil }
                 results.append(result)
+                steadyFor = steady.flatMap { steady in steadyFor.map { min($0, steady) } }
             }
-            return render(results)
+            return (render(results), steadyFor)
         }
     }
 
@@ -419,11 +454,13 @@ public final class HTTPDNSService: Sendable {
         }
     }
 
-    /// The answer from a local layer or the cache, or `nil`.
-    private func cachedLookup(_ lookup: Lookup) -> LookupResult? {
-        guard !lookup.name.isEmpty else { return .failure(.refused) }
-        guard let ranked = try? resolver.cachedRanked(lookup.name + ".", family: lookup.family) else { return nil }
-        return result(ranked, lookup)
+    /// The answer from a local layer or the cache, and how long a cached one stays the same; `nil` when an
+    /// upstream must be asked.
+    private func cachedLookup(_ lookup: Lookup) -> (LookupResult, steadyFor: Duration?)? {
+        guard !lookup.name.isEmpty else { return (.failure(.refused), nil) }
+        guard let (ranked, steadyFor) = try? resolver.cachedRankedSteadily(lookup.name + ".", family: lookup.family)
+        else { return nil }
+        return (result(ranked, lookup), steadyFor)
     }
 
     private func result(_ ranked: RankedResolution, _ lookup: Lookup) -> LookupResult {
@@ -489,6 +526,12 @@ public final class HTTPDNSService: Sendable {
         return target.parameter("dns").map { Base64URL.decode($0) }
     }
 
+    /// Whether a POST's `Content-Type` is `application/dns-message` (parameters aside).
+    private static func isDNSMessage(_ contentType: String?) -> Bool {
+        let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
+        return type?.lowercased() == "application/dns-message"
+    }
+
     /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
     private func dnsMessagePlan(_ request: ServiceRequest, dns: [UInt8]??, _ configuration: Configuration) -> Plan {
         func fail(_ status: Int, _ text: String) -> Plan {
@@ -500,8 +543,7 @@ public final class HTTPDNSService: Sendable {
             guard let decoded = encoded else { return fail(400, "the dns parameter is not base64url") }
             message = decoded
         } else {
-            let type = request.contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
-            guard type?.lowercased() == "application/dns-message" else {
+            guard Self.isDNSMessage(request.contentType) else {
                 return fail(415, "the body must be application/dns-message")
             }
             message = request.body

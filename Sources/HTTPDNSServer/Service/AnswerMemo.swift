@@ -1,0 +1,62 @@
+/// Encoded RFC 8484 answers kept for as long as the full path would give the same bytes: one table per event loop,
+/// used only on that loop (no lock), so a repeated query costs a table probe instead of a name parse, a cache lookup
+/// and an encoding.
+///
+/// An entry is keyed by the query message without its ID (so the question, flags and options are all part of the
+/// key, and the question section of the kept answer matches the client's byte for byte) and is used only while
+///
+/// - the resolver's and the service's generation are what they were when the answer was made (any change of the
+///   cache, the scores, the overrides or the configuration ends every entry at once), and
+/// - the answer is steady: until its TTL in whole seconds would tick down, a ranking penalty decays, a refresh or a
+///   probe round falls due (``HostResolver/cachedRankedSteadily(_:family:port:)``), so never past one second.
+///
+/// The answer then differs from the full path's only in its ID, which is the client's. Rate limits, metrics and
+/// the access log still see every request.
+final class AnswerMemo {
+    struct Entry {
+        var response: ServiceResponse
+        /// The queried name, for the access log.
+        var name: String?
+        var generation: UInt64
+        var until: ContinuousClock.Instant
+    }
+
+    /// The most entries a table holds; past it, expired entries go, and if none has, every entry.
+    let capacity: Int
+    private var entries: [[UInt8]: Entry] = [:]
+
+    init(capacity: Int = 4096) {
+        self.capacity = max(capacity, 1)
+    }
+
+    var count: Int { entries.count }
+
+    /// The kept answer to `message` (a whole query, ID included), with the message's ID, if it is still good.
+    func answer(to message: [UInt8], generation: UInt64, now: ContinuousClock.Instant) -> (ServiceResponse, String?)? {
+        guard message.count >= 12 else { return nil }
+        let key = Array(message[2...])
+        guard let entry = entries[key] else { return nil }
+        guard entry.generation == generation, now < entry.until, entry.response.body.count >= 2 else {
+            entries[key] = nil
+            return nil
+        }
+        var response = entry.response
+        response.body[0] = message[0]
+        response.body[1] = message[1]
+        return (response, entry.name)
+    }
+
+    /// Keeps `response`, the answer to `message` made at `generation`, for `steadyFor` from `now`.
+    func keep(
+        _ response: ServiceResponse, to message: [UInt8], name: String?, generation: UInt64, steadyFor: Duration,
+        now: ContinuousClock.Instant
+    ) {
+        guard message.count >= 12, steadyFor > .zero else { return }
+        if entries.count >= capacity {
+            entries = entries.filter { $0.value.until > now }
+            if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+        }
+        entries[Array(message[2...])] = Entry(
+            response: response, name: name, generation: generation, until: now + steadyFor)
+    }
+}

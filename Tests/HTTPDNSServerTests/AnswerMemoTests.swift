@@ -1,0 +1,249 @@
+import Foundation
+import Glibc
+import Logging
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// The encoded answers the server keeps per event loop (`AnswerMemo`): a kept answer is the full path's answer with
+/// the asking client's ID, and nothing that changes an answer (a new cached answer, a score, an override, the
+/// configuration, the TTL ticking down) is hidden by it. Against a real dnsmasq through c-ares.
+@Suite("HTTP DNS service: kept answers")
+struct AnswerMemoTests {
+    static let logger = Logger(label: "answer-memo-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    struct Lab {
+        let dnsmasq: DNSMasq
+        let resolver: HostResolver
+        let overrides: HostOverrides
+        let service: HTTPDNSService
+
+        static func start(configuration: HTTPDNSService.Configuration = .init()) async throws -> Lab {
+            let dnsmasq = try await DNSMasq.start()
+            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+            let overrides = HostOverrides()
+            let resolver = HostResolver(
+                upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], overrides: overrides,
+                cache: HostCache(), prober: nil, onShutdown: [{ cares.shutdown() }])
+            let service = HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)
+            return Lab(dnsmasq: dnsmasq, resolver: resolver, overrides: overrides, service: service)
+        }
+
+        func stop() async {
+            await resolver.shutdown()
+            dnsmasq.stop()
+        }
+    }
+
+    static func get(_ message: [UInt8]) -> ServiceRequest {
+        ServiceRequest(
+            method: "GET",
+            target: "/dns-query?dns="
+                + Data(message).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: ""))
+    }
+
+    static func query(_ name: String, type: UInt16 = 1, id: UInt16) -> [UInt8] {
+        var message = ServedNamesTests.message(labels: name.split(separator: ".").map(String.init), type: type)
+        message[0] = UInt8(id >> 8)
+        message[1] = UInt8(id & 0xFF)
+        return message
+    }
+
+    /// The answer's records for multi.test (the ID set aside).
+    static func records(_ body: [UInt8], type: DNSRecordType = .a) throws -> [ResolvedAddress] {
+        var body = body
+        if body.count >= 2 { (body[0], body[1]) = (0, 0) }
+        return try DNSWireMessage.addresses(in: body, for: try HostName("multi.test"), type: type, source: "test")
+    }
+
+    /// The answer's A records for multi.test, as text.
+    static func addresses(_ body: [UInt8]) throws -> [String] { try records(body).map(\.ip.description) }
+
+    /// What the exchange does on the event loop: plan with the memo, answer from the cache, keep what is steady.
+    static func answer(_ request: ServiceRequest, _ service: HTTPDNSService, memo: AnswerMemo) -> (
+        response: ServiceResponse, fromMemo: Bool
+    )? {
+        let now = ContinuousClock.now
+        let plan = service.plan(request, memo: memo)
+        var fromMemo = false
+        if case .done = plan.work, plan.endpoint == "dns-query" { fromMemo = plan.name != nil }
+        guard let (response, steadyFor) = service.immediateResponse(plan) else { return nil }
+        if let steadyFor, let (message, generation) = plan.memoizable {
+            memo.keep(response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor, now: now)
+        }
+        return (response, fromMemo)
+    }
+
+    @Test("a kept answer is the full path's answer with the asking client's ID, question as the client wrote it")
+    func keptAnswerIsTheFullPathsAnswer() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        // The first query fills the cache (an upstream lookup); the next is the first cache hit and is kept.
+        _ = await lab.service.handle(Self.get(Self.query("multi.test", id: 1)))
+        let memo = AnswerMemo()
+        let first = try #require(Self.answer(Self.get(Self.query("multi.test", id: 0x1234)), lab.service, memo: memo))
+        #expect(!first.fromMemo)
+        #expect(memo.count == 1, "a steady cache hit is kept")
+        let request = Self.get(Self.query("multi.test", id: 0xABCD))
+        let kept = try #require(Self.answer(request, lab.service, memo: memo))
+        #expect(kept.fromMemo)
+        let full = try #require(lab.service.immediateResponse(lab.service.plan(request)))
+        // The TTL may tick down between the two (then the kept one is no longer used): compare when it did not.
+        if !kept.fromMemo || full.response.body == kept.response.body {
+            #expect(kept.response == full.response, "the same bytes, status, type and max-age")
+        }
+        #expect(Array(kept.response.body.prefix(2)) == [0xAB, 0xCD], "the client's ID")
+        #expect(try Set(Self.addresses(kept.response.body)) == Set(TestZone.multiV4))
+        // Another ID, flag or case is another key; the question section stays the client's.
+        let upper = try #require(Self.answer(Self.get(Self.query("MULTI.test", id: 7)), lab.service, memo: memo))
+        #expect(!upper.fromMemo)
+        #expect(upper.response.body[12 + 1] == UInt8(ascii: "M"), "the question as the client wrote it")
+        // A query of another type is not answered from the A record's entry.
+        _ = await lab.service.handle(Self.get(Self.query("multi.test", type: 28, id: 8)))
+        let aaaa = try #require(
+            Self.answer(Self.get(Self.query("multi.test", type: 28, id: 9)), lab.service, memo: memo))
+        #expect(!aaaa.fromMemo)
+        #expect(try Self.records(aaaa.response.body, type: .aaaa).count == TestZone.multiV6.count)
+    }
+
+    @Test("a new cached answer, a score, an override and a configuration change each end the kept answers at once")
+    func changesEndKeptAnswers() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        _ = await lab.service.handle(Self.get(Self.query("multi.test", id: 1)))
+        let memo = AnswerMemo()
+        func ask() throws -> (addresses: [String], fromMemo: Bool) {
+            let answer = try #require(Self.answer(Self.get(Self.query("multi.test", id: 2)), lab.service, memo: memo))
+            return (try Self.addresses(answer.response.body), answer.fromMemo)
+        }
+        _ = try ask()
+        #expect(try ask().fromMemo)
+        let cache = try #require(lab.resolver.cache)
+        let host = try HostName("multi.test")
+        // A new answer in the cache.
+        cache.store(
+            host, family: .ipv4, addresses: [try #require(IPAddress("192.0.2.99"))], ttl: 300, origin: "cares",
+            upstream: lab.resolver.upstreams.first?.identity)
+        let afterStore = try ask()
+        #expect(!afterStore.fromMemo)
+        #expect(afterStore.addresses == ["192.0.2.99"])
+        #expect(try ask().fromMemo)
+        // A score: the ranking may change.
+        cache.store(
+            host, family: .ipv4, addresses: TestZone.multiV4.compactMap { IPAddress($0) }, ttl: 300, origin: "cares",
+            upstream: lab.resolver.upstreams.first?.identity)
+        _ = try ask()
+        #expect(try ask().fromMemo)
+        cache.recordFailure(to: try #require(IPAddress(TestZone.multiV4[0])), of: host)
+        let afterFailure = try ask()
+        #expect(!afterFailure.fromMemo)
+        #expect(afterFailure.addresses.first == TestZone.multiV4[1], "the failed address goes last")
+        // An override.
+        _ = try ask()
+        lab.overrides.set([try #require(IPAddress("127.0.0.88"))], for: try HostPattern("multi.test"))
+        let overridden = try ask()
+        #expect(!overridden.fromMemo)
+        #expect(overridden.addresses == ["127.0.0.88"])
+        lab.overrides.remove(try HostPattern("multi.test"))
+        _ = try ask()
+        #expect(try ask().fromMemo)
+        // The service's configuration (here: at most one address per answer).
+        lab.service.apply(.init(maximumAnswers: 1))
+        let limited = try ask()
+        #expect(!limited.fromMemo)
+        #expect(limited.addresses.count == 1)
+    }
+
+    @Test("an entry lives only until the answer's TTL in whole seconds ticks down, never a second or more")
+    func steadyOnlyUntilTheTTLTicks() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        _ = await lab.service.handle(Self.get(Self.query("multi.test", id: 1)))
+        let message = Self.query("multi.test", id: 3)
+        let plan = lab.service.plan(Self.get(message), memo: AnswerMemo())
+        let (response, steadyFor) = try #require(lab.service.immediateResponse(plan))
+        let steady = try #require(steadyFor, "a fresh cache hit is steady for a while")
+        #expect(steady > .zero && steady <= .seconds(1))
+        let memo = AnswerMemo()
+        let (_, generation) = try #require(plan.memoizable)
+        let made = ContinuousClock.now
+        memo.keep(response, to: message, name: "multi.test", generation: generation, steadyFor: steady, now: made)
+        #expect(memo.answer(to: message, generation: generation, now: made) != nil)
+        #expect(memo.answer(to: message, generation: generation, now: made + steady) == nil, "past its time")
+        memo.keep(response, to: message, name: "multi.test", generation: generation, steadyFor: steady, now: made)
+        #expect(memo.answer(to: message, generation: generation &+ 1, now: made) == nil, "another generation")
+        // Once it has ticked, the full path gives the lower TTL.
+        try await Task.sleep(for: steady + .milliseconds(10))
+        let later = try #require(lab.service.immediateResponse(lab.service.plan(Self.get(message))))
+        let ttl = { (body: [UInt8]) in try Self.records(body).map(\.ttl).min() ?? 0 }
+        #expect(try ttl(later.response.body) < ttl(response.body))
+    }
+
+    @Test("kept answers still pass the rate limit, and a POST of another content type is still 415")
+    func limitsStillApply() async throws {
+        let lab = try await Lab.start(configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3))
+        defer { Task { await lab.stop() } }
+        let client = try #require(IPAddress("192.0.2.200"))
+        let message = Self.query("multi.test", id: 4)
+        func post(_ type: String) -> ServiceRequest {
+            ServiceRequest(method: "POST", target: "/dns-query", contentType: type, body: message, client: client)
+        }
+        _ = await lab.service.handle(post("application/dns-message"))
+        let memo = AnswerMemo()
+        let kept = try #require(Self.answer(post("application/dns-message"), lab.service, memo: memo))
+        #expect(kept.response.status == 200 && memo.count == 1)
+        let wrongType = try #require(Self.answer(post("text/plain"), lab.service, memo: memo))
+        #expect(wrongType.response.status == 415)
+        let limited = try #require(Self.answer(post("application/dns-message"), lab.service, memo: memo))
+        #expect(limited.response.status == 429, "the fourth request of a burst of three")
+    }
+
+    @Test("over the wire: each client gets its own ID back, and a new cached answer is served at once")
+    func overTheWire() async throws {
+        let lab = try await Lab.start()
+        let server = try await HTTPDNSServer.start(
+            service: lab.service, configuration: .init(host: "127.0.0.1", port: 0), logger: Self.logger)
+        do {
+            func ask(id: UInt16) async throws -> [UInt8] {
+                let target = Self.get(Self.query("multi.test", id: id)).target
+                let request = Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+                let reply = try await Self.exchange(port: server.port, request)
+                let end = try #require(reply.firstRange(of: Array("\r\n\r\n".utf8)))
+                #expect(String(decoding: reply[..<end.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+                return Array(reply[end.upperBound...])
+            }
+            for id in [UInt16(1), 2, 0xBEEF, 0xBEEF, 7, 7] {
+                let body = try await ask(id: id)
+                #expect(Array(body.prefix(2)) == [UInt8(id >> 8), UInt8(id & 0xFF)])
+                #expect(try Set(Self.addresses(body)) == Set(TestZone.multiV4))
+            }
+            lab.resolver.cache?.store(
+                try HostName("multi.test"), family: .ipv4, addresses: [try #require(IPAddress("192.0.2.98"))],
+                ttl: 300, origin: "cares", upstream: lab.resolver.upstreams.first?.identity)
+            #expect(try await Self.addresses(ask(id: 7)) == ["192.0.2.98"])
+        } catch {
+            Issue.record(error)
+        }
+        await server.shutdown(grace: .milliseconds(100))
+        await lab.stop()
+    }
+
+    /// Sends `request` on a new connection and reads every byte until the server closes it.
+    static func exchange(port: Int, _ request: [UInt8]) async throws -> [UInt8] {
+        try await offThePool {
+            let fd = try LoopbackTCP.connect(port: port, receiveTimeout: TestTiming.scaled(.seconds(15)))
+            defer { close(fd) }
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var reply: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { return reply }
+                reply += buffer[0..<count]
+            }
+        }
+    }
+}
