@@ -14,7 +14,12 @@ package enum ServerFuzzTargets {
     private static let service: HTTPDNSService = {
         let overrides = HostOverrides()
         overrides.set([IPAddress(ipv4: 192, 0, 2, 1)], for: try! HostPattern("multi.test"))
-        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: nil, prober: nil)
+        // cached.test is in the cache, so RFC 8484 answers can be kept (and compared with the full path's).
+        let cache = HostCache()
+        cache.store(
+            try! HostName("cached.test"), family: .ipv4, addresses: [IPAddress(ipv4: 192, 0, 2, 7)], ttl: 86_400,
+            origin: "fuzz")
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: cache, prober: nil)
         return HTTPDNSService(
             resolver: resolver,
             configuration: .init(
@@ -24,6 +29,9 @@ package enum ServerFuzzTargets {
             logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }),
             metricsExporter: { Array("metrics 1\n".utf8) }, now: { 1_800_000_000 })
     }()
+
+    /// Kept answers across inputs. Inputs run one at a time on one thread, as the memo's event loop would.
+    nonisolated(unsafe) private static let memo = AnswerMemo()
 
     private static let methods = ["GET", "POST", "HEAD", "PUT"]
     private static let types = [nil, "application/dns-message", "application/json", "text/plain"]
@@ -65,12 +73,24 @@ package enum ServerFuzzTargets {
 
     /// Plans and, where no upstream is needed, answers `request`: the answer is an HTTP status, and a DNS message
     /// answer echoes the question.
+    /// A kept answer must be the full path's, byte for byte.
     private static func answer(_ request: ServiceRequest) {
         let plan = service.plan(request)
-        guard let (response, _) = service.immediateResponse(plan) else { return }
+        guard let (response, steadyFor) = service.immediateResponse(plan) else { return }
         precondition((200..<600).contains(response.status), "status \(response.status)")
         if response.contentType == "application/dns-message" {
             precondition(response.body.count >= 12 && response.body[2] & 0x80 != 0, "a DNS answer that is not one")
         }
+        let memoPlan = service.plan(request, memo: memo)
+        guard let (first, _) = service.immediateResponse(memoPlan) else { return }
+        guard let steadyFor, let (message, generation) = memoPlan.memoizable else { return }
+        let made = ContinuousClock.now
+        memo.keep(first, to: message, name: memoPlan.name, generation: generation, steadyFor: steadyFor, now: made)
+        guard let (kept, _) = memo.answer(to: message, generation: generation, now: made),
+            let (full, _) = service.immediateResponse(service.plan(request))
+        else { return }
+        // Within its time (the TTL has not ticked down since) a kept answer is the full path's, byte for byte.
+        precondition(
+            kept == full || ContinuousClock.now >= made + steadyFor, "a kept answer differs from the full path's")
     }
 }
