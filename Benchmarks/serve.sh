@@ -11,10 +11,11 @@
 # Both servers answer the same 200 names (n0.test ... n199.test, from one dnsmasq) over TLS + HTTP/2 from their caches:
 # dnsdist from its packet cache, hostsctl serve from its scored IP cache (c-ares to the same dnsmasq behind it).
 # Both caches are filled first. Both are set up as an operator would on this 2-core machine: dnsdist with two DoH
-# listeners on the port (reusePort, so two DoH frontend threads), hostsctl serve with its default of one listener
-# per core (SO_REUSEPORT, one event loop each). A third server, H2Ceiling (Benchmarks/Sources/H2Ceiling), is the
-# ceiling of the stack hostsctl serve was built on before nghttp2: swift-nio-http2 behind NIOSSL answering every
-# request with one fixed answer and doing nothing else (one connection only). Then, alternating the servers in each
+# listeners on the port (reusePort, so two DoH frontend threads), hostsctl serve with its defaults (one event
+# loop per core, connections handed to them in turn, answers kept per loop while steady). A third server,
+# H2Ceiling (Benchmarks/Sources/H2Ceiling), is the ceiling of the stack hostsctl serve was built on before nghttp2:
+# swift-nio-http2 behind NIOSSL answering every request with one fixed answer and doing nothing else (one
+# connection only). Then, alternating the servers in each
 # round, in two shapes:
 #   one       one TLS connection, 100 concurrent streams (h2load -c 1 -m 100)
 #   many      64 TLS connections, 8 concurrent streams each (h2load -c 64 -m 8, two h2load threads)
@@ -89,7 +90,8 @@ pid_of[dnsdist]=$!
 
 # hostsctl serve: cache, then c-ares to the same dnsmasq; no probes (the zone's addresses have no listeners). The
 # zone's addresses are loopback ones, which a server facing the internet refuses from upstreams unless
-# serve.probeGuardedAddresses lets them through (a baseline from before that key gets the settings without it).
+# serve.probeGuardedAddresses lets them through. The baseline gets the same settings (a build from before that key
+# would refuse the answers and so measure its upstream path, not its cache).
 serve_settings() {
     cat <<EOF
 {
@@ -110,7 +112,7 @@ pid_of[serve]=$!
 servers="dnsdist serve ceiling"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
-    serve_settings baseline "$baseline_port" "" > "$work/baseline.json"
+    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)
     pid_of[baseline]=$!

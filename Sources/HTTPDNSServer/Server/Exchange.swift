@@ -28,7 +28,7 @@ struct Exchange: Sendable {
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
         let memo = memo?.value
-        let plan = service.plan(request, memo: memo)
+        let plan = service.plan(request, memo: memo, now: started)
         if let (response, steadyFor) = service.immediateResponse(plan) {
             if let memo, let steadyFor, let (message, generation) = plan.memoizable {
                 memo.keep(

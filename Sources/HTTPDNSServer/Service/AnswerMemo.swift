@@ -21,9 +21,23 @@ final class AnswerMemo {
         var until: ContinuousClock.Instant
     }
 
+    /// A query message as a key: every byte but the ID (the first two), compared and hashed in place, so a lookup
+    /// copies nothing.
+    struct Key: Hashable {
+        var message: [UInt8]
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.message.count == rhs.message.count && lhs.message[2...].elementsEqual(rhs.message[2...])
+        }
+
+        func hash(into hasher: inout Hasher) {
+            message.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[2...])) }
+        }
+    }
+
     /// The most entries a table holds; past it, expired entries go, and if none has, every entry.
     let capacity: Int
-    private var entries: [[UInt8]: Entry] = [:]
+    private var entries: [Key: Entry] = [:]
 
     init(capacity: Int = 4096) {
         self.capacity = max(capacity, 1)
@@ -34,7 +48,7 @@ final class AnswerMemo {
     /// The kept answer to `message` (a whole query, ID included), with the message's ID, if it is still good.
     func answer(to message: [UInt8], generation: UInt64, now: ContinuousClock.Instant) -> (ServiceResponse, String?)? {
         guard message.count >= 12 else { return nil }
-        let key = Array(message[2...])
+        let key = Key(message: message)
         guard let entry = entries[key] else { return nil }
         guard entry.generation == generation, now < entry.until, entry.response.body.count >= 2 else {
             entries[key] = nil
@@ -56,7 +70,7 @@ final class AnswerMemo {
             entries = entries.filter { $0.value.until > now }
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
         }
-        entries[Array(message[2...])] = Entry(
+        entries[Key(message: message)] = Entry(
             response: response, name: name, generation: generation, until: now + steadyFor)
     }
 }

@@ -275,8 +275,8 @@ public final class HTTPDNSService: Sendable {
     typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32), DNSAnswerMessage.ResponseCode>
 
     /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
-    /// answer to the same RFC 8484 query.
-    func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil) -> Plan {
+    /// answer to the same RFC 8484 query at `now`.
+    func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
         let endpoint: String
@@ -308,7 +308,7 @@ public final class HTTPDNSService: Sendable {
                 ? Self.dnsParameter(target) : Self.isDNSMessage(request.contentType) ? .some(request.body) : nil
             if let memo, case .some(.some(let message)) = dns {
                 generation = answerGeneration
-                if let (response, name) = memo.answer(to: message, generation: generation, now: .now) {
+                if let (response, name) = memo.answer(to: message, generation: generation, now: now) {
                     return Plan(endpoint: endpoint, name: name, work: .done(response))
                 }
             }
@@ -350,7 +350,6 @@ public final class HTTPDNSService: Sendable {
             return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
         case "metrics":
             guard let exporter else { return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint"))) }
-            let now = ContinuousClock.now
             let text = renderedMetrics.withLock { rendered -> [UInt8] in
                 if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
                 let text = exporter()

@@ -14,6 +14,9 @@ final class ServiceMetrics: Sendable {
     }
 
     private let requestHandles = Locked([RequestKey: (Counter, Timer)]())
+    /// The handles of the answer almost every request gets (`dns-query`, 200), made up front and read without the
+    /// table's lock.
+    private let dnsAnswered: (Counter, Timer)
     let rateLimited: Counter
     /// Connections open now.
     let connectionsOpen: Gauge
@@ -31,6 +34,15 @@ final class ServiceMetrics: Sendable {
         connectionsRefused = Counter(
             label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
         acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
+        dnsAnswered = (
+            Counter(
+                label: "httpdns_serve_requests_total", dimensions: [("endpoint", "dns-query"), ("status", "200")],
+                factory: factory),
+            Timer(
+                label: "httpdns_serve_request_duration_seconds", dimensions: [("endpoint", "dns-query")],
+                factory: factory)
+        )
+        requestHandles.withLock { $0[RequestKey(endpoint: "dns-query", status: 200)] = dnsAnswered }
     }
 
     /// A connection closed by its deadline or write bound (`reason`: handshake, head, body, idle, write, queued).
@@ -39,6 +51,11 @@ final class ServiceMetrics: Sendable {
     }
 
     func record(endpoint: String, status: Int, duration: Duration) {
+        if status == 200, endpoint == "dns-query" {
+            dnsAnswered.0.increment()
+            dnsAnswered.1.recordNanoseconds(duration.wholeNanoseconds)
+            return
+        }
         let key = RequestKey(endpoint: endpoint, status: status)
         let (counter, timer) = requestHandles.withLock { handles in
             if let made = handles[key] { return made }
