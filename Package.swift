@@ -43,6 +43,7 @@ let package = Package(
             name: "HTTPDNS",
             dependencies: [
                 "CAres",
+                "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -57,7 +58,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The system nghttp2 library: the server's HTTP/2. Only files in Sources/HTTPDNSServer/NGHTTP2 import it.
+        // The system nghttp2 library: HTTP/2 for the server and the DoH client. Only files in Sources/HTTPDNS/NGHTTP2
+        // import it.
         .systemLibrary(
             name: "CNGHTTP2",
             pkgConfig: "libnghttp2",
@@ -86,7 +88,6 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNS",
-                "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -95,8 +96,6 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             swiftSettings: strictSettings
         ),

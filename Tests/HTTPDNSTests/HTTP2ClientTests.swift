@@ -143,6 +143,31 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test("a stream the server resets fails alone with its error code named; the connection keeps serving")
+    func serverResetsOneStream() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.reset = ["broken.test": 2]  // INTERNAL_ERROR
+        try await Self.withServer(behaviour) { server, resolver in
+            #expect(await Self.lookUp(resolver, ["warm.test"]) == ["192.0.2.1"])
+            let results = await Self.lookUp(resolver, ["a.test", "broken.test", "b.test"])
+            #expect(results.filter { $0 == "192.0.2.1" }.count == 2, "\(results)")
+            #expect(results.contains { $0.hasPrefix("error:") && $0.contains("INTERNAL_ERROR") }, "\(results)")
+            #expect(await Self.lookUp(resolver, ["c.test"]) == ["192.0.2.1"])
+            #expect(server.connections == 1)
+        }
+    }
+
+    @Test("an informational response (103) before the answer is skipped; the final status and body are used")
+    func informationalResponse() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.informational = true
+        for method in [HTTPDNSResolver.API.DoHMethod.get, .post] {
+            try await Self.withServer(behaviour, method: method) { _, resolver in
+                #expect(await Self.lookUp(resolver, ["early.test", "hints.test"]) == ["192.0.2.1", "192.0.2.1"])
+            }
+        }
+    }
+
     @Test("an idle connection closes after idleConnectionTimeout; the next lookup opens a new one")
     func idleClose() async throws {
         let configuration = HTTPDNSTransport.Configuration(

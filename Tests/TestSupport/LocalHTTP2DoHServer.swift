@@ -24,6 +24,11 @@ public final class LocalHTTP2DoHServer: Sendable {
         public var oversized: [String: Int] = [:]
         /// The delay before each answer.
         public var delay: Duration = .zero
+        /// Names whose streams are reset (RST_STREAM with this HTTP/2 error code, 2 for INTERNAL_ERROR) instead of
+        /// answered.
+        public var reset: [String: UInt32] = [:]
+        /// Whether every answer is preceded by an informational response (103 Early Hints).
+        public var informational = false
 
         /// Creates the default behaviour: answer everything at once, 100 streams at a time.
         public init() {}
@@ -172,6 +177,14 @@ public final class LocalHTTP2DoHServer: Sendable {
                 return
             }
             if behaviour.stalled.contains(name) { return }
+            if let code = behaviour.reset[name] {
+                context.writeAndFlush(wrapOutboundOut(.rstStream(HTTP2ErrorCode(networkCode: Int(code)))), promise: nil)
+                return
+            }
+            if behaviour.informational {
+                let early = HPACKHeaders([(":status", "103"), ("link", "</style.css>; rel=preload")])
+                context.write(wrapOutboundOut(.headers(.init(headers: early))), promise: nil)
+            }
             if let size = behaviour.oversized[name] {
                 respond(context, status: "200", body: [UInt8](repeating: 0, count: size))
                 return

@@ -1,7 +1,5 @@
 import NIOCore
-import NIOHPACK
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -10,9 +8,10 @@ import Synchronization
 /// One TLS connection with HTTP/2 to an HTTP DNS server, built for many small exchanges at once.
 ///
 /// Every lookup is one HTTP/2 stream on this connection, up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS`
-/// (NIOHTTP2 queues streams beyond that until one ends). There is no per-stream channel or pipeline: one handler
-/// (``HTTP2DNSStreams``) writes the HEADERS (and DATA) frames of each request and collects the answering frames by
-/// stream ID. Writes made in one event-loop tick go out with one flush, so a burst of lookups shares TLS records.
+/// (nghttp2 queues streams beyond that until one ends). HTTP/2 is nghttp2's, as in `hostsctl serve`: one handler
+/// (``HTTP2DNSStreams``) hands each request to the connection's ``HTTP2ClientSession`` and the decrypted bytes to it,
+/// and gets each answer back by stream ID. What the session has to send after one event-loop tick of requests, or
+/// one read burst, goes out in one write, so a burst of lookups shares TLS records.
 ///
 /// The TLS handshake sends the endpoint's host name as SNI and the certificate is checked against it, also when
 /// the TCP connection goes to a bootstrap address. ALPN must select `h2`; a server that does not offer it fails the
@@ -44,14 +43,12 @@ final class HTTP2DNSConnection: Sendable {
     /// Whether new exchanges may start on this connection.
     var isUsable: Bool { health.usable.load(ordering: .relaxed) && channel.isActive }
 
-    /// The settings sent to the server: no server push, a per-stream window larger than any accepted answer.
-    static func localSettings(maximumResponseBytes: Int) -> HTTP2Settings {
-        [
-            HTTP2Setting(parameter: .enablePush, value: 0),
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 0),
-            HTTP2Setting(parameter: .initialWindowSize, value: min(maximumResponseBytes + 16_384, Int(Int32.max))),
-            HTTP2Setting(parameter: .maxHeaderListSize, value: 16_384),
-        ]
+    /// The settings sent to the server: no server push, a per-stream window larger than any accepted answer, an
+    /// 8 MiB connection window.
+    static func localSettings(maximumResponseBytes: Int) -> HTTP2ClientSession.Settings {
+        HTTP2ClientSession.Settings(
+            initialWindowSize: UInt32(min(maximumResponseBytes + 16_384, Int(Int32.max))), connectionWindow: 8 << 20,
+            maximumHeaderListSize: 16_384)
     }
 
     /// Connects to `address` (or the endpoint's host through the system resolver), completes TLS with ALPN `h2`
@@ -78,16 +75,14 @@ final class HTTP2DNSConnection: Sendable {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: host)
                     let gate = ALPNGate { channel, protocolName in
                         guard protocolName == "h2" else { throw HTTP2NotOffered(negotiated: protocolName) }
-                        let streams = HTTP2DNSStreams(
-                            idleTimeout: TimeAmount(idleTimeout), health: health,
-                            connectionWindow: 8 << 20)
+                        let streams = try HTTP2DNSStreams(
+                            idleTimeout: TimeAmount(idleTimeout), health: health, settings: settings)
                         let connection = HTTP2DNSConnection(
                             channel: channel, streams: streams, endpoint: endpoint, health: health)
                         // Ready once the server's SETTINGS arrived: before that its stream limit is unknown, and a
                         // first burst of lookups would overrun it.
                         streams.whenReady = { result in ready.completeWith(result.map { connection }) }
-                        try channel.pipeline.syncOperations.addHandlers(
-                            NIOHTTP2Handler(mode: .client, initialSettings: settings), streams)
+                        try channel.pipeline.syncOperations.addHandler(streams)
                     } failed: { error in
                         ready.fail(error)
                     }
@@ -130,18 +125,17 @@ final class HTTP2DNSConnection: Sendable {
         server: String
     ) async throws -> HTTPDNSTransport.Response {
         try Task.checkCancellation()
-        var headers = HPACKHeaders()
-        headers.add(name: ":method", value: request.method.rawValue)
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: authority)
         var path = basePath + request.suffix
         if !path.hasPrefix("/") { path = "/" + path }
-        headers.add(name: ":path", value: path)
-        for (name, value) in request.headers { headers.add(name: name.lowercased(), value: value) }
-        headers.add(name: "user-agent", value: "swift-httpdns")
-        if let body = request.body { headers.replaceOrAdd(name: "content-length", value: String(body.count)) }
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(request.headers.count + 1)
+        for (name, value) in request.headers where name.lowercased() != "content-length" {
+            headers.append((name, value))
+        }
+        headers.append(("user-agent", "swift-httpdns"))
         let exchange = HTTP2DNSExchange(
-            headers: headers, body: request.body, timeout: TimeAmount(timeout), limit: limit, server: server)
+            method: request.method.rawValue, authority: authority, path: path, headers: headers, body: request.body,
+            timeout: TimeAmount(timeout), limit: limit, server: server)
         let streams = self.streams
         let eventLoop = channel.eventLoop
         return try await withTaskCancellationHandler {
@@ -179,20 +173,27 @@ struct HTTP2ConnectionLost: Error, CustomStringConvertible {
 /// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, when the
 /// exchange leaves the handler's table or is refused before entering it.
 final class HTTP2DNSExchange: @unchecked Sendable {
-    let headers: HPACKHeaders
+    let method: String
+    let authority: String
+    let path: String
+    /// Header fields after the pseudo-header fields (`content-length` is added for a body).
+    let headers: [(String, String)]
     let body: [UInt8]?
     let timeout: TimeAmount
     let limit: Int
     let server: String
     var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
-    var streamID: HTTP2StreamID?
+    var streamID: Int32?
     var deadline = NIODeadline.distantFuture
     var cancelled = false
-    var status: Int?
-    var contentType: String?
-    var received: ByteBuffer?
 
-    init(headers: HPACKHeaders, body: [UInt8]?, timeout: TimeAmount, limit: Int, server: String) {
+    init(
+        method: String, authority: String, path: String, headers: [(String, String)], body: [UInt8]?,
+        timeout: TimeAmount, limit: Int, server: String
+    ) {
+        self.method = method
+        self.authority = authority
+        self.path = path
         self.headers = headers
         self.body = body
         self.timeout = timeout
@@ -206,17 +207,18 @@ final class HTTP2DNSExchange: @unchecked Sendable {
     }
 }
 
-/// The connection's stream table: writes requests as HTTP/2 frames and matches the answering frames to them by
-/// stream ID. Lives in the channel pipeline after `NIOHTTP2Handler` (frame mode, no multiplexer) and runs only on
-/// the channel's event loop.
-final class HTTP2DNSStreams: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+/// The connection's stream table: hands requests to the connection's ``HTTP2ClientSession`` and the bytes the TLS
+/// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the
+/// channel pipeline after the TLS handler and runs only on the channel's event loop.
+final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private var context: ChannelHandlerContext?
-    private var active: [HTTP2StreamID: HTTP2DNSExchange] = [:]
-    private var nextStreamID: Int32 = 1
+    private var session: HTTP2ClientSession?
+    private var active: [Int32: HTTP2DNSExchange] = [:]
     private var closed = false
+    private var reading = false
     private var flushScheduled = false
     /// One timer for the whole table: at the earliest deadline while streams run, else at the idle limit.
     private var timer: Scheduled<Void>?
@@ -224,27 +226,23 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
     private var lastActivity = NIODeadline.now()
     private let idleTimeout: TimeAmount
     private let health: HTTP2ConnectionHealth
-    /// Connection-level receive window: granted once at start, topped up as answers arrive.
-    private let connectionWindow: Int
-    private var unacknowledgedBytes = 0
     private var timeouts = 0
     private var streamsStarted = 0
     /// Called once: when the server's first SETTINGS frame arrives, or with the error that ended the connection
     /// before it.
     var whenReady: ((Result<Void, any Error>) -> Void)?
 
-    init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, connectionWindow: Int) {
+    init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, settings: HTTP2ClientSession.Settings) throws {
         self.idleTimeout = idleTimeout
         self.health = health
-        self.connectionWindow = connectionWindow
+        session = nil
+        session = try HTTP2ClientSession(settings: settings, delegate: self)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        // The protocol's initial connection window is 65,535 bytes; grant the rest at once.
-        let grant = HTTP2Frame(
-            streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionWindow - 65_535))
-        context.writeAndFlush(wrapOutboundOut(grant), promise: nil)
+        // The connection preface, the SETTINGS and the connection window.
+        sendPending()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -259,34 +257,30 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
             exchange.finish(.failure(CancellationError()))
             return
         }
-        guard let context, !closed, nextStreamID < Int32.max - 2 else {
+        guard context != nil, !closed, let session else {
             retire()
             exchange.finish(.failure(HTTP2ConnectionLost(message: "the HTTP/2 connection is closing", retryable: true)))
             return
         }
-        let id = HTTP2StreamID(nextStreamID)
-        nextStreamID += 2
+        let id: Int32
+        do {
+            id = try session.submit(
+                method: exchange.method, authority: exchange.authority, path: exchange.path,
+                headers: exchange.headers, body: exchange.body, limit: exchange.limit)
+        } catch {
+            // Stream IDs used up, or the session is going away: another connection takes it.
+            retire()
+            exchange.finish(
+                .failure(HTTP2ConnectionLost(message: "no new stream on this connection: \(error)", retryable: true)))
+            return
+        }
         streamsStarted += 1
-        if nextStreamID >= Int32.max - 2 { retire() }
+        if id >= Int32.max - 2 { retire() }
         let now = NIODeadline.now()
         lastActivity = now
         exchange.streamID = id
         exchange.deadline = now + exchange.timeout
         active[id] = exchange
-        let hasBody = exchange.body != nil
-        let headers = HTTP2Frame(streamID: id, payload: .headers(.init(headers: exchange.headers, endStream: !hasBody)))
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.write(wrapOutboundOut(headers), promise: hasBody ? nil : written)
-        if let body = exchange.body {
-            var buffer = context.channel.allocator.buffer(capacity: body.count)
-            buffer.writeBytes(body)
-            let data = HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))
-            context.write(wrapOutboundOut(data), promise: written)
-        }
-        written.futureResult.assumeIsolated().whenFailure { [weak self] error in
-            self?.complete(
-                id, .failure(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true)))
-        }
         scheduleFlush()
         if timerDeadline.map({ $0 > exchange.deadline }) ?? true { arm(at: exchange.deadline) }
     }
@@ -298,62 +292,26 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
         reset(id)
     }
 
-    // MARK: Frames
+    // MARK: Bytes
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        switch frame.payload {
-        case .headers(let headers):
-            guard let exchange = active[frame.streamID] else { return }
-            if exchange.status == nil {
-                guard let status = headers.headers.first(name: ":status").flatMap(Int.init) else {
-                    fail(frame.streamID, "the answer has no valid :status")
-                    return
-                }
-                if (100..<200).contains(status) { return }  // informational; the real answer follows
-                exchange.status = status
-                exchange.contentType = headers.headers.first(name: "content-type")
-            }
-            if headers.endStream { completeExchange(frame.streamID) }
-        case .data(let payload):
-            returnWindow(payload.data.readableBytes + (payload.paddingBytes ?? 0))
-            guard let exchange = active[frame.streamID], case .byteBuffer(var bytes) = payload.data else { return }
-            if exchange.received == nil {
-                exchange.received = bytes
-            } else {
-                exchange.received!.writeBuffer(&bytes)
-            }
-            if exchange.received!.readableBytes > exchange.limit {
-                complete(frame.streamID, .failure(NIOTooManyBytesError(maxBytes: exchange.limit)))
-                reset(frame.streamID)
-            } else if payload.endStream {
-                completeExchange(frame.streamID)
-            }
-        case .rstStream(let code):
-            guard active[frame.streamID] != nil else { return }
-            complete(
-                frame.streamID,
-                .failure(
-                    HTTP2ConnectionLost(
-                        message: "the server reset the stream (\(code))", retryable: code == .refusedStream)))
-        case .settings(.settings):
-            if let whenReady {
-                self.whenReady = nil
-                // A new connection gets a grace period before its first stream: on a loaded machine the lookup
-                // that asked for it may take a while to be scheduled, and closing it would only make another.
-                lastActivity = .now()
-                arm(at: idleDeadline)
-                whenReady(.success(()))
-            }
-        case .goAway(let lastStreamID, let code, _):
-            retire()
-            for id in active.keys where id > lastStreamID {
-                complete(
-                    id, .failure(HTTP2ConnectionLost(message: "the server sent GOAWAY (\(code))", retryable: true)))
-            }
-        default:
-            break
+        guard let session, !closed else { return }
+        reading = true
+        do {
+            try session.receive(unwrapInboundIn(data))
+        } catch {
+            // The server broke the protocol: say so (a GOAWAY is pending) and close.
+            sendPending()
+            shutDown(HTTP2ConnectionLost(message: "HTTP/2 connection error: \(error)", retryable: true))
+            context.close(promise: nil)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        // Acknowledgements, window updates and resets made while reading go out in one write.
+        sendPending()
+        context.fireChannelReadComplete()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -362,41 +320,63 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            fail(streamError.streamID, "HTTP/2 stream error: \(streamError.baseError)")
-            return
-        }
         shutDown(error)
         context.close(promise: nil)
     }
 
+    // MARK: HTTP2ClientSessionDelegate (called while reading)
+
+    func settingsReceived() {
+        guard let whenReady else { return }
+        self.whenReady = nil
+        // A new connection gets a grace period before its first stream: on a loaded machine the lookup that asked
+        // for it may take a while to be scheduled, and closing it would only make another.
+        lastActivity = .now()
+        arm(at: idleDeadline)
+        whenReady(.success(()))
+    }
+
+    func responseReceived(stream: Int32, status: Int, contentType: String?, body: [UInt8]) {
+        guard let exchange = active[stream] else { return }
+        complete(
+            stream,
+            .success(.init(status: status, contentType: contentType, body: body, server: exchange.server)))
+    }
+
+    func responseTooLarge(stream: Int32) {
+        guard let exchange = active[stream] else { return }
+        complete(stream, .failure(NIOTooManyBytesError(maxBytes: exchange.limit)))
+    }
+
+    func streamFailed(stream: Int32, code: UInt32) {
+        guard active[stream] != nil else { return }
+        let refused = code == HTTP2ClientSession.refusedStream
+        complete(
+            stream,
+            .failure(
+                HTTP2ConnectionLost(
+                    message: refused
+                        ? "the server refused the stream (REFUSED_STREAM)"
+                        : "the stream ended without an answer (\(HTTP2ClientSession.errorName(code)))",
+                    retryable: refused)))
+    }
+
+    func goAwayReceived(lastStream: Int32, code: UInt32) {
+        // The streams after lastStream are closed by nghttp2 as refused (sent again on a new connection).
+        retire()
+    }
+
     // MARK: Internals
 
-    private func completeExchange(_ id: HTTP2StreamID) {
-        guard let exchange = active[id] else { return }
-        let body = exchange.received.map { Array($0.readableBytesView) } ?? []
-        complete(
-            id,
-            .success(
-                .init(
-                    status: exchange.status ?? 0, contentType: exchange.contentType, body: body, server: exchange.server
-                )))
-    }
-
-    private func fail(_ id: HTTP2StreamID, _ message: String) {
-        complete(id, .failure(HTTP2ConnectionLost(message: message, retryable: false)))
-        reset(id)
-    }
-
-    private func complete(_ id: HTTP2StreamID, _ result: Result<HTTPDNSTransport.Response, any Error>) {
+    private func complete(_ id: Int32, _ result: Result<HTTPDNSTransport.Response, any Error>) {
         guard let exchange = active.removeValue(forKey: id) else { return }
         exchange.finish(result)
         if active.isEmpty, !closed, timerDeadline.map({ $0 > idleDeadline }) ?? true { arm(at: idleDeadline) }
     }
 
-    private func reset(_ id: HTTP2StreamID) {
-        guard let context, !closed else { return }
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+    private func reset(_ id: Int32) {
+        guard !closed else { return }
+        session?.cancel(stream: id)
         scheduleFlush()
     }
 
@@ -418,24 +398,32 @@ final class HTTP2DNSStreams: ChannelInboundHandler {
     /// No new streams: the transport opens another connection for later requests.
     private func retire() { health.usable.store(false, ordering: .relaxed) }
 
+    /// Writes what the session has to send, in one buffer.
+    private func sendPending() {
+        guard let context, let session else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            try session.pendingOutput(into: &buffer)
+        } catch {
+            shutDown(HTTP2ConnectionLost(message: "HTTP/2 session failed: \(error)", retryable: true))
+            context.close(promise: nil)
+            return
+        }
+        guard buffer.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenFailure { [weak self] error in
+            self?.shutDown(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true))
+        }
+    }
+
+    /// Requests started in one event-loop tick go out together (after a read, with its own output).
     private func scheduleFlush() {
-        guard !flushScheduled, let context else { return }
+        guard !flushScheduled, !reading, let context else { return }
         flushScheduled = true
         context.eventLoop.assumeIsolated().execute { [weak self] in
             guard let self else { return }
             self.flushScheduled = false
-            self.context?.flush()
+            self.sendPending()
         }
-    }
-
-    /// Gives the window used by received DATA back to the server in batches.
-    private func returnWindow(_ bytes: Int) {
-        unacknowledgedBytes += bytes
-        guard unacknowledgedBytes >= connectionWindow / 2, let context, !closed else { return }
-        let update = HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))
-        unacknowledgedBytes = 0
-        context.write(wrapOutboundOut(update), promise: nil)
-        scheduleFlush()
     }
 
     private func arm(at deadline: NIODeadline) {

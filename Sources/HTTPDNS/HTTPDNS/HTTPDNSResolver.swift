@@ -370,6 +370,12 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// The media type of a `Content-Type` value, lower-cased, without parameters or spaces.
     static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
+        // Most servers send the bare type in lower-case ASCII: returned as it is.
+        if !contentType.utf8.contains(where: {
+            $0 == UInt8(ascii: ";") || $0 <= UInt8(ascii: " ") || $0 >= 0x80 || (65...90).contains($0)
+        }) {
+            return contentType
+        }
         let bytes = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
         let trimmed = bytes.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
         var end = trimmed.endIndex

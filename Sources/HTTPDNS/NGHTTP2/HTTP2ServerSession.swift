@@ -1,21 +1,21 @@
 import CNGHTTP2
-import NIOCore
+package import NIOCore
 
 /// A request as it arrived on one HTTP/2 stream.
-struct HTTP2Request {
+package struct HTTP2Request {
     /// `:method`.
-    var method = ""
+    package var method = ""
     /// `:path`: the path and query.
-    var path = "/"
+    package var path = "/"
     /// `content-type`, if sent.
-    var contentType: String?
+    package var contentType: String?
     /// The body, from every DATA frame.
-    var body: [UInt8] = []
+    package var body: [UInt8] = []
 }
 
 /// What an ``HTTP2ServerSession`` reports while it reads, called from inside ``HTTP2ServerSession/receive(_:)``.
 /// Answers may be submitted from these calls; nothing is written until ``HTTP2ServerSession/pendingOutput(into:)``.
-protocol HTTP2ServerSessionDelegate: AnyObject {
+package protocol HTTP2ServerSessionDelegate: AnyObject {
     /// A request's head arrived and its body is still to come.
     func requestHeadReceived(stream: Int32)
     /// A request arrived whole (END_STREAM on its HEADERS, DATA or trailers).
@@ -33,29 +33,27 @@ protocol HTTP2ServerSessionDelegate: AnyObject {
 /// answers in (``respond(stream:status:contentType:maxAge:headers:body:withoutBody:)``), bytes out (``pendingOutput(into:)``).
 /// nghttp2 keeps the connection's and streams' state, HPACK, SETTINGS, PING, flow control (consumed DATA is given
 /// back with WINDOW_UPDATE as it is read) and its own protections: rapid reset, CONTINUATION and ACK floods, header
-/// sizes. This folder is the only one that imports nghttp2; no C type leaves it.
+/// sizes. This folder is the only one that imports nghttp2 (the server's and the DoH client's sessions); no C type
+/// leaves it.
 ///
 /// Confined to the connection's event loop: not `Sendable`, every call on that loop.
-final class HTTP2ServerSession {
+package final class HTTP2ServerSession {
     /// The SETTINGS the server sends and the limits it keeps.
-    struct Settings: Sendable, Hashable {
+    package struct Settings: Sendable, Hashable {
         /// SETTINGS_MAX_CONCURRENT_STREAMS: streams the client may have open at once.
-        var maximumConcurrentStreams: UInt32 = 100
+        package var maximumConcurrentStreams: UInt32 = 100
         /// SETTINGS_MAX_HEADER_LIST_SIZE: a request's header fields (RFC 9113 size: name, value and 32 each); a
         /// larger one has its stream reset.
-        var maximumHeaderListSize: Int = 16_384
+        package var maximumHeaderListSize: Int = 16_384
         /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window.
-        var initialWindowSize: UInt32 = 65_535
+        package var initialWindowSize: UInt32 = 65_535
         /// The largest request body taken; past it ``HTTP2ServerSessionDelegate/requestBodyTooLarge(stream:)``.
-        var maximumBodyBytes: Int = 65_535
-    }
+        package var maximumBodyBytes: Int = 65_535
 
-    /// The failure of a whole session: the connection is to be closed.
-    struct Failure: Error, CustomStringConvertible {
-        /// nghttp2's error code.
-        var code: Int
-        /// nghttp2's text for it.
-        var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
+        /// Settings with these limits.
+        package init(maximumBodyBytes: Int = 65_535) {
+            self.maximumBodyBytes = maximumBodyBytes
+        }
     }
 
     /// A stream's request while it arrives, and its answer while it leaves (a class: the callbacks update it in place
@@ -81,13 +79,13 @@ final class HTTP2ServerSession {
     private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
 
     /// A session that sends `settings` first; `delegate` must outlive it (it owns the session).
-    init(settings: Settings, options: HTTP2SessionOptions, delegate: any HTTP2ServerSessionDelegate) throws {
+    package init(settings: Settings, options: HTTP2SessionOptions, delegate: any HTTP2ServerSessionDelegate) throws {
         self.settings = settings
         self.delegate = delegate
         var created: OpaquePointer?
         // The session is created with a placeholder user data pointer and given `self` once initialised.
-        let status = nghttp2_session_server_new2(&created, HTTP2Callbacks.shared.pointer, nil, options.pointer)
-        guard status == 0, let created else { throw Failure(code: Int(status)) }
+        let status = nghttp2_session_server_new2(&created, HTTP2ServerCallbacks.shared.pointer, nil, options.pointer)
+        guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
         session = created
         streams.reserveCapacity(Int(settings.maximumConcurrentStreams))
         fieldBytes.reserveCapacity(512)
@@ -106,7 +104,7 @@ final class HTTP2ServerSession {
         ]
         let submitted = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
         // Thrown once every property is set, so deinit still frees the session.
-        guard submitted == 0 else { throw Failure(code: Int(submitted)) }
+        guard submitted == 0 else { throw HTTP2SessionFailure(code: Int(submitted)) }
     }
 
     deinit {
@@ -114,23 +112,23 @@ final class HTTP2ServerSession {
     }
 
     /// Reads `bytes` from the client; the delegate hears of requests as they complete.
-    /// - Throws: ``Failure`` when the session cannot go on (a flood, a bad preface): send what
+    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a flood, a bad preface): send what
     ///   ``pendingOutput(into:)`` still has (a GOAWAY) and close.
-    func receive(_ bytes: ByteBuffer) throws {
+    package func receive(_ bytes: ByteBuffer) throws {
         let read = bytes.withUnsafeReadableBytes { raw -> Int in
             guard let base = raw.baseAddress else { return 0 }
             return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
         }
-        if read < 0 { throw Failure(code: read) }
+        if read < 0 { throw HTTP2SessionFailure(code: read) }
     }
 
     /// Appends every frame nghttp2 has ready (SETTINGS, answers, WINDOW_UPDATE, PING ACK, GOAWAY) to `buffer`.
-    /// - Throws: ``Failure`` when the session failed.
-    func pendingOutput(into buffer: inout ByteBuffer) throws {
+    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
+    package func pendingOutput(into buffer: inout ByteBuffer) throws {
         while true {
             var chunk: UnsafePointer<UInt8>?
             let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 { throw Failure(code: count) }
+            if count < 0 { throw HTTP2SessionFailure(code: count) }
             guard count > 0, let chunk else { return }
             buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
         }
@@ -138,12 +136,12 @@ final class HTTP2ServerSession {
 
     /// Whether the session is over: neither side has anything more to say (after a GOAWAY, a fatal error, or
     /// the client's GOAWAY once every stream is done). The connection is then closed.
-    var isFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
+    package var isFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
 
     /// Submits the answer on `stream`: `:status`, `content-type`, `content-length`, `cache-control` with `maxAge`,
     /// then `headers` (names in lower case), then the body unless `withoutBody` (HEAD). Dropped if the stream has
     /// closed. The fields are written into one reused buffer, numbers without making strings.
-    func respond(
+    package func respond(
         stream: Int32, status: Int, contentType: String, maxAge: UInt32?, headers: [String: String], body: [UInt8],
         withoutBody: Bool
     ) {
@@ -188,7 +186,7 @@ final class HTTP2ServerSession {
             state.answerOffset = 0
         }
         var provider = nghttp2_data_provider(
-            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2Callbacks.readAnswer)
+            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ServerCallbacks.readAnswer)
         fieldEntries.removeAll(keepingCapacity: true)
         let result = fieldBytes.withUnsafeMutableBufferPointer { bytes -> Int32 in
             let base = bytes.baseAddress!
@@ -215,7 +213,7 @@ final class HTTP2ServerSession {
 
     /// Tells the client that no new stream will be taken (GOAWAY NO_ERROR with the last stream seen): the streams
     /// open are answered, then the session is finished.
-    func goAway() {
+    package func goAway() {
         nghttp2_submit_goaway(
             session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
             NGHTTP2_NO_ERROR.rawValue, nil, 0)
@@ -234,11 +232,11 @@ final class HTTP2ServerSession {
         guard state.headerBytes <= settings.maximumHeaderListSize else { return false }
         // Trailers (after a body, or once the head is taken) are counted but not kept.
         guard state.receiving, state.request.body.isEmpty else { return true }
-        if Self.equals(name, ":method") {
+        if name.equals(":method") {
             state.request.method = String(decoding: value, as: UTF8.self)
-        } else if Self.equals(name, ":path") {
+        } else if name.equals(":path") {
             state.request.path = String(decoding: value, as: UTF8.self)
-        } else if Self.equals(name, "content-type") {
+        } else if name.equals("content-type") {
             state.request.contentType = String(decoding: value, as: UTF8.self)
         }
         return true
@@ -308,17 +306,13 @@ final class HTTP2ServerSession {
         }
     }
 
-    private static func equals(_ bytes: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
-        bytes.count == text.utf8CodeUnitCount
-            && bytes.elementsEqual(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-    }
 }
 
 /// The nghttp2 options of a server's sessions: the protections, set once per server.
 ///
 /// `@unchecked Sendable`: the option object is written only in `init` and then only read by nghttp2 when a session
 /// is created (it copies the values), from any event loop.
-final class HTTP2SessionOptions: @unchecked Sendable {
+package final class HTTP2SessionOptions: @unchecked Sendable {
     fileprivate let pointer: OpaquePointer
 
     /// The options every session of a server shares: the client's header blocks bounded (CONTINUATION frames, the
@@ -326,7 +320,7 @@ final class HTTP2SessionOptions: @unchecked Sendable {
     /// at once then 33 a second (rapid reset, CVE-2023-44487) before the connection is closed with GOAWAY. Each
     /// stream's receive window is its SETTINGS value; the connection's is the protocol's 64 KiB, given back as DATA is
     /// read (automatic WINDOW_UPDATE).
-    init() {
+    package init() {
         var created: OpaquePointer?
         precondition(nghttp2_option_new(&created) == 0 && created != nil, "nghttp2 could not allocate its options")
         pointer = created!
@@ -343,13 +337,13 @@ final class HTTP2SessionOptions: @unchecked Sendable {
     }
 }
 
-/// The callbacks every session shares: C functions that find their session through the user data pointer.
-private struct HTTP2Callbacks: @unchecked Sendable {
+/// The callbacks every server session shares: C functions that find their session through the user data pointer.
+private struct HTTP2ServerCallbacks: @unchecked Sendable {
     /// `@unchecked Sendable`: written once while the global initialises, then only read (nghttp2 copies the
     /// callbacks into each session it creates).
     let pointer: OpaquePointer
 
-    static let shared = HTTP2Callbacks()
+    static let shared = HTTP2ServerCallbacks()
 
     private init() {
         var created: OpaquePointer?
@@ -357,13 +351,13 @@ private struct HTTP2Callbacks: @unchecked Sendable {
         pointer = created!
         nghttp2_session_callbacks_set_on_begin_headers_callback(pointer) { _, frame, user in
             guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-            HTTP2Callbacks.session(user).beginRequest(frame.pointee.hd.stream_id)
+            HTTP2ServerCallbacks.session(user).beginRequest(frame.pointee.hd.stream_id)
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(pointer) {
             _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let name, let value else { return 0 }
-            let accepted = HTTP2Callbacks.session(user).field(
+            let accepted = HTTP2ServerCallbacks.session(user).field(
                 frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
                 value: UnsafeRawBufferPointer(start: value, count: valueLength))
             // Over the header list limit: the stream is reset (RST_STREAM INTERNAL_ERROR), the connection goes on.
@@ -371,7 +365,7 @@ private struct HTTP2Callbacks: @unchecked Sendable {
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
             guard let data else { return 0 }
-            HTTP2Callbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            HTTP2ServerCallbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
@@ -382,7 +376,7 @@ private struct HTTP2Callbacks: @unchecked Sendable {
             }
             let isRequestHead =
                 header.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
-            HTTP2Callbacks.session(user).frameReceived(
+            HTTP2ServerCallbacks.session(user).frameReceived(
                 header.stream_id, type: header.type, flags: header.flags, isRequestHead: isRequestHead)
             return 0
         }
@@ -392,11 +386,11 @@ private struct HTTP2Callbacks: @unchecked Sendable {
             guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
                 return 0
             }
-            HTTP2Callbacks.session(user).frameSent(header.stream_id, flags: header.flags)
+            HTTP2ServerCallbacks.session(user).frameSent(header.stream_id, flags: header.flags)
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
-            HTTP2Callbacks.session(user).closed(stream)
+            HTTP2ServerCallbacks.session(user).closed(stream)
             return 0
         }
         nghttp2_session_callbacks_set_error_callback2(pointer) { _, code, message, length, user in
@@ -404,7 +398,7 @@ private struct HTTP2Callbacks: @unchecked Sendable {
             let text = message.withMemoryRebound(to: UInt8.self, capacity: length) {
                 String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
             }
-            HTTP2Callbacks.session(user).delegate.sessionError("\(text) (\(code))")
+            HTTP2ServerCallbacks.session(user).delegate.sessionError("\(text) (\(code))")
             return 0
         }
     }
@@ -412,7 +406,7 @@ private struct HTTP2Callbacks: @unchecked Sendable {
     /// The data provider of every answer body: copies the stream's answer into nghttp2's frame buffer.
     static let readAnswer: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
         guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let (count, done) = HTTP2Callbacks.session(user).readAnswer(stream, into: buffer, length: length)
+        let (count, done) = HTTP2ServerCallbacks.session(user).readAnswer(stream, into: buffer, length: length)
         if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
     }
