@@ -27,6 +27,9 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let path: String
     /// The addresses to connect to instead of resolving ``host``; tried in order.
     public let bootstrapAddresses: [IPAddress]
+    /// `address:port` for each bootstrap address, or `host:port` without them: the servers a request is sent to,
+    /// as errors and answers name them (made once, not per request).
+    let servers: [String]
 
     /// Parses an endpoint.
     ///
@@ -69,6 +72,9 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.port = port
         self.path = path
         self.bootstrapAddresses = bootstrapAddresses
+        self.servers =
+            bootstrapAddresses.isEmpty
+            ? ["\(host):\(port)"] : bootstrapAddresses.map { "\($0.urlHost):\(port)" }
     }
 
     /// Whether the host is an IP literal.

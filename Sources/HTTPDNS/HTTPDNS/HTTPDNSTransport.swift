@@ -216,9 +216,8 @@ public final class HTTPDNSTransport: Sendable {
         let targets: [IPAddress?] = endpoint.bootstrapAddresses.isEmpty ? [nil] : endpoint.bootstrapAddresses
         var tried: [String] = []
         var lastError = DNSError(code: .internalError, message: "no address to try", host: host.name)
-        for address in targets {
+        for (address, server) in zip(targets, endpoint.servers) {
             try Task.checkCancellation()
-            let server = address.map { "\($0.urlHost):\(endpoint.port)" } ?? "\(endpoint.host):\(endpoint.port)"
             tried.append(server)
             do {
                 let response = try await exchange(request, endpoint: endpoint, address: address, server: server)
