@@ -38,8 +38,7 @@ final class HTTP2ClientSession {
     /// A stream's request body while it leaves and its response while it arrives.
     private final class Stream {
         let limit: Int
-        var body: [UInt8]
-        var bodyOffset = 0
+        var body: OutgoingBody
         var status: Int?
         var contentType: String?
         var received: [UInt8] = []
@@ -48,7 +47,7 @@ final class HTTP2ClientSession {
 
         init(limit: Int, body: [UInt8]) {
             self.limit = limit
-            self.body = body
+            self.body = OutgoingBody(body)
         }
     }
 
@@ -215,16 +214,7 @@ final class HTTP2ClientSession {
 
     fileprivate func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
         guard let state = streams[stream] else { return (0, true) }
-        let offset = state.bodyOffset
-        let count = state.body.withUnsafeBufferPointer { body in
-            let count = min(length, body.count - offset)
-            if count > 0 { buffer.update(from: body.baseAddress! + offset, count: count) }
-            return count
-        }
-        state.bodyOffset += count
-        let done = state.bodyOffset == state.body.count
-        if done { state.body = [] }
-        return (count, done)
+        return state.body.read(into: buffer, length: length)
     }
 
     fileprivate func closed(_ stream: Int32, code: UInt32) {

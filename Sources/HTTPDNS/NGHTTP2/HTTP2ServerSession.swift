@@ -65,8 +65,7 @@ package final class HTTP2ServerSession {
         var tooLarge = false
         /// Reset with NO_ERROR once the answer is sent, because the client was still sending.
         var resetAfterAnswer = false
-        var answer: [UInt8] = []
-        var answerOffset = 0
+        var answer = OutgoingBody()
     }
 
     private let session: OpaquePointer
@@ -182,8 +181,7 @@ package final class HTTP2ServerSession {
         }
         let sendsBody = !withoutBody && !body.isEmpty
         if sendsBody {
-            state.answer = body
-            state.answerOffset = 0
+            state.answer = OutgoingBody(body)
         }
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ServerCallbacks.readAnswer)
@@ -205,7 +203,7 @@ package final class HTTP2ServerSession {
             }
         }
         if result != 0 {
-            state.answer = []
+            state.answer = OutgoingBody()
             nghttp2_submit_rst_stream(
                 session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_INTERNAL_ERROR.rawValue)
         }
@@ -278,16 +276,7 @@ package final class HTTP2ServerSession {
 
     fileprivate func readAnswer(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
         guard let state = streams[stream] else { return (0, true) }
-        let offset = state.answerOffset
-        let count = state.answer.withUnsafeBufferPointer { answer in
-            let count = min(length, answer.count - offset)
-            buffer.update(from: answer.baseAddress! + offset, count: count)
-            return count
-        }
-        state.answerOffset += count
-        let done = state.answerOffset == state.answer.count
-        if done { state.answer = [] }
-        return (count, done)
+        return state.answer.read(into: buffer, length: length)
     }
 
     fileprivate func closed(_ stream: Int32) {
