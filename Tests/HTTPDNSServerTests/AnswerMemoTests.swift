@@ -182,6 +182,22 @@ struct AnswerMemoTests {
         #expect(try ttl(later.response.body) < ttl(response.body))
     }
 
+    @Test("a query longer than 512 bytes (padding, options) is answered but not kept: a table stays a few MiB")
+    func longQueriesAreNotKept() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        var message = Self.query("multi.test", id: 5)
+        // One EDNS OPT record with 600 bytes of padding (option 12, RFC 7830).
+        message[11] = 1
+        message += [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0x02, 0x5C, 0, 12, 0x02, 0x58] + [UInt8](repeating: 0, count: 600)
+        _ = await lab.service.handle(Self.get(message))
+        let memo = AnswerMemo()
+        let answer = try #require(Self.answer(Self.get(message), lab.service, memo: memo))
+        #expect(answer.response.status == 200)
+        #expect(try Set(Self.addresses(answer.response.body)) == Set(TestZone.multiV4))
+        #expect(memo.count == 0)
+    }
+
     @Test("kept answers still pass the rate limit, and a POST of another content type is still 415")
     func limitsStillApply() async throws {
         let lab = try await Lab.start(configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3))

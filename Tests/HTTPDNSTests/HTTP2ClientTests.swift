@@ -95,6 +95,22 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test("GOAWAY while lookups wait for a stream slot: the waiting ones go again on a new connection at once")
+    func goAwayWithQueuedStreams() async throws {
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.maxConcurrentStreams = 2
+        behaviour.goAwayAfterStreams = 3
+        behaviour.delay = .milliseconds(20)
+        // Queued lookups must not wait for their 30 s timeout: the whole batch is answered well before it.
+        try await Self.withServer(behaviour) { server, resolver in
+            let started = ContinuousClock.now
+            let results = await Self.lookUp(resolver, (0..<8).map { "q\($0).test" })
+            #expect(results == Array(repeating: "192.0.2.1", count: 8), "\(results)")
+            #expect(ContinuousClock.now - started < .seconds(20), "no lookup waited for its timeout")
+            #expect(server.connections >= 3)
+        }
+    }
+
     @Test("a stream that is never answered times out alone; the connection keeps serving the others")
     func stalledStream() async throws {
         var behaviour = LocalHTTP2DoHServer.Behaviour()

@@ -37,6 +37,9 @@ final class AnswerMemo {
 
     /// The most entries a table holds; past it, expired entries go, and if none has, every entry.
     let capacity: Int
+    /// The longest query kept (a query is some 30–100 bytes, 128 or 468 with EDNS padding; a client may send up to
+    /// the body limit): with ``capacity`` it bounds a table to a few MiB.
+    static let maximumQueryBytes = 512
     private var entries: [Key: Entry] = [:]
 
     init(capacity: Int = 4096) {
@@ -65,7 +68,7 @@ final class AnswerMemo {
         _ response: ServiceResponse, to message: [UInt8], name: String?, generation: UInt64, steadyFor: Duration,
         now: ContinuousClock.Instant
     ) {
-        guard message.count >= 12, steadyFor > .zero else { return }
+        guard message.count >= 12, message.count <= Self.maximumQueryBytes, steadyFor > .zero else { return }
         if entries.count >= capacity {
             entries = entries.filter { $0.value.until > now }
             if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
