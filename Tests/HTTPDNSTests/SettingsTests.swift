@@ -206,6 +206,25 @@ struct SettingsTests {
                 "httpdns.providers is empty") == true)
     }
 
+    @Test("serve.dns.listen and serve.dot.listen: unset by default, IP:PORT, DNS over TLS only with a certificate")
+    func dnsListeners() throws {
+        let defaults = try SettingsFile.load(path: try TemporaryFiles.file("{}"), environment: [:]).get()
+        #expect(defaults.serve.dnsListen == nil && defaults.serve.dotListen == nil)
+        let both = try TemporaryFiles.file(
+            #"{"serve": {"dns": {"listen": "127.0.0.1:5300"}, "dot": {"listen": "[::1]:8853"}, "#
+                + #""certificate": "c.pem", "privateKey": "k.pem"}}"#)
+        let settings = try SettingsFile.load(path: both, environment: [:]).get()
+        #expect(settings.serve.dnsListen?.description == "127.0.0.1:5300")
+        #expect(settings.serve.dotListen?.port == 8853)
+        let noCertificate = try TemporaryFiles.file(#"{"serve": {"dot": {"listen": "127.0.0.1:8853"}}}"#)
+        #expect(
+            SettingsFile.load(path: noCertificate, environment: [:]).errors.first?.message.contains(
+                "DNS over TLS needs serve.certificate") == true)
+        let bad = try TemporaryFiles.file(#"{"serve": {"dns": {"listen": "localhost:53"}}}"#)
+        #expect(
+            SettingsFile.load(path: bad, environment: [:]).errors.first?.message.contains("is not IP:PORT") == true)
+    }
+
     @Test("the JSON reader handles escapes, unicode and comments")
     func json() throws {
         let document = try PositionedJSON.parse(

@@ -34,6 +34,10 @@ public struct ServeSettings: Sendable, Hashable {
     public var listen: ServerAddress
     /// The PEM certificate chain; with ``privateKey`` the server speaks TLS (HTTP/2 and HTTP/1.1).
     public var certificate: String?
+    /// Where plain DNS (UDP and TCP, RFC 1035 and RFC 7766) is served; `nil` (the default) for nowhere.
+    public var dnsListen: ServerAddress?
+    /// Where DNS over TLS (RFC 7858) is served, with ``certificate``; `nil` (the default) for nowhere.
+    public var dotListen: ServerAddress?
     /// The PEM private key.
     public var privateKey: String?
     /// The most addresses in one answer.
@@ -100,6 +104,8 @@ public struct ServeSettings: Sendable, Hashable {
         // Placeholders only: every field below overwrites its property.
         listen = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 8053)
         certificate = nil
+        dnsListen = nil
+        dotListen = nil
         privateKey = nil
         maximumAnswers = 0
         maximumBodyBytes = 0
@@ -129,6 +135,27 @@ public struct ServeSettings: Sendable, Hashable {
             throw SettingsReader(config: config).invalid(
                 "serve.certificate", "serve.certificate and serve.privateKey go together")
         }
+        guard dotListen == nil || certificate != nil else {
+            throw SettingsReader(config: config).invalid(
+                "serve.dot.listen", "DNS over TLS needs serve.certificate and serve.privateKey")
+        }
+    }
+
+    /// An `IP:PORT` key that may be unset.
+    private static func optionalAddress(
+        _ path: String, _ field: any WritableKeyPath<ServeSettings, ServerAddress?> & Sendable, _ help: String
+    ) -> SettingField<ServeSettings> {
+        .custom(
+            path, .string, field, shown: "none", help,
+            check: { text in
+                text.isEmpty || (try? ServerAddress(parsing: text)) != nil
+                    ? nil : "'\(HostName.printable(text))' is not IP:PORT"
+            },
+            decode: { reader, key throws(DNSError) in
+                let text = try reader.string(key, default: "")
+                return text.isEmpty ? nil : try ServerAddress(parsing: text)
+            },
+            describe: { $0?.description ?? "none" })
     }
 
     static let fields: [SettingField<ServeSettings>] = [
@@ -146,6 +173,13 @@ public struct ServeSettings: Sendable, Hashable {
             "serve.certificate", \.certificate, shown: "none (plain HTTP)", none: "none",
             "PEM certificate chain; with serve.privateKey the server speaks TLS with HTTP/2"),
         .optionalString("serve.privateKey", \.privateKey, shown: "none", none: "none", "PEM private key"),
+        optionalAddress(
+            "serve.dns.listen", \.dnsListen,
+            "IP:PORT where plain DNS is served over UDP and TCP (for resolvers that forward); unset: not served"),
+        optionalAddress(
+            "serve.dot.listen", \.dotListen,
+            "IP:PORT where DNS over TLS is served with serve.certificate (port 853 for Android, stubby); unset: not served"
+        ),
         .int("serve.maxAnswers", \.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
         .int(
             "serve.maxBodyBytes", \.maximumBodyBytes, default: 65_535, "largest request body, bytes",

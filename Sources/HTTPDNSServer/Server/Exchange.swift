@@ -21,10 +21,11 @@ struct Exchange: Sendable {
     /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
     /// and the handler `later` makes runs on `eventLoop` with the answer (made only then: nothing is allocated for it on
-    /// a cache hit).
+    /// a cache hit). When `later` gives no handler (a front at its bound of waiting requests), the request is dropped
+    /// unanswered.
     func answer(
         _ request: ServiceRequest, on eventLoop: any EventLoop,
-        later: () -> NIOLoopBound<(ServiceResponse) -> Void>
+        later: () -> NIOLoopBound<(ServiceResponse) -> Void>?
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
         let memo = memo?.value
@@ -39,7 +40,7 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
-        let later = later()
+        guard let later = later() else { return nil }
         eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { response in
             service.finished(request, plan: plan, response: response, started: started)
             later.value(response)
@@ -50,7 +51,12 @@ struct Exchange: Sendable {
     /// The client's address: the connection's peer. An IPv4 client of a dual-stack listener (`::ffff:a.b.c.d`) is
     /// given as its IPv4 address, so logs, limits and reports see the same client either way.
     static func clientAddress(_ channel: any Channel) -> IPAddress? {
-        guard let address = channel.remoteAddress else { return nil }
+        clientAddress(channel.remoteAddress)
+    }
+
+    /// The client's address for a peer's socket address (a UDP datagram's source, say), as above.
+    static func clientAddress(_ address: SocketAddress?) -> IPAddress? {
+        guard let address else { return nil }
         switch address {
         // sockaddr_in: family and port (4 bytes), then the address; sockaddr_in6: family, port, flow info
         // (8 bytes), then the address.

@@ -54,6 +54,12 @@ public final class HTTPDNSServer: Sendable {
         /// IPv6 /56 by default), so that one client cannot hold every place of ``maximumConnections``; past it a new
         /// connection is closed at once.
         public var maximumConnectionsPerClient: Int
+        /// Where plain DNS is served over UDP and TCP (RFC 1035, RFC 7766); `nil` for nowhere. Port 0 picks one
+        /// (``HTTPDNSServer/dnsPort``).
+        public var dnsListen: ServerAddress?
+        /// Where DNS over TLS is served (RFC 7858) with the certificate; `nil` for nowhere. Port 0 picks one
+        /// (``HTTPDNSServer/dotPort``).
+        public var dotListen: ServerAddress?
 
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
@@ -62,8 +68,11 @@ public final class HTTPDNSServer: Sendable {
             maximumConnections: Int = 10_000, maximumConnectionsPerClient: Int = 1_000,
             handshakeTimeout: Duration = .seconds(10), requestHeadTimeout: Duration = .seconds(10),
             requestBodyTimeout: Duration = .seconds(10), writeTimeout: Duration = .seconds(10),
-            maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes()
+            maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes(),
+            dnsListen: ServerAddress? = nil, dotListen: ServerAddress? = nil
         ) {
+            self.dnsListen = dnsListen
+            self.dotListen = dotListen
             self.host = host
             self.port = port
             self.certificatePath = certificatePath
@@ -94,7 +103,8 @@ public final class HTTPDNSServer: Sendable {
                 requestBodyTimeout: .milliseconds(settings.requestBodyTimeoutMilliseconds),
                 writeTimeout: .milliseconds(settings.writeTimeoutMilliseconds),
                 maximumQueuedBytes: settings.maximumQueuedBytes,
-                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6))
+                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
+                dnsListen: settings.dnsListen, dotListen: settings.dotListen)
         }
     }
 
@@ -102,7 +112,13 @@ public final class HTTPDNSServer: Sendable {
     public let service: HTTPDNSService
     /// The port the server listens on.
     public let port: Int
+    /// The port plain DNS is served on (UDP and TCP), when it is.
+    public let dnsPort: Int?
+    /// The port DNS over TLS is served on, when it is.
+    public let dotPort: Int?
     private let listener: any Channel
+    /// The plain DNS and DNS-over-TLS sockets.
+    private let dnsListeners: [any Channel]
     private let connections: Connections
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
@@ -128,7 +144,11 @@ public final class HTTPDNSServer: Sendable {
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> HTTPDNSServer {
-        let tls = try Self.tlsContext(configuration)
+        let tls = try Self.tlsContext(configuration, protocols: ["h2", "http/1.1"])
+        let dotTLS = configuration.dotListen == nil ? nil : try Self.tlsContext(configuration, protocols: ["dot"])
+        if configuration.dotListen != nil, dotTLS == nil {
+            throw DNSError(code: .invalidConfiguration, message: "DNS over TLS needs a certificate and a private key")
+        }
         guard configuration.maximumConnections > 0, configuration.maximumConnectionsPerClient > 0 else {
             throw DNSError(
                 code: .invalidConfiguration,
@@ -196,21 +216,90 @@ public final class HTTPDNSServer: Sendable {
             .childChannelInitializer(initialize)
         let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
         let port = listener.localAddress?.port ?? configuration.port
+        // Plain DNS and DNS over TLS: the same service, kept answers, per-client limits and guard.
+        var dnsListeners: [any Channel] = []
+        var dnsPort: Int?
+        var dotPort: Int?
+        do {
+            let streams: @Sendable (any Channel, NIOSSLContext?) -> EventLoopFuture<Void> = { channel, context in
+                let client = Exchange.clientAddress(channel)
+                guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
+                    return channel.close()
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    let exchange = Exchange(
+                        service: service, limits: limits, logger: logger, client: client,
+                        memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
+                    let connectionGuard = ConnectionGuard(limits: guardLimits, tls: context != nil) { reason in
+                        metrics.closedByGuard(reason.rawValue)
+                    }
+                    if let context { try sync.addHandler(NIOSSLServerHandler(context: context)) }
+                    try sync.addHandler(connectionGuard)
+                    try sync.addHandler(DNSStreamHandler(exchange, connectionGuard: connectionGuard))
+                }
+            }
+            func streamListener(_ address: ServerAddress, _ context: NIOSSLContext?) async throws -> any Channel {
+                try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
+                    .serverChannelOption(.backlog, value: 256)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .childChannelInitializer { streams($0, context) }
+                    .bind(host: address.ip.description, port: Int(address.port)).get()
+            }
+            if let address = configuration.dnsListen {
+                // UDP first: with port 0 it picks the port, and TCP takes the same one.
+                let loop = eventLoopGroup.next()
+                let udp = try await DatagramBootstrap(group: loop)
+                    .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            let exchange = Exchange(
+                                service: service, limits: limits, logger: logger, client: nil,
+                                memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
+                            try channel.pipeline.syncOperations.addHandler(DNSDatagramHandler(exchange))
+                        }
+                    }
+                    .bind(host: address.ip.description, port: Int(address.port)).get()
+                dnsListeners.append(udp)
+                let chosen = udp.localAddress?.port ?? Int(address.port)
+                dnsListeners.append(try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil))
+                dnsPort = chosen
+            }
+            if let address = configuration.dotListen {
+                let dot = try await streamListener(address, dotTLS)
+                dnsListeners.append(dot)
+                dotPort = dot.localAddress?.port ?? Int(address.port)
+            }
+        } catch {
+            try? await listener.close()
+            for channel in dnsListeners { try? await channel.close() }
+            throw error
+        }
         logger.notice(
             "serving HTTP DNS",
             metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
+        if let dnsPort {
+            logger.notice("serving plain DNS", metadata: ["address": "\(configuration.dnsListen!.ip):\(dnsPort)"])
+        }
+        if let dotPort {
+            logger.notice("serving DNS over TLS", metadata: ["address": "\(configuration.dotListen!.ip):\(dotPort)"])
+        }
         return HTTPDNSServer(
-            service: service, port: port, listener: listener, connections: connections, counts: counts,
-            logger: logger)
+            service: service, port: port, dnsPort: dnsPort, dotPort: dotPort, listener: listener,
+            dnsListeners: dnsListeners, connections: connections, counts: counts, logger: logger)
     }
 
     private init(
-        service: HTTPDNSService, port: Int, listener: any Channel, connections: Connections,
-        counts: Locked<ProtocolCounts>, logger: Logger
+        service: HTTPDNSService, port: Int, dnsPort: Int?, dotPort: Int?, listener: any Channel,
+        dnsListeners: [any Channel], connections: Connections, counts: Locked<ProtocolCounts>, logger: Logger
     ) {
         self.counts = counts
         self.service = service
         self.port = port
+        self.dnsPort = dnsPort
+        self.dotPort = dotPort
+        self.dnsListeners = dnsListeners
         self.listener = listener
         self.connections = connections
         self.logger = logger
@@ -223,6 +312,7 @@ public final class HTTPDNSServer: Sendable {
     public func shutdown(grace: Duration = .seconds(5)) async {
         service.drain()
         try? await listener.close()
+        for channel in dnsListeners { try? await channel.close() }
         // HTTP/2 clients are told to open no more streams (GOAWAY); what they have open is answered.
         for open in connections.all { open.pipeline.fireUserInboundEventTriggered(ServerDrainingEvent()) }
         let deadline = ContinuousClock.now + grace
@@ -233,7 +323,7 @@ public final class HTTPDNSServer: Sendable {
         logger.notice("stopped serving HTTP DNS")
     }
 
-    private static func tlsContext(_ configuration: Configuration) throws -> NIOSSLContext? {
+    private static func tlsContext(_ configuration: Configuration, protocols: [String]) throws -> NIOSSLContext? {
         guard let certificatePath = configuration.certificatePath, let keyPath = configuration.privateKeyPath else {
             return nil
         }
@@ -244,7 +334,7 @@ public final class HTTPDNSServer: Sendable {
             var tls = TLSConfiguration.makeServerConfiguration(
                 certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
             tls.minimumTLSVersion = .tlsv12
-            tls.applicationProtocols = ["h2", "http/1.1"]
+            tls.applicationProtocols = protocols
             return try NIOSSLContext(configuration: tls)
         } catch {
             throw DNSError(

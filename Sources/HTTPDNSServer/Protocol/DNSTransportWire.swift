@@ -1,0 +1,84 @@
+/// What the plain DNS and DNS-over-TLS listeners send for a service answer: the DNS message of a DoH answer as it
+/// is, an error turned into the DNS error a resolver expects, and over UDP an answer cut to what the client can take
+/// and what a spoofed source may be sent.
+enum DNSTransportWire {
+    /// How much larger than its query a UDP answer may be: a spoofed query may make the server send at most this
+    /// many times its size to the victim (an A or AAAA answer of 8 addresses is 5–9 times a plain query). A larger
+    /// answer is sent truncated (TC), and a real client asks again over TCP.
+    static let amplificationFactor = 10
+
+    /// The DNS message to send for `response`, the service's answer to `query`: the answer itself; REFUSED for a
+    /// request the service refuses (rate limit, accounts only); FORMERR for a malformed query; `nil` when nothing at
+    /// all should be sent (a rate-limited UDP query, which is dropped as resolvers do, or bytes without a header).
+    static func message(for response: ServiceResponse, query: [UInt8], overUDP: Bool) -> [UInt8]? {
+        if response.status == 200, response.contentType == "application/dns-message" { return response.body }
+        if response.status == 429, overUDP { return nil }
+        let code: DNSAnswerMessage.ResponseCode =
+            response.status == 429 || response.status == 403 ? .refused : .formatError
+        if let parsed = try? DNSQueryMessage(query) {
+            return DNSAnswerMessage.encode(answering: parsed, code: code, records: [])
+        }
+        guard query.count >= 12, query[2] & 0x80 == 0 else { return nil }
+        // The header alone: the ID and opcode echoed, QR set, no sections.
+        return [query[0], query[1], 0x80 | query[2] & 0x78, UInt8(code.rawValue), 0, 0, 0, 0, 0, 0, 0, 0]
+    }
+
+    /// The most bytes a UDP answer to `query` may have: the client's EDNS payload size (512 without EDNS, RFC 1035),
+    /// and no more than ``amplificationFactor`` times the query.
+    static func udpLimit(for query: [UInt8]) -> Int {
+        min(ednsPayloadSize(query) ?? 512, query.count * amplificationFactor)
+    }
+
+    /// `message` cut to its header and question with TC set, for an answer over `limit` bytes; `message` itself
+    /// otherwise.
+    static func truncated(_ message: [UInt8], limit: Int) -> [UInt8] {
+        guard message.count > limit, message.count >= 12 else { return message }
+        var end = 12
+        if message[4] != 0 || message[5] != 0 {
+            guard let nameEnd = skipName(message, from: 12), nameEnd + 4 <= message.count else {
+                return Array(message[0..<12])
+            }
+            end = nameEnd + 4
+        }
+        var cut = Array(message[0..<end])
+        cut[2] |= 0x02
+        cut[4] = 0
+        cut[5] = end > 12 ? 1 : 0
+        for index in 6..<12 { cut[index] = 0 }
+        return cut
+    }
+
+    /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
+    static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
+        guard query.count >= 12 else { return nil }
+        let counts = (4..<12).map { Int(query[$0]) }
+        let questions = counts[0] << 8 | counts[1]
+        let records = (counts[2] << 8 | counts[3]) + (counts[4] << 8 | counts[5]) + (counts[6] << 8 | counts[7])
+        var offset = 12
+        for _ in 0..<questions {
+            guard let end = skipName(query, from: offset) else { return nil }
+            offset = end + 4
+        }
+        for _ in 0..<records {
+            guard let end = skipName(query, from: offset), end + 10 <= query.count else { return nil }
+            let type = Int(query[end]) << 8 | Int(query[end + 1])
+            if type == 41 { return max(512, Int(query[end + 2]) << 8 | Int(query[end + 3])) }
+            let length = Int(query[end + 8]) << 8 | Int(query[end + 9])
+            offset = end + 10 + length
+        }
+        return nil
+    }
+
+    /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
+    private static func skipName(_ message: [UInt8], from start: Int) -> Int? {
+        var offset = start
+        while offset < message.count {
+            let length = Int(message[offset])
+            if length == 0 { return offset + 1 }
+            if length & 0xC0 == 0xC0 { return offset + 2 <= message.count ? offset + 2 : nil }
+            guard length <= 63 else { return nil }
+            offset += 1 + length
+        }
+        return nil
+    }
+}

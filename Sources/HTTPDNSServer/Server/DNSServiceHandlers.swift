@@ -1,0 +1,215 @@
+import HTTPDNS
+import NIOCore
+
+/// The service's RFC 8484 request for a DNS message that came over UDP, TCP or TLS: the same path, limits, kept
+/// answers, metrics and logs as DoH.
+private func serviceRequest(_ message: [UInt8], client: IPAddress?) -> ServiceRequest {
+    ServiceRequest(
+        method: "POST", target: "/dns-query", contentType: "application/dns-message", body: message, client: client)
+}
+
+/// Plain DNS over UDP (RFC 1035): one datagram, one answer, to the address it came from.
+///
+/// Answers that need no waiting are written at once and flushed once per read burst. Nothing is queued without
+/// bound: while the socket cannot take more, answers are dropped (UDP may lose them anyway, and the client asks
+/// again), and at most ``maximumWaiting`` queries wait for an upstream at once (more are dropped). A datagram that
+/// is a response, or too short for a header, gets nothing (no reflection loops between servers); an answer larger
+/// than the client's EDNS size or ``DNSTransportWire/amplificationFactor`` times the query goes out truncated.
+final class DNSDatagramHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
+
+    /// Queries waiting for an upstream at once on this socket.
+    static let maximumWaiting = 1_024
+
+    private let exchange: Exchange
+    private var waiting = 0
+    private var wrote = false
+    /// Answers dropped because the socket was full, or queries because too many waited.
+    private(set) var dropped = 0
+
+    init(_ exchange: Exchange) {
+        self.exchange = exchange
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        let query = Array(envelope.data.readableBytesView)
+        // Only queries: never answer an answer (two servers would bounce it for ever).
+        guard query.count >= 12, query[2] & 0x80 == 0 else { return }
+        var exchange = self.exchange
+        exchange.client = Exchange.clientAddress(envelope.remoteAddress)
+        let remote = envelope.remoteAddress
+        let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
+            // At the bound, a query that needs an upstream is dropped: the client asks again.
+            guard waiting < Self.maximumWaiting else {
+                dropped += 1
+                return nil
+            }
+            waiting += 1
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            return NIOLoopBound<(ServiceResponse) -> Void>(
+                { response in
+                    let (handler, context) = bound.value
+                    handler.waiting -= 1
+                    handler.send(response, to: query, remote: remote, context: context)
+                    handler.flushIfWritten(context: context)
+                }, eventLoop: context.eventLoop)
+        }
+        if let response = exchange.answer(
+            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later)
+        {
+            send(response, to: query, remote: remote, context: context)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushIfWritten(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    private func flushIfWritten(context: ChannelHandlerContext) {
+        guard wrote else { return }
+        wrote = false
+        context.flush()
+    }
+
+    private func send(
+        _ response: ServiceResponse, to query: [UInt8], remote: SocketAddress, context: ChannelHandlerContext
+    ) {
+        guard let message = DNSTransportWire.message(for: response, query: query, overUDP: true) else { return }
+        guard context.channel.isWritable else {
+            dropped += 1
+            return
+        }
+        let answer = DNSTransportWire.truncated(message, limit: DNSTransportWire.udpLimit(for: query))
+        var buffer = context.channel.allocator.buffer(capacity: answer.count)
+        buffer.writeBytes(answer)
+        context.write(wrapOutboundOut(AddressedEnvelope(remoteAddress: remote, data: buffer)), promise: nil)
+        wrote = true
+    }
+}
+
+/// DNS over TCP (RFC 7766) and, behind TLS, DNS over TLS (RFC 7858): messages with a two-byte length, pipelined,
+/// answered as they are ready (out of order when an upstream is asked for one of them).
+///
+/// At most ``maximumInFlight`` queries of a connection are answered at once; past that the connection is not read
+/// (the client's further queries wait in its socket), and the guard in front holds reads while answers are queued
+/// unsent, so a client that sends without reading costs a bounded amount. The guard also times the TLS handshake, a
+/// message that arrives too slowly (as a request head) and the idle time after the last answer.
+final class DNSStreamHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Queries of one connection being answered at once.
+    static let maximumInFlight = 128
+
+    private let exchange: Exchange
+    private let connectionGuard: ConnectionGuard
+    private var received: ByteBuffer?
+    private var inFlight = 0
+    private var heldRead = false
+    private var wrote = false
+    private var reading = false
+    private var closed = false
+
+    init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
+        self.exchange = exchange
+        self.connectionGuard = connectionGuard
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        if received == nil {
+            received = bytes
+        } else {
+            received!.writeBuffer(&bytes)
+        }
+        reading = true
+        takeMessages(context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        flushIfWritten(context: context)
+        context.fireChannelReadComplete()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if inFlight >= Self.maximumInFlight {
+            heldRead = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        closed = true
+        context.fireChannelInactive()
+    }
+
+    /// Answers every whole message received, up to the in-flight bound.
+    private func takeMessages(context: ChannelHandlerContext) {
+        while !closed, inFlight < Self.maximumInFlight, var buffer = received,
+            let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self)
+        {
+            guard length >= 12 else {
+                // Not a DNS message: nothing sensible can follow on this stream.
+                closed = true
+                context.close(promise: nil)
+                return
+            }
+            guard buffer.readableBytes >= 2 + Int(length) else { return }
+            buffer.moveReaderIndex(forwardBy: 2)
+            let message = buffer.readBytes(length: Int(length)) ?? []
+            received = buffer.readableBytes > 0 ? buffer : nil
+            answer(message, context: context)
+        }
+    }
+
+    private func answer(_ query: [UInt8], context: ChannelHandlerContext) {
+        inFlight += 1
+        connectionGuard.record(.complete(1))
+        let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            return NIOLoopBound<(ServiceResponse) -> Void>(
+                { response in
+                    let (handler, context) = bound.value
+                    handler.send(response, to: query, context: context)
+                    handler.flushIfWritten(context: context)
+                }, eventLoop: context.eventLoop)
+        }
+        if let response = exchange.answer(
+            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later)
+        {
+            send(response, to: query, context: context)
+        }
+    }
+
+    private func send(_ response: ServiceResponse, to query: [UInt8], context: ChannelHandlerContext) {
+        inFlight -= 1
+        connectionGuard.record(.answered)
+        if !closed, let message = DNSTransportWire.message(for: response, query: query, overUDP: false) {
+            var buffer = context.channel.allocator.buffer(capacity: message.count + 2)
+            buffer.writeInteger(UInt16(message.count))
+            buffer.writeBytes(message)
+            context.write(wrapOutboundOut(buffer), promise: nil)
+            wrote = true
+        }
+        // Below the bound again: take what was waiting, and read again if reads were held for it.
+        if !reading, inFlight < Self.maximumInFlight {
+            takeMessages(context: context)
+            if heldRead, inFlight < Self.maximumInFlight {
+                heldRead = false
+                context.read()
+            }
+        }
+    }
+
+    private func flushIfWritten(context: ChannelHandlerContext) {
+        guard wrote else { return }
+        wrote = false
+        context.flush()
+    }
+}

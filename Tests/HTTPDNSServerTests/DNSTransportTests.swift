@@ -1,0 +1,239 @@
+import Foundation
+import Glibc
+import Logging
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// Plain DNS (UDP and TCP) and DNS over TLS from the same service: kdig over each, pipelining and out-of-order
+/// answers over TCP, truncation and the amplification bound over UDP, what malformed and hostile senders get.
+@Suite("HTTP DNS server: plain DNS and DNS over TLS")
+struct DNSTransportTests {
+    static let logger = Logger(label: "dns-transport-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A server with HTTP, plain DNS and DoT on port 0: `fast.test` is 127.0.0.5, `big.test` has 40 addresses, and
+    /// `slow.test` comes from an upstream that answers after `slowDelay`.
+    struct Served {
+        let certificates: TestCertificates
+        let resolver: HostResolver
+        let server: HTTPDNSServer
+        var dnsPort: Int { server.dnsPort ?? 0 }
+        var dotPort: Int { server.dotPort ?? 0 }
+
+        static func start(
+            configuration: HTTPDNSService.Configuration = .init(maximumAnswers: 64),
+            writeTimeout: Duration = .seconds(10)
+        ) async throws -> Served {
+            let certificates = try TestCertificates()
+            let leaf = try certificates.leaf(for: "dot.test", ip: "127.0.0.1")
+            let overrides = HostOverrides()
+            overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
+            overrides.set((1...40).map { IPAddress(ipv4: 192, 0, 2, UInt8($0)) }, for: try HostPattern("big.test"))
+            let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
+            let service = HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)
+            let any = try #require(IPAddress("127.0.0.1"))
+            let server = try await HTTPDNSServer.start(
+                service: service,
+                configuration: .init(
+                    port: 0, certificatePath: leaf.certificatePath, privateKeyPath: leaf.keyPath,
+                    idleTimeout: .seconds(5), requestHeadTimeout: TestTiming.scaled(.seconds(2)),
+                    writeTimeout: writeTimeout,
+                    dnsListen: ServerAddress(ip: any, port: 0), dotListen: ServerAddress(ip: any, port: 0)),
+                logger: logger)
+            return Served(certificates: certificates, resolver: resolver, server: server)
+        }
+
+        func stop() async {
+            await server.shutdown(grace: .milliseconds(100))
+            await resolver.shutdown()
+            certificates.remove()
+        }
+    }
+
+    static func query(_ name: String, type: UInt16 = 1, id: UInt16, edns: UInt16? = nil) -> [UInt8] {
+        var message = ServedNamesTests.message(
+            labels: name.split(separator: ".").map(String.init), type: type,
+            additional: edns.map { [0, 0, 41, UInt8($0 >> 8), UInt8($0 & 0xFF), 0, 0, 0, 0, 0, 0] } ?? [])
+        message[0] = UInt8(id >> 8)
+        message[1] = UInt8(id & 0xFF)
+        return message
+    }
+
+    /// The answer's A records (the ID and the question's case set aside).
+    static func addresses(_ answer: [UInt8], _ name: String) throws -> [String] {
+        var body = answer
+        if body.count >= 2 { (body[0], body[1]) = (0, 0) }
+        return try DNSWireMessage.addresses(in: body, for: try HostName(name), type: .a, source: "test")
+            .map(\.ip.description)
+    }
+
+    /// One UDP exchange from a socket of its own; `nil` when nothing comes back within `wait`.
+    static func udp(_ port: Int, _ datagram: [UInt8], wait: Duration = .milliseconds(500)) async throws -> [UInt8]? {
+        try await offThePool {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            precondition(fd >= 0)
+            defer { close(fd) }
+            var timeout = timeval(
+                tv_sec: Int(wait.components.seconds), tv_usec: Int(wait.components.attoseconds / 1_000_000_000_000))
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            precondition(sent == datagram.count)
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            return count > 0 ? Array(buffer[0..<count]) : nil
+        }
+    }
+
+    @Test("kdig gets the address over UDP, TCP and TLS (certificate checked for the server's name)")
+    func kdigOverEachTransport() async throws {
+        let served = try await Served.start()
+        let transports: [(String, [String])] = [
+            ("udp", ["-p", "\(served.dnsPort)", "+notcp"]),
+            ("tcp", ["-p", "\(served.dnsPort)", "+tcp"]),
+            (
+                "tls",
+                [
+                    "-p", "\(served.dotPort)", "+tls-ca=\(served.certificates.caPath)", "+tls-hostname=dot.test",
+                ]
+            ),
+        ]
+        for (name, options) in transports {
+            let (status, output) = try await InteropTests.run(
+                "/usr/bin/kdig", ["@127.0.0.1"] + options + ["+timeout=20", "+retry=1", "fast.test", "A"])
+            #expect(status == 0, "\(name): \(output)")
+            #expect(output.contains("127.0.0.5") && output.contains("NOERROR"), "kdig over \(name): \(output)")
+        }
+        // A certificate for another name is refused by the client: nothing is weakened.
+        let (_, wrongName) = try await InteropTests.run(
+            "/usr/bin/kdig",
+            [
+                "@127.0.0.1", "-p", "\(served.dotPort)", "+tls-ca=\(served.certificates.caPath)",
+                "+tls-hostname=other.test", "+timeout=5", "+retry=0", "fast.test", "A",
+            ])
+        #expect(!wrongName.contains("127.0.0.5"), "\(wrongName)")
+        await served.stop()
+    }
+
+    @Test("TCP: queries pipelined in one write are each answered, with their own IDs, on one connection")
+    func tcpPipelining() async throws {
+        let served = try await Served.start()
+        let ids: [UInt16] = [0x1111, 0x2222, 0x3333, 0x4444]
+        let burst = ids.flatMap { id in
+            let message = Self.query(id == 0x3333 ? "big.test" : "fast.test", id: id)
+            return [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        }
+        let answers = try await offThePool { () throws -> [[UInt8]] in
+            let fd = try LoopbackTCP.connect(port: served.dnsPort, receiveTimeout: TestTiming.scaled(.seconds(10)))
+            defer { close(fd) }
+            _ = burst.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var received: [UInt8] = []
+            var answers: [[UInt8]] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while answers.count < ids.count {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                received += buffer[0..<count]
+                while received.count >= 2, received.count >= 2 + (Int(received[0]) << 8 | Int(received[1])) {
+                    let length = Int(received[0]) << 8 | Int(received[1])
+                    answers.append(Array(received[2..<2 + length]))
+                    received.removeFirst(2 + length)
+                }
+            }
+            return answers
+        }
+        #expect(Set(answers.map { UInt16($0[0]) << 8 | UInt16($0[1]) }) == Set(ids))
+        for answer in answers {
+            let id = UInt16(answer[0]) << 8 | UInt16(answer[1])
+            if id == 0x3333 {
+                #expect(try Self.addresses(answer, "big.test").count == 40, "over TCP the whole answer, no TC")
+                #expect(answer[2] & 0x02 == 0)
+            } else {
+                #expect(try Self.addresses(answer, "fast.test") == ["127.0.0.5"])
+            }
+        }
+        await served.stop()
+    }
+
+    @Test("UDP: an answer over 512 bytes, the client's EDNS size or ten times the query goes out truncated")
+    func udpTruncation() async throws {
+        let served = try await Served.start()
+        // 40 A records are 12 + 14 + 40 × 16 = 666 bytes.
+        let plain = try #require(try await Self.udp(served.dnsPort, Self.query("big.test", id: 7)))
+        #expect(plain[2] & 0x02 != 0, "TC")
+        #expect(plain[6] == 0 && plain[7] == 0, "no answers in a truncated reply")
+        #expect(plain.count <= 29 * DNSTransportWire.amplificationFactor)
+        // EDNS 4096 lifts the 512-byte limit but not the amplification bound (a 40-byte query: 400 bytes).
+        let edns = try #require(try await Self.udp(served.dnsPort, Self.query("big.test", id: 8, edns: 4096)))
+        #expect(edns[2] & 0x02 != 0, "still over 10 × the query")
+        // A small answer is whole.
+        let small = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 9)))
+        #expect(small[2] & 0x02 == 0)
+        #expect(try Self.addresses(small, "fast.test") == ["127.0.0.5"])
+        #expect(Array(small.prefix(2)) == [0, 9])
+        await served.stop()
+    }
+
+    @Test("UDP: responses and short datagrams get nothing; a malformed query FORMERR; a rate-limited client nothing")
+    func udpHostileInput() async throws {
+        let served = try await Served.start(configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3))
+        var response = Self.query("fast.test", id: 1)
+        response[2] |= 0x80
+        #expect(try await Self.udp(served.dnsPort, response) == nil, "an answer is never answered")
+        #expect(try await Self.udp(served.dnsPort, [1, 2, 3, 4, 5]) == nil)
+        // A header with no question: FORMERR with the ID echoed (from the same client: one of the burst of 3).
+        let formerr = try #require(
+            try await Self.udp(served.dnsPort, [0xAB, 0xCD, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
+        #expect(Array(formerr.prefix(2)) == [0xAB, 0xCD] && formerr[2] & 0x80 != 0 && formerr[3] & 0x0F == 1)
+        // The rest of the burst, then silence: a flood from a spoofable source gets no answers.
+        var answered = 0
+        for id in 2..<8 {
+            if try await Self.udp(served.dnsPort, Self.query("fast.test", id: UInt16(id)), wait: .milliseconds(300))
+                != nil
+            {
+                answered += 1
+            }
+        }
+        #expect(answered == 2, "3 in the burst, one of them the FORMERR")
+        await served.stop()
+    }
+
+    @Test("TCP: a client that sends without reading is stopped being read, and others are answered meanwhile")
+    func tcpNonReader() async throws {
+        let served = try await Served.start(writeTimeout: .seconds(1))
+        let message = Self.query("big.test", id: 1)
+        let frame = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        // A 4 KiB receive buffer that is never read, and 20,000 queries (each answer ~680 bytes: 13 MB unread).
+        let fd = try LoopbackTCP.connect(
+            port: served.dnsPort, receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .seconds(3))
+        defer { close(fd) }
+        let burst = Array([[UInt8]](repeating: frame, count: 20_000).joined())
+        let sent = try await offThePool { () -> Int in
+            var sent = 0
+            while sent < burst.count {
+                let written = burst[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if written <= 0 { break }
+                sent += written
+            }
+            return sent
+        }
+        #expect(sent > 0)
+        // Another client is answered while the first one is held.
+        let other = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 2), wait: .seconds(5)))
+        #expect(try Self.addresses(other, "fast.test") == ["127.0.0.5"])
+        // The non-reader, which has read nothing, is closed: by the bound on queued answers or the write deadline.
+        #expect(
+            try await waitUntil { served.server.connectionCount == 0 },
+            "the non-reading connection was closed")
+        await served.stop()
+    }
+}
