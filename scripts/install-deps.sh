@@ -7,8 +7,8 @@ case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;
     # libxml2: FoundationXML checks the HTML report; python3, knot-dnsutils (kdig), curl: DoH clients that are not ours
-    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl) ;;
-    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3) ;;
+    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby) ;;
+    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3 dnsperf) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac
 sudo=""

@@ -31,6 +31,8 @@ struct DNSTransportTests {
             let overrides = HostOverrides()
             overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
             overrides.set((1...40).map { IPAddress(ipv4: 192, 0, 2, UInt8($0)) }, for: try HostPattern("big.test"))
+            // What dnsdist's health check asks for (a SERVFAIL would mark the server down).
+            overrides.set([IPAddress(ipv4: 192, 0, 2, 1)], for: try HostPattern("multi.test"))
             let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
             let service = HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)
             let any = try #require(IPAddress("127.0.0.1"))
@@ -121,6 +123,58 @@ struct DNSTransportTests {
                 "+tls-hostname=other.test", "+timeout=5", "+retry=0", "fast.test", "A",
             ])
         #expect(!wrongName.contains("127.0.0.5"), "\(wrongName)")
+        await served.stop()
+    }
+
+    @Test("stubby, a real DNS-over-TLS stub, resolves through the DoT listener with the certificate checked")
+    func stubby() async throws {
+        let served = try await Served.start()
+        let port = try FreePort.udp()
+        let config = TemporaryFiles.path("stubby.yml")
+        try """
+            resolution_type: GETDNS_RESOLUTION_STUB
+            dns_transport_list:
+              - GETDNS_TRANSPORT_TLS
+            tls_authentication: GETDNS_AUTHENTICATION_REQUIRED
+            tls_query_padding_blocksize: 128
+            edns_client_subnet_private: 1
+            idle_timeout: 10000
+            timeout: 5000
+            listen_addresses:
+              - 127.0.0.1@\(port)
+            tls_ca_file: "\(served.certificates.caPath)"
+            upstream_recursive_servers:
+              - address_data: 127.0.0.1
+                tls_port: \(served.dotPort)
+                tls_auth_name: "dot.test"
+
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let stubby = try ChildProcess(
+            path: "/usr/bin/stubby", arguments: ["-C", config], logPath: TemporaryFiles.path("stubby.log"))
+        defer { stubby.stop() }
+        var output = ""
+        for _ in 0..<Int(20 * TestTiming.scale) where !output.contains("127.0.0.5") {
+            output = try await InteropTests.run(
+                "/usr/bin/kdig", ["@127.0.0.1", "-p", "\(port)", "+notcp", "+timeout=2", "+retry=0", "fast.test", "A"]
+            ).output
+            if !output.contains("127.0.0.5") { try await Task.sleep(for: .milliseconds(250)) }
+        }
+        #expect(output.contains("127.0.0.5"), "kdig through stubby: \(output)")
+        await served.stop()
+    }
+
+    @Test("dnsdist forwards to the plain DNS listener and relays its answers")
+    func dnsdistForwards() async throws {
+        let served = try await Served.start()
+        let any = try #require(IPAddress("127.0.0.1"))
+        let dnsdist = try await DNSDist.start(backend: ServerAddress(ip: any, port: UInt16(served.dnsPort)))
+        defer { dnsdist.stop() }
+        for transport in ["+notcp", "+tcp"] {
+            let (status, output) = try await InteropTests.run(
+                "/usr/bin/kdig",
+                ["@127.0.0.1", "-p", "\(dnsdist.dnsPort)", transport, "+timeout=10", "+retry=1", "fast.test", "A"])
+            #expect(status == 0 && output.contains("127.0.0.5"), "kdig through dnsdist \(transport): \(output)")
+        }
         await served.stop()
     }
 

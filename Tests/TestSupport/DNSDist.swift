@@ -14,6 +14,8 @@ public final class DNSDist: Sendable {
     public let httpPort: UInt16
     /// The TLS DoH port, when a certificate was given.
     public let httpsPort: UInt16?
+    /// The plain DNS port (UDP and TCP) on 127.0.0.1.
+    public let dnsPort: UInt16
     private let process: ChildProcess
     private let directory: URL
 
@@ -30,8 +32,8 @@ public final class DNSDist: Sendable {
             "httpdns-dnsdist-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
-            (process, httpPort, httpsPort) = try ServerLaunch.retrying("dnsdist") {
-                _ throws -> (ChildProcess, UInt16, UInt16?) in
+            (process, httpPort, httpsPort, dnsPort) = try ServerLaunch.retrying("dnsdist") {
+                _ throws -> (ChildProcess, UInt16, UInt16?, UInt16) in
                 let udpPort = try FreePort.udp()
                 let httpPort = try FreePort.tcp()
                 let httpsPort = certificate == nil ? nil : try FreePort.tcp()
@@ -66,7 +68,7 @@ public final class DNSDist: Sendable {
                         ?? ""
                     throw ServerLaunch.NotUp("dnsdist did not come up on port \(httpPort): \(log.suffix(2000))")
                 }
-                return (process, httpPort, httpsPort)
+                return (process, httpPort, httpsPort, udpPort)
             }
         } catch {
             try? FileManager.default.removeItem(at: directory)
