@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist's DoH listener, side by side in one run, on loopback, release build.
-#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many]
+#   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp]
 #
 # --profile records hostsctl serve with perf (call graphs) during one more run of that shape and prints the top of
 # perf report (self time by symbol); the data is left in Benchmarks/.perf/serve-SHAPE.data.
@@ -23,6 +23,10 @@
 #             (user + system, from /proc/PID/stat, all threads)
 #   latency   h2load at half of each server's own measured peak rate for S seconds; p50 and p99 from h2load's
 #             per-request log
+# Then DNS over TLS and plain UDP, dnsperf against dnsdist's DoT and UDP listeners and hostsctl serve's
+# (serve.dot.listen, serve.dns.listen), the same names from the same caches:
+#   dot       one TLS connection, 100 queries outstanding, pipelined (dnsperf -m dot -c 1 -q 100)
+#   udp       100 queries outstanding from one client socket (dnsperf -m udp -c 1 -q 100)
 set -euo pipefail
 requests=200000
 rounds=3
@@ -36,7 +40,7 @@ while [ "$#" -gt 0 ]; do
         --seconds) seconds="$2"; shift 2 ;;
         --baseline) baseline="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
         --profile) profile="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many]" >&2
+        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp]" >&2
            exit 64 ;;
     esac
 done
@@ -74,6 +78,8 @@ make_certificate "$work"
 
 # dnsdist: DoH over TLS with a packet cache, in front of dnsmasq.
 dnsdist_port="$(free_port)"
+dnsdist_dot_port="$(free_port)"
+dnsdist_udp_port="$(free_port DGRAM)"
 cat > "$work/dnsdist.conf" <<EOF
 setSecurityPollSuffix("")
 setACL({"127.0.0.0/8"})
@@ -82,6 +88,10 @@ newServer({address="127.0.0.1:$dnsmasq_port", checkName="n0.test.", checkInterva
 getPool(""):setCache(newPacketCache(10000, {maxTTL=86400, minTTL=0}))
 addDOHLocal("127.0.0.1:$dnsdist_port", "$work/doh.pem", "$work/doh.key", "/dns-query", {reusePort=true})
 addDOHLocal("127.0.0.1:$dnsdist_port", "$work/doh.pem", "$work/doh.key", "/dns-query", {reusePort=true})
+addTLSLocal("127.0.0.1:$dnsdist_dot_port", "$work/doh.pem", "$work/doh.key", {reusePort=true})
+addTLSLocal("127.0.0.1:$dnsdist_dot_port", "$work/doh.pem", "$work/doh.key", {reusePort=true})
+addLocal("127.0.0.1:$dnsdist_udp_port", {reusePort=true})
+addLocal("127.0.0.1:$dnsdist_udp_port", {reusePort=true})
 EOF
 dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
 pids+=($!)
@@ -100,19 +110,24 @@ serve_settings() {
   "cares": { "servers": ["127.0.0.1:$dnsmasq_port"] },
   "probe": { "enabled": false },
   "cache": { "path": "$work/$1-cache.json" },
-  "serve": { "listen": "127.0.0.1:$2", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key"$3 }
+  "serve": { "listen": "127.0.0.1:$2", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
+             "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }$3 }
 }
 EOF
 }
 serve_port="$(free_port)"
-serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' > "$work/serve.json"
+serve_dns_port="$(free_port DGRAM)"
+serve_dot_port="$(free_port)"
+serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' "$serve_dns_port" "$serve_dot_port" \
+    > "$work/serve.json"
 HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
 pids+=($!)
 pid_of[serve]=$!
 servers="dnsdist serve ceiling"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
-    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' > "$work/baseline.json"
+    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$(free_port DGRAM)" "$(free_port)" \
+        > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)
     pid_of[baseline]=$!
@@ -236,13 +251,57 @@ for shape in one many; do
             "$shape" "$name" "$rate" "$count" "$p50" "$p99"
     done
 done
+# DNS over TLS and UDP with dnsperf: the same names, the caches already filled.
+for i in $(seq 0 199); do echo "n$i.test A"; done > "$work/dnsperf.queries"
+# One dnsperf run; prints "QUERIES_PER_SECOND LOST".
+dnsperf_run() {
+    local mode="$1" port="$2" out
+    out="$(dnsperf -m "$mode" -s 127.0.0.1 -p "$port" -c 1 -q 100 -l "$seconds" -d "$work/dnsperf.queries" 2>&1)"
+    echo "$(echo "$out" | sed -n 's/^ *Queries per second: *\([0-9.]*\).*/\1/p') \
+        $(echo "$out" | sed -n 's/^ *Queries lost: *\([0-9]*\).*/\1/p')"
+}
+declare -A dns_rates dns_cpus
+for mode in dot udp; do
+    for name in dnsdist serve; do : > "$work/$name.$mode.rates"; : > "$work/$name.$mode.cpu"; done
+done
+for round in $(seq "$rounds"); do
+    for mode in dot udp; do
+        for name in dnsdist serve; do
+            case "$name.$mode" in
+                dnsdist.dot) port="$dnsdist_dot_port" ;;
+                dnsdist.udp) port="$dnsdist_udp_port" ;;
+                serve.dot) port="$serve_dot_port" ;;
+                serve.udp) port="$serve_dns_port" ;;
+            esac
+            before="$(cpu_ms "${pid_of[$name]}")"
+            read -r rate lost < <(dnsperf_run "$mode" "$port")
+            after="$(cpu_ms "${pid_of[$name]}")"
+            cpu="$(echo "($after - $before) / ($rate * $seconds / 1000)" | bc -l)"
+            echo "$rate" >> "$work/$name.$mode.rates"
+            echo "$cpu" >> "$work/$name.$mode.cpu"
+            printf 'round %d  %-4s %-8s %10.0f queries/s  %6.2f ms CPU per 1,000  lost %s\n' \
+                "$round" "$mode" "$name" "$rate" "$cpu" "${lost:-?}"
+        done
+    done
+done
+for mode in dot udp; do
+    for name in dnsdist serve; do
+        dns_rates[$name.$mode]="$(median < "$work/$name.$mode.rates")"
+        dns_cpus[$name.$mode]="$(median < "$work/$name.$mode.cpu")"
+    done
+done
+
 if [ -n "$profile" ]; then
     mkdir -p "$here/.perf"
     data="$here/.perf/serve-$profile.data"
     perf record -F 2000 -g -o "$data" -p "${pid_of[serve]}" >/dev/null 2>&1 &
     perf_pid=$!
     sleep 1
-    load serve "$profile" -n "$requests" >/dev/null
+    case "$profile" in
+        dot) dnsperf_run dot "$serve_dot_port" >/dev/null ;;
+        udp) dnsperf_run udp "$serve_dns_port" >/dev/null ;;
+        *) load serve "$profile" -n "$requests" >/dev/null ;;
+    esac
     kill -INT "$perf_pid"; wait "$perf_pid" || true
     echo "perf report, hostsctl serve, shape $profile (self time, symbols at 1 % or more):"
     perf report -i "$data" --no-children --sort dso,symbol --percent-limit 1 --stdio 2>/dev/null \
@@ -261,7 +320,17 @@ for shape in one many; do
             "$(ratio "${cpus[$name.$shape]}" "${cpus[dnsdist.$shape]}")" "$latency"
     done
 done
+for mode in dot udp; do
+    for name in dnsdist serve; do
+        printf '| %s | %s | %.0f | %s | %.2f | %s | |\n' "$mode" "$name" "${dns_rates[$name.$mode]}" \
+            "$(ratio "${dns_rates[$name.$mode]}" "${dns_rates[dnsdist.$mode]}")" "${dns_cpus[$name.$mode]}" \
+            "$(ratio "${dns_cpus[$name.$mode]}" "${dns_cpus[dnsdist.$mode]}")"
+    done
+done
 echo
+printf 'targets: DoT >= 0.5x dnsdist (%s), UDP >= 0.5x dnsdist (%s)\n' \
+    "$(ratio "${dns_rates[serve.dot]}" "${dns_rates[dnsdist.dot]}")" \
+    "$(ratio "${dns_rates[serve.udp]}" "${dns_rates[dnsdist.udp]}")"
 printf 'targets: one connection >= 0.5x dnsdist (%s), 64 connections >= 1.0x (%s), p99 at half peak < 5 ms (%s / %s ms), CPU per 1,000 within 1.5x (%s / %s)\n' \
     "$(ratio "${peaks[serve.one]}" "${peaks[dnsdist.one]}")" "$(ratio "${peaks[serve.many]}" "${peaks[dnsdist.many]}")" \
     "${p99s[serve.one]}" "${p99s[serve.many]}" \

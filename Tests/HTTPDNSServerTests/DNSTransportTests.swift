@@ -132,23 +132,23 @@ struct DNSTransportTests {
         let port = try FreePort.udp()
         let config = TemporaryFiles.path("stubby.yml")
         try """
-            resolution_type: GETDNS_RESOLUTION_STUB
-            dns_transport_list:
-              - GETDNS_TRANSPORT_TLS
-            tls_authentication: GETDNS_AUTHENTICATION_REQUIRED
-            tls_query_padding_blocksize: 128
-            edns_client_subnet_private: 1
-            idle_timeout: 10000
-            timeout: 5000
-            listen_addresses:
-              - 127.0.0.1@\(port)
-            tls_ca_file: "\(served.certificates.caPath)"
-            upstream_recursive_servers:
-              - address_data: 127.0.0.1
-                tls_port: \(served.dotPort)
-                tls_auth_name: "dot.test"
+        resolution_type: GETDNS_RESOLUTION_STUB
+        dns_transport_list:
+          - GETDNS_TRANSPORT_TLS
+        tls_authentication: GETDNS_AUTHENTICATION_REQUIRED
+        tls_query_padding_blocksize: 128
+        edns_client_subnet_private: 1
+        idle_timeout: 10000
+        timeout: 5000
+        listen_addresses:
+          - 127.0.0.1@\(port)
+        tls_ca_file: "\(served.certificates.caPath)"
+        upstream_recursive_servers:
+          - address_data: 127.0.0.1
+            tls_port: \(served.dotPort)
+            tls_auth_name: "dot.test"
 
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let stubby = try ChildProcess(
             path: "/usr/bin/stubby", arguments: ["-C", config], logPath: TemporaryFiles.path("stubby.log"))
         defer { stubby.stop() }

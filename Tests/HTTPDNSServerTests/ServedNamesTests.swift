@@ -57,6 +57,23 @@ struct ServedNamesTests {
         await resolver.shutdown()
     }
 
+    @Test("a POST's content type: application/dns-message in any ASCII case, with parameters and blanks; nothing else")
+    func postContentTypes() async throws {
+        let resolver = HostResolver(upstreams: [], cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let message = Self.message(labels: ["localhost"], type: 1)
+        for (type, status) in [
+            ("application/dns-message", 200), (" Application/DNS-Message ; charset=x", 200),
+            ("application/dns-message\t;q=1", 200), ("application/dns-messagex", 415), ("application/dns", 415),
+            ("text/plain", 415), ("", 415), ("application\u{0F}dns-message", 415),
+        ] {
+            let response = await service.handle(
+                ServiceRequest(method: "POST", target: "/dns-query", contentType: type, body: message))
+            #expect(response.status == status, "\(type)")
+        }
+        await resolver.shutdown()
+    }
+
     @Test("names are lower-cased in ASCII only; a wire label holding a dot is refused, not split")
     func asciiNames() async throws {
         let dnsmasq = try await DNSMasq.start(records: TestZone.records + ["host-record=k.test,192.0.2.60,300"])

@@ -61,7 +61,7 @@ struct Exchange: Sendable {
         // sockaddr_in: family and port (4 bytes), then the address; sockaddr_in6: family, port, flow info
         // (8 bytes), then the address.
         case .v4(let v4):
-            return withUnsafeBytes(of: v4.address) { IPAddress(bytes: $0[4..<8]) }
+            return withUnsafeBytes(of: v4.address) { IPAddress(ipv4: $0[4], $0[5], $0[6], $0[7]) }
         case .v6(let v6):
             return withUnsafeBytes(of: v6.address) { raw in
                 let bytes = raw[8..<24]

@@ -252,6 +252,11 @@ public final class HTTPDNSServer: Sendable {
                 let loop = eventLoopGroup.next()
                 let udp = try await DatagramBootstrap(group: loop)
                     .channelOption(.socketOption(.so_reuseaddr), value: 1)
+                    // Up to 32 datagrams per system call (recvmmsg), a bounded number of calls per wake-up; the
+                    // answers of one read burst leave together (sendmmsg).
+                    .channelOption(.datagramVectorReadMessageCount, value: 32)
+                    .channelOption(.maxMessagesPerRead, value: 8)
+                    .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             let exchange = Exchange(

@@ -527,8 +527,13 @@ public final class HTTPDNSService: Sendable {
 
     /// Whether a POST's `Content-Type` is `application/dns-message` (parameters aside).
     private static func isDNSMessage(_ contentType: String?) -> Bool {
-        let type = contentType?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces)
-        return type?.lowercased() == "application/dns-message"
+        guard var type = contentType?.utf8[...] else { return false }
+        if let semicolon = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<semicolon] }
+        let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        while let first = type.first, blank(first) { type = type.dropFirst() }
+        while let last = type.last, blank(last) { type = type.dropLast() }
+        // ASCII letters compared without case (what `lowercased` did for every value that can match).
+        return type.elementsEqual("application/dns-message".utf8) { ((65...90).contains($0) ? $0 | 0x20 : $0) == $1 }
     }
 
     /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
