@@ -79,7 +79,7 @@ make_certificate "$work"
 # dnsdist: DoH over TLS with a packet cache, in front of dnsmasq.
 dnsdist_port="$(free_port)"
 dnsdist_dot_port="$(free_port)"
-dnsdist_udp_port="$(free_port DGRAM)"
+dnsdist_udp_port="$(free_dns_port)"
 cat > "$work/dnsdist.conf" <<EOF
 setSecurityPollSuffix("")
 setACL({"127.0.0.0/8"})
@@ -116,7 +116,7 @@ serve_settings() {
 EOF
 }
 serve_port="$(free_port)"
-serve_dns_port="$(free_port DGRAM)"
+serve_dns_port="$(free_dns_port)"
 serve_dot_port="$(free_port)"
 serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' "$serve_dns_port" "$serve_dot_port" \
     > "$work/serve.json"
@@ -126,7 +126,7 @@ pid_of[serve]=$!
 servers="dnsdist serve ceiling"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
-    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$(free_port DGRAM)" "$(free_port)" \
+    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$(free_dns_port)" "$(free_port)" \
         > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)

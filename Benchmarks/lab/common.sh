@@ -5,6 +5,20 @@ free_port() {
     python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_${1:-STREAM}); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
 }
 
+# A port of 127.0.0.1 free for both UDP and TCP (a DNS listener takes both).
+free_dns_port() {
+    python3 -c "
+import socket
+while True:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('127.0.0.1', 0)); port = u.getsockname()[1]
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        t.bind(('127.0.0.1', port)); print(port); break
+    except OSError:
+        pass
+"
+}
+
 # A throw-away CA (DIR/ca.pem) and a certificate for doh.bench and 127.0.0.1 signed by it (DIR/doh.pem, DIR/doh.key).
 make_certificate() {
     local dir="$1"
