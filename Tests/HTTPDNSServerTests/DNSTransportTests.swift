@@ -40,7 +40,8 @@ struct DNSTransportTests {
                 service: service,
                 configuration: .init(
                     port: 0, certificatePath: leaf.certificatePath, privateKeyPath: leaf.keyPath,
-                    idleTimeout: .seconds(5), requestHeadTimeout: TestTiming.scaled(.seconds(2)),
+                    idleTimeout: .seconds(5), handshakeTimeout: TestTiming.scaled(.seconds(3)),
+                    requestHeadTimeout: TestTiming.scaled(.seconds(2)),
                     writeTimeout: writeTimeout,
                     dnsListen: ServerAddress(ip: any, port: 0), dotListen: ServerAddress(ip: any, port: 0)),
                 logger: logger)
@@ -258,6 +259,31 @@ struct DNSTransportTests {
             }
         }
         #expect(answered == 2, "3 in the burst, one of them the FORMERR")
+        await served.stop()
+    }
+
+    @Test(
+        "TCP and TLS: a message that stalls half-way, and a TLS handshake never finished, are cut off by their deadlines"
+    )
+    func stalledMessages() async throws {
+        let served = try await Served.start()
+        let message = Self.query("fast.test", id: 1)
+        let half = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message.prefix(5)
+        for (port, bytes) in [(served.dnsPort, half), (served.dotPort, [0x16, 0x03, 0x01])] {
+            let closed = try await offThePool { () throws -> Bool in
+                let fd = try LoopbackTCP.connect(port: port, receiveTimeout: TestTiming.scaled(.seconds(20)))
+                defer { close(fd) }
+                _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                var buffer = [UInt8](repeating: 0, count: 512)
+                // The server closes (0, or a reset) well before the receive timeout.
+                while true {
+                    let count = recv(fd, &buffer, buffer.count, 0)
+                    if count > 0 { continue }
+                    return count == 0 || errno == ECONNRESET
+                }
+            }
+            #expect(closed, "port \(port)")
+        }
         await served.stop()
     }
 
