@@ -192,6 +192,9 @@ struct OperationsTests {
         #expect(text.contains(#"httpdns_serve_requests_total{endpoint="unknown",status="404"} 1"#))
         #expect(text.contains("httpdns_serve_rate_limited_total 1"))
         #expect(text.contains("httpdns_serve_request_duration_seconds"))
+        // By transport: the four requests before /metrics came over plain HTTP (/metrics is counted after it renders).
+        #expect(text.contains(#"httpdns_serve_queries_total{transport="http"} 4"#), "\(text)")
+        #expect(text.contains(#"httpdns_serve_queries_total{transport="udp"} 0"#))
         // Rendered at most once a second: asked again at once, the same text comes back.
         _ = await service.handle(request)
         let again = await service.handle(

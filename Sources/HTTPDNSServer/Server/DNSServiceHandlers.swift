@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPDNS
 import NIOCore
 
@@ -44,6 +45,7 @@ final class DNSDatagramHandler: ChannelInboundHandler {
             // At the bound, a query that needs an upstream is dropped: the client asks again.
             guard waiting < Self.maximumWaiting else {
                 dropped += 1
+                exchange.service.metrics.udpDropped.increment()
                 return nil
             }
             waiting += 1
@@ -80,6 +82,7 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         guard let message = DNSTransportWire.message(for: response, query: query, overUDP: true) else { return }
         guard context.channel.isWritable else {
             dropped += 1
+            exchange.service.metrics.udpDropped.increment()
             return
         }
         let answer = DNSTransportWire.truncated(message, limit: DNSTransportWire.udpLimit(for: query))

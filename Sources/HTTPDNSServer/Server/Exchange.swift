@@ -15,6 +15,8 @@ struct Exchange: Sendable {
     var logger: Logger
     /// The connection's peer, read once.
     var client: IPAddress?
+    /// How this connection's (or socket's) requests arrive.
+    var transport: ServiceRequest.Transport
     /// The answers kept on the connection's event loop (see ``AnswerMemo``).
     var memo: NIOLoopBoundBox<AnswerMemo>?
 
@@ -28,6 +30,8 @@ struct Exchange: Sendable {
         later: () -> NIOLoopBound<(ServiceResponse) -> Void>?
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
+        var request = request
+        request.transport = transport
         let memo = memo?.value
         let plan = service.plan(request, memo: memo, now: started)
         if let (response, steadyFor) = service.immediateResponse(plan) {

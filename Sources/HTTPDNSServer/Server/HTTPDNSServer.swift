@@ -191,7 +191,7 @@ public final class HTTPDNSServer: Sendable {
                 let sync = channel.pipeline.syncOperations
                 let exchange = Exchange(
                     service: service, limits: limits, logger: logger, client: client,
-                    memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
+                    transport: tls == nil ? .http : .https, memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
                 let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
                     metrics.closedByGuard(reason.rawValue)
                 }
@@ -230,6 +230,7 @@ public final class HTTPDNSServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     let exchange = Exchange(
                         service: service, limits: limits, logger: logger, client: client,
+                        transport: context == nil ? .tcp : .tls,
                         memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
                     let connectionGuard = ConnectionGuard(limits: guardLimits, tls: context != nil) { reason in
                         metrics.closedByGuard(reason.rawValue)
@@ -260,7 +261,7 @@ public final class HTTPDNSServer: Sendable {
                     .channelInitializer { channel in
                         channel.eventLoop.makeCompletedFuture {
                             let exchange = Exchange(
-                                service: service, limits: limits, logger: logger, client: nil,
+                                service: service, limits: limits, logger: logger, client: nil, transport: .udp,
                                 memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
                             try channel.pipeline.syncOperations.addHandler(DNSDatagramHandler(exchange))
                         }

@@ -16,11 +16,29 @@ public struct ServiceRequest: Sendable {
     public var body: [UInt8]
     /// The client's address, for rate limits and access logs (never logged in full unless configured).
     public var client: IPAddress?
+    /// How the request arrived, for metrics and access logs.
+    public var transport: Transport
+
+    /// How a request reached the service.
+    public enum Transport: String, Sendable, Hashable, CaseIterable {
+        /// HTTP without TLS.
+        case http
+        /// HTTP over TLS (HTTP/2 or HTTP/1.1).
+        case https
+        /// Plain DNS over UDP.
+        case udp
+        /// Plain DNS over TCP.
+        case tcp
+        /// DNS over TLS.
+        case tls
+    }
 
     /// Creates a request.
     public init(
-        method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil
+        method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil,
+        transport: Transport = .http
     ) {
+        self.transport = transport
         self.method = method
         self.target = target
         self.contentType = contentType
@@ -412,9 +430,11 @@ public final class HTTPDNSService: Sendable {
     func finished(_ request: ServiceRequest, plan: Plan, response: ServiceResponse, started: ContinuousClock.Instant) {
         let duration = ContinuousClock.now - started
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
+        metrics.received(over: request.transport)
         logger.info(
             "request",
             metadata: [
+                "transport": "\(request.transport.rawValue)",
                 "endpoint": "\(plan.endpoint)", "method": "\(HostName.printable(request.method))",
                 "status": "\(response.status)", "name": "\(plan.name.map(HostName.printable) ?? "-")",
                 "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",

@@ -25,6 +25,10 @@ final class ServiceMetrics: Sendable {
     /// Times the total connection limit stopped accepting.
     let acceptPauses: Counter
     private let guardClosures = Locked([String: Counter]())
+    /// Requests by transport, made up front (read without a lock on every request).
+    private let byTransport: [ServiceRequest.Transport: Counter]
+    /// UDP queries dropped unanswered: the socket could take no more answers, or too many waited for an upstream.
+    let udpDropped: Counter
 
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
@@ -34,6 +38,16 @@ final class ServiceMetrics: Sendable {
         connectionsRefused = Counter(
             label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
         acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
+        byTransport = Dictionary(
+            uniqueKeysWithValues: ServiceRequest.Transport.allCases.map { transport in
+                (
+                    transport,
+                    Counter(
+                        label: "httpdns_serve_queries_total", dimensions: [("transport", transport.rawValue)],
+                        factory: factory)
+                )
+            })
+        udpDropped = Counter(label: "httpdns_serve_udp_dropped_total", dimensions: [], factory: factory)
         dnsAnswered = (
             Counter(
                 label: "httpdns_serve_requests_total", dimensions: [("endpoint", "dns-query"), ("status", "200")],
@@ -43,6 +57,11 @@ final class ServiceMetrics: Sendable {
                 factory: factory)
         )
         requestHandles.withLock { $0[RequestKey(endpoint: "dns-query", status: 200)] = dnsAnswered }
+    }
+
+    /// Counts a request that arrived over `transport`.
+    func received(over transport: ServiceRequest.Transport) {
+        byTransport[transport]?.increment()
     }
 
     /// A connection closed by its deadline or write bound (`reason`: handshake, head, body, idle, write, queued).
