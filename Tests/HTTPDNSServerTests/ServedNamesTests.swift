@@ -188,6 +188,98 @@ struct ServedNamesTests {
         await resolver.shutdown()
     }
 
+    /// Counts what it relays to another forwarder.
+    final class CountingForwarder: DNSMessageForwarder {
+        let next: any DNSMessageForwarder
+        let count = Locked(0)
+        init(_ next: any DNSMessageForwarder) { self.next = next }
+        func forward(_ query: [UInt8]) async throws -> [UInt8] {
+            count.withLock { $0 += 1 }
+            return try await next.forward(query)
+        }
+    }
+
+    @Test(
+        "relayed answers of other types (HTTPS, TXT) are kept while their TTLs run: one upstream query for many clients"
+    )
+    func forwardedAnswersKept() async throws {
+        let dnsmasq = try await DNSMasq.start(
+            records: TestZone.records + ["local-ttl=300", "txt-record=info.test,hello", "dns-rr=svc.test,65,000100"])
+        defer { dnsmasq.stop() }
+        let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+        defer { cares.shutdown() }
+        let forwarder = CountingForwarder(CAresForwarder(resolver: cares))
+        let resolver = try Self.resolver(dnsmasq)
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger, forwarder: forwarder)
+        func ask(_ labels: [String], type: UInt16, id: UInt16) async -> [UInt8] {
+            var message = Self.message(labels: labels, type: type)
+            (message[0], message[1]) = (UInt8(id >> 8), UInt8(id & 0xFF))
+            return await service.handle(Self.post(message)).body
+        }
+        for (labels, type) in [(["svc", "test"], UInt16(65)), (["info", "test"], 16)] {
+            let before = forwarder.count.withLock { $0 }
+            let first = await ask(labels, type: type, id: 1)
+            #expect(first.count > 12 && first[3] & 0x0F == 0 && first[7] == 1, "\(labels): one record")
+            // Another client, another ID and another case: answered from what was kept.
+            let upper = [labels[0].uppercased(), labels[1]]
+            let second = await ask(upper, type: type, id: 0x4242)
+            #expect(forwarder.count.withLock { $0 } == before + 1, "\(labels): one upstream query")
+            #expect(Array(second.prefix(2)) == [0x42, 0x42])
+            #expect(Array(second[13..<13 + labels[0].count]) == Array(upper[0].utf8), "the client's question case")
+            #expect(second.count == first.count && second[7] == 1)
+            let ttl = ForwardedAnswerCache.recordTTLs(second)?.first?.ttl ?? 0
+            #expect(ttl > 0 && ttl <= 300)
+        }
+        // Another type of the same name is another entry.
+        _ = await ask(["svc", "test"], type: 16, id: 3)
+        #expect(forwarder.count.withLock { $0 } == 3)
+        await resolver.shutdown()
+    }
+
+    @Test("a kept relayed answer: TTLs lowered by its age, gone at the smallest, DO and flags in the key, no cookies")
+    func forwardedAnswerCacheRules() throws {
+        let cache = ForwardedAnswerCache()
+        let query = Self.message(labels: ["mx", "test"], type: 15)
+        // The answer: the question, then one MX record (pointer to the name, TTL 60) and one with TTL 600.
+        var answer = query
+        answer[2] |= 0x80
+        answer[7] = 2
+        for ttl in [60, 600] as [UInt32] {
+            answer += [0xC0, 12, 0, 15, 0, 1, UInt8(ttl >> 24), UInt8(ttl >> 16 & 0xFF), UInt8(ttl >> 8 & 0xFF)]
+            answer += [UInt8(ttl & 0xFF), 0, 4, 0, 10, 0xC0, 12]
+        }
+        let start = ContinuousClock.now
+        cache.keep(answer, to: query, now: start)
+        let later = try #require(cache.answer(to: query, now: start + .seconds(5)))
+        #expect(later.ttl == 55)
+        #expect(ForwardedAnswerCache.recordTTLs(later.answer)?.map(\.ttl) == [55, 595])
+        #expect(cache.answer(to: query, now: start + .seconds(60)) == nil, "gone at the smallest TTL")
+        // DO set is another key; so is CD.
+        cache.keep(answer, to: query, now: start)
+        let withDO = Self.message(
+            labels: ["mx", "test"], type: 15, additional: [0, 0, 41, 0x10, 0, 0, 0, 0x80, 0, 0, 0])
+        #expect(cache.answer(to: withDO, now: start) == nil)
+        var checkingDisabled = query
+        checkingDisabled[3] |= 0x10
+        #expect(cache.answer(to: checkingDisabled, now: start) == nil)
+        // An answer with an EDNS option (a cookie) is not kept; nor a SERVFAIL, nor one without records.
+        let other = Self.message(labels: ["cookie", "test"], type: 15)
+        var cookie = other
+        cookie[2] |= 0x80
+        cookie[7] = 1
+        cookie[11] = 1
+        cookie += [0xC0, 12, 0, 15, 0, 1, 0, 0, 1, 0, 0, 4, 0, 10, 0xC0, 12]
+        cookie += [0, 0, 41, 0x10, 0, 0, 0, 0, 0, 0, 12, 0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]
+        cache.keep(cookie, to: other, now: start)
+        #expect(cache.answer(to: other, now: start) == nil)
+        var failure = answer
+        failure[3] = 2
+        let failed = Self.message(labels: ["fail", "test"], type: 15)
+        cache.keep(failure, to: failed, now: start)
+        #expect(cache.answer(to: failed, now: start) == nil)
+    }
+
     /// Counts the addresses it is asked to probe (the addresses are documentation ranges no test may connect to).
     final class ProbeLog: ConnectProber {
         let probed = Locked<[IPAddress]>([])

@@ -70,7 +70,7 @@ enum DNSTransportWire {
     }
 
     /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
-    private static func skipName(_ message: [UInt8], from start: Int) -> Int? {
+    static func skipName(_ message: [UInt8], from start: Int) -> Int? {
         var offset = start
         while offset < message.count {
             let length = Int(message[offset])

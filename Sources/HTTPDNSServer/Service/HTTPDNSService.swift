@@ -200,6 +200,8 @@ public final class HTTPDNSService: Sendable {
     private let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
     private let reports = ReportAggregator()
     private let forwarding = Locked(0)
+    /// Relayed answers of other types, kept while their TTLs run.
+    private let forwardedAnswers = ForwardedAnswerCache()
     private let configurationChanges = Atomic<UInt64>(0)
 
     /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
@@ -625,6 +627,9 @@ public final class HTTPDNSService: Sendable {
     /// Relays a query of another type to the forwarder, with the client's ID put back.
     private func forward(_ query: DNSQueryMessage, _ message: [UInt8]) async -> ServiceResponse {
         guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
+        if let (answer, ttl) = forwardedAnswers.answer(to: message, now: .now) {
+            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: answer)
+        }
         let limit = configuration.maximumForwardedQueries
         let admitted = forwarding.withLock { count in
             guard count < limit else { return false }
@@ -638,8 +643,10 @@ public final class HTTPDNSService: Sendable {
             guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
             answer[0] = UInt8(query.id >> 8)
             answer[1] = UInt8(query.id & 0xFF)
+            forwardedAnswers.keep(answer, to: message, now: .now)
+            let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
             return ServiceResponse(
-                status: 200, contentType: "application/dns-message", maxAge: 0,
+                status: 200, contentType: "application/dns-message", maxAge: ttl,
                 body: answer)
         } catch let error as DNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.

@@ -1,0 +1,140 @@
+import HTTPDNS
+
+/// Answers of other record types (HTTPS/SVCB, MX, TXT, CNAME chains, …) relayed from upstream, kept while their
+/// records' TTLs run, so a popular name of another type costs one upstream query per TTL, not one per client.
+///
+/// A kept answer is served with every TTL lowered by the seconds it has been kept, and the client's ID. Only
+/// NOERROR and NXDOMAIN answers with at least one record (so a TTL: the records', or the SOA's for a negative
+/// answer, RFC 2308) and no EDNS options (a cookie belongs to one client, RFC 7873) are kept, at most
+/// ``capacity`` of them (past it, expired entries go first, then all). The key is the question as the client wrote it
+/// with ASCII case folded, its RD and CD flags and its DO bit: what can change the answer after the client's subnet
+/// option is stripped.
+final class ForwardedAnswerCache: Sendable {
+    private struct Entry {
+        var answer: [UInt8]
+        /// Where each record's TTL sits in `answer`, and its value when kept.
+        var ttls: [(offset: Int, ttl: UInt32)]
+        var kept: ContinuousClock.Instant
+        /// The smallest TTL: the entry is served until that many seconds have passed.
+        var lifetime: UInt32
+    }
+
+    /// The most answers kept.
+    let capacity: Int
+    /// The largest answer kept: with ``capacity``, at most 16 MiB are held.
+    static let maximumAnswerBytes = 4_096
+    private let entries = Locked([[UInt8]: Entry]())
+
+    init(capacity: Int = 4_096) {
+        self.capacity = max(capacity, 1)
+    }
+
+    /// The kept answer to `query` (the message as relayed), with the query's ID and the TTLs left, and the smallest
+    /// of them; `nil` when none is kept or it has expired.
+    func answer(to query: [UInt8], now: ContinuousClock.Instant) -> (answer: [UInt8], ttl: UInt32)? {
+        guard let key = Self.key(query) else { return nil }
+        let found = entries.withLock { entries -> Entry? in
+            guard let entry = entries[key] else { return nil }
+            guard now - entry.kept < .seconds(Int64(entry.lifetime)) else {
+                entries[key] = nil
+                return nil
+            }
+            return entry
+        }
+        guard let entry = found else { return nil }
+        let age = UInt32(clamping: (now - entry.kept).components.seconds)
+        var answer = entry.answer
+        answer[0] = query[0]
+        answer[1] = query[1]
+        // The question as this client wrote it (the same bytes but for ASCII case: resolvers that randomise the
+        // case of their questions check it).
+        if let nameEnd = DNSTransportWire.skipName(query, from: 12), nameEnd <= answer.count {
+            answer.replaceSubrange(12..<nameEnd, with: query[12..<nameEnd])
+        }
+        for (offset, ttl) in entry.ttls {
+            let left = ttl > age ? ttl - age : 0
+            answer[offset] = UInt8(left >> 24)
+            answer[offset + 1] = UInt8(left >> 16 & 0xFF)
+            answer[offset + 2] = UInt8(left >> 8 & 0xFF)
+            answer[offset + 3] = UInt8(left & 0xFF)
+        }
+        return (answer, entry.lifetime > age ? entry.lifetime - age : 0)
+    }
+
+    /// Keeps `answer`, the upstream's answer to `query`, if it may be kept.
+    func keep(_ answer: [UInt8], to query: [UInt8], now: ContinuousClock.Instant) {
+        guard let key = Self.key(query), answer.count >= 12, answer.count <= Self.maximumAnswerBytes,
+            answer[2] & 0x02 == 0
+        else { return }
+        let code = answer[3] & 0x0F
+        guard code == 0 || code == 3, let ttls = Self.recordTTLs(answer), let lifetime = ttls.map(\.ttl).min(),
+            lifetime > 0
+        else { return }
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                entries = entries.filter { now - $0.value.kept < .seconds(Int64($0.value.lifetime)) }
+                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[key] = Entry(answer: answer, ttls: ttls, kept: now, lifetime: lifetime)
+        }
+    }
+
+    /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit.
+    static func key(_ query: [UInt8]) -> [UInt8]? {
+        guard query.count >= 12, query[4] == 0, query[5] == 1,
+            let nameEnd = DNSTransportWire.skipName(query, from: 12), nameEnd + 4 <= query.count
+        else { return nil }
+        var key = query[12..<nameEnd + 4].map { (65...90).contains($0) ? $0 | 0x20 : $0 }
+        key.append(query[2] & 0x01)  // RD
+        key.append(query[3] & 0x10)  // CD
+        key.append(doBit(query, questionEnd: nameEnd + 4) ? 1 : 0)
+        return key
+    }
+
+    /// Whether the query's OPT record sets DO (DNSSEC OK).
+    private static func doBit(_ query: [UInt8], questionEnd: Int) -> Bool {
+        var offset = questionEnd
+        let records =
+            (Int(query[6]) << 8 | Int(query[7])) + (Int(query[8]) << 8 | Int(query[9]))
+            + (Int(query[10]) << 8 | Int(query[11]))
+        for _ in 0..<records {
+            guard let end = DNSTransportWire.skipName(query, from: offset), end + 10 <= query.count else {
+                return false
+            }
+            if query[end] == 0, query[end + 1] == 41 { return query[end + 6] & 0x80 != 0 }
+            offset = end + 10 + (Int(query[end + 8]) << 8 | Int(query[end + 9]))
+        }
+        return false
+    }
+
+    /// The TTL of every record of `answer` but OPT, with where it sits; `nil` for a message that cannot be walked,
+    /// one without records, or one whose OPT carries options.
+    static func recordTTLs(_ answer: [UInt8]) -> [(offset: Int, ttl: UInt32)]? {
+        let questions = Int(answer[4]) << 8 | Int(answer[5])
+        let records =
+            (Int(answer[6]) << 8 | Int(answer[7])) + (Int(answer[8]) << 8 | Int(answer[9]))
+            + (Int(answer[10]) << 8 | Int(answer[11]))
+        var offset = 12
+        for _ in 0..<questions {
+            guard let end = DNSTransportWire.skipName(answer, from: offset) else { return nil }
+            offset = end + 4
+        }
+        var ttls: [(offset: Int, ttl: UInt32)] = []
+        for _ in 0..<records {
+            guard let end = DNSTransportWire.skipName(answer, from: offset), end + 10 <= answer.count else {
+                return nil
+            }
+            let length = Int(answer[end + 8]) << 8 | Int(answer[end + 9])
+            guard end + 10 + length <= answer.count else { return nil }
+            if answer[end] == 0, answer[end + 1] == 41 {
+                guard length == 0 else { return nil }
+            } else {
+                let ttl = answer[(end + 4)..<(end + 8)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                // RFC 2181 §8: a TTL with the top bit set is read as 0.
+                ttls.append((end + 4, ttl & 0x8000_0000 == 0 ? ttl : 0))
+            }
+            offset = end + 10 + length
+        }
+        return ttls.isEmpty ? nil : ttls
+    }
+}
