@@ -65,10 +65,50 @@ package enum ServerFuzzTargets {
                     "a relayed message still changes when stripped again")
             }
             _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
+            dnsTransports(bytes)
         default:
             return false
         }
         return true
+    }
+
+    /// Relayed answers kept for later clients.
+    private static let forwardedAnswers = ForwardedAnswerCache(capacity: 64)
+
+    /// What the plain DNS and DoT listeners and the cache of relayed answers do with `bytes` as a query and as an
+    /// answer: a UDP answer to a readable query never passes its limit, a kept answer carries the asker's ID and
+    /// question.
+    private static func dnsTransports(_ bytes: [UInt8]) {
+        let limit = DNSTransportWire.udpLimit(for: bytes)
+        let request = ServiceRequest(
+            method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes, transport: .udp)
+        var responses: [ServiceResponse] = [.text(400, "bad"), .text(429, "slow down"), .text(403, "accounts only")]
+        if let (response, _) = service.immediateResponse(service.plan(request)) { responses.append(response) }
+        for response in responses {
+            for overUDP in [true, false] {
+                guard let message = DNSTransportWire.message(for: response, query: bytes, overUDP: overUDP) else {
+                    continue
+                }
+                precondition(message.count >= 12 && message[2] & 0x80 != 0, "a DNS answer that is not one")
+                let sent = DNSTransportWire.truncated(message, limit: limit)
+                precondition(sent.count <= message.count && (message.count > limit || sent == message))
+                // The service's answers to a query it could read (names of at most 255 bytes) always fit.
+                if (try? DNSQueryMessage(bytes)) != nil {
+                    precondition(sent.count <= limit, "a UDP answer of \(sent.count) bytes over its limit of \(limit)")
+                }
+            }
+        }
+        let now = ContinuousClock.now
+        forwardedAnswers.keep(bytes, to: bytes, now: now)
+        // A kept answer (this input's or an earlier one's with the same question) carries the asker's ID and question.
+        if let kept = forwardedAnswers.answer(to: bytes, now: now),
+            let nameEnd = DNSTransportWire.skipName(bytes, from: 12)
+        {
+            precondition(kept.answer.prefix(2).elementsEqual(bytes.prefix(2)), "a kept answer without the asker's ID")
+            precondition(kept.answer[12..<nameEnd].elementsEqual(bytes[12..<nameEnd]), "not the asker's question")
+        }
+        _ = ForwardedAnswerCache.key(bytes)
+        if bytes.count >= 12 { _ = ForwardedAnswerCache.recordTTLs(bytes) }
     }
 
     /// Plans and, where no upstream is needed, answers `request`: the answer is an HTTP status, and a DNS message
