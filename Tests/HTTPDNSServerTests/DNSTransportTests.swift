@@ -73,7 +73,9 @@ struct DNSTransportTests {
     }
 
     /// One UDP exchange from a socket of its own; `nil` when nothing comes back within `wait`.
-    static func udp(_ port: Int, _ datagram: [UInt8], wait: Duration = .milliseconds(500)) async throws -> [UInt8]? {
+    static func udp(_ port: Int, _ datagram: [UInt8], wait: Duration = TestTiming.scaled(.seconds(3))) async throws
+        -> [UInt8]?
+    {
         try await offThePool {
             let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             precondition(fd >= 0)
@@ -243,8 +245,8 @@ struct DNSTransportTests {
         let served = try await Served.start(configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3))
         var response = Self.query("fast.test", id: 1)
         response[2] |= 0x80
-        #expect(try await Self.udp(served.dnsPort, response) == nil, "an answer is never answered")
-        #expect(try await Self.udp(served.dnsPort, [1, 2, 3, 4, 5]) == nil)
+        #expect(try await Self.udp(served.dnsPort, response, wait: .milliseconds(500)) == nil, "never answered")
+        #expect(try await Self.udp(served.dnsPort, [1, 2, 3, 4, 5], wait: .milliseconds(500)) == nil)
         // A header with no question: FORMERR with the ID echoed (from the same client: one of the burst of 3).
         let formerr = try #require(
             try await Self.udp(served.dnsPort, [0xAB, 0xCD, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
@@ -252,8 +254,8 @@ struct DNSTransportTests {
         // The rest of the burst, then silence: a flood from a spoofable source gets no answers.
         var answered = 0
         for id in 2..<8 {
-            if try await Self.udp(served.dnsPort, Self.query("fast.test", id: UInt16(id)), wait: .milliseconds(300))
-                != nil
+            if try await Self.udp(
+                served.dnsPort, Self.query("fast.test", id: UInt16(id)), wait: TestTiming.scaled(.seconds(1))) != nil
             {
                 answered += 1
             }
@@ -308,7 +310,7 @@ struct DNSTransportTests {
         }
         #expect(sent > 0)
         // Another client is answered while the first one is held.
-        let other = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 2), wait: .seconds(5)))
+        let other = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 2)))
         #expect(try Self.addresses(other, "fast.test") == ["127.0.0.5"])
         // The non-reader, which has read nothing, is closed: by the bound on queued answers or the write deadline.
         #expect(
