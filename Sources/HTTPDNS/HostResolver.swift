@@ -224,6 +224,8 @@ public final class HostResolver: HostNameResolver {
     let cleanups: Locked<[@Sendable () async -> Void]>
     private let shutDown = Atomic<Bool>(false)
     private let configurationChanges = Atomic<UInt64>(0)
+    /// The background refreshes allowed now and when the bucket was last filled.
+    private let refreshTokens = Locked<(tokens: Double, last: ContinuousClock.Instant?)>((0, nil))
 
     /// Creates a resolver from its parts.
     /// - Parameters:
@@ -582,10 +584,26 @@ public final class HostResolver: HostNameResolver {
 
     private func refreshInBackground(_ host: HostName, family: AddressFamily) {
         guard !upstreams.isEmpty else { return }
+        // At most the configured refreshes a second (a token bucket with a burst of one second's worth).
+        let perSecond = Double(cache?.configuration.maximumRefreshesPerSecond ?? Int.max)
+        let now = ContinuousClock.now
+        let admitted = refreshTokens.withLock { bucket in
+            let elapsed = bucket.last.map { (now - $0).fractionalSeconds } ?? 1
+            bucket.tokens = min(perSecond, bucket.tokens + elapsed * perSecond)
+            bucket.last = now
+            guard bucket.tokens >= 1 else { return false }
+            bucket.tokens -= 1
+            return true
+        }
+        guard admitted else {
+            metrics.refreshesPostponed.increment()
+            cache?.refreshFailed(host, family: family)
+            return
+        }
         let started = flights.launchIfIdle(FlightKey(host: host, family: family)) { [self] in
             try await fetch(host, family: family, isRefresh: true)
         }
-        if !started { cache?.refreshFailed(host, family: family) }
+        if started { metrics.refreshesStarted.increment() } else { cache?.refreshFailed(host, family: family) }
     }
 
     /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).

@@ -64,6 +64,32 @@ struct HostResolverTests {
         }
     }
 
+    @Test("background refreshes are bounded by cache.maxRefreshesPerSecond; the rest are put off, and counted")
+    func refreshRate() async throws {
+        let names = (0..<10).map { "r\($0).test" }
+        let zone = Dictionary(uniqueKeysWithValues: names.map { ($0, ["192.0.2.\(1 + names.firstIndex(of: $0)!)"]) })
+        let upstream = FakeUpstream(.answer(zone, ttl: 30))
+        let clock = ManualClock()
+        let metrics = TestMetrics()
+        let resolver = Self.resolver(
+            [upstream], clock: clock, cache: HostCache.Configuration(minimumTTL: 0, maximumRefreshesPerSecond: 3),
+            metrics: metrics)
+        try await withCleanup { () async throws in
+            for name in names { _ = try await resolver.resolveRanked(name) }
+            #expect(upstream.calls == 10)
+            // Every answer is now stale: serving each asks for a refresh, and only three start at once.
+            clock.advance(.seconds(31))
+            for name in names { #expect(try resolver.cachedRanked(name)?.freshness == .stale) }
+            #expect(try await waitUntil { upstream.calls == 13 })
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(upstream.calls == 13, "the other seven refreshes were put off")
+            let postponed = try metrics.expectCounter("httpdns_cache_refreshes", [("outcome", "postponed")])
+            #expect(postponed.totalValue == 7)
+        } cleanup: {
+            await resolver.shutdown()
+        }
+    }
+
     @Test(
         "cachedRanked answers without waiting from overrides, literals and the cache, and nil where an upstream must be asked"
     )

@@ -17,6 +17,8 @@ public struct CacheSettings: Sendable, Hashable {
     public var path: String?
     /// The most hosts the cache keeps (least recently used go first).
     public var maxHosts: Int
+    /// `cache.maxRefreshesPerSecond`: background refreshes started per second at most.
+    public var maxRefreshesPerSecond: Int
     /// Hosts resolved in the background when the resolver starts.
     public var preResolve: [String]
     /// How the two address families are ordered.
@@ -40,6 +42,7 @@ public struct CacheSettings: Sendable, Hashable {
         maxStale = 0
         path = nil
         maxHosts = 0
+        maxRefreshesPerSecond = 0
         preResolve = []
         dualStack = .fastest
         try SettingField.readAll(Self.fields, from: config, into: &self)
@@ -62,6 +65,10 @@ public struct CacheSettings: Sendable, Hashable {
             "cache.path", \.path, shown: "$XDG_CACHE_HOME/hostsctl/cache.json", none: "default",
             "the persisted cache file"),
         .int("cache.maxHosts", \.maxHosts, default: 10_000, "most hosts kept (LRU)", range: 1...10_000_000),
+        .int(
+            "cache.maxRefreshesPerSecond", \.maxRefreshesPerSecond, default: 100,
+            "most background refreshes (hot answers before expiry, stale answers served) started per second; past it they are put off",
+            range: 1...1_000_000),
         .strings(
             "cache.preResolve", \.preResolve, "hosts resolved in the background at start",
             check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil }),
@@ -78,7 +85,8 @@ extension HostCache.Configuration {
             negativeTTL: UInt32(settings.negativeTTL),
             maximumStaleness: .seconds(settings.maxStale),
             maximumHosts: settings.maxHosts,
-            dualStack: settings.dualStack
+            dualStack: settings.dualStack,
+            maximumRefreshesPerSecond: settings.maxRefreshesPerSecond
         )
     }
 }

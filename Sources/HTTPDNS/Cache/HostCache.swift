@@ -42,6 +42,10 @@ public final class HostCache: Sendable {
         public var refreshRetryInterval: Duration
         /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
         public var refreshClaimDuration: Duration
+        /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
+        /// in a second, with a burst of as many; past it a refresh is put off (by ``refreshRetryInterval``), so a
+        /// flood of names cannot turn into a flood of upstream queries.
+        public var maximumRefreshesPerSecond: Int
 
         /// Creates a configuration; the defaults match `Config/hostsctl.json`.
         public init(
@@ -55,8 +59,10 @@ public final class HostCache: Sendable {
             hotHits: Int = 2,
             maximumRefreshLead: Duration = .seconds(30),
             refreshRetryInterval: Duration = .seconds(5),
-            refreshClaimDuration: Duration = .seconds(60)
+            refreshClaimDuration: Duration = .seconds(60),
+            maximumRefreshesPerSecond: Int = 100
         ) {
+            self.maximumRefreshesPerSecond = max(maximumRefreshesPerSecond, 1)
             self.minimumTTL = minimumTTL
             self.maximumTTL = max(maximumTTL, minimumTTL)
             self.negativeTTL = negativeTTL

@@ -8,6 +8,7 @@ import CoreMetrics
 /// | `httpdns_cache_misses` | counter | |
 /// | `httpdns_cache_stale_serves` | counter | |
 /// | `httpdns_cache_negative_hits` | counter | |
+/// | `httpdns_cache_refreshes` | counter | `outcome` (`started`, `postponed`: over the rate bound) |
 /// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`, `failure`) |
 /// | `httpdns_probes` | counter | `outcome` (`connected`, `failed`) |
 /// | `httpdns_probe_duration` | timer | |
@@ -16,6 +17,8 @@ struct ResolverMetrics: Sendable {
     let misses: Counter
     let staleServes: Counter
     let negativeHits: Counter
+    let refreshesStarted: Counter
+    let refreshesPostponed: Counter
     let probesConnected: Counter
     let probesFailed: Counter
     let probeDuration: Timer
@@ -28,6 +31,10 @@ struct ResolverMetrics: Sendable {
         misses = Counter(label: "httpdns_cache_misses", factory: factory)
         staleServes = Counter(label: "httpdns_cache_stale_serves", factory: factory)
         negativeHits = Counter(label: "httpdns_cache_negative_hits", factory: factory)
+        refreshesStarted = Counter(
+            label: "httpdns_cache_refreshes", dimensions: [("outcome", "started")], factory: factory)
+        refreshesPostponed = Counter(
+            label: "httpdns_cache_refreshes", dimensions: [("outcome", "postponed")], factory: factory)
         probesConnected = Counter(label: "httpdns_probes", dimensions: [("outcome", "connected")], factory: factory)
         probesFailed = Counter(label: "httpdns_probes", dimensions: [("outcome", "failed")], factory: factory)
         probeDuration = Timer(label: "httpdns_probe_duration", factory: factory)
