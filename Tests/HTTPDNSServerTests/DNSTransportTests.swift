@@ -132,28 +132,35 @@ struct DNSTransportTests {
     @Test("stubby, a real DNS-over-TLS stub, resolves through the DoT listener with the certificate checked")
     func stubby() async throws {
         let served = try await Served.start()
-        let port = try FreePort.udp()
-        let config = TemporaryFiles.path("stubby.yml")
-        try """
-        resolution_type: GETDNS_RESOLUTION_STUB
-        dns_transport_list:
-          - GETDNS_TRANSPORT_TLS
-        tls_authentication: GETDNS_AUTHENTICATION_REQUIRED
-        tls_query_padding_blocksize: 128
-        edns_client_subnet_private: 1
-        idle_timeout: 10000
-        timeout: 5000
-        listen_addresses:
-          - 127.0.0.1@\(port)
-        tls_ca_file: "\(served.certificates.caPath)"
-        upstream_recursive_servers:
-          - address_data: 127.0.0.1
-            tls_port: \(served.dotPort)
-            tls_auth_name: "dot.test"
+        // stubby takes its port for UDP and TCP: one that is taken for TCP makes it exit, and another is tried.
+        var started: (port: UInt16, process: ChildProcess)?
+        for _ in 0..<5 where started == nil {
+            let port = try FreePort.udp()
+            let config = TemporaryFiles.path("stubby.yml")
+            try """
+            resolution_type: GETDNS_RESOLUTION_STUB
+            dns_transport_list:
+              - GETDNS_TRANSPORT_TLS
+            tls_authentication: GETDNS_AUTHENTICATION_REQUIRED
+            tls_query_padding_blocksize: 128
+            edns_client_subnet_private: 1
+            idle_timeout: 10000
+            timeout: 5000
+            listen_addresses:
+              - 127.0.0.1@\(port)
+            tls_ca_file: "\(served.certificates.caPath)"
+            upstream_recursive_servers:
+              - address_data: 127.0.0.1
+                tls_port: \(served.dotPort)
+                tls_auth_name: "dot.test"
 
-        """.write(toFile: config, atomically: true, encoding: .utf8)
-        let stubby = try ChildProcess(
-            path: "/usr/bin/stubby", arguments: ["-C", config], logPath: TemporaryFiles.path("stubby.log"))
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+            let process = try ChildProcess(
+                path: "/usr/bin/stubby", arguments: ["-C", config], logPath: TemporaryFiles.path("stubby.log"))
+            try await Task.sleep(for: .milliseconds(300))
+            if process.isRunning { started = (port, process) } else { process.stop() }
+        }
+        let (port, stubby) = try #require(started, "stubby did not start")
         defer { stubby.stop() }
         var output = ""
         for _ in 0..<Int(20 * TestTiming.scale) where !output.contains("127.0.0.5") {

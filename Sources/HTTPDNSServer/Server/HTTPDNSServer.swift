@@ -248,10 +248,8 @@ public final class HTTPDNSServer: Sendable {
                     .childChannelInitializer { streams($0, context) }
                     .bind(host: address.ip.description, port: Int(address.port)).get()
             }
-            if let address = configuration.dnsListen {
-                // UDP first: with port 0 it picks the port, and TCP takes the same one.
-                let loop = eventLoopGroup.next()
-                let udp = try await DatagramBootstrap(group: loop)
+            func datagramListener(_ address: ServerAddress) async throws -> any Channel {
+                try await DatagramBootstrap(group: eventLoopGroup.next())
                     .channelOption(.socketOption(.so_reuseaddr), value: 1)
                     // Up to 32 datagrams per system call (recvmmsg), a bounded number of calls per wake-up; the
                     // answers of one read burst leave together (sendmmsg).
@@ -267,10 +265,23 @@ public final class HTTPDNSServer: Sendable {
                         }
                     }
                     .bind(host: address.ip.description, port: Int(address.port)).get()
-                dnsListeners.append(udp)
-                let chosen = udp.localAddress?.port ?? Int(address.port)
-                dnsListeners.append(try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil))
-                dnsPort = chosen
+            }
+            if let address = configuration.dnsListen {
+                // UDP first: with port 0 it picks the port, and TCP takes the same one. That port may be taken for
+                // TCP by someone else: then both are tried again on another.
+                for attempt in 1... {
+                    let udp = try await datagramListener(address)
+                    let chosen = udp.localAddress?.port ?? Int(address.port)
+                    do {
+                        let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
+                        dnsListeners += [udp, tcp]
+                        dnsPort = chosen
+                        break
+                    } catch {
+                        try? await udp.close()
+                        guard address.port == 0, attempt < 20 else { throw error }
+                    }
+                }
             }
             if let address = configuration.dotListen {
                 let dot = try await streamListener(address, dotTLS)
