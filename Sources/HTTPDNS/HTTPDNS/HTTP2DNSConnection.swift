@@ -24,6 +24,9 @@ final class HTTP2DNSConnection: Sendable {
     /// The channel, for closing.
     let channel: any Channel
     private let streams: NIOLoopBound<HTTP2DNSStreams>
+    /// Exchanges handed over from other threads and not yet started, and whether a task to start them is on its way
+    /// to the event loop: one task (and one wake-up) carries a whole burst of lookups.
+    private let handedOver = Locked<(exchanges: [HTTP2DNSExchange], scheduled: Bool)>(([], false))
     private let health: HTTP2ConnectionHealth
     /// `scheme`, `:authority` and the base path of every request.
     private let authority: String
@@ -141,7 +144,21 @@ final class HTTP2DNSConnection: Sendable {
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 exchange.continuation = continuation
-                eventLoop.execute { streams.value.start(exchange) }
+                let schedule = handedOver.withLock { pending in
+                    pending.exchanges.append(exchange)
+                    defer { pending.scheduled = true }
+                    return !pending.scheduled
+                }
+                guard schedule else { return }
+                let handedOver = self.handedOver
+                eventLoop.execute {
+                    let burst = handedOver.withLock { pending in
+                        pending.scheduled = false
+                        defer { pending.exchanges.removeAll(keepingCapacity: true) }
+                        return pending.exchanges
+                    }
+                    for exchange in burst { streams.value.start(exchange) }
+                }
             }
         } onCancel: {
             eventLoop.execute { streams.value.cancel(exchange) }
