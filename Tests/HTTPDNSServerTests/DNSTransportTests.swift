@@ -239,11 +239,17 @@ struct DNSTransportTests {
         // EDNS 4096 lifts the 512-byte limit but not the amplification bound (a 40-byte query: 400 bytes).
         let edns = try #require(try await Self.udp(served.dnsPort, Self.query("big.test", id: 8, edns: 4096)))
         #expect(edns[2] & 0x02 != 0, "still over 10 × the query")
-        // A small answer is whole.
+        // A small answer is whole; without EDNS in the query there is none in the answer.
         let small = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 9)))
         #expect(small[2] & 0x02 == 0)
         #expect(try Self.addresses(small, "fast.test") == ["127.0.0.5"])
         #expect(Array(small.prefix(2)) == [0, 9])
+        #expect(small[10] == 0 && small[11] == 0)
+        // With EDNS the answer carries an OPT record: version 0, 1,232 bytes, no options, last.
+        let withEDNS = try #require(try await Self.udp(served.dnsPort, Self.query("fast.test", id: 10, edns: 4096)))
+        #expect(withEDNS[10] == 0 && withEDNS[11] == 1)
+        #expect(Array(withEDNS.suffix(11)) == [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0])
+        #expect(try Self.addresses(withEDNS, "fast.test") == ["127.0.0.5"])
         await served.stop()
     }
 

@@ -21,6 +21,8 @@ struct DNSQueryMessage: Sendable, Hashable {
     var type: UInt16
     /// The class (1 = IN).
     var questionClass: UInt16
+    /// Whether the query carries an EDNS OPT record (RFC 6891): the answer then carries one too.
+    var usesEDNS: Bool
 
     /// The largest DNS message (RFC 1035 over TCP, RFC 8484).
     static let maximumLength = 65_535
@@ -71,6 +73,7 @@ struct DNSQueryMessage: Sendable, Hashable {
         type = UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
         questionClass = UInt16(bytes[offset + 2]) << 8 | UInt16(bytes[offset + 3])
         question = Array(bytes[12..<offset + 4])
+        usesEDNS = DNSTransportWire.ednsPayloadSize(bytes) != nil
     }
 }
 
@@ -94,8 +97,12 @@ enum DNSAnswerMessage {
         var ttl: UInt32
     }
 
+    /// The UDP payload size the server's OPT record announces (the DNS Flag Day 2020 value, which fits every path
+    /// without fragments).
+    static let udpPayloadSize: UInt16 = 1_232
+
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
-    /// at the question's name.
+    /// at the question's name; an OPT record (version 0, no options) when the query had one.
     static func encode(answering query: DNSQueryMessage, code: ResponseCode, records: [Record]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(12 + query.question.count + records.count * 28)
@@ -107,7 +114,7 @@ enum DNSAnswerMessage {
         append(1, to: &out)
         append(UInt16(answers.count), to: &out)
         append(0, to: &out)
-        append(0, to: &out)
+        append(query.usesEDNS ? 1 : 0, to: &out)
         out += query.question
         for record in answers {
             append(0xC00C, to: &out)  // a pointer to the question's name, right after the header
@@ -117,6 +124,12 @@ enum DNSAnswerMessage {
             append(UInt16(record.ttl & 0xffff), to: &out)
             append(UInt16(record.data.count), to: &out)
             out += record.data
+        }
+        if query.usesEDNS {
+            // OPT: the root name, type 41, the payload size as its class, extended RCODE, version and flags 0.
+            out += [0, 0, 41]
+            append(udpPayloadSize, to: &out)
+            out += [0, 0, 0, 0, 0, 0]
         }
         return out
     }
