@@ -368,7 +368,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// The media type of a `Content-Type` value, lower-cased, without parameters or spaces.
-    static func mediaType(_ contentType: String?) -> String? {
+    package static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
         // Most servers send the bare type in lower-case ASCII: returned as it is.
         if !contentType.utf8.contains(where: {

@@ -50,21 +50,26 @@ enum DNSTransportWire {
 
     /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
     static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
-        guard query.count >= 12 else { return nil }
-        let counts = (4..<12).map { Int(query[$0]) }
-        let questions = counts[0] << 8 | counts[1]
-        let records = (counts[2] << 8 | counts[3]) + (counts[4] << 8 | counts[5]) + (counts[6] << 8 | counts[7])
+        optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
+    }
+
+    /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL
+    /// with the DO flag at +4), or `nil` when it has none or cannot be walked.
+    static func optRecord(_ message: [UInt8]) -> Int? {
+        guard message.count >= 12 else { return nil }
+        let questions = Int(message[4]) << 8 | Int(message[5])
+        let records =
+            (Int(message[6]) << 8 | Int(message[7])) + (Int(message[8]) << 8 | Int(message[9]))
+            + (Int(message[10]) << 8 | Int(message[11]))
         var offset = 12
         for _ in 0..<questions {
-            guard let end = skipName(query, from: offset) else { return nil }
+            guard let end = skipName(message, from: offset) else { return nil }
             offset = end + 4
         }
         for _ in 0..<records {
-            guard let end = skipName(query, from: offset), end + 10 <= query.count else { return nil }
-            let type = Int(query[end]) << 8 | Int(query[end + 1])
-            if type == 41 { return max(512, Int(query[end + 2]) << 8 | Int(query[end + 3])) }
-            let length = Int(query[end + 8]) << 8 | Int(query[end + 9])
-            offset = end + 10 + length
+            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return nil }
+            if message[end] == 0, message[end + 1] == 41 { return end }
+            offset = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
         }
         return nil
     }

@@ -26,8 +26,6 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     private let exchange: Exchange
     private var waiting = 0
     private var wrote = false
-    /// Answers dropped because the socket was full, or queries because too many waited.
-    private(set) var dropped = 0
 
     init(_ exchange: Exchange) {
         self.exchange = exchange
@@ -44,7 +42,6 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
             // At the bound, a query that needs an upstream is dropped: the client asks again.
             guard waiting < Self.maximumWaiting else {
-                dropped += 1
                 exchange.service.metrics.udpDropped.increment()
                 return nil
             }
@@ -81,7 +78,6 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     ) {
         guard let message = DNSTransportWire.message(for: response, query: query, overUDP: true) else { return }
         guard context.channel.isWritable else {
-            dropped += 1
             exchange.service.metrics.udpDropped.increment()
             return
         }

@@ -87,24 +87,9 @@ final class ForwardedAnswerCache: Sendable {
         var key = query[12..<nameEnd + 4].map { (65...90).contains($0) ? $0 | 0x20 : $0 }
         key.append(query[2] & 0x01)  // RD
         key.append(query[3] & 0x10)  // CD
-        key.append(doBit(query, questionEnd: nameEnd + 4) ? 1 : 0)
+        // DO (DNSSEC OK): the top bit of the OPT record's flags.
+        key.append(DNSTransportWire.optRecord(query).map { query[$0 + 6] & 0x80 } ?? 0)
         return key
-    }
-
-    /// Whether the query's OPT record sets DO (DNSSEC OK).
-    private static func doBit(_ query: [UInt8], questionEnd: Int) -> Bool {
-        var offset = questionEnd
-        let records =
-            (Int(query[6]) << 8 | Int(query[7])) + (Int(query[8]) << 8 | Int(query[9]))
-            + (Int(query[10]) << 8 | Int(query[11]))
-        for _ in 0..<records {
-            guard let end = DNSTransportWire.skipName(query, from: offset), end + 10 <= query.count else {
-                return false
-            }
-            if query[end] == 0, query[end + 1] == 41 { return query[end + 6] & 0x80 != 0 }
-            offset = end + 10 + (Int(query[end + 8]) << 8 | Int(query[end + 9]))
-        }
-        return false
     }
 
     /// The TTL of every record of `answer` but OPT, with where it sits; `nil` for a message that cannot be walked,

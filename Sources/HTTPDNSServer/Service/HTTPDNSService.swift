@@ -549,13 +549,8 @@ public final class HTTPDNSService: Sendable {
 
     /// Whether a POST's `Content-Type` is `application/dns-message` (parameters aside).
     private static func isDNSMessage(_ contentType: String?) -> Bool {
-        guard var type = contentType?.utf8[...] else { return false }
-        if let semicolon = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<semicolon] }
-        let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-        while let first = type.first, blank(first) { type = type.dropFirst() }
-        while let last = type.last, blank(last) { type = type.dropLast() }
-        // ASCII letters compared without case (what `lowercased` did for every value that can match).
-        return type.elementsEqual("application/dns-message".utf8) { ((65...90).contains($0) ? $0 | 0x20 : $0) == $1 }
+        // The client's media-type reading (a bare lower-case type, the common case, is compared as it is).
+        HTTPDNSResolver.mediaType(contentType) == "application/dns-message"
     }
 
     /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
