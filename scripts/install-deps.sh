@@ -6,8 +6,9 @@ need=(libc-ares-dev libnghttp2-dev pkg-config ca-certificates)
 case "${1:-run}" in
     run) ;;
     demo) need+=(dnsmasq-base dnsdist python3) ;;
-    # libxml2: FoundationXML checks the HTML report; python3, knot-dnsutils (kdig), curl: DoH clients that are not ours
-    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby) ;;
+    # libxml2: FoundationXML checks the HTML report; python3, knot-dnsutils (kdig), curl: DoH clients that are not ours;
+    # pdns-server with pdns-backend-bind: an authoritative that answers by client subnet (ECS)
+    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby pdns-server pdns-backend-bind) ;;
     benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3 dnsperf) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac

@@ -215,6 +215,8 @@ public final class HostResolver: HostNameResolver {
     /// The periodic save, kept apart so that waiting for lookups and probes does not wait for it.
     private let maintenance = BackgroundTasks()
     private let flights: SingleFlight<FlightKey, RankedResolution>
+    /// Lookups for a client network (``resolve(_:family:clientSubnet:)``), shared by every caller in that network.
+    let subnetFlights: SingleFlight<SubnetFlightKey, SubnetAnswer?>
     private let probesRunning = Atomic<Int>(0)
     /// Addresses with a probe in flight.
     private let addressesBeingProbed = Locked<Set<IPAddress>>([])
@@ -283,6 +285,7 @@ public final class HostResolver: HostNameResolver {
             sources: (upstreams + [fallback].compactMap { $0 }).map(\.name),
             factory: metricsFactory ?? MetricsSystem.factory)
         self.flights = SingleFlight(tasks: tasks)
+        self.subnetFlights = SingleFlight(tasks: tasks)
         self.cleanups = Locked(onShutdown)
         if let cache, let path = configuration.cachePath {
             cache.load(from: path, logger: logger)
@@ -537,7 +540,7 @@ public final class HostResolver: HostNameResolver {
     /// The addresses a local layer (overrides, hosts file) gives `host`, ranked by the same scores as upstream
     /// answers (probed when first used, fed back by connects, backing off after failures); their order is all
     /// that changes, never the addresses.
-    private func layerAnswer(_ layer: HostOverrides, _ host: HostName, family: AddressFamily, port: Int?)
+    func layerAnswer(_ layer: HostOverrides, _ host: HostName, family: AddressFamily, port: Int?)
         -> RankedResolution?
     {
         guard let answer = layer.resolve(host, family: family) else { return nil }
@@ -665,7 +668,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Stores a positive resolution from `upstream` (an identity) in the cache (or ranks it as it is without one).
-    private func store(
+    func store(
         _ resolution: Resolution, host: HostName, family: AddressFamily, upstream: String, merge: Bool
     ) -> RankedResolution {
         let ttl = resolution.addresses.map(\.ttl).min() ?? 0

@@ -162,3 +162,60 @@ public final class CAresResolver: HostNameResolver {
         }
     }
 }
+
+extension CAresResolver: ClientSubnetResolver {
+    /// Resolves `host` with queries that carry `clientSubnet` in an EDNS Client Subnet option (RFC 7871), sent
+    /// through c-ares like any query (its servers, retries and timeouts), and reads the scope from the answer's
+    /// option: an answer without one holds for every client (scope 0), and a scope longer than the subnet sent is
+    /// cut to it. For ``AddressFamily/any`` both queries run and the longer scope of the two is the answer's.
+    /// - Throws: ``DNSError`` as ``resolve(_:family:)``; `badResponse` when the answer's option names another
+    ///   network than the query's.
+    public func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+        -> ScopedResolution
+    {
+        switch family {
+        case .ipv4, .ipv6:
+            let (addresses, scope) = try await query(host, type: family == .ipv4 ? .a : .aaaa, subnet: clientSubnet)
+            return ScopedResolution(
+                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
+        case .any:
+            async let v4 = Result(catching: { try await self.query(host, type: .a, subnet: clientSubnet) })
+            let v6 = await Result(catching: { try await self.query(host, type: .aaaa, subnet: clientSubnet) })
+            let (four, six) = await (v4, v6)
+            let scope = max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0)
+            let addresses = try DualStack.merge(
+                four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
+            return ScopedResolution(
+                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
+        }
+    }
+
+    private func query(_ host: HostName, type: DNSRecordType, subnet: IPNetwork) async throws
+        -> (addresses: [ResolvedAddress], scope: Int)
+    {
+        let query = EDNSClientSubnet.addingOPT(to: try DNSWireMessage.query(for: host, type: type), subnet: subnet)
+        var answer = try await send(message: query)
+        // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
+        if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
+        let addresses = try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source)
+        return (addresses, try Self.scope(of: answer, asked: subnet, host: host))
+    }
+
+    /// The scope of an answer to a query for `asked` (RFC 7871 §7.3): 0 without an option, at most the prefix
+    /// sent.
+    static func scope(of answer: [UInt8], asked: IPNetwork, host: HostName) throws(DNSError) -> Int {
+        let option: (subnet: IPNetwork, scope: Int)?
+        do {
+            option = try EDNSClientSubnet.find(in: answer)
+        } catch {
+            throw DNSError(code: .badResponse, message: error.reason, host: host.name)
+        }
+        guard let option else { return 0 }
+        guard option.subnet == asked else {
+            throw DNSError(
+                code: .badResponse,
+                message: "the answer's client subnet \(option.subnet) is not the \(asked) asked for", host: host.name)
+        }
+        return min(option.scope, asked.prefixLength)
+    }
+}

@@ -22,6 +22,12 @@ public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
         self.prefixLength = length
     }
 
+    /// A range whose `address` already has every bit beyond `prefixLength` clear.
+    init(masked address: IPAddress, prefixLength: Int) {
+        self.address = address
+        self.prefixLength = prefixLength
+    }
+
     /// Whether `ip` is inside the range (an IPv4 range holds no IPv6 address, and the other way round).
     public func contains(_ ip: IPAddress) -> Bool {
         let bytes = ip.bytes

@@ -21,6 +21,21 @@ enum DoHJSONAnswer {
         var data: String?
     }
 
+    private struct SubnetField: Decodable {
+        var edns_client_subnet: String?
+    }
+
+    /// The scope an answer to a query with `edns_client_subnet=` gives in its own `edns_client_subnet`
+    /// (`ADDRESS/SCOPE`, as Google's API answers), cut to the prefix asked; `nil` when it gives none or names
+    /// another network.
+    static func scope(in body: [UInt8], asked: IPNetwork) -> Int? {
+        guard let field = try? JSONDecoder().decode(SubnetField.self, from: Data(body)).edns_client_subnet,
+            let slash = field.lastIndex(of: "/"), let scope = Int(field[field.index(after: slash)...]),
+            let address = IPAddress(field[..<slash]), asked.contains(address) || asked.address == address
+        else { return nil }
+        return min(max(scope, 0), asked.prefixLength)
+    }
+
     /// The most CNAME links followed before an answer is called malformed.
     static let maximumChain = 16
 

@@ -182,7 +182,26 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// first); the vendor APIs answer both families in one request.
     /// - Throws: ``DNSError`` with the endpoint addresses tried, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        guard let budget = configuration.budget else { return try await resolveWithoutBudget(host, family: family) }
+        try await resolve(host, family: family, subnet: nil).resolution
+    }
+
+    /// Resolves `host` for clients in `clientSubnet`, in the service's own form: an EDNS Client Subnet option in
+    /// RFC 8484 queries (the scope read from the answer's option, 0 without one), `edns_client_subnet=` for the
+    /// JSON API (the scope from the answer's `edns_client_subnet` when it gives one), and `ip=` with the subnet's
+    /// address for the vendor APIs, whose answers hold for the subnet sent.
+    /// - Throws: As ``resolve(_:family:)``.
+    public func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+        -> ScopedResolution
+    {
+        try await resolve(host, family: family, subnet: clientSubnet)
+    }
+
+    private func resolve(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+        -> ScopedResolution
+    {
+        guard let budget = configuration.budget else {
+            return try await resolveWithoutBudget(host, family: family, subnet: subnet)
+        }
         let source = self.source
         let servers = configuration.endpoints.map(\.url)
         return try await withTimeLimit(
@@ -191,24 +210,39 @@ public final class HTTPDNSResolver: HostNameResolver {
                 code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name,
                 servers: servers)
         ) {
-            try await self.resolveWithoutBudget(host, family: family)
+            try await self.resolveWithoutBudget(host, family: family, subnet: subnet)
         }
     }
 
-    private func resolveWithoutBudget(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        let addresses: [ResolvedAddress]
+    /// One endpoint's answer: the addresses and the prefix length of the client subnet they hold for.
+    private typealias Answer = (addresses: [ResolvedAddress], scope: Int)
+
+    private func resolveWithoutBudget(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+        -> ScopedResolution
+    {
+        let answer: Answer
         switch (configuration.api.kind, family) {
         case (.dnsMessage, .any), (.dnsJSON, .any):
-            async let v4 = Result(catching: { try await self.failover(host) { try await self.doh($0, host, .a) } })
-            let v6 = await Result(catching: { try await self.failover(host) { try await self.doh($0, host, .aaaa) } })
-            addresses = try DualStack.merge(await v4, v6, host: host, logger: logger)
+            async let v4 = Result(catching: {
+                try await self.failover(host) { try await self.doh($0, host, .a, subnet) }
+            })
+            let v6 = await Result(catching: {
+                try await self.failover(host) { try await self.doh($0, host, .aaaa, subnet) }
+            })
+            let (four, six) = await (v4, v6)
+            let addresses = try DualStack.merge(
+                four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
+            answer = (addresses, max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0))
         case (.dnsMessage, _), (.dnsJSON, _):
             let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
-            addresses = try await failover(host) { try await self.doh($0, host, type) }
+            answer = try await failover(host) { try await self.doh($0, host, type, subnet) }
         case (.alibaba, _), (.tencent, _):
-            addresses = try await failover(host) { try await self.vendor($0, host, family) }
+            answer = try await failover(host) {
+                (try await self.vendor($0, host, family, subnet), subnet?.prefixLength ?? 0)
+            }
         }
-        return Resolution(host: host.name, addresses: addresses)
+        return ScopedResolution(
+            resolution: Resolution(host: host.name, addresses: answer.addresses), scopePrefixLength: answer.scope)
     }
 
     /// Whether an error ends the lookup rather than moving on to the next endpoint.
@@ -219,15 +253,15 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// Runs `lookup` against each endpoint in turn until one gives a definite result.
     private func failover(
         _ host: HostName,
-        _ lookup: (HTTPDNSEndpoint) async throws -> [ResolvedAddress]
-    ) async throws -> [ResolvedAddress] {
+        _ lookup: (HTTPDNSEndpoint) async throws -> Answer
+    ) async throws -> Answer {
         var servers: [String] = []
         var lastError: DNSError?
         for endpoint in configuration.endpoints {
             do {
-                let addresses = try await lookup(endpoint)
-                try guardAddresses(addresses, host: host, endpoint: endpoint)
-                return addresses
+                let answer = try await lookup(endpoint)
+                try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
+                return answer
             } catch var error as DNSError {
                 servers += error.servers.isEmpty ? [endpoint.url] : error.servers
                 error.servers = servers
@@ -259,15 +293,16 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One DoH exchange (wire or JSON) for one record type.
-    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType) async throws
-        -> [ResolvedAddress]
+    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
+        async throws -> Answer
     {
         var request: HTTPDNSTransport.Request
         let contentType: String
         switch configuration.api.kind {
         case .dnsMessage(let method):
             contentType = "application/dns-message"
-            let query = try DNSWireMessage.query(for: host, type: type)
+            var query = try DNSWireMessage.query(for: host, type: type)
+            if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
             switch method {
             case .get:
                 request = .init(suffix: "?dns=\(Self.base64URL(query))")
@@ -277,6 +312,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         default:
             contentType = "application/dns-json"
             request = .init(suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")")
+            if let subnet { request.suffix += "&edns_client_subnet=\(subnet)" }
         }
         request.headers.append(("Accept", contentType))
         let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
@@ -300,9 +336,13 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
         do {
             if case .dnsMessage = configuration.api.kind {
-                return try DNSWireMessage.addresses(in: response.body, for: host, type: type, source: source)
+                let addresses = try DNSWireMessage.addresses(in: response.body, for: host, type: type, source: source)
+                guard let subnet else { return (addresses, 0) }
+                return (addresses, try CAresResolver.scope(of: response.body, asked: subnet, host: host))
             }
-            return try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+            let addresses = try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+            guard let subnet else { return (addresses, 0) }
+            return (addresses, DoHJSONAnswer.scope(in: response.body, asked: subnet) ?? subnet.prefixLength)
         } catch {
             var error = error
             error.servers = [response.server]
@@ -311,10 +351,10 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One vendor HTTPDNS exchange.
-    private func vendor(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily) async throws
-        -> [ResolvedAddress]
-    {
-        let request: HTTPDNSTransport.Request
+    private func vendor(
+        _ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily, _ subnet: IPNetwork?
+    ) async throws -> [ResolvedAddress] {
+        var request: HTTPDNSTransport.Request
         switch configuration.api.kind {
         case .alibaba(let account, let secret, let lifetime):
             let signing = secret.map { (secret: $0, expiry: now() + lifetime.components.seconds) }
@@ -327,6 +367,8 @@ public final class HTTPDNSResolver: HostNameResolver {
         default:
             preconditionFailure("vendor() called for a DoH API")
         }
+        // The vendors tailor answers to the client address given as `ip=` (the subnet's first address).
+        if let subnet { request.suffix += "&ip=\(subnet.address)" }
         let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
         do {
             switch configuration.api.kind {

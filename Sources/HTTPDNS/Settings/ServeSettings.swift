@@ -30,6 +30,17 @@ public struct ServeSettings: Sendable, Hashable {
         case forward
     }
 
+    /// Where the client's network for EDNS Client Subnet (RFC 7871) comes from.
+    public enum ClientSubnetMode: String, Sendable, Hashable, CaseIterable {
+        /// What the client says (an ECS option in its query, `ip=` of the vendor APIs, `edns_client_subnet=` of the
+        /// JSON API), else its connection's address.
+        case on
+        /// The connection's address only: whatever the client says is ignored (and not echoed).
+        case connection
+        /// No client subnet: upstreams see the server's own network, and clients' options are ignored.
+        case off
+    }
+
     /// The address and port to listen on.
     public var listen: ServerAddress
     /// The PEM certificate chain; with ``privateKey`` the server speaks TLS (HTTP/2 and HTTP/1.1).
@@ -89,6 +100,12 @@ public struct ServeSettings: Sendable, Hashable {
     public var logFullClientAddresses: Bool
     /// Whether clients may report connect times and failures (`POST /report`) that feed the server's scores.
     public var acceptClientReports: Bool
+    /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
+    public var clientSubnetMode: ClientSubnetMode
+    /// The most bits of an IPv4 client's address sent upstream as its subnet.
+    public var clientSubnetPrefixV4: Int
+    /// The most bits of an IPv6 client's address sent upstream as its subnet.
+    public var clientSubnetPrefixV6: Int
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
     /// vendor account.
@@ -130,6 +147,9 @@ public struct ServeSettings: Sendable, Hashable {
         otherTypes = .notImplemented
         logFullClientAddresses = false
         acceptClientReports = false
+        clientSubnetMode = .on
+        clientSubnetPrefixV4 = 24
+        clientSubnetPrefixV6 = 56
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard (certificate == nil) == (privateKey == nil) else {
             throw SettingsReader(config: config).invalid(
@@ -272,5 +292,15 @@ public struct ServeSettings: Sendable, Hashable {
             "serve.clientReports", \.acceptClientReports, default: false,
             "accept POST /report: clients' connect times and failures for addresses the server answered feed its scores"
         ),
+        .choice(
+            "serve.ecs.mode", \.clientSubnetMode, default: .on,
+            "EDNS Client Subnet: on (the client's ECS option, ip= or edns_client_subnet=, else its address), "
+                + "connection (its address only), off"),
+        .int(
+            "serve.ecs.prefixV4", \.clientSubnetPrefixV4, default: 24,
+            "most bits of an IPv4 client's address sent upstream as its subnet", range: 8...32),
+        .int(
+            "serve.ecs.prefixV6", \.clientSubnetPrefixV6, default: 56,
+            "most bits of an IPv6 client's address sent upstream as its subnet", range: 16...128),
     ]
 }

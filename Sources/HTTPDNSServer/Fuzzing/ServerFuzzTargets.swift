@@ -102,7 +102,7 @@ package enum ServerFuzzTargets {
         forwardedAnswers.keep(bytes, to: bytes, now: now)
         // A kept answer (this input's or an earlier one's with the same question) carries the asker's ID and question.
         if let kept = forwardedAnswers.answer(to: bytes, now: now),
-            let nameEnd = DNSTransportWire.skipName(bytes, from: 12)
+            let nameEnd = DNSMessageWalk.skipName(bytes, from: 12)
         {
             precondition(kept.answer.prefix(2).elementsEqual(bytes.prefix(2)), "a kept answer without the asker's ID")
             precondition(kept.answer[12..<nameEnd].elementsEqual(bytes[12..<nameEnd]), "not the asker's question")

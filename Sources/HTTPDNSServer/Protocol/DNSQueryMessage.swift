@@ -102,8 +102,12 @@ enum DNSAnswerMessage {
     static let udpPayloadSize: UInt16 = 1_232
 
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
-    /// at the question's name; an OPT record (version 0, no options) when the query had one.
-    static func encode(answering query: DNSQueryMessage, code: ResponseCode, records: [Record]) -> [UInt8] {
+    /// at the question's name; an OPT record (version 0) when the query had one, carrying `clientSubnet` (the
+    /// client's own ECS option with the scope of the answer, RFC 7871 §7.2.2) when given.
+    static func encode(
+        answering query: DNSQueryMessage, code: ResponseCode, records: [Record],
+        clientSubnet: (network: IPNetwork, scope: Int)? = nil
+    ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(12 + query.question.count + records.count * 28)
         var flags: UInt16 = 0x8000 | UInt16(query.opcode & 0xf) << 11 | 0x0080 | code.rawValue
@@ -129,7 +133,14 @@ enum DNSAnswerMessage {
             // OPT: the root name, type 41, the payload size as its class, extended RCODE, version and flags 0.
             out += [0, 0, 41]
             append(udpPayloadSize, to: &out)
-            out += [0, 0, 0, 0, 0, 0]
+            out += [0, 0, 0, 0]
+            if let clientSubnet {
+                let option = EDNSClientSubnet.option(clientSubnet.network, scope: clientSubnet.scope)
+                append(UInt16(option.count), to: &out)
+                out += option
+            } else {
+                out += [0, 0]
+            }
         }
         return out
     }

@@ -1,3 +1,5 @@
+import HTTPDNS
+
 /// What the plain DNS and DNS-over-TLS listeners send for a service answer: the DNS message of a DoH answer as it
 /// is, an error turned into the DNS error a resolver expects, and over UDP an answer cut to what the client can take
 /// and what a spoofed source may be sent.
@@ -35,7 +37,7 @@ enum DNSTransportWire {
         guard message.count > limit, message.count >= 12 else { return message }
         var end = 12
         if message[4] != 0 || message[5] != 0 {
-            guard let nameEnd = skipName(message, from: 12), nameEnd + 4 <= message.count else {
+            guard let nameEnd = DNSMessageWalk.skipName(message, from: 12), nameEnd + 4 <= message.count else {
                 return Array(message[0..<12])
             }
             end = nameEnd + 4
@@ -50,40 +52,6 @@ enum DNSTransportWire {
 
     /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
     static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
-        optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
-    }
-
-    /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL
-    /// with the DO flag at +4), or `nil` when it has none or cannot be walked.
-    static func optRecord(_ message: [UInt8]) -> Int? {
-        guard message.count >= 12 else { return nil }
-        let questions = Int(message[4]) << 8 | Int(message[5])
-        let records =
-            (Int(message[6]) << 8 | Int(message[7])) + (Int(message[8]) << 8 | Int(message[9]))
-            + (Int(message[10]) << 8 | Int(message[11]))
-        var offset = 12
-        for _ in 0..<questions {
-            guard let end = skipName(message, from: offset) else { return nil }
-            offset = end + 4
-        }
-        for _ in 0..<records {
-            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return nil }
-            if message[end] == 0, message[end + 1] == 41 { return end }
-            offset = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
-        }
-        return nil
-    }
-
-    /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
-    static func skipName(_ message: [UInt8], from start: Int) -> Int? {
-        var offset = start
-        while offset < message.count {
-            let length = Int(message[offset])
-            if length == 0 { return offset + 1 }
-            if length & 0xC0 == 0xC0 { return offset + 2 <= message.count ? offset + 2 : nil }
-            guard length <= 63 else { return nil }
-            offset += 1 + length
-        }
-        return nil
+        DNSMessageWalk.optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
     }
 }

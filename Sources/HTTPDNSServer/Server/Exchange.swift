@@ -45,7 +45,7 @@ struct Exchange: Sendable {
         }
         let service = self.service
         guard let later = later() else { return nil }
-        eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { response in
+        eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { [request] response in
             service.finished(request, plan: plan, response: response, started: started)
             later.value(response)
         }

@@ -48,7 +48,7 @@ final class ForwardedAnswerCache: Sendable {
         answer[1] = query[1]
         // The question as this client wrote it (the same bytes but for ASCII case: resolvers that randomise the
         // case of their questions check it).
-        if let nameEnd = DNSTransportWire.skipName(query, from: 12), nameEnd <= answer.count {
+        if let nameEnd = DNSMessageWalk.skipName(query, from: 12), nameEnd <= answer.count {
             answer.replaceSubrange(12..<nameEnd, with: query[12..<nameEnd])
         }
         for (offset, ttl) in entry.ttls {
@@ -82,13 +82,13 @@ final class ForwardedAnswerCache: Sendable {
     /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit.
     static func key(_ query: [UInt8]) -> [UInt8]? {
         guard query.count >= 12, query[4] == 0, query[5] == 1,
-            let nameEnd = DNSTransportWire.skipName(query, from: 12), nameEnd + 4 <= query.count
+            let nameEnd = DNSMessageWalk.skipName(query, from: 12), nameEnd + 4 <= query.count
         else { return nil }
         var key = query[12..<nameEnd + 4].map { (65...90).contains($0) ? $0 | 0x20 : $0 }
         key.append(query[2] & 0x01)  // RD
         key.append(query[3] & 0x10)  // CD
         // DO (DNSSEC OK): the top bit of the OPT record's flags.
-        key.append(DNSTransportWire.optRecord(query).map { query[$0 + 6] & 0x80 } ?? 0)
+        key.append(DNSMessageWalk.optRecord(query).map { query[$0 + 6] & 0x80 } ?? 0)
         return key
     }
 
@@ -101,12 +101,12 @@ final class ForwardedAnswerCache: Sendable {
             + (Int(answer[10]) << 8 | Int(answer[11]))
         var offset = 12
         for _ in 0..<questions {
-            guard let end = DNSTransportWire.skipName(answer, from: offset) else { return nil }
+            guard let end = DNSMessageWalk.skipName(answer, from: offset) else { return nil }
             offset = end + 4
         }
         var ttls: [(offset: Int, ttl: UInt32)] = []
         for _ in 0..<records {
-            guard let end = DNSTransportWire.skipName(answer, from: offset), end + 10 <= answer.count else {
+            guard let end = DNSMessageWalk.skipName(answer, from: offset), end + 10 <= answer.count else {
                 return nil
             }
             let length = Int(answer[end + 8]) << 8 | Int(answer[end + 9])

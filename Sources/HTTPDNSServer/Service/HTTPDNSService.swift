@@ -136,6 +136,11 @@ public final class HTTPDNSService: Sendable {
         public var maximumForwardedQueries: Int
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
         public var forwardsGuardedReverseLookups: Bool
+        /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
+        public var clientSubnetMode: ServeSettings.ClientSubnetMode
+        /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
+        /// sends a shorter subnet is never given a longer one.
+        public var clientSubnetPrefixes: ClientPrefixes
 
         /// Creates a configuration.
         public init(
@@ -144,8 +149,11 @@ public final class HTTPDNSService: Sendable {
             acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
             signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
-            forwardsGuardedReverseLookups: Bool = false
+            forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
+            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56)
         ) {
+            self.clientSubnetMode = clientSubnetMode
+            self.clientSubnetPrefixes = clientSubnetPrefixes
             self.maximumAnswers = max(maximumAnswers, 1)
             self.accounts = accounts
             self.rateLimitPerSecond = max(rateLimitPerSecond, 0)
@@ -175,7 +183,10 @@ public final class HTTPDNSService: Sendable {
                     || (settings.publicEndpoints == .auto && !accounts.values.contains { $0 != nil }),
                 clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
                 maximumForwardedQueries: settings.maximumForwardedQueries,
-                forwardsGuardedReverseLookups: settings.probeGuardedAddresses)
+                forwardsGuardedReverseLookups: settings.probeGuardedAddresses,
+                clientSubnetMode: settings.clientSubnetMode,
+                clientSubnetPrefixes: ClientPrefixes(
+                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6))
         }
 
         var limits: RateLimiter.Limits {
@@ -203,11 +214,13 @@ public final class HTTPDNSService: Sendable {
     /// Relayed answers of other types, kept while their TTLs run.
     private let forwardedAnswers = ForwardedAnswerCache()
     private let configurationChanges = Atomic<UInt64>(0)
+    /// Answers by client network, and the names known to be the same for every network.
+    let subnetAnswers = ClientSubnetCache()
 
     /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
     /// or this service's configuration (see `AnswerMemo`).
     var answerGeneration: UInt64 {
-        configurationChanges.load(ordering: .acquiring) &+ resolver.answerGeneration
+        configurationChanges.load(ordering: .acquiring) &+ resolver.answerGeneration &+ subnetAnswers.generation
     }
 
     /// Creates the service.
@@ -290,9 +303,16 @@ public final class HTTPDNSService: Sendable {
         var family: AddressFamily
         /// The most addresses answered (the configuration's, read once with the rest of the plan).
         var limit: Int
+        /// The client's network to resolve for (EDNS Client Subnet), already cut to what may be sent upstream;
+        /// `nil` for the server's own view.
+        var subnet: IPNetwork?
     }
 
-    typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32), DNSAnswerMessage.ResponseCode>
+    /// The addresses, their TTL, and the prefix length of the client's network the answer holds for (0: every
+    /// client).
+    typealias LookupResult = Result<
+        (addresses: [IPAddress], ttl: UInt32, scope: Int), DNSAnswerMessage.ResponseCode
+    >
 
     /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
     /// answer to the same RFC 8484 query at `now`.
@@ -381,12 +401,13 @@ public final class HTTPDNSService: Sendable {
                 work: .done(
                     ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
         case "resolve":
-            return jsonPlan(target.query, configuration)
+            return jsonPlan(target.query, client: request.client, configuration)
         case "tencent":
-            return tencentPlan(target.query, configuration)
+            return tencentPlan(target.query, client: request.client, configuration)
         default:
             return alibabaPlan(
-                account: String(segments[0]), signed: segments[1] == "sign_d", target.query, configuration)
+                account: String(segments[0]), signed: segments[1] == "sign_d", target.query, client: request.client,
+                configuration)
         }
     }
 
@@ -458,11 +479,34 @@ public final class HTTPDNSService: Sendable {
     private func lookup(_ lookup: Lookup) async -> LookupResult {
         guard !lookup.name.isEmpty else { return .failure(.refused) }
         do {
+            if let subnet = lookup.subnet {
+                let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+                switch subnetAnswers.lookup(key, subnet: subnet, now: .now) {
+                case .answer(let answer, let scope, let ttl):
+                    return result(answer, lookup, scope: scope, ttl: ttl)
+                case .shared(let revalidate):
+                    if revalidate { revalidateInBackground(lookup, subnet: subnet) }
+                case .miss:
+                    do {
+                        // With the trailing dot the name is absolute: no search domain is ever tried.
+                        let host = try HostName(lookup.name + ".")
+                        if let answer = try await subnetLookup(lookup, subnet: subnet, host: host) { return answer }
+                    } catch let error as DNSError where error.code == .notFound || error.code == .noData {
+                        // A name without addresses is so for everyone: the resolver's negative cache answers next.
+                        subnetAnswers.keepShared(key, ttl: 30, now: .now)
+                        throw error
+                    }
+                    // No upstream asks for a network: the server's own view is every network's.
+                    let ranked = try await resolver.resolveRanked(lookup.name + ".", family: lookup.family)
+                    subnetAnswers.keepShared(key, ttl: ranked.ttl, now: .now)
+                    return result(ranked, lookup)
+                }
+            }
             // With the trailing dot the name is absolute: no search domain is ever tried for a client's name.
             return result(try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), lookup)
         } catch let error as DNSError {
             switch error.code {
-            case .noData: return .success(([], 0))
+            case .noData: return .success(([], 0, 0))
             case .notFound: return .failure(.nameError)
             case .badName: return .failure(.refused)
             default:
@@ -479,19 +523,100 @@ public final class HTTPDNSService: Sendable {
     /// upstream must be asked.
     private func cachedLookup(_ lookup: Lookup) -> (LookupResult, steadyFor: Duration?)? {
         guard !lookup.name.isEmpty else { return (.failure(.refused), nil) }
+        if let subnet = lookup.subnet {
+            switch subnetAnswers.lookup(.init(name: lookup.name, family: lookup.family), subnet: subnet, now: .now) {
+            case .miss:
+                // The overrides and the hosts file answer every network alike, and at once.
+                if let host = try? HostName(lookup.name + "."),
+                    let local = resolver.localAnswer(host, family: lookup.family)
+                {
+                    subnetAnswers.keepShared(.init(name: lookup.name, family: lookup.family), ttl: local.ttl, now: .now)
+                    metrics.clientSubnet(.shared)
+                    return (result(local, lookup), nil)
+                }
+                metrics.clientSubnet(.miss)
+                return nil
+            case .answer(let answer, let scope, let ttl):
+                metrics.clientSubnet(.hit)
+                // Kept by network, so never in an encoded-answer memo keyed by the query alone.
+                return (result(answer, lookup, scope: scope, ttl: ttl), nil)
+            case .shared(let revalidate):
+                metrics.clientSubnet(.shared)
+                if revalidate { revalidateInBackground(lookup, subnet: subnet) }
+            }
+        }
         guard let (ranked, steadyFor) = try? resolver.cachedRankedSteadily(lookup.name + ".", family: lookup.family)
         else { return nil }
         return (result(ranked, lookup), steadyFor)
     }
 
-    private func result(_ ranked: RankedResolution, _ lookup: Lookup) -> LookupResult {
+    /// `ranked` cut to the lookup's family and limit; `scope` and `ttl` for an answer kept by network.
+    private func result(_ ranked: RankedResolution, _ lookup: Lookup, scope: Int = 0, ttl: UInt32? = nil)
+        -> LookupResult
+    {
         let (family, limit) = (lookup.family, lookup.limit)
         var addresses: [IPAddress] = []
         for address in ranked.addresses where address.ip.family == family {
             addresses.append(address.ip)
             if addresses.count == limit { break }
         }
-        return .success((addresses, ranked.ttl))
+        return .success((addresses, ttl ?? ranked.ttl, scope))
+    }
+
+    // MARK: - Client networks (EDNS Client Subnet)
+
+    /// The network `lookup` is answered for: what `stated` says (the client's ECS option, `ip=`,
+    /// `edns_client_subnet=`) when the configuration uses it, else the client's address; cut to the configured
+    /// prefix and never longer than stated. `nil` when the mode is off, there is no address, or the client stated a
+    /// /0 (it asked that its network not be used).
+    private func clientSubnet(stated: IPNetwork?, client: IPAddress?, _ configuration: Configuration) -> IPNetwork? {
+        let network: IPNetwork
+        switch configuration.clientSubnetMode {
+        case .off:
+            return nil
+        case .on where stated != nil:
+            network = stated!
+            guard network.prefixLength > 0 else { return nil }
+        default:
+            guard let client else { return nil }
+            network = IPNetwork(client, prefixLength: 128)
+        }
+        let prefixes = configuration.clientSubnetPrefixes
+        return network.truncated(to: network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6)
+    }
+
+    /// Asks the upstreams for `lookup` on behalf of its network and keeps what they say: an answer for every
+    /// network marks the name as shared (the resolver's cache then answers everyone), a scoped one is kept for the
+    /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
+    private func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
+        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+        guard let answer = try await resolver.resolve(host, family: lookup.family, clientSubnet: subnet) else {
+            return nil
+        }
+        let now = ContinuousClock.now
+        guard answer.scope > 0 else {
+            subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now)
+            return result(answer.answer, lookup)
+        }
+        subnetAnswers.keep(key, network: subnet.truncated(to: answer.scope), answer: answer.answer, now: now)
+        metrics.subnetTable(subnetAnswers.size)
+        return result(answer.answer, lookup, scope: min(answer.scope, subnet.prefixLength))
+    }
+
+    /// Checks again, without holding up the client served the shared answer, whether a name is still the same for
+    /// every network.
+    private func revalidateInBackground(_ lookup: Lookup, subnet: IPNetwork) {
+        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+        guard let host = try? HostName(lookup.name + ".") else { return subnetAnswers.revalidationFailed(key) }
+        Task { [self] in
+            do {
+                if try await subnetLookup(lookup, subnet: subnet, host: host) == nil {
+                    subnetAnswers.revalidationFailed(key)
+                }
+            } catch {
+                subnetAnswers.revalidationFailed(key)
+            }
+        }
     }
 
     // MARK: - Client reports
@@ -594,29 +719,42 @@ public final class HTTPDNSService: Sendable {
             else { return answer(.formatError) }
             return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, relayed))
         }
+        // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
+        // malformed one is a FORMERR (§7.1.1).
+        var stated: IPNetwork?
+        if parsed.usesEDNS, configuration.clientSubnetMode == .on {
+            do {
+                stated = try EDNSClientSubnet.find(in: message)?.subnet
+            } catch {
+                return answer(.formatError)
+            }
+        }
         let lookup = Lookup(
-            name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers)
+            name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
+            subnet: clientSubnet(stated: stated, client: request.client, configuration))
         return Plan(
             endpoint: "dns-query", name: parsed.name,
-            work: .lookups([lookup]) { results in
+            work: .lookups([lookup]) { [stated] results in
                 switch results[0] {
                 case .success(let answer):
                     return Self.dnsResponse(
-                        parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) })
+                        parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) },
+                        clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) })
                 case .failure(let code):
-                    return Self.dnsResponse(parsed, code, [])
+                    return Self.dnsResponse(parsed, code, [], clientSubnet: stated.map { ($0, 0) })
                 }
             })
     }
 
     private static func dnsResponse(
-        _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record]
+        _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record],
+        clientSubnet: (network: IPNetwork, scope: Int)? = nil
     ) -> ServiceResponse {
         var ttl = records.first?.ttl ?? 0
         for record in records { ttl = min(ttl, record.ttl) }
         return ServiceResponse(
             status: 200, contentType: "application/dns-message", maxAge: ttl,
-            body: DNSAnswerMessage.encode(answering: query, code: code, records: records))
+            body: DNSAnswerMessage.encode(answering: query, code: code, records: records, clientSubnet: clientSubnet))
     }
 
     /// Relays a query of another type to the forwarder, with the client's ID put back.
@@ -655,7 +793,7 @@ public final class HTTPDNSService: Sendable {
 
     // MARK: - JSON API
 
-    private func jsonPlan(_ query: [String: String], _ configuration: Configuration) -> Plan {
+    private func jsonPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
         guard let name = query["name"], !name.isEmpty else {
             return Plan(endpoint: "resolve", work: .done(.text(400, "the name parameter is missing")))
         }
@@ -672,16 +810,29 @@ public final class HTTPDNSService: Sendable {
         var normalised = HostName.asciiLowercased(name)
         if normalised.hasSuffix(".") { normalised.removeLast() }
         let quoted = JSONString.quoted(normalised + ".")
+        // Google's form of the client's network: edns_client_subnet=ADDRESS/LENGTH.
+        var stated: IPNetwork?
+        if let text = query["edns_client_subnet"], configuration.clientSubnetMode == .on {
+            guard let network = IPNetwork(text) else {
+                return Plan(
+                    endpoint: "resolve",
+                    work: .done(.text(400, "edns_client_subnet must be a network such as 198.51.100.0/24")))
+            }
+            stated = network
+        }
         let lookup = Lookup(
-            name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers)
+            name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
+            subnet: clientSubnet(stated: stated, client: client, configuration))
         return Plan(
             endpoint: "resolve", name: normalised,
-            work: .lookups([lookup]) { results in
+            work: .lookups([lookup]) { [stated] results in
                 var status = 0
                 var answers: [String] = []
                 var ttl: UInt32 = 0
+                var scope = 0
                 switch results[0] {
                 case .success(let answer):
+                    scope = stated.map { min(answer.scope, $0.prefixLength) } ?? 0
                     ttl = answer.addresses.isEmpty ? 0 : answer.ttl
                     answers = answer.addresses.map { address in
                         "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONString.quoted(address.description))}"
@@ -692,6 +843,8 @@ public final class HTTPDNSService: Sendable {
                 var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
                 body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
                 if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
+                // As Google's API answers it: the network asked for, with the answer's scope as its length.
+                if let stated { body += ",\"edns_client_subnet\":\"\(stated.address)/\(scope)\"" }
                 body += "}"
                 return ServiceResponse(
                     status: 200, contentType: "application/dns-json", maxAge: ttl,
@@ -701,9 +854,9 @@ public final class HTTPDNSService: Sendable {
 
     // MARK: - Vendor APIs
 
-    private func alibabaPlan(account: String, signed: Bool, _ query: [String: String], _ configuration: Configuration)
-        -> Plan
-    {
+    private func alibabaPlan(
+        account: String, signed: Bool, _ query: [String: String], client: IPAddress?, _ configuration: Configuration
+    ) -> Plan {
         func failure(_ status: Int, _ code: String) -> Plan {
             Plan(
                 endpoint: "alibaba",
@@ -732,10 +885,16 @@ public final class HTTPDNSService: Sendable {
         case "4,6", "6,4": families = [.ipv4, .ipv6]
         default: return failure(400, "InvalidQuery")
         }
+        guard let stated = Self.statedClientAddress(query) else { return failure(400, "InvalidIP") }
+        let subnet = clientSubnet(stated: stated, client: client, configuration)
         let hostName = host.name
         return Plan(
             endpoint: "alibaba", name: hostName,
-            work: .lookups(families.map { Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers) }) {
+            work: .lookups(
+                families.map {
+                    Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                }
+            ) {
                 results in
                 var lists: [AddressFamily: [String]] = [:]
                 var ttl: UInt32?
@@ -756,7 +915,7 @@ public final class HTTPDNSService: Sendable {
             })
     }
 
-    private func tencentPlan(_ query: [String: String], _ configuration: Configuration) -> Plan {
+    private func tencentPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
         func failure(_ text: String) -> Plan { Plan(endpoint: "tencent", work: .done(.text(400, text))) }
         guard query["alg"] == nil else { return failure("encrypted requests (alg) are not supported") }
         guard let name = query["dn"], !name.isEmpty, let host = try? HostName(name) else {
@@ -770,9 +929,15 @@ public final class HTTPDNSService: Sendable {
         default: return failure("type must be a, aaaa or addrs")
         }
         let withTTL = query["ttl"] == "1"
+        guard let stated = Self.statedClientAddress(query) else { return failure("ip must be an IP address") }
+        let subnet = clientSubnet(stated: stated, client: client, configuration)
         return Plan(
             endpoint: "tencent", name: host.name,
-            work: .lookups(families.map { Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers) }) {
+            work: .lookups(
+                families.map {
+                    Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                }
+            ) {
                 results in
                 let parts = results.map { result -> String in
                     guard case .success(let answer) = result, !answer.addresses.isEmpty else { return "0" }
@@ -786,6 +951,14 @@ public final class HTTPDNSService: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The vendor APIs' `ip=` (the address the answer is for, as Alibaba and Tencent take it) as a network of that
+    /// one address: `.some(nil)` without the parameter, `nil` when it is not an address.
+    private static func statedClientAddress(_ query: [String: String]) -> IPNetwork?? {
+        guard let text = query["ip"] else { return .some(nil) }
+        guard let address = IPAddress(text) else { return nil }
+        return .some(IPNetwork(address, prefixLength: 128))
+    }
 
     /// Why the `t` and `s` parameters do not sign `host` for `secret` (an Alibaba-style signature), or `nil` when they
     /// do: `InvalidSignature`, `SignatureExpired`, or `InvalidExpiry` for an expiry further ahead than

@@ -30,6 +30,21 @@ final class ServiceMetrics: Sendable {
     /// UDP queries dropped unanswered: the socket could take no more answers, or too many waited for an upstream.
     let udpDropped: Counter
 
+    /// What a lookup for a client network found (EDNS Client Subnet).
+    enum SubnetOutcome: String, CaseIterable {
+        /// An answer kept for the client's network.
+        case hit
+        /// The name is the same for every network: the shared cache answered.
+        case shared
+        /// Nothing known for the network: the upstream is asked with the client's subnet.
+        case miss
+    }
+
+    private let subnetOutcomes: [SubnetOutcome: Counter]
+    /// Names with answers by network, and the networks they hold.
+    private let subnetNames: Gauge
+    private let subnetNetworks: Gauge
+
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
         self.factory = factory
@@ -48,6 +63,17 @@ final class ServiceMetrics: Sendable {
                 )
             })
         udpDropped = Counter(label: "httpdns_serve_udp_dropped_total", dimensions: [], factory: factory)
+        subnetOutcomes = Dictionary(
+            uniqueKeysWithValues: SubnetOutcome.allCases.map { outcome in
+                (
+                    outcome,
+                    Counter(
+                        label: "httpdns_serve_client_subnet_lookups_total", dimensions: [("outcome", outcome.rawValue)],
+                        factory: factory)
+                )
+            })
+        subnetNames = Gauge(label: "httpdns_serve_client_subnet_names", dimensions: [], factory: factory)
+        subnetNetworks = Gauge(label: "httpdns_serve_client_subnet_networks", dimensions: [], factory: factory)
         dnsAnswered = (
             Counter(
                 label: "httpdns_serve_requests_total", dimensions: [("endpoint", "dns-query"), ("status", "200")],
@@ -57,6 +83,17 @@ final class ServiceMetrics: Sendable {
                 factory: factory)
         )
         requestHandles.withLock { $0[RequestKey(endpoint: "dns-query", status: 200)] = dnsAnswered }
+    }
+
+    /// Counts a lookup for a client network by what it found.
+    func clientSubnet(_ outcome: SubnetOutcome) {
+        subnetOutcomes[outcome]?.increment()
+    }
+
+    /// Records the size of the table of answers by network.
+    func subnetTable(_ size: (names: Int, networks: Int)) {
+        subnetNames.record(size.names)
+        subnetNetworks.record(size.networks)
     }
 
     /// Counts a request that arrived over `transport`.

@@ -1,0 +1,184 @@
+/// An answer that holds for part of the clients only: what an upstream said for one client network (EDNS Client
+/// Subnet, RFC 7871).
+public struct ScopedResolution: Sendable {
+    /// The answer.
+    public var resolution: Resolution
+    /// How many leading bits of a client's address decide the answer (RFC 7871 SCOPE PREFIX-LENGTH): the answer
+    /// holds for every client in the asked network cut to this length; 0 means every client gets it.
+    public var scopePrefixLength: Int
+
+    /// Creates a scoped answer.
+    public init(resolution: Resolution, scopePrefixLength: Int) {
+        self.resolution = resolution
+        self.scopePrefixLength = max(scopePrefixLength, 0)
+    }
+}
+
+/// A resolver that can ask on behalf of a client network, so that an authoritative server tailoring answers by
+/// network (a CDN) answers for that network rather than for the resolver's own address.
+public protocol ClientSubnetResolver: HostNameResolver {
+    /// Resolves `host` for clients in `clientSubnet` (an address with its prefix length, already cut to what may be
+    /// disclosed) and says for which part of that network the answer holds.
+    func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws -> ScopedResolution
+}
+
+extension IPNetwork {
+    /// The network of `address` cut to `prefixLength` bits (at most the address's own length); an IPv4-mapped IPv6
+    /// address (`::ffff:a.b.c.d`, an IPv4 client of a dual-stack socket) is taken as its IPv4 address and the
+    /// length as an IPv4 one.
+    public init(_ address: IPAddress, prefixLength: Int) {
+        var bytes = address.bytes
+        if bytes.count == 16, bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+            bytes = Array(bytes.suffix(4))
+        }
+        let length = min(max(prefixLength, 0), bytes.count * 8)
+        for index in bytes.indices {
+            let keep = min(max(length - index * 8, 0), 8)
+            bytes[index] &= keep == 0 ? 0 : UInt8(truncatingIfNeeded: 0xFF << (8 - keep))
+        }
+        // Four or sixteen bytes always make an address.
+        self.init(masked: IPAddress(bytes: bytes)!, prefixLength: length)
+    }
+
+    /// Whether every address of `other` is inside this network (same family, at least as long a prefix).
+    public func contains(_ other: IPNetwork) -> Bool {
+        other.prefixLength >= prefixLength && contains(other.address)
+    }
+
+    /// The same network cut to at most `length` bits.
+    public func truncated(to length: Int) -> IPNetwork {
+        length >= prefixLength ? self : IPNetwork(address, prefixLength: length)
+    }
+}
+
+/// The EDNS Client Subnet option (RFC 7871 §6) and the OPT record that carries it, on the wire.
+package enum EDNSClientSubnet {
+    /// The option code of ECS.
+    package static let optionCode: UInt16 = 8
+
+    /// Why an ECS option cannot be used (RFC 7871 §7.1.1: the query is answered with FORMERR).
+    package struct Malformed: Error, Hashable {
+        /// What is wrong, for the logs.
+        package var reason: String
+    }
+
+    /// The option's data for `subnet` with `scope` (family, source and scope prefix lengths, then only the address
+    /// bytes the source length covers), without the option code and length.
+    package static func optionData(_ subnet: IPNetwork, scope: Int = 0) -> [UInt8] {
+        let bytes = subnet.address.bytes
+        var data: [UInt8] = [0, bytes.count == 4 ? 1 : 2, UInt8(subnet.prefixLength), UInt8(min(max(scope, 0), 128))]
+        data += bytes.prefix((subnet.prefixLength + 7) / 8)
+        return data
+    }
+
+    /// The whole option: code 8, the length, ``optionData(_:scope:)``.
+    package static func option(_ subnet: IPNetwork, scope: Int = 0) -> [UInt8] {
+        let data = optionData(subnet, scope: scope)
+        return [0, UInt8(optionCode), UInt8(data.count >> 8), UInt8(data.count & 0xff)] + data
+    }
+
+    /// Reads an option's data: the network and the scope prefix length.
+    /// - Throws: ``Malformed`` for an unknown family, a prefix longer than the family's addresses, an address
+    ///   longer or shorter than its prefix needs, or bits set beyond the prefix (all FORMERR by RFC 7871).
+    package static func read(_ data: ArraySlice<UInt8>) throws(Malformed) -> (subnet: IPNetwork, scope: Int) {
+        guard data.count >= 4 else { throw Malformed(reason: "the client subnet option is \(data.count) bytes") }
+        let start = data.startIndex
+        let family = UInt16(data[start]) << 8 | UInt16(data[start + 1])
+        let width: Int
+        switch family {
+        case 1: width = 4
+        case 2: width = 16
+        default: throw Malformed(reason: "the client subnet option has address family \(family)")
+        }
+        let source = Int(data[start + 2])
+        let scope = Int(data[start + 3])
+        guard source <= width * 8, scope <= width * 8 else {
+            throw Malformed(reason: "the client subnet option's prefix is longer than its address")
+        }
+        let address = data.dropFirst(4)
+        guard address.count == (source + 7) / 8 else {
+            throw Malformed(reason: "the client subnet option carries \(address.count) address bytes for /\(source)")
+        }
+        var bytes = Array(address) + Array(repeating: 0, count: width - address.count)
+        let network = IPNetwork(IPAddress(bytes: bytes)!, prefixLength: source)
+        bytes = network.address.bytes
+        guard bytes.prefix(address.count).elementsEqual(address) else {
+            throw Malformed(reason: "the client subnet option has address bits set beyond /\(source)")
+        }
+        return (network, scope)
+    }
+
+    /// `query` (a message without additional records, as c-ares builds them) with an OPT record carrying `subnet`.
+    package static func addingOPT(to query: [UInt8], subnet: IPNetwork, payloadSize: UInt16 = 1_232) -> [UInt8] {
+        var message = query
+        let additional = (Int(message[10]) << 8 | Int(message[11])) + 1
+        message[10] = UInt8(additional >> 8)
+        message[11] = UInt8(additional & 0xff)
+        let option = option(subnet)
+        message += [0, 0, 41, UInt8(payloadSize >> 8), UInt8(payloadSize & 0xff), 0, 0, 0, 0]
+        message += [UInt8(option.count >> 8), UInt8(option.count & 0xff)] + option
+        return message
+    }
+
+    /// The ECS option in `message`'s OPT record, or `nil` when it has none.
+    /// - Throws: ``Malformed`` when the option is there but cannot be read.
+    package static func find(in message: [UInt8]) throws(Malformed) -> (subnet: IPNetwork, scope: Int)? {
+        guard let options = DNSMessageWalk.optOptions(message) else { return nil }
+        var offset = options.lowerBound
+        while offset + 4 <= options.upperBound {
+            let code = UInt16(message[offset]) << 8 | UInt16(message[offset + 1])
+            let length = Int(message[offset + 2]) << 8 | Int(message[offset + 3])
+            guard offset + 4 + length <= options.upperBound else {
+                throw Malformed(reason: "an EDNS option runs past its OPT record")
+            }
+            if code == optionCode { return try read(message[offset + 4..<offset + 4 + length]) }
+            offset += 4 + length
+        }
+        return nil
+    }
+}
+
+/// Walks the sections of a DNS message without parsing more than it must.
+package enum DNSMessageWalk {
+    /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL with
+    /// the DO flag at +4, data length at +8), or `nil` when it has none or cannot be walked.
+    package static func optRecord(_ message: [UInt8]) -> Int? {
+        guard message.count >= 12 else { return nil }
+        let questions = Int(message[4]) << 8 | Int(message[5])
+        let records =
+            (Int(message[6]) << 8 | Int(message[7])) + (Int(message[8]) << 8 | Int(message[9]))
+            + (Int(message[10]) << 8 | Int(message[11]))
+        var offset = 12
+        for _ in 0..<questions {
+            guard let end = skipName(message, from: offset) else { return nil }
+            offset = end + 4
+        }
+        for _ in 0..<records {
+            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return nil }
+            if message[end] == 0, message[end + 1] == 41 { return end }
+            offset = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
+        }
+        return nil
+    }
+
+    /// The bytes of the OPT record's options, or `nil` without an OPT record (or one whose data runs past the end).
+    package static func optOptions(_ message: [UInt8]) -> Range<Int>? {
+        guard let opt = optRecord(message) else { return nil }
+        let start = opt + 10
+        let end = start + (Int(message[opt + 8]) << 8 | Int(message[opt + 9]))
+        return end <= message.count ? start..<end : nil
+    }
+
+    /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
+    package static func skipName(_ message: [UInt8], from start: Int) -> Int? {
+        var offset = start
+        while offset < message.count {
+            let length = Int(message[offset])
+            if length == 0 { return offset + 1 }
+            if length & 0xC0 == 0xC0 { return offset + 2 <= message.count ? offset + 2 : nil }
+            guard length <= 63 else { return nil }
+            offset += 1 + length
+        }
+        return nil
+    }
+}

@@ -1,0 +1,97 @@
+extension HostResolver {
+    /// An answer for a client network: the ranked addresses and the prefix length of the client's network they hold
+    /// for (0: every client).
+    package struct SubnetAnswer: Sendable {
+        /// The answer, ranked by the cache's scores.
+        package var answer: RankedResolution
+        /// The RFC 7871 scope prefix length.
+        package var scope: Int
+    }
+
+    struct SubnetFlightKey: Hashable, Sendable {
+        var host: HostName
+        var family: AddressFamily
+        var subnet: IPNetwork
+    }
+
+    /// Resolves `host` (fully qualified: no search domain is tried) for clients in `clientSubnet`, as a server
+    /// answering on their behalf asks (EDNS Client Subnet, RFC 7871): the overrides and the hosts file first (their
+    /// answers hold for every client, scope 0), then the upstreams that can ask for a client network
+    /// (``ClientSubnetResolver``) in order. Callers in the same network share one query. An answer for every
+    /// client (scope 0) is stored in the cache as any upstream answer is (so later lookups without a network find
+    /// it); a scoped one is not (it holds for the scope only, which the caller keeps by network), and its addresses
+    /// are ranked by the scores the cache keeps for them.
+    /// - Returns: The answer and its scope, or `nil` when no upstream can ask for a client network (the caller
+    ///   then uses ``resolveRanked(_:family:)``, the server's own view).
+    /// - Throws: ``DNSError``: a trusted NXDOMAIN or no-data at once; otherwise the last upstream's failure.
+    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+        -> SubnetAnswer?
+    {
+        if let answer = localAnswer(host, family: family) { return SubnetAnswer(answer: answer, scope: 0) }
+        let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet)
+        return try await subnetFlights.run(key) { [self] in
+            try await askForSubnet(host, family: family, clientSubnet: clientSubnet)
+        }
+    }
+
+    /// The answer of the overrides or the hosts file for `host`, which holds for every client; `nil` when neither
+    /// names it.
+    package func localAnswer(_ host: HostName, family: AddressFamily) -> RankedResolution? {
+        for layer in [overrides, hosts] {
+            if let layer, let answer = layerAnswer(layer, host, family: family, port: nil) { return answer }
+        }
+        return nil
+    }
+
+    private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+        -> SubnetAnswer?
+    {
+        let (upstreams, guardEveryUpstream) = pipeline.withLock {
+            ($0.upstreams, $0.configuration.guardsEveryUpstream)
+        }
+        var lastError: (any Error)?
+        for upstream in upstreams {
+            guard let resolver = upstream.resolver as? any ClientSubnetResolver else { continue }
+            do {
+                let scoped = try await resolver.resolve(host, family: family, clientSubnet: clientSubnet)
+                if guardEveryUpstream { try Self.guardAddresses(scoped.resolution, from: upstream, host: host) }
+                guard scoped.scopePrefixLength > 0 else {
+                    let stored = store(
+                        scoped.resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                    return SubnetAnswer(answer: stored, scope: 0)
+                }
+                return SubnetAnswer(
+                    answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
+                    scope: scoped.scopePrefixLength)
+            } catch let error as DNSError where error.code == .notFound || error.code == .noData {
+                // A vendor API's empty answer may be throttling: the next upstream is asked.
+                if upstream.negativeAnswersAreAuthoritative { throw error }
+                lastError = error
+            } catch let error as CancellationError {
+                throw error
+            } catch {
+                lastError = error
+            }
+        }
+        if let lastError { throw lastError }
+        return nil
+    }
+
+    /// An upstream's answer ranked by the cache's scores for its addresses (unscored without a cache).
+    private func ranked(_ resolution: Resolution, host: HostName, family: AddressFamily, upstream: Upstream)
+        -> RankedResolution
+    {
+        let ttl = resolution.addresses.map(\.ttl).min() ?? 0
+        guard let cache else {
+            var answer = RankedResolution(unscored: resolution, family: family, freshness: .upstream)
+            answer.upstream = upstream.identity
+            return answer
+        }
+        let (addresses, _) = cache.rankExternal(
+            host, family: family, addresses: resolution.addresses.map(\.ip), port: nil, probeInterval: nil)
+        return RankedResolution(
+            host: resolution.host, family: family, addresses: addresses,
+            origin: resolution.addresses.first?.source ?? ResolutionSource(upstream.name), ttl: ttl,
+            freshness: .upstream, upstream: upstream.identity)
+    }
+}

@@ -1,0 +1,161 @@
+import HTTPDNS
+import Synchronization
+
+/// What the service learned about names asked on behalf of client networks (EDNS Client Subnet, RFC 7871 §7.3).
+///
+/// Per name and family it holds one of two things:
+/// - **the same for every client**: the upstream answered with scope 0 (or without ECS), so the resolver's shared
+///   cache answers everyone, until that answer's TTL ends (then it is checked again in the background while the
+///   shared answer is still served);
+/// - **answers by network**: each with the network it holds for (the client's subnet cut to the scope the upstream
+///   returned) and its expiry. A client gets one only when its own subnet, as long as it was sent, lies inside that
+///   network: one network's answer is never served to another.
+///
+/// Bounded: at most ``Limits/maximumNetworksPerName`` networks a name (the least recently used goes) and
+/// ``Limits/maximumNames`` names (expired entries go first, then an arbitrary one). ``generation`` grows whenever a
+/// name turns from shared to by-network, so encoded answers kept for the shared case (`AnswerMemo`) end at once.
+final class ClientSubnetCache: Sendable {
+    struct Limits: Sendable, Hashable {
+        var maximumNames = 10_000
+        var maximumNetworksPerName = 64
+    }
+
+    struct Key: Hashable {
+        var name: String
+        var family: AddressFamily
+    }
+
+    /// What a lookup found.
+    enum Lookup {
+        /// Ask the shared cache; `revalidate` when the upstream should be asked again (in the background) whether
+        /// the name is still the same for every network.
+        case shared(revalidate: Bool)
+        /// An answer for the client's network, with the scope it holds for and its remaining TTL.
+        case answer(RankedResolution, scope: Int, ttl: UInt32)
+        /// Nothing known for this network: ask the upstream with the client's subnet.
+        case miss
+    }
+
+    private struct Entry {
+        var network: IPNetwork
+        var answer: RankedResolution
+        var expires: ContinuousClock.Instant
+        var used: ContinuousClock.Instant
+    }
+
+    private enum State {
+        case shared(until: ContinuousClock.Instant, revalidating: Bool)
+        case byNetwork([Entry])
+    }
+
+    let limits: Limits
+    private let table = Locked([Key: State]())
+    private let changes = Atomic<UInt64>(0)
+
+    init(limits: Limits = Limits()) {
+        self.limits = limits
+    }
+
+    /// Grows whenever a name stops being the same for every network.
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Names with answers by network now, and the networks they hold (for `/metrics`).
+    var size: (names: Int, networks: Int) {
+        table.withLock { table in
+            var names = 0
+            var networks = 0
+            for state in table.values {
+                if case .byNetwork(let entries) = state {
+                    names += 1
+                    networks += entries.count
+                }
+            }
+            return (names, networks)
+        }
+    }
+
+    /// What is known of `name` for clients in `subnet`.
+    func lookup(_ key: Key, subnet: IPNetwork, now: ContinuousClock.Instant) -> Lookup {
+        table.withLock { table in
+            switch table[key] {
+            case nil:
+                return .miss
+            case .shared(let until, let revalidating):
+                guard until <= now, !revalidating else { return .shared(revalidate: false) }
+                // One background check at a time: later lookups keep the shared answer until it reports.
+                table[key] = .shared(until: until, revalidating: true)
+                return .shared(revalidate: true)
+            case .byNetwork(var entries):
+                var best: Int?
+                for index in entries.indices where entries[index].network.contains(subnet) {
+                    if best.map({ entries[index].network.prefixLength > entries[$0].network.prefixLength }) ?? true {
+                        best = index
+                    }
+                }
+                guard let best, entries[best].expires > now else { return .miss }
+                entries[best].used = now
+                let entry = entries[best]
+                table[key] = .byNetwork(entries)
+                let remaining = entry.expires - now
+                return .answer(
+                    entry.answer, scope: entry.network.prefixLength,
+                    ttl: UInt32(clamping: remaining.components.seconds))
+            }
+        }
+    }
+
+    /// The least time a name stays marked shared before it is checked again, whatever its TTL (an answer with
+    /// TTL 0 would otherwise be checked on every query).
+    static let minimumSharedTime: Duration = .seconds(5)
+
+    /// Records that `key` has the same answer for every network, for `ttl` seconds (at least
+    /// ``minimumSharedTime``).
+    func keepShared(_ key: Key, ttl: UInt32, now: ContinuousClock.Instant) {
+        table.withLock { table in
+            makeRoom(&table, for: key, now: now)
+            table[key] = .shared(until: now + max(.seconds(Int64(ttl)), Self.minimumSharedTime), revalidating: false)
+        }
+    }
+
+    /// Keeps `answer`, which holds for clients in `network` (the client's subnet cut to the upstream's scope).
+    func keep(_ key: Key, network: IPNetwork, answer: RankedResolution, now: ContinuousClock.Instant) {
+        let entry = Entry(network: network, answer: answer, expires: now + .seconds(Int64(answer.ttl)), used: now)
+        let turned = table.withLock { table -> Bool in
+            makeRoom(&table, for: key, now: now)
+            guard case .byNetwork(var entries) = table[key] else {
+                let wasShared = table[key] != nil
+                table[key] = .byNetwork([entry])
+                return wasShared
+            }
+            entries.removeAll { $0.network == network || $0.expires <= now }
+            if entries.count >= limits.maximumNetworksPerName,
+                let oldest = entries.indices.min(by: { entries[$0].used < entries[$1].used })
+            {
+                entries.remove(at: oldest)
+            }
+            entries.append(entry)
+            table[key] = .byNetwork(entries)
+            return false
+        }
+        if turned { changes.add(1, ordering: .releasing) }
+    }
+
+    /// Ends a background check that found nothing (the upstream failed): the shared answer stays and is checked
+    /// again on a later lookup.
+    func revalidationFailed(_ key: Key) {
+        table.withLock { table in
+            if case .shared(let until, true) = table[key] { table[key] = .shared(until: until, revalidating: false) }
+        }
+    }
+
+    private func makeRoom(_ table: inout [Key: State], for key: Key, now: ContinuousClock.Instant) {
+        guard table[key] == nil, table.count >= limits.maximumNames else { return }
+        let expired = table.first { _, state in
+            switch state {
+            case .shared(let until, let revalidating): return until <= now && !revalidating
+            case .byNetwork(let entries): return entries.allSatisfy { $0.expires <= now }
+            }
+        }
+        table.removeValue(forKey: expired?.key ?? table.keys.first!)
+    }
+}

@@ -1,0 +1,299 @@
+import Foundation
+import Glibc
+import Logging
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+
+/// EDNS Client Subnet end to end against a real authoritative server that answers by network (PowerDNS with LUA
+/// `view()` records): the client's network reaches PowerDNS from an ECS option, `ip=`, `edns_client_subnet=` or the
+/// connection's address; each network gets its own answer, from the cache too; one network's answer never reaches
+/// another; scope 0 answers are shared.
+@Suite("HTTP DNS server: answers for the client's network (EDNS Client Subnet)")
+struct ClientSubnetTests {
+    static let logger = Logger(label: "client-subnet-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// PowerDNS behind c-ares behind the service, with a plain DNS listener on 127.0.0.1 (any loopback source).
+    struct Lab {
+        let pdns: PowerDNS
+        let resolver: HostResolver
+        let service: HTTPDNSService
+        let server: HTTPDNSServer
+        var dnsPort: Int { server.dnsPort ?? 0 }
+
+        static func start(configuration: HTTPDNSService.Configuration = .init()) async throws -> Lab {
+            let pdns = try await PowerDNS.start()
+            let cares = try CAresResolver(options: .init(servers: [pdns.address], timeout: .seconds(2)))
+            let resolver = HostResolver(
+                upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: nil,
+                onShutdown: [{ cares.shutdown() }])
+            let service = HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)
+            let server = try await HTTPDNSServer.start(
+                service: service,
+                configuration: .init(
+                    port: 0, dnsListen: ServerAddress(ip: try #require(IPAddress("0.0.0.0")), port: 0)),
+                logger: logger)
+            return Lab(pdns: pdns, resolver: resolver, service: service, server: server)
+        }
+
+        func stop() async {
+            await server.shutdown(grace: .milliseconds(100))
+            await resolver.shutdown()
+            pdns.stop()
+        }
+
+        /// Runs `body` with a lab, stopped afterwards whatever happens.
+        static func with(
+            _ configuration: HTTPDNSService.Configuration = .init(), _ body: (Lab) async throws -> Void
+        ) async throws {
+            let lab = try await start(configuration: configuration)
+            do {
+                try await body(lab)
+            } catch {
+                await lab.stop()
+                throw error
+            }
+            await lab.stop()
+        }
+    }
+
+    /// A query for `name` with an OPT record that carries `subnet` as its ECS option (none when `nil`).
+    static func query(_ name: String, type: UInt16 = 1, subnet: IPNetwork?, id: UInt16 = 0x4242) -> [UInt8] {
+        let option = subnet.map { EDNSClientSubnet.option($0) } ?? []
+        var message = ServedNamesTests.message(
+            labels: name.split(separator: ".").map(String.init), type: type,
+            additional: [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, UInt8(option.count >> 8), UInt8(option.count & 0xFF)]
+                + option)
+        (message[0], message[1]) = (UInt8(id >> 8), UInt8(id & 0xFF))
+        return message
+    }
+
+    /// One UDP exchange from a socket bound to `source` (a loopback address: the client's network).
+    static func udp(_ port: Int, _ datagram: [UInt8], from source: String = "127.0.0.1") async throws -> [UInt8] {
+        try await offThePool {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            precondition(fd >= 0)
+            defer { close(fd) }
+            var timeout = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            precondition(bound == 0, "cannot bind \(source)")
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let sent = withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            precondition(sent == datagram.count)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { throw TestServerError("no answer over UDP") }
+            return Array(buffer[0..<count])
+        }
+    }
+
+    /// The A records of an answer to `name`.
+    static func addresses(_ answer: [UInt8], _ name: String) throws -> [String] {
+        try DNSTransportTests.addresses(answer, name)
+    }
+
+    static func network(_ text: String) throws -> IPNetwork { try #require(IPNetwork(text)) }
+
+    @Test("c-ares asks with the client's subnet and reads the scope PowerDNS answers with")
+    func caresCarriesTheSubnet() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let cares = try CAresResolver(options: .init(servers: [pdns.address], timeout: .seconds(2)))
+        defer { cares.shutdown() }
+        let www = try HostName("www.ecs.test")
+        let first = try await cares.resolve(www, family: .ipv4, clientSubnet: try Self.network("198.51.100.0/24"))
+        #expect(first.resolution.addresses.map(\.ip.description) == ["192.0.2.1"])
+        #expect(first.scopePrefixLength == 24)
+        let second = try await cares.resolve(www, family: .ipv4, clientSubnet: try Self.network("203.0.113.0/24"))
+        #expect(second.resolution.addresses.map(\.ip.description) == ["192.0.2.2"])
+        let six = try await cares.resolve(www, family: .ipv6, clientSubnet: try Self.network("2001:db8:1::/48"))
+        #expect(six.resolution.addresses.map(\.ip.description) == ["2001:db8::1"])
+        #expect(six.scopePrefixLength == 48)
+        let flat = try await cares.resolve(
+            try HostName("flat.ecs.test"), family: .ipv4, clientSubnet: try Self.network("198.51.100.0/24"))
+        #expect(flat.resolution.addresses.map(\.ip.description) == ["192.0.2.50"])
+        #expect(flat.scopePrefixLength == 0)
+        // Without the option PowerDNS goes by the query's source, 127.0.0.1.
+        let plain = try await cares.resolve(www, family: .ipv4)
+        #expect(plain.addresses.map(\.ip.description) == ["192.0.2.9"])
+    }
+
+    @Test("two networks get their own answers over UDP, cache hits included, and the scope comes back to the client")
+    func eachNetworkItsOwnAnswer() async throws {
+        try await Lab.with { lab in
+            let a = try Self.network("198.51.100.7/32")
+            let b = try Self.network("203.0.113.9/32")
+            for round in 0..<3 {
+                for (network, expected) in [(a, "192.0.2.1"), (b, "192.0.2.2")] {
+                    let answer = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: network))
+                    #expect(try Self.addresses(answer, "www.ecs.test") == [expected], "round \(round), \(network)")
+                    // The client's own option comes back, with the scope PowerDNS gave the /24 the server asked for.
+                    let echoed = try #require(try EDNSClientSubnet.find(in: answer))
+                    #expect(echoed.subnet == network)
+                    #expect(echoed.scope == 24)
+                }
+            }
+            // A third network in neither view, and a client that sends no option (its address, 127.0.0.1, is used).
+            let other = try await Self.udp(
+                lab.dnsPort, Self.query("www.ecs.test", subnet: try Self.network("192.0.2.0/24")))
+            #expect(try Self.addresses(other, "www.ecs.test") == ["192.0.2.9"])
+            let plain = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: nil))
+            #expect(try Self.addresses(plain, "www.ecs.test") == ["192.0.2.9"])
+            #expect(try EDNSClientSubnet.find(in: plain) == nil)
+            #expect(lab.service.subnetAnswers.size.names == 1)
+            #expect(lab.service.subnetAnswers.size.networks == 4)
+        }
+    }
+
+    @Test("the connection's address is the network of a client that says nothing")
+    func connectionAddressIsTheNetwork() async throws {
+        try await Lab.with { lab in
+            for _ in 0..<2 {
+                for (source, expected) in [
+                    ("127.0.1.5", "192.0.2.11"), ("127.0.2.5", "192.0.2.12"), ("127.0.0.1", "192.0.2.9"),
+                ] {
+                    let answer = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: nil), from: source)
+                    #expect(try Self.addresses(answer, "www.ecs.test") == [expected], "from \(source)")
+                }
+            }
+        }
+    }
+
+    @Test("the vendor APIs' ip= and the JSON API's edns_client_subnet= choose the network")
+    func statedNetworks() async throws {
+        try await Lab.with(.init(accounts: ["100000": nil])) { lab in
+            let client = try #require(IPAddress("127.0.0.1"))
+            func get(_ target: String) async -> String {
+                let response = await lab.service.handle(ServiceRequest(method: "GET", target: target, client: client))
+                return "\(response.status) " + String(decoding: response.body, as: UTF8.self)
+            }
+            #expect(await get("/d?dn=www.ecs.test&ip=198.51.100.20") == "200 192.0.2.1")
+            #expect(await get("/d?dn=www.ecs.test&ip=203.0.113.20") == "200 192.0.2.2")
+            #expect(await get("/d?dn=www.ecs.test") == "200 192.0.2.9")
+            #expect(await get("/d?dn=www.ecs.test&ip=not-an-address").hasPrefix("400 "))
+            let alibaba = await get("/100000/d?host=www.ecs.test&ip=203.0.113.77")
+            #expect(alibaba.contains("\"ips\":[\"192.0.2.2\"]"), "\(alibaba)")
+            #expect(await get("/100000/d?host=www.ecs.test&ip=300.1.1.1").contains("InvalidIP"))
+            let json = await get("/resolve?name=www.ecs.test&edns_client_subnet=198.51.100.0/24")
+            #expect(json.contains("\"data\":\"192.0.2.1\""), "\(json)")
+            #expect(json.contains("\"edns_client_subnet\":\"198.51.100.0/24\""), "\(json)")
+            #expect(await get("/resolve?name=www.ecs.test&edns_client_subnet=nonsense").hasPrefix("400 "))
+        }
+    }
+
+    @Test("an answer for every network (scope 0) is shared through the resolver's cache and echoed with scope 0")
+    func sharedAnswers() async throws {
+        try await Lab.with { lab in
+            let network = try Self.network("198.51.100.0/24")
+            let answer = try await Self.udp(lab.dnsPort, Self.query("flat.ecs.test", subnet: network))
+            #expect(try Self.addresses(answer, "flat.ecs.test") == ["192.0.2.50"])
+            #expect(try EDNSClientSubnet.find(in: answer)?.scope == 0)
+            // Stored where every lookup finds it, and the name is known to be the same for every network.
+            #expect(
+                lab.resolver.cache?.resolution(for: try HostName("flat.ecs.test"), family: .ipv4)?.best?.description
+                    == "192.0.2.50")
+            let key = ClientSubnetCache.Key(name: "flat.ecs.test", family: .ipv4)
+            guard
+                case .shared = lab.service.subnetAnswers.lookup(
+                    key, subnet: try Self.network("203.0.113.0/24"), now: .now)
+            else {
+                Issue.record("flat.ecs.test is not marked shared")
+                return
+            }
+            #expect(lab.service.subnetAnswers.size.names == 0)
+        }
+    }
+
+    @Test("with ECS off every client gets the server's own view and no option comes back")
+    func off() async throws {
+        try await Lab.with(.init(clientSubnetMode: .off)) { lab in
+            for network in [try Self.network("198.51.100.0/24"), try Self.network("203.0.113.0/24")] {
+                let answer = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: network))
+                #expect(try Self.addresses(answer, "www.ecs.test") == ["192.0.2.9"])
+                #expect(try EDNSClientSubnet.find(in: answer) == nil)
+            }
+            let fromB = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: nil), from: "127.0.2.5")
+            #expect(try Self.addresses(fromB, "www.ecs.test") == ["192.0.2.9"])
+        }
+    }
+
+    @Test("connection mode ignores what clients say and goes by their address")
+    func connectionMode() async throws {
+        try await Lab.with(.init(clientSubnetMode: .connection)) { lab in
+            let claim = try Self.network("198.51.100.0/24")
+            let answer = try await Self.udp(lab.dnsPort, Self.query("www.ecs.test", subnet: claim), from: "127.0.2.5")
+            #expect(try Self.addresses(answer, "www.ecs.test") == ["192.0.2.12"])
+            #expect(try EDNSClientSubnet.find(in: answer) == nil)
+        }
+    }
+
+    @Test("a malformed client subnet option is answered FORMERR")
+    func malformedOption() async throws {
+        try await Lab.with { lab in
+            // Family 1, /24, with four address bytes where three belong (RFC 7871 §6), and one with bits past /20.
+            for data: [UInt8] in [[0, 1, 24, 0, 198, 51, 100, 7], [0, 1, 20, 0, 198, 51, 100], [0, 3, 8, 0, 10]] {
+                let option: [UInt8] = [0, 8, 0, UInt8(data.count)] + data
+                var message = ServedNamesTests.message(
+                    labels: ["www", "ecs", "test"], type: 1,
+                    additional: [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, UInt8(option.count)] + option)
+                (message[0], message[1]) = (0x77, 0x77)
+                let answer = try await Self.udp(lab.dnsPort, message)
+                #expect(answer[3] & 0x0F == 1, "\(data)")
+            }
+        }
+    }
+
+    @Test("kdig +subnet gets its network's answer and the scope back")
+    func kdigSubnet() async throws {
+        try await Lab.with { lab in
+            for (subnet, expected) in [("198.51.100.0/24", "192.0.2.1"), ("203.0.113.0/24", "192.0.2.2")] {
+                let (status, output) = try await InteropTests.run(
+                    "/usr/bin/kdig",
+                    [
+                        "@127.0.0.1", "-p", "\(lab.dnsPort)", "+notcp", "+subnet=\(subnet)", "+timeout=20",
+                        "www.ecs.test", "A",
+                    ])
+                #expect(status == 0, "\(output)")
+                #expect(output.contains(expected), "\(output)")
+                #expect(output.contains("CLIENT-SUBNET: \(subnet)/24"), "\(output)")
+            }
+        }
+    }
+
+    @Test("the ECS option reads and writes as RFC 7871 §6 says")
+    func optionWire() throws {
+        let network = try Self.network("198.51.100.0/22")
+        let data = EDNSClientSubnet.optionData(network, scope: 20)
+        #expect(data == [0, 1, 22, 20, 198, 51, 100])
+        let read = try EDNSClientSubnet.read(data[...])
+        #expect(read.subnet == network && read.scope == 20)
+        let six = try Self.network("2001:db8:1::/48")
+        #expect(EDNSClientSubnet.optionData(six) == [0, 2, 48, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 1])
+        #expect(throws: EDNSClientSubnet.Malformed.self) {
+            try EDNSClientSubnet.read([0, 1, 33, 0, 1, 2, 3, 4, 5][...])
+        }
+        #expect(throws: EDNSClientSubnet.Malformed.self) { try EDNSClientSubnet.read([0, 1, 0, 0, 1][...]) }
+        #expect(
+            IPNetwork(try #require(IPAddress("::ffff:198.51.100.7")), prefixLength: 24).description == "198.51.100.0/24"
+        )
+        #expect(try Self.network("198.51.100.0/24").contains(try Self.network("198.51.100.128/25")))
+        #expect(!(try Self.network("198.51.100.0/24").contains(try Self.network("198.51.0.0/16"))))
+    }
+}

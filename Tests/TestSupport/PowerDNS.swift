@@ -1,0 +1,87 @@
+import Foundation
+public import HTTPDNS
+
+/// A real PowerDNS Authoritative server (Debian `pdns-server` with `pdns-backend-bind`) on 127.0.0.1 at a free high
+/// port, answering the zone `ecs.test` by the client's network: LUA `view()` records with
+/// `edns-subnet-processing=yes`, so the network comes from a query's EDNS Client Subnet option, else from its source
+/// address. What a CDN's authoritative server does.
+///
+/// - `www.ecs.test` A: 192.0.2.1 for 198.51.100.0/24, 192.0.2.2 for 203.0.113.0/24, 192.0.2.11 for 127.0.1.0/24,
+///   192.0.2.12 for 127.0.2.0/24, 192.0.2.9 for everyone else; PowerDNS answers it with the scope of the subnet
+///   asked.
+/// - `www.ecs.test` AAAA: 2001:db8::1 for 2001:db8:1::/48, 2001:db8::9 otherwise.
+/// - `flat.ecs.test` A: 192.0.2.50 for everyone (scope 0).
+public final class PowerDNS: Sendable {
+    /// The server's address, e.g. `127.0.0.1:40123`.
+    public let address: ServerAddress
+    private let process: ChildProcess
+    private let directory: URL
+
+    /// The answers by network, as listed above.
+    public static let zone = """
+        $TTL 300
+        @ IN SOA ns.ecs.test. admin.ecs.test. 1 3600 600 86400 60
+        @ IN NS ns.ecs.test.
+        ns IN A 127.0.0.1
+        www IN LUA A "view({ {{'198.51.100.0/24'}, {'192.0.2.1'}}, {{'203.0.113.0/24'}, {'192.0.2.2'}}, \
+        {{'127.0.1.0/24'}, {'192.0.2.11'}}, {{'127.0.2.0/24'}, {'192.0.2.12'}}, {{'0.0.0.0/0', '::/0'}, {'192.0.2.9'}} })"
+        www IN LUA AAAA "view({ {{'2001:db8:1::/48'}, {'2001:db8::1'}}, {{'0.0.0.0/0', '::/0'}, {'2001:db8::9'}} })"
+        flat IN A 192.0.2.50
+
+        """
+
+    /// Starts pdns_server; waits until it answers.
+    /// - Throws: ``TestServerError`` when PowerDNS is missing or does not come up.
+    public init() throws {
+        let binary = "/usr/sbin/pdns_server"
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw TestServerError(
+                "pdns_server is not installed; run scripts/test.sh, which installs pdns-server and pdns-backend-bind")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "httpdns-pdns-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        do {
+            try Self.zone.write(
+                to: directory.appendingPathComponent("ecs.test.zone"), atomically: true, encoding: .utf8)
+            try "zone \"ecs.test\" { type master; file \"\(directory.path)/ecs.test.zone\"; };\n".write(
+                to: directory.appendingPathComponent("named.conf"), atomically: true, encoding: .utf8)
+            (process, address) = try ServerLaunch.retrying("pdns_server") { _ in
+                let port = try FreePort.udp()
+                let lines = [
+                    "launch=bind", "bind-config=\(directory.path)/named.conf", "local-address=127.0.0.1",
+                    "local-port=\(port)", "enable-lua-records=yes", "edns-subnet-processing=yes",
+                    "socket-dir=\(directory.path)", "guardian=no", "daemon=no", "disable-syslog=yes", "loglevel=3",
+                    "webserver=no", "security-poll-suffix=", "query-cache-ttl=0", "cache-ttl=0",
+                    "negquery-cache-ttl=0", "distributor-threads=1", "receiver-threads=1",
+                ]
+                try (lines.joined(separator: "\n") + "\n").write(
+                    to: directory.appendingPathComponent("pdns.conf"), atomically: true, encoding: .utf8)
+                let process = try ChildProcess(path: binary, arguments: ["--config-dir=\(directory.path)"])
+                let address = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
+                guard DNSProbe.waitUntilAnswering(address, while: { process.isRunning }) else {
+                    process.stop()
+                    throw ServerLaunch.NotUp("pdns_server did not answer on port \(port)")
+                }
+                return (process, address)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        self.directory = directory
+    }
+
+    /// Stops the server and removes its files.
+    public func stop() {
+        process.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit { stop() }
+
+    /// Starts PowerDNS without holding a thread of the cooperative pool while it comes up.
+    public static func start() async throws -> PowerDNS {
+        try await offThePool { try PowerDNS() }
+    }
+}
