@@ -277,6 +277,102 @@ struct ClientSubnetTests {
         }
     }
 
+    @Test(
+        "HTTP DNS providers get the client's network in their own form: ECS through dnsdist, edns_client_subnet=, ip=")
+    func httpDNSForms() async throws {
+        try await Lab.with(.init(accounts: ["100000": nil])) { lab in
+            // dnsdist (a DoH server no one here wrote) relays the RFC 8484 query's ECS option to PowerDNS as it is.
+            let dnsdist = try await DNSDist.start(backend: lab.pdns.address)
+            defer { dnsdist.stop() }
+            let transport = try HTTPDNSTransport(configuration: .init())
+            let base = "http://127.0.0.1:\(lab.server.port)"
+            let providers: [(String, HTTPDNSResolver.API, String)] = [
+                ("RFC 8484 GET", .dnsMessage(method: .get), dnsdist.httpURL),
+                ("RFC 8484 POST", .dnsMessage(method: .post), dnsdist.httpURL),
+                ("JSON", .dnsJSON, base + "/resolve"),
+                ("Alibaba", .alibaba(account: "100000"), base),
+                ("Tencent", .tencent(), base),
+            ]
+            do {
+                for (name, api, url) in providers {
+                    let resolver = try HTTPDNSResolver(
+                        configuration: .init(
+                            api: api, endpoints: [try HTTPDNSEndpoint(url)], allowNonPublicAddresses: true),
+                        transport: transport)
+                    let www = try HostName("www.ecs.test")
+                    for (network, expected) in [("198.51.100.0/24", "192.0.2.1"), ("203.0.113.0/24", "192.0.2.2")] {
+                        let answer = try await resolver.resolve(
+                            www, family: .ipv4, clientSubnet: try Self.network(network))
+                        #expect(answer.resolution.addresses.map(\.ip.description) == [expected], "\(name) \(network)")
+                        // Wire and JSON answers say their scope; the vendor APIs' answers hold for what was sent.
+                        #expect(answer.scopePrefixLength == 24, "\(name) \(network)")
+                    }
+                }
+            } catch {
+                await transport.shutdown()
+                throw error
+            }
+            await transport.shutdown()
+        }
+    }
+
+    @Test("a network's reports order its own answers within 10 reports, and never another network's")
+    func steeringByNetwork() async throws {
+        let overrides = HostOverrides()
+        let addresses = [IPAddress(ipv4: 192, 0, 2, 1), IPAddress(ipv4: 192, 0, 2, 2), IPAddress(ipv4: 192, 0, 2, 3)]
+        overrides.set(addresses, for: try HostPattern("steer.test"))
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
+        let service = HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(acceptClientReports: true, reportNetworks: [try Self.network("127.0.0.0/8")]),
+            logger: Self.logger)
+        let a = try #require(IPAddress("127.0.1.5"))
+        let b = try #require(IPAddress("127.0.2.5"))
+        func order(for client: IPAddress, over transport: ServiceRequest.Transport = .http) async -> [String] {
+            let query = Self.query("steer.test", subnet: nil)
+            let response = await service.handle(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message", body: query,
+                    client: client, transport: transport))
+            return (try? Self.addresses(response.body, "steer.test")) ?? []
+        }
+        func report(_ ip: String, _ milliseconds: Int?, from client: IPAddress) async -> Int {
+            let measured = milliseconds.map { "\"connectMs\":\($0)" } ?? "\"failed\":true"
+            return await service.handle(
+                ServiceRequest(
+                    method: "POST", target: "/report",
+                    body: Array("{\"host\":\"steer.test\",\"ip\":\"\(ip)\",\(measured)}".utf8),
+                    client: client)
+            ).status
+        }
+        let initial = await order(for: a)
+        #expect(initial == ["192.0.2.1", "192.0.2.2", "192.0.2.3"])
+        #expect(await order(for: b) == initial)
+        // Network A measures 192.0.2.3 fast and 192.0.2.1 slow; B measures nothing.
+        var flippedAfter: Int?
+        for count in 1...10 {
+            #expect(await report("192.0.2.3", 4, from: a) == 204)
+            #expect(await report("192.0.2.1", 90, from: a) == 204)
+            if flippedAfter == nil, await order(for: a).first == "192.0.2.3" { flippedAfter = count }
+            #expect(await order(for: b) == initial, "B's order moved after \(count) of A's reports")
+        }
+        let moved = try #require(flippedAfter, "A's order did not follow its reports within 10")
+        #expect(moved <= 10)
+        // 192.0.2.1 measured at 90 ms stays ahead of 192.0.2.2, which A never measured (the server's unmeasured 250 ms).
+        #expect(await order(for: a) == ["192.0.2.3", "192.0.2.1", "192.0.2.2"])
+        // The same over plain DNS (the memo never serves A's order to B, nor B's to A).
+        for _ in 0..<3 {
+            #expect(await order(for: b, over: .udp) == initial)
+            #expect(await order(for: a, over: .udp).first == "192.0.2.3")
+        }
+        // A failure in A's network puts that address last for A.
+        #expect(await report("192.0.2.3", nil, from: a) == 204)
+        #expect(await order(for: a).last == "192.0.2.3")
+        #expect(await order(for: b) == initial)
+        #expect(service.networkScores.size.networks == 1)
+        await resolver.shutdown()
+    }
+
     @Test("the ECS option reads and writes as RFC 7871 §6 says")
     func optionWire() throws {
         let network = try Self.network("198.51.100.0/22")

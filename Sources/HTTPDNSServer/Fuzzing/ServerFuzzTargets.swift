@@ -66,10 +66,20 @@ package enum ServerFuzzTargets {
             }
             _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
             dnsTransports(bytes)
+            clientSubnetOption(bytes)
         default:
             return false
         }
         return true
+    }
+
+    /// A client subnet option that reads writes back as it came, and a network cut shorter stays inside it.
+    private static func clientSubnetOption(_ bytes: [UInt8]) {
+        guard let (subnet, scope) = try? EDNSClientSubnet.find(in: bytes) else { return }
+        let written = EDNSClientSubnet.optionData(subnet, scope: scope)
+        precondition((try? EDNSClientSubnet.read(written[...]))?.subnet == subnet, "an ECS option does not read back")
+        let cut = subnet.truncated(to: subnet.prefixLength / 2)
+        precondition(cut.contains(subnet) && cut.prefixLength <= subnet.prefixLength, "a cut network lost its own")
     }
 
     /// Relayed answers kept for later clients.

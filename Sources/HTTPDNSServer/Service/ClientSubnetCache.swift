@@ -108,6 +108,16 @@ final class ClientSubnetCache: Sendable {
     /// TTL 0 would otherwise be checked on every query).
     static let minimumSharedTime: Duration = .seconds(5)
 
+    /// Whether `address` is in an answer kept for clients in `subnet` (a client may report on it).
+    func answered(_ key: Key, subnet: IPNetwork, address: IPAddress) -> Bool {
+        table.withLock { table in
+            guard case .byNetwork(let entries) = table[key] else { return false }
+            return entries.contains { entry in
+                entry.network.contains(subnet) && entry.answer.addresses.contains { $0.ip == address }
+            }
+        }
+    }
+
     /// Records that `key` has the same answer for every network, for `ttl` seconds (at least
     /// ``minimumSharedTime``).
     func keepShared(_ key: Key, ttl: UInt32, now: ContinuousClock.Instant) {

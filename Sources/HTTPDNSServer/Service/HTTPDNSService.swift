@@ -216,11 +216,14 @@ public final class HTTPDNSService: Sendable {
     private let configurationChanges = Atomic<UInt64>(0)
     /// Answers by client network, and the names known to be the same for every network.
     let subnetAnswers = ClientSubnetCache()
+    /// What each client network reported for the addresses of a name, for ordering that network's answers.
+    let networkScores = NetworkScores()
 
     /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
     /// or this service's configuration (see `AnswerMemo`).
     var answerGeneration: UInt64 {
         configurationChanges.load(ordering: .acquiring) &+ resolver.answerGeneration &+ subnetAnswers.generation
+            &+ networkScores.generation
     }
 
     /// Creates the service.
@@ -547,6 +550,10 @@ public final class HTTPDNSService: Sendable {
         }
         guard let (ranked, steadyFor) = try? resolver.cachedRankedSteadily(lookup.name + ".", family: lookup.family)
         else { return nil }
+        // An answer ordered by what the asking network reported is that network's alone: never kept in the memo.
+        if lookup.subnet != nil, networkScores.generation > 0, networkScores.hasScores(lookup.name) {
+            return (result(ranked, lookup), nil)
+        }
         return (result(ranked, lookup), steadyFor)
     }
 
@@ -555,8 +562,15 @@ public final class HTTPDNSService: Sendable {
         -> LookupResult
     {
         let (family, limit) = (lookup.family, lookup.limit)
+        var ordered = ranked.addresses
+        // The asking network's own reports order its answers (see NetworkScores); no scores at all: nothing to do.
+        if let subnet = lookup.subnet, networkScores.generation > 0,
+            let theirs = networkScores.order(ordered, host: lookup.name, network: subnet)
+        {
+            ordered = theirs
+        }
         var addresses: [IPAddress] = []
-        for address in ranked.addresses where address.ip.family == family {
+        for address in ordered where address.ip.family == family {
             addresses.append(address.ip)
             if addresses.count == limit { break }
         }
@@ -650,10 +664,23 @@ public final class HTTPDNSService: Sendable {
         } else {
             return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
         }
+        // The client's network as its answers are made for (EDNS Client Subnet): answers kept for that network
+        // count as answered, and its reports order its own answers.
+        let subnet = clientSubnet(stated: nil, client: client, configuration)
         let known =
             (try? resolver.cachedRanked(host.name + ".", family: address.family))?.addresses
             .contains { $0.ip == address } ?? false
-        guard known else { return .text(404, "the server has not answered \(address) for \(host.name)") }
+        let knownForNetwork =
+            subnet.map {
+                subnetAnswers.answered(.init(name: host.name, family: address.family), subnet: $0, address: address)
+            } ?? false
+        guard known || knownForNetwork else {
+            return .text(404, "the server has not answered \(address) for \(host.name)")
+        }
+        if let subnet {
+            networkScores.record(host: host.name, network: subnet, address: address, connect: connect)
+            metrics.networkScoreTable(networkScores.size)
+        }
         let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)
         switch reports.record(host: host.name, address: address, network: network, connect: connect) {
         case .connect(let median): resolver.reportConnect(to: address, of: host, latency: median)

@@ -44,6 +44,9 @@ final class ServiceMetrics: Sendable {
     /// Names with answers by network, and the networks they hold.
     private let subnetNames: Gauge
     private let subnetNetworks: Gauge
+    /// Names with scores reported by client networks, and the networks.
+    private let networkScoreNames: Gauge
+    private let networkScoreNetworks: Gauge
 
     init(factory: (any MetricsFactory)?) {
         let factory = factory ?? MetricsSystem.factory
@@ -74,6 +77,8 @@ final class ServiceMetrics: Sendable {
             })
         subnetNames = Gauge(label: "httpdns_serve_client_subnet_names", dimensions: [], factory: factory)
         subnetNetworks = Gauge(label: "httpdns_serve_client_subnet_networks", dimensions: [], factory: factory)
+        networkScoreNames = Gauge(label: "httpdns_serve_network_score_names", dimensions: [], factory: factory)
+        networkScoreNetworks = Gauge(label: "httpdns_serve_network_score_networks", dimensions: [], factory: factory)
         dnsAnswered = (
             Counter(
                 label: "httpdns_serve_requests_total", dimensions: [("endpoint", "dns-query"), ("status", "200")],
@@ -94,6 +99,12 @@ final class ServiceMetrics: Sendable {
     func subnetTable(_ size: (names: Int, networks: Int)) {
         subnetNames.record(size.names)
         subnetNetworks.record(size.networks)
+    }
+
+    /// Records the size of the table of scores by client network.
+    func networkScoreTable(_ size: (names: Int, networks: Int)) {
+        networkScoreNames.record(size.names)
+        networkScoreNetworks.record(size.networks)
     }
 
     /// Counts a request that arrived over `transport`.
