@@ -37,6 +37,27 @@ struct SettingsTests {
         #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
     }
 
+    @Test("the Kubernetes TLS overlay's environment turns on HTTPS and DNS over TLS with the base's settings")
+    func deploymentTLSOverlay() throws {
+        let yaml = try String(contentsOfFile: "Config/deploy/kubernetes/tls/tls-deployment.yaml", encoding: .utf8)
+        // `- { name: HOSTSCTL_…, value: … }` lines, as the kubelet would set them.
+        var environment: [String: String] = [:]
+        for line in yaml.split(separator: "\n") where line.contains("name: HOSTSCTL_SERVE_") {
+            let fields = line.split(separator: ",").map { $0.split(separator: ":", maxSplits: 1) }
+            let name = fields[0][1].trimmingCharacters(in: .whitespaces.union(["{", "-"]))
+            let value = fields[1][1].trimmingCharacters(in: .whitespaces.union(["}", "\""]))
+            environment[name] = value
+        }
+        #expect(environment.count == 3, "\(environment)")
+        let file = SettingsFile.load(path: "Config/deploy/kubernetes/hostsctl.json", environment: environment)
+        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
+        let settings = try file.get()
+        #expect(settings.serve.certificate == "/etc/hostsctl-tls/tls.crt")
+        #expect(settings.serve.privateKey == "/etc/hostsctl-tls/tls.key")
+        #expect(settings.serve.dotListen?.description == "0.0.0.0:8853")
+        #expect(settings.serve.dnsListen?.description == "0.0.0.0:5353")
+    }
+
     @Test("defaults without a file")
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()
