@@ -373,6 +373,45 @@ struct ClientSubnetTests {
         await resolver.shutdown()
     }
 
+    @Test("behind a trusted proxy the client named by X-Forwarded-For or Forwarded is the network; otherwise not")
+    func trustedProxies() async throws {
+        let trusted = HTTPDNSService.Configuration(trustedProxies: [try Self.network("127.0.0.0/8")])
+        for configuration in [trusted, HTTPDNSService.Configuration()] {
+            try await Lab.with(configuration) { lab in
+                func curl(_ header: String) async throws -> String {
+                    let (status, output) = try await InteropTests.run(
+                        "/usr/bin/curl",
+                        [
+                            "-s", "--max-time", "20", "-H", header,
+                            "http://127.0.0.1:\(lab.server.port)/resolve?name=www.ecs.test&type=A",
+                        ])
+                    #expect(status == 0, "\(output)")
+                    return output
+                }
+                let isTrusted = !configuration.trustedProxies.isEmpty
+                // A client the proxy saw; then one that wrote its own claim before the proxy's entry (the proxy's
+                // entry, the last, is the one believed); then RFC 7239 with an IPv6 node and a port.
+                let plain = try await curl("X-Forwarded-For: 198.51.100.7")
+                #expect(plain.contains(isTrusted ? "192.0.2.1" : "192.0.2.9"), "\(plain)")
+                let spoofed = try await curl("X-Forwarded-For: 198.51.100.7, 203.0.113.5")
+                #expect(spoofed.contains(isTrusted ? "192.0.2.2" : "192.0.2.9"), "\(spoofed)")
+                let rfc = try await curl("Forwarded: for=\"[2001:db8::1]:4711\", for=203.0.113.5:80;proto=https")
+                #expect(rfc.contains(isTrusted ? "192.0.2.2" : "192.0.2.9"), "\(rfc)")
+                // A hop that is not an address stops the walk: the proxy itself (127.0.0.1) is the client.
+                let garbage = try await curl("X-Forwarded-For: 198.51.100.7, unknown")
+                #expect(garbage.contains("192.0.2.9"), "\(garbage)")
+            }
+        }
+        #expect(
+            ForwardedHeader.rfc7239("for=_hidden, for=\"[2001:db8::2]\"").map { $0?.description } == [
+                nil, "2001:db8::2",
+            ])
+        #expect(
+            ForwardedHeader.xForwardedFor(" 192.0.2.1:80 ,[2001:db8::3]:1").map { $0?.description } == [
+                "192.0.2.1", "2001:db8::3",
+            ])
+    }
+
     @Test("the ECS option reads and writes as RFC 7871 §6 says")
     func optionWire() throws {
         let network = try Self.network("198.51.100.0/22")

@@ -9,6 +9,10 @@ package struct HTTP2Request {
     package var path = "/"
     /// `content-type`, if sent.
     package var contentType: String?
+    /// `x-forwarded-for`, every field of it joined by commas, if sent.
+    package var forwardedFor: String?
+    /// `forwarded` (RFC 7239), every field of it joined by commas, if sent.
+    package var forwarded: String?
     /// The body, from every DATA frame.
     package var body: [UInt8] = []
 }
@@ -236,6 +240,12 @@ package final class HTTP2ServerSession {
             state.request.path = String(decoding: value, as: UTF8.self)
         } else if name.equals("content-type") {
             state.request.contentType = String(decoding: value, as: UTF8.self)
+        } else if name.equals("x-forwarded-for") {
+            let text = String(decoding: value, as: UTF8.self)
+            state.request.forwardedFor = state.request.forwardedFor.map { $0 + "," + text } ?? text
+        } else if name.equals("forwarded") {
+            let text = String(decoding: value, as: UTF8.self)
+            state.request.forwarded = state.request.forwarded.map { $0 + "," + text } ?? text
         }
         return true
     }

@@ -106,6 +106,8 @@ public struct ServeSettings: Sendable, Hashable {
     public var clientSubnetPrefixV4: Int
     /// The most bits of an IPv6 client's address sent upstream as its subnet.
     public var clientSubnetPrefixV6: Int
+    /// Proxies (CIDR) whose `Forwarded` or `X-Forwarded-For` header names the client.
+    public var trustedProxies: [String]
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
     /// vendor account.
@@ -150,6 +152,7 @@ public struct ServeSettings: Sendable, Hashable {
         clientSubnetMode = .on
         clientSubnetPrefixV4 = 24
         clientSubnetPrefixV6 = 56
+        trustedProxies = []
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard (certificate == nil) == (privateKey == nil) else {
             throw SettingsReader(config: config).invalid(
@@ -302,5 +305,9 @@ public struct ServeSettings: Sendable, Hashable {
         .int(
             "serve.ecs.prefixV6", \.clientSubnetPrefixV6, default: 56,
             "most bits of an IPv6 client's address sent upstream as its subnet", range: 16...128),
+        .strings(
+            "serve.trustedProxies", \.trustedProxies,
+            "proxies (CIDR) whose Forwarded or X-Forwarded-For header names the client (limits, ECS, reports, logs)",
+            check: { IPNetwork($0) == nil ? "'\(HostName.printable($0))' is not a network such as 10.0.0.0/8" : nil }),
     ]
 }

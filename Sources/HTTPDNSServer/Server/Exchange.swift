@@ -32,6 +32,7 @@ struct Exchange: Sendable {
         let started = ContinuousClock.now
         var request = request
         request.transport = transport
+        service.takeForwardedClient(&request)
         let memo = memo?.value
         let plan = service.plan(request, memo: memo, now: started)
         if let (response, steadyFor) = service.immediateResponse(plan) {

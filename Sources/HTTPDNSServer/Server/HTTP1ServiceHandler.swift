@@ -117,9 +117,13 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
         }
         // HEAD is answered as GET without the body.
         let method = head.method == .HEAD ? "GET" : head.method.rawValue
-        let serviceRequest = ServiceRequest(
+        var serviceRequest = ServiceRequest(
             method: method, target: head.uri, contentType: head.headers.first(name: "content-type"),
             body: request.body, client: exchange.client)
+        let forwardedFor = head.headers["x-forwarded-for"]
+        if !forwardedFor.isEmpty { serviceRequest.forwardedFor = forwardedFor.joined(separator: ",") }
+        let forwarded = head.headers["forwarded"]
+        if !forwarded.isEmpty { serviceRequest.forwarded = forwarded.joined(separator: ",") }
         let later = { [self] in
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(

@@ -152,9 +152,11 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
     private func answer(_ stream: Int32, _ request: HTTP2Request, context: ChannelHandlerContext) {
         // HEAD is answered as GET without the body.
         let isHead = request.method == "HEAD"
-        let serviceRequest = ServiceRequest(
+        var serviceRequest = ServiceRequest(
             method: isHead ? "GET" : request.method, target: request.path, contentType: request.contentType,
             body: request.body, client: exchange.client)
+        serviceRequest.forwardedFor = request.forwardedFor
+        serviceRequest.forwarded = request.forwarded
         let later = { [self] in
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(

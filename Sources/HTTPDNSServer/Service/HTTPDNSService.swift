@@ -18,6 +18,12 @@ public struct ServiceRequest: Sendable {
     public var client: IPAddress?
     /// How the request arrived, for metrics and access logs.
     public var transport: Transport
+    /// The `X-Forwarded-For` header (every field joined by commas), if any: read only when ``client`` is a trusted
+    /// proxy (``HTTPDNSService/Configuration-swift.struct/trustedProxies``).
+    public var forwardedFor: String?
+    /// The `Forwarded` header (RFC 7239, every field joined by commas), if any: read as ``forwardedFor`` is, and
+    /// preferred to it.
+    public var forwarded: String?
 
     /// How a request reached the service.
     public enum Transport: String, Sendable, Hashable, CaseIterable {
@@ -141,6 +147,10 @@ public final class HTTPDNSService: Sendable {
         /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
         /// sends a shorter subnet is never given a longer one.
         public var clientSubnetPrefixes: ClientPrefixes
+        /// Proxies (load balancers) whose `Forwarded` or `X-Forwarded-For` header names the client: for a request
+        /// from one of them, the client is the last address in the header that is not itself one of them (for
+        /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
+        public var trustedProxies: [IPNetwork]
 
         /// Creates a configuration.
         public init(
@@ -150,8 +160,9 @@ public final class HTTPDNSService: Sendable {
             signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
             forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
-            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56)
+            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = []
         ) {
+            self.trustedProxies = trustedProxies
             self.clientSubnetMode = clientSubnetMode
             self.clientSubnetPrefixes = clientSubnetPrefixes
             self.maximumAnswers = max(maximumAnswers, 1)
@@ -186,7 +197,8 @@ public final class HTTPDNSService: Sendable {
                 forwardsGuardedReverseLookups: settings.probeGuardedAddresses,
                 clientSubnetMode: settings.clientSubnetMode,
                 clientSubnetPrefixes: ClientPrefixes(
-                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6))
+                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6),
+                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init))
         }
 
         var limits: RateLimiter.Limits {
@@ -276,10 +288,32 @@ public final class HTTPDNSService: Sendable {
     /// Answers one request.
     public func handle(_ request: ServiceRequest) async -> ServiceResponse {
         let started = ContinuousClock.now
+        var request = request
+        takeForwardedClient(&request)
         let plan = plan(request)
         let response = await complete(plan)
         finished(request, plan: plan, response: response, started: started)
         return response
+    }
+
+    /// For a request from a trusted proxy that names the client (`Forwarded`, else `X-Forwarded-For`), makes that
+    /// client the request's: the last address of the header that is not a trusted proxy itself (the ones before
+    /// it were written by whoever sent the request, and cannot be believed). A header that cannot be read, or
+    /// names only proxies, leaves the proxy as the client.
+    func takeForwardedClient(_ request: inout ServiceRequest) {
+        guard request.forwarded != nil || request.forwardedFor != nil, let proxy = request.client else { return }
+        let trusted = configuration.trustedProxies
+        guard trusted.contains(where: { $0.contains(proxy) }) else { return }
+        let hops =
+            request.forwarded.map(ForwardedHeader.rfc7239) ?? request.forwardedFor.map(ForwardedHeader.xForwardedFor)
+            ?? []
+        for hop in hops.reversed() {
+            guard let hop else { return }
+            if !trusted.contains(where: { $0.contains(hop) }) {
+                request.client = hop
+                return
+            }
+        }
     }
 
     // MARK: - Plans: what a request needs
