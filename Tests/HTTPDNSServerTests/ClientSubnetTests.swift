@@ -412,6 +412,47 @@ struct ClientSubnetTests {
             ])
     }
 
+    @Test("relayed types carry the client's network too: a CNAME by network, kept per network, the scope echoed")
+    func relayedTypes() async throws {
+        let lab = try await Lab.start(configuration: .init(otherTypes: .forward))
+        let cares = try CAresResolver(options: .init(servers: [lab.pdns.address], timeout: .seconds(2)))
+        // A service of its own that forwards through c-ares to PowerDNS, over the lab's resolver.
+        let service = HTTPDNSService(
+            resolver: lab.resolver, configuration: .init(otherTypes: .forward), logger: Self.logger,
+            forwarder: CAresForwarder(resolver: cares))
+        func cname(_ network: IPNetwork?, from client: String = "127.0.0.1") async throws -> (String, Int?) {
+            let response = await service.handle(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message",
+                    body: Self.query("alias.ecs.test", type: 5, subnet: network), client: IPAddress(client)))
+            let body = response.body
+            // The first label of the first answer record's data: the CNAME target's.
+            guard body.count > 12, body[7] >= 1, let question = DNSMessageWalk.skipName(body, from: 12),
+                let owner = DNSMessageWalk.skipName(body, from: question + 4), owner + 11 < body.count
+            else { return ("no answer: \(body)", nil) }
+            let label = body[owner + 10]
+            let target = String(decoding: body[(owner + 11)..<min(owner + 11 + Int(label), body.count)], as: UTF8.self)
+            return (target, try EDNSClientSubnet.find(in: body)?.scope)
+        }
+        do {
+            for _ in 0..<3 {
+                let a = try await cname(try Self.network("198.51.100.0/24"))
+                #expect(a == ("a", 24), "\(a)")
+                let b = try await cname(try Self.network("203.0.113.0/24"))
+                #expect(b == ("b", 24), "\(b)")
+                // By connection address: 127.0.0.0/24, in neither view; nothing echoed (the client sent no option).
+                let z = try await cname(nil)
+                #expect(z == ("z", nil), "\(z)")
+            }
+        } catch {
+            cares.shutdown()
+            await lab.stop()
+            throw error
+        }
+        cares.shutdown()
+        await lab.stop()
+    }
+
     @Test("the ECS option reads and writes as RFC 7871 §6 says")
     func optionWire() throws {
         let network = try Self.network("198.51.100.0/22")

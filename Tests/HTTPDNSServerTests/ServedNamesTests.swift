@@ -134,8 +134,10 @@ struct ServedNamesTests {
         defer { dnsmasq.stop() }
         let resolver = try Self.resolver(dnsmasq)
         let forwarder = RecordingForwarder(.echo)
+        // ECS off: the client's option is removed and none sent (ClientSubnetTests covers relaying with ECS on).
         let service = HTTPDNSService(
-            resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger, forwarder: forwarder)
+            resolver: resolver, configuration: .init(otherTypes: .forward, clientSubnetMode: .off),
+            logger: Self.logger, forwarder: forwarder)
         func rcode(_ response: ServiceResponse) -> UInt8 { response.body.count > 3 ? response.body[3] & 0x0F : 0xFF }
         // CHAOS TXT version.bind: refused, never relayed.
         let chaos = await service.handle(

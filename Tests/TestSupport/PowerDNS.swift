@@ -11,6 +11,8 @@ public import HTTPDNS
 ///   asked.
 /// - `www.ecs.test` AAAA: 2001:db8::1 for 2001:db8:1::/48, 2001:db8::9 otherwise.
 /// - `flat.ecs.test` A: 192.0.2.50 for everyone (scope 0).
+/// - `alias.ecs.test` CNAME: `a.ecs.test` (192.0.2.101) for 198.51.100.0/24, `b.ecs.test` (192.0.2.102) for
+///   203.0.113.0/24, `z.ecs.test` (192.0.2.109) otherwise: another record type that depends on the network.
 public final class PowerDNS: Sendable {
     /// The server's address, e.g. `127.0.0.1:40123`.
     public let address: ServerAddress
@@ -27,6 +29,11 @@ public final class PowerDNS: Sendable {
         {{'127.0.1.0/24'}, {'192.0.2.11'}}, {{'127.0.2.0/24'}, {'192.0.2.12'}}, {{'0.0.0.0/0', '::/0'}, {'192.0.2.9'}} })"
         www IN LUA AAAA "view({ {{'2001:db8:1::/48'}, {'2001:db8::1'}}, {{'0.0.0.0/0', '::/0'}, {'2001:db8::9'}} })"
         flat IN A 192.0.2.50
+        alias IN LUA CNAME "view({ {{'198.51.100.0/24'}, {'a.ecs.test'}}, {{'203.0.113.0/24'}, {'b.ecs.test'}}, \
+        {{'0.0.0.0/0', '::/0'}, {'z.ecs.test'}} })"
+        a IN A 192.0.2.101
+        b IN A 192.0.2.102
+        z IN A 192.0.2.109
 
         """
 

@@ -109,15 +109,35 @@ package enum EDNSClientSubnet {
     }
 
     /// `query` (a message without additional records, as c-ares builds them) with an OPT record carrying `subnet`.
-    package static func addingOPT(to query: [UInt8], subnet: IPNetwork, payloadSize: UInt16 = 1_232) -> [UInt8] {
+    package static func addingOPT(
+        to query: [UInt8], subnet: IPNetwork, scope: Int = 0, payloadSize: UInt16 = 1_232
+    ) -> [UInt8] {
         var message = query
         let additional = (Int(message[10]) << 8 | Int(message[11])) + 1
         message[10] = UInt8(additional >> 8)
         message[11] = UInt8(additional & 0xff)
-        let option = option(subnet)
+        let option = option(subnet, scope: scope)
         message += [0, 0, 41, UInt8(payloadSize >> 8), UInt8(payloadSize & 0xff), 0, 0, 0, 0]
         message += [UInt8(option.count >> 8), UInt8(option.count & 0xff)] + option
         return message
+    }
+
+    /// `message` with `subnet` (and `scope`) as an ECS option: added to its OPT record when that record ends the
+    /// message, or in a new OPT record when it has none; `nil` when its OPT record is followed by others (the
+    /// message is then left as it is). The message must carry no ECS option already.
+    package static func settingOption(in message: [UInt8], _ subnet: IPNetwork, scope: Int = 0) -> [UInt8]? {
+        guard message.count >= 12 else { return nil }
+        guard let options = DNSMessageWalk.optOptions(message) else {
+            return DNSMessageWalk.optRecord(message) == nil ? addingOPT(to: message, subnet: subnet, scope: scope) : nil
+        }
+        guard options.upperBound == message.count else { return nil }
+        let option = option(subnet, scope: scope)
+        let length = options.count + option.count
+        guard length <= 0xFFFF else { return nil }
+        var result = message + option
+        result[options.lowerBound - 2] = UInt8(length >> 8)
+        result[options.lowerBound - 1] = UInt8(length & 0xFF)
+        return result
     }
 
     /// The ECS option in `message`'s OPT record, or `nil` when it has none.

@@ -31,8 +31,11 @@ final class ForwardedAnswerCache: Sendable {
 
     /// The kept answer to `query` (the message as relayed), with the query's ID and the TTLs left, and the smallest
     /// of them; `nil` when none is kept or it has expired.
-    func answer(to query: [UInt8], now: ContinuousClock.Instant) -> (answer: [UInt8], ttl: UInt32)? {
-        guard let key = Self.key(query) else { return nil }
+    /// `network`: the client network an answer was kept for (one the upstream scoped by EDNS Client Subnet).
+    func answer(to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant)
+        -> (answer: [UInt8], ttl: UInt32)?
+    {
+        guard let key = Self.key(query, network: network) else { return nil }
         let found = entries.withLock { entries -> Entry? in
             guard let entry = entries[key] else { return nil }
             guard now - entry.kept < .seconds(Int64(entry.lifetime)) else {
@@ -62,8 +65,8 @@ final class ForwardedAnswerCache: Sendable {
     }
 
     /// Keeps `answer`, the upstream's answer to `query`, if it may be kept.
-    func keep(_ answer: [UInt8], to query: [UInt8], now: ContinuousClock.Instant) {
-        guard let key = Self.key(query), answer.count >= 12, answer.count <= Self.maximumAnswerBytes,
+    func keep(_ answer: [UInt8], to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant) {
+        guard let key = Self.key(query, network: network), answer.count >= 12, answer.count <= Self.maximumAnswerBytes,
             answer[2] & 0x02 == 0
         else { return }
         let code = answer[3] & 0x0F
@@ -79,8 +82,9 @@ final class ForwardedAnswerCache: Sendable {
         }
     }
 
-    /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit.
-    static func key(_ query: [UInt8]) -> [UInt8]? {
+    /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit,
+    /// then `network` (its address bytes and prefix length) when the answer holds for that network only.
+    static func key(_ query: [UInt8], network: IPNetwork? = nil) -> [UInt8]? {
         guard query.count >= 12, query[4] == 0, query[5] == 1,
             let nameEnd = DNSMessageWalk.skipName(query, from: 12), nameEnd + 4 <= query.count
         else { return nil }
@@ -89,6 +93,7 @@ final class ForwardedAnswerCache: Sendable {
         key.append(query[3] & 0x10)  // CD
         // DO (DNSSEC OK): the top bit of the OPT record's flags.
         key.append(DNSMessageWalk.optRecord(query).map { query[$0 + 6] & 0x80 } ?? 0)
+        if let network { key += network.address.bytes + [UInt8(network.prefixLength)] }
         return key
     }
 

@@ -323,7 +323,7 @@ public final class HTTPDNSService: Sendable {
         enum Work: Sendable {
             case done(ServiceResponse)
             case lookups([Lookup], @Sendable ([LookupResult]) -> ServiceResponse)
-            case forward(DNSQueryMessage, [UInt8])
+            case forward(Relay)
         }
 
         var endpoint: String
@@ -332,6 +332,15 @@ public final class HTTPDNSService: Sendable {
         /// For an RFC 8484 query the cache may answer: the message and the generation read before the lookup, so
         /// the answer can be kept in an `AnswerMemo`.
         var memoizable: (message: [UInt8], generation: UInt64)?
+    }
+
+    /// A query of another type to relay: the message with the client's ECS option removed, the network to send in
+    /// its place (`nil`: none) and the client's own option to echo (`nil`: it sent none, or it is not used).
+    struct Relay: Sendable {
+        var query: DNSQueryMessage
+        var message: [UInt8]
+        var subnet: IPNetwork?
+        var stated: IPNetwork?
     }
 
     /// One name and family to resolve; `name` is lower case, without the trailing dot.
@@ -477,8 +486,8 @@ public final class HTTPDNSService: Sendable {
         switch plan.work {
         case .done(let response):
             return response
-        case .forward(let query, let message):
-            return await forward(query, message)
+        case .forward(let relay):
+            return await forward(relay)
         case .lookups(let lookups, let render):
             var results: [LookupResult] = []
             for lookup in lookups { results.append(await self.lookup(lookup)) }
@@ -767,6 +776,17 @@ public final class HTTPDNSService: Sendable {
         guard parsed.opcode == 0 else { return answer(.notImplemented) }
         // Class IN only: CHAOS (version.bind and the like) and the rest are not this service's to answer or relay.
         guard parsed.questionClass == 1 else { return answer(.refused) }
+        // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
+        // malformed one is a FORMERR (§7.1.1).
+        var stated: IPNetwork?
+        if parsed.usesEDNS, configuration.clientSubnetMode == .on {
+            do {
+                stated = try EDNSClientSubnet.find(in: message)?.subnet
+            } catch {
+                return answer(.formatError)
+            }
+        }
+        let subnet = clientSubnet(stated: stated, client: request.client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
             guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
             if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
@@ -778,21 +798,13 @@ public final class HTTPDNSService: Sendable {
                 let relayed = try? ForwardedQuery.strippingClientSubnet(
                     message, questionEnd: 12 + parsed.question.count)
             else { return answer(.formatError) }
-            return Plan(endpoint: "dns-query", name: parsed.name, work: .forward(parsed, relayed))
-        }
-        // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
-        // malformed one is a FORMERR (§7.1.1).
-        var stated: IPNetwork?
-        if parsed.usesEDNS, configuration.clientSubnetMode == .on {
-            do {
-                stated = try EDNSClientSubnet.find(in: message)?.subnet
-            } catch {
-                return answer(.formatError)
-            }
+            return Plan(
+                endpoint: "dns-query", name: parsed.name,
+                work: .forward(Relay(query: parsed, message: relayed, subnet: subnet, stated: stated)))
         }
         let lookup = Lookup(
             name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
-            subnet: clientSubnet(stated: stated, client: request.client, configuration))
+            subnet: subnet)
         return Plan(
             endpoint: "dns-query", name: parsed.name,
             work: .lookups([lookup]) { [stated] results in
@@ -818,11 +830,33 @@ public final class HTTPDNSService: Sendable {
             body: DNSAnswerMessage.encode(answering: query, code: code, records: records, clientSubnet: clientSubnet))
     }
 
-    /// Relays a query of another type to the forwarder, with the client's ID put back.
-    private func forward(_ query: DNSQueryMessage, _ message: [UInt8]) async -> ServiceResponse {
+    /// The key of relayed answers asked without a client network while ECS is on.
+    private static let askedWithoutNetwork = IPNetwork(IPAddress(ipv4: 0, 0, 0, 0), prefixLength: 0)
+
+    /// Relays a query of another type to the forwarder, with the client's ID put back: with the client's network
+    /// as an ECS option when there is one, the answer kept for the scope the upstream gave (for every network, or
+    /// for the network sent only) and the client's own option echoed with that scope.
+    private func forward(_ relay: Relay) async -> ServiceResponse {
+        let query = relay.query
         guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
-        if let (answer, ttl) = forwardedAnswers.answer(to: message, now: .now) {
-            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: answer)
+        func respond(_ answer: [UInt8], ttl: UInt32, scope: Int) -> ServiceResponse {
+            var body = answer
+            if let stated = relay.stated {
+                body =
+                    EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
+            }
+            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
+        }
+        let now = ContinuousClock.now
+        // Kept answers: for every network (the global key), then for this client's network, or (asked without a
+        // network while ECS is on: a client that sent a /0) for clients asked that way only.
+        let mode = configuration.clientSubnetMode
+        let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
+        if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
+            return respond(answer, ttl: ttl, scope: 0)
+        }
+        if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
+            return respond(answer, ttl: ttl, scope: ownKey.prefixLength)
         }
         let limit = configuration.maximumForwardedQueries
         let admitted = forwarding.withLock { count in
@@ -832,16 +866,44 @@ public final class HTTPDNSService: Sendable {
         }
         guard admitted else { return Self.dnsResponse(query, .serverFailure, []) }
         defer { forwarding.withLock { $0 -= 1 } }
+        let withSubnet = relay.subnet.flatMap { subnet in
+            EDNSClientSubnet.settingOption(in: relay.message, subnet).map { (subnet, $0) }
+        }
         do {
-            var answer = try await forwarder.forward(message)
+            var answer = try await forwarder.forward(withSubnet?.1 ?? relay.message)
             guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
             answer[0] = UInt8(query.id >> 8)
             answer[1] = UInt8(query.id & 0xFF)
-            forwardedAnswers.keep(answer, to: message, now: .now)
+            var scope = 0
+            if let (subnet, _) = withSubnet {
+                // No option back: the same for every network (RFC 7871 §7.2.1); one for another network, or one
+                // that cannot be read: held for the network sent only.
+                switch Result(catching: { () throws(EDNSClientSubnet.Malformed) in try EDNSClientSubnet.find(in: answer)
+                })
+                {
+                case .success(nil): scope = 0
+                case .success(.some(let option)) where option.subnet == subnet:
+                    scope = min(option.scope, subnet.prefixLength)
+                default: scope = subnet.prefixLength
+                }
+                // The upstream's option names the server's choice of network, not the client's: it goes.
+                let questionEnd =
+                    answer[4] == 0 && answer[5] == 0
+                    ? 12 : (DNSMessageWalk.skipName(answer, from: 12).map { $0 + 4 } ?? answer.count)
+                guard questionEnd <= answer.count,
+                    let stripped = try? ForwardedQuery.strippingClientSubnet(answer, questionEnd: questionEnd)
+                else { return Self.dnsResponse(query, .serverFailure, []) }
+                answer = stripped
+                forwardedAnswers.keep(answer, to: relay.message, network: scope > 0 ? subnet : nil, now: .now)
+            } else {
+                // Asked as the server: with ECS off its view is every client's; with ECS on (a client that sent a
+                // /0) only clients asked the same way get it: an authoritative that tailors answers went by the
+                // server's address, and that answer must not reach clients of other networks.
+                forwardedAnswers.keep(
+                    answer, to: relay.message, network: mode == .off ? nil : Self.askedWithoutNetwork, now: .now)
+            }
             let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
-            return ServiceResponse(
-                status: 200, contentType: "application/dns-message", maxAge: ttl,
-                body: answer)
+            return respond(answer, ttl: ttl, scope: scope)
         } catch let error as DNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.
             return Self.dnsResponse(query, .refused, [])
