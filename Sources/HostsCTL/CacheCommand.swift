@@ -1,6 +1,7 @@
 public import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSServer
 
 /// `hostsctl cache show|clear|export`: the persisted IP cache.
 public struct CacheCommand: AsyncParsableCommand {
@@ -75,11 +76,32 @@ public struct CacheCommand: AsyncParsableCommand {
         @Flag(help: "Print a JSON array with one object per cached answer.")
         public var json = false
 
+        /// Show the scores client networks reported instead.
+        @Option(
+            name: .customLong("network"),
+            help: ArgumentHelp(
+                "Show what client networks reported to hostsctl serve (serve.clientReports), kept beside the cache "
+                    + "file: all, or one network such as 198.51.100.0/24.",
+                valueName: "NETWORK"))
+        public var network: String?
+
         /// Creates the command (used by the argument parser).
         public init() {}
 
+        /// Checks the network.
+        public func validate() throws {
+            if let network, network != "all", IPNetwork(network) == nil {
+                throw ValidationError(
+                    "'\(HostName.printable(network))' is not all or a network such as 198.51.100.0/24")
+            }
+        }
+
         /// Prints the cache.
         public func run() async throws {
+            if let network {
+                try showNetworks(network == "all" ? nil : IPNetwork(network))
+                return
+            }
             let (path, cache) = try location.load()
             let entries = cache.entries().sorted { ($0.host, $0.family.rawValue) < ($1.host, $1.family.rawValue) }
             if json {
@@ -268,5 +290,57 @@ enum CacheReport {
             for address in entry.addresses { out += "\(address.ip)\t\(entry.host)\n" }
         }
         return out
+    }
+}
+
+extension CacheCommand.Show {
+    /// `hostsctl cache show --network`: per host and client network, the addresses in the order that network's
+    /// reports give them.
+    func showNetworks(_ filter: IPNetwork?) throws {
+        let path = NetworkScores.path(forCache: try location.resolve().path)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            print("\(path): no network scores (hostsctl serve writes them when clients report)")
+            return
+        }
+        guard let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data) else {
+            printToStandardError("error: \(path) cannot be read (remove it; hostsctl serve writes it again)")
+            throw ExitCode(1)
+        }
+        let records = snapshot.scores.filter { record in filter.map { record.network == $0.description } ?? true }
+        let sinceSave = max(0, Date().timeIntervalSince1970 - snapshot.savedAt)
+        if json {
+            print(JSONValue.array(records.map { Self.json($0, sinceSave: sinceSave) }).serialized())
+            return
+        }
+        guard !records.isEmpty else {
+            print("\(path): no scores" + (filter.map { " for \($0)" } ?? ""))
+            return
+        }
+        print("\(path): \(records.count) measurement\(records.count == 1 ? "" : "s")\n")
+        let groups = Dictionary(grouping: records) { "\($0.host)  \($0.network)" }
+        for key in groups.keys.sorted() {
+            print(key)
+            for record in (groups[key] ?? []).sorted(by: { Self.cost($0) < Self.cost($1) }) {
+                let measured = record.connectMs.map { String(format: "%.1f ms", $0) } ?? "no connect"
+                let failures =
+                    record.failures == 0 ? "" : ", \(record.failures) failure" + (record.failures == 1 ? "" : "s")
+                print("  \(record.address)  \(measured)\(failures)")
+            }
+        }
+    }
+
+    /// How the network ranks an address: its smoothed connect time plus the failure penalties.
+    private static func cost(_ record: NetworkScores.Record) -> Double {
+        let penalty = NetworkScores.failurePenaltyMilliseconds
+        return (record.connectMs ?? penalty) + Double(record.failures) * penalty
+    }
+
+    private static func json(_ record: NetworkScores.Record, sinceSave: Double) -> JSONValue {
+        let connect: JSONValue = record.connectMs.map { .number($0) } ?? .null
+        return .object([
+            ("host", .string(record.host)), ("network", .string(record.network)), ("ip", .string(record.address)),
+            ("connectMs", connect), ("failures", .number(Double(record.failures))),
+            ("ageSeconds", .number((record.ageSeconds + sinceSave).rounded())),
+        ])
     }
 }

@@ -65,6 +65,15 @@ public struct ServeCommand: AsyncParsableCommand {
             resolver: resolver, configuration: .init(settings: settings.serve, accounts: accounts), logger: logger,
             metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
             metricsExporter: { registry.emitToBuffer() })
+        // What client networks reported lives beside the cache file, saved with it (at the resolver's save
+        // interval and on shutdown).
+        let scoresPath = resolver.configuration.cachePath.map(NetworkScores.path(forCache:))
+        if let scoresPath { service.loadNetworkScores(from: scoresPath) }
+        let saving = Task {
+            guard let scoresPath, let interval = resolver.configuration.saveInterval, interval > .zero else { return }
+            while (try? await Task.sleep(for: interval)) != nil { Self.save(service, to: scoresPath, logger: logger) }
+        }
+        defer { saving.cancel() }
         let server: HTTPDNSServer
         do {
             server = try await HTTPDNSServer.start(
@@ -93,8 +102,17 @@ public struct ServeCommand: AsyncParsableCommand {
             logger.error("serving stopped", metadata: ["error": "\(error)"])
         }
         reloader.stop()
+        if let scoresPath { Self.save(service, to: scoresPath, logger: logger) }
         forwarder.shutdown()
         await resolver.shutdown()
+    }
+
+    private static func save(_ service: HTTPDNSService, to path: String, logger: Logger) {
+        do {
+            try service.saveNetworkScores(to: path)
+        } catch {
+            logger.warning("cannot save the network scores", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Raises the soft limit on open descriptors towards the hard one so that `maximumConnections` connections fit

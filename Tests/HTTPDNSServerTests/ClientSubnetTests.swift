@@ -473,3 +473,36 @@ struct ClientSubnetTests {
         #expect(!(try Self.network("198.51.100.0/24").contains(try Self.network("198.51.0.0/16"))))
     }
 }
+
+@Suite("HTTP DNS server: network scores kept across restarts")
+struct NetworkScoresPersistenceTests {
+    @Test("a snapshot comes back with its ages; one from the future or past the window brings nothing")
+    func snapshotRoundTrip() throws {
+        let scores = NetworkScores()
+        let network = try #require(IPNetwork("198.51.100.0/24"))
+        let fast = IPAddress(ipv4: 192, 0, 2, 2)
+        let slow = IPAddress(ipv4: 192, 0, 2, 1)
+        scores.record(host: "steer.test", network: network, address: fast, connect: .milliseconds(3))
+        scores.record(host: "steer.test", network: network, address: slow, connect: nil)
+        let snapshot = scores.snapshot(wallNow: 1_000_000)
+        #expect(snapshot.scores.count == 2)
+        let data = try JSONEncoder().encode(snapshot)
+        let read = try JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
+        let ranked = [slow, fast].enumerated().map { index, ip in
+            RankedAddress(ip: ip, rank: index + 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)
+        }
+        let restored = NetworkScores()
+        #expect(restored.restore(read, wallNow: 1_000_060) == 2)
+        #expect(restored.order(ranked, host: "steer.test", network: network)?.map(\.ip) == [fast, slow])
+        #expect(restored.hasScores("steer.test") && restored.generation > 0)
+        // Written "later" than now (a clock set back): nothing is believed. An hour and more ago: all expired.
+        #expect(NetworkScores().restore(read, wallNow: 999_000) == 0)
+        #expect(NetworkScores().restore(read, wallNow: 1_000_000 + 3_700) == 0)
+        // Damaged records are skipped, not trusted.
+        var damaged = read
+        damaged.scores[0].network = "not a network"
+        damaged.scores[1].connectMs = .infinity
+        let partial = NetworkScores()
+        #expect(partial.restore(damaged, wallNow: 1_000_001) == 1)
+    }
+}

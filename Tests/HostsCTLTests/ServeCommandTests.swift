@@ -42,6 +42,65 @@ struct ServeCommandTests {
         #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
 
+    @Test("what a client network reported outlives a restart beside the cache file, and cache show --network lists it")
+    func networkScoresPersist() async throws {
+        let port = try FreePort.tcp()
+        let overrides = try TemporaryFiles.file("192.0.2.1 steer.test\n192.0.2.2 steer.test\n", name: "hosts")
+        let cache = TemporaryFiles.path("cache.json")
+        let settings = try TemporaryFiles.file(
+            """
+            {
+              "sources": { "order": ["overrides", "cache"], "systemFallback": false },
+              "overrides": { "file": "\(overrides)" },
+              "cache": { "path": "\(cache)" },
+              "probe": { "enabled": false },
+              "serve": { "listen": "127.0.0.1:\(port)", "clientReports": true, "reportNetworks": ["127.0.0.0/8"] }
+            }
+            """, name: "hostsctl.json")
+        func serve(_ body: () async throws -> Void) async throws {
+            let log = TemporaryFiles.path("serve.log")
+            let process = try ChildProcess(
+                path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+            defer { process.stop() }
+            let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+            #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            try await body()
+            kill(process.pid, SIGTERM)
+            let status = try await offThePool { process.wait() }
+            #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
+        func curl(_ arguments: [String]) async throws -> String {
+            let log = TemporaryFiles.path("curl.log")
+            let process = try ChildProcess(
+                path: "/usr/bin/curl", arguments: ["-s", "--max-time", "20"] + arguments, logPath: log)
+            _ = try await offThePool { process.wait() }
+            return (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        }
+        let resolve = "http://127.0.0.1:\(port)/resolve?name=steer.test&type=A"
+        func first() async throws -> String? {
+            let text = try await curl([resolve])
+            return text.range(of: #""data":""#).map { String(text[$0.upperBound...].prefix { $0 != "\"" }) }
+        }
+        try await serve {
+            #expect(try await first() == "192.0.2.1")
+            let report = #"{"host":"steer.test","ip":"192.0.2.2","connectMs":3}"#
+            _ = try await curl(["-X", "POST", "--data", report, "http://127.0.0.1:\(port)/report"])
+            #expect(try await first() == "192.0.2.2", "this network's report moves its own order")
+        }
+        let shown = try await HostsCTLProcess.run(
+            ["cache", "show", "--network", "all", "--cache-file", cache, "--config", settings])
+        #expect(shown.standardOutput.contains("steer.test  127.0.0.0/24"), "\(shown.standardOutput)")
+        #expect(shown.standardOutput.contains("192.0.2.2  3.0 ms"), "\(shown.standardOutput)")
+        let other = try await HostsCTLProcess.run(
+            ["cache", "show", "--network", "198.51.100.0/24", "--cache-file", cache, "--config", settings])
+        #expect(other.standardOutput.contains("no scores for 198.51.100.0/24"), "\(other.standardOutput)")
+        // Restarted: the saved scores are back, so this network's order is still its own.
+        try await serve {
+            let top = try await first()
+            #expect(top == "192.0.2.2", "the network's scores came back with the cache")
+        }
+    }
+
     @Test("serve refuses a listen address that is not IP:PORT and an account whose secret variable is unset")
     func badSettings() async throws {
         let bad = try await HostsCTLProcess.run(["serve", "--listen", "localhost"])

@@ -279,6 +279,32 @@ public final class HTTPDNSService: Sendable {
         configurationChanges.add(1, ordering: .releasing)
     }
 
+    /// Writes what each client network reported (see `NetworkScores`) to `path`, replacing it atomically.
+    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
+    package func saveNetworkScores(to path: String) throws(DNSError) {
+        let snapshot = networkScores.snapshot(wallNow: Date().timeIntervalSince1970)
+        do {
+            let data = try JSONEncoder().encode(snapshot)
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw DNSError(code: .fileError, message: "cannot write \(path): \(error.localizedDescription)", host: "")
+        }
+    }
+
+    /// Takes back what ``saveNetworkScores(to:)`` wrote; a missing file is nothing to load, an unreadable one is
+    /// logged and ignored.
+    package func loadNetworkScores(from path: String) {
+        guard let data = FileManager.default.contents(atPath: path) else { return }
+        guard data.count <= 64 << 20, let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
+        else {
+            logger.warning("the network scores file cannot be read; starting without it", metadata: ["path": "\(path)"])
+            return
+        }
+        let taken = networkScores.restore(snapshot, wallNow: Date().timeIntervalSince1970)
+        metrics.networkScoreTable(networkScores.size)
+        logger.debug("network scores loaded", metadata: ["path": "\(path)", "measurements": "\(taken)"])
+    }
+
     /// From now on `/readyz` answers 503, so a load balancer stops sending new clients (graceful shutdown).
     public func drain() { draining.withLock { $0 = true } }
 

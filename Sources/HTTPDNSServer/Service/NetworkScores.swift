@@ -14,7 +14,7 @@ import Synchronization
 /// ``Limits/maximumAddresses`` addresses a network, ``Limits/maximumNames`` names (an arbitrary one goes).
 /// ``generation`` grows when a name first gets a network's scores, so encoded answers kept without regard to the
 /// client's network end at once.
-final class NetworkScores: Sendable {
+package final class NetworkScores: Sendable {
     struct Limits: Sendable, Hashable {
         var window: Duration = .seconds(3_600)
         var maximumNames = 10_000
@@ -23,7 +23,7 @@ final class NetworkScores: Sendable {
     }
 
     /// What a failure costs an address in its network's order, until a success is reported for each.
-    static let failurePenaltyMilliseconds = 1_000.0
+    package static let failurePenaltyMilliseconds = 1_000.0
     /// How much a new connect time weighs against the smoothed one.
     static let weight = 0.3
 
@@ -63,6 +63,33 @@ final class NetworkScores: Sendable {
     func record(
         host: String, network: IPNetwork, address: IPAddress, connect: Duration?, now: ContinuousClock.Instant = .now
     ) {
+        update(host: host, network: network, address: address, now: now) { score in
+            if let connect {
+                let milliseconds = connect.fractionalMilliseconds
+                score.milliseconds = score.milliseconds.map { $0 + Self.weight * (milliseconds - $0) } ?? milliseconds
+                score.failures = max(score.failures - 1, 0)
+            } else {
+                score.failures = min(score.failures + 1, 10)
+            }
+            score.updated = now
+        }
+    }
+
+    /// Puts back a persisted measurement.
+    private func store(
+        host: String, network: IPNetwork, address: IPAddress, milliseconds: Double?, failures: Int,
+        updated: ContinuousClock.Instant
+    ) {
+        update(host: host, network: network, address: address, now: updated) { score in
+            score = Score(milliseconds: milliseconds, failures: failures, updated: updated)
+        }
+    }
+
+    /// Changes the score of `address` in `network` for `host` within the table's bounds.
+    private func update(
+        host: String, network: IPNetwork, address: IPAddress, now: ContinuousClock.Instant,
+        _ change: (inout Score) -> Void
+    ) {
         let isNew = table.withLock { table -> Bool in
             let isNew = table[host] == nil
             if isNew, table.count >= limits.maximumNames { table.remove(at: table.startIndex) }
@@ -75,21 +102,14 @@ final class NetworkScores: Sendable {
             var entry = networks[network] ?? Network(updated: now)
             entry.scores = entry.scores.filter { now - $0.value.updated < limits.window }
             var score = entry.scores[address] ?? Score(milliseconds: nil, failures: 0, updated: now)
-            if let connect {
-                let milliseconds = connect.fractionalMilliseconds
-                score.milliseconds = score.milliseconds.map { $0 + Self.weight * (milliseconds - $0) } ?? milliseconds
-                score.failures = max(score.failures - 1, 0)
-            } else {
-                score.failures = min(score.failures + 1, 10)
-            }
-            score.updated = now
+            change(&score)
             if entry.scores[address] == nil, entry.scores.count >= limits.maximumAddresses,
                 let oldest = entry.scores.min(by: { $0.value.updated < $1.value.updated })?.key
             {
                 entry.scores[oldest] = nil
             }
             entry.scores[address] = score
-            entry.updated = now
+            entry.updated = max(entry.updated, score.updated)
             networks[network] = entry
             table[host] = networks
             return isNew
@@ -114,5 +134,83 @@ final class NetworkScores: Sendable {
             let (a, b) = (effective(left.element), effective(right.element))
             return a != b ? a < b : left.offset < right.offset
         }.map(\.element)
+    }
+}
+
+// MARK: - Persistence
+
+extension NetworkScores {
+    /// The file the scores are kept in beside the cache file at `cachePath` (saved and loaded with it by
+    /// `hostsctl serve`, read by `hostsctl cache show --network`).
+    package static func path(forCache cachePath: String) -> String { cachePath + ".networks" }
+
+    /// One network's measurement of one address, as written to the file.
+    package struct Record: Codable, Hashable, Sendable {
+        /// The name.
+        package var host: String
+        /// The client network, `ADDRESS/LENGTH`.
+        package var network: String
+        /// The address measured.
+        package var address: String
+        /// The smoothed connect time, when a connect succeeded.
+        package var connectMs: Double?
+        /// Failures not yet balanced by successes.
+        package var failures: Int
+        /// Seconds since the last report, when the file was written.
+        package var ageSeconds: Double
+    }
+
+    /// The file's contents: when it was written (wall clock, seconds since 1970) and the records.
+    package struct Snapshot: Codable, Sendable {
+        /// The format's version.
+        package var version = 1
+        /// When the file was written.
+        package var savedAt: Double
+        /// Every measurement.
+        package var scores: [Record]
+    }
+
+    /// Every measurement still inside the window.
+    func snapshot(now: ContinuousClock.Instant = .now, wallNow: Double) -> Snapshot {
+        let records = table.withLock { table in
+            table.flatMap { host, networks in
+                networks.flatMap { network, entry in
+                    entry.scores.compactMap { address, score -> Record? in
+                        let age = now - score.updated
+                        guard age < limits.window else { return nil }
+                        return Record(
+                            host: host, network: network.description, address: address.description,
+                            connectMs: score.milliseconds, failures: score.failures,
+                            ageSeconds: Double(age.components.seconds))
+                    }
+                }
+            }
+        }
+        return Snapshot(savedAt: wallNow, scores: records.sorted { ($0.host, $0.network) < ($1.host, $1.network) })
+    }
+
+    /// Takes back what a snapshot written `wallNow - savedAt` seconds ago holds, each measurement as old as it was
+    /// then plus that time; records past the window, unreadable ones and a snapshot from the future (a clock set
+    /// back) are dropped, and the table's bounds apply as for reports.
+    /// - Returns: How many measurements were taken.
+    @discardableResult
+    func restore(_ snapshot: Snapshot, now: ContinuousClock.Instant = .now, wallNow: Double) -> Int {
+        let elapsed = wallNow - snapshot.savedAt
+        guard snapshot.version == 1, elapsed >= 0, elapsed.isFinite else { return 0 }
+        var taken = 0
+        for record in snapshot.scores {
+            let age = elapsed + max(record.ageSeconds, 0)
+            guard age.isFinite, age < Double(limits.window.components.seconds), let network = IPNetwork(record.network),
+                let address = IPAddress(record.address), record.host.utf8.count <= 255
+            else { continue }
+            let updated = now - .seconds(age)
+            let failures = min(max(record.failures, 0), 10)
+            let milliseconds = record.connectMs.flatMap { $0.isFinite && $0 >= 0 && $0 <= 60_000 ? $0 : nil }
+            store(
+                host: record.host, network: network, address: address, milliseconds: milliseconds, failures: failures,
+                updated: updated)
+            taken += 1
+        }
+        return taken
     }
 }
