@@ -370,6 +370,28 @@ struct ClientSubnetTests {
         #expect(await order(for: a).last == "192.0.2.3")
         #expect(await order(for: b) == initial)
         #expect(service.networkScores.size.networks == 1)
+        // With a region an operator defined, A's reports order the answers of every client in it (B too), and
+        // still of no one outside it.
+        let regional = HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(
+                acceptClientReports: true, reportNetworks: [try Self.network("127.0.0.0/8")],
+                steeringRegions: [try Self.network("127.0.0.0/16")]),
+            logger: Self.logger)
+        let outside = try #require(IPAddress("127.1.0.5"))
+        #expect(
+            await regional.handle(
+                ServiceRequest(
+                    method: "POST", target: "/report",
+                    body: Array(#"{"host":"steer.test","ip":"192.0.2.3","connectMs":4}"#.utf8), client: a)
+            ).status == 204)
+        for (client, expected) in [(a, "192.0.2.3"), (b, "192.0.2.3"), (outside, "192.0.2.1")] {
+            let response = await regional.handle(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message",
+                    body: Self.query("steer.test", subnet: nil), client: client))
+            #expect((try? Self.addresses(response.body, "steer.test"))?.first == expected, "\(client)")
+        }
         await resolver.shutdown()
     }
 
@@ -451,6 +473,54 @@ struct ClientSubnetTests {
         }
         cares.shutdown()
         await lab.stop()
+    }
+
+    @Test("a network's answer in the last tenth of its TTL is asked again in the background, once")
+    func prefetch() async throws {
+        try await Lab.with { lab in
+            let network = try Self.network("198.51.100.0/24")
+            let query = Self.query("www.ecs.test", subnet: network)
+            _ = try await Self.udp(lab.dnsPort, query)
+            let key = ClientSubnetCache.Key(name: "www.ecs.test", family: .ipv4)
+            guard
+                case .answer(let kept, _, let ttl, let prefetch) = lab.service.subnetAnswers.lookup(
+                    key, subnet: network, now: .now)
+            else {
+                Issue.record("no answer kept for \(network)")
+                return
+            }
+            #expect(ttl > 290 && !prefetch)
+            // The same answer, as if kept 295 of its 300 seconds ago: the next client's lookup is served it and
+            // starts one refresh, after which the network's answer has its whole TTL again.
+            lab.service.subnetAnswers.keep(key, network: network, answer: kept, now: .now - .seconds(295))
+            let answer = try await Self.udp(lab.dnsPort, query)
+            #expect(try Self.addresses(answer, "www.ecs.test") == ["192.0.2.1"])
+            let refreshed = try await waitUntil {
+                guard case .answer(_, _, let ttl, _) = lab.service.subnetAnswers.lookup(key, subnet: network, now: .now)
+                else { return false }
+                return ttl > 290
+            }
+            #expect(refreshed, "the answer was not fetched again before it expired")
+        }
+        // The decision itself, on a clock of its own: not before the last tenth, then once.
+        let cache = ClientSubnetCache()
+        let key = ClientSubnetCache.Key(name: "n.test", family: .ipv4)
+        let network = try Self.network("203.0.113.0/24")
+        let start = ContinuousClock.now
+        let answer = RankedResolution(
+            host: "n.test", family: .ipv4, addresses: [], origin: "test", ttl: 100, freshness: .upstream)
+        cache.keep(key, network: network, answer: answer, now: start)
+        func prefetches(at seconds: Int64) -> Bool? {
+            guard
+                case .answer(_, _, _, let prefetch) = cache.lookup(key, subnet: network, now: start + .seconds(seconds))
+            else { return nil }
+            return prefetch
+        }
+        #expect(prefetches(at: 50) == false)
+        #expect(prefetches(at: 89) == false)
+        #expect(prefetches(at: 91) == true)
+        #expect(prefetches(at: 92) == false)
+        #expect(prefetches(at: 101) == nil)
     }
 
     @Test("the ECS option reads and writes as RFC 7871 §6 says")

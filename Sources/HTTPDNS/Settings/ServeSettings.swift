@@ -108,6 +108,8 @@ public struct ServeSettings: Sendable, Hashable {
     public var clientSubnetPrefixV6: Int
     /// Proxies (CIDR) whose `Forwarded` or `X-Forwarded-For` header names the client.
     public var trustedProxies: [String]
+    /// Regions (CIDR) that client reports steer as one; other clients by their own /24 or /56.
+    public var steeringRegions: [String]
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
     /// vendor account.
@@ -153,6 +155,7 @@ public struct ServeSettings: Sendable, Hashable {
         clientSubnetPrefixV4 = 24
         clientSubnetPrefixV6 = 56
         trustedProxies = []
+        steeringRegions = []
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard (certificate == nil) == (privateKey == nil) else {
             throw SettingsReader(config: config).invalid(
@@ -308,6 +311,10 @@ public struct ServeSettings: Sendable, Hashable {
         .strings(
             "serve.trustedProxies", \.trustedProxies,
             "proxies (CIDR) whose Forwarded or X-Forwarded-For header names the client (limits, ECS, reports, logs)",
+            check: { IPNetwork($0) == nil ? "'\(HostName.printable($0))' is not a network such as 10.0.0.0/8" : nil }),
+        .strings(
+            "serve.steeringRegions", \.steeringRegions,
+            "regions (CIDR) whose clients' reports order the answers of every client in them (else by /24 or /56)",
             check: { IPNetwork($0) == nil ? "'\(HostName.printable($0))' is not a network such as 10.0.0.0/8" : nil }),
     ]
 }

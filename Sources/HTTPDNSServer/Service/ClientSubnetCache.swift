@@ -30,8 +30,9 @@ final class ClientSubnetCache: Sendable {
         /// Ask the shared cache; `revalidate` when the upstream should be asked again (in the background) whether
         /// the name is still the same for every network.
         case shared(revalidate: Bool)
-        /// An answer for the client's network, with the scope it holds for and its remaining TTL.
-        case answer(RankedResolution, scope: Int, ttl: UInt32)
+        /// An answer for the client's network, with the scope it holds for and its remaining TTL; `prefetch` when it
+        /// is in the last tenth of its TTL and this lookup is the one to ask again in the background (once).
+        case answer(RankedResolution, scope: Int, ttl: UInt32, prefetch: Bool)
         /// Nothing known for this network: ask the upstream with the client's subnet.
         case miss
     }
@@ -41,6 +42,7 @@ final class ClientSubnetCache: Sendable {
         var answer: RankedResolution
         var expires: ContinuousClock.Instant
         var used: ContinuousClock.Instant
+        var prefetching = false
     }
 
     private enum State {
@@ -94,12 +96,16 @@ final class ClientSubnetCache: Sendable {
                 }
                 guard let best, entries[best].expires > now else { return .miss }
                 entries[best].used = now
+                let remaining = entries[best].expires - now
+                // Hot names stay hot: the first lookup in the last tenth of the TTL asks again in the background.
+                let prefetch =
+                    !entries[best].prefetching && remaining * 10 <= .seconds(Int64(entries[best].answer.ttl))
+                if prefetch { entries[best].prefetching = true }
                 let entry = entries[best]
                 table[key] = .byNetwork(entries)
-                let remaining = entry.expires - now
                 return .answer(
                     entry.answer, scope: entry.network.prefixLength,
-                    ttl: UInt32(clamping: remaining.components.seconds))
+                    ttl: UInt32(clamping: remaining.components.seconds), prefetch: prefetch)
             }
         }
     }

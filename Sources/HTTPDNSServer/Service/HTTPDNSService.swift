@@ -151,6 +151,9 @@ public final class HTTPDNSService: Sendable {
         /// from one of them, the client is the last address in the header that is not itself one of them (for
         /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
         public var trustedProxies: [IPNetwork]
+        /// Regions for steering by client reports: a client inside one counts as that region (its reports order
+        /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
+        public var steeringRegions: [IPNetwork]
 
         /// Creates a configuration.
         public init(
@@ -160,9 +163,11 @@ public final class HTTPDNSService: Sendable {
             signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
             forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
-            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = []
+            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
+            steeringRegions: [IPNetwork] = []
         ) {
             self.trustedProxies = trustedProxies
+            self.steeringRegions = steeringRegions
             self.clientSubnetMode = clientSubnetMode
             self.clientSubnetPrefixes = clientSubnetPrefixes
             self.maximumAnswers = max(maximumAnswers, 1)
@@ -198,7 +203,8 @@ public final class HTTPDNSService: Sendable {
                 clientSubnetMode: settings.clientSubnetMode,
                 clientSubnetPrefixes: ClientPrefixes(
                     ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6),
-                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init))
+                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init),
+                steeringRegions: settings.steeringRegions.compactMap(IPNetwork.init))
         }
 
         var limits: RateLimiter.Limits {
@@ -554,7 +560,8 @@ public final class HTTPDNSService: Sendable {
             if let subnet = lookup.subnet {
                 let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
                 switch subnetAnswers.lookup(key, subnet: subnet, now: .now) {
-                case .answer(let answer, let scope, let ttl):
+                case .answer(let answer, let scope, let ttl, let prefetch):
+                    if prefetch { prefetchInBackground(lookup, subnet: subnet) }
                     return result(answer, lookup, scope: scope, ttl: ttl)
                 case .shared(let revalidate):
                     if revalidate { revalidateInBackground(lookup, subnet: subnet) }
@@ -608,8 +615,9 @@ public final class HTTPDNSService: Sendable {
                 }
                 metrics.clientSubnet(.miss)
                 return nil
-            case .answer(let answer, let scope, let ttl):
+            case .answer(let answer, let scope, let ttl, let prefetch):
                 metrics.clientSubnet(.hit)
+                if prefetch { prefetchInBackground(lookup, subnet: subnet) }
                 // Kept by network, so never in an encoded-answer memo keyed by the query alone.
                 return (result(answer, lookup, scope: scope, ttl: ttl), nil)
             case .shared(let revalidate):
@@ -634,7 +642,8 @@ public final class HTTPDNSService: Sendable {
         var ordered = ranked.addresses
         // The asking network's own reports order its answers (see NetworkScores); no scores at all: nothing to do.
         if let subnet = lookup.subnet, networkScores.generation > 0,
-            let theirs = networkScores.order(ordered, host: lookup.name, network: subnet)
+            let theirs = networkScores.order(
+                ordered, host: lookup.name, network: Self.steeringNetwork(subnet, configuration.steeringRegions))
         {
             ordered = theirs
         }
@@ -684,6 +693,19 @@ public final class HTTPDNSService: Sendable {
         subnetAnswers.keep(key, network: subnet.truncated(to: answer.scope), answer: answer.answer, now: now)
         metrics.subnetTable(subnetAnswers.size)
         return result(answer.answer, lookup, scope: min(answer.scope, subnet.prefixLength))
+    }
+
+    /// The unit a client's reports and ordering go by: the operator's region that holds its network, else the
+    /// network itself.
+    private static func steeringNetwork(_ subnet: IPNetwork, _ regions: [IPNetwork]) -> IPNetwork {
+        regions.first { $0.contains(subnet.address) } ?? subnet
+    }
+
+    /// Asks again for a network's answer that is about to expire, so that its clients never wait for the upstream.
+    private func prefetchInBackground(_ lookup: Lookup, subnet: IPNetwork) {
+        guard let host = try? HostName(lookup.name + ".") else { return }
+        metrics.clientSubnet(.prefetch)
+        Task { [self] in _ = try? await subnetLookup(lookup, subnet: subnet, host: host) }
     }
 
     /// Checks again, without holding up the client served the shared answer, whether a name is still the same for
@@ -747,7 +769,9 @@ public final class HTTPDNSService: Sendable {
             return .text(404, "the server has not answered \(address) for \(host.name)")
         }
         if let subnet {
-            networkScores.record(host: host.name, network: subnet, address: address, connect: connect)
+            networkScores.record(
+                host: host.name, network: Self.steeringNetwork(subnet, configuration.steeringRegions), address: address,
+                connect: connect)
             metrics.networkScoreTable(networkScores.size)
         }
         let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)

@@ -38,6 +38,8 @@ final class ServiceMetrics: Sendable {
         case shared
         /// Nothing known for the network: the upstream is asked with the client's subnet.
         case miss
+        /// A network's answer near the end of its TTL: asked again in the background.
+        case prefetch
     }
 
     private let subnetOutcomes: [SubnetOutcome: Counter]
