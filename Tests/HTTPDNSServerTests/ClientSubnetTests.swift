@@ -72,36 +72,10 @@ struct ClientSubnetTests {
 
     /// One UDP exchange from a socket bound to `source` (a loopback address: the client's network).
     static func udp(_ port: Int, _ datagram: [UInt8], from source: String = "127.0.0.1") async throws -> [UInt8] {
-        try await offThePool {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            precondition(fd >= 0)
-            defer { close(fd) }
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr(source)
-            let bound = withUnsafePointer(to: &local) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            precondition(bound == 0, "cannot bind \(source)")
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let sent = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, datagram, datagram.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-            precondition(sent == datagram.count)
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            let count = recv(fd, &buffer, buffer.count, 0)
-            guard count > 0 else { throw TestServerError("no answer over UDP") }
-            return Array(buffer[0..<count])
+        guard let answer = try await DNSTransportTests.udp(port, datagram, from: source, wait: .seconds(10)) else {
+            throw TestServerError("no answer over UDP")
         }
+        return answer
     }
 
     /// The A records of an answer to `name`.

@@ -72,10 +72,12 @@ struct DNSTransportTests {
             .map(\.ip.description)
     }
 
-    /// One UDP exchange from a socket of its own; `nil` when nothing comes back within `wait`.
-    static func udp(_ port: Int, _ datagram: [UInt8], wait: Duration = TestTiming.scaled(.seconds(3))) async throws
-        -> [UInt8]?
-    {
+    /// One UDP exchange from a socket of its own, bound to `source` (a loopback address: the client's network);
+    /// `nil` when nothing comes back within `wait`.
+    static func udp(
+        _ port: Int, _ datagram: [UInt8], from source: String = "127.0.0.1",
+        wait: Duration = TestTiming.scaled(.seconds(3))
+    ) async throws -> [UInt8]? {
         try await offThePool {
             let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
             precondition(fd >= 0)
@@ -83,6 +85,15 @@ struct DNSTransportTests {
             var timeout = timeval(
                 tv_sec: Int(wait.components.seconds), tv_usec: Int(wait.components.attoseconds / 1_000_000_000_000))
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            precondition(bound == 0, "cannot bind \(source)")
             var address = sockaddr_in()
             address.sin_family = sa_family_t(AF_INET)
             address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -7,6 +7,19 @@ import Testing
 /// `hostsctl serve` as a real process: the settings file's pipeline answered over DoH, a graceful stop on SIGTERM.
 @Suite("hostsctl serve")
 struct ServeCommandTests {
+    /// Starts `hostsctl serve --config settings` and waits until it accepts on `port`; its output goes to the log
+    /// named `log`, returned with it.
+    static func startServe(_ settings: String, port: UInt16, log name: String = "serve.log") async throws
+        -> (ChildProcess, String)
+    {
+        let log = TemporaryFiles.path(name)
+        let process = try ChildProcess(
+            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
+        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        return (process, log)
+    }
+
     @Test("serve answers DoH from the settings' pipeline and stops cleanly on SIGTERM")
     func serveProcess() async throws {
         let port = try FreePort.tcp()
@@ -19,12 +32,8 @@ struct ServeCommandTests {
               "serve": { "listen": "127.0.0.1:\(port)", "maxAnswers": 4 }
             }
             """, name: "hostsctl.json")
-        let log = TemporaryFiles.path("serve.log")
-        let process = try ChildProcess(
-            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        let (process, log) = try await Self.startServe(settings, port: port, log: "serve.log")
         defer { process.stop() }
-        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
-        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let transport = try HTTPDNSTransport(
             configuration: .init(
                 requestTimeout: TestTiming.scaled(.seconds(15)), connectTimeout: TestTiming.scaled(.seconds(10))))
@@ -58,12 +67,8 @@ struct ServeCommandTests {
             }
             """, name: "hostsctl.json")
         func serve(_ body: () async throws -> Void) async throws {
-            let log = TemporaryFiles.path("serve.log")
-            let process = try ChildProcess(
-                path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+            let (process, log) = try await Self.startServe(settings, port: port, log: "serve.log")
             defer { process.stop() }
-            let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
-            #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
             try await body()
             kill(process.pid, SIGTERM)
             let status = try await offThePool { process.wait() }
@@ -139,12 +144,8 @@ struct ServeNonReaderTests {
               "serve": { "listen": "127.0.0.1:\(port)", "writeTimeoutMs": 60000 }
             }
             """, name: "hostsctl.json")
-        let log = TemporaryFiles.path("serve-nonreader.log")
-        let process = try ChildProcess(
-            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        let (process, _) = try await ServeCommandTests.startServe(settings, port: port, log: "serve-nonreader.log")
         defer { process.stop() }
-        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
-        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         // Warm up: a few requests of every kind, so the baseline holds the server's working set.
         let warm = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         for _ in 0..<50 { _ = try await offThePool { try warm.get("/metrics") } }
@@ -237,12 +238,8 @@ struct ServeReloadTests {
             """
         }
         let settings = try TemporaryFiles.file(settingsText(accounts: "[]"), name: "hostsctl.json")
-        let log = TemporaryFiles.path("serve.log")
-        let process = try ChildProcess(
-            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+        let (process, log) = try await ServeCommandTests.startServe(settings, port: port, log: "serve.log")
         defer { process.stop() }
-        let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
-        #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         let connection = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         let before = try await offThePool { try connection.get("/acct1/d?host=served.test") }
         #expect(before.status == 403 && before.body.contains("InvalidSignature"))

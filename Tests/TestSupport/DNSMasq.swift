@@ -28,8 +28,7 @@ public final class DNSMasq: Sendable {
             "httpdns-dnsmasq-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
-            (process, address) = try ServerLaunch.retrying("dnsmasq") { _ in
-                let port = try FreePort.udp()
+            (process, address) = try ServerLaunch.dnsServer("dnsmasq") { port in
                 let config = directory.appendingPathComponent("dnsmasq.conf")
                 let lines =
                     [
@@ -37,16 +36,10 @@ public final class DNSMasq: Sendable {
                         "no-poll", "local=/test/", "cache-size=0", "pid-file=",
                     ] + records
                 try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
-                let process = try ChildProcess(
+                return try ChildProcess(
                     path: binary,
                     arguments: ["--keep-in-foreground", "--conf-file=\(config.path)", "--log-facility=-"]
                 )
-                let address = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
-                guard DNSProbe.waitUntilAnswering(address, while: { process.isRunning }) else {
-                    process.stop()
-                    throw ServerLaunch.NotUp("dnsmasq did not answer on port \(port)")
-                }
-                return (process, address)
             }
         } catch {
             try? FileManager.default.removeItem(at: directory)

@@ -53,8 +53,7 @@ public final class PowerDNS: Sendable {
                 to: directory.appendingPathComponent("ecs.test.zone"), atomically: true, encoding: .utf8)
             try "zone \"ecs.test\" { type master; file \"\(directory.path)/ecs.test.zone\"; };\n".write(
                 to: directory.appendingPathComponent("named.conf"), atomically: true, encoding: .utf8)
-            (process, address) = try ServerLaunch.retrying("pdns_server") { _ in
-                let port = try FreePort.udp()
+            (process, address) = try ServerLaunch.dnsServer("pdns_server") { port in
                 let lines = [
                     "launch=bind", "bind-config=\(directory.path)/named.conf", "local-address=127.0.0.1",
                     "local-port=\(port)", "enable-lua-records=yes", "edns-subnet-processing=yes",
@@ -64,13 +63,7 @@ public final class PowerDNS: Sendable {
                 ]
                 try (lines.joined(separator: "\n") + "\n").write(
                     to: directory.appendingPathComponent("pdns.conf"), atomically: true, encoding: .utf8)
-                let process = try ChildProcess(path: binary, arguments: ["--config-dir=\(directory.path)"])
-                let address = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
-                guard DNSProbe.waitUntilAnswering(address, while: { process.isRunning }) else {
-                    process.stop()
-                    throw ServerLaunch.NotUp("pdns_server did not answer on port \(port)")
-                }
-                return (process, address)
+                return try ChildProcess(path: binary, arguments: ["--config-dir=\(directory.path)"])
             }
         } catch {
             try? FileManager.default.removeItem(at: directory)

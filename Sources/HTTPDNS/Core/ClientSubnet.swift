@@ -160,25 +160,41 @@ package enum EDNSClientSubnet {
 
 /// Walks the sections of a DNS message without parsing more than it must.
 package enum DNSMessageWalk {
-    /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL with
-    /// the DO flag at +4, data length at +8), or `nil` when it has none or cannot be walked.
-    package static func optRecord(_ message: [UInt8]) -> Int? {
-        guard message.count >= 12 else { return nil }
+    /// Calls `body` with where each record after the question starts its fixed part (after the owner name: the type,
+    /// the class at +2, the TTL at +4, the data length at +8, the data at +10), in order, until `body` returns
+    /// `false`.
+    /// - Returns: `false` when the message cannot be walked that far (a name or a record's data runs past the end).
+    @discardableResult
+    package static func forEachRecord(_ message: [UInt8], _ body: (Int) -> Bool) -> Bool {
+        guard message.count >= 12 else { return false }
         let questions = Int(message[4]) << 8 | Int(message[5])
         let records =
             (Int(message[6]) << 8 | Int(message[7])) + (Int(message[8]) << 8 | Int(message[9]))
             + (Int(message[10]) << 8 | Int(message[11]))
         var offset = 12
         for _ in 0..<questions {
-            guard let end = skipName(message, from: offset) else { return nil }
+            guard let end = skipName(message, from: offset) else { return false }
             offset = end + 4
         }
         for _ in 0..<records {
-            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return nil }
-            if message[end] == 0, message[end + 1] == 41 { return end }
-            offset = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
+            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return false }
+            let next = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
+            guard next <= message.count else { return false }
+            guard body(end) else { return true }
+            offset = next
         }
-        return nil
+        return true
+    }
+
+    /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL with
+    /// the DO flag at +4, data length at +8), or `nil` when it has none or cannot be walked to it.
+    package static func optRecord(_ message: [UInt8]) -> Int? {
+        var found: Int?
+        forEachRecord(message) { start in
+            if message[start] == 0, message[start + 1] == 41 { found = start }
+            return found == nil
+        }
+        return found
     }
 
     /// The bytes of the OPT record's options, or `nil` without an OPT record (or one whose data runs past the end).

@@ -100,31 +100,18 @@ final class ForwardedAnswerCache: Sendable {
     /// The TTL of every record of `answer` but OPT, with where it sits; `nil` for a message that cannot be walked,
     /// one without records, or one whose OPT carries options.
     static func recordTTLs(_ answer: [UInt8]) -> [(offset: Int, ttl: UInt32)]? {
-        let questions = Int(answer[4]) << 8 | Int(answer[5])
-        let records =
-            (Int(answer[6]) << 8 | Int(answer[7])) + (Int(answer[8]) << 8 | Int(answer[9]))
-            + (Int(answer[10]) << 8 | Int(answer[11]))
-        var offset = 12
-        for _ in 0..<questions {
-            guard let end = DNSMessageWalk.skipName(answer, from: offset) else { return nil }
-            offset = end + 4
-        }
         var ttls: [(offset: Int, ttl: UInt32)] = []
-        for _ in 0..<records {
-            guard let end = DNSMessageWalk.skipName(answer, from: offset), end + 10 <= answer.count else {
-                return nil
+        var optionsFound = false
+        let walked = DNSMessageWalk.forEachRecord(answer) { start in
+            if answer[start] == 0, answer[start + 1] == 41 {
+                optionsFound = answer[start + 8] != 0 || answer[start + 9] != 0
+                return !optionsFound
             }
-            let length = Int(answer[end + 8]) << 8 | Int(answer[end + 9])
-            guard end + 10 + length <= answer.count else { return nil }
-            if answer[end] == 0, answer[end + 1] == 41 {
-                guard length == 0 else { return nil }
-            } else {
-                let ttl = answer[(end + 4)..<(end + 8)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-                // RFC 2181 §8: a TTL with the top bit set is read as 0.
-                ttls.append((end + 4, ttl & 0x8000_0000 == 0 ? ttl : 0))
-            }
-            offset = end + 10 + length
+            let ttl = answer[(start + 4)..<(start + 8)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            // RFC 2181 §8: a TTL with the top bit set is read as 0.
+            ttls.append((start + 4, ttl & 0x8000_0000 == 0 ? ttl : 0))
+            return true
         }
-        return ttls.isEmpty ? nil : ttls
+        return walked && !optionsFound && !ttls.isEmpty ? ttls : nil
     }
 }
