@@ -497,6 +497,40 @@ struct ClientSubnetTests {
         #expect(prefetches(at: 101) == nil)
     }
 
+    @Test("the tables by network are bounded: networks a name (least recently used out) and names")
+    func bounded() throws {
+        let cache = ClientSubnetCache(limits: .init(maximumNames: 3, maximumNetworksPerName: 4))
+        let now = ContinuousClock.now
+        let answer = RankedResolution(
+            host: "n.test", family: .ipv4, addresses: [], origin: "test", ttl: 300, freshness: .upstream)
+        let key = ClientSubnetCache.Key(name: "n.test", family: .ipv4)
+        func network(_ n: Int) -> IPNetwork {
+            IPNetwork(IPAddress(ipv4: 10, UInt8(n / 256), UInt8(n % 256), 0), prefixLength: 24)
+        }
+        for n in 0..<100 { cache.keep(key, network: network(n), answer: answer, now: now + .milliseconds(n)) }
+        #expect(cache.size.networks == 4)
+        // The most recent networks stay; the first ones went.
+        guard case .answer = cache.lookup(key, subnet: network(99), now: now + .seconds(1)) else {
+            Issue.record("the latest network's answer is gone")
+            return
+        }
+        guard case .miss = cache.lookup(key, subnet: network(0), now: now + .seconds(1)) else {
+            Issue.record("the first network's answer is still there")
+            return
+        }
+        for name in 0..<10 {
+            cache.keep(.init(name: "n\(name).test", family: .ipv4), network: network(1), answer: answer, now: now)
+        }
+        #expect(cache.size.names <= 3)
+        let scores = NetworkScores(limits: .init(maximumNames: 2, maximumNetworksPerName: 3, maximumAddresses: 2))
+        for n in 0..<50 {
+            scores.record(
+                host: "h\(n % 5).test", network: network(n), address: IPAddress(ipv4: 192, 0, 2, UInt8(n)),
+                connect: .milliseconds(5))
+        }
+        #expect(scores.size.names <= 2 && scores.size.networks <= 6)
+    }
+
     @Test("the ECS option reads and writes as RFC 7871 §6 says")
     func optionWire() throws {
         let network = try Self.network("198.51.100.0/22")
