@@ -70,6 +70,22 @@ struct HTTPDNSAPITests {
 
     // MARK: Hostile DoH servers
 
+    @Test("a DoH answer that echoes the question with its letters in another case is accepted (0x20 randomisation)")
+    func questionInAnotherCase() async throws {
+        try await Self.withServer({ request in
+            var query = CraftedWire.query(of: request)
+            for index in 12..<(query.count - 4) where (97...122).contains(query[index]) { query[index] -= 32 }
+            return .respond(
+                status: 200, contentType: "application/dns-message",
+                body: CraftedWire.response(to: query, a: [[192, 0, 2, 1]]))
+        }) { server, transport in
+            let doh = try Self.resolver(
+                .dnsMessage(), server.url + "/dns-query", transport: transport, allowNonPublic: true)
+            let answer = try await doh.resolve(try HostName("mixed.test"), family: .ipv4)
+            #expect(answer.addresses.map(\.ip.description) == ["192.0.2.1"])
+        }
+    }
+
     @Test(
         "hostile DoH answers give typed errors",
         .timeLimit(.minutes(1)),
@@ -78,7 +94,7 @@ struct HTTPDNSAPITests {
             ("wrong id", .questionMismatch), ("servfail", .serverFailure), ("oversized", .responseTooLarge),
             ("oversized chunked", .responseTooLarge), ("stall", .timeout), ("5xx", .httpStatus),
             ("html", .httpStatus), ("hang up", .transportFailure), ("query echoed", .badResponse),
-            ("tc", .badResponse),
+            ("tc", .badResponse), ("wrong type", .questionMismatch), ("other case", .questionMismatch),
         ]
     )
     func hostile(behaviour: String, code: DNSError.Code) async throws {
@@ -95,6 +111,15 @@ struct HTTPDNSAPITests {
                 let other = (try? DNSWireMessage.query(for: HostName("evil.test"), type: .a)) ?? []
                 return wire(CraftedWire.response(to: other, a: [[192, 0, 2, 66]]))
             case "wrong id": return wire(CraftedWire.response(to: query, a: [[192, 0, 2, 1]], id: 0x1234))
+            case "wrong type", "other case":
+                // The same name asked for AAAA (type 28, the query's last four bytes are type and class); or the
+                // same question in upper case but for AAAA: both are another question, whatever the case.
+                var other = query
+                other[other.count - 3] = 28
+                if behaviour == "other case" {
+                    for index in 12..<(other.count - 4) where (97...122).contains(other[index]) { other[index] -= 32 }
+                }
+                return wire(CraftedWire.response(to: other, a: [[192, 0, 2, 1]]))
             case "servfail": return wire(CraftedWire.response(to: query, rcode: 2))
             case "oversized": return wire([UInt8](repeating: 0, count: 100_000))
             case "oversized chunked":

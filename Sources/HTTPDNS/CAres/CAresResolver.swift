@@ -197,7 +197,7 @@ extension CAresResolver: ClientSubnetResolver {
         var answer = try await send(message: query)
         // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
         if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
-        let addresses = try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source)
+        let addresses = try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
         return (addresses, try Self.scope(of: answer, asked: subnet, host: host))
     }
 

@@ -30,15 +30,18 @@ enum DNSWireMessage {
     /// - Throws: ``DNSError`` with `badResponse` (malformed, truncated, not a response), `questionMismatch`,
     ///   `notFound` (NXDOMAIN), `serverFailure`, `refused`, `formatError`, `notImplemented`, or `noData`
     ///   (success without a record of the type asked for, e.g. a CNAME-only answer).
+    /// - Parameter query: The query sent, when the caller has it: an answer whose question is the query's (ASCII
+    ///   case aside) is then accepted by comparing bytes, without decoding the name.
     static func addresses(
         in message: [UInt8],
         for name: HostName,
         type: DNSRecordType,
-        source: ResolutionSource
+        source: ResolutionSource,
+        query: [UInt8]? = nil
     ) throws(DNSError) -> [ResolvedAddress] {
         let result = message.withUnsafeBufferPointer { bytes in
             Result { () throws(DNSError) -> [ResolvedAddress] in
-                try check(bytes, name: name, type: type)
+                try check(bytes, name: name, type: type, query: query)
                 switch DNSAnswerParser.parse(bytes, type: type, source: source) {
                 case .success(let addresses):
                     return addresses
@@ -51,8 +54,9 @@ enum DNSWireMessage {
     }
 
     /// Validates header, question and RCODE.
-    private static func check(_ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType) throws(DNSError)
-    {
+    private static func check(
+        _ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType, query: [UInt8]?
+    ) throws(DNSError) {
         func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
             DNSError(code: code, message: message, host: name.name)
         }
@@ -74,7 +78,11 @@ enum DNSWireMessage {
             guard questions == 1 else {
                 throw fail(.questionMismatch, "DNS response carries \(questions) questions, the query had 1")
             }
-            try checkQuestion(bytes, name: name, type: type)
+            if let query, sameQuestion(bytes, query) {
+                // The question asked, echoed: nothing more to check.
+            } else {
+                try checkQuestion(bytes, name: name, type: type)
+            }
         }
         switch rcode {
         case 0: return
@@ -85,6 +93,24 @@ enum DNSWireMessage {
         case 5: throw fail(.refused, "the server refused the query (REFUSED)")
         default: throw fail(.badResponse, "DNS response has RCODE \(rcode)")
         }
+    }
+
+    /// Whether the answer's question is the query's, byte for byte but for the case of ASCII letters (a server may
+    /// echo the name in another case).
+    private static func sameQuestion(_ bytes: UnsafeBufferPointer<UInt8>, _ query: [UInt8]) -> Bool {
+        // The query: header, then its one question, then (with EDNS) an OPT record.
+        guard query.count > headerLength, let nameEnd = DNSMessageWalk.skipName(query, from: headerLength) else {
+            return false
+        }
+        let end = nameEnd + 4
+        guard end <= query.count, end <= bytes.count else { return false }
+        for index in headerLength..<nameEnd {
+            let (a, b) = (bytes[index], query[index])
+            guard a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= UInt8(ascii: "a") && (a | 0x20) <= UInt8(ascii: "z"))
+            else { return false }
+        }
+        // The type and class exactly.
+        return (nameEnd..<end).allSatisfy { bytes[$0] == query[$0] }
     }
 
     /// Reads the question with `ares_expand_name` and compares name (case-insensitively), type and class.

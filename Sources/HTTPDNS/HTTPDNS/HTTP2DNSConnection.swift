@@ -132,7 +132,9 @@ final class HTTP2DNSConnection: Sendable {
         if !path.hasPrefix("/") { path = "/" + path }
         var headers: [(String, String)] = []
         headers.reserveCapacity(request.headers.count + 1)
-        for (name, value) in request.headers where name.lowercased() != "content-length" {
+        // content-length is the session's to write (only names of its length are lower-cased to compare).
+        for (name, value) in request.headers
+        where !(name.utf8.count == 14 && name.lowercased() == "content-length") {
             headers.append((name, value))
         }
         headers.append(("user-agent", "swift-httpdns"))

@@ -30,6 +30,8 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `address:port` for each bootstrap address, or `host:port` without them: the servers a request is sent to,
     /// as errors and answers name them (made once, not per request).
     let servers: [String]
+    /// The address each of ``servers`` connects to (`nil`: the host, resolved by the system), in the same order.
+    let targets: [IPAddress?]
 
     /// Parses an endpoint.
     ///
@@ -72,6 +74,7 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.port = port
         self.path = path
         self.bootstrapAddresses = bootstrapAddresses
+        self.targets = bootstrapAddresses.isEmpty ? [nil] : bootstrapAddresses
         self.servers =
             bootstrapAddresses.isEmpty
             ? ["\(host):\(port)"] : bootstrapAddresses.map { "\($0.urlHost):\(port)" }

@@ -298,11 +298,13 @@ public final class HTTPDNSResolver: HostNameResolver {
     {
         var request: HTTPDNSTransport.Request
         let contentType: String
+        var sentQuery: [UInt8]?
         switch configuration.api.kind {
         case .dnsMessage(let method):
             contentType = "application/dns-message"
             var query = try DNSWireMessage.query(for: host, type: type)
             if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
+            sentQuery = query
             switch method {
             case .get:
                 request = .init(suffix: "?dns=\(Self.base64URL(query))")
@@ -336,7 +338,8 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
         do {
             if case .dnsMessage = configuration.api.kind {
-                let addresses = try DNSWireMessage.addresses(in: response.body, for: host, type: type, source: source)
+                let addresses = try DNSWireMessage.addresses(
+                    in: response.body, for: host, type: type, source: source, query: sentQuery)
                 guard let subnet else { return (addresses, 0) }
                 return (addresses, try CAresResolver.scope(of: response.body, asked: subnet, host: host))
             }

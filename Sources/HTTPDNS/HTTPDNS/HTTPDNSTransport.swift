@@ -213,12 +213,11 @@ public final class HTTPDNSTransport: Sendable {
     /// - Throws: ``DNSError`` (the last failure, with every address tried in `servers`) or `CancellationError`.
     func send(_ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger) async throws -> Response
     {
-        let targets: [IPAddress?] = endpoint.bootstrapAddresses.isEmpty ? [nil] : endpoint.bootstrapAddresses
-        var tried: [String] = []
+        var tried = 0
         var lastError = DNSError(code: .internalError, message: "no address to try", host: host.name)
-        for (address, server) in zip(targets, endpoint.servers) {
+        for (address, server) in zip(endpoint.targets, endpoint.servers) {
             try Task.checkCancellation()
-            tried.append(server)
+            tried += 1
             do {
                 let response = try await exchange(request, endpoint: endpoint, address: address, server: server)
                 if response.status >= 500 {
@@ -245,7 +244,7 @@ public final class HTTPDNSTransport: Sendable {
                 )
             }
         }
-        lastError.servers = tried
+        lastError.servers = Array(endpoint.servers.prefix(tried))
         throw lastError
     }
 
