@@ -158,7 +158,7 @@ public final class HostResolver: HostNameResolver {
         var authoritative: Bool
 
         var negative: DNSError? {
-            guard let error = error as? DNSError, error.code == .notFound || error.code == .noData else { return nil }
+            guard let error = error as? DNSError, error.code.isNegativeAnswer else { return nil }
             return error
         }
     }
@@ -369,7 +369,7 @@ public final class HostResolver: HostNameResolver {
             }
         }
         let error = asGiven ?? first ?? DNSError(code: .notFound, message: "no candidate name", host: host.name)
-        guard let fallback, error.code == .notFound || error.code == .noData else { throw error }
+        guard let fallback, error.code.isNegativeAnswer else { throw error }
         return try await askFallback(fallback, host: host, family: family, upstreamError: error)
     }
 
@@ -725,10 +725,10 @@ public final class HostResolver: HostNameResolver {
         }
         let codes = errors.map { ($0.0 as? DNSError)?.code }
         let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
-        let negative = codes[chosen] == .notFound || codes[chosen] == .noData
+        let negative = codes[chosen]?.isNegativeAnswer ?? false
         throw UpstreamFailure(
             error: errors[chosen].0,
-            everyUpstreamDenied: codes.allSatisfy { $0 == .notFound || $0 == .noData },
+            everyUpstreamDenied: codes.allSatisfy { $0?.isNegativeAnswer ?? false },
             authoritative: negative && errors[chosen].1.negativeAnswersAreAuthoritative)
     }
 

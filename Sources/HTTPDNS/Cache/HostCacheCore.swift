@@ -336,7 +336,7 @@ struct HostCacheCore: Sendable {
 
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
     mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: CacheInstant) {
-        guard error.code == .notFound || error.code == .noData, configuration.negativeTTL > 0 else { return }
+        guard error.code.isNegativeAnswer, configuration.negativeTTL > 0 else { return }
         let record = takeRecord(host)
         let expiresAt = now + .seconds(Int64(configuration.negativeTTL))
         record.answers[Self.slot(family)] = Answer(

@@ -19,6 +19,11 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
 
         init(_ value: Value) { self.value = value }
 
+        /// Whether the code is a definite answer that the name has no address: it does not exist (``notFound``) or
+        /// has none of the type asked (``noData``). Such answers are cached as negatives and end a lookup, where
+        /// other failures move on to the next upstream.
+        public var isNegativeAnswer: Bool { value == .notFound || value == .noData }
+
         /// The name has no records of the requested type (NOERROR with an empty answer: NODATA).
         public static let noData = Code(.noData)
         /// The name does not exist (NXDOMAIN).

@@ -63,7 +63,7 @@ extension HostResolver {
                 return SubnetAnswer(
                     answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
                     scope: scoped.scopePrefixLength)
-            } catch let error as DNSError where error.code == .notFound || error.code == .noData {
+            } catch let error as DNSError where error.code.isNegativeAnswer {
                 // A vendor API's empty answer may be throttling: the next upstream is asked.
                 if upstream.negativeAnswersAreAuthoritative { throw error }
                 lastError = error

@@ -570,7 +570,7 @@ public final class HTTPDNSService: Sendable {
                         // With the trailing dot the name is absolute: no search domain is ever tried.
                         let host = try HostName(lookup.name + ".")
                         if let answer = try await subnetLookup(lookup, subnet: subnet, host: host) { return answer }
-                    } catch let error as DNSError where error.code == .notFound || error.code == .noData {
+                    } catch let error as DNSError where error.code.isNegativeAnswer {
                         // A name without addresses is so for everyone: the resolver's negative cache answers next.
                         subnetAnswers.keepShared(key, ttl: 30, now: .now)
                         throw error
