@@ -32,7 +32,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
-        // The system c-ares library. Only files in Sources/HTTPDNS/CAres import it.
+        // The system c-ares library. Only files in Sources/HTTPDNS/ClassicDNS import it.
         .systemLibrary(
             name: "CAres",
             pkgConfig: "libcares",

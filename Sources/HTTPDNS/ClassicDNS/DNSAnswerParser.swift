@@ -1,5 +1,9 @@
 import CAres
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The DNS record types this package asks for.
 enum DNSRecordType: Int32, Sendable {
     case a = 1
