@@ -4,97 +4,6 @@ public import HTTPDNS
 public import Logging
 import Synchronization
 
-/// One HTTP request to the service, as an HTTP server front hands it over.
-public struct ServiceRequest: Sendable {
-    /// `GET`, `POST`, …
-    public var method: String
-    /// The request target: the path and, after `?`, the query.
-    public var target: String
-    /// The `Content-Type` header, if any.
-    public var contentType: String?
-    /// The body (empty for `GET`).
-    public var body: [UInt8]
-    /// The client's address, for rate limits and access logs (never logged in full unless configured).
-    public var client: IPAddress?
-    /// How the request arrived, for metrics and access logs.
-    public var transport: Transport
-    /// The `X-Forwarded-For` header (every field joined by commas), if any: read only when ``client`` is a trusted
-    /// proxy (``HTTPDNSService/Configuration-swift.struct/trustedProxies``).
-    public var forwardedFor: String?
-    /// The `Forwarded` header (RFC 7239, every field joined by commas), if any: read as ``forwardedFor`` is, and
-    /// preferred to it.
-    public var forwarded: String?
-
-    /// How a request reached the service.
-    public enum Transport: String, Sendable, Hashable, CaseIterable {
-        /// HTTP without TLS.
-        case http
-        /// HTTP over TLS (HTTP/2 or HTTP/1.1).
-        case https
-        /// Plain DNS over UDP.
-        case udp
-        /// Plain DNS over TCP.
-        case tcp
-        /// DNS over TLS.
-        case tls
-    }
-
-    /// Creates a request.
-    public init(
-        method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil,
-        transport: Transport = .http
-    ) {
-        self.transport = transport
-        self.method = method
-        self.target = target
-        self.contentType = contentType
-        self.body = body
-        self.client = client
-    }
-}
-
-/// The service's answer to one ``ServiceRequest``.
-public struct ServiceResponse: Sendable, Hashable {
-    /// The HTTP status.
-    public var status: Int
-    /// The `Content-Type`.
-    public var contentType: String
-    /// Extra headers (`Allow`, `Retry-After`); empty on answers, the hot path.
-    public var headers: [String: String]
-    /// `Cache-Control: max-age=` this many seconds (answers: their records' smallest TTL).
-    public var maxAge: UInt32?
-    /// The body.
-    public var body: [UInt8]
-
-    init(status: Int, contentType: String, headers: [String: String] = [:], maxAge: UInt32? = nil, body: [UInt8]) {
-        self.status = status
-        self.contentType = contentType
-        self.headers = headers
-        self.maxAge = maxAge
-        self.body = body
-    }
-
-    /// Every extra header: ``headers`` and, from ``maxAge``, `Cache-Control`.
-    var allHeaders: [String: String] {
-        guard let maxAge else { return headers }
-        var all = headers
-        all["Cache-Control"] = "max-age=\(maxAge)"
-        return all
-    }
-
-    static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
-        ServiceResponse(
-            status: status, contentType: "text/plain; charset=utf-8", headers: headers, body: Array((text + "\n").utf8))
-    }
-}
-
-/// Sends DNS messages the service does not answer itself (types other than A and AAAA) to an upstream and returns
-/// its answer; ``CAresForwarder`` sends them through c-ares.
-public protocol DNSMessageForwarder: Sendable {
-    /// Sends `query` (a whole DNS message) and returns the upstream's answer.
-    func forward(_ query: [UInt8]) async throws -> [UInt8]
-}
-
 /// HTTP DNS answered from a ``HostResolver``: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
 /// `/readyz` and, with an exporter, `/metrics`.
@@ -216,22 +125,22 @@ public final class HTTPDNSService: Sendable {
     public let resolver: HostResolver
     /// The configuration in force.
     public var configuration: Configuration { settings.withLock { $0 } }
-    private let settings: Locked<Configuration>
-    private let logger: Logger
-    private let draining = Locked(false)
-    private let now: @Sendable () -> Int64
-    private let limiter: RateLimiter
+    let settings: Locked<Configuration>
+    let logger: Logger
+    let draining = Locked(false)
+    let now: @Sendable () -> Int64
+    let limiter: RateLimiter
     /// The service's metrics; the server front records its connection metrics here too.
     let metrics: ServiceMetrics
-    private let forwarder: (any DNSMessageForwarder)?
-    private let exporter: (@Sendable () -> [UInt8])?
+    let forwarder: (any DNSMessageForwarder)?
+    let exporter: (@Sendable () -> [UInt8])?
     /// The last `/metrics` text and when it was made: rendered at most once a second, whoever asks.
-    private let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
-    private let reports = ReportAggregator()
-    private let forwarding = Locked(0)
+    let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
+    let reports = ReportAggregator()
+    let forwarding = Locked(0)
     /// Relayed answers of other types, kept while their TTLs run.
-    private let forwardedAnswers = ForwardedAnswerCache()
-    private let configurationChanges = Atomic<UInt64>(0)
+    let forwardedAnswers = ForwardedAnswerCache()
+    let configurationChanges = Atomic<UInt64>(0)
     /// Answers by client network, and the names known to be the same for every network.
     let subnetAnswers = ClientSubnetCache()
     /// What each client network reported for the addresses of a name, for ordering that network's answers.
@@ -285,32 +194,6 @@ public final class HTTPDNSService: Sendable {
         configurationChanges.add(1, ordering: .releasing)
     }
 
-    /// Writes what each client network reported (see `NetworkScores`) to `path`, replacing it atomically.
-    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
-    package func saveNetworkScores(to path: String) throws(DNSError) {
-        let snapshot = networkScores.snapshot(wallNow: Date().timeIntervalSince1970)
-        do {
-            let data = try JSONEncoder().encode(snapshot)
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw DNSError(code: .fileError, message: "cannot write \(path): \(error.localizedDescription)", host: "")
-        }
-    }
-
-    /// Takes back what ``saveNetworkScores(to:)`` wrote; a missing file is nothing to load, an unreadable one is
-    /// logged and ignored.
-    package func loadNetworkScores(from path: String) {
-        guard let data = FileManager.default.contents(atPath: path) else { return }
-        guard data.count <= 64 << 20, let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
-        else {
-            logger.warning("the network scores file cannot be read; starting without it", metadata: ["path": "\(path)"])
-            return
-        }
-        let taken = networkScores.restore(snapshot, wallNow: Date().timeIntervalSince1970)
-        metrics.networkScoreTable(networkScores.size)
-        logger.debug("network scores loaded", metadata: ["path": "\(path)", "measurements": "\(taken)"])
-    }
-
     /// From now on `/readyz` answers 503, so a load balancer stops sending new clients (graceful shutdown).
     public func drain() { draining.withLock { $0 = true } }
 
@@ -326,26 +209,6 @@ public final class HTTPDNSService: Sendable {
         let response = await complete(plan)
         finished(request, plan: plan, response: response, started: started)
         return response
-    }
-
-    /// For a request from a trusted proxy that names the client (`Forwarded`, else `X-Forwarded-For`), makes that
-    /// client the request's: the last address of the header that is not a trusted proxy itself (the ones before
-    /// it were written by whoever sent the request, and cannot be believed). A header that cannot be read, or
-    /// names only proxies, leaves the proxy as the client.
-    func takeForwardedClient(_ request: inout ServiceRequest) {
-        guard request.forwarded != nil || request.forwardedFor != nil, let proxy = request.client else { return }
-        let trusted = configuration.trustedProxies
-        guard trusted.contains(where: { $0.contains(proxy) }) else { return }
-        let hops =
-            request.forwarded.map(ForwardedHeader.rfc7239) ?? request.forwardedFor.map(ForwardedHeader.xForwardedFor)
-            ?? []
-        for hop in hops.reversed() {
-            guard let hop else { return }
-            if !trusted.contains(where: { $0.contains(hop) }) {
-                request.client = hop
-                return
-            }
-        }
     }
 
     // MARK: - Plans: what a request needs
@@ -542,7 +405,7 @@ public final class HTTPDNSService: Sendable {
             ])
     }
 
-    private func clientText(_ client: IPAddress?) -> String {
+    func clientText(_ client: IPAddress?) -> String {
         guard let client else { return "-" }
         if configuration.logFullClientAddresses { return client.description }
         var bytes = client.bytes
@@ -554,7 +417,7 @@ public final class HTTPDNSService: Sendable {
     // MARK: - Lookups
 
     /// The pipeline's answer for `lookup` as given (absolute), cut to the answer limit; `noData` is an empty success.
-    private func lookup(_ lookup: Lookup) async -> LookupResult {
+    func lookup(_ lookup: Lookup) async -> LookupResult {
         guard !lookup.name.isEmpty else { return .failure(.refused) }
         do {
             if let subnet = lookup.subnet {
@@ -600,7 +463,7 @@ public final class HTTPDNSService: Sendable {
 
     /// The answer from a local layer or the cache, and how long a cached one stays the same; `nil` when an
     /// upstream must be asked.
-    private func cachedLookup(_ lookup: Lookup) -> (LookupResult, steadyFor: Duration?)? {
+    func cachedLookup(_ lookup: Lookup) -> (LookupResult, steadyFor: Duration?)? {
         guard !lookup.name.isEmpty else { return (.failure(.refused), nil) }
         if let subnet = lookup.subnet {
             switch subnetAnswers.lookup(.init(name: lookup.name, family: lookup.family), subnet: subnet, now: .now) {
@@ -635,7 +498,7 @@ public final class HTTPDNSService: Sendable {
     }
 
     /// `ranked` cut to the lookup's family and limit; `scope` and `ttl` for an answer kept by network.
-    private func result(_ ranked: RankedResolution, _ lookup: Lookup, scope: Int = 0, ttl: UInt32? = nil)
+    func result(_ ranked: RankedResolution, _ lookup: Lookup, scope: Int = 0, ttl: UInt32? = nil)
         -> LookupResult
     {
         let (family, limit) = (lookup.family, lookup.limit)
@@ -655,505 +518,4 @@ public final class HTTPDNSService: Sendable {
         return .success((addresses, ttl ?? ranked.ttl, scope))
     }
 
-    // MARK: - Client networks (EDNS Client Subnet)
-
-    /// The network `lookup` is answered for: what `stated` says (the client's ECS option, `ip=`,
-    /// `edns_client_subnet=`) when the configuration uses it, else the client's address; cut to the configured
-    /// prefix and never longer than stated. `nil` when the mode is off, there is no address, or the client stated a
-    /// /0 (it asked that its network not be used).
-    private func clientSubnet(stated: IPNetwork?, client: IPAddress?, _ configuration: Configuration) -> IPNetwork? {
-        let network: IPNetwork
-        switch configuration.clientSubnetMode {
-        case .off:
-            return nil
-        case .on where stated != nil:
-            network = stated!
-            guard network.prefixLength > 0 else { return nil }
-        default:
-            guard let client else { return nil }
-            network = IPNetwork(client, prefixLength: 128)
-        }
-        let prefixes = configuration.clientSubnetPrefixes
-        return network.truncated(to: network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6)
-    }
-
-    /// Asks the upstreams for `lookup` on behalf of its network and keeps what they say: an answer for every
-    /// network marks the name as shared (the resolver's cache then answers everyone), a scoped one is kept for the
-    /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
-    private func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
-        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
-        guard let answer = try await resolver.resolve(host, family: lookup.family, clientSubnet: subnet) else {
-            return nil
-        }
-        let now = ContinuousClock.now
-        guard answer.scope > 0 else {
-            subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now)
-            return result(answer.answer, lookup)
-        }
-        subnetAnswers.keep(key, network: subnet.truncated(to: answer.scope), answer: answer.answer, now: now)
-        metrics.subnetTable(subnetAnswers.size)
-        return result(answer.answer, lookup, scope: min(answer.scope, subnet.prefixLength))
-    }
-
-    /// The unit a client's reports and ordering go by: the operator's region that holds its network, else the
-    /// network itself.
-    private static func steeringNetwork(_ subnet: IPNetwork, _ regions: [IPNetwork]) -> IPNetwork {
-        regions.first { $0.contains(subnet.address) } ?? subnet
-    }
-
-    /// Asks again for a network's answer that is about to expire, so that its clients never wait for the upstream.
-    private func prefetchInBackground(_ lookup: Lookup, subnet: IPNetwork) {
-        guard let host = try? HostName(lookup.name + ".") else { return }
-        metrics.clientSubnet(.prefetch)
-        Task { [self] in _ = try? await subnetLookup(lookup, subnet: subnet, host: host) }
-    }
-
-    /// Checks again, without holding up the client served the shared answer, whether a name is still the same for
-    /// every network.
-    private func revalidateInBackground(_ lookup: Lookup, subnet: IPNetwork) {
-        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
-        guard let host = try? HostName(lookup.name + ".") else { return subnetAnswers.revalidationFailed(key) }
-        Task { [self] in
-            do {
-                if try await subnetLookup(lookup, subnet: subnet, host: host) == nil {
-                    subnetAnswers.revalidationFailed(key)
-                }
-            } catch {
-                subnetAnswers.revalidationFailed(key)
-            }
-        }
-    }
-
-    // MARK: - Client reports
-
-    /// A client's measurement, `{"host": NAME, "ip": ADDRESS, "connectMs": N}` or `{"host": …, "ip": …,
-    /// "failed": true}`, for an address the server currently answers for that host (any other address is refused,
-    /// so a client cannot plant addresses or scores for names it was not given). It is taken only from
-    /// ``Configuration-swift.struct/reportNetworks`` or signed for an account (`?account=A&t=EXPIRY&s=SIGNATURE`,
-    /// the `sign_d` signature of the host), and reaches the scores only through ``ReportAggregator``.
-    private func report(_ body: [UInt8], query: [String: String], client: IPAddress?) -> ServiceResponse {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-            let name = object["host"] as? String, let host = try? HostName(name),
-            let address = (object["ip"] as? String).flatMap({ IPAddress($0) })
-        else {
-            return .text(400, "a report is {\"host\": NAME, \"ip\": ADDRESS, \"connectMs\": N or \"failed\": true}")
-        }
-        let configuration = self.configuration
-        let trusted = client.map { client in configuration.reportNetworks.contains { $0.contains(client) } } ?? false
-        if !trusted {
-            guard let account = query["account"], case .some(.some(let secret)) = configuration.accounts[account],
-                signatureFailure(host: host.name, secret: secret, query: query, configuration) == nil
-            else { return .text(403, "a report must come from a trusted network or be signed for an account") }
-        }
-        let connect: Duration?
-        if object["failed"] as? Bool == true {
-            connect = nil
-        } else if let milliseconds = object["connectMs"] as? Double, milliseconds.isFinite, milliseconds >= 0,
-            milliseconds <= 60_000
-        {
-            connect = .seconds(fractional: milliseconds / 1000)
-        } else {
-            return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
-        }
-        // The client's network as its answers are made for (EDNS Client Subnet): answers kept for that network
-        // count as answered, and its reports order its own answers.
-        let subnet = clientSubnet(stated: nil, client: client, configuration)
-        let known =
-            (try? resolver.cachedRanked(host.name + ".", family: address.family))?.addresses
-            .contains { $0.ip == address } ?? false
-        let knownForNetwork =
-            subnet.map {
-                subnetAnswers.answered(.init(name: host.name, family: address.family), subnet: $0, address: address)
-            } ?? false
-        guard known || knownForNetwork else {
-            return .text(404, "the server has not answered \(address) for \(host.name)")
-        }
-        if let subnet {
-            networkScores.record(
-                host: host.name, network: Self.steeringNetwork(subnet, configuration.steeringRegions), address: address,
-                connect: connect)
-            metrics.networkScoreTable(networkScores.size)
-        }
-        let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)
-        switch reports.record(host: host.name, address: address, network: network, connect: connect) {
-        case .connect(let median): resolver.reportConnect(to: address, of: host, latency: median)
-        case .failure: resolver.reportFailure(to: address, of: host)
-        case nil: break
-        }
-        return ServiceResponse(status: 204, contentType: "text/plain; charset=utf-8", body: [])
-    }
-
-    // MARK: - RFC 8484
-
-    /// A GET's `dns` parameter: `.some(nil)` when it is there but not base64url, `nil` when it is missing.
-    private static func dnsParameter(_ target: RequestTarget) -> [UInt8]?? {
-        // base64url needs no percent-encoding: decoded straight from the request's bytes.
-        if let decoded = target.withRawParameter("dns", { Base64URL.decode($0) }) { return .some(decoded) }
-        return target.parameter("dns").map { Base64URL.decode($0) }
-    }
-
-    /// Whether a POST's `Content-Type` is `application/dns-message` (parameters aside).
-    private static func isDNSMessage(_ contentType: String?) -> Bool {
-        // The client's media-type reading (a bare lower-case type, the common case, is compared as it is).
-        HTTPDNSResolver.mediaType(contentType) == "application/dns-message"
-    }
-
-    /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
-    private func dnsMessagePlan(_ request: ServiceRequest, dns: [UInt8]??, _ configuration: Configuration) -> Plan {
-        func fail(_ status: Int, _ text: String) -> Plan {
-            Plan(endpoint: "dns-query", work: .done(.text(status, text)))
-        }
-        let message: [UInt8]
-        if request.method == "GET" {
-            guard let encoded = dns else { return fail(400, "the dns parameter is missing") }
-            guard let decoded = encoded else { return fail(400, "the dns parameter is not base64url") }
-            message = decoded
-        } else {
-            guard Self.isDNSMessage(request.contentType) else {
-                return fail(415, "the body must be application/dns-message")
-            }
-            message = request.body
-        }
-        let parsed: DNSQueryMessage
-        do {
-            parsed = try DNSQueryMessage(message)
-        } catch {
-            return fail(400, error.reason)
-        }
-        func answer(_ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = []) -> Plan {
-            Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
-        }
-        guard parsed.opcode == 0 else { return answer(.notImplemented) }
-        // Class IN only: CHAOS (version.bind and the like) and the rest are not this service's to answer or relay.
-        guard parsed.questionClass == 1 else { return answer(.refused) }
-        // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
-        // malformed one is a FORMERR (§7.1.1).
-        var stated: IPNetwork?
-        if parsed.usesEDNS, configuration.clientSubnetMode == .on {
-            do {
-                stated = try EDNSClientSubnet.find(in: message)?.subnet
-            } catch {
-                return answer(.formatError)
-            }
-        }
-        let subnet = clientSubnet(stated: stated, client: request.client, configuration)
-        guard parsed.type == 1 || parsed.type == 28 else {
-            guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
-            if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
-                ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
-            {
-                return answer(.refused)
-            }
-            guard
-                let relayed = try? ForwardedQuery.strippingClientSubnet(
-                    message, questionEnd: 12 + parsed.question.count)
-            else { return answer(.formatError) }
-            return Plan(
-                endpoint: "dns-query", name: parsed.name,
-                work: .forward(Relay(query: parsed, message: relayed, subnet: subnet, stated: stated)))
-        }
-        let lookup = Lookup(
-            name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
-            subnet: subnet)
-        return Plan(
-            endpoint: "dns-query", name: parsed.name,
-            work: .lookups([lookup]) { [stated] results in
-                switch results[0] {
-                case .success(let answer):
-                    return Self.dnsResponse(
-                        parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) },
-                        clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) })
-                case .failure(let code):
-                    return Self.dnsResponse(parsed, code, [], clientSubnet: stated.map { ($0, 0) })
-                }
-            })
-    }
-
-    private static func dnsResponse(
-        _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record],
-        clientSubnet: (network: IPNetwork, scope: Int)? = nil
-    ) -> ServiceResponse {
-        var ttl = records.first?.ttl ?? 0
-        for record in records { ttl = min(ttl, record.ttl) }
-        return ServiceResponse(
-            status: 200, contentType: "application/dns-message", maxAge: ttl,
-            body: DNSAnswerMessage.encode(answering: query, code: code, records: records, clientSubnet: clientSubnet))
-    }
-
-    /// The key of relayed answers asked without a client network while ECS is on.
-    private static let askedWithoutNetwork = IPNetwork(IPAddress(ipv4: 0, 0, 0, 0), prefixLength: 0)
-
-    /// Relays a query of another type to the forwarder, with the client's ID put back: with the client's network
-    /// as an ECS option when there is one, the answer kept for the scope the upstream gave (for every network, or
-    /// for the network sent only) and the client's own option echoed with that scope.
-    private func forward(_ relay: Relay) async -> ServiceResponse {
-        let query = relay.query
-        guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
-        func respond(_ answer: [UInt8], ttl: UInt32, scope: Int) -> ServiceResponse {
-            var body = answer
-            if let stated = relay.stated {
-                body =
-                    EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
-            }
-            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
-        }
-        let now = ContinuousClock.now
-        // Kept answers: for every network (the global key), then for this client's network, or (asked without a
-        // network while ECS is on: a client that sent a /0) for clients asked that way only.
-        let mode = configuration.clientSubnetMode
-        let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
-        if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
-            return respond(answer, ttl: ttl, scope: 0)
-        }
-        if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
-            return respond(answer, ttl: ttl, scope: ownKey.prefixLength)
-        }
-        let limit = configuration.maximumForwardedQueries
-        let admitted = forwarding.withLock { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else { return Self.dnsResponse(query, .serverFailure, []) }
-        defer { forwarding.withLock { $0 -= 1 } }
-        let withSubnet = relay.subnet.flatMap { subnet in
-            EDNSClientSubnet.settingOption(in: relay.message, subnet).map { (subnet, $0) }
-        }
-        do {
-            var answer = try await forwarder.forward(withSubnet?.1 ?? relay.message)
-            guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
-            answer[0] = UInt8(query.id >> 8)
-            answer[1] = UInt8(query.id & 0xFF)
-            var scope = 0
-            if let (subnet, _) = withSubnet {
-                // No option back: the same for every network (RFC 7871 §7.2.1); one for another network, or one
-                // that cannot be read: held for the network sent only.
-                switch Result(catching: { () throws(EDNSClientSubnet.Malformed) in try EDNSClientSubnet.find(in: answer)
-                })
-                {
-                case .success(nil): scope = 0
-                case .success(.some(let option)) where option.subnet == subnet:
-                    scope = min(option.scope, subnet.prefixLength)
-                default: scope = subnet.prefixLength
-                }
-                // The upstream's option names the server's choice of network, not the client's: it goes.
-                let questionEnd =
-                    answer[4] == 0 && answer[5] == 0
-                    ? 12 : (DNSMessageWalk.skipName(answer, from: 12).map { $0 + 4 } ?? answer.count)
-                guard questionEnd <= answer.count,
-                    let stripped = try? ForwardedQuery.strippingClientSubnet(answer, questionEnd: questionEnd)
-                else { return Self.dnsResponse(query, .serverFailure, []) }
-                answer = stripped
-                forwardedAnswers.keep(answer, to: relay.message, network: scope > 0 ? subnet : nil, now: .now)
-            } else {
-                // Asked as the server: with ECS off its view is every client's; with ECS on (a client that sent a
-                // /0) only clients asked the same way get it: an authoritative that tailors answers went by the
-                // server's address, and that answer must not reach clients of other networks.
-                forwardedAnswers.keep(
-                    answer, to: relay.message, network: mode == .off ? nil : Self.askedWithoutNetwork, now: .now)
-            }
-            let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
-            return respond(answer, ttl: ttl, scope: scope)
-        } catch let error as DNSError where error.code == .refused {
-            // Every upstream refused: the client hears REFUSED, not a failure of this server.
-            return Self.dnsResponse(query, .refused, [])
-        } catch {
-            logger.debug(
-                "forwarding failed", metadata: ["host": "\(HostName.printable(query.name))", "error": "\(error)"])
-            return Self.dnsResponse(query, .serverFailure, [])
-        }
-    }
-
-    // MARK: - JSON API
-
-    private func jsonPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
-        guard let name = query["name"], !name.isEmpty else {
-            return Plan(endpoint: "resolve", work: .done(.text(400, "the name parameter is missing")))
-        }
-        let typeText = (query["type"] ?? "A").uppercased()
-        let type: UInt16
-        switch typeText {
-        case "A", "1": type = 1
-        case "AAAA", "28": type = 28
-        default:
-            return Plan(
-                endpoint: "resolve",
-                work: .done(.text(400, "type \(HostName.printable(typeText)) is not supported (A or AAAA)")))
-        }
-        var normalised = HostName.asciiLowercased(name)
-        if normalised.hasSuffix(".") { normalised.removeLast() }
-        let quoted = JSONString.quoted(normalised + ".")
-        // Google's form of the client's network: edns_client_subnet=ADDRESS/LENGTH.
-        var stated: IPNetwork?
-        if let text = query["edns_client_subnet"], configuration.clientSubnetMode == .on {
-            guard let network = IPNetwork(text) else {
-                return Plan(
-                    endpoint: "resolve",
-                    work: .done(.text(400, "edns_client_subnet must be a network such as 198.51.100.0/24")))
-            }
-            stated = network
-        }
-        let lookup = Lookup(
-            name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
-            subnet: clientSubnet(stated: stated, client: client, configuration))
-        return Plan(
-            endpoint: "resolve", name: normalised,
-            work: .lookups([lookup]) { [stated] results in
-                var status = 0
-                var answers: [String] = []
-                var ttl: UInt32 = 0
-                var scope = 0
-                switch results[0] {
-                case .success(let answer):
-                    scope = stated.map { min(answer.scope, $0.prefixLength) } ?? 0
-                    ttl = answer.addresses.isEmpty ? 0 : answer.ttl
-                    answers = answer.addresses.map { address in
-                        "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONString.quoted(address.description))}"
-                    }
-                case .failure(let code):
-                    status = Int(code.rawValue)
-                }
-                var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
-                body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
-                if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
-                // As Google's API answers it: the network asked for, with the answer's scope as its length.
-                if let stated { body += ",\"edns_client_subnet\":\"\(stated.address)/\(scope)\"" }
-                body += "}"
-                return ServiceResponse(
-                    status: 200, contentType: "application/dns-json", maxAge: ttl,
-                    body: Array(body.utf8))
-            })
-    }
-
-    // MARK: - Vendor APIs
-
-    private func alibabaPlan(
-        account: String, signed: Bool, _ query: [String: String], client: IPAddress?, _ configuration: Configuration
-    ) -> Plan {
-        func failure(_ status: Int, _ code: String) -> Plan {
-            Plan(
-                endpoint: "alibaba",
-                work: .done(
-                    ServiceResponse(
-                        status: status, contentType: "application/json", body: Array("{\"code\":\"\(code)\"}".utf8))))
-        }
-        // An unknown account, a signed-only account asked without a signature and a wrong signature all get the
-        // same answer, so accounts cannot be told apart from outside.
-        guard case .some(let secret) = configuration.accounts[account] else { return failure(403, "InvalidSignature") }
-        guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
-            return failure(400, "InvalidHost")
-        }
-        if let secret {
-            guard signed else { return failure(403, "InvalidSignature") }
-            if let reason = signatureFailure(host: name, secret: secret, query: query, configuration) {
-                return failure(403, reason)
-            }
-        } else if signed {
-            return failure(403, "InvalidSignature")
-        }
-        let families: [AddressFamily]
-        switch query["query"] {
-        case nil, "4": families = [.ipv4]
-        case "6": families = [.ipv6]
-        case "4,6", "6,4": families = [.ipv4, .ipv6]
-        default: return failure(400, "InvalidQuery")
-        }
-        guard let stated = Self.statedClientAddress(query) else { return failure(400, "InvalidIP") }
-        let subnet = clientSubnet(stated: stated, client: client, configuration)
-        let hostName = host.name
-        return Plan(
-            endpoint: "alibaba", name: hostName,
-            work: .lookups(
-                families.map {
-                    Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
-                }
-            ) {
-                results in
-                var lists: [AddressFamily: [String]] = [:]
-                var ttl: UInt32?
-                for (family, result) in zip(families, results) {
-                    if case .success(let answer) = result {
-                        lists[family] = answer.addresses.map(\.description)
-                        if !answer.addresses.isEmpty { ttl = min(ttl ?? answer.ttl, answer.ttl) }
-                    }
-                }
-                func list(_ family: AddressFamily) -> String {
-                    "[" + (lists[family] ?? []).map(JSONString.quoted).joined(separator: ",") + "]"
-                }
-                let answerTTL = ttl ?? 60
-                let body =
-                    "{\"host\":\(JSONString.quoted(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
-                    + "\"ttl\":\(answerTTL),\"origin_ttl\":\(answerTTL)}"
-                return ServiceResponse(status: 200, contentType: "application/json", body: Array(body.utf8))
-            })
-    }
-
-    private func tencentPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
-        func failure(_ text: String) -> Plan { Plan(endpoint: "tencent", work: .done(.text(400, text))) }
-        guard query["alg"] == nil else { return failure("encrypted requests (alg) are not supported") }
-        guard let name = query["dn"], !name.isEmpty, let host = try? HostName(name) else {
-            return failure("the dn parameter is missing or not a host name")
-        }
-        let families: [AddressFamily]
-        switch query["type"]?.lowercased() {
-        case nil, "a": families = [.ipv4]
-        case "aaaa": families = [.ipv6]
-        case "addrs": families = [.ipv4, .ipv6]
-        default: return failure("type must be a, aaaa or addrs")
-        }
-        let withTTL = query["ttl"] == "1"
-        guard let stated = Self.statedClientAddress(query) else { return failure("ip must be an IP address") }
-        let subnet = clientSubnet(stated: stated, client: client, configuration)
-        return Plan(
-            endpoint: "tencent", name: host.name,
-            work: .lookups(
-                families.map {
-                    Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
-                }
-            ) {
-                results in
-                let parts = results.map { result -> String in
-                    guard case .success(let answer) = result, !answer.addresses.isEmpty else { return "0" }
-                    let list = answer.addresses.map(\.description).joined(separator: ";")
-                    return withTTL ? "\(list),\(answer.ttl)" : list
-                }
-                return ServiceResponse(
-                    status: 200, contentType: "text/plain; charset=utf-8",
-                    body: Array(parts.joined(separator: "-").utf8))
-            })
-    }
-
-    // MARK: - Helpers
-
-    /// The vendor APIs' `ip=` (the address the answer is for, as Alibaba and Tencent take it) as a network of that
-    /// one address: `.some(nil)` without the parameter, `nil` when it is not an address.
-    private static func statedClientAddress(_ query: [String: String]) -> IPNetwork?? {
-        guard let text = query["ip"] else { return .some(nil) }
-        guard let address = IPAddress(text) else { return nil }
-        return .some(IPNetwork(address, prefixLength: 128))
-    }
-
-    /// Why the `t` and `s` parameters do not sign `host` for `secret` (an Alibaba-style signature), or `nil` when they
-    /// do: `InvalidSignature`, `SignatureExpired`, or `InvalidExpiry` for an expiry further ahead than
-    /// ``Configuration-swift.struct/signatureWindow``. Only a correct signature learns about its expiry.
-    private func signatureFailure(
-        host: String, secret: HTTPDNSSecret, query: [String: String], _ configuration: Configuration
-    ) -> String? {
-        guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else {
-            return "InvalidSignature"
-        }
-        let expected = Array(AlibabaHTTPDNS.signature(host: host, secret: secret.value, expiry: expiry).utf8)
-        guard Self.constantTimeEqual(Array(signature.lowercased().utf8), expected) else { return "InvalidSignature" }
-        let now = now()
-        guard expiry >= now else { return "SignatureExpired" }
-        guard expiry - now <= Int64(configuration.signatureWindow.components.seconds) else { return "InvalidExpiry" }
-        return nil
-    }
-
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        var difference: UInt8 = 0
-        for index in a.indices { difference |= a[index] ^ b[index] }
-        return difference == 0
-    }
 }

@@ -1,0 +1,381 @@
+import Foundation
+import HTTPDNS
+import Logging
+
+/// The endpoints: RFC 8484 (answered from the pipeline, or relayed for other types), the JSON API and the vendor
+/// APIs, each read into a plan of lookups and rendered in its own format.
+extension HTTPDNSService {
+    // MARK: - RFC 8484
+
+    /// A GET's `dns` parameter: `.some(nil)` when it is there but not base64url, `nil` when it is missing.
+    static func dnsParameter(_ target: RequestTarget) -> [UInt8]?? {
+        // base64url needs no percent-encoding: decoded straight from the request's bytes.
+        if let decoded = target.withRawParameter("dns", { Base64URL.decode($0) }) { return .some(decoded) }
+        return target.parameter("dns").map { Base64URL.decode($0) }
+    }
+
+    /// Whether a POST's `Content-Type` is `application/dns-message` (parameters aside).
+    static func isDNSMessage(_ contentType: String?) -> Bool {
+        // The client's media-type reading (a bare lower-case type, the common case, is compared as it is).
+        HTTPDNSResolver.mediaType(contentType) == "application/dns-message"
+    }
+
+    /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
+    func dnsMessagePlan(_ request: ServiceRequest, dns: [UInt8]??, _ configuration: Configuration) -> Plan {
+        func fail(_ status: Int, _ text: String) -> Plan {
+            Plan(endpoint: "dns-query", work: .done(.text(status, text)))
+        }
+        let message: [UInt8]
+        if request.method == "GET" {
+            guard let encoded = dns else { return fail(400, "the dns parameter is missing") }
+            guard let decoded = encoded else { return fail(400, "the dns parameter is not base64url") }
+            message = decoded
+        } else {
+            guard Self.isDNSMessage(request.contentType) else {
+                return fail(415, "the body must be application/dns-message")
+            }
+            message = request.body
+        }
+        let parsed: DNSQueryMessage
+        do {
+            parsed = try DNSQueryMessage(message)
+        } catch {
+            return fail(400, error.reason)
+        }
+        func answer(_ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = []) -> Plan {
+            Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
+        }
+        guard parsed.opcode == 0 else { return answer(.notImplemented) }
+        // Class IN only: CHAOS (version.bind and the like) and the rest are not this service's to answer or relay.
+        guard parsed.questionClass == 1 else { return answer(.refused) }
+        // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
+        // malformed one is a FORMERR (§7.1.1).
+        var stated: IPNetwork?
+        if parsed.usesEDNS, configuration.clientSubnetMode == .on {
+            do {
+                stated = try EDNSClientSubnet.find(in: message)?.subnet
+            } catch {
+                return answer(.formatError)
+            }
+        }
+        let subnet = clientSubnet(stated: stated, client: request.client, configuration)
+        guard parsed.type == 1 || parsed.type == 28 else {
+            guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
+            if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
+                ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
+            {
+                return answer(.refused)
+            }
+            guard
+                let relayed = try? ForwardedQuery.strippingClientSubnet(
+                    message, questionEnd: 12 + parsed.question.count)
+            else { return answer(.formatError) }
+            return Plan(
+                endpoint: "dns-query", name: parsed.name,
+                work: .forward(Relay(query: parsed, message: relayed, subnet: subnet, stated: stated)))
+        }
+        let lookup = Lookup(
+            name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
+            subnet: subnet)
+        return Plan(
+            endpoint: "dns-query", name: parsed.name,
+            work: .lookups([lookup]) { [stated] results in
+                switch results[0] {
+                case .success(let answer):
+                    return Self.dnsResponse(
+                        parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) },
+                        clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) })
+                case .failure(let code):
+                    return Self.dnsResponse(parsed, code, [], clientSubnet: stated.map { ($0, 0) })
+                }
+            })
+    }
+
+    static func dnsResponse(
+        _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record],
+        clientSubnet: (network: IPNetwork, scope: Int)? = nil
+    ) -> ServiceResponse {
+        var ttl = records.first?.ttl ?? 0
+        for record in records { ttl = min(ttl, record.ttl) }
+        return ServiceResponse(
+            status: 200, contentType: "application/dns-message", maxAge: ttl,
+            body: DNSAnswerMessage.encode(answering: query, code: code, records: records, clientSubnet: clientSubnet))
+    }
+
+    /// The key of relayed answers asked without a client network while ECS is on.
+    static let askedWithoutNetwork = IPNetwork(IPAddress(ipv4: 0, 0, 0, 0), prefixLength: 0)
+
+    /// Relays a query of another type to the forwarder, with the client's ID put back: with the client's network
+    /// as an ECS option when there is one, the answer kept for the scope the upstream gave (for every network, or
+    /// for the network sent only) and the client's own option echoed with that scope.
+    func forward(_ relay: Relay) async -> ServiceResponse {
+        let query = relay.query
+        guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
+        func respond(_ answer: [UInt8], ttl: UInt32, scope: Int) -> ServiceResponse {
+            var body = answer
+            if let stated = relay.stated {
+                body =
+                    EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
+            }
+            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
+        }
+        let now = ContinuousClock.now
+        // Kept answers: for every network (the global key), then for this client's network, or (asked without a
+        // network while ECS is on: a client that sent a /0) for clients asked that way only.
+        let mode = configuration.clientSubnetMode
+        let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
+        if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
+            return respond(answer, ttl: ttl, scope: 0)
+        }
+        if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
+            return respond(answer, ttl: ttl, scope: ownKey.prefixLength)
+        }
+        let limit = configuration.maximumForwardedQueries
+        let admitted = forwarding.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return Self.dnsResponse(query, .serverFailure, []) }
+        defer { forwarding.withLock { $0 -= 1 } }
+        let withSubnet = relay.subnet.flatMap { subnet in
+            EDNSClientSubnet.settingOption(in: relay.message, subnet).map { (subnet, $0) }
+        }
+        do {
+            var answer = try await forwarder.forward(withSubnet?.1 ?? relay.message)
+            guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
+            answer[0] = UInt8(query.id >> 8)
+            answer[1] = UInt8(query.id & 0xFF)
+            var scope = 0
+            if let (subnet, _) = withSubnet {
+                // No option back: the same for every network (RFC 7871 §7.2.1); one for another network, or one
+                // that cannot be read: held for the network sent only.
+                switch Result(catching: { () throws(EDNSClientSubnet.Malformed) in try EDNSClientSubnet.find(in: answer)
+                })
+                {
+                case .success(nil): scope = 0
+                case .success(.some(let option)) where option.subnet == subnet:
+                    scope = min(option.scope, subnet.prefixLength)
+                default: scope = subnet.prefixLength
+                }
+                // The upstream's option names the server's choice of network, not the client's: it goes.
+                let questionEnd =
+                    answer[4] == 0 && answer[5] == 0
+                    ? 12 : (DNSMessageWalk.skipName(answer, from: 12).map { $0 + 4 } ?? answer.count)
+                guard questionEnd <= answer.count,
+                    let stripped = try? ForwardedQuery.strippingClientSubnet(answer, questionEnd: questionEnd)
+                else { return Self.dnsResponse(query, .serverFailure, []) }
+                answer = stripped
+                forwardedAnswers.keep(answer, to: relay.message, network: scope > 0 ? subnet : nil, now: .now)
+            } else {
+                // Asked as the server: with ECS off its view is every client's; with ECS on (a client that sent a
+                // /0) only clients asked the same way get it: an authoritative that tailors answers went by the
+                // server's address, and that answer must not reach clients of other networks.
+                forwardedAnswers.keep(
+                    answer, to: relay.message, network: mode == .off ? nil : Self.askedWithoutNetwork, now: .now)
+            }
+            let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
+            return respond(answer, ttl: ttl, scope: scope)
+        } catch let error as DNSError where error.code == .refused {
+            // Every upstream refused: the client hears REFUSED, not a failure of this server.
+            return Self.dnsResponse(query, .refused, [])
+        } catch {
+            logger.debug(
+                "forwarding failed", metadata: ["host": "\(HostName.printable(query.name))", "error": "\(error)"])
+            return Self.dnsResponse(query, .serverFailure, [])
+        }
+    }
+
+    // MARK: - JSON API
+
+    func jsonPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
+        guard let name = query["name"], !name.isEmpty else {
+            return Plan(endpoint: "resolve", work: .done(.text(400, "the name parameter is missing")))
+        }
+        let typeText = (query["type"] ?? "A").uppercased()
+        let type: UInt16
+        switch typeText {
+        case "A", "1": type = 1
+        case "AAAA", "28": type = 28
+        default:
+            return Plan(
+                endpoint: "resolve",
+                work: .done(.text(400, "type \(HostName.printable(typeText)) is not supported (A or AAAA)")))
+        }
+        var normalised = HostName.asciiLowercased(name)
+        if normalised.hasSuffix(".") { normalised.removeLast() }
+        let quoted = JSONString.quoted(normalised + ".")
+        // Google's form of the client's network: edns_client_subnet=ADDRESS/LENGTH.
+        var stated: IPNetwork?
+        if let text = query["edns_client_subnet"], configuration.clientSubnetMode == .on {
+            guard let network = IPNetwork(text) else {
+                return Plan(
+                    endpoint: "resolve",
+                    work: .done(.text(400, "edns_client_subnet must be a network such as 198.51.100.0/24")))
+            }
+            stated = network
+        }
+        let lookup = Lookup(
+            name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
+            subnet: clientSubnet(stated: stated, client: client, configuration))
+        return Plan(
+            endpoint: "resolve", name: normalised,
+            work: .lookups([lookup]) { [stated] results in
+                var status = 0
+                var answers: [String] = []
+                var ttl: UInt32 = 0
+                var scope = 0
+                switch results[0] {
+                case .success(let answer):
+                    scope = stated.map { min(answer.scope, $0.prefixLength) } ?? 0
+                    ttl = answer.addresses.isEmpty ? 0 : answer.ttl
+                    answers = answer.addresses.map { address in
+                        "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONString.quoted(address.description))}"
+                    }
+                case .failure(let code):
+                    status = Int(code.rawValue)
+                }
+                var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
+                body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
+                if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
+                // As Google's API answers it: the network asked for, with the answer's scope as its length.
+                if let stated { body += ",\"edns_client_subnet\":\"\(stated.address)/\(scope)\"" }
+                body += "}"
+                return ServiceResponse(
+                    status: 200, contentType: "application/dns-json", maxAge: ttl,
+                    body: Array(body.utf8))
+            })
+    }
+
+    // MARK: - Vendor APIs
+
+    func alibabaPlan(
+        account: String, signed: Bool, _ query: [String: String], client: IPAddress?, _ configuration: Configuration
+    ) -> Plan {
+        func failure(_ status: Int, _ code: String) -> Plan {
+            Plan(
+                endpoint: "alibaba",
+                work: .done(
+                    ServiceResponse(
+                        status: status, contentType: "application/json", body: Array("{\"code\":\"\(code)\"}".utf8))))
+        }
+        // An unknown account, a signed-only account asked without a signature and a wrong signature all get the
+        // same answer, so accounts cannot be told apart from outside.
+        guard case .some(let secret) = configuration.accounts[account] else { return failure(403, "InvalidSignature") }
+        guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
+            return failure(400, "InvalidHost")
+        }
+        if let secret {
+            guard signed else { return failure(403, "InvalidSignature") }
+            if let reason = signatureFailure(host: name, secret: secret, query: query, configuration) {
+                return failure(403, reason)
+            }
+        } else if signed {
+            return failure(403, "InvalidSignature")
+        }
+        let families: [AddressFamily]
+        switch query["query"] {
+        case nil, "4": families = [.ipv4]
+        case "6": families = [.ipv6]
+        case "4,6", "6,4": families = [.ipv4, .ipv6]
+        default: return failure(400, "InvalidQuery")
+        }
+        guard let stated = Self.statedClientAddress(query) else { return failure(400, "InvalidIP") }
+        let subnet = clientSubnet(stated: stated, client: client, configuration)
+        let hostName = host.name
+        return Plan(
+            endpoint: "alibaba", name: hostName,
+            work: .lookups(
+                families.map {
+                    Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                }
+            ) {
+                results in
+                var lists: [AddressFamily: [String]] = [:]
+                var ttl: UInt32?
+                for (family, result) in zip(families, results) {
+                    if case .success(let answer) = result {
+                        lists[family] = answer.addresses.map(\.description)
+                        if !answer.addresses.isEmpty { ttl = min(ttl ?? answer.ttl, answer.ttl) }
+                    }
+                }
+                func list(_ family: AddressFamily) -> String {
+                    "[" + (lists[family] ?? []).map(JSONString.quoted).joined(separator: ",") + "]"
+                }
+                let answerTTL = ttl ?? 60
+                let body =
+                    "{\"host\":\(JSONString.quoted(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
+                    + "\"ttl\":\(answerTTL),\"origin_ttl\":\(answerTTL)}"
+                return ServiceResponse(status: 200, contentType: "application/json", body: Array(body.utf8))
+            })
+    }
+
+    func tencentPlan(_ query: [String: String], client: IPAddress?, _ configuration: Configuration) -> Plan {
+        func failure(_ text: String) -> Plan { Plan(endpoint: "tencent", work: .done(.text(400, text))) }
+        guard query["alg"] == nil else { return failure("encrypted requests (alg) are not supported") }
+        guard let name = query["dn"], !name.isEmpty, let host = try? HostName(name) else {
+            return failure("the dn parameter is missing or not a host name")
+        }
+        let families: [AddressFamily]
+        switch query["type"]?.lowercased() {
+        case nil, "a": families = [.ipv4]
+        case "aaaa": families = [.ipv6]
+        case "addrs": families = [.ipv4, .ipv6]
+        default: return failure("type must be a, aaaa or addrs")
+        }
+        let withTTL = query["ttl"] == "1"
+        guard let stated = Self.statedClientAddress(query) else { return failure("ip must be an IP address") }
+        let subnet = clientSubnet(stated: stated, client: client, configuration)
+        return Plan(
+            endpoint: "tencent", name: host.name,
+            work: .lookups(
+                families.map {
+                    Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                }
+            ) {
+                results in
+                let parts = results.map { result -> String in
+                    guard case .success(let answer) = result, !answer.addresses.isEmpty else { return "0" }
+                    let list = answer.addresses.map(\.description).joined(separator: ";")
+                    return withTTL ? "\(list),\(answer.ttl)" : list
+                }
+                return ServiceResponse(
+                    status: 200, contentType: "text/plain; charset=utf-8",
+                    body: Array(parts.joined(separator: "-").utf8))
+            })
+    }
+
+    // MARK: - Helpers
+
+    /// The vendor APIs' `ip=` (the address the answer is for, as Alibaba and Tencent take it) as a network of that
+    /// one address: `.some(nil)` without the parameter, `nil` when it is not an address.
+    static func statedClientAddress(_ query: [String: String]) -> IPNetwork?? {
+        guard let text = query["ip"] else { return .some(nil) }
+        guard let address = IPAddress(text) else { return nil }
+        return .some(IPNetwork(address, prefixLength: 128))
+    }
+
+    /// Why the `t` and `s` parameters do not sign `host` for `secret` (an Alibaba-style signature), or `nil` when they
+    /// do: `InvalidSignature`, `SignatureExpired`, or `InvalidExpiry` for an expiry further ahead than
+    /// ``Configuration-swift.struct/signatureWindow``. Only a correct signature learns about its expiry.
+    func signatureFailure(
+        host: String, secret: HTTPDNSSecret, query: [String: String], _ configuration: Configuration
+    ) -> String? {
+        guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else {
+            return "InvalidSignature"
+        }
+        let expected = Array(AlibabaHTTPDNS.signature(host: host, secret: secret.value, expiry: expiry).utf8)
+        guard Self.constantTimeEqual(Array(signature.lowercased().utf8), expected) else { return "InvalidSignature" }
+        let now = now()
+        guard expiry >= now else { return "SignatureExpired" }
+        guard expiry - now <= Int64(configuration.signatureWindow.components.seconds) else { return "InvalidExpiry" }
+        return nil
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+package import HTTPDNS
+import Logging
+
+/// The client's network: who the client is behind a trusted proxy, the subnet sent upstream (EDNS Client Subnet)
+/// and the answers kept for it, and what each network reported (kept, persisted, and used to order its answers).
+extension HTTPDNSService {
+    /// Writes what each client network reported (see `NetworkScores`) to `path`, replacing it atomically.
+    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
+    package func saveNetworkScores(to path: String) throws(DNSError) {
+        let snapshot = networkScores.snapshot(wallNow: Date().timeIntervalSince1970)
+        do {
+            let data = try JSONEncoder().encode(snapshot)
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw DNSError(code: .fileError, message: "cannot write \(path): \(error.localizedDescription)", host: "")
+        }
+    }
+
+    /// Takes back what ``saveNetworkScores(to:)`` wrote; a missing file is nothing to load, an unreadable one is
+    /// logged and ignored.
+    package func loadNetworkScores(from path: String) {
+        guard let data = FileManager.default.contents(atPath: path) else { return }
+        guard data.count <= 64 << 20, let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
+        else {
+            logger.warning("the network scores file cannot be read; starting without it", metadata: ["path": "\(path)"])
+            return
+        }
+        let taken = networkScores.restore(snapshot, wallNow: Date().timeIntervalSince1970)
+        metrics.networkScoreTable(networkScores.size)
+        logger.debug("network scores loaded", metadata: ["path": "\(path)", "measurements": "\(taken)"])
+    }
+
+    /// For a request from a trusted proxy that names the client (`Forwarded`, else `X-Forwarded-For`), makes that
+    /// client the request's: the last address of the header that is not a trusted proxy itself (the ones before
+    /// it were written by whoever sent the request, and cannot be believed). A header that cannot be read, or
+    /// names only proxies, leaves the proxy as the client.
+    func takeForwardedClient(_ request: inout ServiceRequest) {
+        guard request.forwarded != nil || request.forwardedFor != nil, let proxy = request.client else { return }
+        let trusted = configuration.trustedProxies
+        guard trusted.contains(where: { $0.contains(proxy) }) else { return }
+        let hops =
+            request.forwarded.map(ForwardedHeader.rfc7239) ?? request.forwardedFor.map(ForwardedHeader.xForwardedFor)
+            ?? []
+        for hop in hops.reversed() {
+            guard let hop else { return }
+            if !trusted.contains(where: { $0.contains(hop) }) {
+                request.client = hop
+                return
+            }
+        }
+    }
+
+    // MARK: - Client networks (EDNS Client Subnet)
+
+    /// The network `lookup` is answered for: what `stated` says (the client's ECS option, `ip=`,
+    /// `edns_client_subnet=`) when the configuration uses it, else the client's address; cut to the configured
+    /// prefix and never longer than stated. `nil` when the mode is off, there is no address, or the client stated a
+    /// /0 (it asked that its network not be used).
+    func clientSubnet(stated: IPNetwork?, client: IPAddress?, _ configuration: Configuration) -> IPNetwork? {
+        let network: IPNetwork
+        switch configuration.clientSubnetMode {
+        case .off:
+            return nil
+        case .on where stated != nil:
+            network = stated!
+            guard network.prefixLength > 0 else { return nil }
+        default:
+            guard let client else { return nil }
+            network = IPNetwork(client, prefixLength: 128)
+        }
+        let prefixes = configuration.clientSubnetPrefixes
+        return network.truncated(to: network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6)
+    }
+
+    /// Asks the upstreams for `lookup` on behalf of its network and keeps what they say: an answer for every
+    /// network marks the name as shared (the resolver's cache then answers everyone), a scoped one is kept for the
+    /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
+    func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
+        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+        guard let answer = try await resolver.resolve(host, family: lookup.family, clientSubnet: subnet) else {
+            return nil
+        }
+        let now = ContinuousClock.now
+        guard answer.scope > 0 else {
+            subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now)
+            return result(answer.answer, lookup)
+        }
+        subnetAnswers.keep(key, network: subnet.truncated(to: answer.scope), answer: answer.answer, now: now)
+        metrics.subnetTable(subnetAnswers.size)
+        return result(answer.answer, lookup, scope: min(answer.scope, subnet.prefixLength))
+    }
+
+    /// The unit a client's reports and ordering go by: the operator's region that holds its network, else the
+    /// network itself.
+    static func steeringNetwork(_ subnet: IPNetwork, _ regions: [IPNetwork]) -> IPNetwork {
+        regions.first { $0.contains(subnet.address) } ?? subnet
+    }
+
+    /// Asks again for a network's answer that is about to expire, so that its clients never wait for the upstream.
+    func prefetchInBackground(_ lookup: Lookup, subnet: IPNetwork) {
+        guard let host = try? HostName(lookup.name + ".") else { return }
+        metrics.clientSubnet(.prefetch)
+        Task { [self] in _ = try? await subnetLookup(lookup, subnet: subnet, host: host) }
+    }
+
+    /// Checks again, without holding up the client served the shared answer, whether a name is still the same for
+    /// every network.
+    func revalidateInBackground(_ lookup: Lookup, subnet: IPNetwork) {
+        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+        guard let host = try? HostName(lookup.name + ".") else { return subnetAnswers.revalidationFailed(key) }
+        Task { [self] in
+            do {
+                if try await subnetLookup(lookup, subnet: subnet, host: host) == nil {
+                    subnetAnswers.revalidationFailed(key)
+                }
+            } catch {
+                subnetAnswers.revalidationFailed(key)
+            }
+        }
+    }
+
+    // MARK: - Client reports
+
+    /// A client's measurement, `{"host": NAME, "ip": ADDRESS, "connectMs": N}` or `{"host": …, "ip": …,
+    /// "failed": true}`, for an address the server currently answers for that host (any other address is refused,
+    /// so a client cannot plant addresses or scores for names it was not given). It is taken only from
+    /// ``Configuration-swift.struct/reportNetworks`` or signed for an account (`?account=A&t=EXPIRY&s=SIGNATURE`,
+    /// the `sign_d` signature of the host), and reaches the scores only through ``ReportAggregator``.
+    func report(_ body: [UInt8], query: [String: String], client: IPAddress?) -> ServiceResponse {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let name = object["host"] as? String, let host = try? HostName(name),
+            let address = (object["ip"] as? String).flatMap({ IPAddress($0) })
+        else {
+            return .text(400, "a report is {\"host\": NAME, \"ip\": ADDRESS, \"connectMs\": N or \"failed\": true}")
+        }
+        let configuration = self.configuration
+        let trusted = client.map { client in configuration.reportNetworks.contains { $0.contains(client) } } ?? false
+        if !trusted {
+            guard let account = query["account"], case .some(.some(let secret)) = configuration.accounts[account],
+                signatureFailure(host: host.name, secret: secret, query: query, configuration) == nil
+            else { return .text(403, "a report must come from a trusted network or be signed for an account") }
+        }
+        let connect: Duration?
+        if object["failed"] as? Bool == true {
+            connect = nil
+        } else if let milliseconds = object["connectMs"] as? Double, milliseconds.isFinite, milliseconds >= 0,
+            milliseconds <= 60_000
+        {
+            connect = .seconds(fractional: milliseconds / 1000)
+        } else {
+            return .text(400, "connectMs must be a number of milliseconds from 0 to 60000")
+        }
+        // The client's network as its answers are made for (EDNS Client Subnet): answers kept for that network
+        // count as answered, and its reports order its own answers.
+        let subnet = clientSubnet(stated: nil, client: client, configuration)
+        let known =
+            (try? resolver.cachedRanked(host.name + ".", family: address.family))?.addresses
+            .contains { $0.ip == address } ?? false
+        let knownForNetwork =
+            subnet.map {
+                subnetAnswers.answered(.init(name: host.name, family: address.family), subnet: $0, address: address)
+            } ?? false
+        guard known || knownForNetwork else {
+            return .text(404, "the server has not answered \(address) for \(host.name)")
+        }
+        if let subnet {
+            networkScores.record(
+                host: host.name, network: Self.steeringNetwork(subnet, configuration.steeringRegions), address: address,
+                connect: connect)
+            metrics.networkScoreTable(networkScores.size)
+        }
+        let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)
+        switch reports.record(host: host.name, address: address, network: network, connect: connect) {
+        case .connect(let median): resolver.reportConnect(to: address, of: host, latency: median)
+        case .failure: resolver.reportFailure(to: address, of: host)
+        case nil: break
+        }
+        return ServiceResponse(status: 204, contentType: "text/plain; charset=utf-8", body: [])
+    }
+
+}

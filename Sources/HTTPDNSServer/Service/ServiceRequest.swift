@@ -1,0 +1,93 @@
+import Foundation
+public import HTTPDNS
+
+/// One HTTP request to the service, as an HTTP server front hands it over.
+public struct ServiceRequest: Sendable {
+    /// `GET`, `POST`, …
+    public var method: String
+    /// The request target: the path and, after `?`, the query.
+    public var target: String
+    /// The `Content-Type` header, if any.
+    public var contentType: String?
+    /// The body (empty for `GET`).
+    public var body: [UInt8]
+    /// The client's address, for rate limits and access logs (never logged in full unless configured).
+    public var client: IPAddress?
+    /// How the request arrived, for metrics and access logs.
+    public var transport: Transport
+    /// The `X-Forwarded-For` header (every field joined by commas), if any: read only when ``client`` is a trusted
+    /// proxy (``HTTPDNSService/Configuration-swift.struct/trustedProxies``).
+    public var forwardedFor: String?
+    /// The `Forwarded` header (RFC 7239, every field joined by commas), if any: read as ``forwardedFor`` is, and
+    /// preferred to it.
+    public var forwarded: String?
+
+    /// How a request reached the service.
+    public enum Transport: String, Sendable, Hashable, CaseIterable {
+        /// HTTP without TLS.
+        case http
+        /// HTTP over TLS (HTTP/2 or HTTP/1.1).
+        case https
+        /// Plain DNS over UDP.
+        case udp
+        /// Plain DNS over TCP.
+        case tcp
+        /// DNS over TLS.
+        case tls
+    }
+
+    /// Creates a request.
+    public init(
+        method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil,
+        transport: Transport = .http
+    ) {
+        self.transport = transport
+        self.method = method
+        self.target = target
+        self.contentType = contentType
+        self.body = body
+        self.client = client
+    }
+}
+
+/// The service's answer to one ``ServiceRequest``.
+public struct ServiceResponse: Sendable, Hashable {
+    /// The HTTP status.
+    public var status: Int
+    /// The `Content-Type`.
+    public var contentType: String
+    /// Extra headers (`Allow`, `Retry-After`); empty on answers, the hot path.
+    public var headers: [String: String]
+    /// `Cache-Control: max-age=` this many seconds (answers: their records' smallest TTL).
+    public var maxAge: UInt32?
+    /// The body.
+    public var body: [UInt8]
+
+    init(status: Int, contentType: String, headers: [String: String] = [:], maxAge: UInt32? = nil, body: [UInt8]) {
+        self.status = status
+        self.contentType = contentType
+        self.headers = headers
+        self.maxAge = maxAge
+        self.body = body
+    }
+
+    /// Every extra header: ``headers`` and, from ``maxAge``, `Cache-Control`.
+    var allHeaders: [String: String] {
+        guard let maxAge else { return headers }
+        var all = headers
+        all["Cache-Control"] = "max-age=\(maxAge)"
+        return all
+    }
+
+    static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
+        ServiceResponse(
+            status: status, contentType: "text/plain; charset=utf-8", headers: headers, body: Array((text + "\n").utf8))
+    }
+}
+
+/// Sends DNS messages the service does not answer itself (types other than A and AAAA) to an upstream and returns
+/// its answer; ``CAresForwarder`` sends them through c-ares.
+public protocol DNSMessageForwarder: Sendable {
+    /// Sends `query` (a whole DNS message) and returns the upstream's answer.
+    func forward(_ query: [UInt8]) async throws -> [UInt8]
+}
