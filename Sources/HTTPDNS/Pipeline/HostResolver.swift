@@ -163,7 +163,7 @@ public final class HostResolver: HostNameResolver {
         }
     }
 
-    private struct FlightKey: Hashable, Sendable {
+    struct FlightKey: Hashable, Sendable {
         var host: HostName
         var family: AddressFamily
         var fallback = false
@@ -206,28 +206,28 @@ public final class HostResolver: HostNameResolver {
     /// The policy.
     public var configuration: Configuration { pipeline.withLock { $0.configuration } }
     let pipeline: Locked<Pipeline>
-    private let prober: (any ConnectProber)?
+    let prober: (any ConnectProber)?
     let logger: Logger
-    private let metrics: ResolverMetrics
+    let metrics: ResolverMetrics
     /// The files a settings-built resolver follows; `nil` for one built from parts.
     let localFiles = Locked<LocalFiles?>(nil)
-    private let tasks = BackgroundTasks()
+    let tasks = BackgroundTasks()
     /// The periodic save, kept apart so that waiting for lookups and probes does not wait for it.
-    private let maintenance = BackgroundTasks()
-    private let flights: SingleFlight<FlightKey, RankedResolution>
+    let maintenance = BackgroundTasks()
+    let flights: SingleFlight<FlightKey, RankedResolution>
     /// Lookups for a client network (``resolve(_:family:clientSubnet:)``), shared by every caller in that network.
     let subnetFlights: SingleFlight<SubnetFlightKey, SubnetAnswer?>
-    private let probesRunning = Atomic<Int>(0)
+    let probesRunning = Atomic<Int>(0)
     /// Addresses with a probe in flight.
-    private let addressesBeingProbed = Locked<Set<IPAddress>>([])
+    let addressesBeingProbed = Locked<Set<IPAddress>>([])
     /// The resolvers whose periodic-save loop is running (for tests: a loop must end with its resolver).
     static let maintenanceLoops = Locked<Set<ObjectIdentifier>>([])
     /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
     let cleanups: Locked<[@Sendable () async -> Void]>
-    private let shutDown = Atomic<Bool>(false)
-    private let configurationChanges = Atomic<UInt64>(0)
+    let shutDown = Atomic<Bool>(false)
+    let configurationChanges = Atomic<UInt64>(0)
     /// The background refreshes allowed now and when the bucket was last filled.
-    private let refreshTokens = Locked<(tokens: Double, last: ContinuousClock.Instant?)>((0, nil))
+    let refreshTokens = Locked<(tokens: Double, last: ContinuousClock.Instant?)>((0, nil))
 
     /// Creates a resolver from its parts.
     /// - Parameters:
@@ -348,7 +348,7 @@ public final class HostResolver: HostNameResolver {
     /// the cache and the upstreams, then the fallback. `probePort` is the port the caller connects to, which the
     /// first probe of a newly cached host uses (the cache has no record to remember it in before the answer
     /// arrives).
-    private func resolveRanked(
+    func resolveRanked(
         _ host: HostName, family: AddressFamily, probePort: Int?, absolute: Bool
     ) async throws -> RankedResolution {
         for layer in [overrides, hosts] {
@@ -375,7 +375,7 @@ public final class HostResolver: HostNameResolver {
 
     /// The answers after which the next search candidate is tried (as the C library's resolver does); any other
     /// failure (a timeout, a transport error) ends the search.
-    private static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
+    static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
     public func updateConfiguration(_ change: (inout Configuration) -> Void) {
@@ -393,14 +393,14 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The identities whose cached answers are served, or `nil` for any.
-    private var servedUpstreams: Set<String>? {
+    var servedUpstreams: Set<String>? {
         pipeline.withLock { pipeline in
             pipeline.configuration.servesAnswersFromOtherUpstreams ? nil : pipeline.identities
         }
     }
 
     /// The cache, then the upstreams, for one fully qualified candidate name.
-    private func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws
+    func resolveCandidate(_ host: HostName, family: AddressFamily, probePort: Int?) async throws
         -> RankedResolution
     {
         switch cachedAnswer(host, family: family) {
@@ -420,14 +420,14 @@ public final class HostResolver: HostNameResolver {
     /// What the cache holds for `host`, as the pipeline serves it: an answer (fresh or stale, refreshed and probed in
     /// the background as needed), a cached negative answer, or a miss (nothing usable, or only an answer from an
     /// upstream that is not served now).
-    private enum CachedAnswer {
+    enum CachedAnswer {
         /// `steadyFor`: see ``HostCacheCore/Lookup/hit(_:refresh:probe:steadyFor:)``.
         case answer(RankedResolution, steadyFor: Duration?)
         case negative(DNSError)
         case miss
     }
 
-    private func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
+    func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
         guard let cache else { return .miss }
         // One read of the pipeline for both (a cache hit is the hot path), copying only what is needed.
         let (probing, served) = pipeline.withLock { pipeline in
@@ -514,7 +514,7 @@ public final class HostResolver: HostNameResolver {
 
     /// Asks the fallback for the name as given, after every upstream said it does not exist; its answer is cached
     /// under that name. When it fails too, the upstreams' error stands.
-    private func askFallback(
+    func askFallback(
         _ fallback: Upstream, host: HostName, family: AddressFamily, upstreamError: DNSError
     ) async throws -> RankedResolution {
         let clock = ContinuousClock()
@@ -576,343 +576,13 @@ public final class HostResolver: HostNameResolver {
         }
     }
 
-    private var probeIntervalIfIdle: Duration? { probeInterval(configuration.probing) }
+    var probeIntervalIfIdle: Duration? { probeInterval(configuration.probing) }
 
     /// The probe interval when probing is on and below its limit of hosts at once.
-    private func probeInterval(_ probing: Probing?) -> Duration? {
+    func probeInterval(_ probing: Probing?) -> Duration? {
         guard let probing, prober != nil, probesRunning.load(ordering: .relaxed) < probing.maximumConcurrentHosts
         else { return nil }
         return probing.interval
-    }
-
-    private func refreshInBackground(_ host: HostName, family: AddressFamily) {
-        guard !upstreams.isEmpty else { return }
-        // At most the configured refreshes a second (a token bucket with a burst of one second's worth).
-        let perSecond = Double(cache?.configuration.maximumRefreshesPerSecond ?? Int.max)
-        let now = ContinuousClock.now
-        let admitted = refreshTokens.withLock { bucket in
-            let elapsed = bucket.last.map { (now - $0).fractionalSeconds } ?? 1
-            bucket.tokens = min(perSecond, bucket.tokens + elapsed * perSecond)
-            bucket.last = now
-            guard bucket.tokens >= 1 else { return false }
-            bucket.tokens -= 1
-            return true
-        }
-        guard admitted else {
-            metrics.refreshesPostponed.increment()
-            cache?.refreshFailed(host, family: family)
-            return
-        }
-        let started = flights.launchIfIdle(FlightKey(host: host, family: family)) { [self] in
-            try await fetch(host, family: family, isRefresh: true)
-        }
-        if started { metrics.refreshesStarted.increment() } else { cache?.refreshFailed(host, family: family) }
-    }
-
-    /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).
-    private func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws
-        -> RankedResolution
-    {
-        do {
-            let answer: RankedResolution
-            let (upstreams, race, guardAll) = pipeline.withLock {
-                ($0.upstreams, $0.configuration.race, $0.configuration.guardsEveryUpstream)
-            }
-            if race, let groups = Self.raceGroups(upstreams) {
-                answer = try await self.race(groups, host: host, family: family, guardEveryUpstream: guardAll)
-            } else {
-                let (resolution, upstream) = try await Self.askInOrder(
-                    upstreams, host: host, family: family, guardEveryUpstream: guardAll, metrics: metrics)
-                answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
-            }
-            if let probePort, let cache { cache.setProbePort(probePort, for: host) }
-            if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
-                startProbe(probe)
-            }
-            return answer
-        } catch let error as DNSError where error.code == .privateAddress {
-            throw error
-        } catch {
-            let failure =
-                error as? UpstreamFailure
-                ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
-            guard let error = failure.error as? DNSError else { throw failure.error }
-            if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
-                // The name is gone (or has no address of the family): that replaces whatever was cached.
-                cache?.storeNegative(host, family: family, error: error)
-                throw error
-            }
-            // A negative answer while another upstream failed, or one from an upstream whose negatives are not
-            // trusted, never destroys a good answer: the cached one is served as when every upstream fails.
-            if isRefresh {
-                // Callers were already served the stale answer; it stays in the cache.
-                cache?.refreshFailed(host, family: family)
-                logger.info("background refresh failed", metadata: ["host": "\(host)", "error": "\(error.code)"])
-                throw error
-            }
-            if let fallback = cache?.fallback(host, family: family),
-                servedUpstreams.map({ $0.contains(fallback.upstream ?? "") }) ?? true
-            {
-                metrics.staleServes.increment()
-                logger.notice(
-                    "every upstream failed; serving the cached answer",
-                    metadata: ["host": "\(host)", "error": "\(error.code)", "stale": "\(fallback.isStale)"]
-                )
-                return fallback
-            }
-            if failure.negative != nil, failure.authoritative {
-                cache?.storeNegative(host, family: family, error: error)
-            }
-            throw error
-        }
-    }
-
-    /// Stores a positive resolution from `upstream` (an identity) in the cache (or ranks it as it is without one).
-    func store(
-        _ resolution: Resolution, host: HostName, family: AddressFamily, upstream: String, merge: Bool
-    ) -> RankedResolution {
-        let ttl = resolution.addresses.map(\.ttl).min() ?? 0
-        let origin = resolution.addresses.first?.source ?? "unknown"
-        guard let cache,
-            let stored = cache.store(
-                host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin,
-                upstream: upstream,
-                merge: merge)
-        else {
-            var unscored = RankedResolution(unscored: resolution, family: family, freshness: .upstream)
-            unscored.upstream = upstream
-            return unscored
-        }
-        return stored
-    }
-
-    /// Asks each upstream in turn; the first answer wins. An answer the private-address guard rejects ends the
-    /// lookup: it is the sign of a rebinding or hijack attempt, which the next upstream's answer must not paper
-    /// over. When all fail: NXDOMAIN if any said so, else no data if any said so, else the first error.
-    private static func askInOrder(
-        _ upstreams: [Upstream],
-        host: HostName,
-        family: AddressFamily,
-        guardEveryUpstream: Bool,
-        metrics: ResolverMetrics
-    ) async throws -> (Resolution, Upstream) {
-        var errors: [(any Error, Upstream)] = []
-        let clock = ContinuousClock()
-        for upstream in upstreams {
-            let start = clock.now
-            do {
-                let resolution = try await upstream.resolver.resolve(host, family: family)
-                metrics.recordUpstream(upstream.name, success: true, duration: clock.now - start)
-                guard !resolution.addresses.isEmpty else {
-                    throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
-                }
-                if guardEveryUpstream, upstream.kind != .httpDNS {
-                    try Self.guardAddresses(resolution, from: upstream, host: host)
-                }
-                return (resolution, upstream)
-            } catch let error as CancellationError {
-                throw error
-            } catch let error as DNSError where error.code == .privateAddress {
-                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
-                throw error
-            } catch {
-                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
-                errors.append((error, upstream))
-            }
-        }
-        guard !errors.isEmpty else {
-            throw DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
-        }
-        let codes = errors.map { ($0.0 as? DNSError)?.code }
-        let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
-        let negative = codes[chosen]?.isNegativeAnswer ?? false
-        throw UpstreamFailure(
-            error: errors[chosen].0,
-            everyUpstreamDenied: codes.allSatisfy { $0?.isNegativeAnswer ?? false },
-            authoritative: negative && errors[chosen].1.negativeAnswersAreAuthoritative)
-    }
-
-    /// The guard for upstreams other than HTTP DNS (which guard their own answers, per provider).
-    static func guardAddresses(_ resolution: Resolution, from upstream: Upstream, host: HostName) throws(DNSError) {
-        guard let bad = resolution.addresses.first(where: { $0.ip.isNonPublic }) else { return }
-        throw DNSError(
-            code: .privateAddress,
-            message:
-                "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
-            host: host.name)
-    }
-
-    /// HTTP DNS upstreams and the others as two groups, when both exist.
-    private static func raceGroups(_ upstreams: [Upstream]) -> [[Upstream]]? {
-        let httpDNS = upstreams.filter { $0.kind == .httpDNS }
-        let others = upstreams.filter { $0.kind != .httpDNS }
-        return httpDNS.isEmpty || others.isEmpty ? nil : [httpDNS, others]
-    }
-
-    /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
-    /// cache, and the error is thrown only when every group failed, or at once when the guard rejects an answer
-    /// before any group succeeded (an answer the guard rejects is never stored or merged).
-    private func race(
-        _ groups: [[Upstream]], host: HostName, family: AddressFamily, guardEveryUpstream: Bool
-    ) async throws -> RankedResolution {
-        struct RaceState {
-            var continuation: CheckedContinuation<RankedResolution, any Error>?
-            var errors: [any Error] = []
-        }
-        let state = Locked(RaceState())
-        return try await withCheckedThrowingContinuation { continuation in
-            state.withLock { $0.continuation = continuation }
-            for group in groups {
-                let started = tasks.spawn { [self] in
-                    let outcome = await Result {
-                        try await Self.askInOrder(
-                            group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
-                    }
-                    // The store happens under the race's lock so the winner replaces and later answers merge.
-                    let resume: (() -> Void)? = state.withLock { race in
-                        switch outcome {
-                        case .success(let (resolution, upstream)):
-                            guard let continuation = race.continuation else {
-                                _ = store(
-                                    resolution, host: host, family: family, upstream: upstream.identity, merge: true)
-                                return nil
-                            }
-                            race.continuation = nil
-                            let answer = store(
-                                resolution, host: host, family: family, upstream: upstream.identity, merge: false)
-                            return { continuation.resume(returning: answer) }
-                        case .failure(let error):
-                            race.errors.append(error)
-                            if (error as? DNSError)?.code == .privateAddress, let continuation = race.continuation {
-                                race.continuation = nil
-                                return { continuation.resume(throwing: error) }
-                            }
-                            guard race.errors.count == groups.count, let continuation = race.continuation else {
-                                return nil
-                            }
-                            race.continuation = nil
-                            let failures = race.errors.map {
-                                $0 as? UpstreamFailure
-                                    ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
-                            }
-                            let codes = failures.map { ($0.error as? DNSError)?.code }
-                            var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
-                            chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
-                            return { continuation.resume(throwing: chosen) }
-                        }
-                    }
-                    resume?()
-                }
-                if !started {
-                    let continuation = state.withLock { race in
-                        defer { race.continuation = nil }
-                        return race.continuation
-                    }
-                    continuation?.resume(
-                        throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
-                    return
-                }
-            }
-        }
-    }
-
-    /// Runs `work` (closing replaced upstreams) after `delay`, or at once when the resolver shuts down.
-    func retire(_ work: [@Sendable () async -> Void], after delay: Duration) {
-        let started = maintenance.spawn {
-            try? await Task.sleep(for: delay)
-            for item in work { await item() }
-        }
-        if !started { Task { for item in work { await item() } } }
-    }
-
-    /// Background tasks running now (refreshes, probes, shared lookups): a diagnostic that must stay bounded.
-    public var backgroundTaskCount: Int { tasks.count }
-
-    /// Callers waiting on shared upstream queries (for tests).
-    var waitingCallers: Int { flights.waiting }
-
-    // MARK: Scoring
-
-    /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
-    /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
-    public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordConnect(to: ip, of: host, latency: latency)
-    }
-
-    /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
-    /// times, and proof that the address answers (its back-off ends).
-    public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordFirstByte(to: ip, of: host, latency: latency)
-    }
-
-    /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
-    public func reportFailure(to ip: IPAddress, of host: HostName) {
-        cache?.recordFailure(to: ip, of: host)
-    }
-
-    /// Call when the network changed (interface, Wi-Fi, VPN): every cached answer is refreshed on its next use
-    /// (served stale meanwhile) and every address is probed again.
-    public func networkDidChange() {
-        logger.info("network changed; every cached answer is due for refresh")
-        cache?.markAllForRefresh()
-    }
-
-    private func startProbe(_ request: HostCacheCore.ProbeRequest) {
-        guard let prober, let probing = configuration.probing, let cache else { return }
-        // An address already being probed (for this host or another) is left to that probe.
-        let addresses = addressesBeingProbed.withLock { busy in
-            let chosen = Array(
-                request.addresses.filter { !busy.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic) }
-                    .prefix(probing.maximumAddressesPerRound))
-            busy.formUnion(chosen)
-            return chosen
-        }
-        guard !addresses.isEmpty else { return }
-        probesRunning.add(1, ordering: .relaxed)
-        let ports = request.port.map { [$0] } ?? probing.ports
-        let started = tasks.spawn(optional: true) { [self] in
-            defer {
-                probesRunning.subtract(1, ordering: .relaxed)
-                addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
-            }
-            await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
-                var next = 0
-                func probeNext() {
-                    let ip = addresses[next]
-                    next += 1
-                    group.addTask {
-                        // A little jitter, so rounds of many hosts do not connect in lockstep.
-                        try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
-                        var outcome = ProbeOutcome.failed(.connectionRefused)
-                        for port in ports {
-                            outcome = await prober.probe(ip, port: port, timeout: probing.timeout)
-                            if outcome.isSuccess || Task.isCancelled { break }
-                        }
-                        return (ip, outcome)
-                    }
-                }
-                while next < min(probing.maximumConcurrentProbesPerHost, addresses.count) { probeNext() }
-                for await (ip, outcome) in group {
-                    if next < addresses.count, !Task.isCancelled { probeNext() }
-                    if Task.isCancelled { continue }
-                    switch outcome {
-                    case .connected(let latency):
-                        metrics.probesConnected.increment()
-                        metrics.probeDuration.recordNanoseconds(latency.wholeNanoseconds)
-                        cache.recordConnect(to: ip, of: request.host, latency: latency)
-                    case .failed(let code):
-                        metrics.probesFailed.increment()
-                        logger.debug(
-                            "probe failed", metadata: ["host": "\(request.host)", "ip": "\(ip)", "error": "\(code)"])
-                        cache.recordFailure(to: ip, of: request.host)
-                    }
-                }
-            }
-        }
-        if !started {
-            probesRunning.subtract(1, ordering: .relaxed)
-            addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
-        }
     }
 
     // MARK: Lifecycle

@@ -1,0 +1,90 @@
+import CoreMetrics
+import Logging
+import Synchronization
+
+/// What callers measured, and the background probes that measure the rest.
+extension HostResolver {
+    // MARK: Scoring
+
+    /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
+    /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
+    public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
+        cache?.recordConnect(to: ip, of: host, latency: latency)
+    }
+
+    /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
+    /// times, and proof that the address answers (its back-off ends).
+    public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+        cache?.recordFirstByte(to: ip, of: host, latency: latency)
+    }
+
+    /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
+    public func reportFailure(to ip: IPAddress, of host: HostName) {
+        cache?.recordFailure(to: ip, of: host)
+    }
+
+    /// Call when the network changed (interface, Wi-Fi, VPN): every cached answer is refreshed on its next use
+    /// (served stale meanwhile) and every address is probed again.
+    public func networkDidChange() {
+        logger.info("network changed; every cached answer is due for refresh")
+        cache?.markAllForRefresh()
+    }
+
+    func startProbe(_ request: HostCacheCore.ProbeRequest) {
+        guard let prober, let probing = configuration.probing, let cache else { return }
+        // An address already being probed (for this host or another) is left to that probe.
+        let addresses = addressesBeingProbed.withLock { busy in
+            let chosen = Array(
+                request.addresses.filter { !busy.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic) }
+                    .prefix(probing.maximumAddressesPerRound))
+            busy.formUnion(chosen)
+            return chosen
+        }
+        guard !addresses.isEmpty else { return }
+        probesRunning.add(1, ordering: .relaxed)
+        let ports = request.port.map { [$0] } ?? probing.ports
+        let started = tasks.spawn(optional: true) { [self] in
+            defer {
+                probesRunning.subtract(1, ordering: .relaxed)
+                addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+            }
+            await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
+                var next = 0
+                func probeNext() {
+                    let ip = addresses[next]
+                    next += 1
+                    group.addTask {
+                        // A little jitter, so rounds of many hosts do not connect in lockstep.
+                        try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
+                        var outcome = ProbeOutcome.failed(.connectionRefused)
+                        for port in ports {
+                            outcome = await prober.probe(ip, port: port, timeout: probing.timeout)
+                            if outcome.isSuccess || Task.isCancelled { break }
+                        }
+                        return (ip, outcome)
+                    }
+                }
+                while next < min(probing.maximumConcurrentProbesPerHost, addresses.count) { probeNext() }
+                for await (ip, outcome) in group {
+                    if next < addresses.count, !Task.isCancelled { probeNext() }
+                    if Task.isCancelled { continue }
+                    switch outcome {
+                    case .connected(let latency):
+                        metrics.probesConnected.increment()
+                        metrics.probeDuration.recordNanoseconds(latency.wholeNanoseconds)
+                        cache.recordConnect(to: ip, of: request.host, latency: latency)
+                    case .failed(let code):
+                        metrics.probesFailed.increment()
+                        logger.debug(
+                            "probe failed", metadata: ["host": "\(request.host)", "ip": "\(ip)", "error": "\(code)"])
+                        cache.recordFailure(to: ip, of: request.host)
+                    }
+                }
+            }
+        }
+        if !started {
+            probesRunning.subtract(1, ordering: .relaxed)
+            addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+        }
+    }
+}

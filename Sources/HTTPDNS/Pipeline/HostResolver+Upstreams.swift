@@ -1,0 +1,252 @@
+import CoreMetrics
+import Logging
+import Synchronization
+
+/// Asking the upstreams: in order or raced, refreshes in the background, what is stored in the cache.
+extension HostResolver {
+    func refreshInBackground(_ host: HostName, family: AddressFamily) {
+        guard !upstreams.isEmpty else { return }
+        // At most the configured refreshes a second (a token bucket with a burst of one second's worth).
+        let perSecond = Double(cache?.configuration.maximumRefreshesPerSecond ?? Int.max)
+        let now = ContinuousClock.now
+        let admitted = refreshTokens.withLock { bucket in
+            let elapsed = bucket.last.map { (now - $0).fractionalSeconds } ?? 1
+            bucket.tokens = min(perSecond, bucket.tokens + elapsed * perSecond)
+            bucket.last = now
+            guard bucket.tokens >= 1 else { return false }
+            bucket.tokens -= 1
+            return true
+        }
+        guard admitted else {
+            metrics.refreshesPostponed.increment()
+            cache?.refreshFailed(host, family: family)
+            return
+        }
+        let started = flights.launchIfIdle(FlightKey(host: host, family: family)) { [self] in
+            try await fetch(host, family: family, isRefresh: true)
+        }
+        if started { metrics.refreshesStarted.increment() } else { cache?.refreshFailed(host, family: family) }
+    }
+
+    /// Asks the upstreams, stores the outcome and returns the answer (or, when they fail, a stale one).
+    func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws
+        -> RankedResolution
+    {
+        do {
+            let answer: RankedResolution
+            let (upstreams, race, guardAll) = pipeline.withLock {
+                ($0.upstreams, $0.configuration.race, $0.configuration.guardsEveryUpstream)
+            }
+            if race, let groups = Self.raceGroups(upstreams) {
+                answer = try await self.race(groups, host: host, family: family, guardEveryUpstream: guardAll)
+            } else {
+                let (resolution, upstream) = try await Self.askInOrder(
+                    upstreams, host: host, family: family, guardEveryUpstream: guardAll, metrics: metrics)
+                answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+            }
+            if let probePort, let cache { cache.setProbePort(probePort, for: host) }
+            if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
+                startProbe(probe)
+            }
+            return answer
+        } catch let error as DNSError where error.code == .privateAddress {
+            throw error
+        } catch {
+            let failure =
+                error as? UpstreamFailure
+                ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
+            guard let error = failure.error as? DNSError else { throw failure.error }
+            if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
+                // The name is gone (or has no address of the family): that replaces whatever was cached.
+                cache?.storeNegative(host, family: family, error: error)
+                throw error
+            }
+            // A negative answer while another upstream failed, or one from an upstream whose negatives are not
+            // trusted, never destroys a good answer: the cached one is served as when every upstream fails.
+            if isRefresh {
+                // Callers were already served the stale answer; it stays in the cache.
+                cache?.refreshFailed(host, family: family)
+                logger.info("background refresh failed", metadata: ["host": "\(host)", "error": "\(error.code)"])
+                throw error
+            }
+            if let fallback = cache?.fallback(host, family: family),
+                servedUpstreams.map({ $0.contains(fallback.upstream ?? "") }) ?? true
+            {
+                metrics.staleServes.increment()
+                logger.notice(
+                    "every upstream failed; serving the cached answer",
+                    metadata: ["host": "\(host)", "error": "\(error.code)", "stale": "\(fallback.isStale)"]
+                )
+                return fallback
+            }
+            if failure.negative != nil, failure.authoritative {
+                cache?.storeNegative(host, family: family, error: error)
+            }
+            throw error
+        }
+    }
+
+    /// Stores a positive resolution from `upstream` (an identity) in the cache (or ranks it as it is without one).
+    func store(
+        _ resolution: Resolution, host: HostName, family: AddressFamily, upstream: String, merge: Bool
+    ) -> RankedResolution {
+        let ttl = resolution.addresses.map(\.ttl).min() ?? 0
+        let origin = resolution.addresses.first?.source ?? "unknown"
+        guard let cache,
+            let stored = cache.store(
+                host, family: family, addresses: resolution.addresses.map(\.ip), ttl: ttl, origin: origin,
+                upstream: upstream,
+                merge: merge)
+        else {
+            var unscored = RankedResolution(unscored: resolution, family: family, freshness: .upstream)
+            unscored.upstream = upstream
+            return unscored
+        }
+        return stored
+    }
+
+    /// Asks each upstream in turn; the first answer wins. An answer the private-address guard rejects ends the
+    /// lookup: it is the sign of a rebinding or hijack attempt, which the next upstream's answer must not paper
+    /// over. When all fail: NXDOMAIN if any said so, else no data if any said so, else the first error.
+    static func askInOrder(
+        _ upstreams: [Upstream],
+        host: HostName,
+        family: AddressFamily,
+        guardEveryUpstream: Bool,
+        metrics: ResolverMetrics
+    ) async throws -> (Resolution, Upstream) {
+        var errors: [(any Error, Upstream)] = []
+        let clock = ContinuousClock()
+        for upstream in upstreams {
+            let start = clock.now
+            do {
+                let resolution = try await upstream.resolver.resolve(host, family: family)
+                metrics.recordUpstream(upstream.name, success: true, duration: clock.now - start)
+                guard !resolution.addresses.isEmpty else {
+                    throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
+                }
+                if guardEveryUpstream, upstream.kind != .httpDNS {
+                    try Self.guardAddresses(resolution, from: upstream, host: host)
+                }
+                return (resolution, upstream)
+            } catch let error as CancellationError {
+                throw error
+            } catch let error as DNSError where error.code == .privateAddress {
+                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
+                throw error
+            } catch {
+                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
+                errors.append((error, upstream))
+            }
+        }
+        guard !errors.isEmpty else {
+            throw DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
+        }
+        let codes = errors.map { ($0.0 as? DNSError)?.code }
+        let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
+        let negative = codes[chosen]?.isNegativeAnswer ?? false
+        throw UpstreamFailure(
+            error: errors[chosen].0,
+            everyUpstreamDenied: codes.allSatisfy { $0?.isNegativeAnswer ?? false },
+            authoritative: negative && errors[chosen].1.negativeAnswersAreAuthoritative)
+    }
+
+    /// The guard for upstreams other than HTTP DNS (which guard their own answers, per provider).
+    static func guardAddresses(_ resolution: Resolution, from upstream: Upstream, host: HostName) throws(DNSError) {
+        guard let bad = resolution.addresses.first(where: { $0.ip.isNonPublic }) else { return }
+        throw DNSError(
+            code: .privateAddress,
+            message:
+                "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            host: host.name)
+    }
+
+    /// HTTP DNS upstreams and the others as two groups, when both exist.
+    static func raceGroups(_ upstreams: [Upstream]) -> [[Upstream]]? {
+        let httpDNS = upstreams.filter { $0.kind == .httpDNS }
+        let others = upstreams.filter { $0.kind != .httpDNS }
+        return httpDNS.isEmpty || others.isEmpty ? nil : [httpDNS, others]
+    }
+
+    /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
+    /// cache, and the error is thrown only when every group failed, or at once when the guard rejects an answer
+    /// before any group succeeded (an answer the guard rejects is never stored or merged).
+    func race(
+        _ groups: [[Upstream]], host: HostName, family: AddressFamily, guardEveryUpstream: Bool
+    ) async throws -> RankedResolution {
+        struct RaceState {
+            var continuation: CheckedContinuation<RankedResolution, any Error>?
+            var errors: [any Error] = []
+        }
+        let state = Locked(RaceState())
+        return try await withCheckedThrowingContinuation { continuation in
+            state.withLock { $0.continuation = continuation }
+            for group in groups {
+                let started = tasks.spawn { [self] in
+                    let outcome = await Result {
+                        try await Self.askInOrder(
+                            group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
+                    }
+                    // The store happens under the race's lock so the winner replaces and later answers merge.
+                    let resume: (() -> Void)? = state.withLock { race in
+                        switch outcome {
+                        case .success(let (resolution, upstream)):
+                            guard let continuation = race.continuation else {
+                                _ = store(
+                                    resolution, host: host, family: family, upstream: upstream.identity, merge: true)
+                                return nil
+                            }
+                            race.continuation = nil
+                            let answer = store(
+                                resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                            return { continuation.resume(returning: answer) }
+                        case .failure(let error):
+                            race.errors.append(error)
+                            if (error as? DNSError)?.code == .privateAddress, let continuation = race.continuation {
+                                race.continuation = nil
+                                return { continuation.resume(throwing: error) }
+                            }
+                            guard race.errors.count == groups.count, let continuation = race.continuation else {
+                                return nil
+                            }
+                            race.continuation = nil
+                            let failures = race.errors.map {
+                                $0 as? UpstreamFailure
+                                    ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
+                            }
+                            let codes = failures.map { ($0.error as? DNSError)?.code }
+                            var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
+                            chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
+                            return { continuation.resume(throwing: chosen) }
+                        }
+                    }
+                    resume?()
+                }
+                if !started {
+                    let continuation = state.withLock { race in
+                        defer { race.continuation = nil }
+                        return race.continuation
+                    }
+                    continuation?.resume(
+                        throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
+                    return
+                }
+            }
+        }
+    }
+
+    /// Runs `work` (closing replaced upstreams) after `delay`, or at once when the resolver shuts down.
+    func retire(_ work: [@Sendable () async -> Void], after delay: Duration) {
+        let started = maintenance.spawn {
+            try? await Task.sleep(for: delay)
+            for item in work { await item() }
+        }
+        if !started { Task { for item in work { await item() } } }
+    }
+
+    /// Background tasks running now (refreshes, probes, shared lookups): a diagnostic that must stay bounded.
+    public var backgroundTaskCount: Int { tasks.count }
+
+    /// Callers waiting on shared upstream queries (for tests).
+    var waitingCallers: Int { flights.waiting }
+}
