@@ -554,6 +554,25 @@ struct ClientSubnetTests {
 
 @Suite("HTTP DNS server: network scores kept across restarts")
 struct NetworkScoresPersistenceTests {
+    @Test("a scores file that is garbage, far too large or missing is ignored: the service starts without scores")
+    func hostileFiles() async throws {
+        let resolver = HostResolver(upstreams: [], cache: HostCache(), prober: nil)
+        let service = HTTPDNSService(
+            resolver: resolver, logger: Logger(label: "t", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let garbage = try TemporaryFiles.file("{\"version\": 1, \"savedAt\": \"soon\"", name: "garbage.networks")
+        service.loadNetworkScores(from: garbage)
+        // A sparse file of 65 MiB: its size alone refuses it.
+        let huge = TemporaryFiles.path("huge.networks")
+        #expect(FileManager.default.createFile(atPath: huge, contents: nil))
+        let handle = try #require(FileHandle(forWritingAtPath: huge))
+        try handle.truncate(atOffset: 65 << 20)
+        try handle.close()
+        service.loadNetworkScores(from: huge)
+        service.loadNetworkScores(from: TemporaryFiles.path("missing.networks"))
+        #expect(service.networkScores.size.names == 0)
+        await resolver.shutdown()
+    }
+
     @Test("a snapshot comes back with its ages; one from the future or past the window brings nothing")
     func snapshotRoundTrip() throws {
         let scores = NetworkScores()

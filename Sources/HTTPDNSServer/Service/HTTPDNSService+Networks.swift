@@ -20,9 +20,17 @@ extension HTTPDNSService {
     /// Takes back what ``saveNetworkScores(to:)`` wrote; a missing file is nothing to load, an unreadable one is
     /// logged and ignored.
     package func loadNetworkScores(from path: String) {
-        guard let data = FileManager.default.contents(atPath: path) else { return }
-        guard data.count <= 64 << 20, let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
-        else {
+        // A file far larger than the bounded table can write (a few MiB) is not read at all.
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        let size = (attributes?[.size] as? NSNumber)?.intValue ?? (attributes?[.size] as? Int) ?? 0
+        guard size <= 64 << 20, let data = FileManager.default.contents(atPath: path) else {
+            if size > 64 << 20 {
+                logger.warning(
+                    "the network scores file is too large; starting without it", metadata: ["path": "\(path)"])
+            }
+            return
+        }
+        guard let snapshot = try? JSONDecoder().decode(NetworkScores.Snapshot.self, from: data) else {
             logger.warning("the network scores file cannot be read; starting without it", metadata: ["path": "\(path)"])
             return
         }
