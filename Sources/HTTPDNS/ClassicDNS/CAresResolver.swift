@@ -198,24 +198,6 @@ extension CAresResolver: ClientSubnetResolver {
         // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
         if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
         let addresses = try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
-        return (addresses, try Self.scope(of: answer, asked: subnet, host: host))
-    }
-
-    /// The scope of an answer to a query for `asked` (RFC 7871 §7.3): 0 without an option, at most the prefix
-    /// sent.
-    static func scope(of answer: [UInt8], asked: IPNetwork, host: HostName) throws(DNSError) -> Int {
-        let option: (subnet: IPNetwork, scope: Int)?
-        do {
-            option = try EDNSClientSubnet.find(in: answer)
-        } catch {
-            throw DNSError(code: .badResponse, message: error.reason, host: host.name)
-        }
-        guard let option else { return 0 }
-        guard option.subnet == asked else {
-            throw DNSError(
-                code: .badResponse,
-                message: "the answer's client subnet \(option.subnet) is not the \(asked) asked for", host: host.name)
-        }
-        return min(option.scope, asked.prefixLength)
+        return (addresses, try EDNSClientSubnet.scope(of: answer, asked: subnet, host: host))
     }
 }

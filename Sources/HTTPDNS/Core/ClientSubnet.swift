@@ -140,6 +140,24 @@ package enum EDNSClientSubnet {
         return result
     }
 
+    /// The scope of an answer to a query for `asked` (RFC 7871 §7.3): 0 without an option, at most the prefix
+    /// sent.
+    package static func scope(of answer: [UInt8], asked: IPNetwork, host: HostName) throws(DNSError) -> Int {
+        let option: (subnet: IPNetwork, scope: Int)?
+        do {
+            option = try EDNSClientSubnet.find(in: answer)
+        } catch {
+            throw DNSError(code: .badResponse, message: error.reason, host: host.name)
+        }
+        guard let option else { return 0 }
+        guard option.subnet == asked else {
+            throw DNSError(
+                code: .badResponse,
+                message: "the answer's client subnet \(option.subnet) is not the \(asked) asked for", host: host.name)
+        }
+        return min(option.scope, asked.prefixLength)
+    }
+
     /// The ECS option in `message`'s OPT record, or `nil` when it has none.
     /// - Throws: ``Malformed`` when the option is there but cannot be read.
     package static func find(in message: [UInt8]) throws(Malformed) -> (subnet: IPNetwork, scope: Int)? {

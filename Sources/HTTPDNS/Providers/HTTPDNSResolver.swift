@@ -341,7 +341,7 @@ public final class HTTPDNSResolver: HostNameResolver {
                 let addresses = try DNSWireMessage.addresses(
                     in: response.body, for: host, type: type, source: source, query: sentQuery)
                 guard let subnet else { return (addresses, 0) }
-                return (addresses, try CAresResolver.scope(of: response.body, asked: subnet, host: host))
+                return (addresses, try EDNSClientSubnet.scope(of: response.body, asked: subnet, host: host))
             }
             let addresses = try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
             guard let subnet else { return (addresses, 0) }
