@@ -260,14 +260,15 @@ struct SettingsCommandTests {
         }
     }
 
-    @Test("config keys lists every documented key, and the README's table is the same")
+    @Test("config keys lists every documented key, and the settings guide's table is the same")
     func keys() async throws {
         let output = try await HostsCTLProcess.run(["config", "keys", "--markdown"])
         #expect(output.status == 0)
         for key in ResolverSettings.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
-        let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
+        let guide = try String(contentsOfFile: "docs/settings.md", encoding: .utf8)
         #expect(
-            readme.contains(output.standardOutput), "regenerate the README table with hostsctl config keys --markdown")
+            guide.contains(output.standardOutput),
+            "regenerate the table in docs/settings.md with hostsctl config keys --markdown")
     }
 
     @Test("config check finds settings mistakes with positions; resolve refuses broken settings with exit 64")

@@ -1,16 +1,31 @@
 import Foundation
 import Testing
 
-/// Every Swift sample in the README is compiled in CI as part of a program in `Examples/Sources/NAME/main.swift`;
-/// this keeps the README and those files the same text, so the README never shows code that does not build.
+/// Every Swift sample in the README and the guides under `docs/` is compiled in CI as part of a program in
+/// `Examples/Sources/NAME/main.swift`; this keeps the documents and those files the same text, so no document shows
+/// code that does not build.
 @Suite("README samples")
 struct ReadmeSampleTests {
-    /// The README's ```swift blocks, in order.
+    /// The documents whose samples must compile: the README and every guide in `docs/`.
+    static func documents() throws -> [String] {
+        let guides = try FileManager.default.contentsOfDirectory(atPath: "docs").filter { $0.hasSuffix(".md") }
+        return ["README.md"] + guides.sorted().map { "docs/\($0)" }
+    }
+
+    /// The documents' ```swift blocks, in order.
     static func readmeSamples() throws -> [String] {
-        let readme = try String(contentsOfFile: "README.md", encoding: .utf8)
+        var found: [String] = []
+        for document in try documents() {
+            found += try Self.samples(in: String(contentsOfFile: document, encoding: .utf8))
+        }
+        return found
+    }
+
+    /// The ```swift blocks of one Markdown text.
+    static func samples(in text: String) -> [String] {
         var samples: [String] = []
         var current: [Substring]?
-        for line in readme.split(separator: "\n", omittingEmptySubsequences: false) {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
             if current == nil, line == "```swift" {
                 current = []
             } else if current != nil, line == "```" {
@@ -43,16 +58,17 @@ struct ReadmeSampleTests {
             "copy Examples/Sources/QuickStart/main.swift into the README")
     }
 
-    @Test("every Swift sample in the README is part of a program in Examples/, which CI builds")
+    @Test("every Swift sample in the README and docs/ is part of a program in Examples/, which CI builds")
     func everySampleCompiles() throws {
         let samples = try Self.readmeSamples()
         let programs = try Self.examplePrograms()
         #expect(samples.count >= 9)
+        #expect(try Self.samples(in: String(contentsOfFile: "README.md", encoding: .utf8)).count >= 2)
         for sample in samples {
             // Manifest fragments (`.package(...)` lines) are not programs; Examples/Package.swift uses the same calls.
             if sample.hasPrefix("// Package.swift\n") { continue }
             let holders = programs.filter { $0.value.contains(sample) }.keys.sorted()
-            #expect(!holders.isEmpty, "README sample not found in any Examples/Sources/*/main.swift:\n\(sample)")
+            #expect(!holders.isEmpty, "sample not found in any Examples/Sources/*/main.swift:\n\(sample)")
         }
     }
 }
