@@ -12,6 +12,15 @@ struct HostCacheTests {
         HostCache(configuration: configuration, clock: clock.cacheClock)
     }
 
+    /// `base` with the tuning an adopter does not set (scoring, refresh timing) changed by `change`.
+    static func configuration(
+        _ base: HostCache.Configuration = .init(), _ change: (inout HostCache.Configuration) -> Void
+    ) -> HostCache.Configuration {
+        var configuration = base
+        change(&configuration)
+        return configuration
+    }
+
     @Test("TTLs are clamped; answers are fresh, then stale up to the maximum staleness, then gone")
     func expiry() throws {
         let clock = ManualClock()
@@ -55,7 +64,8 @@ struct HostCacheTests {
     @Test("a stale answer claims one refresh; a failed refresh blocks the next for the retry interval")
     func refreshClaims() {
         let clock = ManualClock()
-        let cache = Self.cache(clock, .init(minimumTTL: 0, refreshRetryInterval: .seconds(5)))
+        let cache = Self.cache(
+            clock, Self.configuration(.init(minimumTTL: 0)) { $0.refreshRetryInterval = .seconds(5) })
         cache.store(name("a.test"), family: .any, addresses: [ip("192.0.2.1")], ttl: 10, origin: .cares)
         clock.advance(.seconds(11))
         #expect(cache.lookup(name("a.test"), family: .any).refresh == true)
@@ -70,7 +80,7 @@ struct HostCacheTests {
     @Test("hot answers are refreshed shortly before they expire; cold ones are not")
     func hotRefresh() {
         let clock = ManualClock()
-        let cache = Self.cache(clock, .init(minimumTTL: 0, hotHits: 2))
+        let cache = Self.cache(clock, Self.configuration(.init(minimumTTL: 0)) { $0.hotHits = 2 })
         cache.store(name("hot.test"), family: .any, addresses: [ip("192.0.2.1")], ttl: 100, origin: .cares)
         cache.store(name("cold.test"), family: .any, addresses: [ip("192.0.2.2")], ttl: 100, origin: .cares)
         #expect(cache.lookup(name("hot.test"), family: .any).refresh == false, "early and not yet hot")
@@ -123,7 +133,9 @@ struct HostCacheTests {
     @Test("measured latency ranks addresses; a failure drops one until its penalty decays")
     func scoring() {
         let clock = ManualClock()
-        let cache = Self.cache(clock, .init(dualStack: .preferIPv4, scoring: .init(penaltyHalfLife: .seconds(10))))
+        let cache = Self.cache(
+            clock,
+            Self.configuration(.init(dualStack: .preferIPv4)) { $0.scoring = .init(penaltyHalfLife: .seconds(10)) })
         let host = name("a.test")
         let (one, two, three) = (ip("192.0.2.1"), ip("192.0.2.2"), ip("192.0.2.3"))
         let stored = cache.store(host, family: .any, addresses: [one, two, three], ttl: 300, origin: .cares)

@@ -14,7 +14,8 @@ struct OverrideScoringTests {
         let clock = ManualClock()
         let policy = ScoringPolicy(
             failurePenaltyMilliseconds: 1, failureBackoff: .seconds(5), maximumFailureBackoff: .seconds(12))
-        let cache = HostCacheTests.cache(clock, .init(dualStack: .preferIPv4, scoring: policy))
+        let cache = HostCacheTests.cache(
+            clock, HostCacheTests.configuration(.init(dualStack: .preferIPv4)) { $0.scoring = policy })
         let host = name("b.test")
         let (fast, slow) = (ip("192.0.2.1"), ip("192.0.2.2"))
         _ = cache.store(host, family: .any, addresses: [fast, slow], ttl: 3600, origin: .cares)
@@ -139,9 +140,9 @@ struct OverrideScoringTests {
             // A back-off far longer than the test: a slow (sanitized, loaded) run must not see it expire.
             upstreams: [], overrides: overrides,
             cache: HostCache(
-                configuration: .init(
-                    dualStack: .preferIPv4,
-                    scoring: .init(failureBackoff: .seconds(600), maximumFailureBackoff: .seconds(600)))),
+                configuration: HostCacheTests.configuration(.init(dualStack: .preferIPv4)) {
+                    $0.scoring = .init(failureBackoff: .seconds(600), maximumFailureBackoff: .seconds(600))
+                }),
             prober: TCPConnectProber(),
             // A generous timeout: on a loaded two-core CI machine a live loopback connect has taken longer than 300 ms.
             configuration: .init(

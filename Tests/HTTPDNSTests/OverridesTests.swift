@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 
-@testable import HTTPDNS
+@_spi(Benchmarks) @testable import HTTPDNS
 
 @Suite("Hosts file parsing")
 struct HostsFileTests {
@@ -171,7 +171,7 @@ struct OverridePrecedenceTests {
 struct HostOverridesTests {
     @Test("set and remove take effect at once and beat the file")
     func setRemove() throws {
-        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 api.test\n").table, ttl: 30)
+        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 api.test\n"), ttl: 30)
         let name = try HostName("api.test")
         #expect(overrides.resolve(name, family: .any)?.addresses.map(\.ip.description) == ["192.0.2.1"])
         overrides.set([IPAddress("2001:db8::5")!, IPAddress("192.0.2.5")!], for: try HostPattern("api.test"))
@@ -184,14 +184,14 @@ struct HostOverridesTests {
 
     @Test("a family with no overridden address falls through")
     func familyFallThrough() throws {
-        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 v4.test\n").table)
+        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 v4.test\n"))
         #expect(overrides.resolve(try HostName("v4.test"), family: .ipv6) == nil)
         #expect(overrides.resolve(try HostName("v4.test"), family: .ipv4) != nil)
     }
 
     @Test("reloading the file keeps run-time overrides")
     func reload() throws {
-        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 a.test\n").table)
+        let overrides = HostOverrides(file: HostsFileTests.parse("192.0.2.1 a.test\n"))
         overrides.set([IPAddress("192.0.2.9")!], for: try HostPattern("*.runtime.test"))
         overrides.replaceFileTable(HostsFileTests.parse("192.0.2.2 b.test\n").table)
         #expect(overrides.lookup(try HostName("a.test")) == nil)

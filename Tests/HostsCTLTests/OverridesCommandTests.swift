@@ -19,7 +19,7 @@ struct OverridesCommandTests {
             defer { cares.shutdown() }
             let overriding = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)],
-                overrides: HostOverrides(file: try HostsFile(contentsOf: path).table),
+                overrides: HostOverrides(file: try HostsFile(contentsOf: path)),
                 cache: nil
             )
             try await withCleanup { () async throws in

@@ -1,5 +1,5 @@
 import Benchmark
-import HTTPDNS
+@_spi(Benchmarks) import HTTPDNS
 
 // The overrides layer: parsing a large hosts file and looking names up in a large table with wildcards.
 // No servers needed.
@@ -64,7 +64,7 @@ let benchmarks: @Sendable () -> Void = {
         "overrides: lookup through HostOverrides (locked, run-time and file tables)",
         configuration: .init(metrics: [.wallClock, .throughput], scalingFactor: .mega)
     ) { benchmark in
-        let overrides = HostOverrides(file: HostsFile(parsing: hostsText).table)
+        let overrides = HostOverrides(file: HostsFile(parsing: hostsText))
         let names = try lookupNames()
         var hits = 0
         benchmark.startMeasurement()

@@ -6,7 +6,7 @@ import Logging
 let cares = try CAresResolver()
 let resolver = HostResolver(
     upstreams: [.init(name: "cares", kind: .cares, resolver: cares)],
-    overrides: HostOverrides(file: try HostsFile(contentsOf: "Config/hosts").table),
+    overrides: HostOverrides(file: try HostsFile(contentsOf: "Config/hosts")),
     cache: HostCache(configuration: .init(minimumTTL: 30, maximumStaleness: .seconds(3600), dualStack: .fastest)),
     configuration: .init(race: false, probing: .init(ports: [443]), preResolve: ["api.example.com"],
                          cachePath: HostCache.defaultPath()),

@@ -8,24 +8,24 @@ import Foundation
 /// is kept apart and only breaks ties. After a failure an address also backs off: it ranks behind every address
 /// that is not backing off until ``failureBackoff`` (doubling with each further failure in a row, up to
 /// ``maximumFailureBackoff``) has passed or it answers again.
-public struct ScoringPolicy: Sendable, Hashable {
+package struct ScoringPolicy: Sendable, Hashable {
     /// The latency assumed for an address that has not been measured yet, in milliseconds.
-    public var unmeasuredMilliseconds: Double
+    package var unmeasuredMilliseconds: Double
     /// The weight of a new latency sample in the moving average (0 < weight ≤ 1).
-    public var smoothing: Double
+    package var smoothing: Double
     /// The penalty one failed connect adds, in milliseconds.
-    public var failurePenaltyMilliseconds: Double
+    package var failurePenaltyMilliseconds: Double
     /// The time in which a penalty halves, so that a recovered address comes back.
-    public var penaltyHalfLife: Duration
+    package var penaltyHalfLife: Duration
     /// The largest penalty an address can carry, in milliseconds.
-    public var maximumPenaltyMilliseconds: Double
+    package var maximumPenaltyMilliseconds: Double
     /// How long an address backs off after its first failure in a row; each further failure doubles it.
-    public var failureBackoff: Duration
+    package var failureBackoff: Duration
     /// The longest back-off.
-    public var maximumFailureBackoff: Duration
+    package var maximumFailureBackoff: Duration
 
     /// Creates a policy.
-    public init(
+    package init(
         unmeasuredMilliseconds: Double = 250,
         smoothing: Double = 0.3,
         failurePenaltyMilliseconds: Double = 10_000,
@@ -44,7 +44,7 @@ public struct ScoringPolicy: Sendable, Hashable {
     }
 
     /// 250 ms for unmeasured addresses, weight 0.3, 10 s per failure halving every 30 s, back-off from 5 s to 5 min.
-    public static let `default` = ScoringPolicy()
+    package static let `default` = ScoringPolicy()
 
     /// The back-off after `failures` failures in a row.
     func backoff(afterFailuresInARow failures: Int) -> Duration {

@@ -1,5 +1,5 @@
 import Foundation
-public import Logging
+package import Logging
 import Synchronization
 
 /// The scored IP cache: per host and asked family, the addresses with their TTL and source, ranked by measured
@@ -8,7 +8,8 @@ import Synchronization
 /// Lookups take a mutex and a dictionary probe; rankings are computed when answers or scores change, not on
 /// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
 /// data are cached for ``Configuration/negativeTTL``; the least recently used hosts are evicted beyond
-/// ``Configuration/maximumHosts``. ``save(to:)`` and ``load(from:logger:)`` persist it across restarts.
+/// ``Configuration/maximumHosts``. A resolver with a cache file (``HostResolver/Configuration/cachePath``) persists
+/// it across restarts.
 ///
 /// ```swift
 /// let cache = HostCache()
@@ -32,16 +33,16 @@ public final class HostCache: Sendable {
         /// How the two families are ordered in answers to `any` lookups.
         public var dualStack: DualStackPolicy
         /// How measurements become scores.
-        public var scoring: ScoringPolicy
+        package var scoring: ScoringPolicy = .default
         /// Fresh hits after which an answer counts as hot and is refreshed shortly before it expires.
-        public var hotHits: Int
+        package var hotHits: Int = 2
         /// The longest lead before expiry at which a hot answer is refreshed (the lead is a tenth of the TTL,
         /// at most this).
-        public var maximumRefreshLead: Duration
+        package var maximumRefreshLead: Duration = .seconds(30)
         /// After a failed refresh, the time before another is tried.
-        public var refreshRetryInterval: Duration
+        package var refreshRetryInterval: Duration = .seconds(5)
         /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
-        public var refreshClaimDuration: Duration
+        package var refreshClaimDuration: Duration = .seconds(60)
         /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
         /// in a second, with a burst of as many; past it a refresh is put off (by ``refreshRetryInterval``), so a
         /// flood of names cannot turn into a flood of upstream queries.
@@ -55,11 +56,6 @@ public final class HostCache: Sendable {
             maximumStaleness: Duration = .seconds(86_400),
             maximumHosts: Int = 10_000,
             dualStack: DualStackPolicy = .fastest,
-            scoring: ScoringPolicy = .default,
-            hotHits: Int = 2,
-            maximumRefreshLead: Duration = .seconds(30),
-            refreshRetryInterval: Duration = .seconds(5),
-            refreshClaimDuration: Duration = .seconds(60),
             maximumRefreshesPerSecond: Int = 100
         ) {
             self.maximumRefreshesPerSecond = max(maximumRefreshesPerSecond, 1)
@@ -69,11 +65,6 @@ public final class HostCache: Sendable {
             self.maximumStaleness = maximumStaleness
             self.maximumHosts = max(maximumHosts, 1)
             self.dualStack = dualStack
-            self.scoring = scoring
-            self.hotHits = max(hotHits, 1)
-            self.maximumRefreshLead = maximumRefreshLead
-            self.refreshRetryInterval = refreshRetryInterval
-            self.refreshClaimDuration = refreshClaimDuration
         }
 
         /// The defaults.
@@ -88,31 +79,31 @@ public final class HostCache: Sendable {
     }
 
     /// One cached answer, as `hostsctl cache show` lists it.
-    public struct Entry: Sendable, Hashable {
+    package struct Entry: Sendable, Hashable {
         /// The host.
-        public var host: String
+        package var host: String
         /// The family that was asked for.
-        public var family: AddressFamily
+        package var family: AddressFamily
         /// The addresses, ranked (empty for a negative answer).
-        public var addresses: [RankedAddress]
+        package var addresses: [RankedAddress]
         /// Where the answer came from.
-        public var origin: ResolutionSource
+        package var origin: ResolutionSource
         /// The (clamped) TTL the answer was stored with, in seconds.
-        public var ttl: UInt32
+        package var ttl: UInt32
         /// Seconds until it expires; negative when it is stale.
-        public var remainingSeconds: Double
+        package var remainingSeconds: Double
         /// The error of a negative answer.
-        public var error: DNSError.Code?
+        package var error: DNSError.Code?
     }
 
     /// What loading a persisted cache did.
-    public struct LoadReport: Sendable, Hashable {
+    package struct LoadReport: Sendable, Hashable {
         /// Answers added to the cache.
-        public var loaded: Int
+        package var loaded: Int
         /// Answers skipped: malformed, or past the maximum staleness.
-        public var dropped: Int
+        package var dropped: Int
         /// Why the whole file was ignored (missing files are not a problem and give `nil`).
-        public var problem: String?
+        package var problem: String?
     }
 
     private let core: Locked<HostCacheCore>
@@ -147,7 +138,7 @@ public final class HostCache: Sendable {
 
     /// Replaces the limits and policies (a settings reload); entries stay. New TTL bounds apply to answers stored
     /// from now on, the dual-stack policy and scoring to the next ranking, a lower host limit at the next store.
-    public func updateConfiguration(_ configuration: Configuration) {
+    package func updateConfiguration(_ configuration: Configuration) {
         change { $0.configuration = configuration }
     }
 
@@ -204,7 +195,7 @@ public final class HostCache: Sendable {
     }
 
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
-    public func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
+    package func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
         let now = clock.now()
         change { $0.storeNegative(host, family: family, error: error, now: now) }
     }
@@ -233,7 +224,7 @@ public final class HostCache: Sendable {
     /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`. Kept apart from
     /// connect times (it includes the server's own work); the address answered, so its back-off ends and half its
     /// penalty is forgiven.
-    public func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+    package func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
         change { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
     }
@@ -265,18 +256,18 @@ public final class HostCache: Sendable {
     }
 
     /// Remembers the port connections to `host` use, so its probes measure that port.
-    public func setProbePort(_ port: Int, for host: HostName) {
+    package func setProbePort(_ port: Int, for host: HostName) {
         core.withLock { $0.setProbePort(port, for: host) }
     }
 
     /// Forgets every cached NXDOMAIN and no-data answer, for example when the upstreams that gave them change.
-    public func removeNegativeAnswers() {
+    package func removeNegativeAnswers() {
         change { $0.removeNegativeAnswers() }
     }
 
     /// After a network change: every answer is due for refresh (and served stale until refreshed), and
     /// measurements are forgotten so addresses are probed again.
-    public func markAllForRefresh() {
+    package func markAllForRefresh() {
         let now = clock.now()
         change { $0.markAllForRefresh(now: now) }
     }
@@ -292,7 +283,7 @@ public final class HostCache: Sendable {
     }
 
     /// Every cached answer, most recently used host first.
-    public func entries() -> [Entry] {
+    package func entries() -> [Entry] {
         let now = clock.now()
         return core.withLock { $0.snapshot(now: now) }
     }
@@ -303,7 +294,7 @@ public final class HostCache: Sendable {
     /// was cleared; the least recently used hosts are left out if the file would exceed the size the reader
     /// accepts (64 MiB).
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
-    public func save(to path: String) throws(DNSError) {
+    package func save(to path: String) throws(DNSError) {
         let now = clock.now()
         let wallNow = clock.wallSeconds()
         let (file, maximumHosts, removed, cleared) = core.withLock { core in
@@ -333,7 +324,7 @@ public final class HostCache: Sendable {
     /// dropped. A missing file loads nothing; a corrupt, truncated, oversized or foreign file is ignored with a
     /// warning on `logger`, never a crash.
     @discardableResult
-    public func load(
+    package func load(
         from path: String, logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
     ) -> LoadReport {
         guard FileManager.default.fileExists(atPath: path) else {

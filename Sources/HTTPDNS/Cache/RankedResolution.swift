@@ -10,7 +10,7 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     /// Its place, 1 for the best.
     public var rank: Int
     /// Its score at the time of the lookup: an expected connect time in milliseconds plus a decaying failure
-    /// penalty. Lower is better. For an unmeasured address this is ``ScoringPolicy/unmeasuredMilliseconds``.
+    /// penalty. Lower is better. For an unmeasured address this is `ScoringPolicy.unmeasuredMilliseconds`.
     public var score: Double
     /// The moving average of measured connect latencies, in milliseconds; `nil` when never measured.
     public var latencyMilliseconds: Double?
@@ -111,7 +111,7 @@ public struct RankedResolution: Sendable, Hashable {
     }
 
     /// Wraps a plain resolution without measurements: addresses ranked in the order given, each with the
-    /// unmeasured score of ``ScoringPolicy/default``; the TTL is the smallest of the addresses'.
+    /// unmeasured score of `ScoringPolicy.default`; the TTL is the smallest of the addresses'.
     public init(unscored resolution: Resolution, family: AddressFamily, freshness: Freshness) {
         let unmeasured = ScoringPolicy.default.unmeasuredMilliseconds
         self.init(

@@ -170,7 +170,7 @@ extension CAresResolver: ClientSubnetResolver {
     /// cut to it. For ``AddressFamily/any`` both queries run and the longer scope of the two is the answer's.
     /// - Throws: ``DNSError`` as ``resolve(_:family:)``; `badResponse` when the answer's option names another
     ///   network than the query's.
-    public func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> ScopedResolution
     {
         switch family {

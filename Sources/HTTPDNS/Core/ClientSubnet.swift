@@ -1,14 +1,14 @@
 /// An answer that holds for part of the clients only: what an upstream said for one client network (EDNS Client
 /// Subnet, RFC 7871).
-public struct ScopedResolution: Sendable {
+package struct ScopedResolution: Sendable {
     /// The answer.
-    public var resolution: Resolution
+    package var resolution: Resolution
     /// How many leading bits of a client's address decide the answer (RFC 7871 SCOPE PREFIX-LENGTH): the answer
     /// holds for every client in the asked network cut to this length; 0 means every client gets it.
-    public var scopePrefixLength: Int
+    package var scopePrefixLength: Int
 
     /// Creates a scoped answer.
-    public init(resolution: Resolution, scopePrefixLength: Int) {
+    package init(resolution: Resolution, scopePrefixLength: Int) {
         self.resolution = resolution
         self.scopePrefixLength = max(scopePrefixLength, 0)
     }
@@ -16,7 +16,7 @@ public struct ScopedResolution: Sendable {
 
 /// A resolver that can ask on behalf of a client network, so that an authoritative server tailoring answers by
 /// network (a CDN) answers for that network rather than for the resolver's own address.
-public protocol ClientSubnetResolver: HostNameResolver {
+package protocol ClientSubnetResolver: HostNameResolver {
     /// Resolves `host` for clients in `clientSubnet` (an address with its prefix length, already cut to what may be
     /// disclosed) and says for which part of that network the answer holds.
     func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws -> ScopedResolution
@@ -26,7 +26,7 @@ extension IPNetwork {
     /// The network of `address` cut to `prefixLength` bits (at most the address's own length); an IPv4-mapped IPv6
     /// address (`::ffff:a.b.c.d`, an IPv4 client of a dual-stack socket) is taken as its IPv4 address and the
     /// length as an IPv4 one.
-    public init(_ address: IPAddress, prefixLength: Int) {
+    package init(_ address: IPAddress, prefixLength: Int) {
         var bytes = address.bytes
         if bytes.count == 16, bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
             bytes = Array(bytes.suffix(4))
@@ -41,12 +41,12 @@ extension IPNetwork {
     }
 
     /// Whether every address of `other` is inside this network (same family, at least as long a prefix).
-    public func contains(_ other: IPNetwork) -> Bool {
+    package func contains(_ other: IPNetwork) -> Bool {
         other.prefixLength >= prefixLength && contains(other.address)
     }
 
     /// The same network cut to at most `length` bits.
-    public func truncated(to length: Int) -> IPNetwork {
+    package func truncated(to length: Int) -> IPNetwork {
         length >= prefixLength ? self : IPNetwork(address, prefixLength: length)
     }
 }

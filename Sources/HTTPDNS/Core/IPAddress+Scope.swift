@@ -1,5 +1,5 @@
 /// Where an address can be reached from, for the private-address guard of HTTP DNS answers.
-public enum AddressScope: String, Sendable, Hashable, CustomStringConvertible {
+package enum AddressScope: String, Sendable, Hashable, CustomStringConvertible {
     /// A globally routable unicast address (this includes the documentation ranges).
     case global
     /// A private network: 10/8, 172.16/12, 192.168/16, 100.64/10 (carrier-grade NAT), IPv6 fc00::/7 and the
@@ -18,7 +18,7 @@ public enum AddressScope: String, Sendable, Hashable, CustomStringConvertible {
     case multicast
 
     /// The scope's name: `global`, `private`, `reserved`, `loopback`, `link-local`, `unspecified`, `multicast`.
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 extension IPAddress {
@@ -26,7 +26,7 @@ extension IPAddress {
     /// guard cannot be sidestepped by writing a private address in IPv6 form: IPv4-mapped (`::ffff:a.b.c.d`),
     /// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`, RFC 6052) and 6to4 (`2002:aabb:ccdd::/48`,
     /// RFC 3056).
-    public var scope: AddressScope {
+    package var scope: AddressScope {
         switch storage {
         case .v4(let value):
             return Self.scope(ofIPv4: value)
@@ -49,9 +49,9 @@ extension IPAddress {
         }
     }
 
-    /// `true` unless the address is ``AddressScope/global``: the addresses an HTTP DNS answer for a public
+    /// `true` unless the address is `AddressScope.global`: the addresses an HTTP DNS answer for a public
     /// name must not carry unless the provider allows it.
-    public var isNonPublic: Bool { scope != .global }
+    package var isNonPublic: Bool { scope != .global }
 
     private static func scope(ofIPv4 value: UInt32) -> AddressScope {
         switch value >> 24 {

@@ -20,7 +20,7 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     public var severity: Severity
 
     /// Creates a diagnostic.
-    public init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {
+    package init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {
         self.file = file
         self.line = line
         self.column = column

@@ -14,7 +14,7 @@ extension ResolutionSource {
 /// with ``set(_:for:)``, which wins. Safe to use from any thread; a change is seen by the next lookup.
 ///
 /// ```swift
-/// let overrides = HostOverrides(file: try HostsFile(contentsOf: "Config/hosts").table)
+/// let overrides = HostOverrides(file: try HostsFile(contentsOf: "Config/hosts"))
 /// overrides.set([IPAddress("192.0.2.44")!], for: try HostPattern("api.example.com"))
 /// let answer = overrides.resolve(try HostName("api.example.com"), family: .any)
 /// ```
@@ -32,9 +32,14 @@ public final class HostOverrides: Sendable {
     /// reads the system hosts file.
     public let source: ResolutionSource
 
-    /// Creates the layer with the table of an overrides file.
-    public init(file: OverrideTable = OverrideTable(), ttl: UInt32 = 60, source: ResolutionSource = .override) {
-        self.state = Locked(State(file: file, runtime: OverrideTable()))
+    /// Creates the layer with the entries of an overrides file (`nil`: none; run-time overrides only).
+    public convenience init(file: HostsFile? = nil, ttl: UInt32 = 60, source: ResolutionSource = .override) {
+        self.init(table: file?.table ?? OverrideTable(), ttl: ttl, source: source)
+    }
+
+    /// Creates the layer with a table built already.
+    package init(table: OverrideTable, ttl: UInt32 = 60, source: ResolutionSource = .override) {
+        self.state = Locked(State(file: table, runtime: OverrideTable()))
         self.ttl = ttl
         self.source = source
     }
@@ -51,8 +56,13 @@ public final class HostOverrides: Sendable {
         changes.add(1, ordering: .releasing)
     }
 
+    /// Replaces the file's entries (after an edit of the file); run-time overrides stay.
+    public func replaceFile(_ file: HostsFile) {
+        replaceFileTable(file.table)
+    }
+
     /// Replaces the file's table (on reload); run-time overrides stay.
-    public func replaceFileTable(_ table: OverrideTable) {
+    package func replaceFileTable(_ table: OverrideTable) {
         state.withLock { $0.file = table }
         changes.add(1, ordering: .releasing)
     }
@@ -61,7 +71,7 @@ public final class HostOverrides: Sendable {
     package var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// The file's table and the run-time table.
-    public var tables: (file: OverrideTable, runtime: OverrideTable) {
+    package var tables: (file: OverrideTable, runtime: OverrideTable) {
         state.withLock { ($0.file, $0.runtime) }
     }
 

@@ -19,24 +19,24 @@
 /// skipped, and the good lines are kept. Names are matched case-insensitively and without a trailing dot.
 public struct HostsFile: Sendable {
     /// One good line: an address and the names it is given to.
-    public struct Entry: Sendable, Hashable {
+    package struct Entry: Sendable, Hashable {
         /// The address.
-        public var address: IPAddress
+        package var address: IPAddress
         /// The names and wildcards on the line.
-        public var patterns: [HostPattern]
+        package var patterns: [HostPattern]
         /// The 1-based line number.
-        public var line: Int
+        package var line: Int
     }
 
     /// Lines longer than this many bytes are rejected.
-    public static let maximumLineLength = 65_536
+    package static let maximumLineLength = 65_536
     /// Files larger than this many bytes are not read.
-    public static let maximumFileSize = 256 << 20
+    package static let maximumFileSize = 256 << 20
 
     /// The file's path as it was given (for diagnostics).
     public var file: String
     /// The good lines, in file order.
-    public var entries: [Entry]
+    package var entries: [Entry]
     /// The problems, in file order.
     public var diagnostics: [ConfigDiagnostic]
 
@@ -44,7 +44,7 @@ public struct HostsFile: Sendable {
     public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 
     /// The overrides of the good lines.
-    public var table: OverrideTable {
+    @_spi(Benchmarks) public var table: OverrideTable {
         OverrideTable(entries.lazy.flatMap { entry in entry.patterns.lazy.map { ($0, [entry.address]) } })
     }
 

@@ -10,35 +10,35 @@ public struct OverrideMatch: Hashable, Sendable {
 ///
 /// Precedence: an exact name beats any wildcard; among wildcards the longest suffix wins. A value type with no I/O,
 /// so it is cheap to build, swap and test.
-public struct OverrideTable: Sendable {
+@_spi(Benchmarks) public struct OverrideTable: Sendable {
     private var exact = NameIndex<OverrideMatch>()
     private var wildcards = NameIndex<OverrideMatch>()
 
     /// An empty table.
-    public init() {}
+    package init() {}
 
     /// A table from `(pattern, addresses)` pairs; addresses of repeated patterns are merged in order, without
     /// duplicates.
-    public init(_ entries: some Sequence<(HostPattern, [IPAddress])>) {
+    package init(_ entries: some Sequence<(HostPattern, [IPAddress])>) {
         for (pattern, addresses) in entries {
             add(addresses, for: pattern)
         }
     }
 
     /// The number of patterns.
-    public var count: Int { exact.count + wildcards.count }
+    @_spi(Benchmarks) public var count: Int { exact.count + wildcards.count }
 
     /// Whether the table has no pattern.
-    public var isEmpty: Bool { exact.count == 0 && wildcards.count == 0 }
+    package var isEmpty: Bool { exact.count == 0 && wildcards.count == 0 }
 
     /// Every pattern with its addresses: exact names first, then wildcards, each group sorted by name.
-    public var entries: [OverrideMatch] {
+    package var entries: [OverrideMatch] {
         exact.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
             + wildcards.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
     }
 
     /// Adds `addresses` to `pattern`, after any it already has.
-    public mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
+    package mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
         let key = Self.key(pattern)
         if case .exact = pattern {
             let merged = exact[key].map { Self.unique($0.addresses + addresses) } ?? Self.unique(addresses)
@@ -50,7 +50,7 @@ public struct OverrideTable: Sendable {
     }
 
     /// Replaces the addresses of `pattern`; an empty list removes it.
-    public mutating func set(_ addresses: [IPAddress], for pattern: HostPattern) {
+    package mutating func set(_ addresses: [IPAddress], for pattern: HostPattern) {
         let value = addresses.isEmpty ? nil : OverrideMatch(addresses: Self.unique(addresses), pattern: pattern)
         if case .exact = pattern {
             exact[Self.key(pattern)] = value
@@ -60,7 +60,7 @@ public struct OverrideTable: Sendable {
     }
 
     /// The addresses for `name`: its exact entry, else the wildcard with the longest matching suffix.
-    public func lookup(_ name: HostName) -> OverrideMatch? {
+    @_spi(Benchmarks) public func lookup(_ name: HostName) -> OverrideMatch? {
         if isEmpty { return nil }
         var text = name.name
         return text.withUTF8 { bytes in

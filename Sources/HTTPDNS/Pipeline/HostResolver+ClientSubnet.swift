@@ -17,7 +17,7 @@ extension HostResolver {
     /// Resolves `host` (fully qualified: no search domain is tried) for clients in `clientSubnet`, as a server
     /// answering on their behalf asks (EDNS Client Subnet, RFC 7871): the overrides and the hosts file first (their
     /// answers hold for every client, scope 0), then the upstreams that can ask for a client network
-    /// (``ClientSubnetResolver``) in order. Callers in the same network share one query. An answer for every
+    /// (`ClientSubnetResolver`) in order. Callers in the same network share one query. An answer for every
     /// client (scope 0) is stored in the cache as any upstream answer is (so later lookups without a network find
     /// it); a scoped one is not (it holds for the scope only, which the caller keeps by network), and its addresses
     /// are ranked by the scores the cache keeps for them.

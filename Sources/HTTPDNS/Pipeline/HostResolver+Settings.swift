@@ -14,7 +14,6 @@ extension HostResolver {
     ///   - settings: The settings; adjust fields first to change the pipeline (e.g. `sources = [.cares]`).
     ///   - upstreams: When given, these replace the upstream layers of the settings (the caller keeps ownership of
     ///     them) and no fallback is asked: the caller named what answers.
-    ///   - prober: Measures connect times for background probes.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - persistingCache: Whether the cache is loaded from and saved to its file (``CacheSettings/path``
@@ -24,22 +23,22 @@ extension HostResolver {
     public convenience init(
         settings: ResolverSettings,
         upstreams: [Upstream]? = nil,
-        prober: (any ConnectProber)? = TCPConnectProber(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
     ) throws(DNSError) {
         try self.init(
-            settings: settings, upstreams: upstreams, prober: prober, clock: .system, logger: logger,
+            settings: settings, upstreams: upstreams, prober: TCPConnectProber(), clock: .system, logger: logger,
             metricsFactory: metricsFactory, persistingCache: persistingCache)
     }
 
-    /// The same, with the cache reading `clock` (tests pass one they control).
+    /// The same, with background probes by `prober` (`nil`: none) and the cache reading `clock` (tests pass one
+    /// they control).
     package convenience init(
         settings: ResolverSettings,
         upstreams: [Upstream]? = nil,
-        prober: (any ConnectProber)? = TCPConnectProber(),
-        clock: CacheClock,
+        prober: (any ConnectProber)?,
+        clock: CacheClock = .system,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
@@ -131,7 +130,7 @@ extension HostResolver {
     }
 
     /// The settings this resolver was built from or last applied; `nil` for one built from parts.
-    public var appliedSettings: ResolverSettings? { localFiles.withLock { $0 }?.settings }
+    package var appliedSettings: ResolverSettings? { localFiles.withLock { $0 }?.settings }
 
     /// The parts a settings file builds and the resolver then owns.
     struct Parts {

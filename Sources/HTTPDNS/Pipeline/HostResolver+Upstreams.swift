@@ -245,7 +245,7 @@ extension HostResolver {
     }
 
     /// Background tasks running now (refreshes, probes, shared lookups): a diagnostic that must stay bounded.
-    public var backgroundTaskCount: Int { tasks.count }
+    package var backgroundTaskCount: Int { tasks.count }
 
     /// Callers waiting on shared upstream queries (for tests).
     var waitingCallers: Int { flights.waiting }

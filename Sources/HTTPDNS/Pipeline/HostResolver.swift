@@ -191,13 +191,13 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The upstreams, in order.
-    public var upstreams: [Upstream] { pipeline.withLock { $0.upstreams } }
+    package var upstreams: [Upstream] { pipeline.withLock { $0.upstreams } }
     /// The source asked last, for the name as given, when every upstream says a name does not exist.
-    public var fallback: Upstream? { pipeline.withLock { $0.fallback } }
+    package var fallback: Upstream? { pipeline.withLock { $0.fallback } }
     /// The override layer, if any.
     public let overrides: HostOverrides?
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
-    public let hosts: HostOverrides?
+    package let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
     public let cache: HostCache?
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
@@ -237,7 +237,6 @@ public final class HostResolver: HostNameResolver {
     ///   - fallback: Asked last, for the name as given, when every upstream says the name does not exist (the
     ///     settings use the system resolver).
     ///   - cache: The IP cache; `nil` turns caching off (lookups still share upstream queries).
-    ///   - prober: Measures connect times for background probes.
     ///   - configuration: Race mode, probing, pre-resolution and persistence.
     ///   - logger: Where the resolver logs; nothing is logged by default.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
@@ -248,7 +247,25 @@ public final class HostResolver: HostNameResolver {
         hosts: HostOverrides? = nil,
         fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
-        prober: (any ConnectProber)? = TCPConnectProber(),
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
+        metricsFactory: (any MetricsFactory)? = nil,
+        onShutdown: [@Sendable () async -> Void] = []
+    ) {
+        self.init(
+            upstreams: upstreams, overrides: overrides, hosts: hosts, fallback: fallback, cache: cache,
+            prober: TCPConnectProber(), configuration: configuration, logger: logger, metricsFactory: metricsFactory,
+            onShutdown: onShutdown)
+    }
+
+    /// The same, with background probes by `prober` (`nil`: none).
+    package convenience init(
+        upstreams: [Upstream],
+        overrides: HostOverrides? = nil,
+        hosts: HostOverrides? = nil,
+        fallback: Upstream? = nil,
+        cache: HostCache? = HostCache(),
+        prober: (any ConnectProber)?,
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
@@ -378,7 +395,7 @@ public final class HostResolver: HostNameResolver {
     static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
-    public func updateConfiguration(_ change: (inout Configuration) -> Void) {
+    package func updateConfiguration(_ change: (inout Configuration) -> Void) {
         pipeline.withLock { change(&$0.configuration) }
         configurationChanges.add(1, ordering: .releasing)
     }
@@ -469,7 +486,8 @@ public final class HostResolver: HostNameResolver {
     /// must be asked; ``resolveRanked(_:family:port:)`` then does it. Callers on a hot path (the URL protocol, the
     /// AsyncHTTPClient front) try this first and so skip the time limit an upstream lookup needs.
     /// - Throws: ``DNSError`` for a name that is not valid.
-    public func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws -> RankedResolution?
+    package func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws
+        -> RankedResolution?
     {
         try cachedRankedSteadily(text, family: family, port: port)?.answer
     }
@@ -589,7 +607,7 @@ public final class HostResolver: HostNameResolver {
 
     /// Waits until background work started so far (refreshes, probes, pre-resolution) has ended. The periodic
     /// save is not waited for. Meant for command-line tools and tests.
-    public func waitForBackgroundWork() async {
+    package func waitForBackgroundWork() async {
         await tasks.waitForAll()
     }
 

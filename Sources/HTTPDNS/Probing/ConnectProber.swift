@@ -1,22 +1,22 @@
-public import NIOCore
+package import NIOCore
 import NIOPosix
 
 /// The outcome of one TCP connect.
-public enum ProbeOutcome: Sendable, Hashable {
+package enum ProbeOutcome: Sendable, Hashable {
     /// The connection was established after this long (and closed at once).
     case connected(Duration)
     /// The connect failed: refused, unreachable or timed out.
     case failed(DNSError.Code)
 
     /// Whether the connect succeeded.
-    public var isSuccess: Bool {
+    package var isSuccess: Bool {
         if case .connected = self { return true }
         return false
     }
 }
 
 /// Something that measures how long a TCP connect to an address takes.
-public protocol ConnectProber: Sendable {
+package protocol ConnectProber: Sendable {
     /// Connects to `ip` on `port`, measures the time to the established connection, and closes it.
     /// - Parameters:
     ///   - timeout: The connect is abandoned (as ``DNSError/Code/timeout``) after this long.
@@ -25,21 +25,21 @@ public protocol ConnectProber: Sendable {
 
 /// Measures TCP connect times with SwiftNIO: a non-blocking connect on an event loop, closed as soon as it is
 /// established. Nothing is sent.
-public struct TCPConnectProber: ConnectProber {
+package struct TCPConnectProber: ConnectProber {
     private let group: any EventLoopGroup
 
     /// Creates a prober on NIO's shared singleton event loop group.
-    public init() {
+    package init() {
         self.group = MultiThreadedEventLoopGroup.singleton
     }
 
     /// Creates a prober on `group`.
-    public init(group: any EventLoopGroup) {
+    package init(group: any EventLoopGroup) {
         self.group = group
     }
 
     /// Connects once and reports the time it took.
-    public func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome {
+    package func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome {
         guard (1...65_535).contains(port) else { return .failed(.badQuery) }
         let address: SocketAddress
         do {

@@ -5,15 +5,15 @@ import Foundation
 /// The file is a JSON object from preset name to `{"api": "doh" | "doh-json" | "alibaba" | "tencent",
 /// "url": "https://…", "bootstrap": ["IP", …], "notes": "…"}`. `bootstrap` holds the fixed addresses of the
 /// URL's host, so the service is reached without asking any other resolver.
-public struct HTTPDNSPreset: Sendable, Hashable {
+package struct HTTPDNSPreset: Sendable, Hashable {
     /// The preset's name, used as the answers' source.
-    public var name: String
+    package var name: String
     /// `doh`, `doh-json`, `alibaba` or `tencent`.
-    public var api: String
+    package var api: String
     /// The endpoint with its bootstrap addresses.
-    public var endpoint: HTTPDNSEndpoint
+    package var endpoint: HTTPDNSEndpoint
     /// Free text for people (what the service needs, e.g. an account ID).
-    public var notes: String?
+    package var notes: String?
 
     private struct Entry: Decodable {
         var api: String
@@ -23,12 +23,12 @@ public struct HTTPDNSPreset: Sendable, Hashable {
     }
 
     /// The API names a preset may use.
-    public static let apiNames = ["doh", "doh-json", "alibaba", "tencent"]
+    package static let apiNames = ["doh", "doh-json", "alibaba", "tencent"]
 
     /// Reads every preset of a presets file, sorted by name.
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read; ``DNSError/Code/invalidConfiguration``
     ///   naming the preset and field for malformed JSON, an unknown API, a bad URL or a bad bootstrap address.
-    public static func load(contentsOf path: String) throws(DNSError) -> [HTTPDNSPreset] {
+    package static func load(contentsOf path: String) throws(DNSError) -> [HTTPDNSPreset] {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))

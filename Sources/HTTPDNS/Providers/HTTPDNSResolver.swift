@@ -190,7 +190,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// JSON API (the scope from the answer's `edns_client_subnet` when it gives one), and `ip=` with the subnet's
     /// address for the vendor APIs, whose answers hold for the subnet sent.
     /// - Throws: As ``resolve(_:family:)``.
-    public func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> ScopedResolution
     {
         try await resolve(host, family: family, subnet: clientSubnet)

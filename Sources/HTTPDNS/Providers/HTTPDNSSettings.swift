@@ -175,7 +175,7 @@ extension HTTPDNSSettings.Provider {
 
     /// The resolver configuration this provider describes, with its secret read from ``secretVariable``.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for a bad URL or a vendor API without an account.
-    public func resolverConfiguration() throws(DNSError) -> HTTPDNSResolver.Configuration {
+    package func resolverConfiguration() throws(DNSError) -> HTTPDNSResolver.Configuration {
         let secret = HTTPDNSSecret(environmentVariable: secretVariable)
         let api: HTTPDNSResolver.API
         switch self.api {

@@ -48,7 +48,7 @@ public struct ResolverSettings: Sendable, Hashable {
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
     public var interception: InterceptionSettings
     /// Where and how `hostsctl serve` answers.
-    public var serve: ServeSettings
+    package var serve: ServeSettings
 
     /// The defaults: overrides, the system hosts file, the cache and c-ares with the system's servers, the system
     /// resolver as the fallback; it works on any machine without a network service.
@@ -125,7 +125,7 @@ public struct ResolverSettings: Sendable, Hashable {
 
     /// The effective value of every key (provider keys once per provider, with its name), in the order of
     /// ``keys``; secrets are never among them.
-    public var effectiveValues: [SettingValue] { Self.sections.flatMap { $0.values(self) } }
+    package var effectiveValues: [SettingValue] { Self.sections.flatMap { $0.values(self) } }
 
     /// Why an order of layers cannot work: overrides answer before anything else, the hosts file next, and the
     /// cache sits in front of the upstreams it caches, so each may appear once and only in that place.

@@ -1,19 +1,19 @@
-public import Configuration
+package import Configuration
 
 /// The `serve.*` keys: where `hostsctl serve` listens, its certificate, its limits and the vendor accounts it
 /// answers. They live in this module so that one settings file configures the pipeline and the server.
-public struct ServeSettings: Sendable, Hashable {
+package struct ServeSettings: Sendable, Hashable {
     /// One vendor account served on `/{account}/d` and `/{account}/sign_d`.
-    public struct Account: Sendable, Hashable {
+    package struct Account: Sendable, Hashable {
         /// The account ID.
-        public var id: String
+        package var id: String
         /// The environment variable that holds its signing secret; `nil` for an account that answers unsigned
         /// requests.
-        public var secretVariable: String?
+        package var secretVariable: String?
     }
 
     /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer.
-    public enum PublicEndpoints: String, Sendable, Hashable, CaseIterable {
+    package enum PublicEndpoints: String, Sendable, Hashable, CaseIterable {
         /// They answer unless an account is signed-only (which says the service is not for everyone).
         case auto
         /// They answer.
@@ -23,7 +23,7 @@ public struct ServeSettings: Sendable, Hashable {
     }
 
     /// What the server does with DNS queries for types other than A and AAAA.
-    public enum OtherQueryTypes: String, Sendable, Hashable, CaseIterable {
+    package enum OtherQueryTypes: String, Sendable, Hashable, CaseIterable {
         /// Answer NOTIMP.
         case notImplemented = "notimp"
         /// Send them through c-ares to its servers and relay the answer.
@@ -31,7 +31,7 @@ public struct ServeSettings: Sendable, Hashable {
     }
 
     /// Where the client's network for EDNS Client Subnet (RFC 7871) comes from.
-    public enum ClientSubnetMode: String, Sendable, Hashable, CaseIterable {
+    package enum ClientSubnetMode: String, Sendable, Hashable, CaseIterable {
         /// What the client says (an ECS option in its query, `ip=` of the vendor APIs, `edns_client_subnet=` of the
         /// JSON API), else its connection's address.
         case on
@@ -42,78 +42,78 @@ public struct ServeSettings: Sendable, Hashable {
     }
 
     /// The address and port to listen on.
-    public var listen: ServerAddress
+    package var listen: ServerAddress
     /// The PEM certificate chain; with ``privateKey`` the server speaks TLS (HTTP/2 and HTTP/1.1).
-    public var certificate: String?
+    package var certificate: String?
     /// Where plain DNS (UDP and TCP, RFC 1035 and RFC 7766) is served; `nil` (the default) for nowhere.
-    public var dnsListen: ServerAddress?
+    package var dnsListen: ServerAddress?
     /// Where DNS over TLS (RFC 7858) is served, with ``certificate``; `nil` (the default) for nowhere.
-    public var dotListen: ServerAddress?
+    package var dotListen: ServerAddress?
     /// The PEM private key.
-    public var privateKey: String?
+    package var privateKey: String?
     /// The most addresses in one answer.
-    public var maximumAnswers: Int
+    package var maximumAnswers: Int
     /// The largest request body, in bytes.
-    public var maximumBodyBytes: Int
+    package var maximumBodyBytes: Int
     /// A connection idle for this long is closed, in milliseconds.
-    public var idleTimeoutMilliseconds: Int
+    package var idleTimeoutMilliseconds: Int
     /// The most connections open at once; past it new connections wait in the listen backlog.
-    public var maximumConnections: Int
+    package var maximumConnections: Int
     /// The most connections open at once from one client network (see ``clientPrefixV4``); past it new ones are
     /// closed.
-    public var maximumConnectionsPerClient: Int
+    package var maximumConnectionsPerClient: Int
     /// The TLS handshake must end within this of the accept, in milliseconds.
-    public var handshakeTimeoutMilliseconds: Int
+    package var handshakeTimeoutMilliseconds: Int
     /// A request head must arrive whole within this (the first from the handshake, on HTTP/1.1 later ones from
     /// their first byte), in milliseconds.
-    public var requestHeadTimeoutMilliseconds: Int
+    package var requestHeadTimeoutMilliseconds: Int
     /// A request body must arrive whole within this of its head, in milliseconds.
-    public var requestBodyTimeoutMilliseconds: Int
+    package var requestBodyTimeoutMilliseconds: Int
     /// A connection whose answers stay unsent this long is closed, in milliseconds.
-    public var writeTimeoutMilliseconds: Int
+    package var writeTimeoutMilliseconds: Int
     /// The most answer bytes queued on one connection before it is closed.
-    public var maximumQueuedBytes: Int
+    package var maximumQueuedBytes: Int
     /// The prefix length an IPv4 client's network is counted by for rate and connection limits.
-    public var clientPrefixV4: Int
+    package var clientPrefixV4: Int
     /// The prefix length an IPv6 client's network is counted by for rate and connection limits.
-    public var clientPrefixV6: Int
+    package var clientPrefixV6: Int
     /// How far ahead a signed request's expiry (`t`) may be, in seconds.
-    public var signatureWindowSeconds: Int
+    package var signatureWindowSeconds: Int
     /// Whether the unsigned endpoints (`/dns-query`, `/resolve`, `/d?dn=`) answer.
-    public var publicEndpoints: PublicEndpoints
+    package var publicEndpoints: PublicEndpoints
     /// Whether the server may probe (and rank by probing) private, loopback, link-local and other guarded
     /// addresses that answers name.
-    public var probeGuardedAddresses: Bool
+    package var probeGuardedAddresses: Bool
     /// Networks whose clients may send `POST /report` without an account signature.
-    public var reportNetworks: [String]
+    package var reportNetworks: [String]
     /// The most queries being forwarded at once (``otherTypes`` `forward`); past it queries get SERVFAIL at once.
-    public var maximumForwardedQueries: Int
+    package var maximumForwardedQueries: Int
     /// The vendor accounts.
-    public var accounts: [Account]
+    package var accounts: [Account]
     /// Requests per second each client network (see ``clientPrefixV4``) may make; 0 turns the limit off.
-    public var rateLimitPerSecond: Int
+    package var rateLimitPerSecond: Int
     /// Requests a client may make at once before the rate applies.
-    public var rateLimitBurst: Int
+    package var rateLimitBurst: Int
     /// What happens to queries for other record types.
-    public var otherTypes: OtherQueryTypes
+    package var otherTypes: OtherQueryTypes
     /// Whether access logs show whole client addresses (otherwise the /24 or /48 network).
-    public var logFullClientAddresses: Bool
+    package var logFullClientAddresses: Bool
     /// Whether clients may report connect times and failures (`POST /report`) that feed the server's scores.
-    public var acceptClientReports: Bool
+    package var acceptClientReports: Bool
     /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
-    public var clientSubnetMode: ClientSubnetMode
+    package var clientSubnetMode: ClientSubnetMode
     /// The most bits of an IPv4 client's address sent upstream as its subnet.
-    public var clientSubnetPrefixV4: Int
+    package var clientSubnetPrefixV4: Int
     /// The most bits of an IPv6 client's address sent upstream as its subnet.
-    public var clientSubnetPrefixV6: Int
+    package var clientSubnetPrefixV6: Int
     /// Proxies (CIDR) whose `Forwarded` or `X-Forwarded-For` header names the client.
-    public var trustedProxies: [String]
+    package var trustedProxies: [String]
     /// Regions (CIDR) that client reports steer as one; other clients by their own /24 or /56.
-    public var steeringRegions: [String]
+    package var steeringRegions: [String]
 
     /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
     /// vendor account.
-    public static var `default`: ServeSettings {
+    package static var `default`: ServeSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! ServeSettings(configReader: defaultsReader)
     }
@@ -121,7 +121,7 @@ public struct ServeSettings: Sendable, Hashable {
     /// Reads the `serve.*` keys; missing keys take their defaults.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or a certificate without a
     ///   key (or the other way round).
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         listen = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 8053)
         certificate = nil

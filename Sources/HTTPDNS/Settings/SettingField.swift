@@ -132,11 +132,11 @@ struct SettingField<Section>: Sendable {
 }
 
 /// One effective setting, as `hostsctl config show` prints it.
-public struct SettingValue: Sendable, Hashable {
+package struct SettingValue: Sendable, Hashable {
     /// The concrete dotted path (provider keys carry the provider's name).
-    public var path: String
+    package var path: String
     /// The value as text.
-    public var text: String
+    package var text: String
 }
 
 /// An empty configuration: reading a section from it gives the section's defaults.

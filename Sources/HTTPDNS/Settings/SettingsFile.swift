@@ -16,17 +16,17 @@ public struct SettingsFile: Sendable {
     /// Every problem found, errors and warnings.
     public var diagnostics: [ConfigDiagnostic]
     /// The keys the file set, as dotted paths, with their line and column.
-    public var fileKeys: [String: (line: Int, column: Int)] {
+    package var fileKeys: [String: (line: Int, column: Int)] {
         keyPositions.mapValues { ($0.line, $0.column) }
     }
     var keyPositions: [String: PositionedJSON.Position]
     /// The environment variables that override keys, by dotted path.
-    public var environmentOverrides: [String: String]
+    package var environmentOverrides: [String: String]
     /// Whether the file could not be read at all (missing, not a regular file, too large).
-    public var isUnreadable = false
+    package var isUnreadable = false
 
     /// The largest settings file read (1 MiB).
-    public static let maximumFileSize = 1 << 20
+    package static let maximumFileSize = 1 << 20
 
     /// The errors among ``diagnostics``.
     public var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }

@@ -90,7 +90,7 @@ public final class HTTPDNSServer: Sendable {
         }
 
         /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
-        public init(settings: ServeSettings, listen: ServerAddress? = nil) {
+        package init(settings: ServeSettings, listen: ServerAddress? = nil) {
             let address = listen ?? settings.listen
             self.init(
                 host: address.ip.description, port: Int(address.port), certificatePath: settings.certificate,

@@ -1,7 +1,7 @@
-public import CoreMetrics
+package import CoreMetrics
 import Foundation
 public import HTTPDNS
-public import Logging
+package import Logging
 import Synchronization
 
 /// HTTP DNS answered from a ``HostResolver``: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
@@ -17,55 +17,55 @@ import Synchronization
 /// client addresses.
 public final class HTTPDNSService: Sendable {
     /// What the service answers and how; ``apply(_:)`` replaces it while serving.
-    public struct Configuration: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         /// What to do with DNS queries for types other than A and AAAA.
-        public typealias OtherTypes = ServeSettings.OtherQueryTypes
+        package typealias OtherTypes = ServeSettings.OtherQueryTypes
 
         /// The most addresses in one answer (best first).
-        public var maximumAnswers: Int
+        package var maximumAnswers: Int
         /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
         /// account with a secret only signed requests are answered).
-        public var accounts: [String: HTTPDNSSecret?]
+        package var accounts: [String: HTTPDNSSecret?]
         /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
-        public var rateLimitPerSecond: Double
+        package var rateLimitPerSecond: Double
         /// How many requests a client may make at once before the rate applies.
-        public var rateLimitBurst: Double
+        package var rateLimitBurst: Double
         /// What happens to DNS queries for other types.
-        public var otherTypes: OtherTypes
+        package var otherTypes: OtherTypes
         /// Whether access logs carry the whole client address rather than its network (/24 or /48).
-        public var logFullClientAddresses: Bool
+        package var logFullClientAddresses: Bool
         /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
         /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
         /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
-        public var acceptClientReports: Bool
+        package var acceptClientReports: Bool
         /// Networks whose clients may report without an account signature.
-        public var reportNetworks: [IPNetwork]
+        package var reportNetworks: [IPNetwork]
         /// How far ahead a signed request's expiry may be (vendors sign for minutes, not forever).
-        public var signatureWindow: Duration
+        package var signatureWindow: Duration
         /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer; without them
         /// every answer needs an account (signed, when its account is signed-only).
-        public var publicEndpoints: Bool
+        package var publicEndpoints: Bool
         /// How much of a client's address names its network for the rate limit and for reports.
-        public var clientPrefixes: ClientPrefixes
+        package var clientPrefixes: ClientPrefixes
         /// The most queries of other types being forwarded at once; past it a query gets SERVFAIL at once.
-        public var maximumForwardedQueries: Int
+        package var maximumForwardedQueries: Int
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
-        public var forwardsGuardedReverseLookups: Bool
+        package var forwardsGuardedReverseLookups: Bool
         /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
-        public var clientSubnetMode: ServeSettings.ClientSubnetMode
+        package var clientSubnetMode: ServeSettings.ClientSubnetMode
         /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
         /// sends a shorter subnet is never given a longer one.
-        public var clientSubnetPrefixes: ClientPrefixes
+        package var clientSubnetPrefixes: ClientPrefixes
         /// Proxies (load balancers) whose `Forwarded` or `X-Forwarded-For` header names the client: for a request
         /// from one of them, the client is the last address in the header that is not itself one of them (for
         /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
-        public var trustedProxies: [IPNetwork]
+        package var trustedProxies: [IPNetwork]
         /// Regions for steering by client reports: a client inside one counts as that region (its reports order
         /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
-        public var steeringRegions: [IPNetwork]
+        package var steeringRegions: [IPNetwork]
 
         /// Creates a configuration.
-        public init(
+        package init(
             maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
             rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
             acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
@@ -95,7 +95,7 @@ public final class HTTPDNSService: Sendable {
         }
 
         /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
-        public init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
+        package init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
             self.init(
                 maximumAnswers: settings.maximumAnswers, accounts: accounts,
                 rateLimitPerSecond: Double(settings.rateLimitPerSecond),
@@ -124,7 +124,7 @@ public final class HTTPDNSService: Sendable {
     /// The resolver answers come from.
     public let resolver: HostResolver
     /// The configuration in force.
-    public var configuration: Configuration { settings.withLock { $0 } }
+    package var configuration: Configuration { settings.withLock { $0 } }
     let settings: Locked<Configuration>
     let logger: Logger
     let draining = Locked(false)
@@ -161,7 +161,7 @@ public final class HTTPDNSService: Sendable {
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - forwarder: Where queries for other types go when ``Configuration-swift.struct/otherTypes`` says so.
     ///   - metricsExporter: The text `/metrics` serves (Prometheus exposition format); without it `/metrics` is 404.
-    public convenience init(
+    package convenience init(
         resolver: HostResolver, configuration: Configuration = .init(), logger: Logger,
         metricsFactory: (any MetricsFactory)? = nil, forwarder: (any DNSMessageForwarder)? = nil,
         metricsExporter: (@Sendable () -> [UInt8])? = nil
@@ -188,7 +188,7 @@ public final class HTTPDNSService: Sendable {
     }
 
     /// Replaces the configuration while serving (a settings reload); connections and requests in progress carry on.
-    public func apply(_ configuration: Configuration) {
+    package func apply(_ configuration: Configuration) {
         settings.withLock { $0 = configuration }
         limiter.update(configuration.limits)
         configurationChanges.add(1, ordering: .releasing)
