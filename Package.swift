@@ -32,17 +32,47 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
-        // The system c-ares library. Only files in Sources/HTTPDNS/ClassicDNS import it.
+        // The system c-ares library. Only HTTPDNSCAres imports it.
         .systemLibrary(
             name: "CAres",
             pkgConfig: "libcares",
             providers: [.apt(["libc-ares-dev"])]
         ),
-        // The resolver module: core types, the c-ares resolver, HTTP DNS (DoH and vendor APIs) and overrides.
+        // The system nghttp2 library: HTTP/2 for the server and the DoH client. Only files in
+        // Sources/HTTPDNSClients/NGHTTP2 import it.
+        .systemLibrary(
+            name: "CNGHTTP2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+        // Names, addresses, errors, answers and DNS messages, and how settings keys are declared and read. The
+        // vocabulary every other module speaks; no network code.
         .target(
-            name: "HTTPDNS",
+            name: "HTTPDNSCore",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Classic DNS: CAresResolver, c-ares on an epoll thread, and DNS wire messages.
+        .target(
+            name: "HTTPDNSCAres",
+            dependencies: [
+                "HTTPDNSCore",
                 "CAres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // HTTP DNS clients: DoH (RFC 8484 and JSON) and vendor APIs, their HTTP/2 connection on nghttp2 (also the
+        // server's HTTP/2 session), and the pinned AsyncHTTPClient pool the fronts share.
+        .target(
+            name: "HTTPDNSClients",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSCAres",
                 "CNGHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -54,16 +84,25 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),
-        // The system nghttp2 library: HTTP/2 for the server and the DoH client. Only files in Sources/HTTPDNS/NGHTTP2
-        // import it.
-        .systemLibrary(
-            name: "CNGHTTP2",
-            pkgConfig: "libnghttp2",
-            providers: [.apt(["libnghttp2-dev"])]
+        // The resolver adopters import: HostResolver (overrides, the system hosts file, the scored IP cache, the
+        // upstreams, probing), the settings file, and the lower modules re-exported.
+        .target(
+            name: "HTTPDNS",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSCAres",
+                "HTTPDNSClients",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
         ),
         // The dispatch queue a URLProtocol method runs on, for calling the protocol's client there (corelibs needs it).
         .target(name: "CSessionQueue"),
@@ -167,7 +206,11 @@ let package = Package(
         .target(name: "FuzzDriver", path: "Tests/FuzzDriver"),
         .executableTarget(
             name: "httpdns-fuzz",
-            dependencies: ["HTTPDNS", "HTTPDNSServer", "FuzzDriver"],
+            dependencies: [
+                "HTTPDNS", "HTTPDNSServer", "FuzzDriver",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/Fuzz",
             exclude: ["Corpus"],
             swiftSettings: strictSettings

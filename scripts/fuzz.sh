@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of every parser of untrusted input (Sources/HTTPDNS/Fuzzing/FuzzTargets.swift, and the
-# server's request handling in Sources/HTTPDNSServer/Fuzzing/ServerFuzzTargets.swift) with
+# Coverage-guided fuzzing of every parser of untrusted input (Tests/Fuzz/FuzzTargets.swift, and the
+# server's request handling in Tests/Fuzz/ServerFuzzTargets.swift) with
 # libFuzzer and AddressSanitizer, starting from the committed seed corpus (Tests/Fuzz/Corpus/TARGET).
 #   scripts/fuzz.sh [--runs N | --seconds S] [TARGET...]
 # lld links it: gold fails on the sanitized objects (an internal error in its DWARF reader).

@@ -5,6 +5,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// The encoded answers the server keeps per event loop (`AnswerMemo`): a kept answer is the full path's answer with

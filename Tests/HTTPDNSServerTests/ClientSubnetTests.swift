@@ -5,6 +5,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// EDNS Client Subnet end to end against a real authoritative server that answers by network (PowerDNS with LUA

@@ -5,6 +5,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// Plain DNS (UDP and TCP) and DNS over TLS from the same service: kdig over each, pipelining and out-of-order

@@ -9,6 +9,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// The server's HTTP/2 handling frame by frame, with a client that writes the frames itself: what this package's

@@ -7,6 +7,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// `HTTPDNSServer` answering from a real pipeline (an override, c-ares against a real dnsmasq), asked by this

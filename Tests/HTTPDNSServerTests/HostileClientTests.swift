@@ -10,6 +10,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// The server as an attacker meets it, over real sockets: clients that trickle, stall, never read, pipeline

@@ -4,6 +4,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// The server asked by clients no one here wrote: kdig (Knot DNS) over DoH with GET and POST, curl resolving a page's

@@ -6,6 +6,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// What an operator relies on: per-client rate limits, other query types forwarded to c-ares, Prometheus metrics,

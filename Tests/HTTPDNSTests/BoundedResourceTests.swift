@@ -5,6 +5,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// Work the resolver starts on its own is bounded: probes per answer, optional background tasks, and files with a
 /// bad line at start are still followed.

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The c-ares resolver against a real dnsmasq on 127.0.0.1 (see `TestSupport.DNSMasq`).
 @Suite("c-ares resolver")

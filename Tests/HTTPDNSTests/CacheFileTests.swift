@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The persisted cache file cannot crash the process or lose the cache: hostile values, malformed entries, two
 /// processes saving, interrupted writers, the size rule.

@@ -4,6 +4,9 @@ import Testing
 import TestSupport
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// A clock the test moves by hand; wall time moves with it.
 final class ManualClock: Sendable {

@@ -1,6 +1,9 @@
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 @Suite("Host names")
 struct HostNameTests {

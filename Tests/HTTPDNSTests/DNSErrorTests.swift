@@ -2,6 +2,9 @@ import CAres
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 @Suite("DNS errors")
 struct DNSErrorTests {

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// DNS-over-HTTPS (RFC 8484) against a real dnsdist forwarding to the dnsmasq of the c-ares tests.
 @Suite("DNS-over-HTTPS against dnsdist")

@@ -1,6 +1,9 @@
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// Expects `body` to fail with a ``DNSError`` of `code`, and returns the error.
 @discardableResult

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The private-address guard: which addresses it rejects, and that a rejection ends the lookup instead of being
 /// papered over by the next upstream, in ordered and race modes.

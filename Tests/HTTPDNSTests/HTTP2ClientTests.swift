@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The HTTP/2 DoH client against a real HTTP/2 server (swift-nio-http2 over TLS) whose behaviour each test scripts:
 /// stream limits, GOAWAY, stalled and oversized answers, idle connections, and a server without HTTP/2.

@@ -6,6 +6,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// Every log line a test produced, with metadata.
 final class LogStore: Sendable {

@@ -6,6 +6,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 @Suite("Host resolver pipeline", .timeLimit(.minutes(1)))
 struct HostResolverTests {

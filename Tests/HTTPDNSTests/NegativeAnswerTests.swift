@@ -4,6 +4,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// NXDOMAIN and no data never destroy a good answer unless every upstream agrees and is trusted.
 @Suite("Negative answers and good ones")

@@ -4,6 +4,9 @@ import Testing
 import TestSupport
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// Override addresses get the same scores as upstream answers; failed addresses back off; connect times and times
 /// to first byte stay apart.

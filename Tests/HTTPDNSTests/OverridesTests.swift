@@ -3,6 +3,9 @@ import Testing
 import TestSupport
 
 @_spi(Benchmarks) @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 @Suite("Hosts file parsing")
 struct HostsFileTests {

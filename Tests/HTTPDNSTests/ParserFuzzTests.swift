@@ -2,6 +2,9 @@ import Testing
 import TestSupport
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// A deterministic generator (SplitMix64) so a failing input can be reproduced from its seed.
 struct SeededGenerator: RandomNumberGenerator {

@@ -5,6 +5,9 @@ import Testing
 import TestSupport
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The one pool of pinned AsyncHTTPClient clients: keys, per-profile limits, users coming and going, shutdown.
 @Suite("Pinned client pool")

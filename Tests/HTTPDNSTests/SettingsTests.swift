@@ -6,6 +6,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// The settings file: positions of every kind of mistake, environment overrides, and hot reload.
 @Suite("settings and hot reload")

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// What the system resolver answers, the pipeline answers too: the hosts file, search domains and ndots, and the
 /// system resolver itself as the last resort.

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// HTTP DNS has one budget across its endpoints and bootstrap addresses, after which the next source is asked.
 @Suite("HTTP DNS time budget")

@@ -5,6 +5,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HostsCTL
 
 @Suite("hostsctl bench")

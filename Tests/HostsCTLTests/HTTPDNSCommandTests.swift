@@ -4,6 +4,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HostsCTL
 
 /// `hostsctl resolve` with HTTP DNS options, run as a real process against dnsdist and local vendor servers.

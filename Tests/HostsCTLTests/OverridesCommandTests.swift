@@ -4,6 +4,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 @testable import HostsCTL
 
 @Suite("hostsctl overrides and config check")

@@ -3,6 +3,9 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
 
 /// `hostsctl serve` as a real process: the settings file's pipeline answered over DoH, a graceful stop on SIGTERM.
 @Suite("hostsctl serve")

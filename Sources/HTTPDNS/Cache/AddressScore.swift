@@ -1,4 +1,7 @@
 import Foundation
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// How measured connect latencies and failures turn into a score. Lower scores are better; a score is an
 /// expected connect time in milliseconds plus a failure penalty that halves every ``penaltyHalfLife``.

@@ -1,4 +1,7 @@
 import Foundation
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The clocks the cache and the host resolver read: a monotonic one for expiry and rate limits, and the wall clock
 /// for the persisted file (monotonic instants mean nothing after a restart).
@@ -28,7 +31,7 @@ package struct CacheClock: Sendable {
     )
 
     /// The current monotonic instant.
-    func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
+    package func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
 }
 
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds.
@@ -39,20 +42,25 @@ private func coarseMonotonicNanoseconds() -> Int64 {
 /// A monotonic instant as plain nanoseconds. The cache stores instants in every entry; this fixed-layout type
 /// keeps those entries trivially copyable (ContinuousClock.Instant is resilient, so every copy of a struct holding
 /// one goes through value witnesses).
-struct CacheInstant: Comparable, Hashable, Sendable {
-    var nanoseconds: Int64
+package struct CacheInstant: Comparable, Hashable, Sendable {
+    package var nanoseconds: Int64
 
-    static func < (lhs: CacheInstant, rhs: CacheInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+    /// The instant `nanoseconds` after the clock's zero.
+    package init(nanoseconds: Int64) {
+        self.nanoseconds = nanoseconds
+    }
 
-    static func + (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+    package static func < (lhs: CacheInstant, rhs: CacheInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    package static func + (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
         CacheInstant(nanoseconds: lhs.nanoseconds &+ rhs.wholeNanoseconds)
     }
 
-    static func - (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+    package static func - (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
         CacheInstant(nanoseconds: lhs.nanoseconds &- rhs.wholeNanoseconds)
     }
 
-    static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
+    package static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
         .nanoseconds(lhs.nanoseconds &- rhs.nanoseconds)
     }
 }

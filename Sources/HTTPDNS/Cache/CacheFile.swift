@@ -1,5 +1,8 @@
-import Foundation
+package import Foundation
 import Logging
+package import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The persisted cache: a small JSON document written atomically.
 ///
@@ -12,21 +15,21 @@ import Logging
 ///                         "firstByteMs": 20.1}],
 ///             "overrides": []}]}
 /// ```
-struct CacheFile: Codable, Sendable {
-    static let formatName = "swift-httpdns-cache"
-    static let currentVersion = 1
+package struct CacheFile: Codable, Sendable {
+    package static let formatName = "swift-httpdns-cache"
+    package static let currentVersion = 1
     /// Files larger than this are not read.
-    static let maximumSize = 64 << 20
+    package static let maximumSize = 64 << 20
 
-    struct Host: Codable, Sendable {
-        var name: String
-        var probePort: Int?
-        var answers: [Answer]
-        var scores: [Score]
+    package struct Host: Codable, Sendable {
+        package var name: String
+        package var probePort: Int?
+        package var answers: [Answer]
+        package var scores: [Score]
         /// Addresses the overrides gave the host, whose scores are kept (absent in files of older releases).
-        var overrides: [String]?
+        package var overrides: [String]?
 
-        init(name: String, probePort: Int?, answers: [Answer], scores: [Score], overrides: [String]?) {
+        package init(name: String, probePort: Int?, answers: [Answer], scores: [Score], overrides: [String]?) {
             self.name = name
             self.probePort = probePort
             self.answers = answers
@@ -35,7 +38,7 @@ struct CacheFile: Codable, Sendable {
         }
 
         /// Reads a host, skipping malformed answers and scores rather than the whole host.
-        init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             name = try container.decode(String.self, forKey: .name)
             probePort = try? container.decodeIfPresent(Int.self, forKey: .probePort)
@@ -46,15 +49,15 @@ struct CacheFile: Codable, Sendable {
     }
 
     /// An array read element by element: an element that does not decode is skipped, not the whole array.
-    struct Lossy<Element: Decodable>: Decodable {
-        var elements: [Element] = []
-        var skipped = 0
+    package struct Lossy<Element: Decodable>: Decodable {
+        package var elements: [Element] = []
+        package var skipped = 0
 
         private struct Skip: Decodable {
             init(from decoder: any Decoder) throws {}
         }
 
-        init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             var container = try decoder.unkeyedContainer()
             while !container.isAtEnd {
                 if let element = try? container.decode(Element.self) {
@@ -68,38 +71,38 @@ struct CacheFile: Codable, Sendable {
         }
     }
 
-    struct Answer: Codable, Sendable {
-        var family: String
-        var origin: String
-        var ttl: UInt32
-        var expiresAt: Double
-        var addresses: [String]
+    package struct Answer: Codable, Sendable {
+        package var family: String
+        package var origin: String
+        package var ttl: UInt32
+        package var expiresAt: Double
+        package var addresses: [String]
         /// The upstream that gave the answer (absent in files of older releases).
-        var upstream: String?
+        package var upstream: String?
     }
 
-    struct Score: Codable, Sendable {
-        var ip: String
-        var latencyMs: Double?
-        var penaltyMs: Double
-        var successes: Int
-        var failures: Int
+    package struct Score: Codable, Sendable {
+        package var ip: String
+        package var latencyMs: Double?
+        package var penaltyMs: Double
+        package var successes: Int
+        package var failures: Int
         /// The average time to the first response byte (absent in files of older releases).
-        var firstByteMs: Double?
+        package var firstByteMs: Double?
     }
 
-    var format: String
-    var version: Int
-    var savedAt: Double
-    var hosts: [Host]
+    package var format: String
+    package var version: Int
+    package var savedAt: Double
+    package var hosts: [Host]
     /// Hosts skipped when reading because they were malformed.
-    var skippedHosts = 0
+    package var skippedHosts = 0
 
     private enum CodingKeys: String, CodingKey {
         case format, version, savedAt, hosts
     }
 
-    init(format: String, version: Int, savedAt: Double, hosts: [Host]) {
+    package init(format: String, version: Int, savedAt: Double, hosts: [Host]) {
         self.format = format
         self.version = version
         self.savedAt = savedAt
@@ -107,7 +110,7 @@ struct CacheFile: Codable, Sendable {
     }
 
     /// Reads the file; a malformed host is skipped, not the whole file.
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         format = try container.decode(String.self, forKey: .format)
         version = try container.decode(Int.self, forKey: .version)
@@ -122,7 +125,7 @@ extension CacheFile {
     /// Reads and checks a cache file.
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read, is too large, is not JSON of this
     ///   format (corrupt, truncated, another program's) or has another version.
-    static func read(from path: String) throws(DNSError) -> CacheFile {
+    package static func read(from path: String) throws(DNSError) -> CacheFile {
         let data: Data
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -169,7 +172,7 @@ extension CacheFile {
     /// The file's JSON, within the reader's size limit: when the whole cache would be larger, the least recently
     /// used hosts (at the end of ``hosts``) are left out until it fits, so the writer never writes what the reader
     /// would reject.
-    func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
+    package func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var file = self
@@ -192,7 +195,7 @@ extension CacheFile {
     /// `path`, and the directory flushed so the rename survives a crash. Missing directories are created (mode
     /// 0700); temporary files that an interrupted writer left behind (older than 10 minutes) are removed.
     /// - Throws: ``DNSError/Code/fileError``.
-    func write(to path: String) throws(DNSError) {
+    package func write(to path: String) throws(DNSError) {
         let data = try encoded()
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
@@ -238,7 +241,7 @@ extension CacheFile {
     }
 
     /// Removes `path.tmp-*` files older than 10 minutes: what a writer killed between create and rename leaves.
-    static func removeStaleTemporaries(of path: String) {
+    package static func removeStaleTemporaries(of path: String) {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         let prefix = url.lastPathComponent + ".tmp-"
@@ -257,7 +260,7 @@ extension CacheFile {
     /// Runs `body` holding an exclusive advisory lock (`flock`) on `path.lock`, so that processes sharing one
     /// cache file take turns reading and writing it. Without a lock file (an unwritable directory) `body` runs
     /// unlocked.
-    static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
+    package static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -273,7 +276,7 @@ extension CacheFile {
 extension CacheFile {
     /// This file with the hosts of `other` that it lacks added after its own (a save merges what another process
     /// wrote since this one loaded), up to `maximumHosts`.
-    func merging(_ other: CacheFile, maximumHosts: Int) -> CacheFile {
+    package func merging(_ other: CacheFile, maximumHosts: Int) -> CacheFile {
         var merged = self
         var names = Set(hosts.map(\.name))
         for host in other.hosts where merged.hosts.count < maximumHosts && names.insert(host.name).inserted {

@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The `cache.*` keys and `dualStack.policy`: whether the scored IP cache is used, its TTL bounds, staleness, size,
 /// file and pre-resolved hosts, and how it orders the two address families.

@@ -1,6 +1,9 @@
 import Foundation
 package import Logging
 import Synchronization
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The scored IP cache: per host and asked family, the addresses with their TTL and source, ranked by measured
 /// connect latency and failures.

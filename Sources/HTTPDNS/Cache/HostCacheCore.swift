@@ -1,6 +1,9 @@
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 /// The cache's state and rules as a plain value: no locks, no I/O, time passed in. ``HostCache`` wraps it in a
 /// mutex; tests drive it directly with made-up instants.
-struct HostCacheCore: Sendable {
+package struct HostCacheCore: Sendable {
     /// One answer for one host and one asked family.
     struct Answer: Sendable {
         /// The addresses as the source gave them (empty for a negative answer).
@@ -112,7 +115,7 @@ struct HostCacheCore: Sendable {
     private(set) var records: [HostName: Entry] = [:]
     private var tick: UInt64 = 0
 
-    init(configuration: HostCache.Configuration) {
+    package init(configuration: HostCache.Configuration) {
         self.configuration = configuration
     }
 
@@ -671,7 +674,7 @@ extension HostCacheCore {
     static let maximumLoadedMilliseconds = 600_000.0
 
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
-    func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
+    package func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
         let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap {
             host, entry -> CacheFile.Host? in
             let record = entry.record
@@ -707,7 +710,7 @@ extension HostCacheCore {
 
     /// Adds the hosts of a loaded file that are not already cached, skipping anything malformed and answers past
     /// the maximum staleness. Returns how many answers were loaded and how many were dropped.
-    mutating func load(_ file: CacheFile, now: CacheInstant, wallNow: Double) -> (loaded: Int, dropped: Int) {
+    package mutating func load(_ file: CacheFile, now: CacheInstant, wallNow: Double) -> (loaded: Int, dropped: Int) {
         var loaded = 0
         var dropped = file.skippedHosts
         let maximumStaleness = configuration.maximumStaleness.fractionalSeconds

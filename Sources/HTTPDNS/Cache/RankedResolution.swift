@@ -1,3 +1,6 @@
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 extension ResolutionSource {
     /// An answer served from the IP cache while it was fresh.
     public static let cache: ResolutionSource = "cache"

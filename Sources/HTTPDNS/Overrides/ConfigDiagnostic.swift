@@ -1,3 +1,6 @@
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 /// One problem found in a configuration file, with its position.
 public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     /// How bad the problem is.

@@ -1,4 +1,7 @@
 import Synchronization
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 extension ResolutionSource {
     /// An address from the overrides: a hosts file or ``HostOverrides/set(_:for:)``.

@@ -1,3 +1,6 @@
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

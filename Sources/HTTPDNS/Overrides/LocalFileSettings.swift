@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The files the resolver reads itself: the overrides file (`overrides.*`), the system hosts file (`hosts.file`)
 /// and how often edits to them are picked up (`reload.intervalMs`).

@@ -1,3 +1,6 @@
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 /// What an override lookup found: the addresses and the pattern that matched.
 public struct OverrideMatch: Hashable, Sendable {
     /// The addresses, in the order they were configured.

@@ -1,4 +1,7 @@
 import Synchronization
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The unstructured tasks a long-lived object starts (refreshes, probes, shared lookups), tracked so that
 /// ``shutdown()`` can cancel them and wait until they have ended.

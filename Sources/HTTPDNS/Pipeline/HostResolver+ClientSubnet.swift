@@ -1,3 +1,6 @@
+package import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 extension HostResolver {
     /// An answer for a client network: the ranked addresses and the prefix length of the client's network they hold
     /// for (0: every client).

@@ -1,6 +1,9 @@
 import CoreMetrics
 import Logging
 import Synchronization
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// What callers measured, and the background probes that measure the rest.
 extension HostResolver {

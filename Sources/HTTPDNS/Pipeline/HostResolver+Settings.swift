@@ -1,6 +1,9 @@
 public import CoreMetrics
 public import Logging
 import Synchronization
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 extension HostResolver {
     /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides

@@ -1,6 +1,9 @@
 import CoreMetrics
 import Logging
 import Synchronization
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// Asking the upstreams: in order or raced, refreshes in the background, what is stored in the cache.
 extension HostResolver {

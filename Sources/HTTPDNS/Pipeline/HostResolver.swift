@@ -1,6 +1,9 @@
 public import CoreMetrics
 public import Logging
 import Synchronization
+public import HTTPDNSCore
+import HTTPDNSCAres
+package import HTTPDNSClients
 
 /// The library's main entry point: resolves a host through overrides, the scored IP cache, the HTTP DNS
 /// providers and c-ares, and ranks the addresses by measured connect speed.

@@ -1,4 +1,7 @@
 import CoreMetrics
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The host resolver's metrics, created once so that recording costs no lookups.
 ///

@@ -1,4 +1,7 @@
 import Synchronization
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// Shares one run of an operation among every caller that asks for the same key while it is in flight.
 ///

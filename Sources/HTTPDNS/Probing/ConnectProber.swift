@@ -1,5 +1,8 @@
 package import NIOCore
 import NIOPosix
+package import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The outcome of one TCP connect.
 package enum ProbeOutcome: Sendable, Hashable {

@@ -1,3 +1,6 @@
+package import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 /// A connection race in the manner of RFC 8305 ("Happy Eyeballs"): TCP connects to a host's ranked addresses,
 /// started one after another with a short delay, the first to connect wins.
 ///

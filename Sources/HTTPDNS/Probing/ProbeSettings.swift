@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The `probe.*` keys: whether and how candidate addresses are measured with TCP connects.
 public struct ProbeSettings: Sendable, Hashable {

@@ -1,5 +1,8 @@
 package import Logging
 import Synchronization
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 #if canImport(Glibc)
     import Glibc

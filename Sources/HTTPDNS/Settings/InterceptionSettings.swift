@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The `interception.*` keys: which requests the URL protocol and `HTTPDNSClient` pin to an address, and how.
 /// They live in this module so that one settings file configures the resolver and both fronts.

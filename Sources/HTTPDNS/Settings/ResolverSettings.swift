@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+public import HTTPDNSCAres
+public import HTTPDNSClients
 
 /// Everything the resolver pipeline and `hostsctl` can be configured with, read through swift-configuration.
 ///

@@ -1,4 +1,7 @@
 package import Configuration
+package import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The `serve.*` keys: where `hostsctl serve` listens, its certificate, its limits and the vendor accounts it
 /// answers. They live in this module so that one settings file configures the pipeline and the server.

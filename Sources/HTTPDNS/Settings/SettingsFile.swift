@@ -1,5 +1,8 @@
 import Configuration
 import Foundation
+import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// A settings file (`Config/hostsctl.json`), checked with positions and read through swift-configuration with
 /// environment-variable overrides.
@@ -73,7 +76,7 @@ public struct SettingsFile: Sendable {
     }
 
     /// Checks and reads the bytes of a settings file that `path` names (for positions and relative paths).
-    static func parse(_ bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
+    package static func parse(_ bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         var result = SettingsFile(
             path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])

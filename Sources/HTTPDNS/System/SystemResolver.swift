@@ -1,5 +1,8 @@
 import Glibc
 import NIOPosix
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 extension ResolutionSource {
     /// An answer from the operating system's resolver (`getaddrinfo`).

@@ -1,4 +1,7 @@
 public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+import HTTPDNSClients
 
 /// The `system.*` keys: how the operating system's resolver (getaddrinfo) is used when it is asked.
 public struct SystemResolverSettings: Sendable, Hashable {

@@ -1,41 +1,41 @@
-import HTTPDNS
+package import HTTPDNS
 
 /// A DNS query as a DoH client sends it (RFC 8484 §4.1, RFC 1035 §4.1): the header and its one question.
 ///
 /// Parsed by hand, without c-ares, because the server reads what clients send, not what a server answered: a
 /// name is read label by label (no compression pointers, which a question never needs), and everything after the
 /// question (EDNS options, other records) is ignored.
-struct DNSQueryMessage: Sendable, Hashable {
+package struct DNSQueryMessage: Sendable, Hashable {
     /// The query ID, echoed in the answer.
-    var id: UInt16
+    package var id: UInt16
     /// The opcode (0 is a standard query).
-    var opcode: UInt8
+    package var opcode: UInt8
     /// Whether the client asked for recursion (echoed).
-    var recursionDesired: Bool
+    package var recursionDesired: Bool
     /// The name asked for, ASCII letters lower-cased, without the trailing dot; empty when a label holds a dot (the
     /// service refuses it).
-    var name: String
+    package var name: String
     /// The question section exactly as sent (name, type, class), echoed in the answer.
-    var question: [UInt8]
+    package var question: [UInt8]
     /// The record type (1 = A, 28 = AAAA, …).
-    var type: UInt16
+    package var type: UInt16
     /// The class (1 = IN).
-    var questionClass: UInt16
+    package var questionClass: UInt16
     /// Whether the query carries an EDNS OPT record (RFC 6891): the answer then carries one too.
-    var usesEDNS: Bool
+    package var usesEDNS: Bool
 
     /// The largest DNS message (RFC 1035 over TCP, RFC 8484).
-    static let maximumLength = 65_535
+    package static let maximumLength = 65_535
 
     /// Why a message cannot be read; the service answers HTTP 400 with it.
-    struct Malformed: Error, Hashable {
-        var reason: String
+    package struct Malformed: Error, Hashable {
+        package var reason: String
     }
 
     /// Reads `bytes`.
     /// - Throws: ``Malformed`` for a message that is shorter than a header, a response rather than a query, has not
     ///   exactly one question, or a question that runs past the end or uses compression.
-    init(_ bytes: [UInt8]) throws(Malformed) {
+    package init(_ bytes: [UInt8]) throws(Malformed) {
         guard bytes.count >= 12 else { throw Malformed(reason: "a DNS message of \(bytes.count) bytes has no header") }
         guard bytes.count <= Self.maximumLength else { throw Malformed(reason: "the DNS message is too long") }
         let flags = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
@@ -78,9 +78,9 @@ struct DNSQueryMessage: Sendable, Hashable {
 }
 
 /// The answer to a ``DNSQueryMessage``, as RFC 1035 wire bytes.
-enum DNSAnswerMessage {
+package enum DNSAnswerMessage {
     /// RCODEs the service answers with.
-    enum ResponseCode: UInt16, Error, Sendable {
+    package enum ResponseCode: UInt16, Error, Sendable {
         case noError = 0
         case formatError = 1
         case serverFailure = 2
@@ -90,21 +90,21 @@ enum DNSAnswerMessage {
     }
 
     /// One address record.
-    struct Record: Sendable, Hashable {
+    package struct Record: Sendable, Hashable {
         /// The address bytes: 4 for A, 16 for AAAA.
-        var data: [UInt8]
+        package var data: [UInt8]
         /// The TTL in seconds.
-        var ttl: UInt32
+        package var ttl: UInt32
     }
 
     /// The UDP payload size the server's OPT record announces (the DNS Flag Day 2020 value, which fits every path
     /// without fragments).
-    static let udpPayloadSize: UInt16 = 1_232
+    package static let udpPayloadSize: UInt16 = 1_232
 
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
     /// at the question's name; an OPT record (version 0) when the query had one, carrying `clientSubnet` (the
     /// client's own ECS option with the scope of the answer, RFC 7871 §7.2.2) when given.
-    static func encode(
+    package static func encode(
         answering query: DNSQueryMessage, code: ResponseCode, records: [Record],
         clientSubnet: (network: IPNetwork, scope: Int)? = nil
     ) -> [UInt8] {

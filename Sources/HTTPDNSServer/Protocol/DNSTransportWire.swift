@@ -3,16 +3,16 @@ import HTTPDNS
 /// What the plain DNS and DNS-over-TLS listeners send for a service answer: the DNS message of a DoH answer as it
 /// is, an error turned into the DNS error a resolver expects, and over UDP an answer cut to what the client can take
 /// and what a spoofed source may be sent.
-enum DNSTransportWire {
+package enum DNSTransportWire {
     /// How much larger than its query a UDP answer may be: a spoofed query may make the server send at most this
     /// many times its size to the victim (an A or AAAA answer of 8 addresses is 5–9 times a plain query). A larger
     /// answer is sent truncated (TC), and a real client asks again over TCP.
-    static let amplificationFactor = 10
+    package static let amplificationFactor = 10
 
     /// The DNS message to send for `response`, the service's answer to `query`: the answer itself; REFUSED for a
     /// request the service refuses (rate limit, accounts only); FORMERR for a malformed query; `nil` when nothing at
     /// all should be sent (a rate-limited UDP query, which is dropped as resolvers do, or bytes without a header).
-    static func message(for response: ServiceResponse, query: [UInt8], overUDP: Bool) -> [UInt8]? {
+    package static func message(for response: ServiceResponse, query: [UInt8], overUDP: Bool) -> [UInt8]? {
         if response.status == 200, response.contentType == "application/dns-message" { return response.body }
         if response.status == 429, overUDP { return nil }
         let code: DNSAnswerMessage.ResponseCode =
@@ -27,13 +27,13 @@ enum DNSTransportWire {
 
     /// The most bytes a UDP answer to `query` may have: the client's EDNS payload size (512 without EDNS, RFC 1035),
     /// and no more than ``amplificationFactor`` times the query.
-    static func udpLimit(for query: [UInt8]) -> Int {
+    package static func udpLimit(for query: [UInt8]) -> Int {
         min(ednsPayloadSize(query) ?? 512, query.count * amplificationFactor)
     }
 
     /// `message` cut to its header and question with TC set, for an answer over `limit` bytes; `message` itself
     /// otherwise.
-    static func truncated(_ message: [UInt8], limit: Int) -> [UInt8] {
+    package static func truncated(_ message: [UInt8], limit: Int) -> [UInt8] {
         guard message.count > limit, message.count >= 12 else { return message }
         var end = 12
         if message[4] != 0 || message[5] != 0 {
@@ -51,7 +51,7 @@ enum DNSTransportWire {
     }
 
     /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
-    static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
+    package static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
         DNSMessageWalk.optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
     }
 }

@@ -1,14 +1,14 @@
-import HTTPDNS
+package import HTTPDNS
 
 /// What the service does to a query before relaying it to the forwarder: a client's EDNS Client Subnet option is
 /// removed (the server's own network is what upstreams see), and reverse lookups into guarded ranges are refused.
-enum ForwardedQuery {
+package enum ForwardedQuery {
     /// Why a message cannot be relayed.
-    struct Unreadable: Error {}
+    package struct Unreadable: Error {}
 
     /// `message` without any EDNS Client Subnet option (code 8) in its OPT record; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
-    static func strippingClientSubnet(_ message: [UInt8], questionEnd: Int) throws(Unreadable) -> [UInt8] {
+    package static func strippingClientSubnet(_ message: [UInt8], questionEnd: Int) throws(Unreadable) -> [UInt8] {
         guard message.count >= 12 else { throw Unreadable() }
         func count(_ at: Int) -> Int { Int(message[at]) << 8 | Int(message[at + 1]) }
         let records = count(6) + count(8) + count(10)
@@ -63,7 +63,7 @@ enum ForwardedQuery {
 
     /// The address range a reverse-lookup name (`4.3.2.1.in-addr.arpa`, nibbles under `ip6.arpa`) points into, as
     /// its first address (the labels given, the rest zero); `nil` for any other name.
-    static func reverseTarget(_ name: String) -> IPAddress? {
+    package static func reverseTarget(_ name: String) -> IPAddress? {
         let labels = name.split(separator: ".", omittingEmptySubsequences: false)
         if name.hasSuffix(".in-addr.arpa") || name == "in-addr.arpa" {
             let octets = labels.dropLast(2).reversed().compactMap { UInt8($0) }

@@ -12,44 +12,46 @@
 ///
 /// The answer then differs from the full path's only in its ID, which is the client's. Rate limits, metrics and
 /// the access log still see every request.
-final class AnswerMemo {
-    struct Entry {
-        var response: ServiceResponse
+package final class AnswerMemo {
+    package struct Entry {
+        package var response: ServiceResponse
         /// The queried name, for the access log.
-        var name: String?
-        var generation: UInt64
-        var until: ContinuousClock.Instant
+        package var name: String?
+        package var generation: UInt64
+        package var until: ContinuousClock.Instant
     }
 
     /// A query message as a key: every byte but the ID (the first two), compared and hashed in place, so a lookup
     /// copies nothing.
-    struct Key: Hashable {
-        var message: [UInt8]
+    package struct Key: Hashable {
+        package var message: [UInt8]
 
-        static func == (lhs: Key, rhs: Key) -> Bool {
+        package static func == (lhs: Key, rhs: Key) -> Bool {
             lhs.message.count == rhs.message.count && lhs.message[2...].elementsEqual(rhs.message[2...])
         }
 
-        func hash(into hasher: inout Hasher) {
+        package func hash(into hasher: inout Hasher) {
             message.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[2...])) }
         }
     }
 
     /// The most entries a table holds; past it, expired entries go, and if none has, every entry.
-    let capacity: Int
+    package let capacity: Int
     /// The longest query kept (a query is some 30–100 bytes, 128 or 468 with EDNS padding; a client may send up to
     /// the body limit): with ``capacity`` it bounds a table to a few MiB.
-    static let maximumQueryBytes = 512
+    package static let maximumQueryBytes = 512
     private var entries: [Key: Entry] = [:]
 
-    init(capacity: Int = 4096) {
+    package init(capacity: Int = 4096) {
         self.capacity = max(capacity, 1)
     }
 
-    var count: Int { entries.count }
+    package var count: Int { entries.count }
 
     /// The kept answer to `message` (a whole query, ID included), with the message's ID, if it is still good.
-    func answer(to message: [UInt8], generation: UInt64, now: ContinuousClock.Instant) -> (ServiceResponse, String?)? {
+    package func answer(to message: [UInt8], generation: UInt64, now: ContinuousClock.Instant) -> (
+        ServiceResponse, String?
+    )? {
         guard message.count >= 12 else { return nil }
         let key = Key(message: message)
         guard let entry = entries[key] else { return nil }
@@ -64,7 +66,7 @@ final class AnswerMemo {
     }
 
     /// Keeps `response`, the answer to `message` made at `generation`, for `steadyFor` from `now`.
-    func keep(
+    package func keep(
         _ response: ServiceResponse, to message: [UInt8], name: String?, generation: UInt64, steadyFor: Duration,
         now: ContinuousClock.Instant
     ) {

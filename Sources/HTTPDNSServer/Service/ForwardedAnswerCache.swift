@@ -1,4 +1,4 @@
-import HTTPDNS
+package import HTTPDNS
 
 /// Answers of other record types (HTTPS/SVCB, MX, TXT, CNAME chains, …) relayed from upstream, kept while their
 /// records' TTLs run, so a popular name of another type costs one upstream query per TTL, not one per client.
@@ -9,7 +9,7 @@ import HTTPDNS
 /// ``capacity`` of them (past it, expired entries go first, then all). The key is the question as the client wrote it
 /// with ASCII case folded, its RD and CD flags and its DO bit: what can change the answer after the client's subnet
 /// option is stripped.
-final class ForwardedAnswerCache: Sendable {
+package final class ForwardedAnswerCache: Sendable {
     private struct Entry {
         var answer: [UInt8]
         /// Where each record's TTL sits in `answer`, and its value when kept.
@@ -20,19 +20,19 @@ final class ForwardedAnswerCache: Sendable {
     }
 
     /// The most answers kept.
-    let capacity: Int
+    package let capacity: Int
     /// The largest answer kept: with ``capacity``, at most 16 MiB are held.
-    static let maximumAnswerBytes = 4_096
+    package static let maximumAnswerBytes = 4_096
     private let entries = Locked([[UInt8]: Entry]())
 
-    init(capacity: Int = 4_096) {
+    package init(capacity: Int = 4_096) {
         self.capacity = max(capacity, 1)
     }
 
     /// The kept answer to `query` (the message as relayed), with the query's ID and the TTLs left, and the smallest
     /// of them; `nil` when none is kept or it has expired.
     /// `network`: the client network an answer was kept for (one the upstream scoped by EDNS Client Subnet).
-    func answer(to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant)
+    package func answer(to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant)
         -> (answer: [UInt8], ttl: UInt32)?
     {
         guard let key = Self.key(query, network: network) else { return nil }
@@ -65,7 +65,7 @@ final class ForwardedAnswerCache: Sendable {
     }
 
     /// Keeps `answer`, the upstream's answer to `query`, if it may be kept.
-    func keep(_ answer: [UInt8], to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant) {
+    package func keep(_ answer: [UInt8], to query: [UInt8], network: IPNetwork? = nil, now: ContinuousClock.Instant) {
         guard let key = Self.key(query, network: network), answer.count >= 12, answer.count <= Self.maximumAnswerBytes,
             answer[2] & 0x02 == 0
         else { return }
@@ -84,7 +84,7 @@ final class ForwardedAnswerCache: Sendable {
 
     /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit,
     /// then `network` (its address bytes and prefix length) when the answer holds for that network only.
-    static func key(_ query: [UInt8], network: IPNetwork? = nil) -> [UInt8]? {
+    package static func key(_ query: [UInt8], network: IPNetwork? = nil) -> [UInt8]? {
         guard query.count >= 12, query[4] == 0, query[5] == 1,
             let nameEnd = DNSMessageWalk.skipName(query, from: 12), nameEnd + 4 <= query.count
         else { return nil }
@@ -99,7 +99,7 @@ final class ForwardedAnswerCache: Sendable {
 
     /// The TTL of every record of `answer` but OPT, with where it sits; `nil` for a message that cannot be walked,
     /// one without records, or one whose OPT carries options.
-    static func recordTTLs(_ answer: [UInt8]) -> [(offset: Int, ttl: UInt32)]? {
+    package static func recordTTLs(_ answer: [UInt8]) -> [(offset: Int, ttl: UInt32)]? {
         var ttls: [(offset: Int, ttl: UInt32)] = []
         var optionsFound = false
         let walked = DNSMessageWalk.forEachRecord(answer) { start in

@@ -171,7 +171,7 @@ public final class HTTPDNSService: Sendable {
             forwarder: forwarder, metricsExporter: metricsExporter, now: { Int64(Date().timeIntervalSince1970) })
     }
 
-    init(
+    package init(
         resolver: HostResolver, configuration: Configuration, logger: Logger,
         metricsFactory: (any MetricsFactory)? = nil,
         forwarder: (any DNSMessageForwarder)? = nil, metricsExporter: (@Sendable () -> [UInt8])? = nil,
@@ -214,7 +214,7 @@ public final class HTTPDNSService: Sendable {
     // MARK: - Plans: what a request needs
 
     /// What answering a request takes: nothing more (an error, health), or lookups and how to render their results.
-    struct Plan: Sendable {
+    package struct Plan: Sendable {
         enum Work: Sendable {
             case done(ServiceResponse)
             case lookups([Lookup], @Sendable ([LookupResult]) -> ServiceResponse)
@@ -222,11 +222,11 @@ public final class HTTPDNSService: Sendable {
         }
 
         var endpoint: String
-        var name: String?
+        package var name: String?
         var work: Work
         /// For an RFC 8484 query the cache may answer: the message and the generation read before the lookup, so
         /// the answer can be kept in an `AnswerMemo`.
-        var memoizable: (message: [UInt8], generation: UInt64)?
+        package var memoizable: (message: [UInt8], generation: UInt64)?
     }
 
     /// A query of another type to relay: the message with the client's ECS option removed, the network to send in
@@ -257,7 +257,7 @@ public final class HTTPDNSService: Sendable {
 
     /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
     /// answer to the same RFC 8484 query at `now`.
-    func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
+    package func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
         let endpoint: String
@@ -357,7 +357,7 @@ public final class HTTPDNSService: Sendable {
     /// without a task switch.
     /// `steadyFor`: how long the same lookups would give the same answer, barring a change of `answerGeneration`
     /// (`nil` unless every lookup was a steady cache hit).
-    func immediateResponse(_ plan: Plan) -> (response: ServiceResponse, steadyFor: Duration?)? {
+    package func immediateResponse(_ plan: Plan) -> (response: ServiceResponse, steadyFor: Duration?)? {
         switch plan.work {
         case .done(let response):
             return (response, nil)

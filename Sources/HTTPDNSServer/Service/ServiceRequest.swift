@@ -79,7 +79,7 @@ public struct ServiceResponse: Sendable, Hashable {
         return all
     }
 
-    static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
+    package static func text(_ status: Int, _ text: String, headers: [String: String] = [:]) -> ServiceResponse {
         ServiceResponse(
             status: status, contentType: "text/plain; charset=utf-8", headers: headers, body: Array((text + "\n").utf8))
     }

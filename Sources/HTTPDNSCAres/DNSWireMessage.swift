@@ -1,0 +1,152 @@
+import CAres
+package import HTTPDNSCore
+
+/// RFC 1035 messages for DNS-over-HTTPS, built and parsed with c-ares's own functions.
+///
+/// Queries come from `ares_create_query` with message ID 0 (RFC 8484 §4.1, so answers cache well in HTTP).
+/// Answers are checked here for what c-ares's parsers ignore: the header flags, the RCODE and the question;
+/// the records are then read by ``DNSAnswerParser`` (`ares_parse_a_reply` / `ares_parse_aaaa_reply`).
+package enum DNSWireMessage {
+    /// The length of a DNS header.
+    package static let headerLength = 12
+    /// The Internet class, `IN`.
+    package static let classIN: Int32 = 1
+
+    /// Builds a recursive query for `name` with the given record type and ID 0.
+    /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
+    package static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var length: Int32 = 0
+        let status = ares_create_query(name.name, classIN, type.rawValue, 0, 1, &buffer, &length, 0)
+        guard status == ARES_SUCCESS, let buffer else {
+            throw DNSError(aresStatus: status, host: name.name, servers: [])
+        }
+        defer { ares_free_string(buffer) }
+        return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))
+    }
+
+    /// Checks an answer to the query ``query(for:type:)`` built and extracts its addresses.
+    ///
+    /// - Returns: The addresses with TTLs (the smallest TTL along a CNAME chain).
+    /// - Throws: ``DNSError`` with `badResponse` (malformed, truncated, not a response), `questionMismatch`,
+    ///   `notFound` (NXDOMAIN), `serverFailure`, `refused`, `formatError`, `notImplemented`, or `noData`
+    ///   (success without a record of the type asked for, e.g. a CNAME-only answer).
+    /// - Parameter query: The query sent, when the caller has it: an answer whose question is the query's (ASCII
+    ///   case aside) is then accepted by comparing bytes, without decoding the name.
+    package static func addresses(
+        in message: [UInt8],
+        for name: HostName,
+        type: DNSRecordType,
+        source: ResolutionSource,
+        query: [UInt8]? = nil
+    ) throws(DNSError) -> [ResolvedAddress] {
+        let result = message.withUnsafeBufferPointer { bytes in
+            Result { () throws(DNSError) -> [ResolvedAddress] in
+                try check(bytes, name: name, type: type, query: query)
+                switch DNSAnswerParser.parse(bytes, type: type, source: source) {
+                case .success(let addresses):
+                    return addresses
+                case .failure(let status):
+                    throw DNSError(aresStatus: status.code, host: name.name, servers: [])
+                }
+            }
+        }
+        return try result.get()
+    }
+
+    /// Validates header, question and RCODE.
+    private static func check(
+        _ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType, query: [UInt8]?
+    ) throws(DNSError) {
+        func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
+            DNSError(code: code, message: message, host: name.name)
+        }
+        guard bytes.count >= headerLength else {
+            throw fail(.badResponse, "DNS message of \(bytes.count) bytes is shorter than a header")
+        }
+        let id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
+        let flags = UInt16(bytes[2]) << 8 | UInt16(bytes[3])
+        let questions = UInt16(bytes[4]) << 8 | UInt16(bytes[5])
+        guard flags & 0x8000 != 0 else { throw fail(.badResponse, "DNS message is a query, not a response") }
+        guard (flags >> 11) & 0xf == 0 else {
+            throw fail(.badResponse, "DNS response has opcode \((flags >> 11) & 0xf)")
+        }
+        guard flags & 0x0200 == 0 else { throw fail(.badResponse, "DNS response is truncated (TC set)") }
+        guard id == 0 else { throw fail(.questionMismatch, "DNS response has ID \(id), the query had 0") }
+        let rcode = flags & 0xf
+        // A FORMERR or NOTIMP answer may come without the question; anything else must echo it.
+        if questions != 0 || rcode == 0 {
+            guard questions == 1 else {
+                throw fail(.questionMismatch, "DNS response carries \(questions) questions, the query had 1")
+            }
+            if let query, sameQuestion(bytes, query) {
+                // The question asked, echoed: nothing more to check.
+            } else {
+                try checkQuestion(bytes, name: name, type: type)
+            }
+        }
+        switch rcode {
+        case 0: return
+        case 1: throw fail(.formatError, "the server could not parse the query (FORMERR)")
+        case 2: throw fail(.serverFailure, "the server failed to answer (SERVFAIL)")
+        case 3: throw fail(.notFound, "the name does not exist (NXDOMAIN)")
+        case 4: throw fail(.notImplemented, "the server does not implement the query (NOTIMP)")
+        case 5: throw fail(.refused, "the server refused the query (REFUSED)")
+        default: throw fail(.badResponse, "DNS response has RCODE \(rcode)")
+        }
+    }
+
+    /// Whether the answer's question is the query's, byte for byte but for the case of ASCII letters (a server may
+    /// echo the name in another case).
+    private static func sameQuestion(_ bytes: UnsafeBufferPointer<UInt8>, _ query: [UInt8]) -> Bool {
+        // The query: header, then its one question, then (with EDNS) an OPT record.
+        guard query.count > headerLength, let nameEnd = DNSMessageWalk.skipName(query, from: headerLength) else {
+            return false
+        }
+        let end = nameEnd + 4
+        guard end <= query.count, end <= bytes.count else { return false }
+        for index in headerLength..<nameEnd {
+            let (a, b) = (bytes[index], query[index])
+            guard a == b || (a | 0x20 == b | 0x20 && (a | 0x20) >= UInt8(ascii: "a") && (a | 0x20) <= UInt8(ascii: "z"))
+            else { return false }
+        }
+        // The type and class exactly.
+        return (nameEnd..<end).allSatisfy { bytes[$0] == query[$0] }
+    }
+
+    /// Reads the question with `ares_expand_name` and compares name (case-insensitively), type and class.
+    private static func checkQuestion(
+        _ bytes: UnsafeBufferPointer<UInt8>,
+        name: HostName,
+        type: DNSRecordType
+    ) throws(DNSError) {
+        guard let base = bytes.baseAddress else {
+            throw DNSError(code: .badResponse, message: "empty", host: name.name)
+        }
+        var expanded: UnsafeMutablePointer<CChar>?
+        var encodedLength = 0
+        let status = ares_expand_name(base + headerLength, base, Int32(bytes.count), &expanded, &encodedLength)
+        guard status == ARES_SUCCESS, let expanded else {
+            throw DNSError(code: .badResponse, message: "DNS response has a malformed question", host: name.name)
+        }
+        let asked = String(cString: expanded)
+        ares_free_string(expanded)
+        let end = headerLength + encodedLength
+        guard end + 4 <= bytes.count else {
+            throw DNSError(code: .badResponse, message: "DNS response question is truncated", host: name.name)
+        }
+        let questionType = Int32(bytes[end]) << 8 | Int32(bytes[end + 1])
+        let questionClass = Int32(bytes[end + 2]) << 8 | Int32(bytes[end + 3])
+        var normalised = asked.lowercased()
+        if normalised.hasSuffix(".") { normalised.removeLast() }
+        guard normalised == name.name, questionType == type.rawValue, questionClass == classIN else {
+            throw DNSError(
+                code: .questionMismatch,
+                message:
+                    "DNS response answers \(HostName.printable(asked)) type \(questionType) class \(questionClass), "
+                    + "not \(name.name) type \(type.rawValue)",
+                host: name.name
+            )
+        }
+    }
+}

@@ -1,0 +1,299 @@
+import CNGHTTP2
+package import NIOCore
+import HTTPDNSCore
+import HTTPDNSCAres
+
+/// What an ``HTTP2ClientSession`` reports while it reads, called from inside ``HTTP2ClientSession/receive(_:)``.
+package protocol HTTP2ClientSessionDelegate: AnyObject {
+    /// The server's SETTINGS arrived (the first one tells its stream limit).
+    func settingsReceived()
+    /// A response arrived whole: its final status, `content-type` and body.
+    func responseReceived(stream: Int32, status: Int, contentType: String?, body: [UInt8])
+    /// The response's body passed the stream's limit; the stream has been reset.
+    func responseTooLarge(stream: Int32)
+    /// The stream closed before its response was whole: reset by the server (`code` is its HTTP/2 error code;
+    /// `REFUSED_STREAM` also for streams a GOAWAY left out) or ended by nghttp2 for a malformed response.
+    func streamFailed(stream: Int32, code: UInt32)
+    /// The server sent GOAWAY: streams up to `lastStream` are still answered, no new ones are taken.
+    func goAwayReceived(lastStream: Int32, code: UInt32)
+}
+
+/// The client side of one HTTP/2 connection on nghttp2: requests in (``submit(method:authority:path:headers:body:limit:)``),
+/// bytes out (``pendingOutput(into:)``), bytes in (``receive(_:)``), responses out to the delegate.
+///
+/// nghttp2 keeps the streams' and the connection's state, HPACK, SETTINGS, PING, flow control (the connection's
+/// window is opened once and DATA is given back with WINDOW_UPDATE as it is read) and the server's stream limit:
+/// requests beyond it wait in nghttp2's queue until a stream closes.
+///
+/// Confined to the connection's event loop: not `Sendable`, every call on that loop.
+package final class HTTP2ClientSession {
+    /// What the client announces and keeps.
+    package struct Settings: Sendable, Hashable {
+        /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (larger than any accepted answer).
+        package var initialWindowSize: UInt32 = 65_535
+        /// The connection's receive window, opened at the start.
+        package var connectionWindow: Int32 = 8 << 20
+        /// SETTINGS_MAX_HEADER_LIST_SIZE for responses.
+        package var maximumHeaderListSize: UInt32 = 16_384
+    }
+
+    /// A stream's request body while it leaves and its response while it arrives.
+    private final class Stream {
+        let limit: Int
+        var body: OutgoingBody
+        var status: Int?
+        var contentType: String?
+        var received: [UInt8] = []
+        /// Reported already (too large): nothing more is said of it.
+        var reported = false
+
+        init(limit: Int, body: [UInt8]) {
+            self.limit = limit
+            self.body = OutgoingBody(body)
+        }
+    }
+
+    private let session: OpaquePointer
+    fileprivate unowned(unsafe) let delegate: any HTTP2ClientSessionDelegate
+    private var streams: [Int32: Stream] = [:]
+    /// Header names and values of the request being submitted, and their nghttp2_nv entries (reused).
+    private var fieldBytes: [UInt8] = []
+    private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
+    private var fieldEntries: [nghttp2_nv] = []
+
+    /// A session that sends its SETTINGS first (no server push); `delegate` must outlive it (it owns the session).
+    package init(settings: Settings, delegate: any HTTP2ClientSessionDelegate) throws {
+        self.delegate = delegate
+        var created: OpaquePointer?
+        let status = nghttp2_session_client_new2(&created, HTTP2ClientCallbacks.shared.pointer, nil, nil)
+        guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
+        session = created
+        fieldBytes.reserveCapacity(256)
+        fieldSpans.reserveCapacity(8)
+        fieldEntries.reserveCapacity(8)
+        nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
+        var entries = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 0),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: settings.maximumHeaderListSize),
+        ]
+        var result = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        if result == 0 {
+            result = nghttp2_session_set_local_window_size(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, settings.connectionWindow)
+        }
+        // Thrown once every property is set, so deinit still frees the session.
+        guard result == 0 else { throw HTTP2SessionFailure(code: Int(result)) }
+    }
+
+    deinit {
+        nghttp2_session_del(session)
+    }
+
+    /// Queues a request and returns its stream ID. `headers` are sent after the pseudo-header fields (names in
+    /// lower case); `body`, when given, is sent as DATA; a response body over `limit` bytes resets the stream.
+    /// - Throws: ``HTTP2SessionFailure`` when no stream can be opened (stream IDs used up, the session going away).
+    package func submit(
+        method: String, authority: String, path: String, headers: [(String, String)], body: [UInt8]?, limit: Int
+    ) throws -> Int32 {
+        fieldBytes.removeAll(keepingCapacity: true)
+        fieldSpans.removeAll(keepingCapacity: true)
+        func add(_ name: some StringProtocol, _ value: some StringProtocol) {
+            let nameStart = fieldBytes.count
+            fieldBytes.append(contentsOf: name.utf8)
+            let valueStart = fieldBytes.count
+            fieldBytes.append(contentsOf: value.utf8)
+            fieldSpans.append((nameStart..<valueStart, valueStart..<fieldBytes.count))
+        }
+        add(":method", method)
+        add(":scheme", "https")
+        add(":authority", authority)
+        add(":path", path)
+        for (name, value) in headers {
+            add(name.utf8.contains { (65...90).contains($0) } ? name.lowercased() : name, value)
+        }
+        if let body { add("content-length", String(body.count)) }
+        fieldEntries.removeAll(keepingCapacity: true)
+        var provider = nghttp2_data_provider(
+            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ClientCallbacks.readBody)
+        let stream = fieldBytes.withUnsafeMutableBufferPointer { bytes -> Int32 in
+            let base = bytes.baseAddress!
+            for (name, value) in fieldSpans {
+                fieldEntries.append(
+                    nghttp2_nv(
+                        name: base + name.lowerBound, value: base + value.lowerBound, namelen: name.count,
+                        valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            }
+            // nghttp2 copies the fields before it returns.
+            return fieldEntries.withUnsafeBufferPointer { entries in
+                body == nil
+                    ? nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, nil, nil)
+                    : nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, &provider, nil)
+            }
+        }
+        guard stream > 0 else { throw HTTP2SessionFailure(code: Int(stream)) }
+        streams[stream] = Stream(limit: limit, body: body ?? [])
+        return stream
+    }
+
+    /// Ends `stream` from this side (RST_STREAM CANCEL); nothing more is reported for it.
+    package func cancel(stream: Int32) {
+        guard let state = streams[stream] else { return }
+        state.reported = true
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_CANCEL.rawValue)
+    }
+
+    /// Reads `bytes` from the server; the delegate hears of responses as they complete.
+    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a protocol error by the server): close the connection.
+    package func receive(_ bytes: ByteBuffer) throws {
+        let read = bytes.withUnsafeReadableBytes { raw -> Int in
+            guard let base = raw.baseAddress else { return 0 }
+            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
+        }
+        if read < 0 { throw HTTP2SessionFailure(code: read) }
+    }
+
+    /// Appends every frame nghttp2 has ready (the preface and SETTINGS, requests, WINDOW_UPDATE, acknowledgements,
+    /// RST_STREAM) to `buffer`.
+    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
+    package func pendingOutput(into buffer: inout ByteBuffer) throws {
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &chunk)
+            if count < 0 { throw HTTP2SessionFailure(code: count) }
+            guard count > 0, let chunk else { return }
+            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
+        }
+    }
+
+    // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)
+
+    fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let state = streams[stream] else { return }
+        if name.equals(":status") {
+            // Informational answers (1xx) come before the real one; only the final status is kept. nghttp2 has
+            // checked that it is three digits.
+            let status = value.reduce(0) { $0 * 10 + Int($1 &- UInt8(ascii: "0")) }
+            if !(100..<200).contains(status) { state.status = status }
+        } else if name.equals("content-type"), state.contentType == nil {
+            state.contentType = String(decoding: value, as: UTF8.self)
+        }
+    }
+
+    fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+        guard let state = streams[stream], !state.reported else { return }
+        guard state.received.count + bytes.count <= state.limit else {
+            state.reported = true
+            state.received = []
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_CANCEL.rawValue)
+            delegate.responseTooLarge(stream: stream)
+            return
+        }
+        state.received.append(contentsOf: bytes)
+    }
+
+    fileprivate func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8) {
+        if type == UInt8(NGHTTP2_SETTINGS.rawValue) {
+            if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { delegate.settingsReceived() }
+            return
+        }
+        guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
+            flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = streams[stream], !state.reported
+        else { return }
+        state.reported = true
+        let body = state.received
+        state.received = []
+        delegate.responseReceived(stream: stream, status: state.status ?? 0, contentType: state.contentType, body: body)
+    }
+
+    fileprivate func goAway(lastStream: Int32, code: UInt32) {
+        delegate.goAwayReceived(lastStream: lastStream, code: code)
+    }
+
+    fileprivate func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
+        guard let state = streams[stream] else { return (0, true) }
+        return state.body.read(into: buffer, length: length)
+    }
+
+    fileprivate func closed(_ stream: Int32, code: UInt32) {
+        guard let state = streams.removeValue(forKey: stream), !state.reported else { return }
+        delegate.streamFailed(stream: stream, code: code)
+    }
+
+    /// The name of an HTTP/2 error code, for messages.
+    package static func errorName(_ code: UInt32) -> String {
+        switch code {
+        case NGHTTP2_NO_ERROR.rawValue: "NO_ERROR"
+        case NGHTTP2_PROTOCOL_ERROR.rawValue: "PROTOCOL_ERROR"
+        case NGHTTP2_INTERNAL_ERROR.rawValue: "INTERNAL_ERROR"
+        case NGHTTP2_FLOW_CONTROL_ERROR.rawValue: "FLOW_CONTROL_ERROR"
+        case NGHTTP2_STREAM_CLOSED.rawValue: "STREAM_CLOSED"
+        case NGHTTP2_REFUSED_STREAM.rawValue: "REFUSED_STREAM"
+        case NGHTTP2_CANCEL.rawValue: "CANCEL"
+        case NGHTTP2_ENHANCE_YOUR_CALM.rawValue: "ENHANCE_YOUR_CALM"
+        default: "error \(code)"
+        }
+    }
+
+    /// The HTTP/2 error code REFUSED_STREAM: the server did not process the stream, so it may be sent again.
+    package static let refusedStream = NGHTTP2_REFUSED_STREAM.rawValue
+}
+
+/// The callbacks every client session shares: C functions that find their session through the user data pointer.
+private struct HTTP2ClientCallbacks: @unchecked Sendable {
+    /// `@unchecked Sendable`: written once while the global initialises, then only read (nghttp2 copies the
+    /// callbacks into each session it creates).
+    let pointer: OpaquePointer
+
+    static let shared = HTTP2ClientCallbacks()
+
+    private init() {
+        var created: OpaquePointer?
+        precondition(nghttp2_session_callbacks_new(&created) == 0 && created != nil, "nghttp2 callbacks")
+        pointer = created!
+        nghttp2_session_callbacks_set_on_header_callback(pointer) {
+            _, frame, name, nameLength, value, valueLength, _, user in
+            guard let frame, let name, let value else { return 0 }
+            HTTP2ClientCallbacks.session(user).field(
+                frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
+            guard let data else { return 0 }
+            HTTP2ClientCallbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            let session = HTTP2ClientCallbacks.session(user)
+            if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+                session.goAway(lastStream: frame.pointee.goaway.last_stream_id, code: frame.pointee.goaway.error_code)
+            } else {
+                session.frameReceived(header.stream_id, type: header.type, flags: header.flags)
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, code, user in
+            HTTP2ClientCallbacks.session(user).closed(stream, code: code)
+            return 0
+        }
+    }
+
+    /// The data provider of every request body: copies the stream's body into nghttp2's frame buffer.
+    static let readBody: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
+        guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let (count, done) = HTTP2ClientCallbacks.session(user).readBody(stream, into: buffer, length: length)
+        if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return count
+    }
+
+    private static func session(_ user: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
+        Unmanaged<HTTP2ClientSession>.fromOpaque(user!).takeUnretainedValue()
+    }
+}

@@ -1,0 +1,418 @@
+import CNGHTTP2
+package import NIOCore
+import HTTPDNSCore
+import HTTPDNSCAres
+
+/// A request as it arrived on one HTTP/2 stream.
+package struct HTTP2Request {
+    /// `:method`.
+    package var method = ""
+    /// `:path`: the path and query.
+    package var path = "/"
+    /// `content-type`, if sent.
+    package var contentType: String?
+    /// `x-forwarded-for`, every field of it joined by commas, if sent.
+    package var forwardedFor: String?
+    /// `forwarded` (RFC 7239), every field of it joined by commas, if sent.
+    package var forwarded: String?
+    /// The body, from every DATA frame.
+    package var body: [UInt8] = []
+}
+
+/// What an ``HTTP2ServerSession`` reports while it reads, called from inside ``HTTP2ServerSession/receive(_:)``.
+/// Answers may be submitted from these calls; nothing is written until ``HTTP2ServerSession/pendingOutput(into:)``.
+package protocol HTTP2ServerSessionDelegate: AnyObject {
+    /// A request's head arrived and its body is still to come.
+    func requestHeadReceived(stream: Int32)
+    /// A request arrived whole (END_STREAM on its HEADERS, DATA or trailers).
+    func requestReceived(stream: Int32, _ request: HTTP2Request)
+    /// A request's body passed the limit; the rest of it is dropped and nothing more is reported for the stream
+    /// but its closing. An answer submitted now is followed by RST_STREAM NO_ERROR if the client is still sending.
+    func requestBodyTooLarge(stream: Int32)
+    /// The stream closed (answered, reset by either side, or refused); `receiving`: its request was not complete.
+    func streamClosed(stream: Int32, receiving: Bool)
+    /// nghttp2 found the client at fault (a protocol error, a flood) and said why; for the logs.
+    func sessionError(_ message: String)
+}
+
+/// The server side of one HTTP/2 connection on nghttp2: bytes in (``receive(_:)``), requests out to the delegate,
+/// answers in (``respond(stream:status:contentType:maxAge:headers:body:withoutBody:)``), bytes out (``pendingOutput(into:)``).
+/// nghttp2 keeps the connection's and streams' state, HPACK, SETTINGS, PING, flow control (consumed DATA is given
+/// back with WINDOW_UPDATE as it is read) and its own protections: rapid reset, CONTINUATION and ACK floods, header
+/// sizes. This folder is the only one that imports nghttp2 (the server's and the DoH client's sessions); no C type
+/// leaves it.
+///
+/// Confined to the connection's event loop: not `Sendable`, every call on that loop.
+package final class HTTP2ServerSession {
+    /// The SETTINGS the server sends and the limits it keeps.
+    package struct Settings: Sendable, Hashable {
+        /// SETTINGS_MAX_CONCURRENT_STREAMS: streams the client may have open at once.
+        package var maximumConcurrentStreams: UInt32 = 100
+        /// SETTINGS_MAX_HEADER_LIST_SIZE: a request's header fields (RFC 9113 size: name, value and 32 each); a
+        /// larger one has its stream reset.
+        package var maximumHeaderListSize: Int = 16_384
+        /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window.
+        package var initialWindowSize: UInt32 = 65_535
+        /// The largest request body taken; past it ``HTTP2ServerSessionDelegate/requestBodyTooLarge(stream:)``.
+        package var maximumBodyBytes: Int = 65_535
+
+        /// Settings with these limits.
+        package init(maximumBodyBytes: Int = 65_535) {
+            self.maximumBodyBytes = maximumBodyBytes
+        }
+    }
+
+    /// A stream's request while it arrives, and its answer while it leaves (a class: the callbacks update it in place
+    /// without copying it out of the table and back).
+    private final class Stream {
+        var request = HTTP2Request()
+        var headerBytes = 0
+        var receiving = true
+        var tooLarge = false
+        /// Reset with NO_ERROR once the answer is sent, because the client was still sending.
+        var resetAfterAnswer = false
+        var answer = OutgoingBody()
+    }
+
+    private let session: OpaquePointer
+    private let settings: Settings
+    fileprivate unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
+    private var streams: [Int32: Stream] = [:]
+    /// Header names and values of the answer being submitted, and their nghttp2_nv entries (reused).
+    private var fieldBytes: [UInt8] = []
+    private var fieldEntries: [nghttp2_nv] = []
+    private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
+
+    /// A session that sends `settings` first; `delegate` must outlive it (it owns the session).
+    package init(settings: Settings, options: HTTP2SessionOptions, delegate: any HTTP2ServerSessionDelegate) throws {
+        self.settings = settings
+        self.delegate = delegate
+        var created: OpaquePointer?
+        // The session is created with a placeholder user data pointer and given `self` once initialised.
+        let status = nghttp2_session_server_new2(&created, HTTP2ServerCallbacks.shared.pointer, nil, options.pointer)
+        guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
+        session = created
+        streams.reserveCapacity(Int(settings.maximumConcurrentStreams))
+        fieldBytes.reserveCapacity(512)
+        fieldEntries.reserveCapacity(8)
+        fieldSpans.reserveCapacity(8)
+        nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
+        var entries = [
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+                value: settings.maximumConcurrentStreams),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(settings.maximumHeaderListSize)),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
+        ]
+        let submitted = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
+        // Thrown once every property is set, so deinit still frees the session.
+        guard submitted == 0 else { throw HTTP2SessionFailure(code: Int(submitted)) }
+    }
+
+    deinit {
+        nghttp2_session_del(session)
+    }
+
+    /// Reads `bytes` from the client; the delegate hears of requests as they complete.
+    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a flood, a bad preface): send what
+    ///   ``pendingOutput(into:)`` still has (a GOAWAY) and close.
+    package func receive(_ bytes: ByteBuffer) throws {
+        let read = bytes.withUnsafeReadableBytes { raw -> Int in
+            guard let base = raw.baseAddress else { return 0 }
+            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
+        }
+        if read < 0 { throw HTTP2SessionFailure(code: read) }
+    }
+
+    /// Appends every frame nghttp2 has ready (SETTINGS, answers, WINDOW_UPDATE, PING ACK, GOAWAY) to `buffer`.
+    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
+    package func pendingOutput(into buffer: inout ByteBuffer) throws {
+        while true {
+            var chunk: UnsafePointer<UInt8>?
+            let count = nghttp2_session_mem_send(session, &chunk)
+            if count < 0 { throw HTTP2SessionFailure(code: count) }
+            guard count > 0, let chunk else { return }
+            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
+        }
+    }
+
+    /// Whether the session is over: neither side has anything more to say (after a GOAWAY, a fatal error, or
+    /// the client's GOAWAY once every stream is done). The connection is then closed.
+    package var isFinished: Bool { nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 }
+
+    /// Submits the answer on `stream`: `:status`, `content-type`, `content-length`, `cache-control` with `maxAge`,
+    /// then `headers` (names in lower case), then the body unless `withoutBody` (HEAD). Dropped if the stream has
+    /// closed. The fields are written into one reused buffer, numbers without making strings.
+    package func respond(
+        stream: Int32, status: Int, contentType: String, maxAge: UInt32?, headers: [String: String], body: [UInt8],
+        withoutBody: Bool
+    ) {
+        guard let state = streams[stream] else { return }
+        fieldBytes.removeAll(keepingCapacity: true)
+        fieldSpans.removeAll(keepingCapacity: true)
+        var nameStart = 0
+        var valueStart = 0
+        func name(_ text: StaticString) {
+            nameStart = fieldBytes.count
+            fieldBytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+            valueStart = fieldBytes.count
+        }
+        func endField() { fieldSpans.append((nameStart..<valueStart, valueStart..<fieldBytes.count)) }
+        name(":status")
+        Self.appendDecimal(UInt64(max(status, 0)), to: &fieldBytes)
+        endField()
+        name("content-type")
+        fieldBytes.append(contentsOf: contentType.utf8)
+        endField()
+        name("content-length")
+        Self.appendDecimal(UInt64(body.count), to: &fieldBytes)
+        endField()
+        if let maxAge {
+            name("cache-control")
+            fieldBytes.append(contentsOf: "max-age=".utf8)
+            Self.appendDecimal(UInt64(maxAge), to: &fieldBytes)
+            endField()
+        }
+        if !headers.isEmpty {
+            for (field, value) in headers.sorted(by: { $0.key < $1.key }) {
+                nameStart = fieldBytes.count
+                fieldBytes.append(contentsOf: field.lowercased().utf8)
+                valueStart = fieldBytes.count
+                fieldBytes.append(contentsOf: value.utf8)
+                endField()
+            }
+        }
+        let sendsBody = !withoutBody && !body.isEmpty
+        if sendsBody {
+            state.answer = OutgoingBody(body)
+        }
+        var provider = nghttp2_data_provider(
+            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ServerCallbacks.readAnswer)
+        fieldEntries.removeAll(keepingCapacity: true)
+        let result = fieldBytes.withUnsafeMutableBufferPointer { bytes -> Int32 in
+            let base = bytes.baseAddress!
+            for (name, value) in fieldSpans {
+                fieldEntries.append(
+                    nghttp2_nv(
+                        name: base + name.lowerBound, value: base + value.lowerBound, namelen: name.count,
+                        valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            }
+            // nghttp2 copies the fields before it returns.
+            return fieldEntries.withUnsafeBufferPointer { entries in
+                guard sendsBody else {
+                    return nghttp2_submit_response(session, stream, entries.baseAddress, entries.count, nil)
+                }
+                return nghttp2_submit_response(session, stream, entries.baseAddress, entries.count, &provider)
+            }
+        }
+        if result != 0 {
+            state.answer = OutgoingBody()
+            nghttp2_submit_rst_stream(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_INTERNAL_ERROR.rawValue)
+        }
+    }
+
+    /// Tells the client that no new stream will be taken (GOAWAY NO_ERROR with the last stream seen): the streams
+    /// open are answered, then the session is finished.
+    package func goAway() {
+        nghttp2_submit_goaway(
+            session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session),
+            NGHTTP2_NO_ERROR.rawValue, nil, 0)
+    }
+
+    // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)
+
+    fileprivate func beginRequest(_ stream: Int32) {
+        streams[stream] = Stream()
+    }
+
+    /// `false` resets the stream: its header list is over the limit.
+    fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        guard let state = streams[stream] else { return true }
+        state.headerBytes += name.count + value.count + 32
+        guard state.headerBytes <= settings.maximumHeaderListSize else { return false }
+        // Trailers (after a body, or once the head is taken) are counted but not kept.
+        guard state.receiving, state.request.body.isEmpty else { return true }
+        if name.equals(":method") {
+            state.request.method = String(decoding: value, as: UTF8.self)
+        } else if name.equals(":path") {
+            state.request.path = String(decoding: value, as: UTF8.self)
+        } else if name.equals("content-type") {
+            state.request.contentType = String(decoding: value, as: UTF8.self)
+        } else if name.equals("x-forwarded-for") {
+            let text = String(decoding: value, as: UTF8.self)
+            state.request.forwardedFor = state.request.forwardedFor.map { $0 + "," + text } ?? text
+        } else if name.equals("forwarded") {
+            let text = String(decoding: value, as: UTF8.self)
+            state.request.forwarded = state.request.forwarded.map { $0 + "," + text } ?? text
+        }
+        return true
+    }
+
+    fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+        guard let state = streams[stream], state.receiving, !state.tooLarge else { return }
+        guard state.request.body.count + bytes.count <= settings.maximumBodyBytes else {
+            state.tooLarge = true
+            state.request.body = []
+            state.resetAfterAnswer = true
+            delegate.requestBodyTooLarge(stream: stream)
+            return
+        }
+        state.request.body.append(contentsOf: bytes)
+    }
+
+    fileprivate func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
+        guard stream != 0, let state = streams[stream], state.receiving else { return }
+        if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+            state.receiving = false
+            state.resetAfterAnswer = false
+            guard !state.tooLarge else { return }
+            let request = state.request
+            state.request = HTTP2Request()
+            delegate.requestReceived(stream: stream, request)
+        } else if isRequestHead, type == UInt8(NGHTTP2_HEADERS.rawValue) {
+            delegate.requestHeadReceived(stream: stream)
+        }
+    }
+
+    fileprivate func frameSent(_ stream: Int32, flags: UInt8) {
+        guard flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, streams[stream]?.resetAfterAnswer == true else {
+            return
+        }
+        // The answer is out and the client is still sending a body that is not wanted (RFC 9113 §8.1).
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_NO_ERROR.rawValue)
+    }
+
+    fileprivate func readAnswer(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
+        guard let state = streams[stream] else { return (0, true) }
+        return state.answer.read(into: buffer, length: length)
+    }
+
+    fileprivate func closed(_ stream: Int32) {
+        guard let state = streams.removeValue(forKey: stream) else { return }
+        delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
+    }
+
+    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
+        var divisor: UInt64 = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+}
+
+/// The nghttp2 options of a server's sessions: the protections, set once per server.
+///
+/// `@unchecked Sendable`: the option object is written only in `init` and then only read by nghttp2 when a session
+/// is created (it copies the values), from any event loop.
+package final class HTTP2SessionOptions: @unchecked Sendable {
+    fileprivate let pointer: OpaquePointer
+
+    /// The options every session of a server shares: the client's header blocks bounded (CONTINUATION frames, the
+    /// HPACK table kept for answers), at most 1,000 queued SETTINGS/PING acknowledgements, and at most 1,000 resets
+    /// at once then 33 a second (rapid reset, CVE-2023-44487) before the connection is closed with GOAWAY. Each
+    /// stream's receive window is its SETTINGS value; the connection's is the protocol's 64 KiB, given back as DATA is
+    /// read (automatic WINDOW_UPDATE).
+    package init() {
+        var created: OpaquePointer?
+        precondition(nghttp2_option_new(&created) == 0 && created != nil, "nghttp2 could not allocate its options")
+        pointer = created!
+        nghttp2_option_set_max_settings(pointer, 32)
+        nghttp2_option_set_max_outbound_ack(pointer, 1_000)
+        nghttp2_option_set_stream_reset_rate_limit(pointer, 1_000, 33)
+        nghttp2_option_set_max_continuations(pointer, 8)
+        nghttp2_option_set_max_send_header_block_length(pointer, 16_384)
+        nghttp2_option_set_max_deflate_dynamic_table_size(pointer, 4_096)
+    }
+
+    deinit {
+        nghttp2_option_del(pointer)
+    }
+}
+
+/// The callbacks every server session shares: C functions that find their session through the user data pointer.
+private struct HTTP2ServerCallbacks: @unchecked Sendable {
+    /// `@unchecked Sendable`: written once while the global initialises, then only read (nghttp2 copies the
+    /// callbacks into each session it creates).
+    let pointer: OpaquePointer
+
+    static let shared = HTTP2ServerCallbacks()
+
+    private init() {
+        var created: OpaquePointer?
+        precondition(nghttp2_session_callbacks_new(&created) == 0 && created != nil, "nghttp2 callbacks")
+        pointer = created!
+        nghttp2_session_callbacks_set_on_begin_headers_callback(pointer) { _, frame, user in
+            guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
+            HTTP2ServerCallbacks.session(user).beginRequest(frame.pointee.hd.stream_id)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(pointer) {
+            _, frame, name, nameLength, value, valueLength, _, user in
+            guard let frame, let name, let value else { return 0 }
+            let accepted = HTTP2ServerCallbacks.session(user).field(
+                frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            // Over the header list limit: the stream is reset (RST_STREAM INTERNAL_ERROR), the connection goes on.
+            return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
+            guard let data else { return 0 }
+            HTTP2ServerCallbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
+                return 0
+            }
+            let isRequestHead =
+                header.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+            HTTP2ServerCallbacks.session(user).frameReceived(
+                header.stream_id, type: header.type, flags: header.flags, isRequestHead: isRequestHead)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
+            guard let frame else { return 0 }
+            let header = frame.pointee.hd
+            guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
+                return 0
+            }
+            HTTP2ServerCallbacks.session(user).frameSent(header.stream_id, flags: header.flags)
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
+            HTTP2ServerCallbacks.session(user).closed(stream)
+            return 0
+        }
+        nghttp2_session_callbacks_set_error_callback2(pointer) { _, code, message, length, user in
+            guard let message else { return 0 }
+            let text = message.withMemoryRebound(to: UInt8.self, capacity: length) {
+                String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+            }
+            HTTP2ServerCallbacks.session(user).delegate.sessionError("\(text) (\(code))")
+            return 0
+        }
+    }
+
+    /// The data provider of every answer body: copies the stream's answer into nghttp2's frame buffer.
+    static let readAnswer: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
+        guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let (count, done) = HTTP2ServerCallbacks.session(user).readAnswer(stream, into: buffer, length: length)
+        if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return count
+    }
+
+    private static func session(_ user: UnsafeMutableRawPointer?) -> HTTP2ServerSession {
+        Unmanaged<HTTP2ServerSession>.fromOpaque(user!).takeUnretainedValue()
+    }
+}

@@ -1,0 +1,43 @@
+import CNGHTTP2
+import HTTPDNSCore
+import HTTPDNSCAres
+
+/// The failure of a whole nghttp2 session (client or server): the connection is to be closed.
+package struct HTTP2SessionFailure: Error, CustomStringConvertible {
+    /// nghttp2's error code.
+    package var code: Int
+    /// nghttp2's text for it.
+    package var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Whether these bytes are exactly `text` (a header name, say).
+    package func equals(_ text: StaticString) -> Bool {
+        count == text.utf8CodeUnitCount
+            && elementsEqual(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+}
+
+/// A body on its way out through nghttp2's data provider, read in frame-sized pieces.
+package struct OutgoingBody {
+    private var bytes: [UInt8]
+    private var offset = 0
+
+    package init(_ bytes: [UInt8] = []) {
+        self.bytes = bytes
+    }
+
+    /// Copies up to `length` bytes into `buffer`; `done` once the last byte is out (the bytes are then released).
+    package mutating func read(into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, done: Bool) {
+        let offset = self.offset
+        let count = bytes.withUnsafeBufferPointer { bytes in
+            let count = min(length, bytes.count - offset)
+            if count > 0 { buffer.update(from: bytes.baseAddress! + offset, count: count) }
+            return count
+        }
+        self.offset += count
+        let done = self.offset == bytes.count
+        if done { bytes = [] }
+        return (count, done)
+    }
+}

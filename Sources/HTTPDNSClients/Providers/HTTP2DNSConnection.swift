@@ -1,0 +1,546 @@
+package import NIOCore
+import NIOHTTP1
+import NIOPosix
+package import NIOSSL
+import NIOTLS
+package import Synchronization
+package import HTTPDNSCore
+import HTTPDNSCAres
+
+/// One TLS connection with HTTP/2 to an HTTP DNS server, built for many small exchanges at once.
+///
+/// Every lookup is one HTTP/2 stream on this connection, up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS`
+/// (nghttp2 queues streams beyond that until one ends). HTTP/2 is nghttp2's, as in `hostsctl serve`: one handler
+/// (``HTTP2DNSStreams``) hands each request to the connection's ``HTTP2ClientSession`` and the decrypted bytes to it,
+/// and gets each answer back by stream ID. What the session has to send after one event-loop tick of requests, or
+/// one read burst, goes out in one write, so a burst of lookups shares TLS records.
+///
+/// The TLS handshake sends the endpoint's host name as SNI and the certificate is checked against it, also when
+/// the TCP connection goes to a bootstrap address. ALPN must select `h2`; a server that does not offer it fails the
+/// connection with ``HTTP2NotOffered`` and the transport uses HTTP/1.1 for it instead.
+///
+/// The connection stops taking new streams (``isUsable`` turns false) after a GOAWAY, a connection error, when its
+/// stream IDs run out, or after many timed-out streams; the transport then opens a new one. It closes itself after
+/// ``HTTPDNSTransport/Configuration/idleConnectionTimeout`` without streams.
+package final class HTTP2DNSConnection: Sendable {
+    /// The channel, for closing.
+    package let channel: any Channel
+    private let streams: NIOLoopBound<HTTP2DNSStreams>
+    /// Exchanges handed over from other threads and not yet started, and whether a task to start them is on its way
+    /// to the event loop: one task (and one wake-up) carries a whole burst of lookups.
+    private let handedOver = Locked<(exchanges: [HTTP2DNSExchange], scheduled: Bool)>(([], false))
+    private let health: HTTP2ConnectionHealth
+    /// `scheme`, `:authority` and the base path of every request.
+    private let authority: String
+    private let basePath: String
+
+    private init(
+        channel: any Channel, streams: HTTP2DNSStreams, endpoint: HTTPDNSEndpoint, health: HTTP2ConnectionHealth
+    ) {
+        self.channel = channel
+        self.streams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
+        self.health = health
+        let hostPart = IPAddress(endpoint.host)?.urlHost ?? endpoint.host
+        self.authority = endpoint.port == endpoint.scheme.defaultPort ? hostPart : "\(hostPart):\(endpoint.port)"
+        self.basePath = endpoint.path
+    }
+
+    /// Whether new exchanges may start on this connection.
+    package var isUsable: Bool { health.usable.load(ordering: .relaxed) && channel.isActive }
+
+    /// The settings sent to the server: no server push, a per-stream window larger than any accepted answer, an
+    /// 8 MiB connection window.
+    package static func localSettings(maximumResponseBytes: Int) -> HTTP2ClientSession.Settings {
+        HTTP2ClientSession.Settings(
+            initialWindowSize: UInt32(min(maximumResponseBytes + 16_384, Int(Int32.max))), connectionWindow: 8 << 20,
+            maximumHeaderListSize: 16_384)
+    }
+
+    /// Connects to `address` (or the endpoint's host through the system resolver), completes TLS with ALPN `h2`
+    /// for the endpoint's host name, and sets up HTTP/2. The whole of it is bounded by `timeout`.
+    package static func connect(
+        endpoint: HTTPDNSEndpoint,
+        address: IPAddress?,
+        sslContext: NIOSSLContext,
+        group: any EventLoopGroup,
+        timeout: Duration,
+        idleTimeout: Duration,
+        maximumResponseBytes: Int
+    ) -> EventLoopFuture<HTTP2DNSConnection> {
+        let eventLoop = group.next()
+        let ready = eventLoop.makePromise(of: HTTP2DNSConnection.self)
+        let health = HTTP2ConnectionHealth()
+        let host = endpoint.host
+        let settings = localSettings(maximumResponseBytes: maximumResponseBytes)
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(timeout))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: host)
+                    let gate = ALPNGate { channel, protocolName in
+                        guard protocolName == "h2" else { throw HTTP2NotOffered(negotiated: protocolName) }
+                        let streams = try HTTP2DNSStreams(
+                            idleTimeout: TimeAmount(idleTimeout), health: health, settings: settings)
+                        let connection = HTTP2DNSConnection(
+                            channel: channel, streams: streams, endpoint: endpoint, health: health)
+                        // Ready once the server's SETTINGS arrived: before that its stream limit is unknown, and a
+                        // first burst of lookups would overrun it.
+                        streams.whenReady = { result in ready.completeWith(result.map { connection }) }
+                        try channel.pipeline.syncOperations.addHandler(streams)
+                    } failed: { error in
+                        ready.fail(error)
+                    }
+                    try channel.pipeline.syncOperations.addHandlers(tls, gate)
+                }
+            }
+        let connected: EventLoopFuture<any Channel>
+        if let address {
+            do {
+                connected = bootstrap.connect(
+                    to: try SocketAddress(ipAddress: address.description, port: endpoint.port))
+            } catch {
+                return eventLoop.makeFailedFuture(error)
+            }
+        } else {
+            connected = bootstrap.connect(host: endpoint.host, port: endpoint.port)
+        }
+        // The connect timeout covers TCP only; this one covers TLS and the switch to HTTP/2 too.
+        let expiry = eventLoop.scheduleTask(in: TimeAmount(timeout)) {
+            ready.fail(ChannelError.connectTimeout(TimeAmount(timeout)))
+        }
+        connected.whenComplete { result in
+            switch result {
+            case .success(let channel):
+                ready.futureResult.whenFailure { _ in channel.close(promise: nil) }
+            case .failure(let error):
+                ready.fail(error)
+            }
+        }
+        ready.futureResult.whenComplete { _ in expiry.cancel() }
+        return ready.futureResult
+    }
+
+    /// Sends one request and returns the whole answer.
+    /// - Throws: ``DNSError`` (timeout, response too large), ``HTTP2ConnectionLost``, `CancellationError`.
+    package func execute(
+        _ request: HTTPDNSTransport.Request,
+        timeout: Duration,
+        limit: Int,
+        server: String
+    ) async throws -> HTTPDNSTransport.Response {
+        try Task.checkCancellation()
+        var path = basePath + request.suffix
+        if !path.hasPrefix("/") { path = "/" + path }
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(request.headers.count + 1)
+        // content-length is the session's to write (only names of its length are lower-cased to compare).
+        for (name, value) in request.headers
+        where !(name.utf8.count == 14 && name.lowercased() == "content-length") {
+            headers.append((name, value))
+        }
+        headers.append(("user-agent", "swift-httpdns"))
+        let exchange = HTTP2DNSExchange(
+            method: request.method.rawValue, authority: authority, path: path, headers: headers, body: request.body,
+            timeout: TimeAmount(timeout), limit: limit, server: server)
+        let streams = self.streams
+        let eventLoop = channel.eventLoop
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                exchange.continuation = continuation
+                let schedule = handedOver.withLock { pending in
+                    pending.exchanges.append(exchange)
+                    defer { pending.scheduled = true }
+                    return !pending.scheduled
+                }
+                guard schedule else { return }
+                let handedOver = self.handedOver
+                eventLoop.execute {
+                    let burst = handedOver.withLock { pending in
+                        pending.scheduled = false
+                        defer { pending.exchanges.removeAll(keepingCapacity: true) }
+                        return pending.exchanges
+                    }
+                    for exchange in burst { streams.value.start(exchange) }
+                }
+            }
+        } onCancel: {
+            eventLoop.execute { streams.value.cancel(exchange) }
+        }
+    }
+}
+
+/// Whether a connection still takes new streams; written on its event loop, read by the transport anywhere.
+package final class HTTP2ConnectionHealth: Sendable {
+    package let usable = Atomic(true)
+}
+
+/// The server did not select HTTP/2 in the TLS handshake.
+package struct HTTP2NotOffered: Error {
+    package var negotiated: String?
+}
+
+/// The connection ended or refused a stream before its answer came. Every HTTP DNS exchange is a query without
+/// side effects, so `retryable` ones may be sent again on a new connection.
+package struct HTTP2ConnectionLost: Error, CustomStringConvertible {
+    package var message: String
+    package var retryable: Bool
+    package var description: String { message }
+}
+
+/// One exchange on an ``HTTP2DNSConnection``.
+///
+/// Created by the caller, then touched only on the connection's event loop (by ``HTTP2DNSStreams``): that is the
+/// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, when the
+/// exchange leaves the handler's table or is refused before entering it.
+package final class HTTP2DNSExchange: @unchecked Sendable {
+    package let method: String
+    package let authority: String
+    package let path: String
+    /// Header fields after the pseudo-header fields (`content-length` is added for a body).
+    package let headers: [(String, String)]
+    package let body: [UInt8]?
+    package let timeout: TimeAmount
+    package let limit: Int
+    package let server: String
+    package var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
+    package var streamID: Int32?
+    package var deadline = NIODeadline.distantFuture
+    package var cancelled = false
+
+    package init(
+        method: String, authority: String, path: String, headers: [(String, String)], body: [UInt8]?,
+        timeout: TimeAmount, limit: Int, server: String
+    ) {
+        self.method = method
+        self.authority = authority
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.limit = limit
+        self.server = server
+    }
+
+    package func finish(_ result: Result<HTTPDNSTransport.Response, any Error>) {
+        continuation?.resume(with: result)
+        continuation = nil
+    }
+}
+
+/// The connection's stream table: hands requests to the connection's ``HTTP2ClientSession`` and the bytes the TLS
+/// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the
+/// channel pipeline after the TLS handler and runs only on the channel's event loop.
+package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
+
+    private var context: ChannelHandlerContext?
+    private var session: HTTP2ClientSession?
+    private var active: [Int32: HTTP2DNSExchange] = [:]
+    private var closed = false
+    private var reading = false
+    private var flushScheduled = false
+    /// One timer for the whole table: at the earliest deadline while streams run, else at the idle limit.
+    private var timer: Scheduled<Void>?
+    private var timerDeadline: NIODeadline?
+    private var lastActivity = NIODeadline.now()
+    private let idleTimeout: TimeAmount
+    private let health: HTTP2ConnectionHealth
+    private var timeouts = 0
+    private var streamsStarted = 0
+    /// Called once: when the server's first SETTINGS frame arrives, or with the error that ended the connection
+    /// before it.
+    package var whenReady: ((Result<Void, any Error>) -> Void)?
+
+    package init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, settings: HTTP2ClientSession.Settings) throws {
+        self.idleTimeout = idleTimeout
+        self.health = health
+        session = nil
+        session = try HTTP2ClientSession(settings: settings, delegate: self)
+    }
+
+    package func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        // The connection preface, the SETTINGS and the connection window.
+        sendPending()
+    }
+
+    package func handlerRemoved(context: ChannelHandlerContext) {
+        shutDown(HTTP2ConnectionLost(message: "the HTTP/2 connection closed", retryable: true))
+        self.context = nil
+    }
+
+    // MARK: Requests
+
+    package func start(_ exchange: HTTP2DNSExchange) {
+        guard !exchange.cancelled else {
+            exchange.finish(.failure(CancellationError()))
+            return
+        }
+        guard context != nil, !closed, let session else {
+            retire()
+            exchange.finish(.failure(HTTP2ConnectionLost(message: "the HTTP/2 connection is closing", retryable: true)))
+            return
+        }
+        let id: Int32
+        do {
+            id = try session.submit(
+                method: exchange.method, authority: exchange.authority, path: exchange.path,
+                headers: exchange.headers, body: exchange.body, limit: exchange.limit)
+        } catch {
+            // Stream IDs used up, or the session is going away: another connection takes it.
+            retire()
+            exchange.finish(
+                .failure(HTTP2ConnectionLost(message: "no new stream on this connection: \(error)", retryable: true)))
+            return
+        }
+        streamsStarted += 1
+        if id >= Int32.max - 2 { retire() }
+        let now = NIODeadline.now()
+        lastActivity = now
+        exchange.streamID = id
+        exchange.deadline = now + exchange.timeout
+        active[id] = exchange
+        scheduleFlush()
+        if timerDeadline.map({ $0 > exchange.deadline }) ?? true { arm(at: exchange.deadline) }
+    }
+
+    package func cancel(_ exchange: HTTP2DNSExchange) {
+        exchange.cancelled = true
+        guard let id = exchange.streamID, active[id] === exchange else { return }
+        complete(id, .failure(CancellationError()))
+        reset(id)
+    }
+
+    // MARK: Bytes
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session, !closed else { return }
+        reading = true
+        do {
+            try session.receive(unwrapInboundIn(data))
+        } catch {
+            // The server broke the protocol: say so (a GOAWAY is pending) and close.
+            sendPending()
+            shutDown(HTTP2ConnectionLost(message: "HTTP/2 connection error: \(error)", retryable: true))
+            context.close(promise: nil)
+        }
+    }
+
+    package func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        // Acknowledgements, window updates and resets made while reading go out in one write.
+        sendPending()
+        context.fireChannelReadComplete()
+    }
+
+    package func channelInactive(context: ChannelHandlerContext) {
+        shutDown(HTTP2ConnectionLost(message: "the HTTP/2 connection closed before the answer", retryable: true))
+        context.fireChannelInactive()
+    }
+
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        shutDown(error)
+        context.close(promise: nil)
+    }
+
+    // MARK: HTTP2ClientSessionDelegate (called while reading)
+
+    package func settingsReceived() {
+        guard let whenReady else { return }
+        self.whenReady = nil
+        // A new connection gets a grace period before its first stream: on a loaded machine the lookup that asked
+        // for it may take a while to be scheduled, and closing it would only make another.
+        lastActivity = .now()
+        arm(at: idleDeadline)
+        whenReady(.success(()))
+    }
+
+    package func responseReceived(stream: Int32, status: Int, contentType: String?, body: [UInt8]) {
+        guard let exchange = active[stream] else { return }
+        complete(
+            stream,
+            .success(.init(status: status, contentType: contentType, body: body, server: exchange.server)))
+    }
+
+    package func responseTooLarge(stream: Int32) {
+        guard let exchange = active[stream] else { return }
+        complete(stream, .failure(NIOTooManyBytesError(maxBytes: exchange.limit)))
+    }
+
+    package func streamFailed(stream: Int32, code: UInt32) {
+        guard active[stream] != nil else { return }
+        let refused = code == HTTP2ClientSession.refusedStream
+        complete(
+            stream,
+            .failure(
+                HTTP2ConnectionLost(
+                    message: refused
+                        ? "the server refused the stream (REFUSED_STREAM)"
+                        : "the stream ended without an answer (\(HTTP2ClientSession.errorName(code)))",
+                    retryable: refused)))
+    }
+
+    package func goAwayReceived(lastStream: Int32, code: UInt32) {
+        // The streams after lastStream are closed by nghttp2 as refused (sent again on a new connection).
+        retire()
+    }
+
+    // MARK: Internals
+
+    private func complete(_ id: Int32, _ result: Result<HTTPDNSTransport.Response, any Error>) {
+        guard let exchange = active.removeValue(forKey: id) else { return }
+        exchange.finish(result)
+        if active.isEmpty, !closed, timerDeadline.map({ $0 > idleDeadline }) ?? true { arm(at: idleDeadline) }
+    }
+
+    private func reset(_ id: Int32) {
+        guard !closed else { return }
+        session?.cancel(stream: id)
+        scheduleFlush()
+    }
+
+    /// Fails every open exchange and stops taking new ones.
+    private func shutDown(_ error: any Error) {
+        if let whenReady {
+            self.whenReady = nil
+            whenReady(.failure(error))
+        }
+        closed = true
+        retire()
+        timer?.cancel()
+        timer = nil
+        let open = active
+        active.removeAll()
+        for exchange in open.values { exchange.finish(.failure(error)) }
+    }
+
+    /// No new streams: the transport opens another connection for later requests.
+    private func retire() { health.usable.store(false, ordering: .relaxed) }
+
+    /// Writes what the session has to send, in one buffer.
+    private func sendPending() {
+        guard let context, let session else { return }
+        var buffer = context.channel.allocator.buffer(capacity: 0)
+        do {
+            try session.pendingOutput(into: &buffer)
+        } catch {
+            shutDown(HTTP2ConnectionLost(message: "HTTP/2 session failed: \(error)", retryable: true))
+            context.close(promise: nil)
+            return
+        }
+        guard buffer.readableBytes > 0 else { return }
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenFailure { [weak self] error in
+            self?.shutDown(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true))
+        }
+    }
+
+    /// Requests started in one event-loop tick go out together (after a read, with its own output).
+    private func scheduleFlush() {
+        guard !flushScheduled, !reading, let context else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [weak self] in
+            guard let self else { return }
+            self.flushScheduled = false
+            self.sendPending()
+        }
+    }
+
+    private func arm(at deadline: NIODeadline) {
+        guard let context else { return }
+        timer?.cancel()
+        timerDeadline = deadline
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
+            self?.timerFired()
+        }
+    }
+
+    private func timerFired() {
+        timer = nil
+        timerDeadline = nil
+        guard !closed, let context else { return }
+        let now = NIODeadline.now()
+        var earliest = NIODeadline.distantFuture
+        for (id, exchange) in active {
+            if exchange.deadline <= now {
+                timeouts += 1
+                let limit = exchange.timeout
+                complete(
+                    id,
+                    .failure(
+                        DNSError(
+                            code: .timeout,
+                            message: "no complete HTTP answer within \(Duration.nanoseconds(limit.nanoseconds))")))
+                reset(id)
+            } else {
+                earliest = min(earliest, exchange.deadline)
+            }
+        }
+        // A connection on which many answers never came is not worth keeping: the next one starts clean (and
+        // gets back any window that answers to reset streams would have used).
+        if timeouts >= 64 { retire() }
+        if !active.isEmpty {
+            arm(at: earliest)
+        } else if now >= idleDeadline {
+            retire()
+            context.close(promise: nil)
+        } else {
+            arm(at: idleDeadline)
+        }
+    }
+
+    /// When the connection counts as idle: ``idleTimeout`` after the last stream started, or the first-use grace
+    /// period for a connection that has not carried one yet.
+    private var idleDeadline: NIODeadline {
+        lastActivity + (streamsStarted > 0 ? idleTimeout : max(idleTimeout, .seconds(10)))
+    }
+}
+
+/// Waits for the TLS handshake, then lets `configure` set up the protocol the server selected by ALPN. Errors
+/// before that (a certificate that does not verify, a server that closes) go to `failed` and end the connection.
+private final class ALPNGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+
+    private var configure: ((any Channel, String?) throws -> Void)?
+    private let failed: (any Error) -> Void
+
+    init(configure: @escaping (any Channel, String?) throws -> Void, failed: @escaping (any Error) -> Void) {
+        self.configure = configure
+        self.failed = failed
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let configure, let tls = event as? TLSUserEvent, case .handshakeCompleted(let protocolName) = tls else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        self.configure = nil
+        do {
+            try configure(context.channel, protocolName)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        } catch {
+            failed(error)
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard configure != nil else {
+            context.fireErrorCaught(error)
+            return
+        }
+        configure = nil
+        failed(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if configure != nil {
+            configure = nil
+            failed(
+                HTTP2ConnectionLost(message: "the server closed the connection during the handshake", retryable: false))
+        }
+        context.fireChannelInactive()
+    }
+}

@@ -1,0 +1,443 @@
+import Crypto
+import Foundation
+public import Logging
+import NIOHTTP1
+public import HTTPDNSCore
+import HTTPDNSCAres
+
+/// Resolves names through an HTTP DNS service: DNS-over-HTTPS (RFC 8484 wire format or the JSON API) or a
+/// vendor HTTPDNS API (Alibaba-style, Tencent DNSPod-style).
+///
+/// Answers cannot be hijacked or steered by the local network's resolver: they come over HTTPS from a server
+/// reached through fixed bootstrap addresses (see ``HTTPDNSEndpoint``), with the certificate checked against
+/// the endpoint's name. Endpoints are tried in order; an endpoint that cannot be reached, stalls, answers with
+/// an HTTP error, garbage or SERVFAIL is skipped for the next one, while a definite answer (NXDOMAIN, no data,
+/// a rejected signature) ends the lookup.
+///
+/// By default an answer that maps a name to a private, loopback, link-local or unspecified address is
+/// rejected with ``DNSError/Code/privateAddress`` (DNS rebinding and SSRF protection); set
+/// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
+public final class HTTPDNSResolver: HostNameResolver {
+    /// The wire protocol of an HTTP DNS service.
+    public struct API: Sendable, CustomStringConvertible {
+        package enum Kind: Sendable {
+            case dnsMessage(DoHMethod)
+            case dnsJSON
+            case alibaba(account: String, secret: HTTPDNSSecret?, signatureLifetime: Duration)
+            case tencent(account: String?, key: HTTPDNSSecret?)
+        }
+
+        /// How RFC 8484 queries are sent.
+        public enum DoHMethod: String, Sendable, CaseIterable {
+            /// `GET ?dns=` with the query in unpadded base64url.
+            case get
+            /// `POST` with the query as an `application/dns-message` body.
+            case post
+        }
+
+        package let kind: Kind
+
+        /// DNS-over-HTTPS, RFC 8484 wire format (`application/dns-message`).
+        public static func dnsMessage(method: DoHMethod = .get) -> API { API(kind: .dnsMessage(method)) }
+
+        /// The JSON DNS API (`application/dns-json`, `?name=&type=`) of Google and Cloudflare.
+        public static let dnsJSON = API(kind: .dnsJSON)
+
+        /// The Alibaba-style HTTPDNS API: `/{account}/d`, or `/{account}/sign_d` when a secret is given.
+        /// - Parameters:
+        ///   - account: The account ID (letters, digits, `-`, `_`).
+        ///   - secret: The signing secret; requests are signed when present.
+        ///   - signatureLifetime: How long a signature stays valid after it is made (default 10 minutes).
+        public static func alibaba(
+            account: String,
+            secret: HTTPDNSSecret? = nil,
+            signatureLifetime: Duration = .seconds(600)
+        ) -> API {
+            API(kind: .alibaba(account: account, secret: secret, signatureLifetime: signatureLifetime))
+        }
+
+        /// The Tencent DNSPod-style API: `/d?dn=`. With a key, names and answers are AES-CBC encrypted and
+        /// the account ID is sent as `id`.
+        /// - Parameters:
+        ///   - account: The account ID, required with a key.
+        ///   - key: The AES key (16, 24 or 32 bytes of text).
+        public static func tencent(account: String? = nil, key: HTTPDNSSecret? = nil) -> API {
+            API(kind: .tencent(account: account, key: key))
+        }
+
+        /// A short name for the API: `doh`, `doh-json`, `alibaba`, `tencent`; used as the default source name.
+        public var description: String {
+            switch kind {
+            case .dnsMessage: "doh"
+            case .dnsJSON: "doh-json"
+            case .alibaba: "alibaba"
+            case .tencent: "tencent"
+            }
+        }
+    }
+
+    /// What a resolver talks to and how.
+    public struct Configuration: Sendable {
+        /// The name answers are tagged with (``ResolutionSource``); the API's name when not set.
+        public var name: String
+        /// The wire protocol.
+        public var api: API
+        /// The endpoints, tried in order.
+        public var endpoints: [HTTPDNSEndpoint]
+        /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
+        public var allowNonPublicAddresses: Bool
+        /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
+        /// which it fails with ``DNSError/Code/timeout`` so the pipeline asks its next source; `nil` (the default)
+        /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
+        /// connect timeout per address in a row.
+        public var budget: Duration?
+
+        /// Creates a configuration.
+        public init(
+            name: String? = nil,
+            api: API,
+            endpoints: [HTTPDNSEndpoint],
+            allowNonPublicAddresses: Bool = false,
+            budget: Duration? = nil
+        ) {
+            self.name = name ?? api.description
+            self.api = api
+            self.endpoints = endpoints
+            self.allowNonPublicAddresses = allowNonPublicAddresses
+            self.budget = budget
+        }
+    }
+
+    /// The configuration the resolver was created with.
+    public let configuration: Configuration
+    /// The source that answers from this resolver carry.
+    public let source: ResolutionSource
+    private let transport: HTTPDNSTransport
+    private let logger: Logger
+    private let aesKey: SymmetricKey?
+    private let now: @Sendable () -> Int64
+
+    /// Creates a resolver.
+    /// - Parameters:
+    ///   - configuration: API, endpoints, guard.
+    ///   - transport: The shared HTTP transport; its owner shuts it down.
+    ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` for no endpoints, a malformed account ID, a Tencent key
+    ///   without an account or of the wrong length, or a non-positive signature lifetime.
+    public convenience init(
+        configuration: Configuration,
+        transport: HTTPDNSTransport,
+        logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(DNSError) {
+        try self.init(configuration: configuration, transport: transport, logger: logger) {
+            Int64(Date().timeIntervalSince1970)
+        }
+    }
+
+    /// Creates a resolver with a clock for request signing, in epoch seconds.
+    package init(
+        configuration: Configuration,
+        transport: HTTPDNSTransport,
+        logger: Logger,
+        now: @escaping @Sendable () -> Int64
+    ) throws(DNSError) {
+        func invalid(_ reason: String) -> DNSError {
+            DNSError(code: .invalidConfiguration, message: "HTTP DNS provider \(configuration.name): \(reason)")
+        }
+        guard !configuration.endpoints.isEmpty else { throw invalid("no endpoint is configured") }
+        var aesKey: SymmetricKey?
+        switch configuration.api.kind {
+        case .dnsMessage, .dnsJSON:
+            break
+        case .alibaba(let account, _, let lifetime):
+            guard Self.isValidAccount(account) else { throw invalid("the account ID must be letters, digits, - or _") }
+            guard lifetime > .zero else { throw invalid("the signature lifetime must be positive") }
+        case .tencent(let account, let key):
+            if let account, !Self.isValidAccount(account) {
+                throw invalid("the account ID must be letters, digits, - or _")
+            }
+            if let key {
+                guard account != nil else { throw invalid("an encryption key needs an account ID") }
+                let bytes = Array(key.value.utf8)
+                guard [16, 24, 32].contains(bytes.count) else {
+                    throw invalid("the AES key must be 16, 24 or 32 bytes long")
+                }
+                aesKey = SymmetricKey(data: bytes)
+            }
+        }
+        self.configuration = configuration
+        self.source = ResolutionSource(configuration.name)
+        self.transport = transport
+        self.logger = logger
+        self.aesKey = aesKey
+        self.now = now
+    }
+
+    private static func isValidAccount(_ account: String) -> Bool {
+        !account.isEmpty && account.utf8.count <= 128
+            && account.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    }
+
+    /// Resolves `host` through the service.
+    ///
+    /// For the DoH APIs and ``AddressFamily/any``, `A` and `AAAA` are asked in parallel and merged (IPv4
+    /// first); the vendor APIs answer both families in one request.
+    /// - Throws: ``DNSError`` with the endpoint addresses tried, or `CancellationError`.
+    public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+        try await resolve(host, family: family, subnet: nil).resolution
+    }
+
+    /// Resolves `host` for clients in `clientSubnet`, in the service's own form: an EDNS Client Subnet option in
+    /// RFC 8484 queries (the scope read from the answer's option, 0 without one), `edns_client_subnet=` for the
+    /// JSON API (the scope from the answer's `edns_client_subnet` when it gives one), and `ip=` with the subnet's
+    /// address for the vendor APIs, whose answers hold for the subnet sent.
+    /// - Throws: As ``resolve(_:family:)``.
+    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
+        -> ScopedResolution
+    {
+        try await resolve(host, family: family, subnet: clientSubnet)
+    }
+
+    private func resolve(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+        -> ScopedResolution
+    {
+        guard let budget = configuration.budget else {
+            return try await resolveWithoutBudget(host, family: family, subnet: subnet)
+        }
+        let source = self.source
+        let servers = configuration.endpoints.map(\.url)
+        return try await withTimeLimit(
+            budget,
+            orThrow: DNSError(
+                code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name,
+                servers: servers)
+        ) {
+            try await self.resolveWithoutBudget(host, family: family, subnet: subnet)
+        }
+    }
+
+    /// One endpoint's answer: the addresses and the prefix length of the client subnet they hold for.
+    private typealias Answer = (addresses: [ResolvedAddress], scope: Int)
+
+    private func resolveWithoutBudget(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+        -> ScopedResolution
+    {
+        let answer: Answer
+        switch (configuration.api.kind, family) {
+        case (.dnsMessage, .any), (.dnsJSON, .any):
+            async let v4 = Result(catching: {
+                try await self.failover(host) { try await self.doh($0, host, .a, subnet) }
+            })
+            let v6 = await Result(catching: {
+                try await self.failover(host) { try await self.doh($0, host, .aaaa, subnet) }
+            })
+            let (four, six) = await (v4, v6)
+            let addresses = try DualStack.merge(
+                four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
+            answer = (addresses, max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0))
+        case (.dnsMessage, _), (.dnsJSON, _):
+            let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
+            answer = try await failover(host) { try await self.doh($0, host, type, subnet) }
+        case (.alibaba, _), (.tencent, _):
+            answer = try await failover(host) {
+                (try await self.vendor($0, host, family, subnet), subnet?.prefixLength ?? 0)
+            }
+        }
+        return ScopedResolution(
+            resolution: Resolution(host: host.name, addresses: answer.addresses), scopePrefixLength: answer.scope)
+    }
+
+    /// Whether an error ends the lookup rather than moving on to the next endpoint.
+    private static func isDefinite(_ code: DNSError.Code) -> Bool {
+        [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
+    }
+
+    /// Runs `lookup` against each endpoint in turn until one gives a definite result.
+    private func failover(
+        _ host: HostName,
+        _ lookup: (HTTPDNSEndpoint) async throws -> Answer
+    ) async throws -> Answer {
+        var servers: [String] = []
+        var lastError: DNSError?
+        for endpoint in configuration.endpoints {
+            do {
+                let answer = try await lookup(endpoint)
+                try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
+                return answer
+            } catch var error as DNSError {
+                servers += error.servers.isEmpty ? [endpoint.url] : error.servers
+                error.servers = servers
+                if Self.isDefinite(error.code) { throw error }
+                logger.debug(
+                    "HTTP DNS endpoint failed",
+                    metadata: ["provider": "\(source)", "endpoint": "\(endpoint.url)", "error": "\(error.code)"]
+                )
+                lastError = error
+            }
+        }
+        throw lastError!
+    }
+
+    /// The private-address guard.
+    private func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
+        throws(DNSError)
+    {
+        guard !configuration.allowNonPublicAddresses,
+            let bad = addresses.first(where: { $0.ip.isNonPublic })
+        else { return }
+        throw DNSError(
+            code: .privateAddress,
+            message:
+                "\(source) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
+            host: host.name,
+            servers: [endpoint.url]
+        )
+    }
+
+    /// One DoH exchange (wire or JSON) for one record type.
+    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
+        async throws -> Answer
+    {
+        var request: HTTPDNSTransport.Request
+        let contentType: String
+        var sentQuery: [UInt8]?
+        switch configuration.api.kind {
+        case .dnsMessage(let method):
+            contentType = "application/dns-message"
+            var query = try DNSWireMessage.query(for: host, type: type)
+            if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
+            sentQuery = query
+            switch method {
+            case .get:
+                request = .init(suffix: "?dns=\(Self.base64URL(query))")
+            case .post:
+                request = .init(method: .POST, suffix: "", headers: [("Content-Type", contentType)], body: query)
+            }
+        default:
+            contentType = "application/dns-json"
+            request = .init(suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")")
+            if let subnet { request.suffix += "&edns_client_subnet=\(subnet)" }
+        }
+        request.headers.append(("Accept", contentType))
+        let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
+        guard response.status == 200 else {
+            throw DNSError(
+                code: .httpStatus,
+                message: "\(endpoint.url) answered HTTP \(response.status)",
+                host: host.name,
+                servers: [response.server]
+            )
+        }
+        let mediaType = Self.mediaType(response.contentType)
+        // JSON services label their answers inconsistently (application/json or dns-json); wire answers must match.
+        if case .dnsMessage = configuration.api.kind, mediaType != contentType {
+            throw DNSError(
+                code: .httpStatus,
+                message: "\(endpoint.url) answered with content type \(HostName.printable(mediaType ?? "none"))",
+                host: host.name,
+                servers: [response.server]
+            )
+        }
+        do {
+            if case .dnsMessage = configuration.api.kind {
+                let addresses = try DNSWireMessage.addresses(
+                    in: response.body, for: host, type: type, source: source, query: sentQuery)
+                guard let subnet else { return (addresses, 0) }
+                return (addresses, try EDNSClientSubnet.scope(of: response.body, asked: subnet, host: host))
+            }
+            let addresses = try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+            guard let subnet else { return (addresses, 0) }
+            return (addresses, DoHJSONAnswer.scope(in: response.body, asked: subnet) ?? subnet.prefixLength)
+        } catch {
+            var error = error
+            error.servers = [response.server]
+            throw error
+        }
+    }
+
+    /// One vendor HTTPDNS exchange.
+    private func vendor(
+        _ endpoint: HTTPDNSEndpoint, _ host: HostName, _ family: AddressFamily, _ subnet: IPNetwork?
+    ) async throws -> [ResolvedAddress] {
+        var request: HTTPDNSTransport.Request
+        switch configuration.api.kind {
+        case .alibaba(let account, let secret, let lifetime):
+            let signing = secret.map { (secret: $0, expiry: now() + lifetime.components.seconds) }
+            let suffix = AlibabaHTTPDNS.suffix(account: account, host: host, family: family, signing: signing)
+            request = .init(
+                suffix: suffix, loggableSuffix: "/\(account)/\(secret == nil ? "d" : "sign_d")?host=\(host.name)")
+        case .tencent(let account, _):
+            let suffix = try TencentHTTPDNS.suffix(host: host, family: family, account: account, key: aesKey)
+            request = .init(suffix: suffix)
+        default:
+            preconditionFailure("vendor() called for a DoH API")
+        }
+        // The vendors tailor answers to the client address given as `ip=` (the subnet's first address).
+        if let subnet { request.suffix += "&ip=\(subnet.address)" }
+        let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
+        do {
+            switch configuration.api.kind {
+            case .alibaba:
+                return try AlibabaHTTPDNS.addresses(
+                    status: response.status, body: response.body, for: host, family: family, source: source)
+            default:
+                return try TencentHTTPDNS.addresses(
+                    status: response.status, body: response.body, for: host, family: family, key: aesKey,
+                    source: source)
+            }
+        } catch {
+            var error = error
+            error.servers = [response.server]
+            throw error
+        }
+    }
+
+    /// Unpadded base64url (RFC 4648 §5), as RFC 8484 asks for `?dns=`.
+    package static func base64URL(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        let length = (bytes.count * 4 + 2) / 3
+        return String(unsafeUninitializedCapacity: length) { out in
+            var written = 0
+            var index = 0
+            while index < bytes.count {
+                let chunk = min(3, bytes.count - index)
+                var value = UInt32(bytes[index]) << 16
+                if chunk > 1 { value |= UInt32(bytes[index + 1]) << 8 }
+                if chunk > 2 { value |= UInt32(bytes[index + 2]) }
+                for position in 0...chunk {
+                    out[written] = alphabet[Int((value >> (18 - 6 * UInt32(position))) & 0x3f)]
+                    written += 1
+                }
+                index += 3
+            }
+            return written
+        }
+    }
+
+    /// The media type of a `Content-Type` value, lower-cased, without parameters or spaces.
+    package static func mediaType(_ contentType: String?) -> String? {
+        guard let contentType else { return nil }
+        // Most servers send the bare type in lower-case ASCII: returned as it is.
+        if !contentType.utf8.contains(where: {
+            $0 == UInt8(ascii: ";") || $0 <= UInt8(ascii: " ") || $0 >= 0x80 || (65...90).contains($0)
+        }) {
+            return contentType
+        }
+        let bytes = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+        let trimmed = bytes.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        var end = trimmed.endIndex
+        while end > trimmed.startIndex {
+            let previous = trimmed.index(before: end)
+            guard trimmed[previous] == UInt8(ascii: " ") || trimmed[previous] == UInt8(ascii: "\t") else { break }
+            end = previous
+        }
+        return String(decoding: trimmed[..<end], as: UTF8.self).lowercased()
+    }
+}
+
+extension UInt8 {
+    package var isASCIIAlphanumeric: Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self)
+    }
+}

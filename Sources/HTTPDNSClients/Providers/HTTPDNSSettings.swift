@@ -1,0 +1,234 @@
+public import Configuration
+public import HTTPDNSCore
+import HTTPDNSCAres
+
+/// The `httpdns.*` keys: the HTTP DNS providers in order, their endpoints and APIs, and the time limits and
+/// trust roots of their exchanges.
+public struct HTTPDNSSettings: Sendable, Hashable {
+    /// One HTTP DNS provider (`httpdns.provider.NAME.*`).
+    public struct Provider: Sendable, Hashable {
+        /// The provider's name; answers carry it as their source.
+        public var name: String
+        /// `doh`, `doh-json`, `alibaba` or `tencent`.
+        public var api: String
+        /// Endpoint URLs, tried in order.
+        public var urls: [String]
+        /// Bootstrap IPs for the endpoints' host names.
+        public var bootstrap: [IPAddress]
+        /// RFC 8484 method for `doh`.
+        public var method: HTTPDNSResolver.API.DoHMethod
+        /// The vendor account ID.
+        public var account: String?
+        /// The environment variable that holds the provider's secret.
+        public var secretVariable: String
+        /// Accept private, loopback and link-local answers.
+        public var allowPrivateAnswers: Bool
+
+        /// A provider configured in code, with the defaults of its settings keys for what is not given.
+        public init(
+            name: String, api: String, urls: [String], bootstrap: [IPAddress] = [],
+            method: HTTPDNSResolver.API.DoHMethod = .get, account: String? = nil,
+            secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool = false
+        ) {
+            self.name = name
+            self.api = api
+            self.urls = urls
+            self.bootstrap = bootstrap
+            self.method = method
+            self.account = account
+            self.secretVariable = secretVariable
+            self.allowPrivateAnswers = allowPrivateAnswers
+        }
+    }
+
+    /// The HTTP DNS providers, in order.
+    public var providers: [Provider]
+    /// The time one HTTP DNS exchange may take, in milliseconds.
+    public var timeoutMilliseconds: Int
+    /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
+    public var budgetMilliseconds: Int
+    /// Extra trusted CA files for HTTP DNS endpoints only (``InterceptionSettings/trustCA`` is for application
+    /// traffic).
+    public var trustCA: [String]
+
+    /// The defaults: no provider, 5 s per exchange and per lookup, the system's trust roots.
+    public static var `default`: HTTPDNSSettings {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! HTTPDNSSettings(configReader: defaultsReader)
+    }
+
+    /// Reads the `httpdns.*` keys (a provider's private-address guard defaults to `guard.allowPrivateAnswers`);
+    /// missing keys take their defaults.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, a listed provider without
+    ///   an API or URLs.
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        // Placeholders only: every field below overwrites its property.
+        providers = []
+        timeoutMilliseconds = 0
+        budgetMilliseconds = 0
+        trustCA = []
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    package static let fields: [SettingField<HTTPDNSSettings>] = [
+        .custom(
+            "httpdns.providers", .stringArray, \.providers, shown: "[]",
+            "HTTP DNS providers in the order they are tried",
+            check: { text in
+                text.isEmpty
+                    || !text.utf8.allSatisfy {
+                        $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                    }
+                    ? "provider names are letters, digits, - and _" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                let guardDefault = try AddressGuardSettings(configReader: reader.config).allowPrivateAnswers
+                return try reader.strings(key, default: []).map { name throws(DNSError) in
+                    try Provider(name: name, reader: reader, allowPrivateAnswers: guardDefault)
+                }
+            },
+            describe: { SettingsReader.list($0.map(\.name)) }
+        ).showing { settings in settings.providers.flatMap(\.rows) },
+        .int(
+            "httpdns.timeoutMs", \.timeoutMilliseconds, default: 5000,
+            "the time one HTTP exchange may take, milliseconds",
+            range: 1...600_000),
+        .int(
+            "httpdns.budgetMs", \.budgetMilliseconds, default: 5000,
+            "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
+            range: 1...600_000),
+        .strings("httpdns.trustCA", \.trustCA, "extra trusted CA PEM files (certificates are always verified)"),
+        .documented(Provider.keys.api),
+        .documented(Provider.keys.urls),
+        .documented(Provider.keys.bootstrap),
+        .documented(Provider.keys.method),
+        .documented(Provider.keys.account),
+        .documented(Provider.keys.secretEnv),
+        .documented(Provider.keys.allowPrivateAnswers),
+    ]
+}
+
+extension HTTPDNSSettings.Provider {
+    /// The `httpdns.provider.*.…` keys.
+    package static let keys = (
+        api: SettingKey(
+            "httpdns.provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
+            allowed: HTTPDNSPreset.apiNames),
+        urls: SettingKey(
+            "httpdns.provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
+            check: { text in
+                do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as DNSError {
+                    return error.message
+                } catch { return "\(error)" }
+            }),
+        bootstrap: SettingKey(
+            "httpdns.provider.*.bootstrap", .stringArray, default: "[]", "fixed IPs for the endpoints' host names",
+            check: { text in IPAddress(text) == nil ? "'\(HostName.printable(text))' is not an IP address" : nil }),
+        method: SettingKey(
+            "httpdns.provider.*.method", .string, default: "get", "RFC 8484 method", allowed: ["get", "post"]),
+        account: SettingKey("httpdns.provider.*.account", .string, default: "none", "vendor account ID"),
+        secretEnv: SettingKey(
+            "httpdns.provider.*.secretEnv", .string, default: "HOSTSCTL_HTTPDNS_SECRET",
+            "the environment variable holding the provider's secret (never the secret itself)"),
+        allowPrivateAnswers: SettingKey(
+            "httpdns.provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
+            "accept private, loopback and link-local answers from this provider")
+    )
+
+    /// Reads provider `name`'s keys.
+    package init(name: String, reader: SettingsReader, allowPrivateAnswers guardDefault: Bool) throws(DNSError) {
+        let prefix = "httpdns.provider.\(name)."
+        let keys = Self.keys
+        guard reader.config.string(forKey: ConfigKey(prefix + "api")) != nil else {
+            throw reader.invalid(prefix + "api", "provider \(name) is listed in httpdns.providers but has no api")
+        }
+        let api = try reader.string(keys.api, at: prefix + "api", default: "")
+        let urls = try reader.strings(keys.urls, at: prefix + "urls", default: [])
+        guard !urls.isEmpty else { throw reader.invalid(prefix + "urls", "provider \(name) needs at least one URL") }
+        let methodText = try reader.string(keys.method, at: prefix + "method", default: "get")
+        self.init(
+            name: name,
+            api: api,
+            urls: urls,
+            bootstrap: try reader.strings(keys.bootstrap, at: prefix + "bootstrap", default: []).compactMap(
+                IPAddress.init),
+            method: HTTPDNSResolver.API.DoHMethod(rawValue: methodText) ?? .get,
+            account: reader.config.string(forKey: ConfigKey(prefix + "account")),
+            secretVariable: try reader.string(
+                keys.secretEnv, at: prefix + "secretEnv", default: "HOSTSCTL_HTTPDNS_SECRET"),
+            allowPrivateAnswers: try reader.bool(
+                keys.allowPrivateAnswers, at: prefix + "allowPrivateAnswers", default: guardDefault)
+        )
+    }
+
+    /// This provider's effective values (never its secret, only the variable that holds it).
+    package var rows: [(String, String)] {
+        let prefix = "httpdns.provider.\(name)."
+        return [
+            (prefix + "api", api),
+            (prefix + "urls", SettingsReader.list(urls)),
+            (prefix + "bootstrap", SettingsReader.list(bootstrap.map(\.description))),
+            (prefix + "method", method.rawValue),
+            (prefix + "account", account ?? "none"),
+            (prefix + "secretEnv", secretVariable),
+            (prefix + "allowPrivateAnswers", "\(allowPrivateAnswers)"),
+        ]
+    }
+
+    /// The resolver configuration this provider describes, with its secret read from ``secretVariable``.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` for a bad URL or a vendor API without an account.
+    package func resolverConfiguration() throws(DNSError) -> HTTPDNSResolver.Configuration {
+        let secret = HTTPDNSSecret(environmentVariable: secretVariable)
+        let api: HTTPDNSResolver.API
+        switch self.api {
+        case "doh": api = .dnsMessage(method: method)
+        case "doh-json": api = .dnsJSON
+        case "alibaba":
+            guard let account else {
+                throw DNSError(code: .invalidConfiguration, message: "provider \(name): alibaba needs an account")
+            }
+            api = .alibaba(account: account, secret: secret)
+        default: api = .tencent(account: account, key: secret)
+        }
+        var endpoints: [HTTPDNSEndpoint] = []
+        for url in urls {
+            let literal = (try? HTTPDNSEndpoint(url))?.hostIsIPAddress ?? false
+            endpoints.append(try HTTPDNSEndpoint(url, bootstrapAddresses: literal ? [] : bootstrap))
+        }
+        return HTTPDNSResolver.Configuration(
+            name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers)
+    }
+}
+
+/// The `guard.*` keys: the private-address guard (private, loopback and link-local answers are refused from
+/// HTTP DNS unless a provider allows them; optionally from every upstream).
+public struct AddressGuardSettings: Sendable, Hashable {
+    /// The default of the private-address guard for providers that do not set it.
+    public var allowPrivateAnswers: Bool
+    /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS.
+    public var everyUpstream: Bool
+
+    /// The defaults: private answers refused from HTTP DNS only.
+    public static var `default`: AddressGuardSettings {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! AddressGuardSettings(configReader: defaultsReader)
+    }
+
+    /// Reads the `guard.*` keys; missing keys take their defaults.
+    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        // Placeholders only: every field below overwrites its property.
+        allowPrivateAnswers = false
+        everyUpstream = false
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    package static let fields: [SettingField<AddressGuardSettings>] = [
+        .bool(
+            "guard.allowPrivateAnswers", \.allowPrivateAnswers, default: false,
+            "the private-address guard's default for providers"),
+        .bool(
+            "guard.everyUpstream", \.everyUpstream, default: false,
+            "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
+    ]
+}

@@ -1,0 +1,222 @@
+package import Configuration
+
+/// One settings key bound to the property that holds its value. A section's list of fields is the one place where
+/// its keys, their defaults, their limits and their meaning are written: the section's `init(configReader:)` reads
+/// through it, ``ResolverSettings/keys`` (the file check, the environment variables, `hostsctl config keys`) lists
+/// it, and ``ResolverSettings/effectiveValues`` (`hostsctl config show`) prints through it.
+package struct SettingField<Section>: Sendable {
+    /// The documented key.
+    package let key: SettingKey
+    /// Reads the key (or its default) into the section.
+    package let read: @Sendable (SettingsReader, inout Section) throws(DNSError) -> Void
+    /// The effective values as (dotted path, text) rows; most keys give one.
+    package let show: @Sendable (Section) -> [(String, String)]
+
+    /// A key whose value is decoded by `decode` (which applies the default) and printed by `describe`.
+    package static func custom<Value>(
+        _ path: String, _ kind: SettingKey.Kind, _ field: any WritableKeyPath<Section, Value> & Sendable,
+        shown defaultText: String, _ help: String, allowed: [String]? = nil, range: ClosedRange<Int>? = nil,
+        check: (@Sendable (String) -> String?)? = nil,
+        decode: @escaping @Sendable (SettingsReader, SettingKey) throws(DNSError) -> Value,
+        describe: @escaping @Sendable (Value) -> String
+    ) -> SettingField {
+        let key = SettingKey(
+            path, kind, default: defaultText, help, allowed: allowed, range: range, check: check)
+        return SettingField(
+            key: key,
+            read: { reader, section throws(DNSError) in section[keyPath: field] = try decode(reader, key) },
+            show: { section in [(path, describe(section[keyPath: field]))] })
+    }
+
+    /// An integer key.
+    package static func int(
+        _ path: String, _ field: any WritableKeyPath<Section, Int> & Sendable, default value: Int, _ help: String,
+        range: ClosedRange<Int>? = nil
+    ) -> SettingField {
+        custom(
+            path, .int, field, shown: "\(value)", help, range: range,
+            decode: { reader, key throws(DNSError) in try reader.int(key, default: value) }, describe: { "\($0)" })
+    }
+
+    /// A `true`/`false` key.
+    package static func bool(
+        _ path: String, _ field: any WritableKeyPath<Section, Bool> & Sendable, default value: Bool, _ help: String
+    ) -> SettingField {
+        custom(
+            path, .bool, field, shown: "\(value)", help,
+            decode: { reader, key throws(DNSError) in try reader.bool(key, default: value) }, describe: { "\($0)" })
+    }
+
+    /// A string key whose empty value (the default) means "none"; `none` is how that is printed.
+    package static func optionalString(
+        _ path: String, _ field: any WritableKeyPath<Section, String?> & Sendable, shown defaultText: String,
+        none: String, _ help: String
+    ) -> SettingField {
+        custom(
+            path, .string, field, shown: defaultText, help,
+            decode: { reader, key throws(DNSError) in
+                let text = try reader.string(key, default: "")
+                return text.isEmpty ? nil : text
+            }, describe: { $0 ?? none })
+    }
+
+    /// A string key.
+    package static func string(
+        _ path: String, _ field: any WritableKeyPath<Section, String> & Sendable, default value: String, _ help: String
+    ) -> SettingField {
+        custom(
+            path, .string, field, shown: value, help,
+            decode: { reader, key throws(DNSError) in try reader.string(key, default: value) }, describe: { $0 })
+    }
+
+    /// An integer array key.
+    package static func ints(
+        _ path: String, _ field: any WritableKeyPath<Section, [Int]> & Sendable, default value: [Int], _ help: String,
+        range: ClosedRange<Int>? = nil
+    ) -> SettingField {
+        let key = SettingKey(
+            path, .intArray, default: SettingsReader.list(value.map(String.init)), help, range: range)
+        return SettingField(
+            key: key,
+            read: { reader, section throws(DNSError) in section[keyPath: field] = try reader.ints(key, default: value)
+            },
+            show: { section in [(path, SettingsReader.list(section[keyPath: field].map(String.init)))] })
+    }
+
+    /// A string key whose value is one of a `RawRepresentable` type's cases.
+    package static func choice<Value: RawRepresentable & CaseIterable & Sendable>(
+        _ path: String, _ field: any WritableKeyPath<Section, Value> & Sendable, default value: Value, _ help: String
+    ) -> SettingField where Value.RawValue == String {
+        custom(
+            path, .string, field, shown: value.rawValue, help, allowed: Value.allCases.map(\.rawValue),
+            decode: { reader, key throws(DNSError) in
+                Value(rawValue: try reader.string(key, default: value.rawValue)) ?? value
+            }, describe: { $0.rawValue })
+    }
+
+    /// A string array key.
+    package static func strings(
+        _ path: String, _ field: any WritableKeyPath<Section, [String]> & Sendable, default value: [String] = [],
+        shown defaultText: String? = nil, _ help: String, check: (@Sendable (String) -> String?)? = nil
+    ) -> SettingField {
+        custom(
+            path, .stringArray, field, shown: defaultText ?? SettingsReader.list(value), help, check: check,
+            decode: { reader, key throws(DNSError) in try reader.strings(key, default: value) },
+            describe: { SettingsReader.list($0) })
+    }
+
+    /// A key read from the file and never written back: it only appears in the key table (the per-provider keys,
+    /// which the providers field reads).
+    package static func documented(_ key: SettingKey) -> SettingField {
+        SettingField(key: key, read: { _, _ in }, show: { _ in [] })
+    }
+
+    /// This field with `rows` as its effective values instead of its one row.
+    package func showing(_ rows: @escaping @Sendable (Section) -> [(String, String)]) -> SettingField {
+        let own = show
+        return SettingField(key: key, read: read, show: { own($0) + rows($0) })
+    }
+
+    /// Reads every field of `fields` into `section`.
+    package static func readAll(_ fields: [SettingField], from config: ConfigReader, into section: inout Section)
+        throws(DNSError)
+    {
+        let reader = SettingsReader(config: config)
+        for field in fields { try field.read(reader, &section) }
+    }
+
+    /// The effective values of `section` as (dotted path, text) rows, in the order of `fields`.
+    package static func values(_ fields: [SettingField], of section: Section) -> [SettingValue] {
+        fields.flatMap { field in field.show(section).map { SettingValue(path: $0.0, text: $0.1) } }
+    }
+}
+
+/// One effective setting, as `hostsctl config show` prints it.
+package struct SettingValue: Sendable, Hashable {
+    /// The concrete dotted path (provider keys carry the provider's name).
+    package var path: String
+    /// The value as text.
+    package var text: String
+}
+
+/// An empty configuration: reading a section from it gives the section's defaults.
+package let defaultsReader = ConfigReader(provider: InMemoryProvider(values: [:]))
+
+/// Typed reads of documented keys, with errors that name the key and its environment variable.
+package struct SettingsReader {
+    package let config: ConfigReader
+
+    /// A reader of `config`.
+    package init(config: ConfigReader) {
+        self.config = config
+    }
+
+    /// The error for a bad value of `path`.
+    package func invalid(_ path: String, _ reason: String) -> DNSError {
+        DNSError(
+            code: .invalidConfiguration,
+            message: "setting \(path) (\(SettingKey.environmentVariable(for: path))): \(reason)")
+    }
+
+    /// Whether `path` has a value of any kind.
+    package func isSet(_ path: String) -> Bool {
+        let key = ConfigKey(path)
+        return config.string(forKey: key) != nil || config.int(forKey: key) != nil
+            || config.stringArray(forKey: key) != nil || config.intArray(forKey: key) != nil
+    }
+
+    /// A string, checked against the key's allowed values and check.
+    package func string(_ key: SettingKey, at path: String? = nil, default fallback: String) throws(DNSError) -> String
+    {
+        let path = path ?? key.path
+        let value = config.string(forKey: ConfigKey(path)) ?? fallback
+        if let problem = key.problem(with: value) { throw invalid(path, problem) }
+        return value
+    }
+
+    /// An integer, checked against the key's range.
+    package func int(_ key: SettingKey, at path: String? = nil, default fallback: Int) throws(DNSError) -> Int {
+        let path = path ?? key.path
+        if let text = config.string(forKey: ConfigKey(path)), Int(text) == nil,
+            config.int(forKey: ConfigKey(path)) == nil
+        {
+            throw invalid(path, "'\(HostName.printable(text))' is not an integer")
+        }
+        let value = config.int(forKey: ConfigKey(path)) ?? fallback
+        if let problem = key.problem(with: value) { throw invalid(path, problem) }
+        return value
+    }
+
+    /// `true` or `false`.
+    package func bool(_ key: SettingKey, at path: String? = nil, default fallback: Bool) throws(DNSError) -> Bool {
+        let path = path ?? key.path
+        if let text = config.string(forKey: ConfigKey(path)), config.bool(forKey: ConfigKey(path)) == nil {
+            throw invalid(path, "'\(HostName.printable(text))' is not true or false")
+        }
+        return config.bool(forKey: ConfigKey(path)) ?? fallback
+    }
+
+    /// A string array, each element checked.
+    package func strings(_ key: SettingKey, at path: String? = nil, default fallback: [String]) throws(DNSError)
+        -> [String]
+    {
+        let path = path ?? key.path
+        let values = config.stringArray(forKey: ConfigKey(path)) ?? fallback
+        for value in values {
+            if let problem = key.problem(with: value) { throw invalid(path, problem) }
+        }
+        return values
+    }
+
+    /// An integer array, each element checked against the key's range.
+    package func ints(_ key: SettingKey, default fallback: [Int]) throws(DNSError) -> [Int] {
+        let values = config.intArray(forKey: ConfigKey(key.path)) ?? fallback
+        for value in values {
+            if let problem = key.problem(with: value) { throw invalid(key.path, problem) }
+        }
+        return values
+    }
+
+    /// How lists are printed: `[a, b]`.
+    package static func list(_ values: [String]) -> String { "[" + values.joined(separator: ", ") + "]" }
+}

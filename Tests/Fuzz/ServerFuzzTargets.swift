@@ -1,0 +1,147 @@
+import HTTPDNS
+import HTTPDNSServer
+import Logging
+
+/// Entry points for coverage-guided fuzzing of what the server reads from clients (`Tests/Fuzz`,
+/// `scripts/fuzz.sh`): request targets and query strings, every endpoint's parameters (JSON API, vendor APIs and
+/// their signatures, reports), and RFC 8484 messages with the rewriting applied before forwarding. Each input must
+/// get an HTTP answer, never a crash or a hang; a broken promise traps.
+enum ServerFuzzTargets {
+    /// The targets, by name.
+    static let names = ["serve-request", "serve-dns-message"]
+
+    /// A service on a resolver that only has an override (no upstream, nothing leaves the process), with accounts,
+    /// reports, forwarding and a rate limit switched on so that every path is reachable.
+    private static let service: HTTPDNSService = {
+        let overrides = HostOverrides()
+        overrides.set([IPAddress(ipv4: 192, 0, 2, 1)], for: try! HostPattern("multi.test"))
+        // cached.test is in the cache, so RFC 8484 answers can be kept (and compared with the full path's).
+        let cache = HostCache()
+        cache.store(
+            try! HostName("cached.test"), family: .ipv4, addresses: [IPAddress(ipv4: 192, 0, 2, 7)], ttl: 86_400,
+            origin: "fuzz")
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: cache, prober: nil)
+        return HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(
+                accounts: ["139450": nil, "signed-1": HTTPDNSSecret("s3cret")], rateLimitPerSecond: 1_000_000,
+                rateLimitBurst: 1_000_000, acceptClientReports: true,
+                reportNetworks: [IPNetwork("127.0.0.0/8")!]),
+            logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }),
+            metricsExporter: { Array("metrics 1\n".utf8) }, now: { 1_800_000_000 })
+    }()
+
+    /// Kept answers across inputs. Inputs run one at a time on one thread, as the memo's event loop would.
+    nonisolated(unsafe) private static let memo = AnswerMemo()
+
+    private static let methods = ["GET", "POST", "HEAD", "PUT"]
+    private static let types = [nil, "application/dns-message", "application/json", "text/plain"]
+
+    /// Feeds `bytes` to the target called `target`; `false` for an unknown name.
+    static func run(_ target: String, _ bytes: [UInt8]) -> Bool {
+        switch target {
+        case "serve-request":
+            // Byte 0 picks the method and content type; the first line is the target, the rest the body.
+            guard let first = bytes.first else { return true }
+            let rest = bytes.dropFirst()
+            let line = rest.firstIndex(of: UInt8(ascii: "\n")) ?? rest.endIndex
+            let request = ServiceRequest(
+                method: methods[Int(first & 3)], target: String(decoding: rest[..<line], as: UTF8.self),
+                contentType: types[Int(first >> 2 & 3)], body: Array(rest[line...].dropFirst()),
+                client: IPAddress(ipv4: first & 0x10 == 0 ? 127 : 198, 51, 100, first))
+            answer(request)
+        case "serve-dns-message":
+            answer(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes))
+            if let query = try? DNSQueryMessage(bytes),
+                let relayed = try? ForwardedQuery.strippingClientSubnet(bytes, questionEnd: 12 + query.question.count)
+            {
+                precondition(relayed.count <= bytes.count, "stripping an option made the message longer")
+                precondition(
+                    Array(relayed.prefix(12 + query.question.count)) == Array(bytes.prefix(12 + query.question.count)))
+                precondition(
+                    (try? ForwardedQuery.strippingClientSubnet(relayed, questionEnd: 12 + query.question.count))
+                        == relayed,
+                    "a relayed message still changes when stripped again")
+            }
+            _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
+            dnsTransports(bytes)
+            clientSubnetOption(bytes)
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// A client subnet option that reads writes back as it came, and a network cut shorter stays inside it.
+    private static func clientSubnetOption(_ bytes: [UInt8]) {
+        guard let (subnet, scope) = try? EDNSClientSubnet.find(in: bytes) else { return }
+        let written = EDNSClientSubnet.optionData(subnet, scope: scope)
+        precondition((try? EDNSClientSubnet.read(written[...]))?.subnet == subnet, "an ECS option does not read back")
+        let cut = subnet.truncated(to: subnet.prefixLength / 2)
+        precondition(cut.contains(subnet) && cut.prefixLength <= subnet.prefixLength, "a cut network lost its own")
+    }
+
+    /// Relayed answers kept for later clients.
+    private static let forwardedAnswers = ForwardedAnswerCache(capacity: 64)
+
+    /// What the plain DNS and DoT listeners and the cache of relayed answers do with `bytes` as a query and as an
+    /// answer: a UDP answer to a readable query never passes its limit, a kept answer carries the asker's ID and
+    /// question.
+    private static func dnsTransports(_ bytes: [UInt8]) {
+        let limit = DNSTransportWire.udpLimit(for: bytes)
+        let request = ServiceRequest(
+            method: "POST", target: "/dns-query", contentType: "application/dns-message", body: bytes, transport: .udp)
+        var responses: [ServiceResponse] = [.text(400, "bad"), .text(429, "slow down"), .text(403, "accounts only")]
+        if let (response, _) = service.immediateResponse(service.plan(request)) { responses.append(response) }
+        for response in responses {
+            for overUDP in [true, false] {
+                guard let message = DNSTransportWire.message(for: response, query: bytes, overUDP: overUDP) else {
+                    continue
+                }
+                precondition(message.count >= 12 && message[2] & 0x80 != 0, "a DNS answer that is not one")
+                let sent = DNSTransportWire.truncated(message, limit: limit)
+                precondition(sent.count <= message.count && (message.count > limit || sent == message))
+                // The service's answers to a query it could read (names of at most 255 bytes) always fit.
+                if (try? DNSQueryMessage(bytes)) != nil {
+                    precondition(sent.count <= limit, "a UDP answer of \(sent.count) bytes over its limit of \(limit)")
+                }
+            }
+        }
+        let now = ContinuousClock.now
+        forwardedAnswers.keep(bytes, to: bytes, now: now)
+        // A kept answer (this input's or an earlier one's with the same question) carries the asker's ID and question.
+        if let kept = forwardedAnswers.answer(to: bytes, now: now),
+            let nameEnd = DNSMessageWalk.skipName(bytes, from: 12)
+        {
+            precondition(kept.answer.prefix(2).elementsEqual(bytes.prefix(2)), "a kept answer without the asker's ID")
+            precondition(kept.answer[12..<nameEnd].elementsEqual(bytes[12..<nameEnd]), "not the asker's question")
+        }
+        _ = ForwardedAnswerCache.key(bytes)
+        if bytes.count >= 12 { _ = ForwardedAnswerCache.recordTTLs(bytes) }
+    }
+
+    /// Plans and, where no upstream is needed, answers `request`: the answer is an HTTP status, and a DNS message
+    /// answer echoes the question.
+    /// A kept answer must be the full path's, byte for byte.
+    private static func answer(_ request: ServiceRequest) {
+        let plan = service.plan(request)
+        guard let (response, steadyFor) = service.immediateResponse(plan) else { return }
+        precondition((200..<600).contains(response.status), "status \(response.status)")
+        if response.contentType == "application/dns-message" {
+            precondition(response.body.count >= 12 && response.body[2] & 0x80 != 0, "a DNS answer that is not one")
+        }
+        let memoPlan = service.plan(request, memo: memo)
+        guard let (first, _) = service.immediateResponse(memoPlan) else { return }
+        guard let steadyFor, let (message, generation) = memoPlan.memoizable else { return }
+        let made = ContinuousClock.now
+        memo.keep(first, to: message, name: memoPlan.name, generation: generation, steadyFor: steadyFor, now: made)
+        guard let (kept, _) = memo.answer(to: message, generation: generation, now: made),
+            let (full, _) = service.immediateResponse(service.plan(request))
+        else { return }
+        // Within its time (the TTL has not ticked down since) a kept answer is the full path's, byte for byte.
+        precondition(
+            kept == full || ContinuousClock.now >= made + steadyFor, "a kept answer differs from the full path's")
+    }
+}
