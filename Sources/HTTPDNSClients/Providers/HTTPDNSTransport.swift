@@ -3,7 +3,7 @@ public import Logging
 public import NIOCore
 package import NIOHTTP1
 public import NIOPosix
-package import NIOSSL
+import NIOSSL
 import Synchronization
 public import HTTPDNSCore
 import HTTPDNSCAres
@@ -412,70 +412,4 @@ public final class HTTPDNSTransport: Sendable {
             }
         }
     }
-}
-
-extension TLSConfiguration {
-    /// A client configuration that verifies certificates fully, with the CA certificates in the PEM files at
-    /// `additionalTrustRoots` added to the system roots. Shared by every HTTP client of the package; there is
-    /// deliberately no way to turn verification off.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` when a file cannot be read or holds no certificate.
-    package static func verifiedClient(additionalTrustRoots: [String]) throws(DNSError) -> TLSConfiguration {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.certificateVerification = .fullVerification
-        // TLS 1.0 and 1.1 are deprecated (RFC 8996): never offered, for HTTP DNS and intercepted traffic alike.
-        tls.minimumTLSVersion = .tlsv12
-        var extraRoots: [NIOSSLCertificate] = []
-        for path in additionalTrustRoots {
-            let certificates: [NIOSSLCertificate]
-            do {
-                certificates = try NIOSSLCertificate.fromPEMFile(path)
-            } catch {
-                throw DNSError(
-                    code: .invalidConfiguration, message: "cannot read trust root file \(path): \(error)", source: error
-                )
-            }
-            guard !certificates.isEmpty else {
-                throw DNSError(code: .invalidConfiguration, message: "trust root file \(path) holds no certificate")
-            }
-            extraRoots += certificates
-        }
-        if !extraRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraRoots)] }
-        return tls
-    }
-}
-
-/// Runs `operation`, throwing `error` if it takes longer than `limit` (the operation is cancelled then). Shared by
-/// the package's HTTP clients, whose peers can stall mid-body, and by the URL protocol's resolution step.
-///
-/// The timer is a NIO scheduled task, cancelled (and freed) as soon as the operation ends. A `Task.sleep` racing
-/// the operation would not do: on Linux a cancelled sleep keeps its timer, and the memory it holds, until its
-/// deadline, so at thousands of requests a second with a 60 s limit hundreds of thousands of dead timers pile up
-/// (the soak test saw resident memory grow by 430 MB over a million requests).
-package func withTimeLimit<T: Sendable>(
-    _ limit: Duration,
-    orThrow timeoutError: @autoclosure @escaping @Sendable () -> any Error,
-    _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    let work = Task { try await operation() }
-    let expiry = TimeLimitExpiry()
-    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(limit)) {
-        expiry.expired.store(true, ordering: .releasing)
-        work.cancel()
-    }
-    defer { timer.cancel() }
-    do {
-        return try await withTaskCancellationHandler {
-            try await work.value
-        } onCancel: {
-            work.cancel()
-        }
-    } catch {
-        if expiry.expired.load(ordering: .acquiring) { throw timeoutError() }
-        throw error
-    }
-}
-
-/// Whether a ``withTimeLimit(_:orThrow:_:)`` timer fired, shared between the timer and the waiting task.
-private final class TimeLimitExpiry: Sendable {
-    let expired = Atomic<Bool>(false)
 }

@@ -157,142 +157,22 @@ public final class HTTPDNSServer: Sendable {
             )
         }
         let counts = Locked(ProtocolCounts())
-        let connections = Connections(
-            limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
-            counts: counts, metrics: service.metrics, logger: logger)
-        let limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
-        let guardLimits = ConnectionGuard.Limits(
-            handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
-            headTimeout: TimeAmount(configuration.requestHeadTimeout),
-            bodyTimeout: TimeAmount(configuration.requestBodyTimeout),
-            idleTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.writeTimeout),
-            maximumQueuedBytes: configuration.maximumQueuedBytes)
-        let metrics = service.metrics
-        let prefixes = configuration.clientPrefixes
-        let http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
-        // One table of kept answers per event loop, used only there.
-        var memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>] = [:]
-        for loop in eventLoopGroup.makeIterator() {
-            memos[ObjectIdentifier(loop)] = .makeBoxSendingValue(AnswerMemo(), eventLoop: loop)
-        }
-        let memosByLoop = memos
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
-            counts.withLock {
-                $0.accepted += 1
-                $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
-            }
-            let client = Exchange.clientAddress(channel)
-            guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
-                // Over the client's own limit, or accepted in the same burst as the one that reached the total
-                // limit, before accepting stopped.
-                return channel.close()
-            }
-            return channel.eventLoop.makeCompletedFuture {
-                let sync = channel.pipeline.syncOperations
-                let exchange = Exchange(
-                    service: service, limits: limits, logger: logger, client: client,
-                    transport: tls == nil ? .http : .https, memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
-                let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls != nil) { reason in
-                    metrics.closedByGuard(reason.rawValue)
-                }
-                if let tls {
-                    try sync.addHandler(NIOSSLServerHandler(context: tls))
-                    try sync.addHandler(connectionGuard)
-                    try sync.addHandler(
-                        Self.negotiation(channel: channel, exchange, connectionGuard, http2: http2, counts: counts))
-                } else {
-                    try sync.addHandler(connectionGuard)
-                    try Self.http1(channel.pipeline, exchange, connectionGuard)
-                }
-            }
-        }
-        // One listening socket; each connection it accepts is handed to the next event loop of the group in turn,
-        // so every core answers. (One socket per loop with SO_REUSEPORT measured no faster, and lets a listener on
-        // port 0 share its port with another process's of the same user.)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer(initialize)
-        let listener = try await bootstrap.bind(host: configuration.host, port: configuration.port).get()
+        let setup = ListenerSetup(
+            service: service, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup,
+            counts: counts)
+        let listener = try await setup.bindHTTP(
+            host: configuration.host, port: configuration.port, tls: tls)
         let port = listener.localAddress?.port ?? configuration.port
-        // Plain DNS and DNS over TLS: the same service, kept answers, per-client limits and guard.
-        var dnsListeners: [any Channel] = []
-        var dnsPort: Int?
-        var dotPort: Int?
+        let dns: ListenerSetup.DNSListeners
         do {
-            let streams: @Sendable (any Channel, NIOSSLContext?) -> EventLoopFuture<Void> = { channel, context in
-                let client = Exchange.clientAddress(channel)
-                guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else {
-                    return channel.close()
-                }
-                return channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    let exchange = Exchange(
-                        service: service, limits: limits, logger: logger, client: client,
-                        transport: context == nil ? .tcp : .tls,
-                        memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
-                    let connectionGuard = ConnectionGuard(limits: guardLimits, tls: context != nil) { reason in
-                        metrics.closedByGuard(reason.rawValue)
-                    }
-                    if let context { try sync.addHandler(NIOSSLServerHandler(context: context)) }
-                    try sync.addHandler(connectionGuard)
-                    try sync.addHandler(DNSStreamHandler(exchange, connectionGuard: connectionGuard))
-                }
-            }
-            func streamListener(_ address: ServerAddress, _ context: NIOSSLContext?) async throws -> any Channel {
-                try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
-                    .serverChannelOption(.backlog, value: 256)
-                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                    .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-                    .childChannelInitializer { streams($0, context) }
-                    .bind(host: address.ip.description, port: Int(address.port)).get()
-            }
-            func datagramListener(_ address: ServerAddress) async throws -> any Channel {
-                try await DatagramBootstrap(group: eventLoopGroup.next())
-                    .channelOption(.socketOption(.so_reuseaddr), value: 1)
-                    // Up to 32 datagrams per system call (recvmmsg), a bounded number of calls per wake-up; the
-                    // answers of one read burst leave together (sendmmsg).
-                    .channelOption(.datagramVectorReadMessageCount, value: 32)
-                    .channelOption(.maxMessagesPerRead, value: 8)
-                    .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
-                    .channelInitializer { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            let exchange = Exchange(
-                                service: service, limits: limits, logger: logger, client: nil, transport: .udp,
-                                memo: memosByLoop[ObjectIdentifier(channel.eventLoop)])
-                            try channel.pipeline.syncOperations.addHandler(DNSDatagramHandler(exchange))
-                        }
-                    }
-                    .bind(host: address.ip.description, port: Int(address.port)).get()
-            }
-            if let address = configuration.dnsListen {
-                // UDP first: with port 0 it picks the port, and TCP takes the same one. That port may be taken for
-                // TCP by someone else: then both are tried again on another.
-                for attempt in 1... {
-                    let udp = try await datagramListener(address)
-                    let chosen = udp.localAddress?.port ?? Int(address.port)
-                    do {
-                        let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
-                        dnsListeners += [udp, tcp]
-                        dnsPort = chosen
-                        break
-                    } catch {
-                        try? await udp.close()
-                        guard address.port == 0, attempt < 20 else { throw error }
-                    }
-                }
-            }
-            if let address = configuration.dotListen {
-                let dot = try await streamListener(address, dotTLS)
-                dnsListeners.append(dot)
-                dotPort = dot.localAddress?.port ?? Int(address.port)
-            }
+            dns = try await setup.bindDNS(
+                dnsListen: configuration.dnsListen, dotListen: configuration.dotListen, dotTLS: dotTLS)
         } catch {
             try? await listener.close()
-            for channel in dnsListeners { try? await channel.close() }
             throw error
         }
+        let (dnsListeners, dnsPort, dotPort) = (dns.channels, dns.dnsPort, dns.dotPort)
+        let connections = setup.connections
         logger.notice(
             "serving HTTP DNS",
             metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
@@ -339,65 +219,6 @@ public final class HTTPDNSServer: Sendable {
         for open in connections.all { try? await open.close() }
         logger.notice("stopped serving HTTP DNS")
     }
-
-    private static func tlsContext(_ configuration: Configuration, protocols: [String]) throws -> NIOSSLContext? {
-        guard let certificatePath = configuration.certificatePath, let keyPath = configuration.privateKeyPath else {
-            return nil
-        }
-        do {
-            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
-                NIOSSLCertificateSource.certificate($0)
-            }
-            var tls = TLSConfiguration.makeServerConfiguration(
-                certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
-            tls.minimumTLSVersion = .tlsv12
-            tls.applicationProtocols = protocols
-            return try NIOSSLContext(configuration: tls)
-        } catch {
-            throw DNSError(
-                code: .invalidConfiguration,
-                message: "cannot use the certificate \(certificatePath) and key \(keyPath): \(error)")
-        }
-    }
-
-    /// What every HTTP/2 connection of a server shares: its SETTINGS and nghttp2's options.
-    private struct HTTP2Setup: Sendable {
-        var settings: HTTP2ServerSession.Settings
-        var options: HTTP2SessionOptions
-
-        init(settings: HTTP2ServerSession.Settings) {
-            self.settings = settings
-            options = HTTP2SessionOptions()
-        }
-    }
-
-    private static func negotiation(
-        channel: any Channel, _ exchange: Exchange, _ connectionGuard: ConnectionGuard, http2: HTTP2Setup,
-        counts: Locked<ProtocolCounts>
-    ) -> ApplicationProtocolNegotiationHandler {
-        let bound = NIOLoopBound(connectionGuard, eventLoop: channel.eventLoop)
-        return ApplicationProtocolNegotiationHandler { result in
-            channel.eventLoop.makeCompletedFuture {
-                switch result {
-                case .negotiated("h2"):
-                    counts.withLock { $0.http2 += 1 }
-                    try channel.pipeline.syncOperations.addHandler(
-                        HTTP2ServiceHandler(
-                            exchange, connectionGuard: bound.value, settings: http2.settings, options: http2.options))
-                default:
-                    counts.withLock { $0.http1OverTLS += 1 }
-                    try http1(channel.pipeline, exchange, bound.value)
-                }
-            }
-        }
-    }
-
-    private static func http1(
-        _ pipeline: ChannelPipeline, _ exchange: Exchange, _ connectionGuard: ConnectionGuard
-    ) throws {
-        try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-        try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange, connectionGuard: connectionGuard))
-    }
 }
 
 /// Run in a swift-service-lifecycle `ServiceGroup`: serves until the group shuts down gracefully (SIGTERM, say) or
@@ -407,96 +228,5 @@ extension HTTPDNSServer: Service {
     public func run() async throws {
         try? await gracefulShutdown()
         await shutdown()
-    }
-}
-
-/// The open connections, for graceful shutdown and the connection limits.
-///
-/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
-/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
-/// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
-/// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
-/// while serving others'); the table of counts only holds networks with a connection open.
-private final class Connections: Sendable {
-    private struct State {
-        var open: [ObjectIdentifier: any Channel] = [:]
-        var perClient: [ClientNetwork: Int] = [:]
-        var paused = false
-    }
-
-    private let state = Locked(State())
-    private let limit: Int
-    private let perClientLimit: Int
-    private let counts: Locked<HTTPDNSServer.ProtocolCounts>
-    private let metrics: ServiceMetrics
-    private let logger: Logger
-
-    init(
-        limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics,
-        logger: Logger
-    ) {
-        self.limit = limit
-        self.perClientLimit = perClient
-        self.counts = counts
-        self.metrics = metrics
-        self.logger = logger
-    }
-
-    var count: Int { state.withLock { $0.open.count } }
-
-    var all: [any Channel] { state.withLock { Array($0.open.values) } }
-
-    /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
-    /// or the client's is already reached.
-    func admit(_ channel: any Channel, client: ClientNetwork) -> Bool {
-        let key = ObjectIdentifier(channel)
-        // Connections without an address to go by (not TCP) count only towards the total.
-        let counted = client != .shared
-        let (admitted, paused, overClientLimit) = state.withLock { state in
-            guard state.open.count < limit else { return (false, false, false) }
-            if counted {
-                let current = state.perClient[client, default: 0]
-                guard current < perClientLimit else { return (false, false, true) }
-                state.perClient[client] = current + 1
-            }
-            state.open[key] = channel
-            // Recorded under the lock, so the gauge's last value is the last count.
-            metrics.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
-                return (true, false, false)
-            }
-            state.paused = true
-            listener.setOption(.autoRead, value: false).whenFailure { _ in }
-            return (true, true, false)
-        }
-        if overClientLimit {
-            counts.withLock { $0.refusedPerClient += 1 }
-            metrics.connectionsRefused.increment()
-            logger.debug(
-                "a client network is at its connection limit; closing its new connection",
-                metadata: ["limit": "\(perClientLimit)"])
-        }
-        if paused {
-            counts.withLock { $0.pauses += 1 }
-            metrics.acceptPauses.increment()
-            logger.notice(
-                "connection limit reached; new connections wait in the backlog", metadata: ["limit": "\(limit)"])
-        }
-        guard admitted else { return false }
-        channel.closeFuture.whenComplete { [self] _ in
-            state.withLock { state in
-                state.open[key] = nil
-                metrics.connectionsOpen.record(state.open.count)
-                if counted {
-                    let remaining = state.perClient[client, default: 1] - 1
-                    state.perClient[client] = remaining > 0 ? remaining : nil
-                }
-                if state.paused, state.open.count < limit, let listener = channel.parent {
-                    state.paused = false
-                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
-                }
-            }
-        }
-        return true
     }
 }

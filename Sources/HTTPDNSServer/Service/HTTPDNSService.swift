@@ -16,111 +16,6 @@ import Synchronization
 /// rate limit; every request is counted in metrics and, at `info` level, in an access log without secrets or full
 /// client addresses.
 public final class HTTPDNSService: Sendable {
-    /// What the service answers and how; ``apply(_:)`` replaces it while serving.
-    package struct Configuration: Sendable, Hashable {
-        /// What to do with DNS queries for types other than A and AAAA.
-        package typealias OtherTypes = ServeSettings.OtherQueryTypes
-
-        /// The most addresses in one answer (best first).
-        package var maximumAnswers: Int
-        /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
-        /// account with a secret only signed requests are answered).
-        package var accounts: [String: HTTPDNSSecret?]
-        /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
-        package var rateLimitPerSecond: Double
-        /// How many requests a client may make at once before the rate applies.
-        package var rateLimitBurst: Double
-        /// What happens to DNS queries for other types.
-        package var otherTypes: OtherTypes
-        /// Whether access logs carry the whole client address rather than its network (/24 or /48).
-        package var logFullClientAddresses: Bool
-        /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
-        /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
-        /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
-        package var acceptClientReports: Bool
-        /// Networks whose clients may report without an account signature.
-        package var reportNetworks: [IPNetwork]
-        /// How far ahead a signed request's expiry may be (vendors sign for minutes, not forever).
-        package var signatureWindow: Duration
-        /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer; without them
-        /// every answer needs an account (signed, when its account is signed-only).
-        package var publicEndpoints: Bool
-        /// How much of a client's address names its network for the rate limit and for reports.
-        package var clientPrefixes: ClientPrefixes
-        /// The most queries of other types being forwarded at once; past it a query gets SERVFAIL at once.
-        package var maximumForwardedQueries: Int
-        /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
-        package var forwardsGuardedReverseLookups: Bool
-        /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
-        package var clientSubnetMode: ServeSettings.ClientSubnetMode
-        /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
-        /// sends a shorter subnet is never given a longer one.
-        package var clientSubnetPrefixes: ClientPrefixes
-        /// Proxies (load balancers) whose `Forwarded` or `X-Forwarded-For` header names the client: for a request
-        /// from one of them, the client is the last address in the header that is not itself one of them (for
-        /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
-        package var trustedProxies: [IPNetwork]
-        /// Regions for steering by client reports: a client inside one counts as that region (its reports order
-        /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
-        package var steeringRegions: [IPNetwork]
-
-        /// Creates a configuration.
-        package init(
-            maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
-            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
-            acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
-            signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
-            clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
-            forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
-            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
-            steeringRegions: [IPNetwork] = []
-        ) {
-            self.trustedProxies = trustedProxies
-            self.steeringRegions = steeringRegions
-            self.clientSubnetMode = clientSubnetMode
-            self.clientSubnetPrefixes = clientSubnetPrefixes
-            self.maximumAnswers = max(maximumAnswers, 1)
-            self.accounts = accounts
-            self.rateLimitPerSecond = max(rateLimitPerSecond, 0)
-            self.rateLimitBurst = max(rateLimitBurst, rateLimitPerSecond > 0 ? 1 : 0)
-            self.otherTypes = otherTypes
-            self.logFullClientAddresses = logFullClientAddresses
-            self.acceptClientReports = acceptClientReports
-            self.reportNetworks = reportNetworks
-            self.signatureWindow = signatureWindow
-            self.publicEndpoints = publicEndpoints
-            self.clientPrefixes = clientPrefixes
-            self.maximumForwardedQueries = max(maximumForwardedQueries, 1)
-            self.forwardsGuardedReverseLookups = forwardsGuardedReverseLookups
-        }
-
-        /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
-        package init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
-            self.init(
-                maximumAnswers: settings.maximumAnswers, accounts: accounts,
-                rateLimitPerSecond: Double(settings.rateLimitPerSecond),
-                rateLimitBurst: Double(settings.rateLimitBurst),
-                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses,
-                acceptClientReports: settings.acceptClientReports,
-                reportNetworks: settings.reportNetworks.compactMap(IPNetwork.init),
-                signatureWindow: .seconds(settings.signatureWindowSeconds),
-                publicEndpoints: settings.publicEndpoints == .on
-                    || (settings.publicEndpoints == .auto && !accounts.values.contains { $0 != nil }),
-                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
-                maximumForwardedQueries: settings.maximumForwardedQueries,
-                forwardsGuardedReverseLookups: settings.probeGuardedAddresses,
-                clientSubnetMode: settings.clientSubnetMode,
-                clientSubnetPrefixes: ClientPrefixes(
-                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6),
-                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init),
-                steeringRegions: settings.steeringRegions.compactMap(IPNetwork.init))
-        }
-
-        var limits: RateLimiter.Limits {
-            .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst, prefixes: clientPrefixes)
-        }
-    }
-
     /// The resolver answers come from.
     public let resolver: HostResolver
     /// The configuration in force.
@@ -260,25 +155,10 @@ public final class HTTPDNSService: Sendable {
     package func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
-        let endpoint: String
-        switch (segments.count, segments.last) {
-        case (1, "dns-query"): endpoint = "dns-query"
-        case (1, "resolve"): endpoint = "resolve"
-        case (1, "d"): endpoint = "tencent"
-        case (2, "d"), (2, "sign_d"): endpoint = "alibaba"
-        case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"): endpoint = String(segments[0])
-        default: return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
+        guard let endpoint = Self.endpoint(segments) else {
+            return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
-        // Health checks come from the operator's load balancer and cost nothing; everything else is limited,
-        // /metrics included.
-        let exempt = endpoint == "healthz" || endpoint == "readyz"
-        if !exempt, let wait = limiter.admit(request.client) {
-            metrics.rateLimited.increment()
-            let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
-            return Plan(
-                endpoint: endpoint,
-                work: .done(.text(429, "too many requests", headers: ["Retry-After": "\(seconds)"])))
-        }
+        if let limited = rateLimited(request, endpoint: endpoint) { return limited }
         // A repeated RFC 8484 query: the kept answer (kept only from the full path below, so the endpoint was open
         // and the query valid; a configuration change since ends it).
         var dns: [UInt8]?? = nil
@@ -330,17 +210,7 @@ public final class HTTPDNSService: Sendable {
             let ready = !draining.withLock { $0 }
             return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
         case "metrics":
-            guard let exporter else { return Plan(endpoint: endpoint, work: .done(.text(404, "no such endpoint"))) }
-            let text = renderedMetrics.withLock { rendered -> [UInt8] in
-                if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
-                let text = exporter()
-                rendered = (text, now)
-                return text
-            }
-            return Plan(
-                endpoint: endpoint,
-                work: .done(
-                    ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
+            return metricsPlan(now: now)
         case "resolve":
             return jsonPlan(target.query, client: request.client, configuration)
         case "tencent":
@@ -350,6 +220,43 @@ public final class HTTPDNSService: Sendable {
                 account: String(segments[0]), signed: segments[1] == "sign_d", target.query, client: request.client,
                 configuration)
         }
+    }
+
+    /// The endpoint a request path's segments name, `nil` for none.
+    static func endpoint(_ segments: [Substring]) -> String? {
+        switch (segments.count, segments.last) {
+        case (1, "dns-query"): "dns-query"
+        case (1, "resolve"): "resolve"
+        case (1, "d"): "tencent"
+        case (2, "d"), (2, "sign_d"): "alibaba"
+        case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"): String(segments[0])
+        default: nil
+        }
+    }
+
+    /// A 429 plan when the client's network is over its rate. Health checks come from the operator's load balancer
+    /// and cost nothing; everything else is limited, /metrics included.
+    private func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
+        guard endpoint != "healthz", endpoint != "readyz", let wait = limiter.admit(request.client) else { return nil }
+        metrics.rateLimited.increment()
+        let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
+        return Plan(
+            endpoint: endpoint, work: .done(.text(429, "too many requests", headers: ["Retry-After": "\(seconds)"])))
+    }
+
+    /// `/metrics`: the exporter's text, rendered at most once a second.
+    private func metricsPlan(now: ContinuousClock.Instant) -> Plan {
+        guard let exporter else { return Plan(endpoint: "metrics", work: .done(.text(404, "no such endpoint"))) }
+        let text = renderedMetrics.withLock { rendered -> [UInt8] in
+            if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
+            let text = exporter()
+            rendered = (text, now)
+            return text
+        }
+        return Plan(
+            endpoint: "metrics",
+            work: .done(
+                ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
     }
 
     /// The answer when it needs no waiting (an error, or every lookup answered by a local layer or the cache);

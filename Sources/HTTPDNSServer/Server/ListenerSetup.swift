@@ -1,0 +1,346 @@
+import CoreMetrics
+import HTTPDNS
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+extension HTTPDNSServer {
+    /// The TLS context of the certificate and key in `configuration`, offering `protocols` by ALPN; `nil` without a
+    /// certificate.
+    static func tlsContext(_ configuration: Configuration, protocols: [String]) throws -> NIOSSLContext? {
+        guard let certificatePath = configuration.certificatePath, let keyPath = configuration.privateKeyPath else {
+            return nil
+        }
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(certificatePath).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
+            tls.minimumTLSVersion = .tlsv12
+            tls.applicationProtocols = protocols
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw DNSError(
+                code: .invalidConfiguration,
+                message: "cannot use the certificate \(certificatePath) and key \(keyPath): \(error)")
+        }
+    }
+}
+
+/// What every listener of one server shares, and how each binds: the HTTP listener (TLS with ALPN, or plain
+/// HTTP/1.1), plain DNS over UDP and TCP, and DNS over TLS. Every accepted connection passes the connection limits
+/// first and then gets its deadlines (``ConnectionGuard``) and an ``Exchange`` with its event loop's kept answers.
+struct ListenerSetup: Sendable {
+    let service: HTTPDNSService
+    let logger: Logger
+    let eventLoopGroup: any EventLoopGroup
+    let counts: Locked<HTTPDNSServer.ProtocolCounts>
+    let connections: Connections
+    let limits: Exchange.Limits
+    let guardLimits: ConnectionGuard.Limits
+    let prefixes: ClientPrefixes
+    let http2: HTTP2Setup
+    /// One table of kept answers per event loop, used only there.
+    let memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>]
+
+    init(
+        service: HTTPDNSService, configuration: HTTPDNSServer.Configuration, logger: Logger,
+        eventLoopGroup: any EventLoopGroup, counts: Locked<HTTPDNSServer.ProtocolCounts>
+    ) {
+        self.service = service
+        self.logger = logger
+        self.eventLoopGroup = eventLoopGroup
+        self.counts = counts
+        connections = Connections(
+            limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
+            counts: counts, metrics: service.metrics, logger: logger)
+        limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
+        guardLimits = ConnectionGuard.Limits(
+            handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
+            headTimeout: TimeAmount(configuration.requestHeadTimeout),
+            bodyTimeout: TimeAmount(configuration.requestBodyTimeout),
+            idleTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.writeTimeout),
+            maximumQueuedBytes: configuration.maximumQueuedBytes)
+        prefixes = configuration.clientPrefixes
+        http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
+        var memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>] = [:]
+        for loop in eventLoopGroup.makeIterator() {
+            memos[ObjectIdentifier(loop)] = .makeBoxSendingValue(AnswerMemo(), eventLoop: loop)
+        }
+        self.memos = memos
+    }
+
+    /// The plain DNS and DNS-over-TLS sockets, and the ports they took.
+    struct DNSListeners {
+        var channels: [any Channel] = []
+        var dnsPort: Int?
+        var dotPort: Int?
+    }
+
+    /// Admits a new connection from its client's network, or closes it (over the client's own limit, or accepted in
+    /// the same burst as the one that reached the total limit, before accepting stopped).
+    private func admit(_ channel: any Channel) -> IPAddress?? {
+        let client = Exchange.clientAddress(channel)
+        guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else { return nil }
+        return .some(client)
+    }
+
+    /// The exchange and deadlines of a connection accepted on `channel`.
+    private func exchange(
+        _ channel: any Channel, client: IPAddress?, transport: ServiceRequest.Transport, tls: Bool
+    ) -> (Exchange, ConnectionGuard) {
+        let metrics = service.metrics
+        let exchange = Exchange(
+            service: service, limits: limits, logger: logger, client: client, transport: transport,
+            memo: memos[ObjectIdentifier(channel.eventLoop)])
+        let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls) { reason in
+            metrics.closedByGuard(reason.rawValue)
+        }
+        return (exchange, connectionGuard)
+    }
+
+    /// One listening socket for HTTP; each connection it accepts is handed to the next event loop of the group in
+    /// turn, so every core answers. (One socket per loop with SO_REUSEPORT measured no faster, and lets a listener on
+    /// port 0 share its port with another process's of the same user.)
+    func bindHTTP(host: String, port: Int, tls: NIOSSLContext?) async throws -> any Channel {
+        let (setup, counts, http2) = (self, counts, http2)
+        return try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                counts.withLock {
+                    $0.accepted += 1
+                    $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
+                }
+                guard let client = setup.admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    let (exchange, connectionGuard) = setup.exchange(
+                        channel, client: client, transport: tls == nil ? .http : .https, tls: tls != nil)
+                    if let tls {
+                        try sync.addHandler(NIOSSLServerHandler(context: tls))
+                        try sync.addHandler(connectionGuard)
+                        try sync.addHandler(
+                            Self.negotiation(channel: channel, exchange, connectionGuard, http2: http2, counts: counts))
+                    } else {
+                        try sync.addHandler(connectionGuard)
+                        try Self.http1(channel.pipeline, exchange, connectionGuard)
+                    }
+                }
+            }
+            .bind(host: host, port: port).get()
+    }
+
+    /// Plain DNS (UDP and TCP on one port) and DNS over TLS, where configured: the same service, kept answers,
+    /// per-client limits and deadlines as HTTP. On failure every socket opened here is closed again.
+    func bindDNS(dnsListen: ServerAddress?, dotListen: ServerAddress?, dotTLS: NIOSSLContext?) async throws
+        -> DNSListeners
+    {
+        var listeners = DNSListeners()
+        do {
+            if let address = dnsListen {
+                // UDP first: with port 0 it picks the port, and TCP takes the same one. That port may be taken for
+                // TCP by someone else: then both are tried again on another.
+                for attempt in 1... {
+                    let udp = try await datagramListener(address)
+                    let chosen = udp.localAddress?.port ?? Int(address.port)
+                    do {
+                        let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
+                        listeners.channels += [udp, tcp]
+                        listeners.dnsPort = chosen
+                        break
+                    } catch {
+                        try? await udp.close()
+                        guard address.port == 0, attempt < 20 else { throw error }
+                    }
+                }
+            }
+            if let address = dotListen {
+                let dot = try await streamListener(address, dotTLS)
+                listeners.channels.append(dot)
+                listeners.dotPort = dot.localAddress?.port ?? Int(address.port)
+            }
+        } catch {
+            for channel in listeners.channels { try? await channel.close() }
+            throw error
+        }
+        return listeners
+    }
+
+    /// DNS over TCP (`context` nil) or over TLS.
+    private func streamListener(_ address: ServerAddress, _ context: NIOSSLContext?) async throws -> any Channel {
+        let setup = self
+        return try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                guard let client = setup.admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    let (exchange, connectionGuard) = setup.exchange(
+                        channel, client: client, transport: context == nil ? .tcp : .tls, tls: context != nil)
+                    if let context { try sync.addHandler(NIOSSLServerHandler(context: context)) }
+                    try sync.addHandler(connectionGuard)
+                    try sync.addHandler(DNSStreamHandler(exchange, connectionGuard: connectionGuard))
+                }
+            }
+            .bind(host: address.ip.description, port: Int(address.port)).get()
+    }
+
+    /// DNS over UDP, on one event loop of the group.
+    private func datagramListener(_ address: ServerAddress) async throws -> any Channel {
+        let (service, limits, logger, memos) = (service, limits, logger, memos)
+        return try await DatagramBootstrap(group: eventLoopGroup.next())
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Up to 32 datagrams per system call (recvmmsg), a bounded number of calls per wake-up; the answers of
+            // one read burst leave together (sendmmsg).
+            .channelOption(.datagramVectorReadMessageCount, value: 32)
+            .channelOption(.maxMessagesPerRead, value: 8)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let exchange = Exchange(
+                        service: service, limits: limits, logger: logger, client: nil, transport: .udp,
+                        memo: memos[ObjectIdentifier(channel.eventLoop)])
+                    try channel.pipeline.syncOperations.addHandler(DNSDatagramHandler(exchange))
+                }
+            }
+            .bind(host: address.ip.description, port: Int(address.port)).get()
+    }
+
+    /// What every HTTP/2 connection of a server shares: its SETTINGS and nghttp2's options.
+    struct HTTP2Setup: Sendable {
+        var settings: HTTP2ServerSession.Settings
+        var options: HTTP2SessionOptions
+
+        init(settings: HTTP2ServerSession.Settings) {
+            self.settings = settings
+            options = HTTP2SessionOptions()
+        }
+    }
+
+    private static func negotiation(
+        channel: any Channel, _ exchange: Exchange, _ connectionGuard: ConnectionGuard, http2: HTTP2Setup,
+        counts: Locked<HTTPDNSServer.ProtocolCounts>
+    ) -> ApplicationProtocolNegotiationHandler {
+        let bound = NIOLoopBound(connectionGuard, eventLoop: channel.eventLoop)
+        return ApplicationProtocolNegotiationHandler { result in
+            channel.eventLoop.makeCompletedFuture {
+                switch result {
+                case .negotiated("h2"):
+                    counts.withLock { $0.http2 += 1 }
+                    try channel.pipeline.syncOperations.addHandler(
+                        HTTP2ServiceHandler(
+                            exchange, connectionGuard: bound.value, settings: http2.settings, options: http2.options))
+                default:
+                    counts.withLock { $0.http1OverTLS += 1 }
+                    try http1(channel.pipeline, exchange, bound.value)
+                }
+            }
+        }
+    }
+
+    private static func http1(
+        _ pipeline: ChannelPipeline, _ exchange: Exchange, _ connectionGuard: ConnectionGuard
+    ) throws {
+        try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+        try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange, connectionGuard: connectionGuard))
+    }
+}
+
+/// The open connections, for graceful shutdown and the connection limits.
+///
+/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
+/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
+/// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
+/// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
+/// while serving others'); the table of counts only holds networks with a connection open.
+final class Connections: Sendable {
+    private struct State {
+        var open: [ObjectIdentifier: any Channel] = [:]
+        var perClient: [ClientNetwork: Int] = [:]
+        var paused = false
+    }
+
+    private let state = Locked(State())
+    private let limit: Int
+    private let perClientLimit: Int
+    private let counts: Locked<HTTPDNSServer.ProtocolCounts>
+    private let metrics: ServiceMetrics
+    private let logger: Logger
+
+    init(
+        limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics,
+        logger: Logger
+    ) {
+        self.limit = limit
+        self.perClientLimit = perClient
+        self.counts = counts
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    var count: Int { state.withLock { $0.open.count } }
+
+    var all: [any Channel] { state.withLock { Array($0.open.values) } }
+
+    /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
+    /// or the client's is already reached.
+    func admit(_ channel: any Channel, client: ClientNetwork) -> Bool {
+        let key = ObjectIdentifier(channel)
+        // Connections without an address to go by (not TCP) count only towards the total.
+        let counted = client != .shared
+        let (admitted, paused, overClientLimit) = state.withLock { state in
+            guard state.open.count < limit else { return (false, false, false) }
+            if counted {
+                let current = state.perClient[client, default: 0]
+                guard current < perClientLimit else { return (false, false, true) }
+                state.perClient[client] = current + 1
+            }
+            state.open[key] = channel
+            // Recorded under the lock, so the gauge's last value is the last count.
+            metrics.connectionsOpen.record(state.open.count)
+            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
+                return (true, false, false)
+            }
+            state.paused = true
+            listener.setOption(.autoRead, value: false).whenFailure { _ in }
+            return (true, true, false)
+        }
+        if overClientLimit {
+            counts.withLock { $0.refusedPerClient += 1 }
+            metrics.connectionsRefused.increment()
+            logger.debug(
+                "a client network is at its connection limit; closing its new connection",
+                metadata: ["limit": "\(perClientLimit)"])
+        }
+        if paused {
+            counts.withLock { $0.pauses += 1 }
+            metrics.acceptPauses.increment()
+            logger.notice(
+                "connection limit reached; new connections wait in the backlog", metadata: ["limit": "\(limit)"])
+        }
+        guard admitted else { return false }
+        channel.closeFuture.whenComplete { [self] _ in
+            state.withLock { state in
+                state.open[key] = nil
+                metrics.connectionsOpen.record(state.open.count)
+                if counted {
+                    let remaining = state.perClient[client, default: 1] - 1
+                    state.perClient[client] = remaining > 0 ? remaining : nil
+                }
+                if state.paused, state.open.count < limit, let listener = channel.parent {
+                    state.paused = false
+                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
+                }
+            }
+        }
+        return true
+    }
+}

@@ -1,0 +1,112 @@
+import CoreMetrics
+import Foundation
+package import HTTPDNS
+import Logging
+import Synchronization
+
+extension HTTPDNSService {
+    /// What the service answers and how; ``apply(_:)`` replaces it while serving.
+    package struct Configuration: Sendable, Hashable {
+        /// What to do with DNS queries for types other than A and AAAA.
+        package typealias OtherTypes = ServeSettings.OtherQueryTypes
+
+        /// The most addresses in one answer (best first).
+        package var maximumAnswers: Int
+        /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
+        /// account with a secret only signed requests are answered).
+        package var accounts: [String: HTTPDNSSecret?]
+        /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
+        package var rateLimitPerSecond: Double
+        /// How many requests a client may make at once before the rate applies.
+        package var rateLimitBurst: Double
+        /// What happens to DNS queries for other types.
+        package var otherTypes: OtherTypes
+        /// Whether access logs carry the whole client address rather than its network (/24 or /48).
+        package var logFullClientAddresses: Bool
+        /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
+        /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
+        /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
+        package var acceptClientReports: Bool
+        /// Networks whose clients may report without an account signature.
+        package var reportNetworks: [IPNetwork]
+        /// How far ahead a signed request's expiry may be (vendors sign for minutes, not forever).
+        package var signatureWindow: Duration
+        /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer; without them
+        /// every answer needs an account (signed, when its account is signed-only).
+        package var publicEndpoints: Bool
+        /// How much of a client's address names its network for the rate limit and for reports.
+        package var clientPrefixes: ClientPrefixes
+        /// The most queries of other types being forwarded at once; past it a query gets SERVFAIL at once.
+        package var maximumForwardedQueries: Int
+        /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
+        package var forwardsGuardedReverseLookups: Bool
+        /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
+        package var clientSubnetMode: ServeSettings.ClientSubnetMode
+        /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
+        /// sends a shorter subnet is never given a longer one.
+        package var clientSubnetPrefixes: ClientPrefixes
+        /// Proxies (load balancers) whose `Forwarded` or `X-Forwarded-For` header names the client: for a request
+        /// from one of them, the client is the last address in the header that is not itself one of them (for
+        /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
+        package var trustedProxies: [IPNetwork]
+        /// Regions for steering by client reports: a client inside one counts as that region (its reports order
+        /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
+        package var steeringRegions: [IPNetwork]
+
+        /// Creates a configuration.
+        package init(
+            maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
+            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
+            acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
+            signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
+            clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
+            forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
+            clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
+            steeringRegions: [IPNetwork] = []
+        ) {
+            self.trustedProxies = trustedProxies
+            self.steeringRegions = steeringRegions
+            self.clientSubnetMode = clientSubnetMode
+            self.clientSubnetPrefixes = clientSubnetPrefixes
+            self.maximumAnswers = max(maximumAnswers, 1)
+            self.accounts = accounts
+            self.rateLimitPerSecond = max(rateLimitPerSecond, 0)
+            self.rateLimitBurst = max(rateLimitBurst, rateLimitPerSecond > 0 ? 1 : 0)
+            self.otherTypes = otherTypes
+            self.logFullClientAddresses = logFullClientAddresses
+            self.acceptClientReports = acceptClientReports
+            self.reportNetworks = reportNetworks
+            self.signatureWindow = signatureWindow
+            self.publicEndpoints = publicEndpoints
+            self.clientPrefixes = clientPrefixes
+            self.maximumForwardedQueries = max(maximumForwardedQueries, 1)
+            self.forwardsGuardedReverseLookups = forwardsGuardedReverseLookups
+        }
+
+        /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
+        package init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
+            self.init(
+                maximumAnswers: settings.maximumAnswers, accounts: accounts,
+                rateLimitPerSecond: Double(settings.rateLimitPerSecond),
+                rateLimitBurst: Double(settings.rateLimitBurst),
+                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses,
+                acceptClientReports: settings.acceptClientReports,
+                reportNetworks: settings.reportNetworks.compactMap(IPNetwork.init),
+                signatureWindow: .seconds(settings.signatureWindowSeconds),
+                publicEndpoints: settings.publicEndpoints == .on
+                    || (settings.publicEndpoints == .auto && !accounts.values.contains { $0 != nil }),
+                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
+                maximumForwardedQueries: settings.maximumForwardedQueries,
+                forwardsGuardedReverseLookups: settings.probeGuardedAddresses,
+                clientSubnetMode: settings.clientSubnetMode,
+                clientSubnetPrefixes: ClientPrefixes(
+                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6),
+                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init),
+                steeringRegions: settings.steeringRegions.compactMap(IPNetwork.init))
+        }
+
+        var limits: RateLimiter.Limits {
+            .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst, prefixes: clientPrefixes)
+        }
+    }
+}
