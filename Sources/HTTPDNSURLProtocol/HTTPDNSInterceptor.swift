@@ -68,7 +68,7 @@ public final class HTTPDNSInterceptor: Sendable {
         self.resolver = resolver
         self.live = Locked(configuration)
         self.engine = try ExchangeEngine(
-            resolver: resolver, limits: configuration.transportLimits, eventLoopGroup: eventLoopGroup, logger: logger,
+            resolver: resolver, policy: configuration.connection, eventLoopGroup: eventLoopGroup, logger: logger,
             metricsFactory: metricsFactory)
     }
 
@@ -270,7 +270,7 @@ public final class HTTPDNSInterceptor: Sendable {
         let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
         let candidates = try await engine.candidates(
-            host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.policy,
+            host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.connection,
             budget: budget, deadline: deadline, hop: &hop)
         // Built once for the hop, from the request as the application wrote it; each attempt only pins the client
         // to its address (the URL keeps the real host, which gives the Host header and SNI).
@@ -345,14 +345,7 @@ public final class HTTPDNSInterceptor: Sendable {
         to next: URLRequest, from url: URL, answer: some HopAnswer, willRedirect: RedirectHook?
     ) async throws(InterceptionError) -> URLRequest? {
         let configuration = self.configuration
-        if url.scheme?.lowercased() == "https", next.url?.scheme?.lowercased() == "http",
-            !configuration.allowsInsecureRedirects
-        {
-            throw InterceptionError(
-                code: .insecureRedirect,
-                message: "refused a redirect from https to \(next.url?.absoluteString ?? "http")",
-                url: url.absoluteString)
-        }
+        try RedirectRule.checkDowngrade(from: url, to: next.url, allowed: configuration.allowsInsecureRedirects)
         guard configuration.redirectHandler != nil || willRedirect != nil,
             let response = HTTPURLResponse(
                 url: url, statusCode: answer.status, httpVersion: answer.version,

@@ -27,6 +27,16 @@ enum RedirectRule {
     /// Headers that carry credentials or the origin, dropped on a redirect to another origin.
     static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie", "Origin"]
 
+    /// Refuses a hop from `https` at `url` to `http` at `target` unless `allowed`, so nothing the TLS connection
+    /// protected goes out in clear.
+    /// - Throws: ``InterceptionError/Code/insecureRedirect``.
+    static func checkDowngrade(from url: URL, to target: URL?, allowed: Bool) throws(InterceptionError) {
+        guard !allowed, url.scheme?.lowercased() == "https", target?.scheme?.lowercased() == "http" else { return }
+        throw InterceptionError(
+            code: .insecureRedirect, message: "refused a redirect from https to \(target?.absoluteString ?? "http")",
+            url: url.absoluteString)
+    }
+
     /// The redirect after `status` with `location` for a `method` request sent to `url`, or `nil` when the answer is
     /// not a redirect to follow.
     /// - 301 and 302 turn POST into GET; 303 turns anything but HEAD into GET; 307 and 308 keep method and body.

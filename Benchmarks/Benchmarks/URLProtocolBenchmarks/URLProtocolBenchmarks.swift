@@ -140,7 +140,7 @@ let benchmarks: @Sendable () -> Void = {
     let interceptor = try! HTTPDNSInterceptor(
         resolver: resolver,
         configuration: .init(
-            maximumConnectionsPerHost: sharedConcurrency,
+            connection: ConnectionPolicy(maximumConnectionsPerHost: sharedConcurrency),
             cookieStorage: nil,
             traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }
         )
@@ -194,7 +194,7 @@ let benchmarks: @Sendable () -> Void = {
     let frontClient = try! HTTPDNSClient(
         resolver: resolver,
         configuration: .init(
-            maximumConnectionsPerHost: concurrency,
+            connection: ConnectionPolicy(maximumConnectionsPerHost: concurrency),
             traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }))
     var plainConfiguration = HTTPClient.Configuration()
     plainConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrency

@@ -29,94 +29,36 @@ public import NIOPosix
 /// verified (a request's own `tlsConfiguration` is refused, use ``Configuration/additionalTrustRoots``), and
 /// redirects follow the URL protocol's rules (``Configuration/followRedirects``).
 public final class HTTPDNSClient: Sendable {
-    /// Client settings; every property has a documented default.
+    /// Client settings; every property has a documented default. The connection policy's properties
+    /// (``ConnectionPolicy``: scope, redirects, failover, the race, timeouts, trust roots, client limits) read and
+    /// write through this value too, e.g. `configuration.connectTimeout = .seconds(5)`.
+    @dynamicMemberLookup
     public struct Configuration: Sendable {
-        /// Which hosts are resolved here (default: every host but IP literals and `localhost`); others go to an
-        /// unpinned client that resolves them itself, as `HTTPClient` would.
-        public var scope: InterceptionScope
-        /// Follow redirects (default `true`); `false` returns the 3xx answer as it is.
-        public var followRedirects: Bool
-        /// Redirects followed before the request fails with ``InterceptionError/Code/tooManyRedirects`` (default 16).
-        public var maximumRedirects: Int
-        /// Follow a redirect from `https` to `http` (default `false`: ``InterceptionError/Code/insecureRedirect``).
-        public var allowsInsecureRedirects: Bool
-        /// How many further addresses a hop may try after the first fails to connect (default 2).
-        public var maximumFailovers: Int
-        /// The time a TCP connect plus TLS handshake may take on one address (default 2 s).
-        public var connectTimeout: Duration
-        /// How long an idle connection is kept for reuse (default 60 s).
-        public var idleConnectionTimeout: Duration
-        /// PEM files with extra trusted CA certificates, added to the system roots; nothing turns verification off.
-        public var additionalTrustRoots: [String]
-        /// Pinned (host, IP) clients kept; the least recently used beyond it are closed (default 64).
-        public var maximumPinnedClients: Int
-        /// HTTP/1.1 connections to one pinned address at once (default 8; 100 streams once it speaks HTTP/2); more
-        /// requests queue, in arrival order, until their deadline.
-        public var maximumConnectionsPerHost: Int
-        /// Race TCP connects when the best address has not proven itself (default `true`).
-        public var raceConnections: Bool
-        /// The connection race's delay between attempts (default 250 ms).
-        public var connectionAttemptDelay: Duration
+        /// How hosts are reached, shared with ``HTTPDNSInterceptor``. Hosts outside its scope go to an unpinned
+        /// client that resolves them itself, as `HTTPClient` would.
+        public var connection: ConnectionPolicy
         /// Called once per request with its trace: when the body has been read to its end (or failed, or was
         /// dropped), or when the request failed before an answer.
         public var traceHandler: (@Sendable (RequestTrace) -> Void)?
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
-            scope: InterceptionScope = .everyHost,
-            followRedirects: Bool = true,
-            maximumRedirects: Int = 16,
-            allowsInsecureRedirects: Bool = false,
-            maximumFailovers: Int = 2,
-            connectTimeout: Duration = .seconds(2),
-            idleConnectionTimeout: Duration = .seconds(60),
-            additionalTrustRoots: [String] = [],
-            maximumPinnedClients: Int = 64,
-            maximumConnectionsPerHost: Int = 8,
-            raceConnections: Bool = true,
-            connectionAttemptDelay: Duration = .milliseconds(250),
-            traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
+            connection: ConnectionPolicy = ConnectionPolicy(), traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
         ) {
-            self.scope = scope
-            self.followRedirects = followRedirects
-            self.maximumRedirects = maximumRedirects
-            self.allowsInsecureRedirects = allowsInsecureRedirects
-            self.maximumFailovers = maximumFailovers
-            self.connectTimeout = connectTimeout
-            self.idleConnectionTimeout = idleConnectionTimeout
-            self.additionalTrustRoots = additionalTrustRoots
-            self.maximumPinnedClients = maximumPinnedClients
-            self.maximumConnectionsPerHost = maximumConnectionsPerHost
-            self.raceConnections = raceConnections
-            self.connectionAttemptDelay = connectionAttemptDelay
+            self.connection = connection
             self.traceHandler = traceHandler
         }
 
-        /// The defaults with the settings the URL protocol also takes: the scope (`interception.include` and
-        /// `.exclude`), the connection race (`interception.connectionAttemptDelayMs`), the connect timeout
-        /// (`interception.connectTimeoutMs`), insecure redirects
-        /// (`interception.allowInsecureRedirects`) and trust roots (`interception.trustCA`).
+        /// The defaults with the connection policy of `settings`, the settings the URL protocol also takes
+        /// (``ConnectionPolicy/init(settings:)``).
         public init(settings: InterceptionSettings) {
-            self.init()
-            scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
-            raceConnections = settings.connectionAttemptDelayMilliseconds > 0
-            connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
-            connectTimeout = .milliseconds(settings.connectTimeoutMilliseconds)
-            allowsInsecureRedirects = settings.allowInsecureRedirects
-            additionalTrustRoots = settings.trustCA
+            self.init(connection: ConnectionPolicy(settings: settings))
         }
 
-        var policy: ExchangeEngine.Policy {
-            ExchangeEngine.Policy(
-                scope: scope, maximumFailovers: maximumFailovers, raceConnections: raceConnections,
-                connectionAttemptDelay: connectionAttemptDelay, connectTimeout: connectTimeout)
-        }
-
-        var transportLimits: PinnedTransport.Configuration {
-            PinnedTransport.Configuration(
-                connectTimeout: connectTimeout, idleConnectionTimeout: idleConnectionTimeout,
-                additionalTrustRoots: additionalTrustRoots, maximumClients: maximumPinnedClients,
-                maximumConnectionsPerHost: maximumConnectionsPerHost)
+        /// A property of the connection policy.
+        public subscript<Value>(dynamicMember keyPath: WritableKeyPath<ConnectionPolicy, Value>) -> Value {
+            get { connection[keyPath: keyPath] }
+            set { connection[keyPath: keyPath] = newValue }
         }
     }
 
@@ -152,7 +94,7 @@ public final class HTTPDNSClient: Sendable {
         self.resolver = resolver
         self.configuration = configuration
         self.engine = try ExchangeEngine(
-            resolver: resolver, limits: configuration.transportLimits, eventLoopGroup: eventLoopGroup, logger: logger,
+            resolver: resolver, policy: configuration.connection, eventLoopGroup: eventLoopGroup, logger: logger,
             metricsFactory: metricsFactory)
     }
 
@@ -221,13 +163,8 @@ public final class HTTPDNSClient: Sendable {
                     status: Int(response.status.code), location: response.headers.first(name: "Location"),
                     method: request.method.rawValue, from: url)
             else { return streamed }
-            if url.scheme?.lowercased() == "https", step.target.scheme?.lowercased() == "http",
-                !configuration.allowsInsecureRedirects
-            {
-                throw InterceptionError(
-                    code: .insecureRedirect, message: "refused a redirect from https to \(step.target.absoluteString)",
-                    url: url.absoluteString)
-            }
+            try RedirectRule.checkDowngrade(
+                from: url, to: step.target, allowed: configuration.allowsInsecureRedirects)
             redirects += 1
             guard redirects <= configuration.maximumRedirects else {
                 throw InterceptionError(
@@ -262,7 +199,7 @@ public final class HTTPDNSClient: Sendable {
         defer { trace.hops.append(hop) }
         let remaining = Duration.nanoseconds(max((deadline - .now()).nanoseconds, 0))
         let candidates = try await engine.candidates(
-            host: host, port: port, url: urlText, resolve: true, policy: configuration.policy, budget: remaining,
+            host: host, port: port, url: urlText, resolve: true, policy: configuration.connection, budget: remaining,
             deadline: deadline, hop: &hop)
         let transport = self.transport
         let streamed = try await engine.attempt(

@@ -10,15 +10,6 @@ import NIOCore
 /// A front brings the request in its own types and one closure that sends it to a given address through the shared
 /// ``PinnedTransport``; the engine never sees the request itself.
 struct ExchangeEngine: Sendable {
-    /// The per-request settings a front takes from its configuration (which may change while running).
-    struct Policy: Sendable {
-        var scope: InterceptionScope
-        var maximumFailovers: Int
-        var raceConnections: Bool
-        var connectionAttemptDelay: Duration
-        var connectTimeout: Duration
-    }
-
     /// Where a hop may go: the ranked addresses to try in order, or `[nil]` when the host is not resolved here (the
     /// client then resolves it itself).
     struct Candidates: Sendable {
@@ -34,18 +25,18 @@ struct ExchangeEngine: Sendable {
     let metrics: InterceptionMetrics
     let eventLoopGroup: any EventLoopGroup
 
-    /// An engine whose pinned clients, limited by `limits`, come from the resolver's pool (shared with its HTTP DNS
+    /// An engine whose pinned clients, limited by `policy`, come from the resolver's pool (shared with its HTTP DNS
     /// upstreams), or from a pool of its own when `eventLoopGroup` is not the pool's.
     /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
     ///   is not positive.
     init(
-        resolver: HostResolver, limits: PinnedTransport.Configuration, eventLoopGroup: any EventLoopGroup,
+        resolver: HostResolver, policy: ConnectionPolicy, eventLoopGroup: any EventLoopGroup,
         logger: Logger,
         metricsFactory: (any MetricsFactory)?
     ) throws(InterceptionError) {
         self.resolver = resolver
         self.transport = try PinnedTransport(
-            configuration: limits, sharedPool: resolver.clientPool, eventLoopGroup: eventLoopGroup, logger: logger)
+            policy: policy, sharedPool: resolver.clientPool, eventLoopGroup: eventLoopGroup, logger: logger)
         self.prober = TCPConnectProber(group: eventLoopGroup)
         self.logger = logger
         self.metrics = InterceptionMetrics(factory: metricsFactory ?? MetricsSystem.factory)
@@ -57,7 +48,8 @@ struct ExchangeEngine: Sendable {
     /// - Throws: ``InterceptionError`` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
     ///   `cancelled`.
     func candidates(
-        host: String, port: Int, url: String, resolve: Bool, policy: Policy, budget: Duration, deadline: NIODeadline,
+        host: String, port: Int, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,
+        deadline: NIODeadline,
         hop: inout RequestTrace.Hop
     ) async throws(InterceptionError) -> Candidates {
         let resolveStart = ContinuousClock.now
@@ -181,7 +173,7 @@ struct ExchangeEngine: Sendable {
     /// TCP connects to them (`connectionAttemptDelay` apart) and returns the first to connect. Every attempt's
     /// outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
     private func raceIfUnproven(
-        _ addresses: [RankedAddress], of name: HostName, port: Int, policy: Policy, deadline: NIODeadline
+        _ addresses: [RankedAddress], of name: HostName, port: Int, policy: ConnectionPolicy, deadline: NIODeadline
     ) async -> IPAddress? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
         guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,

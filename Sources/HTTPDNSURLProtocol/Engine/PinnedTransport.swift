@@ -9,20 +9,11 @@ import Synchronization
 
 /// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient clients from the resolver's ``PinnedClientPool``.
 ///
-/// The pool keeps one client per (host, IP, proxy) and per client settings (``Configuration``: trust roots,
+/// The pool keeps one client per (host, IP, proxy) and per client settings (from the ``ConnectionPolicy``: trust roots,
 /// timeouts, limits), shared with HTTP DNS when the settings match, in a bounded least-recently-used set. Clients
 /// never retry a failed connection themselves and connect with a short timeout: the engine decides about failover.
 /// Certificates are always verified; extra trust roots are added to the system's.
 final class PinnedTransport: Sendable {
-    /// Transport settings.
-    struct Configuration: Sendable {
-        var connectTimeout: Duration
-        var idleConnectionTimeout: Duration
-        var additionalTrustRoots: [String]
-        var maximumClients: Int
-        var maximumConnectionsPerHost: Int
-    }
-
     /// One request as it goes on the wire: the URL names the real host, the client is pinned to `address`.
     struct Exchange: Sendable {
         var method: String
@@ -51,7 +42,6 @@ final class PinnedTransport: Sendable {
     /// How a failed attempt may be retried on another address.
     typealias Retry = TransportFailure.Retry
 
-    let configuration: Configuration
     private let pool: PinnedClientPool
     /// Whether ``pool`` is this transport's own rather than the resolver's.
     private let ownsPool: Bool
@@ -63,15 +53,14 @@ final class PinnedTransport: Sendable {
     /// A transport whose clients come from `sharedPool` (the resolver's) under its own client settings, or from a
     /// pool of its own when that one runs on another event loop group.
     init(
-        configuration: Configuration, sharedPool: PinnedClientPool, eventLoopGroup: any EventLoopGroup, logger: Logger
+        policy: ConnectionPolicy, sharedPool: PinnedClientPool, eventLoopGroup: any EventLoopGroup, logger: Logger
     ) throws(InterceptionError) {
         let ownsPool = sharedPool.eventLoopGroup !== eventLoopGroup
         let pool = ownsPool ? PinnedClientPool(eventLoopGroup: eventLoopGroup, logger: logger) : sharedPool
         let profile = PinnedClientPool.Profile(
-            trustRoots: configuration.additionalTrustRoots, connectTimeout: configuration.connectTimeout,
-            idleConnectionTimeout: configuration.idleConnectionTimeout,
-            maximumConnectionsPerHost: configuration.maximumConnectionsPerHost,
-            maximumClients: configuration.maximumClients)
+            trustRoots: policy.additionalTrustRoots, connectTimeout: policy.connectTimeout,
+            idleConnectionTimeout: policy.idleConnectionTimeout,
+            maximumConnectionsPerHost: policy.maximumConnectionsPerHost, maximumClients: policy.maximumPinnedClients)
         do {
             try pool.register(profile)
         } catch {
@@ -79,7 +68,6 @@ final class PinnedTransport: Sendable {
                 code: error.code == .shutdown ? .shutdown : .invalidConfiguration, message: error.message,
                 source: error)
         }
-        self.configuration = configuration
         self.pool = pool
         self.ownsPool = ownsPool
         self.profile = profile
@@ -123,7 +111,7 @@ final class PinnedTransport: Sendable {
         } catch {
             throw AttemptFailure(
                 underlying: Self.gateFailure(
-                    error, host: exchange.host, limit: configuration.maximumConnectionsPerHost), requestSent: false)
+                    error, host: exchange.host, limit: profile.maximumConnectionsPerHost), requestSent: false)
         }
         defer { gate.leave() }
         let collector = ResponseCollector(limit: maximumResponseBytes)
@@ -190,7 +178,7 @@ final class PinnedTransport: Sendable {
         } catch {
             pool.release(pooled)
             throw AttemptFailure(
-                underlying: Self.gateFailure(error, host: host, limit: configuration.maximumConnectionsPerHost),
+                underlying: Self.gateFailure(error, host: host, limit: profile.maximumConnectionsPerHost),
                 requestSent: false)
         }
         let lease = StreamLease { [pool] in

@@ -1,0 +1,84 @@
+public import HTTPDNS
+
+/// How both fronts (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for AsyncHTTPClient) reach a host:
+/// which hosts they resolve, how far a request fails over and when it races connects, their redirects, timeouts,
+/// trust roots and pinned-client limits. One value, read by the exchange engine and the pinned transport as it is;
+/// each front's `Configuration` holds one and adds what only that front has.
+public struct ConnectionPolicy: Sendable {
+    /// Which hosts are resolved here (default: every host but IP literals and `localhost`); others are left to the
+    /// client's own resolution.
+    public var scope: InterceptionScope
+    /// Follow redirects (default `true`), each hop resolved again; `false` returns the 3xx answer as it is.
+    public var followRedirects: Bool
+    /// Redirects followed before the request fails with ``InterceptionError/Code/tooManyRedirects`` (default 16).
+    public var maximumRedirects: Int
+    /// Follow a redirect from `https` to `http` (default `false`: it fails with
+    /// ``InterceptionError/Code/insecureRedirect``, so nothing the TLS connection protected goes out in clear).
+    public var allowsInsecureRedirects: Bool
+    /// How many further addresses a hop may try after the first fails to connect (default 2).
+    public var maximumFailovers: Int
+    /// The time a TCP connect plus TLS handshake may take on one address (default 2 s).
+    public var connectTimeout: Duration
+    /// How long an idle connection is kept for reuse (default 60 s).
+    public var idleConnectionTimeout: Duration
+    /// PEM files with extra trusted CA certificates, added to the system roots; nothing turns verification off.
+    public var additionalTrustRoots: [String]
+    /// Pinned (host, IP) clients kept; the least recently used beyond it are closed once idle (default 64).
+    public var maximumPinnedClients: Int
+    /// HTTP/1.1 connections to one pinned address at once (default 8; 100 streams once it speaks HTTP/2); more
+    /// requests queue, in arrival order, until their deadline.
+    public var maximumConnectionsPerHost: Int
+    /// Race TCP connects to the ranked addresses when the best one has not proven itself (default `true`), so a
+    /// dead first address costs ``connectionAttemptDelay`` rather than a connect timeout.
+    public var raceConnections: Bool
+    /// The connection race's delay between attempts (default 250 ms).
+    public var connectionAttemptDelay: Duration
+
+    /// Creates a policy; every parameter has the documented default.
+    public init(
+        scope: InterceptionScope = .everyHost,
+        followRedirects: Bool = true,
+        maximumRedirects: Int = 16,
+        allowsInsecureRedirects: Bool = false,
+        maximumFailovers: Int = 2,
+        connectTimeout: Duration = .seconds(2),
+        idleConnectionTimeout: Duration = .seconds(60),
+        additionalTrustRoots: [String] = [],
+        maximumPinnedClients: Int = 64,
+        maximumConnectionsPerHost: Int = 8,
+        raceConnections: Bool = true,
+        connectionAttemptDelay: Duration = .milliseconds(250)
+    ) {
+        self.scope = scope
+        self.followRedirects = followRedirects
+        self.maximumRedirects = maximumRedirects
+        self.allowsInsecureRedirects = allowsInsecureRedirects
+        self.maximumFailovers = maximumFailovers
+        self.connectTimeout = connectTimeout
+        self.idleConnectionTimeout = idleConnectionTimeout
+        self.additionalTrustRoots = additionalTrustRoots
+        self.maximumPinnedClients = maximumPinnedClients
+        self.maximumConnectionsPerHost = maximumConnectionsPerHost
+        self.raceConnections = raceConnections
+        self.connectionAttemptDelay = connectionAttemptDelay
+    }
+
+    /// The defaults with the `interception.*` settings: the scope (`include`, `exclude`), the connection race
+    /// (`connectionAttemptDelayMs`; 0 turns it off), the connect timeout (`connectTimeoutMs`), insecure redirects
+    /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
+    public init(settings: InterceptionSettings) {
+        self.init()
+        apply(settings)
+        connectTimeout = .milliseconds(settings.connectTimeoutMilliseconds)
+        additionalTrustRoots = settings.trustCA
+    }
+
+    /// Takes the settings a running front follows (trust roots and the connect timeout, fixed in its pinned
+    /// clients, take a restart).
+    mutating func apply(_ settings: InterceptionSettings) {
+        scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
+        raceConnections = settings.connectionAttemptDelayMilliseconds > 0
+        connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
+        allowsInsecureRedirects = settings.allowInsecureRedirects
+    }
+}
