@@ -55,9 +55,7 @@ extension HostResolver {
         } catch let error as DNSError where error.code == .privateAddress {
             throw error
         } catch {
-            let failure =
-                error as? UpstreamFailure
-                ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
+            let failure = UpstreamFailure.wrapping(error)
             guard let error = failure.error as? DNSError else { throw failure.error }
             if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
                 // The name is gone (or has no address of the family): that replaces whatever was cached.
@@ -145,13 +143,8 @@ extension HostResolver {
         guard !errors.isEmpty else {
             throw DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
         }
-        let codes = errors.map { ($0.0 as? DNSError)?.code }
-        let chosen = codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0
-        let negative = codes[chosen]?.isNegativeAnswer ?? false
-        throw UpstreamFailure(
-            error: errors[chosen].0,
-            everyUpstreamDenied: codes.allSatisfy { $0?.isNegativeAnswer ?? false },
-            authoritative: negative && errors[chosen].1.negativeAnswersAreAuthoritative)
+        throw UpstreamFailure.choosing(
+            errors.map { UpstreamFailure.single($0.0, trustsNegativeAnswers: $0.1.negativeAnswersAreAuthoritative) })
     }
 
     /// The guard for upstreams other than HTTP DNS (which guard their own answers, per provider).
@@ -173,69 +166,41 @@ extension HostResolver {
 
     /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
     /// cache, and the error is thrown only when every group failed, or at once when the guard rejects an answer
-    /// before any group succeeded (an answer the guard rejects is never stored or merged).
+    /// before any group succeeded (an answer the guard rejects is never stored or merged). ``RaceOutcome`` decides;
+    /// the groups keep running after the decision so their answers still reach the cache.
     func race(
         _ groups: [[Upstream]], host: HostName, family: AddressFamily, guardEveryUpstream: Bool
     ) async throws -> RankedResolution {
-        struct RaceState {
-            var continuation: CheckedContinuation<RankedResolution, any Error>?
-            var errors: [any Error] = []
-        }
-        let state = Locked(RaceState())
-        return try await withCheckedThrowingContinuation { continuation in
-            state.withLock { $0.continuation = continuation }
-            for group in groups {
-                let started = tasks.spawn { [self] in
-                    let outcome = await Result {
-                        try await Self.askInOrder(
-                            group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
-                    }
-                    // The store happens under the race's lock so the winner replaces and later answers merge.
-                    let resume: (() -> Void)? = state.withLock { race in
-                        switch outcome {
-                        case .success(let (resolution, upstream)):
-                            guard let continuation = race.continuation else {
-                                _ = store(
-                                    resolution, host: host, family: family, upstream: upstream.identity, merge: true)
-                                return nil
-                            }
-                            race.continuation = nil
-                            let answer = store(
-                                resolution, host: host, family: family, upstream: upstream.identity, merge: false)
-                            return { continuation.resume(returning: answer) }
-                        case .failure(let error):
-                            race.errors.append(error)
-                            if (error as? DNSError)?.code == .privateAddress, let continuation = race.continuation {
-                                race.continuation = nil
-                                return { continuation.resume(throwing: error) }
-                            }
-                            guard race.errors.count == groups.count, let continuation = race.continuation else {
-                                return nil
-                            }
-                            race.continuation = nil
-                            let failures = race.errors.map {
-                                $0 as? UpstreamFailure
-                                    ?? UpstreamFailure(error: $0, everyUpstreamDenied: false, authoritative: false)
-                            }
-                            let codes = failures.map { ($0.error as? DNSError)?.code }
-                            var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
-                            chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
-                            return { continuation.resume(throwing: chosen) }
-                        }
-                    }
-                    resume?()
+        let (decisions, decide) = AsyncStream<Result<RankedResolution, any Error>>.makeStream()
+        let outcome = Locked(RaceOutcome(groups: groups.count))
+        for group in groups {
+            let started = tasks.spawn { [self] in
+                let result = await Result {
+                    try await Self.askInOrder(
+                        group, host: host, family: family, guardEveryUpstream: guardEveryUpstream, metrics: metrics)
                 }
-                if !started {
-                    let continuation = state.withLock { race in
-                        defer { race.continuation = nil }
-                        return race.continuation
+                // Decided and stored under the race's lock, so the winner replaces and later answers merge.
+                let decision: Result<RankedResolution, any Error>? = outcome.withLock { race in
+                    switch result {
+                    case .success(let (resolution, upstream)):
+                        let won = if case .win = race.succeeded() { true } else { false }
+                        let answer = store(
+                            resolution, host: host, family: family, upstream: upstream.identity, merge: !won)
+                        return won ? .success(answer) : nil
+                    case .failure(let error):
+                        if case .fail(let thrown) = race.failed(error) { return .failure(thrown) }
+                        return nil
                     }
-                    continuation?.resume(
-                        throwing: DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name))
-                    return
                 }
+                if let decision { decide.yield(decision) }
+            }
+            if !started {
+                decide.yield(.failure(DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)))
+                break
             }
         }
+        for await decision in decisions { return try decision.get() }
+        throw CancellationError()
     }
 
     /// Runs `work` (closing replaced upstreams) after `delay`, or at once when the resolver shuts down.

@@ -33,21 +33,6 @@ package import HTTPDNSClients
 /// await resolver.shutdown()   // saves the cache
 /// ```
 public final class HostResolver: HostNameResolver {
-    /// Why asking the upstreams failed: the error callers see, and what it says about the name.
-    struct UpstreamFailure: Error {
-        /// The error callers see: NXDOMAIN if any upstream said so, else no data, else the first error.
-        var error: any Error
-        /// Every upstream asked said NXDOMAIN or no data (none timed out or failed otherwise).
-        var everyUpstreamDenied: Bool
-        /// The chosen NXDOMAIN or no data came from an upstream whose negative answers are trusted.
-        var authoritative: Bool
-
-        var negative: DNSError? {
-            guard let error = error as? DNSError, error.code.isNegativeAnswer else { return nil }
-            return error
-        }
-    }
-
     struct FlightKey: Hashable, Sendable {
         var host: HostName
         var family: AddressFamily

@@ -1,0 +1,88 @@
+import HTTPDNSCore
+
+/// Why asking the upstreams failed: the error callers see, and what it says about the name. Made by
+/// ``choosing(_:)`` from every upstream's failure, so the rule is written once for asking in order and for races.
+struct UpstreamFailure: Error {
+    /// The error callers see: NXDOMAIN if any upstream said so, else no data, else the first error.
+    var error: any Error
+    /// Every upstream asked said NXDOMAIN or no data (none timed out or failed otherwise).
+    var everyUpstreamDenied: Bool
+    /// The chosen NXDOMAIN or no data came from an upstream whose negative answers are trusted.
+    var authoritative: Bool
+
+    /// The chosen error when it is NXDOMAIN or no data.
+    var negative: DNSError? {
+        guard let error = error as? DNSError, error.code.isNegativeAnswer else { return nil }
+        return error
+    }
+
+    /// `error` as a failure: itself when it is one, else a failure that says nothing about the name.
+    static func wrapping(_ error: any Error) -> UpstreamFailure {
+        error as? UpstreamFailure ?? UpstreamFailure(error: error, everyUpstreamDenied: false, authoritative: false)
+    }
+
+    /// The failure of a lookup whose upstreams (or groups of upstreams) all failed with `failures`, in the order
+    /// they were asked: NXDOMAIN over no data over the first error; every one denied only when each said so.
+    /// `failures` must not be empty.
+    static func choosing(_ failures: [UpstreamFailure]) -> UpstreamFailure {
+        let codes = failures.map { ($0.error as? DNSError)?.code }
+        var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
+        chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
+        return chosen
+    }
+
+    /// The failure of one upstream: `error`, and whether a negative answer from it is trusted.
+    static func single(_ error: any Error, trustsNegativeAnswers: Bool) -> UpstreamFailure {
+        let negative = (error as? DNSError)?.code.isNegativeAnswer ?? false
+        return UpstreamFailure(
+            error: error, everyUpstreamDenied: negative, authoritative: negative && trustsNegativeAnswers)
+    }
+}
+
+/// How a race of upstream groups ends, as a value: the first success wins and is stored in place of what the cache
+/// held; later successes are merged into it; an answer the private-address guard rejects ends the race at once
+/// when nothing has won yet; otherwise the race fails once every group has, with ``UpstreamFailure/choosing(_:)``.
+/// The resolver keeps it under one lock with the stores it decides.
+struct RaceOutcome {
+    /// What to do with one group's outcome.
+    enum Step {
+        /// The first success: store it, replacing, and return it to the caller.
+        case win
+        /// A success after the winner: merge it into the cache.
+        case merge
+        /// The race is lost: throw this.
+        case fail(any Error)
+        /// Nothing yet (a failure while other groups are still running, or after the race was decided).
+        case wait
+    }
+
+    /// How many groups run.
+    let groups: Int
+    /// Whether the caller has its answer or error.
+    private(set) var isDecided = false
+    private var failures: [UpstreamFailure] = []
+
+    init(groups: Int) {
+        self.groups = groups
+    }
+
+    /// A group answered.
+    mutating func succeeded() -> Step {
+        guard !isDecided else { return .merge }
+        isDecided = true
+        return .win
+    }
+
+    /// A group failed with `error`.
+    mutating func failed(_ error: any Error) -> Step {
+        failures.append(.wrapping(error))
+        guard !isDecided else { return .wait }
+        if (error as? DNSError)?.code == .privateAddress {
+            isDecided = true
+            return .fail(error)
+        }
+        guard failures.count == groups else { return .wait }
+        isDecided = true
+        return .fail(UpstreamFailure.choosing(failures))
+    }
+}

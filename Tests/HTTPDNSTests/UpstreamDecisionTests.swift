@@ -1,0 +1,86 @@
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSCore
+
+/// The pipeline's decisions as values: which error a failed lookup reports and how a race of upstream groups ends,
+/// checked without any upstream, lock or clock.
+@Suite("Upstream decisions")
+struct UpstreamDecisionTests {
+    static func failure(_ code: DNSError.Code, trusted: Bool = true) -> UpstreamFailure {
+        .single(DNSError(code: code, message: "\(code)", host: "a.test"), trustsNegativeAnswers: trusted)
+    }
+
+    static func code(_ failure: UpstreamFailure) -> DNSError.Code? { (failure.error as? DNSError)?.code }
+
+    @Test("a failed lookup reports NXDOMAIN over no data over the first error, wherever it came in the order")
+    func errorChoice() {
+        let cases: [([DNSError.Code], DNSError.Code)] = [
+            ([.timeout, .noData, .notFound], .notFound),
+            ([.timeout, .noData, .serverFailure], .noData),
+            ([.serverFailure, .timeout], .serverFailure),
+            ([.noData, .notFound], .notFound),
+        ]
+        for (codes, expected) in cases {
+            #expect(Self.code(.choosing(codes.map { Self.failure($0) })) == expected, "\(codes)")
+        }
+    }
+
+    @Test("every upstream denied only when each said NXDOMAIN or no data; trust comes from the chosen one")
+    func denialAndTrust() {
+        let denied = UpstreamFailure.choosing([Self.failure(.noData), Self.failure(.notFound)])
+        #expect(denied.everyUpstreamDenied && denied.authoritative && denied.negative?.code == .notFound)
+        let mixed = UpstreamFailure.choosing([Self.failure(.notFound), Self.failure(.timeout)])
+        #expect(!mixed.everyUpstreamDenied && mixed.authoritative)
+        let untrusted = UpstreamFailure.choosing([Self.failure(.timeout), Self.failure(.notFound, trusted: false)])
+        #expect(Self.code(untrusted) == .notFound && !untrusted.authoritative)
+        #expect(
+            UpstreamFailure.single(DNSError(code: .timeout, message: ""), trustsNegativeAnswers: true).negative == nil)
+    }
+
+    @Test("a race: the first success wins, later ones merge, failures after the winner change nothing")
+    func raceWinner() {
+        var race = RaceOutcome(groups: 2)
+        guard case .wait = race.failed(DNSError(code: .timeout, message: "")) else {
+            Issue.record("one failure of two decided the race")
+            return
+        }
+        guard case .win = race.succeeded() else {
+            Issue.record("the first success did not win")
+            return
+        }
+        #expect(race.isDecided)
+        guard case .merge = race.succeeded() else {
+            Issue.record("a later success was not merged")
+            return
+        }
+        guard case .wait = race.failed(DNSError(code: .notFound, message: "")) else {
+            Issue.record("a failure after the winner decided again")
+            return
+        }
+    }
+
+    @Test("a race fails only when every group has, with the rule of a single lookup; a guard rejection ends it")
+    func raceFailure() {
+        var race = RaceOutcome(groups: 2)
+        _ = race.failed(UpstreamFailure.choosing([Self.failure(.timeout)]))
+        guard case .fail(let error) = race.failed(UpstreamFailure.choosing([Self.failure(.notFound)])),
+            let failure = error as? UpstreamFailure
+        else {
+            Issue.record("two failures of two did not end the race")
+            return
+        }
+        #expect(Self.code(failure) == .notFound && !failure.everyUpstreamDenied)
+
+        var guarded = RaceOutcome(groups: 3)
+        guard case .fail(let rejection) = guarded.failed(DNSError(code: .privateAddress, message: "")) else {
+            Issue.record("a guard rejection did not end the race")
+            return
+        }
+        #expect((rejection as? DNSError)?.code == .privateAddress)
+        guard case .merge = guarded.succeeded() else {
+            Issue.record("an answer after the rejection was not merged")
+            return
+        }
+    }
+}
