@@ -7,6 +7,8 @@ import PackageDescription
 /// One executable per sample: each is a complete program, as an adopter would paste it.
 let samples: [(name: String, products: [String], other: [Target.Dependency])] = [
     ("QuickStart", ["HTTPDNSURLProtocol"], []),
+    ("RuntimeInBrief", ["HTTPDNSURLProtocol"], []),
+    ("ResolverInBrief", ["HTTPDNS"], []),
     ("Resolver", ["HTTPDNS"], []),
     ("HTTPDNSProviders", ["HTTPDNS"], []),
     ("Overrides", ["HTTPDNS"], []),

@@ -21,7 +21,7 @@ public final class CAresResolver: HostNameResolver {
         /// How long to wait for an answer on the first try (default 2 s). c-ares doubles it on each later
         /// round through the servers.
         public var timeout: Duration
-        /// How many times each query is sent before it fails with ``DNSError/Code/timeout`` (default 2).
+        /// How many times each query is sent before it fails with `DNSError.Code.timeout` (default 2).
         public var tries: Int
         /// The UDP socket receive buffer size in bytes (default 4 MiB) so that bursts of answers are not
         /// dropped; the kernel caps it at `net.core.rmem_max`. 0 keeps the system default.
@@ -62,7 +62,7 @@ public final class CAresResolver: HostNameResolver {
         }
     }
 
-    /// The source name this resolver gives its answers: ``ResolutionSource/cares``.
+    /// The source name this resolver gives its answers: `ResolutionSource.cares`.
     public let source: ResolutionSource = .cares
     let loop: CAresEventLoop
     private let logger: Logger
@@ -83,7 +83,7 @@ public final class CAresResolver: HostNameResolver {
     /// - Parameters:
     ///   - options: Servers, timeout, tries; see ``Options``.
     ///   - logger: Where to log; by default nothing is logged.
-    /// - Throws: ``DNSError`` with ``DNSError/Code/invalidConfiguration`` or ``DNSError/Code/invalidServer``
+    /// - Throws: `DNSError` with `DNSError.Code.invalidConfiguration` or `DNSError.Code.invalidServer`
     ///   for bad options, or the c-ares initialisation error.
     public init(
         options: Options = .default,
@@ -99,7 +99,7 @@ public final class CAresResolver: HostNameResolver {
         loop.shutdown()
     }
 
-    /// Stops the event thread. Queries still in flight fail with ``DNSError/Code/shutdown``, and so do later
+    /// Stops the event thread. Queries still in flight fail with `DNSError.Code.shutdown`, and so do later
     /// calls. Called automatically when the resolver is released; calling it twice is harmless.
     public func shutdown() {
         loop.shutdown()
@@ -107,10 +107,10 @@ public final class CAresResolver: HostNameResolver {
 
     /// Resolves `host` with `A` and/or `AAAA` queries.
     ///
-    /// For ``AddressFamily/any`` both queries run in parallel; the answer holds the IPv4 addresses first. If one
+    /// For `AddressFamily.any` both queries run in parallel; the answer holds the IPv4 addresses first. If one
     /// family fails and the other has addresses, those are returned; if both fail, the more telling error wins
-    /// (``DNSError/Code/notFound`` over ``DNSError/Code/noData`` over the rest).
-    /// - Throws: ``DNSError`` with the host and servers as context, or `CancellationError`.
+    /// (`DNSError.Code.notFound` over `DNSError.Code.noData` over the rest).
+    /// - Throws: `DNSError` with the host and servers as context, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         switch family {
         case .ipv4:

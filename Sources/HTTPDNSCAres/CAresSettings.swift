@@ -23,7 +23,7 @@ public struct CAresSettings: Sendable, Hashable {
     }
 
     /// Reads the `cares.*` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         servers = []
@@ -36,7 +36,7 @@ public struct CAresSettings: Sendable, Hashable {
     }
 
     /// The search policy these settings describe: ``searchDomains`` and ``ndots`` where set, the system's
-    /// (``SearchPolicy/system(resolvConf:environment:)``) for the rest.
+    /// (`SearchPolicy.system(resolvConf:environment:)`) for the rest.
     public var searchPolicy: SearchPolicy {
         let system = (searchDomains == nil || ndots == nil) ? SearchPolicy.system() : nil
         return SearchPolicy(

@@ -37,7 +37,9 @@ public struct SearchPolicy: Sendable, Hashable {
     }
 
     /// The names to ask for `name`, in order.
-    /// - Parameter absolute: Whether the name was written with a trailing dot (then it is the only candidate).
+    /// - Parameters:
+    ///   - name: The name as the caller gave it.
+    ///   - absolute: Whether the name was written with a trailing dot (then it is the only candidate).
     public func candidates(for name: HostName, absolute: Bool = false) -> [HostName] {
         guard !absolute, !domains.isEmpty else { return [name] }
         let dots = name.name.utf8.count { $0 == UInt8(ascii: ".") }

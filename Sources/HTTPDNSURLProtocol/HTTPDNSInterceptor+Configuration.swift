@@ -32,8 +32,8 @@ extension HTTPDNSInterceptor {
         /// Called once per request with its trace, when it finishes or fails.
         public var traceHandler: (@Sendable (RequestTrace) -> Void)?
         /// What happens to a request the environment sends through a proxy (``proxies``): by default
-        /// (``InterceptionSettings/ProxyMode/bypass``) the protocol does not take it, so URLSession sends it through the
-        /// proxy exactly as without the library; ``InterceptionSettings/ProxyMode/tunnel`` sends it through the proxy
+        /// (`InterceptionSettings.ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the
+        /// proxy exactly as without the library; `InterceptionSettings.ProxyMode.tunnel` sends it through the proxy
         /// itself with an HTTP CONNECT to the real host name (the proxy resolves the name).
         public var proxyMode: InterceptionSettings.ProxyMode
         /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the

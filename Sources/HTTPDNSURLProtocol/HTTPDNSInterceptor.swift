@@ -12,7 +12,7 @@ public import NIOPosix
 import Synchronization
 
 /// The engine behind ``HTTPDNSURLProtocol``: resolves a request's host to its ranked IPs through a
-/// ``HostResolver``, sends the request to the best one (failing over to the next ones when a connection cannot be
+/// `HostResolver`, sends the request to the best one (failing over to the next ones when a connection cannot be
 /// made), follows redirects itself (each hop resolved again), and feeds connect latency and failures back to the
 /// scored cache.
 ///
@@ -174,7 +174,7 @@ public final class HTTPDNSInterceptor: Sendable {
     }
 
     /// How many pinned (host, IP) clients with this front's client settings (trust roots, timeouts, limits) are
-    /// open now, at most ``Configuration/maximumPinnedClients``. The clients come from the resolver's pool: HTTP DNS
+    /// open now, at most `ConnectionPolicy.maximumPinnedClients`. The clients come from the resolver's pool: HTTP DNS
     /// and other fronts on the same resolver with the same settings use the same ones.
     public var pinnedClientCount: Int { transport.clientCount }
 

@@ -52,8 +52,8 @@ public final class HTTPDNSRuntime: Sendable {
     ///   - configurationFile: The JSON settings file; `nil` for the defaults with environment overrides.
     ///   - logger: Where the library logs (nothing by default; the library never bootstraps logging).
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    /// - Throws: ``ConfigurationError`` with positioned diagnostics for a settings file with errors;
-    ///   ``DNSError`` or ``InterceptionError`` when the pipeline cannot be built.
+    /// - Throws: `ConfigurationError` with positioned diagnostics for a settings file with errors;
+    ///   `DNSError` or ``InterceptionError`` when the pipeline cannot be built.
     public static func start(
         configurationFile: String?,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
@@ -145,23 +145,23 @@ public final class HTTPDNSRuntime: Sendable {
         }
     }
 
-    /// Applies `settings` to the running resolver (``HostResolver/apply(_:)``) and interceptor
+    /// Applies `settings` to the running resolver (`HostResolver.apply(_:)`) and interceptor
     /// (``HTTPDNSInterceptor/apply(_:)``).
-    /// - Throws: ``DNSError`` when the resolver cannot use them; then nothing changed.
+    /// - Throws: `DNSError` when the resolver cannot use them; then nothing changed.
     public func apply(_ settings: ResolverSettings) throws {
         try resolver.apply(settings)
         interceptor.apply(settings.interception)
     }
 
     /// Reads the settings file and the `HOSTSCTL_*` environment again now and applies them.
-    /// - Throws: ``ConfigurationError`` with positioned diagnostics, or ``DNSError``; the last good settings stay.
+    /// - Throws: `ConfigurationError` with positioned diagnostics, or `DNSError`; the last good settings stay.
     public func reload() throws {
         try apply(try SettingsFile.load(path: configurationFile).get())
     }
 
     /// Gives `host` (a name or a `*.suffix` pattern) exactly these addresses, over every other layer, until
     /// ``removeOverride(_:)`` (NSEtcHosts-style).
-    /// - Throws: ``DNSError`` for a bad pattern or address.
+    /// - Throws: `DNSError` for a bad pattern or address.
     public func setOverride(_ addresses: [String], for host: String) throws {
         let pattern = try HostPattern(host)
         var ips: [IPAddress] = []
@@ -175,7 +175,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// Removes a run-time override set with ``setOverride(_:for:)``.
-    /// - Throws: ``DNSError`` for a bad pattern.
+    /// - Throws: `DNSError` for a bad pattern.
     public func removeOverride(_ host: String) throws {
         resolver.overrides?.remove(try HostPattern(host))
     }

@@ -12,8 +12,8 @@ import Synchronization
 /// A `URLProtocol` that sends URLSession's http and https requests to the fastest IP of their host.
 ///
 /// Register it once at start-up with ``register(_:)``, before the process creates its first URLSession, or insert it
-/// into a session's configuration with ``install(into:)``. For each request it takes (see
-/// ``HTTPDNSInterceptor/intercepts(_:)``) it resolves the host through the interceptor's ``HostResolver``, rewrites
+/// into a session's configuration with `install(into:)`. For each request it takes (see
+/// ``HTTPDNSInterceptor/intercepts(_:)``) it resolves the host through the interceptor's `HostResolver`, rewrites
 /// the request to the best IP with the original `Host` header, and sends it over a connection pinned to that IP
 /// whose TLS names the real host (SNI and certificate check). The answer reaches the application under the
 /// original URL.
@@ -26,7 +26,7 @@ import Synchronization
 ///   tasks, per-task delegates of the async API) are served by URLSession's own HTTP protocol, unchanged.
 /// - **Redirects are followed by the protocol** (this platform's URLSession cannot take a redirect from a protocol),
 ///   each hop resolved again; a task's delegate is asked `willPerformHTTPRedirection` before each one, on the
-///   session's delegate queue, as URLSession asks it. ``HTTPDNSInterceptor/Configuration/followRedirects`` set to
+///   session's delegate queue, as URLSession asks it. `HTTPDNSInterceptor.Configuration.followRedirects` set to
 ///   `false` delivers the 3xx answer instead.
 /// - Data tasks with `httpBody` or `httpBodyStream` are handled.
 /// - Cookies come from ``HTTPDNSInterceptor/Configuration/cookieStorage``: a protocol cannot see its session's
@@ -135,7 +135,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
     }
 
     /// Whether the protocol takes `task`: not download or upload tasks. (URLSession on this platform never asks;
-    /// the protocol finds the task's form when it starts, see ``TaskForm``.)
+    /// the protocol finds the task's form when it starts, see `TaskForm`.)
     override public class func canInit(with task: URLSessionTask) -> Bool {
         if task is URLSessionDownloadTask || task is URLSessionUploadTask { return false }
         guard let request = task.currentRequest ?? task.originalRequest else { return false }
@@ -151,7 +151,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
     private static let ownProtocols: [URLProtocol.Type] = (URLSessionConfiguration.default.protocolClasses ?? [])
         .compactMap { $0 as? URLProtocol.Type }.filter { !($0 is HTTPDNSURLProtocol.Type) }
 
-    /// Starts the load. A task whose form the client cannot deliver as URLSession would (see ``TaskForm``) is served
+    /// Starts the load. A task whose form the client cannot deliver as URLSession would (see `TaskForm`) is served
     /// by URLSession's own HTTP protocol, unchanged. Otherwise the load runs on a task of its own, off the session's
     /// queue, and what it yields is handed to the client back on the queue this method was called on (the task's
     /// work queue, which URLSession serializes with its own work).

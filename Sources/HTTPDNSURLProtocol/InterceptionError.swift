@@ -50,7 +50,7 @@ public struct InterceptionError: Error, Sendable, Hashable, CustomStringConverti
         /// The interceptor's configuration is invalid (a trust-root file, a limit).
         public static let invalidConfiguration = Code(.invalidConfiguration)
         /// A redirect from `https` to `http` was refused (see
-        /// ``HTTPDNSInterceptor/Configuration/allowsInsecureRedirects``).
+        /// `HTTPDNSInterceptor.Configuration.allowsInsecureRedirects`).
         public static let insecureRedirect = Code(.insecureRedirect)
 
         /// A short stable identifier, safe as a metric label or in JSON.

@@ -1,15 +1,22 @@
 import Foundation
 import Testing
 
-/// Every Swift sample in the README and the guides under `docs/` is compiled in CI as part of a program in
-/// `Examples/Sources/NAME/main.swift`; this keeps the documents and those files the same text, so no document shows
-/// code that does not build.
+/// Every Swift sample in the README, the guides under `docs/` and the DocC catalogs is compiled in CI as part of a
+/// program in `Examples/Sources/NAME/main.swift`; this keeps the documents and those files the same text, so no
+/// document shows code that does not build.
 @Suite("README samples")
 struct ReadmeSampleTests {
-    /// The documents whose samples must compile: the README and every guide in `docs/`.
+    /// The documents whose samples must compile: the README, every guide in `docs/` and every DocC catalog's pages.
     static func documents() throws -> [String] {
-        let guides = try FileManager.default.contentsOfDirectory(atPath: "docs").filter { $0.hasSuffix(".md") }
-        return ["README.md"] + guides.sorted().map { "docs/\($0)" }
+        let files = FileManager.default
+        let guides = try files.contentsOfDirectory(atPath: "docs").filter { $0.hasSuffix(".md") }
+        var catalogs: [String] = []
+        for module in try files.contentsOfDirectory(atPath: "Sources").sorted() {
+            let catalog = "Sources/\(module)/\(module).docc"
+            guard let pages = try? files.contentsOfDirectory(atPath: catalog) else { continue }
+            catalogs += pages.filter { $0.hasSuffix(".md") }.sorted().map { "\(catalog)/\($0)" }
+        }
+        return ["README.md"] + guides.sorted().map { "docs/\($0)" } + catalogs
     }
 
     /// The documents' ```swift blocks, in order.
@@ -58,12 +65,15 @@ struct ReadmeSampleTests {
             "copy Examples/Sources/QuickStart/main.swift into the README")
     }
 
-    @Test("every Swift sample in the README and docs/ is part of a program in Examples/, which CI builds")
+    @Test(
+        "every Swift sample in the README, docs/ and the DocC catalogs is part of a program in Examples/, which CI builds"
+    )
     func everySampleCompiles() throws {
         let samples = try Self.readmeSamples()
         let programs = try Self.examplePrograms()
         #expect(samples.count >= 9)
         #expect(try Self.samples(in: String(contentsOfFile: "README.md", encoding: .utf8)).count >= 2)
+        #expect(try Self.documents().contains { $0.hasSuffix(".docc/HTTPDNS.md") })
         for sample in samples {
             // Manifest fragments (`.package(...)` lines) are not programs; Examples/Package.swift uses the same calls.
             if sample.hasPrefix("// Package.swift\n") { continue }

@@ -34,7 +34,7 @@ public struct CacheSettings: Sendable, Hashable {
     }
 
     /// Reads the `cache.*` keys and `dualStack.policy`; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or when
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, or when
     ///   `cache.minTtlSeconds` is above `cache.maxTtlSeconds`.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.

@@ -47,7 +47,7 @@ public final class HostCache: Sendable {
         /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
         package var refreshClaimDuration: Duration = .seconds(60)
         /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
-        /// in a second, with a burst of as many; past it a refresh is put off (by ``refreshRetryInterval``), so a
+        /// in a second, with a burst of as many; past it a refresh is put off (by `refreshRetryInterval`), so a
         /// flood of names cannot turn into a flood of upstream queries.
         public var maximumRefreshesPerSecond: Int
 
@@ -175,6 +175,11 @@ public final class HostCache: Sendable {
 
     /// Stores a positive answer and returns it ranked.
     /// - Parameters:
+    ///   - host: The host the answer is for.
+    ///   - family: The family that was asked for.
+    ///   - addresses: The addresses answered (duplicates are dropped).
+    ///   - ttl: The answer's TTL in seconds, clamped to the configured bounds.
+    ///   - origin: Where the answer came from.
     ///   - upstream: The identity of the upstream that answered (``HostResolver/Upstream/identity``).
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
     /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.

@@ -137,7 +137,7 @@ public struct RankedResolution: Sendable, Hashable {
     /// Whether the answer is served past its TTL.
     public var isStale: Bool { freshness == .stale }
 
-    /// The source to show for this answer: ``ResolutionSource/cache`` for fresh cache hits, `stale` for stale
+    /// The source to show for this answer: `ResolutionSource.cache` for fresh cache hits, `stale` for stale
     /// ones, otherwise the origin.
     public var source: ResolutionSource {
         switch freshness {

@@ -31,7 +31,7 @@ public final class HostOverrides: Sendable {
     private let changes = Atomic<UInt64>(0)
     /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
     public let ttl: UInt32
-    /// The source answers carry: ``ResolutionSource/override``, or ``ResolutionSource/hosts`` for the layer that
+    /// The source answers carry: `ResolutionSource.override`, or `ResolutionSource.hosts` for the layer that
     /// reads the system hosts file.
     public let source: ResolutionSource
 

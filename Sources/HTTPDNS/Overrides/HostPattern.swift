@@ -18,7 +18,7 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     case wildcard(suffix: HostName)
 
     /// Parses `name` or `*.suffix`. Matching is case-insensitive and ignores one trailing dot.
-    /// - Throws: ``DNSError`` with ``DNSError/Code/badName`` saying what is wrong.
+    /// - Throws: `DNSError` with `DNSError.Code.badName` saying what is wrong.
     public init(_ text: some StringProtocol) throws(DNSError) {
         var text = String(text)
         let result = text.withUTF8 { bytes in Result { () throws(DNSError) in try HostPattern(utf8: bytes) } }

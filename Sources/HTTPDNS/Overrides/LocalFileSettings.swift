@@ -22,7 +22,7 @@ public struct LocalFileSettings: Sendable, Hashable {
     }
 
     /// Reads the `overrides.*`, `hosts.file` and `reload.intervalMs` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         overridesFile = nil

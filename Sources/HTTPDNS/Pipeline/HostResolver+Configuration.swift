@@ -98,7 +98,7 @@ extension HostResolver {
         public var servesAnswersFromOtherUpstreams: Bool = true
         /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
         /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
-        /// address fails the lookup with ``DNSError/Code/privateAddress``.
+        /// address fails the lookup with `DNSError.Code.privateAddress`.
         public var guardsEveryUpstream: Bool = false
 
         /// Creates a configuration.

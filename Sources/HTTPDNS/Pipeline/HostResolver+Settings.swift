@@ -21,7 +21,7 @@ extension HostResolver {
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - persistingCache: Whether the cache is loaded from and saved to its file (``CacheSettings/path``
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for an unreadable overrides file, a bad provider or c-ares
+    /// - Throws: `DNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
     public convenience init(
         settings: ResolverSettings,
@@ -94,7 +94,7 @@ extension HostResolver {
     /// was; the old upstreams are closed once the lookups they are answering have had time to end. The cache keeps
     /// its entries (turning it off or on, its file and the overrides TTL take a restart). A resolver made with
     /// explicit upstreams keeps them.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` when the new settings cannot be built; nothing changed.
+    /// - Throws: `DNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
     public func apply(_ settings: ResolverSettings) throws(DNSError) {
         guard let files = localFiles.withLock({ $0 }) else {
             throw DNSError(

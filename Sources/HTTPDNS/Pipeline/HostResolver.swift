@@ -10,7 +10,7 @@ package import HTTPDNSClients
 ///
 /// Order of a lookup:
 /// 1. **Overrides** (the overrides file and run-time entries), then **the system hosts file**, answer at once.
-/// 2. Short names are completed with the **search domains** (``SearchPolicy``); each candidate name goes
+/// 2. Short names are completed with the **search domains** (`SearchPolicy`); each candidate name goes
 ///    through the next steps in turn, and the first with an answer wins.
 /// 3. **The cache**: a fresh answer is returned at once (hot answers are refreshed in the background shortly
 ///    before they expire); an expired one within the maximum staleness is returned too while one background
@@ -206,8 +206,10 @@ public final class HostResolver: HostNameResolver {
     /// and `localhost` without a query, then the pipeline. A trailing dot (`orders.`) means the name is fully
     /// qualified: no search domain is tried.
     /// - Parameters:
+    ///   - text: The host name or IP literal, as written in a URL (no brackets, no port).
+    ///   - family: The address family to resolve.
     ///   - port: The port the caller will connect to; background probes of this host measure it.
-    /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
+    /// - Throws: `DNSError` (`DNSError.Code.badName` for malformed names), `CancellationError`.
     public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws
         -> RankedResolution
     {
@@ -225,8 +227,8 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
-    /// - Throws: ``DNSError`` when no layer has an answer (a cached NXDOMAIN or no data included),
-    ///   ``DNSError/Code/notCached`` when the cache is the only layer and misses, `CancellationError`.
+    /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
+    ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
         try await resolveRanked(host, family: family, probePort: nil, absolute: false)
     }
@@ -355,7 +357,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Stops background work, saves the cache and runs the shutdown work it was given. Lookups after this fail
-    /// with ``DNSError/Code/shutdown`` when they need an upstream.
+    /// with `DNSError.Code.shutdown` when they need an upstream.
     public func shutdown() async {
         guard !shutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         await maintenance.shutdown()

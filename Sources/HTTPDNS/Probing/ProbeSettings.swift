@@ -24,7 +24,7 @@ public struct ProbeSettings: Sendable, Hashable {
     }
 
     /// Reads the `probe.*` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         enabled = false

@@ -28,7 +28,7 @@ public struct InterceptionSettings: Sendable, Hashable {
     /// What the URL protocol does with requests the environment sends through a proxy.
     public var proxyMode: ProxyMode
     /// Extra trusted CA files for the application's intercepted traffic, kept apart from
-    /// ``HTTPDNSSettings/trustCA``: a private CA for an internal DoH server does not become trusted for every host
+    /// `HTTPDNSSettings.trustCA`: a private CA for an internal DoH server does not become trusted for every host
     /// the application calls.
     public var trustCA: [String]
     /// Follow redirects from `https` to `http` (default `false`: refused).
@@ -42,7 +42,7 @@ public struct InterceptionSettings: Sendable, Hashable {
     }
 
     /// Reads the `interception.*` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         include = []

@@ -7,7 +7,7 @@ public import HTTPDNSClients
 ///
 /// Build one with ``init(configReader:)`` from any providers (a JSON file, environment variables, memory), or
 /// with ``SettingsFile/load(path:environment:)``, which also checks the file with positions. Every key is listed
-/// in ``keys`` with its type, default and meaning; `hostsctl config show` prints the effective values.
+/// in `keys` with its type, default and meaning; `hostsctl config show` prints the effective values.
 /// Secrets are never read from settings: a provider names the environment variable that holds its secret.
 public struct ResolverSettings: Sendable, Hashable {
     /// A resolution layer.
@@ -60,8 +60,8 @@ public struct ResolverSettings: Sendable, Hashable {
         try! ResolverSettings(configReader: defaultsReader)
     }
 
-    /// Reads the settings; missing keys take their defaults (see ``keys``). Each section reads its own keys.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a value of the wrong type or out of
+    /// Reads the settings; missing keys take their defaults (see `keys`). Each section reads its own keys.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a value of the wrong type or out of
     ///   range, for example one set through an environment variable.
     public init(configReader config: ConfigReader) throws(DNSError) {
         files = try LocalFileSettings(configReader: config)

@@ -17,7 +17,7 @@ public struct SystemResolverSettings: Sendable, Hashable {
     }
 
     /// Reads the `system.*` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         ttlSeconds = 0

@@ -15,7 +15,7 @@ import HTTPDNSCAres
 /// a rejected signature) ends the lookup.
 ///
 /// By default an answer that maps a name to a private, loopback, link-local or unspecified address is
-/// rejected with ``DNSError/Code/privateAddress`` (DNS rebinding and SSRF protection); set
+/// rejected with `DNSError.Code.privateAddress` (DNS rebinding and SSRF protection); set
 /// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
 public final class HTTPDNSResolver: HostNameResolver {
     /// The wire protocol of an HTTP DNS service.
@@ -78,7 +78,7 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// What a resolver talks to and how.
     public struct Configuration: Sendable {
-        /// The name answers are tagged with (``ResolutionSource``); the API's name when not set.
+        /// The name answers are tagged with (`ResolutionSource`); the API's name when not set.
         public var name: String
         /// The wire protocol.
         public var api: API
@@ -87,7 +87,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
         public var allowNonPublicAddresses: Bool
         /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
-        /// which it fails with ``DNSError/Code/timeout`` so the pipeline asks its next source; `nil` (the default)
+        /// which it fails with `DNSError.Code.timeout` so the pipeline asks its next source; `nil` (the default)
         /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
         /// connect timeout per address in a row.
         public var budget: Duration?
@@ -122,7 +122,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     ///   - configuration: API, endpoints, guard.
     ///   - transport: The shared HTTP transport; its owner shuts it down.
     ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for no endpoints, a malformed account ID, a Tencent key
+    /// - Throws: `DNSError.Code.invalidConfiguration` for no endpoints, a malformed account ID, a Tencent key
     ///   without an account or of the wrong length, or a non-positive signature lifetime.
     public convenience init(
         configuration: Configuration,
@@ -180,9 +180,9 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// Resolves `host` through the service.
     ///
-    /// For the DoH APIs and ``AddressFamily/any``, `A` and `AAAA` are asked in parallel and merged (IPv4
+    /// For the DoH APIs and `AddressFamily.any`, `A` and `AAAA` are asked in parallel and merged (IPv4
     /// first); the vendor APIs answer both families in one request.
-    /// - Throws: ``DNSError`` with the endpoint addresses tried, or `CancellationError`.
+    /// - Throws: `DNSError` with the endpoint addresses tried, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         try await resolve(host, family: family, subnet: nil).resolution
     }

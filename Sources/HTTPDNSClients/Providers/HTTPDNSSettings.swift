@@ -47,7 +47,7 @@ public struct HTTPDNSSettings: Sendable, Hashable {
     public var timeoutMilliseconds: Int
     /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
     public var budgetMilliseconds: Int
-    /// Extra trusted CA files for HTTP DNS endpoints only (``InterceptionSettings/trustCA`` is for application
+    /// Extra trusted CA files for HTTP DNS endpoints only (`InterceptionSettings.trustCA` is for application
     /// traffic).
     public var trustCA: [String]
 
@@ -59,7 +59,7 @@ public struct HTTPDNSSettings: Sendable, Hashable {
 
     /// Reads the `httpdns.*` keys (a provider's private-address guard defaults to `guard.allowPrivateAnswers`);
     /// missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, a listed provider without
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, a listed provider without
     ///   an API or URLs.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
@@ -215,7 +215,7 @@ public struct AddressGuardSettings: Sendable, Hashable {
     }
 
     /// Reads the `guard.*` keys; missing keys take their defaults.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         allowPrivateAnswers = false

@@ -12,7 +12,7 @@ import HTTPDNSCAres
 ///
 /// `https` endpoints are asked over one HTTP/2 connection per (endpoint, address), written directly on
 /// swift-nio-http2: every lookup is one stream, many at once, with no per-request channel (see
-/// ``HTTP2DNSConnection``). A server that does not offer HTTP/2 in ALPN, an endpoint with an IP literal host and
+/// `HTTP2DNSConnection`). A server that does not offer HTTP/2 in ALPN, an endpoint with an IP literal host and
 /// plain `http` endpoints go through AsyncHTTPClient (HTTP/1.1) instead. Either way the TCP connection goes to the
 /// bootstrap IP when there is one, while SNI and the certificate check use the endpoint's real host name.
 /// Certificates are always verified; ``Configuration/additionalTrustRoots`` adds private CAs to the system roots and
@@ -25,13 +25,13 @@ public final class HTTPDNSTransport: Sendable {
     /// Transport settings.
     public struct Configuration: Sendable {
         /// The time one HTTP exchange may take, from sending the request to the last byte of the body
-        /// (default 5 s). A server that stalls, even one that drips bytes, fails with ``DNSError/Code/timeout``.
+        /// (default 5 s). A server that stalls, even one that drips bytes, fails with `DNSError.Code.timeout`.
         public var requestTimeout: Duration
         /// The time a TCP connect plus TLS handshake may take (default 2 s).
         public var connectTimeout: Duration
         /// PEM files with extra trusted CA certificates, added to the system roots (for private CAs).
         public var additionalTrustRoots: [String]
-        /// Larger response bodies fail with ``DNSError/Code/responseTooLarge`` (default 64 KiB).
+        /// Larger response bodies fail with `DNSError.Code.responseTooLarge` (default 64 KiB).
         public var maximumResponseBytes: Int
         /// How long an idle connection is kept open for reuse (default 60 s).
         public var idleConnectionTimeout: Duration
@@ -119,7 +119,7 @@ public final class HTTPDNSTransport: Sendable {
     ///   - configuration: Timeouts, trust roots, size cap.
     ///   - eventLoopGroup: The NIO event loops to run connections on (default: the shared singleton).
     ///   - logger: For connection-level events; request logs go to the resolver's logger.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` when a trust-root file cannot be read or holds no
+    /// - Throws: `DNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no
     ///   certificate, or a timeout is not positive.
     public convenience init(
         configuration: Configuration = .default,
@@ -182,7 +182,7 @@ public final class HTTPDNSTransport: Sendable {
         }
     }
 
-    /// Closes every connection. Later requests fail with ``DNSError/Code/shutdown``. Calling it twice is harmless.
+    /// Closes every connection. Later requests fail with `DNSError.Code.shutdown`. Calling it twice is harmless.
     public func shutdown() async {
         let (http2, first) = state.withLock { state in
             defer {

@@ -139,7 +139,7 @@ public final class HTTPDNSServer: Sendable {
     package var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
 
     /// Starts listening.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for unreadable certificate or key files, or the bind error.
+    /// - Throws: `DNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.
     public static func start(
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton

@@ -4,14 +4,14 @@ public import HTTPDNS
 package import Logging
 import Synchronization
 
-/// HTTP DNS answered from a ``HostResolver``: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
+/// HTTP DNS answered from a `HostResolver`: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
 /// `/readyz` and, with an exporter, `/metrics`.
 ///
 /// The type knows nothing of sockets: an HTTP server front (``HTTPDNSServer``) maps its requests to
 /// ``ServiceRequest`` and back. Every answer comes from the same pipeline an application would use (overrides,
 /// the hosts file, the scored cache, the upstreams), ranked by the pipeline's scores and cut to
-/// ``Configuration-swift.struct/maximumAnswers``. Names are resolved as given (absolute): a server applies no search
+/// `Configuration-swift.struct.maximumAnswers`. Names are resolved as given (absolute): a server applies no search
 /// domains. Malformed requests get a 4xx with a one-line reason, never a crash. Each client network gets its own
 /// rate limit; every request is counted in metrics and, at `info` level, in an access log without secrets or full
 /// client addresses.

@@ -16,7 +16,7 @@ public struct ServiceRequest: Sendable {
     /// How the request arrived, for metrics and access logs.
     public var transport: Transport
     /// The `X-Forwarded-For` header (every field joined by commas), if any: read only when ``client`` is a trusted
-    /// proxy (``HTTPDNSService/Configuration-swift.struct/trustedProxies``).
+    /// proxy (`HTTPDNSService.Configuration-swift.struct.trustedProxies`).
     public var forwardedFor: String?
     /// The `Forwarded` header (RFC 7239, every field joined by commas), if any: read as ``forwardedFor`` is, and
     /// preferred to it.

@@ -10,7 +10,7 @@ public import NIOPosix
 /// AsyncHTTPClient with the fastest address: executes an `HTTPClientRequest` like `HTTPClient.execute` does, through
 /// the same exchange engine as the URL protocol.
 ///
-/// Each hop's host is resolved through a ``HostResolver`` to its ranked addresses; the request goes to the best
+/// Each hop's host is resolved through a `HostResolver` to its ranked addresses; the request goes to the best
 /// one on a client pinned to it, with SNI and the certificate checked for the real host and the `Host` header
 /// naming it. A connection that cannot be made fails over to the next address (a request that may have been sent
 /// only when its method is idempotent); redirects are followed here, each hop resolved again; connect and
@@ -26,8 +26,8 @@ public import NIOPosix
 /// ```
 ///
 /// It mirrors `HTTPClient`'s async API, so switching is a one-line change. What differs: certificates are always
-/// verified (a request's own `tlsConfiguration` is refused, use ``Configuration/additionalTrustRoots``), and
-/// redirects follow the URL protocol's rules (``Configuration/followRedirects``).
+/// verified (a request's own `tlsConfiguration` is refused, use `ConnectionPolicy.additionalTrustRoots`), and
+/// redirects follow the URL protocol's rules (`ConnectionPolicy.followRedirects`).
 public final class HTTPDNSClient: Sendable {
     /// Client settings; every property has a documented default. The connection policy's properties
     /// (``ConnectionPolicy``: scope, redirects, failover, the race, timeouts, trust roots, client limits) read and
@@ -127,7 +127,7 @@ public final class HTTPDNSClient: Sendable {
     }
 
     /// How many pinned (host, IP) clients with this front's client settings (trust roots, timeouts, limits) are
-    /// open now, at most ``Configuration/maximumPinnedClients``. The clients come from the resolver's pool: HTTP DNS
+    /// open now, at most `ConnectionPolicy.maximumPinnedClients`. The clients come from the resolver's pool: HTTP DNS
     /// and other fronts on the same resolver with the same settings use the same ones.
     public var pinnedClientCount: Int { transport.clientCount }
 
