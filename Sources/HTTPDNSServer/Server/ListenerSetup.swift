@@ -81,8 +81,9 @@ struct ListenerSetup: Sendable {
         var dotPort: Int?
     }
 
-    /// Admits a new connection from its client's network, or closes it (over the client's own limit, or accepted in
-    /// the same burst as the one that reached the total limit, before accepting stopped).
+    /// Admits a new connection from its client's network. Returns the client's address (itself `nil` when the
+    /// channel has none), or `nil` when the connection is refused: over the client's own limit, or accepted in the
+    /// same burst as the one that reached the total limit, before accepting stopped. The caller closes it then.
     private func admit(_ channel: any Channel) -> IPAddress?? {
         let client = Exchange.clientAddress(channel)
         guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else { return nil }
