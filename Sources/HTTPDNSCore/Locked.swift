@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    import Glibc
+    package import Glibc
 #elseif canImport(Musl)
     package import Musl
 #elseif canImport(Darwin)
@@ -16,9 +16,12 @@
 ///
 /// `@unchecked Sendable`: `value` is only read or written inside ``withLock(_:)``, while `mutex` is held, and
 /// values enter and leave through `sending`, as with `Mutex`.
+///
+/// ``withLock(_:)`` is inlinable: every module of the package takes its locks on hot paths (a cache hit takes
+/// two), and a generic call into another module would not be specialized for the value or inline the closure.
 package final class Locked<Value: ~Copyable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline var value: Value
 
     /// Creates the lock holding `initialValue`.
     package init(_ initialValue: consuming sending Value) {
@@ -34,6 +37,7 @@ package final class Locked<Value: ~Copyable>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
