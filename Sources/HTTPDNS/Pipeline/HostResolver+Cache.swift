@@ -19,10 +19,10 @@ extension HostResolver {
     func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
         guard let cache else { return .miss }
         // One read of the pipeline for both (a cache hit is the hot path), copying only what is needed.
-        let (probing, served) = pipeline.withLock { pipeline in
+        let (probing, served) = state.withLock { state in
             (
-                pipeline.configuration.probing,
-                pipeline.configuration.servesAnswersFromOtherUpstreams ? nil : pipeline.identities
+                state.configuration.probing,
+                state.configuration.servesAnswersFromOtherUpstreams ? nil : state.identities
             )
         }
         let probeInterval = probeInterval(probing)
@@ -90,7 +90,7 @@ extension HostResolver {
             }
             return nil
         }
-        let candidates = pipeline.withLock { $0.configuration.search.candidates(for: host, absolute: false) }
+        let candidates = state.withLock { $0.configuration.search.candidates(for: host, absolute: false) }
         for candidate in candidates {
             switch cachedAnswer(candidate, family: family) {
             case .answer(let answer, _): return (answer, nil)

@@ -49,7 +49,7 @@ extension HostResolver {
     private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> SubnetAnswer?
     {
-        let (upstreams, guardEveryUpstream) = pipeline.withLock {
+        let (upstreams, guardEveryUpstream) = state.withLock {
             ($0.upstreams, $0.configuration.guardsEveryUpstream)
         }
         var lastError: (any Error)?

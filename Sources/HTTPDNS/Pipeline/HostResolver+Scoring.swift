@@ -36,11 +36,13 @@ extension HostResolver {
     func startProbe(_ request: HostCacheCore.ProbeRequest) {
         guard let prober, let probing = configuration.probing, let cache else { return }
         // An address already being probed (for this host or another) is left to that probe.
-        let addresses = addressesBeingProbed.withLock { busy in
+        let addresses = state.withLock { state in
             let chosen = Array(
-                request.addresses.filter { !busy.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic) }
-                    .prefix(probing.maximumAddressesPerRound))
-            busy.formUnion(chosen)
+                request.addresses.filter {
+                    !state.addressesBeingProbed.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic)
+                }
+                .prefix(probing.maximumAddressesPerRound))
+            state.addressesBeingProbed.formUnion(chosen)
             return chosen
         }
         guard !addresses.isEmpty else { return }
@@ -49,7 +51,7 @@ extension HostResolver {
         let started = tasks.spawn(optional: true) { [self] in
             defer {
                 probesRunning.subtract(1, ordering: .relaxed)
-                addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+                state.withLock { state in for ip in addresses { state.addressesBeingProbed.remove(ip) } }
             }
             await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
                 var next = 0
@@ -87,7 +89,7 @@ extension HostResolver {
         }
         if !started {
             probesRunning.subtract(1, ordering: .relaxed)
-            addressesBeingProbed.withLock { busy in for ip in addresses { busy.remove(ip) } }
+            state.withLock { state in for ip in addresses { state.addressesBeingProbed.remove(ip) } }
         }
     }
 }

@@ -83,7 +83,7 @@ extension HostResolver {
             clientPool: pool
         )
         files.adopt(settings: settings, fixedUpstreams: upstreams != nil)
-        localFiles.withLock { $0 = files }
+        state.withLock { $0.localFiles = files }
     }
 
     /// Applies edited settings to the running resolver: sources and their order, c-ares servers and timeouts,
@@ -96,7 +96,7 @@ extension HostResolver {
     /// explicit upstreams keeps them.
     /// - Throws: `DNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
     public func apply(_ settings: ResolverSettings) throws(DNSError) {
-        guard let files = localFiles.withLock({ $0 }) else {
+        guard let files = state.withLock({ $0.localFiles }) else {
             throw DNSError(
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
@@ -106,22 +106,22 @@ extension HostResolver {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
         if let cache { cache.updateConfiguration(HostCache.Configuration(settings: settings.cache)) }
-        pipeline.withLock { pipeline in
-            let cachePath = pipeline.configuration.cachePath
-            pipeline.configuration = Self.configuration(for: settings, cachePath: cachePath)
-            pipeline.configuration.preResolve = []
+        state.withLock { state in
+            let cachePath = state.configuration.cachePath
+            state.configuration = Self.configuration(for: settings, cachePath: cachePath)
+            state.configuration.preResolve = []
             if let parts {
-                pipeline.upstreams = parts.upstreams
-                pipeline.fallback = parts.fallback
+                state.upstreams = parts.upstreams
+                state.fallback = parts.fallback
             }
         }
         files.adopt(settings: settings, fixedUpstreams: files.fixedUpstreams)
         guard let parts else { return }
         // "Does not exist" came from the upstreams just replaced; the new ones may know better.
         cache?.removeNegativeAnswers()
-        let retired = cleanups.withLock { cleanups in
-            defer { cleanups = parts.cleanups + [{ files.stop() }] }
-            return cleanups
+        let retired = state.withLock { state in
+            defer { state.cleanups = parts.cleanups + [{ files.stop() }] }
+            return state.cleanups
         }
         // Lookups still on the old upstreams get their whole time before those close.
         let grace = Duration.milliseconds(
@@ -133,7 +133,7 @@ extension HostResolver {
     }
 
     /// The settings this resolver was built from or last applied; `nil` for one built from parts.
-    package var appliedSettings: ResolverSettings? { localFiles.withLock { $0 }?.settings }
+    package var appliedSettings: ResolverSettings? { state.withLock { $0.localFiles }?.settings }
 
     /// The parts a settings file builds and the resolver then owns.
     struct Parts {

@@ -12,12 +12,11 @@ extension HostResolver {
         // At most the configured refreshes a second (a token bucket with a burst of one second's worth).
         let perSecond = Double(cache?.configuration.maximumRefreshesPerSecond ?? Int.max)
         let now = ContinuousClock.now
-        let admitted = refreshTokens.withLock { bucket in
-            let elapsed = bucket.last.map { (now - $0).fractionalSeconds } ?? 1
-            bucket.tokens = min(perSecond, bucket.tokens + elapsed * perSecond)
-            bucket.last = now
-            guard bucket.tokens >= 1 else { return false }
-            bucket.tokens -= 1
+        let admitted = state.withLock { state in
+            let elapsed = state.refreshTokens.last.map { (now - $0).fractionalSeconds } ?? 1
+            state.refreshTokens = (min(perSecond, state.refreshTokens.tokens + elapsed * perSecond), now)
+            guard state.refreshTokens.tokens >= 1 else { return false }
+            state.refreshTokens.tokens -= 1
             return true
         }
         guard admitted else {
@@ -37,7 +36,7 @@ extension HostResolver {
     {
         do {
             let answer: RankedResolution
-            let (upstreams, race, guardAll) = pipeline.withLock {
+            let (upstreams, race, guardAll) = state.withLock {
                 ($0.upstreams, $0.configuration.race, $0.configuration.guardsEveryUpstream)
             }
             if race, let groups = Self.raceGroups(upstreams) {

@@ -39,19 +39,33 @@ public final class HostResolver: HostNameResolver {
         var fallback = false
     }
 
-    /// What a settings reload may replace; read once per lookup.
-    struct Pipeline: Sendable {
+    /// The resolver's mutable state, behind its one lock (``state``): what a settings reload may replace (read once
+    /// per lookup), the files it follows, the probes in flight, the work run at shutdown and the refresh budget.
+    /// Nothing is done while the lock is held but reading and writing these fields.
+    struct State: Sendable {
         var upstreams: [Upstream] { didSet { identities = Self.identities(upstreams, fallback) } }
         var fallback: Upstream? { didSet { identities = Self.identities(upstreams, fallback) } }
         var configuration: Configuration
         /// The identities of the upstreams and the fallback, kept with them: every cache hit asks whether its
         /// answer came from one of them.
         private(set) var identities: Set<String>
+        /// The files a settings-built resolver follows; `nil` for one built from parts.
+        var localFiles: LocalFiles?
+        /// Addresses with a probe in flight.
+        var addressesBeingProbed: Set<IPAddress> = []
+        /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
+        var cleanups: [@Sendable () async -> Void]
+        /// The background refreshes allowed now and when the bucket was last filled.
+        var refreshTokens: (tokens: Double, last: ContinuousClock.Instant?) = (0, nil)
 
-        init(upstreams: [Upstream], fallback: Upstream?, configuration: Configuration) {
+        init(
+            upstreams: [Upstream], fallback: Upstream?, configuration: Configuration,
+            cleanups: [@Sendable () async -> Void]
+        ) {
             self.upstreams = upstreams
             self.fallback = fallback
             self.configuration = configuration
+            self.cleanups = cleanups
             identities = Self.identities(upstreams, fallback)
         }
 
@@ -61,9 +75,9 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The upstreams, in order.
-    package var upstreams: [Upstream] { pipeline.withLock { $0.upstreams } }
+    package var upstreams: [Upstream] { state.withLock { $0.upstreams } }
     /// The source asked last, for the name as given, when every upstream says a name does not exist.
-    package var fallback: Upstream? { pipeline.withLock { $0.fallback } }
+    package var fallback: Upstream? { state.withLock { $0.fallback } }
     /// The override layer, if any.
     public let overrides: HostOverrides?
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
@@ -74,13 +88,11 @@ public final class HostResolver: HostNameResolver {
     /// interceptors and clients made on this resolver; closed at ``shutdown()``.
     package let clientPool: PinnedClientPool
     /// The policy.
-    public var configuration: Configuration { pipeline.withLock { $0.configuration } }
-    let pipeline: Locked<Pipeline>
+    public var configuration: Configuration { state.withLock { $0.configuration } }
+    let state: Locked<State>
     let prober: (any ConnectProber)?
     let logger: Logger
     let metrics: ResolverMetrics
-    /// The files a settings-built resolver follows; `nil` for one built from parts.
-    let localFiles = Locked<LocalFiles?>(nil)
     let tasks = BackgroundTasks()
     /// The periodic save, kept apart so that waiting for lookups and probes does not wait for it.
     let maintenance = BackgroundTasks()
@@ -88,16 +100,10 @@ public final class HostResolver: HostNameResolver {
     /// Lookups for a client network (``resolve(_:family:clientSubnet:)``), shared by every caller in that network.
     let subnetFlights: SingleFlight<SubnetFlightKey, SubnetAnswer?>
     let probesRunning = Atomic<Int>(0)
-    /// Addresses with a probe in flight.
-    let addressesBeingProbed = Locked<Set<IPAddress>>([])
     /// The resolvers whose periodic-save loop is running (for tests: a loop must end with its resolver).
     static let maintenanceLoops = Locked<Set<ObjectIdentifier>>([])
-    /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
-    let cleanups: Locked<[@Sendable () async -> Void]>
     let shutDown = Atomic<Bool>(false)
     let configurationChanges = Atomic<UInt64>(0)
-    /// The background refreshes allowed now and when the bucket was last filled.
-    let refreshTokens = Locked<(tokens: Double, last: ContinuousClock.Instant?)>((0, nil))
 
     /// Creates a resolver from its parts.
     /// - Parameters:
@@ -162,7 +168,8 @@ public final class HostResolver: HostNameResolver {
         clientPool: PinnedClientPool
     ) {
         self.clientPool = clientPool
-        self.pipeline = Locked(Pipeline(upstreams: upstreams, fallback: fallback, configuration: configuration))
+        self.state = Locked(
+            State(upstreams: upstreams, fallback: fallback, configuration: configuration, cleanups: onShutdown))
         self.overrides = overrides
         self.hosts = hosts
         self.cache = cache
@@ -173,7 +180,6 @@ public final class HostResolver: HostNameResolver {
             factory: metricsFactory ?? MetricsSystem.factory)
         self.flights = SingleFlight(tasks: tasks)
         self.subnetFlights = SingleFlight(tasks: tasks)
-        self.cleanups = Locked(onShutdown)
         if let cache, let path = configuration.cachePath {
             cache.load(from: path, logger: logger)
         }
@@ -243,7 +249,7 @@ public final class HostResolver: HostNameResolver {
         for layer in [overrides, hosts] {
             if let layer, let answer = layerAnswer(layer, host, family: family, port: probePort) { return answer }
         }
-        let (candidates, fallback) = pipeline.withLock {
+        let (candidates, fallback) = state.withLock {
             ($0.configuration.search.candidates(for: host, absolute: absolute), $0.fallback)
         }
         var asGiven: DNSError?
@@ -268,7 +274,7 @@ public final class HostResolver: HostNameResolver {
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
     package func updateConfiguration(_ change: (inout Configuration) -> Void) {
-        pipeline.withLock { change(&$0.configuration) }
+        state.withLock { change(&$0.configuration) }
         configurationChanges.add(1, ordering: .releasing)
     }
 
@@ -283,8 +289,8 @@ public final class HostResolver: HostNameResolver {
 
     /// The identities whose cached answers are served, or `nil` for any.
     var servedUpstreams: Set<String>? {
-        pipeline.withLock { pipeline in
-            pipeline.configuration.servesAnswersFromOtherUpstreams ? nil : pipeline.identities
+        state.withLock { state in
+            state.configuration.servesAnswersFromOtherUpstreams ? nil : state.identities
         }
     }
 
@@ -363,7 +369,7 @@ public final class HostResolver: HostNameResolver {
         await maintenance.shutdown()
         await tasks.shutdown()
         saveCache()
-        let cleanups = self.cleanups.withLock { $0 }
+        let cleanups = state.withLock { $0.cleanups }
         for cleanup in cleanups { await cleanup() }
         await clientPool.shutdown()
     }
