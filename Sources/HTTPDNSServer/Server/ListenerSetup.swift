@@ -109,10 +109,7 @@ struct ListenerSetup: Sendable {
     /// port 0 share its port with another process's of the same user.)
     func bindHTTP(host: String, port: Int, tls: NIOSSLContext?) async throws -> any Channel {
         let (setup, counts, http2) = (self, counts, http2)
-        return try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+        return try await streamBootstrap()
             .childChannelInitializer { channel in
                 counts.withLock {
                     $0.accepted += 1
@@ -173,13 +170,19 @@ struct ListenerSetup: Sendable {
         return listeners
     }
 
-    /// DNS over TCP (`context` nil) or over TLS.
-    private func streamListener(_ address: ServerAddress, _ context: NIOSSLContext?) async throws -> any Channel {
-        let setup = self
-        return try await ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
+    /// A listening TCP socket's options, shared by HTTP, DNS over TCP and DNS over TLS: its connections are spread
+    /// over the group's event loops.
+    private func streamBootstrap() -> ServerBootstrap {
+        ServerBootstrap(group: eventLoopGroup, childGroup: eventLoopGroup)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+    }
+
+    /// DNS over TCP (`context` nil) or over TLS.
+    private func streamListener(_ address: ServerAddress, _ context: NIOSSLContext?) async throws -> any Channel {
+        let setup = self
+        return try await streamBootstrap()
             .childChannelInitializer { channel in
                 guard let client = setup.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
