@@ -45,12 +45,12 @@ struct UpstreamDecisionTests {
             Issue.record("one failure of two decided the race")
             return
         }
-        guard case .win = race.succeeded() else {
+        guard case .win = race.succeeded(trusted: false) else {
             Issue.record("the first success did not win")
             return
         }
         #expect(race.isDecided)
-        guard case .merge = race.succeeded() else {
+        guard case .merge = race.succeeded(trusted: false) else {
             Issue.record("a later success was not merged")
             return
         }
@@ -78,8 +78,42 @@ struct UpstreamDecisionTests {
             return
         }
         #expect((rejection as? DNSError)?.code == .privateAddress)
-        guard case .merge = guarded.succeeded() else {
+        guard case .merge = guarded.succeeded(trusted: false) else {
             Issue.record("an answer after the rejection was not merged")
+            return
+        }
+    }
+
+    @Test(
+        "a race: answers of different trust never mix; a more trusted one replaces, a less trusted one is dropped",
+        arguments: [
+            // (the winner's trust, the later answer's trust, what happens)
+            (false, false, "merge"), (true, true, "merge"), (false, true, "replace"), (true, false, "discard"),
+        ])
+    func raceTrust(winner: Bool, later: Bool, expected: String) {
+        var race = RaceOutcome(groups: 2)
+        guard case .win = race.succeeded(trusted: winner) else {
+            Issue.record("the first success did not win")
+            return
+        }
+        let step =
+            switch race.succeeded(trusted: later) {
+            case .merge: "merge"
+            case .replace: "replace"
+            case .discard: "discard"
+            case .win: "win"
+            case .fail: "fail"
+            case .wait: "wait"
+            }
+        #expect(step == expected)
+    }
+
+    @Test("a race: once a trusted answer replaced an untrusted one, a third untrusted answer is dropped")
+    func raceTrustAfterReplacement() {
+        var race = RaceOutcome(groups: 3)
+        _ = race.succeeded(trusted: false)
+        guard case .replace = race.succeeded(trusted: true), case .discard = race.succeeded(trusted: false) else {
+            Issue.record("the stored answer's trust did not follow the replacement")
             return
         }
     }

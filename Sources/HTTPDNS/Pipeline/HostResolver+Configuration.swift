@@ -26,17 +26,23 @@ extension HostResolver {
         /// answer an empty list both for a name without addresses and when they throttle a client, so theirs are
         /// not: they are never cached, and a cached answer (even stale) is served rather than such an error.
         public var negativeAnswersAreAuthoritative: Bool
+        /// Whether this upstream's answers are trusted: in race mode an answer never joins one from a source of
+        /// other trust (a more trusted one replaces it, a less trusted one is dropped), so that an address spoofed
+        /// on the local network cannot join an HTTP DNS answer. Defaults to `true` for HTTP DNS (authenticated by
+        /// TLS) and `false` for the others (plain DNS anyone on the path can answer).
+        public var isTrusted: Bool
 
-        /// Creates an upstream; `identity` defaults to `name`.
+        /// Creates an upstream; `identity` defaults to `name`, `trusted` to whether it is HTTP DNS.
         public init(
             name: String, kind: Kind, resolver: any HostNameResolver, identity: String? = nil,
-            negativeAnswersAreAuthoritative: Bool = true
+            negativeAnswersAreAuthoritative: Bool = true, trusted: Bool? = nil
         ) {
             self.name = name
             self.identity = identity ?? name
             self.kind = kind
             self.resolver = resolver
             self.negativeAnswersAreAuthoritative = negativeAnswersAreAuthoritative
+            self.isTrusted = trusted ?? (kind == .httpDNS)
         }
     }
 

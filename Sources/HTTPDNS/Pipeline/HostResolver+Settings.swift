@@ -171,7 +171,8 @@ extension HostResolver {
                             Upstream(
                                 name: provider.name, kind: .httpDNS, resolver: resolver,
                                 identity: "\(provider.name)(\(provider.urls.joined(separator: ",")))",
-                                negativeAnswersAreAuthoritative: provider.api == "doh" || provider.api == "doh-json"))
+                                negativeAnswersAreAuthoritative: provider.api == "doh" || provider.api == "doh-json",
+                                trusted: settings.trustedSources.contains(.httpdns)))
                     }
                 case .cares:
                     let resolver = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
@@ -180,7 +181,9 @@ extension HostResolver {
                         settings.cares.servers.isEmpty
                         ? "system" : settings.cares.servers.map(\.description).joined(separator: ",")
                     parts.upstreams.append(
-                        Upstream(name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))"))
+                        Upstream(
+                            name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))",
+                            trusted: settings.trustedSources.contains(.cares)))
                 case .system:
                     parts.upstreams.append(try systemUpstream(settings, cleanups: &parts.cleanups))
                 case .overrides, .hosts, .cache:
@@ -203,7 +206,8 @@ extension HostResolver {
     ) throws(DNSError) -> Upstream {
         let resolver = try SystemResolver(threads: settings.system.threads, ttl: UInt32(settings.system.ttlSeconds))
         cleanups.append { await resolver.shutdown() }
-        return Upstream(name: "system", kind: .other, resolver: resolver)
+        return Upstream(
+            name: "system", kind: .other, resolver: resolver, trusted: settings.trustedSources.contains(.system))
     }
 
     /// The pipeline policy of `settings`.

@@ -164,7 +164,7 @@ extension HostResolver {
     }
 
     /// Runs the groups at once; the first success is stored and returned, later successes are merged into the
-    /// cache, and the error is thrown only when every group failed, or at once when the guard rejects an answer
+    /// cache when as trusted, replace it when more trusted and are dropped when less (``RaceOutcome``), and the error is thrown only when every group failed, or at once when the guard rejects an answer
     /// before any group succeeded (an answer the guard rejects is never stored or merged). ``RaceOutcome`` decides;
     /// the groups keep running after the decision so their answers still reach the cache.
     func race(
@@ -182,10 +182,17 @@ extension HostResolver {
                 let decision: Result<RankedResolution, any Error>? = outcome.withLock { race in
                     switch result {
                     case .success(let (resolution, upstream)):
-                        let won = if case .win = race.succeeded() { true } else { false }
+                        let step = race.succeeded(trusted: upstream.isTrusted)
+                        if case .discard = step {
+                            logger.debug(
+                                "race: a less trusted answer after the winner is not merged",
+                                metadata: ["host": "\(host)", "upstream": "\(upstream.name)"])
+                            return nil
+                        }
+                        let merge = if case .merge = step { true } else { false }
                         let answer = store(
-                            resolution, host: host, family: family, upstream: upstream.identity, merge: !won)
-                        return won ? .success(answer) : nil
+                            resolution, host: host, family: family, upstream: upstream.identity, merge: merge)
+                        return if case .win = step { .success(answer) } else { nil }
                     case .failure(let error):
                         if case .fail(let thrown) = race.failed(error) { return .failure(thrown) }
                         return nil

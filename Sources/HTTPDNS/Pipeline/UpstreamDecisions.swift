@@ -40,16 +40,24 @@ struct UpstreamFailure: Error {
 }
 
 /// How a race of upstream groups ends, as a value: the first success wins and is stored in place of what the cache
-/// held; later successes are merged into it; an answer the private-address guard rejects ends the race at once
-/// when nothing has won yet; otherwise the race fails once every group has, with ``UpstreamFailure/choosing(_:)``.
-/// The resolver keeps it under one lock with the stores it decides.
+/// held; an answer the private-address guard rejects ends the race at once when nothing has won yet; otherwise the
+/// race fails once every group has, with ``UpstreamFailure/choosing(_:)``. The resolver keeps it under one lock
+/// with the stores it decides.
+///
+/// Later successes meet the trust rule: answers of sources of different trust never mix. A later answer as trusted
+/// as the stored one is merged into it; a more trusted one replaces it (what an untrusted source, say a spoofed
+/// answer on the local network, gave is dropped from the cache); a less trusted one is discarded.
 struct RaceOutcome {
     /// What to do with one group's outcome.
     enum Step {
         /// The first success: store it, replacing, and return it to the caller.
         case win
-        /// A success after the winner: merge it into the cache.
+        /// A success after the winner, as trusted as the stored answer: merge it into the cache.
         case merge
+        /// A success after the winner, more trusted than the stored answer: store it in its place.
+        case replace
+        /// A success after the winner, less trusted than the stored answer: drop it.
+        case discard
         /// The race is lost: throw this.
         case fail(any Error)
         /// Nothing yet (a failure while other groups are still running, or after the race was decided).
@@ -60,17 +68,25 @@ struct RaceOutcome {
     let groups: Int
     /// Whether the caller has its answer or error.
     private(set) var isDecided = false
+    /// Whether the answer stored last came from a trusted source.
+    private var storedIsTrusted = false
     private var failures: [UpstreamFailure] = []
 
     init(groups: Int) {
         self.groups = groups
     }
 
-    /// A group answered.
-    mutating func succeeded() -> Step {
-        guard !isDecided else { return .merge }
-        isDecided = true
-        return .win
+    /// A group answered, from a source `trusted` or not.
+    mutating func succeeded(trusted: Bool) -> Step {
+        guard isDecided else {
+            isDecided = true
+            storedIsTrusted = trusted
+            return .win
+        }
+        if trusted == storedIsTrusted { return .merge }
+        guard trusted else { return .discard }
+        storedIsTrusted = true
+        return .replace
     }
 
     /// A group failed with `error`.

@@ -31,6 +31,10 @@ public struct ResolverSettings: Sendable, Hashable {
     public var sources: [Source]
     /// Ask HTTP DNS and c-ares in parallel and take the first good answer.
     public var race: Bool
+    /// The upstream layers whose answers are trusted (default HTTP DNS only, which TLS authenticates). In race
+    /// mode a later answer never joins one from a layer of other trust: a more trusted answer replaces it and a
+    /// less trusted one is dropped, so an address spoofed on the local network never joins an HTTP DNS answer.
+    public var trustedSources: Set<Source>
     /// Ask the system resolver when every other upstream says a name does not exist (default `true`); ignored
     /// when `system` is in ``sources``.
     public var systemFallback: Bool
@@ -76,6 +80,7 @@ public struct ResolverSettings: Sendable, Hashable {
         // Placeholders only: the fields below overwrite them.
         sources = []
         race = false
+        trustedSources = []
         systemFallback = false
         try SettingField.readAll(Self.fields, from: config, into: &self)
         if sources.contains(.httpdns), httpDNS.providers.isEmpty {
@@ -98,6 +103,21 @@ public struct ResolverSettings: Sendable, Hashable {
             describe: { SettingsReader.list($0.map(\.rawValue)) }),
         .bool(
             "sources.race", \.race, default: false, "ask HTTP DNS and c-ares in parallel; the first good answer wins"),
+        .custom(
+            "sources.trusted", .stringArray, \.trustedSources, shown: "[\"httpdns\"]",
+            "the upstream layers whose answers are trusted: in race mode a later answer never joins one of other trust",
+            allowed: [Source.httpdns, .cares, .system].map(\.rawValue),
+            decode: { reader, key throws(DNSError) in
+                var trusted = Set<Source>()
+                for name in try reader.strings(key, default: ["httpdns"]) {
+                    guard let source = Source(rawValue: name), [.httpdns, .cares, .system].contains(source) else {
+                        throw reader.invalid(key.path, "names \(name), which is not httpdns, cares or system")
+                    }
+                    trusted.insert(source)
+                }
+                return trusted
+            },
+            describe: { SettingsReader.list($0.map(\.rawValue).sorted()) }),
         .bool(
             "sources.systemFallback", \.systemFallback, default: true,
             "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),

@@ -1,0 +1,93 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
+
+/// Race mode against a hostile local network: DoH through dnsdist answers `multi.test` with the zone's 192.0.2.1
+/// and 192.0.2.2, while the local resolver (a second dnsmasq, asked by c-ares) answers 198.51.100.66, as a spoofer
+/// on the network would. Whichever answers first, the spoofed address never joins the HTTP DNS answer in the cache.
+@Suite("Race mode keeps answers of different trust apart")
+struct RaceTrustTests {
+    static let spoofed = "198.51.100.66"
+    static let name = "multi.test"
+
+    /// Runs `body` with a racing resolver. With `slowLocal`, c-ares asks a server that never answers first, so its
+    /// answer comes a timeout (300 ms) after the DoH answer.
+    static func withRace(
+        slowLocal: Bool, trustLocal: Bool = false, _ body: (HostResolver) async throws -> Void
+    ) async throws {
+        try await DoHResolverTests.withDoH { _, dnsdist, transport in
+            try await DNSMasq.with(records: ["host-record=\(name),\(spoofed),300"]) { local in
+                let silent = try BoundUDPSocket()
+                defer { silent.close() }
+                let doh = try DoHResolverTests.doh(dnsdist.httpURL, transport: transport)
+                let cares = try CAresResolver(
+                    options: .init(
+                        servers: slowLocal ? [silent.address, local.address] : [local.address],
+                        timeout: .milliseconds(300), tries: 1))
+                let resolver = HostResolver(
+                    upstreams: [
+                        .init(name: "doh", kind: .httpDNS, resolver: doh),
+                        .init(name: "cares", kind: .cares, resolver: cares, trusted: trustLocal),
+                    ],
+                    prober: nil,
+                    configuration: .init(race: true, probing: nil)
+                )
+                try await body(resolver)
+                await resolver.shutdown()
+                cares.shutdown()
+            }
+        }
+    }
+
+    static func cached(_ resolver: HostResolver) throws -> Set<String> {
+        Set((resolver.cache?.rankedAddresses(for: try HostName(name), family: .ipv4) ?? []).map(\.ip.description))
+    }
+
+    @Test("HTTP DNS answers first: the later local answer is dropped, not merged")
+    func trustedWinsFirst() async throws {
+        try await Self.withRace(slowLocal: true) { resolver in
+            let answer = try await resolver.resolveRanked(Self.name, family: .ipv4)
+            #expect(answer.origin == "doh")
+            // Let the local answer arrive (after its 300 ms timeout) and be judged.
+            await resolver.waitForBackgroundWork()
+            try await Task.sleep(for: .milliseconds(700))
+            await resolver.waitForBackgroundWork()
+            #expect(try Self.cached(resolver) == ["192.0.2.1", "192.0.2.2"])
+        }
+    }
+
+    @Test("the local resolver answers first: the caller gets it, then the HTTP DNS answer replaces it in the cache")
+    func untrustedWinsFirst() async throws {
+        try await Self.withRace(slowLocal: false) { resolver in
+            let answer = try await resolver.resolveRanked(Self.name, family: .ipv4)
+            await resolver.waitForBackgroundWork()
+            try await waitUntil { (try? Self.cached(resolver)) == ["192.0.2.1", "192.0.2.2"] }
+            #expect(try Self.cached(resolver) == ["192.0.2.1", "192.0.2.2"], "answered first by \(answer.origin)")
+            #expect(try await resolver.resolveRanked(Self.name, family: .ipv4).origin == "doh")
+        }
+    }
+
+    @Test("a local resolver the operator trusts joins the HTTP DNS answer, as before")
+    func trustedLocalMerges() async throws {
+        try await Self.withRace(slowLocal: true, trustLocal: true) { resolver in
+            _ = try await resolver.resolveRanked(Self.name, family: .ipv4)
+            try await waitUntil { (try? Self.cached(resolver))?.contains(Self.spoofed) == true }
+            #expect(try Self.cached(resolver) == ["192.0.2.1", "192.0.2.2", Self.spoofed])
+        }
+    }
+
+    @Test("sources.trusted: httpdns by default; names outside httpdns, cares and system are refused")
+    func setting() throws {
+        #expect(ResolverSettings.default.trustedSources == [.httpdns])
+        let files = try TemporaryFiles()
+        let path = try files.write("s.json", #"{"sources": {"trusted": ["httpdns", "cares"]}}"#)
+        #expect(try SettingsFile.load(path: path, environment: [:]).get().trustedSources == [.httpdns, .cares])
+        let bad = try files.write("bad.json", #"{"sources": {"trusted": ["cache"]}}"#)
+        #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get() }
+    }
+}
