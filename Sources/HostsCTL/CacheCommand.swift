@@ -236,7 +236,7 @@ enum CacheReport {
             ("origin", .string(entry.origin.name)),
             ("ttl", .number(Double(entry.ttl))),
             ("remainingSeconds", .number((entry.remainingSeconds * 10).rounded() / 10)),
-            ("stale", .bool(entry.remainingSeconds < 0)),
+            ("stale", .bool(isStale(entry))),
             (
                 "addresses",
                 .array(
@@ -258,9 +258,14 @@ enum CacheReport {
         ])
     }
 
+    /// Whether the cache serves `entry` as stale: expired (an answer expiring now included), and not an override.
+    static func isStale(_ entry: HostCache.Entry) -> Bool {
+        entry.origin != .override && entry.remainingSeconds <= 0
+    }
+
     static func text(_ entry: HostCache.Entry) -> String {
         let state =
-            entry.remainingSeconds < 0
+            isStale(entry)
             ? "stale for \(Int((-entry.remainingSeconds).rounded())) s"
             : "expires in \(Int(entry.remainingSeconds.rounded())) s"
         var out =

@@ -56,8 +56,12 @@ enum FuzzTargets {
         case "cache":
             guard let file = try? JSONDecoder().decode(CacheFile.self, from: Data(bytes)) else { return true }
             var core = HostCacheCore(configuration: .default)
-            _ = core.load(file, now: CacheInstant(nanoseconds: 1_000_000_000_000), wallNow: 1_800_000_000)
-            _ = core.exported(now: CacheInstant(nanoseconds: 1_000_000_000_000), wallNow: 1_800_000_000)
+            _ = core.load(
+                file, now: CacheInstant(nanoseconds: 1_000_000_000_000),
+                at: .init(wall: 1_800_000_000, boot: 1000, bootID: "fuzz"))
+            _ = core.exported(
+                now: CacheInstant(nanoseconds: 1_000_000_000_000),
+                saved: .init(wall: 1_800_000_000, boot: 1000, bootID: "fuzz"))
         default:
             return false
         }

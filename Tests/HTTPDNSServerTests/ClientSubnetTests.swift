@@ -584,7 +584,7 @@ struct NetworkScoresPersistenceTests {
         let slow = IPAddress(ipv4: 192, 0, 2, 1)
         scores.record(host: "steer.test", network: network, address: fast, connect: .milliseconds(3))
         scores.record(host: "steer.test", network: network, address: slow, connect: nil)
-        let snapshot = scores.snapshot(wallNow: 1_000_000)
+        let snapshot = scores.snapshot(at: .init(wall: 1_000_000, boot: 500, bootID: "boot-1"))
         #expect(snapshot.scores.count == 2)
         let data = try JSONEncoder().encode(snapshot)
         let read = try JSONDecoder().decode(NetworkScores.Snapshot.self, from: data)
@@ -592,17 +592,20 @@ struct NetworkScoresPersistenceTests {
             RankedAddress(ip: ip, rank: index + 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)
         }
         let restored = NetworkScores()
-        #expect(restored.restore(read, wallNow: 1_000_060) == 2)
+        #expect(restored.restore(read, at: .init(wall: 1_000_060, boot: 560, bootID: "boot-2")) == 2)
         #expect(restored.order(ranked, host: "steer.test", network: network)?.map(\.ip) == [fast, slow])
         #expect(restored.hasScores("steer.test") && restored.generation > 0)
-        // Written "later" than now (a clock set back): nothing is believed. An hour and more ago: all expired.
-        #expect(NetworkScores().restore(read, wallNow: 999_000) == 0)
-        #expect(NetworkScores().restore(read, wallNow: 1_000_000 + 3_700) == 0)
+        // After a restart, written "later" than now (a clock set back): nothing is believed. An hour and more ago:
+        // all expired. In the same boot the boot clock counts, whatever the wall clock says.
+        #expect(NetworkScores().restore(read, at: .init(wall: 999_000, boot: 20, bootID: "boot-2")) == 0)
+        #expect(NetworkScores().restore(read, at: .init(wall: 1_000_000 + 3_700, boot: 20, bootID: "boot-2")) == 0)
+        #expect(NetworkScores().restore(read, at: .init(wall: 999_000, boot: 560, bootID: "boot-1")) == 2)
+        #expect(NetworkScores().restore(read, at: .init(wall: 1_000_060, boot: 4_300, bootID: "boot-1")) == 0)
         // Damaged records are skipped, not trusted.
         var damaged = read
         damaged.scores[0].network = "not a network"
         damaged.scores[1].connectMs = .infinity
         let partial = NetworkScores()
-        #expect(partial.restore(damaged, wallNow: 1_000_001) == 1)
+        #expect(partial.restore(damaged, at: .init(wall: 1_000_001, boot: 0, bootID: nil)) == 1)
     }
 }

@@ -12,7 +12,7 @@ import Testing
 @Suite("Cache file hardening")
 struct CacheFileTests {
     static func file(hosts: String) -> String {
-        #"{"format": "swift-httpdns-cache", "version": 1, "savedAt": 1, "hosts": [\#(hosts)]}"#
+        #"{"format": "swift-httpdns-cache", "version": 1, "savedAt": \#(Date().timeIntervalSince1970), "hosts": [\#(hosts)]}"#
     }
 
     static func host(_ name: String, ip: String = "192.0.2.80", score: String? = nil) -> String {
@@ -102,7 +102,9 @@ struct CacheFileTests {
                 answers: [.init(family: "any", origin: "cares", ttl: 300, expiresAt: 1, addresses: ["192.0.2.1"])],
                 scores: [], overrides: nil)
         }
-        let file = CacheFile(format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: 0, hosts: hosts)
+        let file = CacheFile(
+            format: CacheFile.formatName, version: CacheFile.currentVersion,
+            saved: .init(wall: 0, boot: 0, bootID: nil), hosts: hosts)
         let whole = try file.encoded()
         let limited = try file.encoded(limit: whole.count / 2)
         #expect(limited.count <= whole.count / 2)

@@ -8,9 +8,17 @@ import TestSupport
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
 
-/// A clock the test moves by hand; wall time moves with it.
+/// A clock the test moves by hand; wall time and the boot clock move with it. The wall clock can also be stepped
+/// on its own (as NTP or a user steps it) and the machine "rebooted" (a new boot id, the boot clock from zero).
 final class ManualClock: Sendable {
-    private let offset = Locked<Duration>(.zero)
+    private struct State {
+        var offset: Duration = .zero
+        var wallStep = 0.0
+        var boot = 1
+        var bootStartedAt: Duration = .zero
+    }
+
+    private let state = Locked(State())
     let wallStart: Double
 
     init(wallStart: Double = 1_800_000_000) {
@@ -18,18 +26,39 @@ final class ManualClock: Sendable {
     }
 
     var nanoseconds: Int64 {
-        let (seconds, attoseconds) = offset.withLock { $0 }.components
+        let (seconds, attoseconds) = state.withLock { $0.offset }.components
         return 1_000_000_000_000 + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     func advance(_ duration: Duration) {
-        offset.withLock { $0 += duration }
+        state.withLock { $0.offset += duration }
+    }
+
+    /// Steps the wall clock alone, forward or (negative) back.
+    func stepWall(by seconds: Double) {
+        state.withLock { $0.wallStep += seconds }
+    }
+
+    /// A restart: a new boot id, and the boot clock starts again.
+    func reboot() {
+        state.withLock {
+            $0.boot += 1
+            $0.bootStartedAt = $0.offset + .seconds(wallStart - 1_700_000_000)
+        }
     }
 
     var cacheClock: CacheClock {
-        CacheClock(
+        let bootID = state.withLock { "boot-\($0.boot)" }
+        return CacheClock(
             monotonicNanoseconds: { [self] in nanoseconds },
-            wallSeconds: { [self] in wallStart + Double(offset.withLock { $0 }.components.seconds) }
+            wallSeconds: { [self] in
+                state.withLock { wallStart + Double($0.offset.components.seconds) + $0.wallStep }
+            },
+            // Clocks made with a later wall start are a later process of the same boot.
+            bootSeconds: { [self] in
+                state.withLock { wallStart - 1_700_000_000 + ($0.offset - $0.bootStartedAt).fractionalSeconds }
+            },
+            bootID: bootID
         )
     }
 }

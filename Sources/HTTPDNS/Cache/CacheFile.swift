@@ -8,6 +8,7 @@ import HTTPDNSClients
 ///
 /// ```json
 /// {"format": "swift-httpdns-cache", "version": 1, "savedAt": 1763700000.5,
+///  "bootID": "1e2f014f-2b8e-4c15-8874-e0fcebddc077", "bootSeconds": 86412.25,
 ///  "hosts": [{"name": "api.example.com", "probePort": 443,
 ///             "answers": [{"family": "any", "origin": "cares", "ttl": 300, "expiresAt": 1763700290.1,
 ///                          "addresses": ["192.0.2.10", "2001:db8::10"]}],
@@ -15,6 +16,10 @@ import HTTPDNSClients
 ///                         "firstByteMs": 20.1}],
 ///             "overrides": []}]}
 /// ```
+///
+/// Time that passed between saving and loading is measured so that a stepped wall clock neither keeps answers
+/// alive nor kills them (``elapsed(at:)``): an answer's life left at saving is `expiresAt - savedAt`, both written
+/// from one reading of the wall clock, so a skewed wall clock at saving does not change it.
 package struct CacheFile: Codable, Sendable {
     package static let formatName = "swift-httpdns-cache"
     package static let currentVersion = 1
@@ -91,21 +96,48 @@ package struct CacheFile: Codable, Sendable {
         package var firstByteMs: Double?
     }
 
+    /// An instant by the clocks that outlive a process: the wall clock, and the boot clock with the boot's id.
+    package struct Moment: Sendable {
+        /// Wall-clock seconds since 1970.
+        package var wall: Double
+        /// Seconds since boot, suspended time included (`CLOCK_BOOTTIME`).
+        package var boot: Double
+        /// The boot's identity; `nil` where the system has none.
+        package var bootID: String?
+
+        package init(wall: Double, boot: Double, bootID: String?) {
+            self.wall = wall
+            self.boot = boot
+            self.bootID = bootID
+        }
+    }
+
+    /// How much later than ``savedAt`` by the wall clock a file may seem written before it counts as written "in
+    /// the future" (clocks of two processes, rounding).
+    package static let futureTolerance = 60.0
+
     package var format: String
     package var version: Int
+    /// The wall clock at saving.
     package var savedAt: Double
+    /// The boot the file was saved in (absent in files of older releases).
+    package var bootID: String?
+    /// The boot clock at saving (absent in files of older releases).
+    package var bootSeconds: Double?
     package var hosts: [Host]
     /// Hosts skipped when reading because they were malformed.
     package var skippedHosts = 0
 
     private enum CodingKeys: String, CodingKey {
-        case format, version, savedAt, hosts
+        case format, version, savedAt, bootID, bootSeconds, hosts
     }
 
-    package init(format: String, version: Int, savedAt: Double, hosts: [Host]) {
+    package init(format: String, version: Int, saved: Moment, hosts: [Host]) {
         self.format = format
         self.version = version
-        self.savedAt = savedAt
+        self.savedAt = saved.wall
+        self.bootID = saved.bootID
+        self.bootSeconds = saved.bootID == nil ? nil : saved.boot
         self.hosts = hosts
     }
 
@@ -115,9 +147,35 @@ package struct CacheFile: Codable, Sendable {
         format = try container.decode(String.self, forKey: .format)
         version = try container.decode(Int.self, forKey: .version)
         savedAt = (try? container.decode(Double.self, forKey: .savedAt)) ?? 0
+        bootID = (try? container.decodeIfPresent(String.self, forKey: .bootID)).flatMap { $0 }
+        bootSeconds = (try? container.decodeIfPresent(Double.self, forKey: .bootSeconds)).flatMap { $0 }
         let hosts = try container.decode(Lossy<Host>.self, forKey: .hosts)
         self.hosts = hosts.elements
         skippedHosts = hosts.skipped
+    }
+
+    /// The seconds that passed since the file was saved, as seen at `moment`; `nil` when the file was written "in
+    /// the future" (``Moment/elapsed(since:)``), whose answers count as stale rather than fresh.
+    package func elapsed(at moment: Moment) -> Double? {
+        moment.elapsed(
+            since: Moment(wall: savedAt, boot: bootSeconds ?? -1, bootID: bootSeconds == nil ? nil : bootID))
+    }
+}
+
+extension CacheFile.Moment {
+    /// The seconds from `saved` to this moment; `nil` when `saved` lies "in the future" (the wall clock has been
+    /// stepped back since, or the writer's clock ran ahead) by more than ``CacheFile/futureTolerance``.
+    ///
+    /// In the boot that saved, the boot clock measures it, whatever the wall clock did in between; after a restart
+    /// only the wall clock is left.
+    package func elapsed(since saved: CacheFile.Moment) -> Double? {
+        if let bootID, bootID == saved.bootID, saved.boot.isFinite, saved.boot >= 0, saved.boot <= boot {
+            return boot - saved.boot
+        }
+        guard saved.wall.isFinite else { return .infinity }
+        let elapsed = wall - saved.wall
+        if elapsed < -CacheFile.futureTolerance { return nil }
+        return max(elapsed, 0)
     }
 }
 

@@ -304,10 +304,10 @@ public final class HostCache: Sendable {
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
     package func save(to path: String) throws(DNSError) {
         let now = clock.now()
-        let wallNow = clock.wallSeconds()
+        let saved = clock.moment()
         let (file, maximumHosts, removed, cleared) = core.withLock { core in
             (
-                core.exported(now: now, wallNow: wallNow), core.configuration.maximumHosts, core.removedSinceSave,
+                core.exported(now: now, saved: saved), core.configuration.maximumHosts, core.removedSinceSave,
                 core.clearedSinceSave
             )
         }
@@ -346,8 +346,8 @@ public final class HostCache: Sendable {
             return LoadReport(loaded: 0, dropped: 0, problem: error.message)
         }
         let now = clock.now()
-        let wallNow = clock.wallSeconds()
-        let (loaded, dropped) = change { $0.load(file, now: now, wallNow: wallNow) }
+        let moment = clock.moment()
+        let (loaded, dropped) = change { $0.load(file, now: now, at: moment) }
         logger.debug(
             "loaded the persisted cache",
             metadata: ["path": "\(path)", "answers": "\(loaded)", "dropped": "\(dropped)"])

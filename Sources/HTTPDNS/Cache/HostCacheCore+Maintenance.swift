@@ -92,7 +92,8 @@ extension HostCacheCore {
     static let maximumLoadedMilliseconds = 600_000.0
 
     /// The cache as the persisted file holds it: positive answers and scores, most recently used hosts first.
-    package func exported(now: CacheInstant, wallNow: Double) -> CacheFile {
+    package func exported(now: CacheInstant, saved: CacheFile.Moment) -> CacheFile {
+        let wallNow = saved.wall
         let hosts = records.sorted { $0.value.lastUsed > $1.value.lastUsed }.compactMap {
             host, entry -> CacheFile.Host? in
             let record = entry.record
@@ -122,16 +123,24 @@ extension HostCacheCore {
                 name: host.name, probePort: record.probePort, answers: answers, scores: scores,
                 overrides: record.external.isEmpty ? nil : record.external.map(\.description))
         }
-        return CacheFile(
-            format: CacheFile.formatName, version: CacheFile.currentVersion, savedAt: wallNow, hosts: hosts)
+        return CacheFile(format: CacheFile.formatName, version: CacheFile.currentVersion, saved: saved, hosts: hosts)
     }
 
     /// Adds the hosts of a loaded file that are not already cached, skipping anything malformed and answers past
     /// the maximum staleness. Returns how many answers were loaded and how many were dropped.
-    package mutating func load(_ file: CacheFile, now: CacheInstant, wallNow: Double) -> (loaded: Int, dropped: Int) {
+    ///
+    /// An answer keeps the life it had left at saving, less the time that passed since (``CacheFile/elapsed(at:)``),
+    /// and never more than its TTL; answers of a file written "in the future" are loaded as just expired (served
+    /// stale while refreshed), never as fresh.
+    package mutating func load(_ file: CacheFile, now: CacheInstant, at moment: CacheFile.Moment) -> (
+        loaded: Int, dropped: Int
+    ) {
         var loaded = 0
         var dropped = file.skippedHosts
         let maximumStaleness = configuration.maximumStaleness.fractionalSeconds
+        // A file without the time it was saved (hand-written): its expiry instants are taken as they are.
+        let reference = file.savedAt > 0 ? file.savedAt : moment.wall
+        let elapsed = file.savedAt > 0 ? file.elapsed(at: moment) : 0
         // The file lists the most recently used first; insert the oldest first so LRU order survives.
         for host in file.hosts.prefix(configuration.maximumHosts).reversed() {
             guard let name = try? HostName(host.name), records[name] == nil else {
@@ -141,17 +150,18 @@ extension HostCacheCore {
             let record = Record()
             for answer in host.answers {
                 let addresses = answer.addresses.compactMap(IPAddress.init)
+                let ttl = configuration.clamp(answer.ttl)
+                // The life left at saving (at most the TTL), less the time since; none for a file from the future.
+                let remaining = elapsed.map { min(answer.expiresAt - reference, Double(ttl)) - $0 } ?? 0
                 guard let family = AddressFamily(rawValue: answer.family), answer.expiresAt.isFinite,
-                    !addresses.isEmpty, addresses.count == answer.addresses.count,
+                    remaining.isFinite, !addresses.isEmpty, addresses.count == answer.addresses.count,
                     addresses.allSatisfy({ family == .any || $0.family == family }),
-                    wallNow - answer.expiresAt <= maximumStaleness,
+                    -remaining <= maximumStaleness,
                     !answer.origin.isEmpty, answer.origin.utf8.count <= 255
                 else {
                     dropped += 1
                     continue
                 }
-                let ttl = configuration.clamp(answer.ttl)
-                let remaining = min(answer.expiresAt - wallNow, Double(ttl))
                 let expiresAt = now + .seconds(fractional: remaining)
                 let lead = configuration.refreshLead(ttl: ttl)
                 record.answers[Self.slot(family)] = Answer(

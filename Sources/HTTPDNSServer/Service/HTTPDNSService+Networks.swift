@@ -8,7 +8,7 @@ extension HTTPDNSService {
     /// Writes what each client network reported (see `NetworkScores`) to `path`, replacing it atomically.
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
     package func saveNetworkScores(to path: String) throws(DNSError) {
-        let snapshot = networkScores.snapshot(wallNow: Date().timeIntervalSince1970)
+        let snapshot = networkScores.snapshot(at: CacheClock.system.moment())
         do {
             let data = try JSONEncoder().encode(snapshot)
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
@@ -34,7 +34,7 @@ extension HTTPDNSService {
             logger.warning("the network scores file cannot be read; starting without it", metadata: ["path": "\(path)"])
             return
         }
-        let taken = networkScores.restore(snapshot, wallNow: Date().timeIntervalSince1970)
+        let taken = networkScores.restore(snapshot, at: CacheClock.system.moment())
         metrics.networkScoreTable(networkScores.size)
         logger.debug("network scores loaded", metadata: ["path": "\(path)", "measurements": "\(taken)"])
     }

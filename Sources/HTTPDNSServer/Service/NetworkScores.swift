@@ -166,12 +166,21 @@ extension NetworkScores {
         package var version = 1
         /// When the file was written.
         package var savedAt: Double
+        /// The boot it was written in (absent in files of older releases).
+        package var bootID: String?
+        /// The boot clock when it was written (absent in files of older releases).
+        package var bootSeconds: Double?
         /// Every measurement.
         package var scores: [Record]
+
+        /// When the file was written, by the clocks that outlive the process.
+        var saved: CacheFile.Moment {
+            CacheFile.Moment(wall: savedAt, boot: bootSeconds ?? -1, bootID: bootSeconds == nil ? nil : bootID)
+        }
     }
 
     /// Every measurement still inside the window.
-    func snapshot(now: ContinuousClock.Instant = .now, wallNow: Double) -> Snapshot {
+    func snapshot(now: ContinuousClock.Instant = .now, at moment: CacheFile.Moment) -> Snapshot {
         let records = table.withLock { table in
             table.flatMap { host, networks in
                 networks.flatMap { network, entry in
@@ -186,17 +195,21 @@ extension NetworkScores {
                 }
             }
         }
-        return Snapshot(savedAt: wallNow, scores: records.sorted { ($0.host, $0.network) < ($1.host, $1.network) })
+        return Snapshot(
+            savedAt: moment.wall, bootID: moment.bootID, bootSeconds: moment.bootID == nil ? nil : moment.boot,
+            scores: records.sorted { ($0.host, $0.network) < ($1.host, $1.network) })
     }
 
-    /// Takes back what a snapshot written `wallNow - savedAt` seconds ago holds, each measurement as old as it was
-    /// then plus that time; records past the window, unreadable ones and a snapshot from the future (a clock set
-    /// back) are dropped, and the table's bounds apply as for reports.
+    /// Takes back what a snapshot written some time before `moment` holds (measured by the boot clock within one
+    /// boot, else the wall clock: ``CacheFile/Moment/elapsed(since:)``), each measurement as old as it was then
+    /// plus that time; records past the window, unreadable ones and a snapshot from the future (a clock set back)
+    /// are dropped, and the table's bounds apply as for reports.
     /// - Returns: How many measurements were taken.
     @discardableResult
-    func restore(_ snapshot: Snapshot, now: ContinuousClock.Instant = .now, wallNow: Double) -> Int {
-        let elapsed = wallNow - snapshot.savedAt
-        guard snapshot.version == 1, elapsed >= 0, elapsed.isFinite else { return 0 }
+    func restore(_ snapshot: Snapshot, now: ContinuousClock.Instant = .now, at moment: CacheFile.Moment) -> Int {
+        guard snapshot.version == 1, let elapsed = moment.elapsed(since: snapshot.saved), elapsed.isFinite else {
+            return 0
+        }
         var taken = 0
         for record in snapshot.scores {
             let age = elapsed + max(record.ageSeconds, 0)
