@@ -12,7 +12,7 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
             case fileError, noMemory, shutdown, badString, badFlags, noName, badHints, notInitialized
             case cancelled, badService, invalidServer, invalidConfiguration, internalError
             case questionMismatch, responseTooLarge, httpStatus, tlsFailure, transportFailure
-            case privateAddress, signatureExpired, invalidSignature, decryptionFailed, notCached
+            case privateAddress, signatureExpired, invalidSignature, decryptionFailed, notCached, noRoute
         }
 
         package let value: Value
@@ -95,6 +95,9 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let decryptionFailed = Code(.decryptionFailed)
         /// Only the cache was asked and it holds nothing usable for the host.
         public static let notCached = Code(.notCached)
+        /// The host cannot reach any address of the answer: an IPv4-only name on a host without an IPv4 route, where
+        /// NAT64 synthesis is off or no NAT64 prefix was found.
+        public static let noRoute = Code(.noRoute)
         /// An unexpected internal failure; the message says which.
         public static let internalError = Code(.internalError)
 

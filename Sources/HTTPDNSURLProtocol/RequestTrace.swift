@@ -35,6 +35,9 @@ public struct RequestTrace: Sendable {
         public var elapsed: Duration
         /// Whether a connection race chose the address (the best one had not proven itself).
         public var raced: Bool = false
+        /// For an address synthesized under the network's NAT64 prefix (a host without an IPv4 route), the IPv4
+        /// address of the answer it reaches.
+        public var synthesizedFrom: IPAddress? = nil
     }
 
     /// The URL the application asked for.

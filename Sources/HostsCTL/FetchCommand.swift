@@ -357,6 +357,7 @@ struct FetchReport: Sendable {
                             ("status", hop.status.map { .number(Double($0)) } ?? .null),
                             ("source", hop.freshness.map { .string($0.rawValue) } ?? .null),
                             ("raced", .bool(hop.raced)),
+                            ("synthesizedFrom", hop.synthesizedFrom.map { .string($0.description) } ?? .null),
                             ("resolveMs", .number(Self.milliseconds(hop.resolveTime))),
                             ("elapsedMs", .number(Self.milliseconds(hop.elapsed))),
                             (
@@ -387,7 +388,8 @@ struct FetchReport: Sendable {
         if trace == nil { out += " (not intercepted)" }
         out += "\n"
         for (index, hop) in hops.enumerated() {
-            let ip = hop.address.map { "\($0) (\(hop.freshness?.rawValue ?? "-"))" } ?? "not rewritten"
+            let nat64 = hop.synthesizedFrom.map { ", NAT64 from \($0)" } ?? ""
+            let ip = hop.address.map { "\($0) (\(hop.freshness?.rawValue ?? "-")\(nat64))" } ?? "not rewritten"
             out +=
                 "  hop \(index + 1): \(hop.method) \(hop.url) -> \(hop.status.map(String.init) ?? "-") via \(ip), Host: \(hop.hostHeader), "
             out +=

@@ -52,6 +52,7 @@ struct ResolveReport: Sendable {
                 ("score", .number((address.score * 1000).rounded() / 1000)),
                 ("latencyMs", address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("failures", .number(Double(address.failures))),
+                ("synthesizedFrom", address.synthesizedFrom.map { .string($0.description) } ?? .null),
             ])
         }
         let error: JSONValue =
@@ -97,7 +98,9 @@ struct ResolveReport: Sendable {
                 let source = sourceLabel(resolution)
                 let rows = resolution.addresses.map {
                     [
-                        "\($0.rank)", $0.ip.description, $0.ip.family.description, "\(resolution.ttl)", scoreLabel($0),
+                        "\($0.rank)", $0.ip.description,
+                        $0.synthesizedFrom.map { "ipv6 (NAT64, synthesized from \($0))" } ?? $0.ip.family.description,
+                        "\(resolution.ttl)", scoreLabel($0),
                         source,
                     ]
                 }

@@ -139,8 +139,10 @@ public struct ServeCommand: AsyncParsableCommand {
     /// private, loopback, link-local or otherwise non-public address, so no client's question can make the server
     /// reach into its own network. Overrides, which the operator writes, are answered as written.
     static func served(_ settings: ResolverSettings) -> ResolverSettings {
-        guard !settings.serve.probeGuardedAddresses else { return settings }
         var served = settings
+        // Answers are for clients on other networks: never adapted to this host's (NAT64).
+        served.adaptsToHostNetwork = false
+        guard !settings.serve.probeGuardedAddresses else { return served }
         served.addressGuard.everyUpstream = true
         served.probe.probesGuardedAddresses = false
         return served

@@ -34,6 +34,7 @@ struct DNSErrorTests {
         let own: Set<DNSError.Code.Value> = [
             .invalidServer, .invalidConfiguration, .questionMismatch, .responseTooLarge, .httpStatus, .tlsFailure,
             .transportFailure, .privateAddress, .signatureExpired, .invalidSignature, .decryptionFailed, .notCached,
+            .noRoute,
         ]
         #expect(mapped.union(own) == Set(DNSError.Code.Value.allCases))
     }

@@ -29,6 +29,9 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     public var isBackingOff: Bool
     /// The decaying failure penalty included in ``score``, in milliseconds.
     public var penaltyMilliseconds: Double
+    /// For an address synthesized under the network's NAT64 prefix (RFC 6052) on a host without an IPv4 route, the
+    /// IPv4 address of the answer it reaches; `nil` for an address as answered.
+    public var synthesizedFrom: IPAddress? = nil
 
     /// Creates a ranked address.
     public init(
@@ -53,8 +56,14 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     /// failure penalty. A connection to a proven address is made directly; others are raced.
     public var isProven: Bool { successes > 0 && !isBackingOff && penaltyMilliseconds < 1 }
 
-    /// `#rank IP (score N ms)`.
-    public var description: String { "#\(rank) \(ip) (score \(Int(score.rounded())) ms)" }
+    /// Whether the address was synthesized under a NAT64 prefix (``synthesizedFrom``).
+    public var isSynthesized: Bool { synthesizedFrom != nil }
+
+    /// `#rank IP (score N ms)`, with `synthesized from IPv4` for a NAT64 address.
+    public var description: String {
+        "#\(rank) \(ip) (score \(Int(score.rounded())) ms"
+            + (synthesizedFrom.map { ", synthesized from \($0))" } ?? ")")
+    }
 }
 
 /// The answer of the host resolver: the addresses best first, where they came from and how fresh they are.

@@ -61,7 +61,9 @@ extension HostResolver {
     package func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws
         -> RankedResolution?
     {
-        try cachedRankedSteadily(text, family: family, port: port)?.answer
+        guard let answer = try cachedRankedSteadily(text, family: family, port: port)?.answer else { return nil }
+        // A NAT64 discovery still to run makes it a miss: the full path waits for it.
+        return try adaptedToNetworkIfReady(answer)
     }
 
     /// ``cachedRanked(_:family:port:)``, and for an answer from the cache how long from now it stays the same

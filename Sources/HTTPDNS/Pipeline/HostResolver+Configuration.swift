@@ -106,6 +106,9 @@ extension HostResolver {
         /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
         /// address fails the lookup with `DNSError.Code.privateAddress`.
         public var guardsEveryUpstream: Bool = false
+        /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
+        /// answers out as they are, as a server answering other networks does. Read when the resolver is created.
+        package var network: HostNetwork.Configuration? = .init()
 
         /// Creates a configuration.
         public init(

@@ -12,18 +12,18 @@ extension HostResolver {
     /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
     /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
     public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordConnect(to: ip, of: host, latency: latency)
+        cache?.recordConnect(to: cacheAddress(for: ip), of: host, latency: latency)
     }
 
     /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
     /// times, and proof that the address answers (its back-off ends).
     public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordFirstByte(to: ip, of: host, latency: latency)
+        cache?.recordFirstByte(to: cacheAddress(for: ip), of: host, latency: latency)
     }
 
     /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
     public func reportFailure(to ip: IPAddress, of host: HostName) {
-        cache?.recordFailure(to: ip, of: host)
+        cache?.recordFailure(to: cacheAddress(for: ip), of: host)
     }
 
     /// Call when the network changed (interface, Wi-Fi, VPN): every cached answer is refreshed on its next use
@@ -62,8 +62,10 @@ extension HostResolver {
                         // A little jitter, so rounds of many hosts do not connect in lockstep.
                         try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
                         var outcome = ProbeOutcome.failed(.connectionRefused)
+                        // Through the NAT64 prefix on a host without an IPv4 route: the path requests take.
+                        let dial = self.network?.dialAddress(for: ip) ?? ip
                         for port in ports {
-                            outcome = await prober.probe(ip, port: port, timeout: probing.timeout)
+                            outcome = await prober.probe(dial, port: port, timeout: probing.timeout)
                             if outcome.isSuccess || Task.isCancelled { break }
                         }
                         return (ip, outcome)

@@ -229,6 +229,7 @@ extension HostResolver {
             search: settings.cares.searchPolicy
         )
         configuration.guardsEveryUpstream = settings.addressGuard.everyUpstream
+        configuration.network = settings.adaptsToHostNetwork ? settings.nat64.configuration : nil
         return configuration
     }
 }

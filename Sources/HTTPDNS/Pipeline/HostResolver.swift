@@ -87,6 +87,8 @@ public final class HostResolver: HostNameResolver {
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
     /// interceptors and clients made on this resolver; closed at ``shutdown()``.
     package let clientPool: PinnedClientPool
+    /// What this host's network can reach (NAT64), applied to the answers handed out; `nil` for none.
+    package let network: HostNetwork?
     /// The policy.
     public var configuration: Configuration { state.withLock { $0.configuration } }
     let state: Locked<State>
@@ -175,6 +177,7 @@ public final class HostResolver: HostNameResolver {
         self.cache = cache
         self.prober = prober
         self.logger = logger
+        self.network = configuration.network.map { HostNetwork(configuration: $0, logger: logger) }
         self.metrics = ResolverMetrics(
             sources: (upstreams + [fallback].compactMap { $0 }).map(\.name),
             factory: metricsFactory ?? MetricsSystem.factory)
@@ -222,21 +225,22 @@ public final class HostResolver: HostNameResolver {
         if let overrides, let name = try? HostName(text),
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {
-            return answer
+            return try await adaptedToNetwork(answer)
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
             return RankedResolution(unscored: local, family: family, freshness: .local)
         }
         let name = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: name) }
-        return try await resolveRanked(name, family: family, probePort: port, absolute: text.hasSuffix("."))
+        return try await adaptedToNetwork(
+            try await resolveRanked(name, family: family, probePort: port, absolute: text.hasSuffix(".")))
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
-        try await resolveRanked(host, family: family, probePort: nil, absolute: false)
+        try await adaptedToNetwork(try await resolveRanked(host, family: family, probePort: nil, absolute: false))
     }
 
     /// ``resolveRanked(_:family:)``: the local layers for the name as given, then each search candidate through

@@ -52,10 +52,15 @@ public struct ResolverSettings: Sendable, Hashable {
     public var cache: CacheSettings
     /// Connect probes.
     public var probe: ProbeSettings
+    /// NAT64 on hosts without an IPv4 route.
+    public var nat64: NAT64Settings
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
     public var interception: InterceptionSettings
     /// Where and how `hostsctl serve` answers.
     package var serve: ServeSettings
+    /// Whether answers are adapted to this host's network (``nat64``); `hostsctl serve`, which answers clients on
+    /// other networks, turns it off. Not a key.
+    package var adaptsToHostNetwork = true
 
     /// The defaults: overrides, the system hosts file, the cache and c-ares with the system's servers, the system
     /// resolver as the fallback; it works on any machine without a network service.
@@ -75,6 +80,7 @@ public struct ResolverSettings: Sendable, Hashable {
         addressGuard = try AddressGuardSettings(configReader: config)
         cache = try CacheSettings(configReader: config)
         probe = try ProbeSettings(configReader: config)
+        nat64 = try NAT64Settings(configReader: config)
         interception = try InterceptionSettings(configReader: config)
         serve = try ServeSettings(configReader: config)
         // Placeholders only: the fields below overwrite them.
@@ -129,6 +135,7 @@ public struct ResolverSettings: Sendable, Hashable {
         Section(SystemResolverSettings.fields, \.system), Section(CAresSettings.fields, \.cares),
         Section(HTTPDNSSettings.fields, \.httpDNS), Section(AddressGuardSettings.fields, \.addressGuard),
         Section(CacheSettings.fields, \.cache), Section(ProbeSettings.fields, \.probe),
+        Section(NAT64Settings.fields, \.nat64),
         Section(InterceptionSettings.fields, \.interception), Section(ServeSettings.fields, \.serve),
     ]
 

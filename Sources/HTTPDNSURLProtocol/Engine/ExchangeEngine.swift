@@ -124,6 +124,9 @@ struct ExchangeEngine: Sendable {
                     resolver.reportFirstByte(to: candidate, of: name, latency: headLatency)
                 }
                 hop.address = candidate
+                if let candidate, let embedded = resolver.network?.cacheAddress(for: candidate), embedded != candidate {
+                    hop.synthesizedFrom = embedded
+                }
                 hop.elapsed = ContinuousClock.now - sendStart
                 return answer
             } catch {

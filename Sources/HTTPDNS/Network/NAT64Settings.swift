@@ -1,0 +1,50 @@
+public import Configuration
+public import HTTPDNSCore
+
+/// How answers are adapted on a host without an IPv4 route: the `nat64.*` keys.
+public struct NAT64Settings: Sendable, Hashable {
+    /// Whether IPv4-only answers are synthesized into NAT64 addresses.
+    public enum Mode: String, Sendable, Hashable, CaseIterable {
+        /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
+        case auto
+        /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with
+        /// `DNSError.Code.noRoute`.
+        case off
+    }
+
+    /// Whether answers are synthesized.
+    public var mode: Mode
+    /// NAT64 prefixes set by hand (`64:ff9b::/96`, RFC 6052 lengths), used instead of discovery; empty discovers.
+    public var prefixes: [String]
+
+    /// The defaults: synthesis on, the prefix discovered.
+    public static var `default`: NAT64Settings {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! NAT64Settings(configReader: defaultsReader)
+    }
+
+    /// Reads the `nat64.*` keys; missing keys take their defaults.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, such as a prefix of a length
+    ///   RFC 6052 does not allow.
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        // Placeholders only: every field below overwrites its property.
+        mode = .auto
+        prefixes = []
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    package static let fields: [SettingField<NAT64Settings>] = [
+        .choice(
+            "nat64.mode", \.mode, default: .auto,
+            "on a host without an IPv4 route, turn IPv4-only answers into NAT64 addresses (auto) or fail (off)"),
+        .strings(
+            "nat64.prefixes", \.prefixes,
+            "NAT64 prefixes set by hand (64:ff9b::/96; lengths 32, 40, 48, 56, 64, 96); empty: discovered (RFC 7050)",
+            check: { NAT64Prefix($0) == nil ? "is not a NAT64 prefix (IPv6, length 32, 40, 48, 56, 64 or 96)" : nil }),
+    ]
+
+    /// The policy ``HostNetwork`` applies.
+    package var configuration: HostNetwork.Configuration {
+        HostNetwork.Configuration(mode: mode, prefixes: prefixes.compactMap(NAT64Prefix.init))
+    }
+}

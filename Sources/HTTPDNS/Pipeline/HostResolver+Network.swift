@@ -1,0 +1,30 @@
+import HTTPDNSCore
+
+/// Answers adapted to what this host's network can reach (``HostNetwork``): NAT64 synthesis and IPv6 first on a
+/// host without an IPv4 route.
+extension HostResolver {
+    /// `answer` as this host can use it. Answers of the `.local` layer (IP literals, `localhost`) and answers with a
+    /// non-public IPv4 address (a loopback or private service is reached directly, never through NAT64) are left
+    /// as they are.
+    /// - Throws: `DNSError.Code.noRoute` when nothing in the answer is reachable.
+    func adaptedToNetwork(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
+        guard let network, Self.isAdaptable(answer) else { return answer }
+        return try await network.adapted(answer)
+    }
+
+    /// ``adaptedToNetwork(_:)`` when it needs no waiting; `nil` when a NAT64 discovery must run first.
+    func adaptedToNetworkIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
+        guard let network, Self.isAdaptable(answer) else { return answer }
+        return try network.adaptedIfReady(answer)
+    }
+
+    /// The address the cache keeps scores under for `ip` (a synthesized address's IPv4 address).
+    func cacheAddress(for ip: IPAddress) -> IPAddress {
+        network?.cacheAddress(for: ip) ?? ip
+    }
+
+    private static func isAdaptable(_ answer: RankedResolution) -> Bool {
+        answer.family == .any && answer.freshness != .local
+            && !answer.addresses.contains { $0.ip.family == .ipv4 && $0.ip.isNonPublic }
+    }
+}
