@@ -186,6 +186,9 @@ let package = Package(
             name: "httpdns-adopter",
             dependencies: [
                 "HTTPDNSURLProtocol",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/Adopter",
