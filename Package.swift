@@ -95,6 +95,7 @@ let package = Package(
                 "HTTPDNSCore",
                 "HTTPDNSCAres",
                 "HTTPDNSClients",
+                "CNetlink",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -106,6 +107,8 @@ let package = Package(
         ),
         // The dispatch queue a URLProtocol method runs on, for calling the protocol's client there (corelibs needs it).
         .target(name: "CSessionQueue"),
+        // The netlink socket and setns calls of the network-change watcher, which Swift's Glibc does not declare.
+        .target(name: "CNetlink"),
         // The rewriting URLProtocol and its IP-pinned transport: the only target that imports FoundationNetworking.
         .target(
             name: "HTTPDNSURLProtocol",

@@ -280,6 +280,13 @@ public final class HostCache: Sendable {
         change { $0.markAllForRefresh(now: now) }
     }
 
+    /// After a move to the network `key` (``HostCacheCore/switchNetwork(to:now:)``): scores kept per network, the
+    /// new network's (or none) in place, every answer due for refresh.
+    package func switchNetwork(to key: String) {
+        let now = clock.now()
+        change { $0.switchNetwork(to: key, now: now) }
+    }
+
     /// Removes `host`.
     public func remove(_ host: HostName) {
         change { $0.remove(host) }

@@ -18,6 +18,39 @@ extension HostCacheCore {
     /// After a network change: every answer is due for refresh (served stale meanwhile), probes run again and
     /// measurements from the old network are forgotten.
     mutating func markAllForRefresh(now: CacheInstant) {
+        switchScores(to: [:], now: now)
+    }
+
+    /// How many networks' scores are kept besides the current one's.
+    static let rememberedNetworks = 4
+
+    /// The host moved to the network `key`: the scores measured so far are kept under the network they were
+    /// measured on, and the scores of `key` (none for a network not seen before) take their place, so that no
+    /// request on the new network is steered by the old one's measurements, and coming back restores them. Every
+    /// answer is due for refresh (served stale meanwhile) and probes run again. Scores of the last
+    /// ``rememberedNetworks`` networks are kept. The first network seen only names the scores already held.
+    package mutating func switchNetwork(to key: String, now: CacheInstant) {
+        guard key != networkKey else { return }
+        guard networkKey != nil else {
+            // The first network seen: the scores held (loaded from the file, say) are taken to be its own.
+            networkKey = key
+            return
+        }
+        var measured: [HostName: [IPAddress: AddressScore]] = [:]
+        for (host, entry) in records where !entry.record.scores.isEmpty { measured[host] = entry.record.scores }
+        if let current = networkKey {
+            otherNetworks.removeAll { $0.key == current }
+            otherNetworks.append((current, measured))
+        }
+        let restored = otherNetworks.first { $0.key == key }?.scores ?? [:]
+        otherNetworks.removeAll { $0.key == key }
+        if otherNetworks.count > Self.rememberedNetworks { otherNetworks.removeFirst() }
+        networkKey = key
+        switchScores(to: restored, now: now)
+    }
+
+    /// Every answer due for refresh, and each host's scores replaced by its entry of `scores` (none if absent).
+    private mutating func switchScores(to scores: [HostName: [IPAddress: AddressScore]], now: CacheInstant) {
         for index in records.indices {
             let record = records.values[index].record
             for slot in record.answers.indices where record.answers[slot] != nil {
@@ -28,7 +61,7 @@ extension HostCacheCore {
                 record.answers[slot]!.expiresAt = min(record.answers[slot]!.expiresAt, now)
                 record.answers[slot]!.refreshBlockedUntil = nil
             }
-            record.scores = [:]
+            record.scores = scores[records.keys[index]] ?? [:]
             record.probedAt = nil
             Self.rerank(record, now: now, configuration: configuration)
             records.values[index].fast = FastPath(record)

@@ -113,6 +113,10 @@ package struct HostCacheCore: Sendable {
     /// Whether the whole cache was cleared since the last save: then the file's hosts are not merged at all.
     var clearedSinceSave = false
     var records: [HostName: Entry] = [:]
+    /// The network the scores were measured on (``switchNetwork(to:now:)``); `nil` until the first change is seen.
+    var networkKey: String?
+    /// Scores measured on other networks, the most recently left last.
+    var otherNetworks: [(key: String, scores: [HostName: [IPAddress: AddressScore]])] = []
     private var tick: UInt64 = 0
 
     package init(configuration: HostCache.Configuration) {

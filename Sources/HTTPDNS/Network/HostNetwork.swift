@@ -19,7 +19,7 @@ package import HTTPDNSCore
 /// addresses; the route is checked again every 2 seconds (a UDP `connect`, which sends nothing).
 package final class HostNetwork: Sendable {
     /// Whether answers are synthesized.
-    package typealias NAT64Mode = NAT64Settings.Mode
+    package typealias NAT64Mode = NetworkSettings.Mode
 
     /// The policy.
     package struct Configuration: Sendable, Hashable {

@@ -109,6 +109,11 @@ extension HostResolver {
         /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
         /// answers out as they are, as a server answering other networks does. Read when the resolver is created.
         package var network: HostNetwork.Configuration? = .init()
+        /// Watch the kernel's address and route changes and follow them (``HostResolver/networkChanges()``); a
+        /// settings-built resolver does unless `network.watch` is off. Read when the resolver is created.
+        package var watchesNetwork = false
+        /// The network namespace (`/var/run/netns/NAME`) to watch instead of the process's (tests).
+        package var networkNamespace: String?
 
         /// Creates a configuration.
         public init(

@@ -26,11 +26,14 @@ extension HostResolver {
         cache?.recordFailure(to: cacheAddress(for: ip), of: host)
     }
 
-    /// Call when the network changed (interface, Wi-Fi, VPN): every cached answer is refreshed on its next use
-    /// (served stale meanwhile) and every address is probed again.
+    /// Call when the network changed (interface, Wi-Fi, VPN) and the resolver does not watch it itself
+    /// (`network.watch`): every cached answer is refreshed on its next use (served stale meanwhile), every address
+    /// is probed again, NAT64 is discovered again and pooled connections are closed.
     public func networkDidChange() {
         logger.info("network changed; every cached answer is due for refresh")
         cache?.markAllForRefresh()
+        network?.networkChanged()
+        clientPool.retireAll()
     }
 
     func startProbe(_ request: HostCacheCore.ProbeRequest) {

@@ -229,7 +229,8 @@ extension HostResolver {
             search: settings.cares.searchPolicy
         )
         configuration.guardsEveryUpstream = settings.addressGuard.everyUpstream
-        configuration.network = settings.adaptsToHostNetwork ? settings.nat64.configuration : nil
+        configuration.network = settings.adaptsToHostNetwork ? settings.network.nat64 : nil
+        configuration.watchesNetwork = settings.network.watch
         return configuration
     }
 }

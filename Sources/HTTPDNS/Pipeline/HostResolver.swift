@@ -57,6 +57,11 @@ public final class HostResolver: HostNameResolver {
         var cleanups: [@Sendable () async -> Void]
         /// The background refreshes allowed now and when the bucket was last filled.
         var refreshTokens: (tokens: Double, last: ContinuousClock.Instant?) = (0, nil)
+        /// The watcher of the host's network, when the configuration asks for one.
+        var networkMonitor: NetworkMonitor?
+        /// Who listens to ``HostResolver/networkChanges()``, by subscription number.
+        var networkListeners: [Int: AsyncStream<NetworkChange>.Continuation] = [:]
+        var nextListener = 0
 
         init(
             upstreams: [Upstream], fallback: Upstream?, configuration: Configuration,
@@ -190,6 +195,7 @@ public final class HostResolver: HostNameResolver {
             let hosts = configuration.preResolve
             tasks.spawn { [weak self] in await self?.preResolve(hosts) }
         }
+        if configuration.watchesNetwork { startWatchingNetwork(namespace: configuration.networkNamespace) }
         if cache != nil, configuration.cachePath != nil, let interval = configuration.saveInterval, interval > .zero {
             let id = ObjectIdentifier(self)
             Self.maintenanceLoops.withLock { _ = $0.insert(id) }
@@ -370,6 +376,7 @@ public final class HostResolver: HostNameResolver {
     /// with `DNSError.Code.shutdown` when they need an upstream.
     public func shutdown() async {
         guard !shutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        stopWatchingNetwork()
         await maintenance.shutdown()
         await tasks.shutdown()
         saveCache()

@@ -15,6 +15,7 @@ import HTTPDNSClients
 /// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`, `failure`) |
 /// | `httpdns_probes` | counter | `outcome` (`connected`, `failed`) |
 /// | `httpdns_probe_duration` | timer | |
+/// | `httpdns_network_changes` | counter | |
 struct ResolverMetrics: Sendable {
     let hits: Counter
     let misses: Counter
@@ -25,6 +26,7 @@ struct ResolverMetrics: Sendable {
     let probesConnected: Counter
     let probesFailed: Counter
     let probeDuration: Timer
+    let networkChanges: Counter
     private let upstream: [String: (success: Timer, failure: Timer)]
     private let factory: any MetricsFactory
 
@@ -41,6 +43,7 @@ struct ResolverMetrics: Sendable {
         probesConnected = Counter(label: "httpdns_probes", dimensions: [("outcome", "connected")], factory: factory)
         probesFailed = Counter(label: "httpdns_probes", dimensions: [("outcome", "failed")], factory: factory)
         probeDuration = Timer(label: "httpdns_probe_duration", factory: factory)
+        networkChanges = Counter(label: "httpdns_network_changes", factory: factory)
         var upstream: [String: (Timer, Timer)] = [:]
         for source in sources {
             upstream[source] = (

@@ -52,8 +52,8 @@ public struct ResolverSettings: Sendable, Hashable {
     public var cache: CacheSettings
     /// Connect probes.
     public var probe: ProbeSettings
-    /// NAT64 on hosts without an IPv4 route.
-    public var nat64: NAT64Settings
+    /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
+    public var network: NetworkSettings
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
     public var interception: InterceptionSettings
     /// Where and how `hostsctl serve` answers.
@@ -80,7 +80,7 @@ public struct ResolverSettings: Sendable, Hashable {
         addressGuard = try AddressGuardSettings(configReader: config)
         cache = try CacheSettings(configReader: config)
         probe = try ProbeSettings(configReader: config)
-        nat64 = try NAT64Settings(configReader: config)
+        network = try NetworkSettings(configReader: config)
         interception = try InterceptionSettings(configReader: config)
         serve = try ServeSettings(configReader: config)
         // Placeholders only: the fields below overwrite them.
@@ -135,7 +135,7 @@ public struct ResolverSettings: Sendable, Hashable {
         Section(SystemResolverSettings.fields, \.system), Section(CAresSettings.fields, \.cares),
         Section(HTTPDNSSettings.fields, \.httpDNS), Section(AddressGuardSettings.fields, \.addressGuard),
         Section(CacheSettings.fields, \.cache), Section(ProbeSettings.fields, \.probe),
-        Section(NAT64Settings.fields, \.nat64),
+        Section(NetworkSettings.fields, \.network),
         Section(InterceptionSettings.fields, \.interception), Section(ServeSettings.fields, \.serve),
     ]
 

@@ -111,12 +111,13 @@ package final class PinnedClientPool: Sendable {
         var tick: UInt64 = 0
         var isShutdown = false
 
-        /// Removes every client of `profile` (all when `nil`): idle ones are returned for closing, busy ones retire.
-        mutating func removeClients(of profile: Profile?) -> [HTTPClient] {
+        /// Removes every client of `profile` (all when `nil`): idle ones are returned for closing, busy ones retire
+        /// (all are returned when `closingBusy`).
+        mutating func removeClients(of profile: Profile?, closingBusy: Bool) -> [HTTPClient] {
             var idle: [HTTPClient] = []
             for (key, entry) in entries where profile == nil || key.profile == profile {
                 entries[key] = nil
-                if entry.inFlight == 0 || profile == nil {
+                if entry.inFlight == 0 || closingBusy {
                     idle.append(entry.client)
                 } else {
                     retired[ObjectIdentifier(entry.client)] = entry
@@ -183,7 +184,7 @@ package final class PinnedClientPool: Sendable {
                 return []
             }
             state.profiles[profile] = nil
-            return state.removeClients(of: profile)
+            return state.removeClients(of: profile, closingBusy: false)
         }
         for client in idle { closing.close(client, logger: logger) }
     }
@@ -240,6 +241,14 @@ package final class PinnedClientPool: Sendable {
         if let finished { closing.close(finished, logger: logger) }
     }
 
+    /// Stops reusing every client: idle ones close now, busy ones once their requests end, and later requests get
+    /// new ones. After a network change, connections made through an address the host lost are dead, and those of
+    /// the old network lead to addresses chosen for it.
+    package func retireAll() {
+        let idle = state.withLock { state in state.removeClients(of: nil, closingBusy: false) }
+        for client in idle { closing.close(client, logger: logger) }
+    }
+
     /// The clients kept for `profile` (every profile's when `nil`).
     package func clientCount(profile: Profile? = nil) -> Int {
         state.withLock { state in state.entries.keys.count { profile == nil || $0.profile == profile } }
@@ -253,7 +262,7 @@ package final class PinnedClientPool: Sendable {
         let clients = state.withLock { state in
             state.isShutdown = true
             defer { state.retired.removeAll() }
-            return state.removeClients(of: nil) + state.retired.values.map(\.client)
+            return state.removeClients(of: nil, closingBusy: true) + state.retired.values.map(\.client)
         }
         for client in clients { closing.close(client, logger: logger) }
         await closing.waitForAll()
