@@ -269,20 +269,29 @@ public final class HTTPDNSInterceptor: Sendable {
         let deadline = NIODeadline.now() + TimeAmount(budget)
         let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
-        let candidates = try await engine.candidates(
-            host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.connection,
-            budget: budget, deadline: deadline, hop: &hop)
-        // Built once for the hop, from the request as the application wrote it; each attempt only pins the client
-        // to its address (the URL keeps the real host, which gives the Host header and SNI).
-        var exchange = try PinnedTransport.Exchange(request, body: body)
-        exchange.proxy = proxy
-        let response = try await engine.attempt(candidates, method: method, url: urlText, deadline: deadline, hop: &hop)
-        { address in
-            var pinned = exchange
-            if let address { pinned.address = address }
-            return try await perform(pinned, deadline)
+        let spans = HopSpans(policy: configuration.connection, method: method, url: url, host: hostText, port: port)
+        let response: Answer
+        do {
+            let candidates = try await engine.candidates(
+                host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.connection,
+                budget: budget, deadline: deadline, spans: spans, hop: &hop)
+            // Built once for the hop, from the request as the application wrote it; each attempt only pins the
+            // client to its address (the URL keeps the real host, which gives the Host header and SNI).
+            var exchange = try PinnedTransport.Exchange(request, body: body)
+            exchange.proxy = proxy
+            response = try await engine.attempt(
+                candidates, method: method, url: urlText, deadline: deadline, spans: spans, hop: &hop
+            ) { address in
+                var pinned = exchange
+                if let address { pinned.address = address }
+                return try await perform(pinned, deadline)
+            }
+        } catch {
+            spans.end(hop, error: error)
+            throw error
         }
         hop.status = response.status
+        spans.end(hop, error: nil)
         logger.trace(
             "intercepted hop",
             metadata: ["url": "\(urlText)", "ip": "\(hop.address?.description ?? "-")", "status": "\(response.status)"])

@@ -198,18 +198,27 @@ public final class HTTPDNSClient: Sendable {
             address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
         defer { trace.hops.append(hop) }
         let remaining = Duration.nanoseconds(max((deadline - .now()).nanoseconds, 0))
-        let candidates = try await engine.candidates(
-            host: host, port: port, url: urlText, resolve: true, policy: configuration.connection, budget: remaining,
-            deadline: deadline, hop: &hop)
-        let transport = self.transport
-        let streamed = try await engine.attempt(
-            candidates, method: request.method.rawValue, url: urlText, deadline: deadline, hop: &hop
-        ) { address in
-            let streamed = try await transport.stream(
-                request, host: host, address: address, deadline: deadline, url: urlText, logger: logger)
-            return (streamed, streamed.headLatency)
+        let spans = HopSpans(
+            policy: configuration.connection, method: request.method.rawValue, url: url, host: host, port: port)
+        let streamed: PinnedTransport.StreamedResponse
+        do {
+            let candidates = try await engine.candidates(
+                host: host, port: port, url: urlText, resolve: true, policy: configuration.connection,
+                budget: remaining, deadline: deadline, spans: spans, hop: &hop)
+            let transport = self.transport
+            streamed = try await engine.attempt(
+                candidates, method: request.method.rawValue, url: urlText, deadline: deadline, spans: spans, hop: &hop
+            ) { address in
+                let streamed = try await transport.stream(
+                    request, host: host, address: address, deadline: deadline, url: urlText, logger: logger)
+                return (streamed, streamed.headLatency)
+            }
+        } catch {
+            spans.end(hop, error: error)
+            throw error
         }
         hop.status = Int(streamed.response.status.code)
+        spans.end(hop, error: nil)
         return streamed
     }
 

@@ -1,4 +1,5 @@
 public import HTTPDNS
+public import Tracing
 
 /// How both fronts (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for AsyncHTTPClient) reach a host:
 /// which hosts they resolve, how far a request fails over and when it races connects, their redirects, timeouts,
@@ -33,6 +34,12 @@ public struct ConnectionPolicy: Sendable {
     public var raceConnections: Bool
     /// The connection race's delay between attempts (default 250 ms).
     public var connectionAttemptDelay: Duration
+    /// Where each hop's spans go (swift-distributed-tracing): `nil` (the default) uses the process's
+    /// `InstrumentationSystem.tracer`, which records nothing unless the application bootstrapped one (swift-otel,
+    /// say). A hop is a client span named by its method, as AsyncHTTPClient names its own, with `httpdns.resolve`,
+    /// `httpdns.race` and one `httpdns.attempt` per address tried under it; no attribute holds the URL's query or
+    /// a header value.
+    public var tracer: (any Tracer)? = nil
 
     /// Creates a policy; every parameter has the documented default.
     public init(

@@ -2,6 +2,7 @@ import CoreMetrics
 import HTTPDNS
 import Logging
 import NIOCore
+import Tracing
 
 /// The part of a hop that both fronts share (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for
 /// AsyncHTTPClient): resolve the host to ranked candidates, race connects when the best one has not proven itself,
@@ -49,7 +50,7 @@ struct ExchangeEngine: Sendable {
     ///   `cancelled`.
     func candidates(
         host: String, port: Int, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,
-        deadline: NIODeadline,
+        deadline: NIODeadline, spans: HopSpans,
         hop: inout RequestTrace.Hop
     ) async throws(InterceptionError) -> Candidates {
         let resolveStart = ContinuousClock.now
@@ -57,29 +58,14 @@ struct ExchangeEngine: Sendable {
             hop.resolveTime = ContinuousClock.now - resolveStart
             return Candidates(addresses: [nil], name: nil)
         }
+        let resolveSpan = spans.child("httpdns.resolve")
         let ranked: RankedResolution
-        let resolver = self.resolver
         do {
-            // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
-            if let cached = try resolver.cachedRanked(host, family: .any, port: port) {
-                ranked = cached
-            } else {
-                ranked = try await withTimeLimit(
-                    budget,
-                    orThrow: InterceptionError(
-                        code: .timedOut,
-                        message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
-                ) {
-                    try await resolver.resolveRanked(host, family: .any, port: port)
-                }
-            }
-        } catch let error as DNSError {
-            throw InterceptionError(
-                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
-        } catch let error as InterceptionError {
-            throw error
+            ranked = try await resolved(host, port: port, url: url, budget: budget)
+            HopSpans.endResolve(resolveSpan, ranked, error: nil)
         } catch {
-            throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url)
+            HopSpans.endResolve(resolveSpan, nil, error: error)
+            throw error
         }
         guard !ranked.addresses.isEmpty else {
             throw InterceptionError(code: .resolutionFailed, message: "\(host) has no address", url: url)
@@ -89,13 +75,41 @@ struct ExchangeEngine: Sendable {
         hop.resolveTime = ContinuousClock.now - resolveStart
         var ordered = Array(ranked.addresses.prefix(1 + policy.maximumFailovers))
         if let name,
-            let winner = await raceIfUnproven(ordered, of: name, port: port, policy: policy, deadline: deadline),
+            let winner = await raceIfUnproven(
+                ordered, of: name, port: port, policy: policy, deadline: deadline, spans: spans),
             let index = ordered.firstIndex(where: { $0.ip == winner })
         {
             hop.raced = true
             ordered.insert(ordered.remove(at: index), at: 0)
         }
         return Candidates(addresses: ordered.map(\.ip), name: name)
+    }
+
+    /// The ranked answer for `host`: from the overrides or the cache without waiting, else through the pipeline
+    /// within `budget`.
+    private func resolved(_ host: String, port: Int, url: String, budget: Duration) async throws(InterceptionError)
+        -> RankedResolution
+    {
+        let resolver = self.resolver
+        do {
+            // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
+            if let cached = try resolver.cachedRanked(host, family: .any, port: port) { return cached }
+            return try await withTimeLimit(
+                budget,
+                orThrow: InterceptionError(
+                    code: .timedOut,
+                    message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
+            ) {
+                try await resolver.resolveRanked(host, family: .any, port: port)
+            }
+        } catch let error as DNSError {
+            throw InterceptionError(
+                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
+        } catch let error as InterceptionError {
+            throw error
+        } catch {
+            throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url)
+        }
     }
 
     /// Sends through `send` to each candidate in turn until one answers: a failure before anything was sent moves on
@@ -105,7 +119,8 @@ struct ExchangeEngine: Sendable {
     /// - Parameter send: Sends the request pinned to an address (`nil`: unpinned) and returns the answer with the time
     ///   to its head; its errors are classified by ``PinnedTransport/classify(_:)``.
     func attempt<Answer: Sendable>(
-        _ candidates: Candidates, method: String, url: String, deadline: NIODeadline, hop: inout RequestTrace.Hop,
+        _ candidates: Candidates, method: String, url: String, deadline: NIODeadline, spans: HopSpans,
+        hop: inout RequestTrace.Hop,
         send: (IPAddress?) async throws -> (answer: Answer, headLatency: Duration)
     ) async throws(InterceptionError) -> Answer {
         guard NIODeadline.now() < deadline else {
@@ -118,8 +133,10 @@ struct ExchangeEngine: Sendable {
         for (index, candidate) in addresses.enumerated() {
             if let candidate { tried.append(candidate.description) }
             let attemptStart = ContinuousClock.now
+            let attemptSpan = spans.child("httpdns.attempt", ofKind: .client)
             do {
                 let (answer, headLatency) = try await send(candidate)
+                HopSpans.endAttempt(attemptSpan, address: candidate, error: nil)
                 if let candidate, let name = candidates.name {
                     resolver.reportFirstByte(to: candidate, of: name, latency: headLatency)
                 }
@@ -141,6 +158,7 @@ struct ExchangeEngine: Sendable {
                     source: code == .invalidRequest ? nil : underlying)
                 hop.failedAttempts.append(
                     .init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
+                HopSpans.endAttempt(attemptSpan, address: candidate, error: failure)
                 if let candidate, let name = candidates.name, retry != .never || code == .certificateRejected {
                     resolver.reportFailure(to: candidate, of: name)
                 }
@@ -176,7 +194,8 @@ struct ExchangeEngine: Sendable {
     /// TCP connects to them (`connectionAttemptDelay` apart) and returns the first to connect. Every attempt's
     /// outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
     private func raceIfUnproven(
-        _ addresses: [RankedAddress], of name: HostName, port: Int, policy: ConnectionPolicy, deadline: NIODeadline
+        _ addresses: [RankedAddress], of name: HostName, port: Int, policy: ConnectionPolicy, deadline: NIODeadline,
+        spans: HopSpans
     ) async -> IPAddress? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
         guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,
@@ -189,12 +208,16 @@ struct ExchangeEngine: Sendable {
             attemptDelay: policy.connectionAttemptDelay, connectTimeout: min(policy.connectTimeout, remaining),
             prober: prober)
         let resolver = self.resolver
+        let raceSpan = spans.child("httpdns.race")
+        raceSpan?.attributes["httpdns.race.candidates"] = addresses.count
+        defer { raceSpan?.end() }
         let winner = await race.run(addresses, port: port) { ip, outcome in
             switch outcome {
             case .connected(let latency): resolver.reportConnect(to: ip, of: name, latency: latency)
             case .failed: resolver.reportFailure(to: ip, of: name)
             }
         }
+        raceSpan?.attributes["httpdns.race.winner"] = winner?.description
         metrics.races.increment()
         logger.trace("connection race", metadata: ["host": "\(name)", "winner": "\(winner?.description ?? "-")"])
         return winner
