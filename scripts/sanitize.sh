@@ -17,6 +17,9 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0}"
 # A crash prints the runtime's fatal error and ends the run. The Swift backtracer is off: under ThreadSanitizer it is
 # forked from the crashing process, trips a sanitizer check and then hangs, holding the run for as long as CI lets it.
 export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"
+# Tests that cannot run under a sanitizer ask for it (libfaketime's preloaded clock functions hang a sanitized
+# program as it starts).
+export HTTPDNS_SANITIZER="$sanitizer"
 # Sanitized code runs several times slower: time-bound test steps get longer (see TestTiming).
 export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
 # As in scripts/test.sh: at most 8 tests at once, so two cores are not oversubscribed.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPDNSCore
 
 /// Runs the built `hostsctl` executable (or another of the package's executables) as a child process, as a user
 /// would.
@@ -42,6 +43,9 @@ public enum HostsCTLProcess {
         try await offThePool { try runBlocking(path, arguments, environment: environment) }
     }
 
+    /// How long a run may take before it is killed (seconds).
+    public static let timeLimit: Double = 300
+
     private static func runBlocking(_ executable: String, _ arguments: [String], environment: [String: String]) throws
         -> Output
     {
@@ -62,11 +66,22 @@ public enum HostsCTLProcess {
         }
         let process = try ChildProcess(
             path: executable, arguments: arguments, logPath: out, errorPath: err, environment: environment)
+        // A child that hangs fails its test instead of holding the whole run: killed after the time limit.
+        let finished = Locked(false)
+        DispatchQueue.global().asyncAfter(deadline: .now() + timeLimit) {
+            // Only a signal: the waiting thread reaps the child.
+            finished.withLock { done in if !done { _ = kill(process.pid, SIGKILL) } }
+        }
         let status = process.wait()
+        let timedOut = finished.withLock { done -> Bool in
+            done = true
+            return status == 128 + SIGKILL
+        }
         return Output(
             status: status,
             standardOutput: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            standardError: (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            standardError: ((try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+                + (timedOut ? "\n[killed: still running after \(Int(timeLimit)) s]" : "")
         )
     }
 }
