@@ -1,3 +1,4 @@
+import Logging
 import TestSupport
 import Testing
 
@@ -152,5 +153,52 @@ extension NetworkSettings {
         self = .default
         self.mode = mode
         self.prefixes = prefixes
+    }
+}
+
+@Suite("NAT64 synthesis in the resolver")
+struct NAT64ResolverTests {
+    /// A resolver on an IPv6-only network (DNS64 prefix 64:ff9b::/96) whose upstream answers `upstream`.
+    static func resolver(_ upstream: FakeUpstream) -> HostResolver {
+        HostResolver(
+            upstreams: [.init(name: "doh", kind: .httpDNS, resolver: upstream)], overrides: nil, hosts: nil,
+            fallback: nil, cache: HostCache(), prober: nil, configuration: .init(probing: nil),
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), metricsFactory: nil,
+            onShutdown: [], clientPool: PinnedClientPool(logger: Logger(label: "test")),
+            network: NAT64Tests.ipv6Only())
+    }
+
+    @Test("reports about a synthesized address score the answer's IPv4 address and reorder the synthesized list")
+    func reportsScoreTheAnswer() async throws {
+        let upstream = FakeUpstream(.answer(["api.test": ["203.0.113.7", "203.0.113.8"]], ttl: 300))
+        let resolver = Self.resolver(upstream)
+        let first = try await resolver.resolveRanked("api.test")
+        #expect(first.addresses.map(\.ip.description) == ["64:ff9b::cb00:7107", "64:ff9b::cb00:7108"])
+        let host = try HostName("api.test")
+        resolver.reportConnect(to: IPAddress("64:ff9b::cb00:7108")!, of: host, latency: .milliseconds(2))
+        resolver.reportFailure(to: IPAddress("64:ff9b::cb00:7107")!, of: host)
+        let scored = resolver.cache?.rankedAddresses(for: host) ?? []
+        #expect(scored.first?.ip == IPAddress(ipv4: 203, 0, 113, 8), "the cache keeps the answer's addresses")
+        #expect(scored.first?.latencyMilliseconds == 2)
+        let again = try #require(try resolver.cachedRanked("api.test"))
+        #expect(again.addresses.map(\.ip.description) == ["64:ff9b::cb00:7108", "64:ff9b::cb00:7107"])
+        #expect(again.addresses.first?.synthesizedFrom == IPAddress(ipv4: 203, 0, 113, 8))
+        await resolver.shutdown()
+    }
+
+    @Test("an answer that holds a DNS64 address keeps its scores under that address; loopback answers are left alone")
+    func dns64AddressesKeepTheirScores() async throws {
+        let upstream = FakeUpstream(
+            .answer(["dual.test": ["203.0.113.9", "64:ff9b::cb00:7109"], "local.test": ["127.0.0.5"]], ttl: 300))
+        let resolver = Self.resolver(upstream)
+        _ = await resolver.network?.discoveredPrefixes()
+        let answer = try await resolver.resolveRanked("dual.test")
+        #expect(answer.addresses.map(\.ip.description) == ["64:ff9b::cb00:7109", "203.0.113.9"])
+        let host = try HostName("dual.test")
+        resolver.reportConnect(to: IPAddress("64:ff9b::cb00:7109")!, of: host, latency: .milliseconds(4))
+        let scored = resolver.cache?.rankedAddresses(for: host) ?? []
+        #expect(scored.first { $0.ip == IPAddress("64:ff9b::cb00:7109") }?.latencyMilliseconds == 4)
+        #expect(try await resolver.resolveRanked("local.test").best == IPAddress(ipv4: 127, 0, 0, 5))
+        await resolver.shutdown()
     }
 }

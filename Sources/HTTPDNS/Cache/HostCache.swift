@@ -167,6 +167,11 @@ public final class HostCache: Sendable {
         return core.withLock { $0.ranked(host, family: family, now: now) }
     }
 
+    /// Whether `ip` is one of the addresses the cache holds for `host` (answers and overrides).
+    package func knows(_ ip: IPAddress, of host: HostName) -> Bool {
+        core.withLock { $0.records[host]?.record.knownAddresses.contains(ip) ?? false }
+    }
+
     /// Looks up `host`, counting the hit and claiming a refresh when one is due.
     func lookup(_ host: HostName, family: AddressFamily, probeInterval: Duration? = nil) -> HostCacheCore.Lookup {
         let now = clock.now()

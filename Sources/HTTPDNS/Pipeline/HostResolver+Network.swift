@@ -18,9 +18,13 @@ extension HostResolver {
         return try network.adaptedIfReady(answer)
     }
 
-    /// The address the cache keeps scores under for `ip` (a synthesized address's IPv4 address).
-    func cacheAddress(for ip: IPAddress) -> IPAddress {
-        network?.cacheAddress(for: ip) ?? ip
+    /// The address the cache keeps scores under for `ip` of `host`: for an address this resolver synthesized, the
+    /// IPv4 address of the answer; an address the answer itself holds (a DNS64 one, say) keeps its own.
+    func cacheAddress(for ip: IPAddress, of host: HostName) -> IPAddress {
+        guard let network, ip.family == .ipv6 else { return ip }
+        let embedded = network.cacheAddress(for: ip)
+        guard embedded != ip, let cache, !cache.knows(ip, of: host) else { return ip }
+        return embedded
     }
 
     private static func isAdaptable(_ answer: RankedResolution) -> Bool {

@@ -12,18 +12,18 @@ extension HostResolver {
     /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
     /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
     public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordConnect(to: cacheAddress(for: ip), of: host, latency: latency)
+        cache?.recordConnect(to: cacheAddress(for: ip, of: host), of: host, latency: latency)
     }
 
     /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
     /// times, and proof that the address answers (its back-off ends).
     public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
-        cache?.recordFirstByte(to: cacheAddress(for: ip), of: host, latency: latency)
+        cache?.recordFirstByte(to: cacheAddress(for: ip, of: host), of: host, latency: latency)
     }
 
     /// Reports a connect to `ip` of `host` that failed; the address drops in the ranking until its penalty decays.
     public func reportFailure(to ip: IPAddress, of host: HostName) {
-        cache?.recordFailure(to: cacheAddress(for: ip), of: host)
+        cache?.recordFailure(to: cacheAddress(for: ip, of: host), of: host)
     }
 
     /// Call when the network changed (interface, Wi-Fi, VPN) and the resolver does not watch it itself

@@ -172,7 +172,8 @@ public final class HostResolver: HostNameResolver {
         logger: Logger,
         metricsFactory: (any MetricsFactory)?,
         onShutdown: [@Sendable () async -> Void],
-        clientPool: PinnedClientPool
+        clientPool: PinnedClientPool,
+        network: HostNetwork? = nil
     ) {
         self.clientPool = clientPool
         self.state = Locked(
@@ -182,7 +183,8 @@ public final class HostResolver: HostNameResolver {
         self.cache = cache
         self.prober = prober
         self.logger = logger
-        self.network = configuration.network.map { HostNetwork(configuration: $0, logger: logger) }
+        // Tests give a network of their own (no IPv4 route, a DNS64 they describe).
+        self.network = network ?? configuration.network.map { HostNetwork(configuration: $0, logger: logger) }
         self.metrics = ResolverMetrics(
             sources: (upstreams + [fallback].compactMap { $0 }).map(\.name),
             factory: metricsFactory ?? MetricsSystem.factory)
