@@ -73,6 +73,8 @@ package final class HostNetwork: Sendable {
         self.logger = logger
         self.askWellKnownName = askWellKnownName ?? Self.askSystemResolver
         self.routesIPv4 = routesIPv4 ?? Self.hasIPv4Route
+        // Checked now, so the first request does not pay for it.
+        _ = hasIPv4Route
     }
 
     /// How many discoveries ran (for tests: the first request adds at most one).

@@ -8,13 +8,17 @@ extension HostResolver {
     /// as they are.
     /// - Throws: `DNSError.Code.noRoute` when nothing in the answer is reachable.
     func adaptedToNetwork(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
-        guard let network, Self.isAdaptable(answer) else { return answer }
+        if let ready = try adaptedToNetworkIfReady(answer) { return ready }
+        guard let network else { return answer }
         return try await network.adapted(answer)
     }
 
-    /// ``adaptedToNetwork(_:)`` when it needs no waiting; `nil` when a NAT64 discovery must run first.
+    /// ``adaptedToNetwork(_:)`` when it needs no waiting; `nil` when a NAT64 discovery must run first. A host with
+    /// an IPv4 route (nearly every one) pays an atomic load and a coarse clock read, and nothing else.
     func adaptedToNetworkIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
-        guard let network, Self.isAdaptable(answer) else { return answer }
+        guard let network, answer.family == .any, answer.freshness != .local, !network.hasIPv4Route,
+            !answer.addresses.contains(where: { $0.ip.family == .ipv4 && $0.ip.isNonPublic })
+        else { return answer }
         return try network.adaptedIfReady(answer)
     }
 
@@ -25,10 +29,5 @@ extension HostResolver {
         let embedded = network.cacheAddress(for: ip)
         guard embedded != ip, let cache, !cache.knows(ip, of: host) else { return ip }
         return embedded
-    }
-
-    private static func isAdaptable(_ answer: RankedResolution) -> Bool {
-        answer.family == .any && answer.freshness != .local
-            && !answer.addresses.contains { $0.ip.family == .ipv4 && $0.ip.isNonPublic }
     }
 }
