@@ -62,6 +62,7 @@ extension HostResolver {
         -> RankedResolution?
     {
         guard let answer = try cachedRankedSteadily(text, family: family, port: port)?.answer else { return nil }
+        guard needsAdapting(answer) else { return answer }
         // A NAT64 discovery still to run makes it a miss: the full path waits for it.
         return try adaptedToNetworkIfReady(answer)
     }

@@ -233,22 +233,23 @@ public final class HostResolver: HostNameResolver {
         if let overrides, let name = try? HostName(text),
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {
-            return try await adaptedToNetwork(answer)
+            return needsAdapting(answer) ? try await adaptedToNetwork(answer) : answer
         }
         if let local = try LocalAnswers.answer(for: text, family: family) {
             return RankedResolution(unscored: local, family: family, freshness: .local)
         }
         let name = try HostName(text)
         if let port, let cache { cache.setProbePort(port, for: name) }
-        return try await adaptedToNetwork(
-            try await resolveRanked(name, family: family, probePort: port, absolute: text.hasSuffix(".")))
+        let answer = try await resolveRanked(name, family: family, probePort: port, absolute: text.hasSuffix("."))
+        return needsAdapting(answer) ? try await adaptedToNetwork(answer) : answer
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
     public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
-        try await adaptedToNetwork(try await resolveRanked(host, family: family, probePort: nil, absolute: false))
+        let answer = try await resolveRanked(host, family: family, probePort: nil, absolute: false)
+        return needsAdapting(answer) ? try await adaptedToNetwork(answer) : answer
     }
 
     /// ``resolveRanked(_:family:)``: the local layers for the name as given, then each search candidate through
