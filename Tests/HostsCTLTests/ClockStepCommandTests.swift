@@ -9,8 +9,9 @@ import Testing
 /// (`faketime`, Debian) moves `CLOCK_REALTIME` a day either way and leaves the monotonic and boot clocks alone, as
 /// NTP or a user stepping the clock would. A cache saved before the step is neither dead nor immortal after it.
 ///
-/// In CI a missing faketime fails the suite rather than skipping it. Not under a sanitizer (`scripts/sanitize.sh`): libfaketime's preloaded clock functions hang a sanitized program as
-/// it starts. `ClockStepTests` covers the same logic there with a hand-moved clock.
+/// In CI a missing faketime fails the suite rather than skipping it. Not under a sanitizer (`scripts/sanitize.sh`):
+/// libfaketime's preloaded clock functions hang a sanitized program as it starts. `ClockStepTests` covers the same
+/// logic there with a hand-moved clock.
 @Suite(
     "Clock steps, hostsctl",
     .enabled(
