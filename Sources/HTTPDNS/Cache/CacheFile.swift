@@ -110,6 +110,15 @@ package struct CacheFile: Codable, Sendable {
             self.boot = boot
             self.bootID = bootID
         }
+
+        /// A moment as a file stores it: the wall time, and the boot clock with its boot's id, both absent in files
+        /// of older releases (and where the system has no boot id).
+        package init(wall: Double, bootID: String?, bootSeconds: Double?) {
+            self.init(wall: wall, boot: bootSeconds ?? -1, bootID: bootSeconds == nil ? nil : bootID)
+        }
+
+        /// The boot clock as a file stores it: `nil` without a boot id, which it could not be compared under.
+        package var storedBootSeconds: Double? { bootID == nil ? nil : boot }
     }
 
     /// How much later than ``savedAt`` by the wall clock a file may seem written before it counts as written "in
@@ -137,7 +146,7 @@ package struct CacheFile: Codable, Sendable {
         self.version = version
         self.savedAt = saved.wall
         self.bootID = saved.bootID
-        self.bootSeconds = saved.bootID == nil ? nil : saved.boot
+        self.bootSeconds = saved.storedBootSeconds
         self.hosts = hosts
     }
 
@@ -157,8 +166,7 @@ package struct CacheFile: Codable, Sendable {
     /// The seconds that passed since the file was saved, as seen at `moment`; `nil` when the file was written "in
     /// the future" (``Moment/elapsed(since:)``), whose answers count as stale rather than fresh.
     package func elapsed(at moment: Moment) -> Double? {
-        moment.elapsed(
-            since: Moment(wall: savedAt, boot: bootSeconds ?? -1, bootID: bootSeconds == nil ? nil : bootID))
+        moment.elapsed(since: Moment(wall: savedAt, bootID: bootID, bootSeconds: bootSeconds))
     }
 }
 

@@ -175,7 +175,7 @@ extension NetworkScores {
 
         /// When the file was written, by the clocks that outlive the process.
         var saved: CacheFile.Moment {
-            CacheFile.Moment(wall: savedAt, boot: bootSeconds ?? -1, bootID: bootSeconds == nil ? nil : bootID)
+            CacheFile.Moment(wall: savedAt, bootID: bootID, bootSeconds: bootSeconds)
         }
     }
 
@@ -196,7 +196,7 @@ extension NetworkScores {
             }
         }
         return Snapshot(
-            savedAt: moment.wall, bootID: moment.bootID, bootSeconds: moment.bootID == nil ? nil : moment.boot,
+            savedAt: moment.wall, bootID: moment.bootID, bootSeconds: moment.storedBootSeconds,
             scores: records.sorted { ($0.host, $0.network) < ($1.host, $1.network) })
     }
 
