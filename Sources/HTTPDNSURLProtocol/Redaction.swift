@@ -5,7 +5,8 @@ import Foundation
 enum Redaction {
     /// `text` with the URL password replaced by `***`; text that is not a URL with a password is returned as it is.
     static func url(_ text: String) -> String {
-        guard text.contains("@"), var components = URLComponents(string: text), components.password != nil
+        guard text.utf8.contains(UInt8(ascii: "@")), var components = URLComponents(string: text),
+            components.password != nil
         else { return text }
         components.percentEncodedPassword = "***"
         return components.string ?? text

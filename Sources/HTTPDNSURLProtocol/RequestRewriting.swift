@@ -45,7 +45,7 @@ public enum RequestRewriting {
     /// `host[:port]` as the `Host` header names the origin of `url` (the port only when the URL has one).
     package static func hostHeader(for url: URL) -> String? {
         guard let host = host(of: url) else { return nil }
-        let literal = host.contains(":") ? "[\(host)]" : host
+        let literal = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return url.port.map { "\(literal):\($0)" } ?? literal
     }
 

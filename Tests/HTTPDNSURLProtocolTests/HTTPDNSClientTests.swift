@@ -71,6 +71,56 @@ struct HTTPDNSClientTests {
         }
     }
 
+    @Test("over HTTP/2 a body that stalls after its head runs into the timeout; the deadline never goes on the wire")
+    func http2StalledBody() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.stalledAfterHead = ["stall.test"]
+        let server = try await LocalHTTP2DoHServer(
+            certificate: try certificates.leaf(for: "doh.test"), behaviour: behaviour)
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.additionalTrustRoots = [certificates.caPath] }
+            try fixture.pin("doh.test", to: "127.0.0.1")
+            /// An RFC 8484 GET for `name` (A, ID 0, RD).
+            func get(_ name: String) -> HTTPClientRequest {
+                var query: [UInt8] = [0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]
+                for label in name.split(separator: ".") { query += [UInt8(label.utf8.count)] + Array(label.utf8) }
+                query += [0, 0, 1, 0, 1]
+                let encoded = Data(query).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                    .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                return HTTPClientRequest(url: "https://doh.test:\(server.port)/dns-query?dns=\(encoded)")
+            }
+            let answered = try await fixture.client.execute(get("fine.test"), timeout: .seconds(10))
+            #expect(answered.status == .ok)
+            #expect(answered.version.major == 2)
+            _ = try await answered.body.collect(upTo: 1 << 16)
+            let started = ContinuousClock.now
+            let stalled = try await fixture.client.execute(get("stall.test"), timeout: .seconds(1))
+            #expect(stalled.status == .ok)
+            // Without the deadline the read would wait for ever: a watchdog cancels it (then `cancelled`) at 5 s.
+            let reading = Task { try await stalled.body.collect(upTo: 1 << 16) }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(5))
+                reading.cancel()
+            }
+            let late = await #expect(throws: InterceptionError.self) { _ = try await reading.value }
+            watchdog.cancel()
+            #expect(late?.code == .timedOut)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            // The connection carries on for the next request: only the stalled stream was closed.
+            let after = try await fixture.client.execute(get("after.test"), timeout: .seconds(10))
+            #expect(after.status == .ok)
+            _ = try await after.body.collect(upTo: 1 << 16)
+            #expect(server.connections == 1)
+            #expect(!server.requestHeaderNames.contains(ExchangeDeadline.header))
+            #expect(server.requestHeaderNames.contains(":path"))
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
     @Test("a certificate for another name is rejected and never retried; a request's own TLS configuration is refused")
     func certificateChecks() async throws {
         let certificates = try TestCertificates()
@@ -242,6 +292,7 @@ struct HTTPDNSClientTests {
             switch request.path {
             case "/stall": .stall
             case "/hold": .delayed(.seconds(30), .text("late"))
+            case "/headers": .text(request.headers.keys.map { $0.lowercased() }.sorted().joined(separator: ","))
             default: .text(String(repeating: "y", count: 100_000))
             }
         }
@@ -256,7 +307,7 @@ struct HTTPDNSClientTests {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
             #expect(late?.code == .timedOut)
-            // The same with a request body, which takes AsyncHTTPClient's async API and the body pump.
+            // The same with a request body.
             var post = HTTPClientRequest(url: "http://t.test:\(port)/stall")
             post.method = .POST
             post.body = .bytes(ByteBuffer(string: "payload"))
@@ -265,6 +316,11 @@ struct HTTPDNSClientTests {
                 _ = try await stalledPost.body.collect(upTo: 1 << 20)
             }
             #expect(latePost?.code == .timedOut)
+            // The deadline travels to the connection in a header that is taken off before the head is encoded.
+            let (_, names) = try await fixture.text(
+                HTTPClientRequest(url: "http://t.test:\(port)/headers"), timeout: .seconds(10))
+            #expect(names.contains("host"))
+            #expect(!names.contains(ExchangeDeadline.header))
             // A body dropped unread frees the only connection place: the next request is not stuck behind it.
             do {
                 let dropped = try await fixture.client.execute(

@@ -29,6 +29,8 @@ public final class LocalHTTP2DoHServer: Sendable {
         public var reset: [String: UInt32] = [:]
         /// Whether every answer is preceded by an informational response (103 Early Hints).
         public var informational = false
+        /// Names answered with a head and the first 16 of 512 announced bytes, then nothing: a body that stalls.
+        public var stalledAfterHead: Set<String> = []
 
         /// Creates the default behaviour: answer everything at once, 100 streams at a time.
         public init() {}
@@ -83,6 +85,9 @@ public final class LocalHTTP2DoHServer: Sendable {
     /// The most streams open at once on one connection.
     public var peakConcurrentStreams: Int { stats.peak.load(ordering: .relaxed) }
 
+    /// The names of every request header the server received (lower case, pseudo-headers included).
+    public var requestHeaderNames: Set<String> { stats.headerNames.withLock { $0 } }
+
     /// Stops listening (open connections are left to close with their clients).
     public func stop() async { try? await channel.close() }
 
@@ -90,6 +95,7 @@ public final class LocalHTTP2DoHServer: Sendable {
         let connections = Atomic(0)
         let streams = Atomic(0)
         let peak = Atomic(0)
+        let headerNames = Mutex<Set<String>>([])
     }
 
     /// Streams of one connection, counted on its event loop.
@@ -152,6 +158,8 @@ public final class LocalHTTP2DoHServer: Sendable {
             switch unwrapInboundIn(data) {
             case .headers(let headers):
                 method = headers.headers.first(name: ":method") ?? ""
+                let names = headers.headers.map { $0.name.lowercased() }
+                stats.headerNames.withLock { $0.formUnion(names) }
                 path = headers.headers.first(name: ":path") ?? ""
                 if headers.endStream { answer(context) }
             case .data(let payload):
@@ -177,6 +185,15 @@ public final class LocalHTTP2DoHServer: Sendable {
                 return
             }
             if behaviour.stalled.contains(name) { return }
+            if behaviour.stalledAfterHead.contains(name) {
+                let head = HPACKHeaders([
+                    (":status", "200"), ("content-type", "application/dns-message"), ("content-length", "512"),
+                ])
+                context.write(wrapOutboundOut(.headers(.init(headers: head))), promise: nil)
+                let start = context.channel.allocator.buffer(repeating: 0, count: 16)
+                context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(start)))), promise: nil)
+                return
+            }
             if let code = behaviour.reset[name] {
                 context.writeAndFlush(wrapOutboundOut(.rstStream(HTTP2ErrorCode(networkCode: Int(code)))), promise: nil)
                 return

@@ -289,6 +289,9 @@ package final class PinnedClientPool: Sendable {
         // bad certificate would hold up failover for that long.
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.httpVersion = .automatic
+        // Every connection and stream holds an exchange to the deadline its request carries (see ExchangeDeadline).
+        configuration.http1_1ConnectionDebugInitializer = ExchangeDeadline.installOnConnection
+        configuration.http2StreamChannelDebugInitializer = ExchangeDeadline.installOnStream
         if let address = key.target.address { configuration.dnsOverride = [key.target.host: address.description] }
         if let proxy = key.target.proxy { configuration.proxy = .server(host: proxy.host, port: proxy.port) }
         return HTTPClient(

@@ -64,6 +64,8 @@ package struct TransportFailure: Sendable, Equatable {
         switch error {
         case is NIOTooManyBytesError:
             return TransportFailure(.tooLarge, "the response body is larger than the cap", .never)
+        case is ExchangeDeadline.Exceeded:
+            return TransportFailure(.exchangeTimeout, "no complete answer in time", .never)
         case let error as NIOSSLExtraError where error == .failedToValidateHostname:
             return TransportFailure(.certificateRejected, "the certificate does not name the host: \(error)", .never)
         case is NIOSSLError, is NIOSSLExtraError, is BoringSSLError:

@@ -224,6 +224,13 @@ public final class HTTPDNSClient: Sendable {
 
     /// The hop's URL with its host lowercased (the pinned client matches the name exactly), and that host.
     private static func target(of text: String) throws(InterceptionError) -> (URL, String) {
+        // The common case, an http(s) URL whose host is lowercase already and has no fragment, is used as parsed.
+        if let url = URL(string: text, encodingInvalidCharacters: false), let host = url.host, !host.isEmpty,
+            !host.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }), url.fragment == nil,
+            let scheme = url.scheme, scheme == "http" || scheme == "https"
+        {
+            return (url, host)
+        }
         guard var components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else {

@@ -128,10 +128,8 @@ struct ExchangeEngine: Sendable {
                 code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
         }
         let sendStart = ContinuousClock.now
-        var tried: [String] = []
         let addresses = candidates.addresses
         for (index, candidate) in addresses.enumerated() {
-            if let candidate { tried.append(candidate.description) }
             let attemptStart = ContinuousClock.now
             let attemptSpan = spans.child("httpdns.attempt", ofKind: .client)
             do {
@@ -151,6 +149,8 @@ struct ExchangeEngine: Sendable {
                     Task.isCancelled
                     ? (.cancelled, "the request was cancelled", .never) : PinnedTransport.classify(error)
                 let underlying = (error as? PinnedTransport.AttemptFailure)?.underlying ?? error
+                // Written out only when an attempt fails: most requests never need the text.
+                let tried = addresses[...index].compactMap { $0?.description }
                 // An invalid header is reported without its value (it may be a credential), and without the
                 // underlying error, whose description quotes it.
                 let failure = InterceptionError(
@@ -184,7 +184,9 @@ struct ExchangeEngine: Sendable {
                     metadata: ["url": "\(url)", "ip": "\(candidate?.description ?? "-")", "error": "\(code)"])
             }
         }
-        throw InterceptionError(code: .connectionFailed, message: "no address to try", url: url, addressesTried: tried)
+        throw InterceptionError(
+            code: .connectionFailed, message: "no address to try", url: url,
+            addressesTried: addresses.compactMap { $0?.description })
     }
 
     /// Methods that may be sent again to another address after some of the request went out (RFC 9110 9.2.2).

@@ -25,6 +25,11 @@ struct HopSpans: Sendable {
 
     /// Starts the hop's span, under the calling task's span if any.
     init(policy: ConnectionPolicy, method: String, url: URL, host: String, port: Int) {
+        // Most processes bootstrap no instrument: a look at its type is cheaper than finding a tracer in it.
+        if policy.tracer == nil, type(of: InstrumentationSystem.instrument) == NoOpInstrument.self {
+            self.init(tracer: nil, span: nil)
+            return
+        }
         let tracer = policy.tracer ?? InstrumentationSystem.tracer
         guard !(tracer is NoOpTracer) else {
             self.init(tracer: nil, span: nil)

@@ -1,7 +1,7 @@
 import CoreMetrics
 
 /// The swift-metrics instruments of both fronts (they count the same things).
-struct InterceptionMetrics: Sendable {
+final class InterceptionMetrics: Sendable {
     let succeeded: Counter
     let failovers: Counter
     let races: Counter

@@ -157,10 +157,11 @@ final class PinnedTransport: Sendable {
     /// head arrived; the body streams with back-pressure, and `deadline` covers it too. The client and its connection
     /// place stay taken until the body ended or was dropped.
     ///
-    /// A request without a body goes through AsyncHTTPClient's delegate API, which hands each part over on the
-    /// event loop and says whether the request went out; one with a body (only the async API can send an
-    /// `HTTPClientRequest.Body`) through the async API with a ``BodyPump``, where only connect-phase errors
-    /// (``isConnectPhase(_:)``) count as nothing sent.
+    /// The request goes through AsyncHTTPClient's async `execute`, whose deadline ends at the response head; the
+    /// connection holds the rest of the exchange to `deadline` (``ExchangeDeadline``), so a body that stalls fails
+    /// with ``InterceptionError/Code/timedOut`` without a task of its own. Only connect-phase errors
+    /// (``isConnectPhase(_:)``) count as nothing sent: AsyncHTTPClient hands a request to a connection once it is
+    /// established.
     ///
     /// `request.url` must name `host` exactly (lowercased): the pin is AsyncHTTPClient's `dnsOverride` for that name.
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it).
@@ -185,31 +186,24 @@ final class PinnedTransport: Sendable {
             gate.leave()
             pool.release(pooled)
         }
-        let watch = BodyWatch()
+        var request = request
+        if let value = ExchangeDeadline.headerValue(for: deadline) {
+            request.headers.replaceOrAdd(name: ExchangeDeadline.header, value: value)
+        }
         let started = ContinuousClock.now
         var response: HTTPClientResponse
-        if request.body == nil {
-            response = try await streamWithoutBody(
-                request, client: client, deadline: deadline, url: url, lease: lease, watch: watch, logger: requestLogger
-            )
-        } else {
-            do {
-                response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
-            } catch {
-                lease.end()
-                throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
-            }
-            response.body = BodyPump.start(
-                response.body, deadline: deadline, url: url, on: eventLoopGroup.next(),
-                onPart: { watch.add($0) },
-                onEnd: { error in
-                    lease.end()
-                    watch.end(error)
-                })
+        do {
+            response = try await client.execute(request, deadline: deadline, logger: requestLogger ?? logger)
+        } catch {
+            lease.end()
+            throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
         }
+        let headLatency = ContinuousClock.now - started
+        let watch = BodyWatch()
+        response.body = .stream(
+            StreamedBody(response.body, end: BodyEnd(lease: lease, watch: watch), deadline: deadline, url: url))
         if response.version.major == 2 { gate.raiseLimit(to: ConnectionGate.http2Limit) }
-        return StreamedResponse(
-            response: response, headLatency: ContinuousClock.now - started, lease: lease, watch: watch)
+        return StreamedResponse(response: response, headLatency: headLatency, lease: lease, watch: watch)
     }
 
     /// Sends `exchange` as ``stream(_:host:address:proxy:deadline:url:logger:)`` does: returns at the response head,
@@ -222,41 +216,6 @@ final class PinnedTransport: Sendable {
         return try await stream(
             request, host: exchange.host, address: exchange.address, proxy: exchange.proxy, deadline: deadline,
             url: exchange.url, logger: nil)
-    }
-
-    private func streamWithoutBody(
-        _ request: HTTPClientRequest, client: HTTPClient, deadline: NIODeadline, url: String, lease: StreamLease,
-        watch: BodyWatch, logger requestLogger: Logger?
-    ) async throws -> HTTPClientResponse {
-        let wire: HTTPClient.Request
-        do {
-            wire = try HTTPClient.Request(url: request.url, method: request.method, headers: request.headers)
-        } catch {
-            lease.end()
-            throw AttemptFailure(underlying: error, requestSent: false)
-        }
-        let (body, source, demand) = StreamingDelegate.makeBody()
-        let delegate = StreamingDelegate(
-            eventLoop: eventLoopGroup.next(), source: source, demand: demand, watch: watch, url: url)
-        let task = client.execute(
-            request: wire, delegate: delegate, deadline: deadline, logger: requestLogger ?? logger)
-        demand.attach(task)
-        task.futureResult.whenComplete { _ in lease.end() }
-        do {
-            try await withTaskCancellationHandler {
-                try await delegate.head.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-            guard let head = delegate.receivedHead else {
-                throw InterceptionError(
-                    code: .badServerResponse, message: "the response ended before its head", url: url)
-            }
-            return HTTPClientResponse(
-                version: head.version, status: head.status, headers: head.headers, body: .stream(body))
-        } catch {
-            throw AttemptFailure(underlying: error, requestSent: delegate.requestSent)
-        }
     }
 
     /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
@@ -353,20 +312,6 @@ final class PinnedTransport: Sendable {
         }
     }
 }
-/// Runs `onEnd` once: at ``end()``, or when the last reference goes away (a body dropped unread).
-final class StreamLease: Sendable {
-    private let ended = Atomic<Bool>(false)
-    private let onEnd: @Sendable () -> Void
-
-    init(onEnd: @escaping @Sendable () -> Void) { self.onEnd = onEnd }
-
-    func end() {
-        if !ended.exchange(true, ordering: .acquiringAndReleasing) { onEnd() }
-    }
-
-    deinit { end() }
-}
-
 /// Collects a response on the event loop, with a size cap, the time to the response head, and whether any of the
 /// request was sent.
 ///
