@@ -103,7 +103,7 @@ extension PinnedTransport.Exchange {
             components.percentEncodedHost = host
         }
         components.fragment = nil
-        guard let wireURL = components.url?.absoluteString else {
+        guard let parsed = components.url else {
             throw InterceptionError(code: .badURL, message: "invalid URL", url: url.absoluteString)
         }
         var headers: [(String, String)] = []
@@ -122,11 +122,12 @@ extension PinnedTransport.Exchange {
         }
         self.init(
             method: request.httpMethod ?? "GET",
-            url: wireURL,
+            url: parsed.absoluteString,
             host: host,
             address: address,
             headers: headers,
-            body: body
+            body: body,
+            parsedURL: parsed
         )
     }
 

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import HTTPDNS
 import Logging
 import NIOCore
@@ -27,6 +28,8 @@ final class PinnedTransport: Sendable {
         var proxy: ProxyEnvironment.Proxy?
         var headers: [(String, String)]
         var body: [UInt8]?
+        /// ``url`` parsed already, when it was, so it is not parsed again for the wire.
+        var parsedURL: URL? = nil
     }
 
     /// A response with its whole body.
@@ -117,12 +120,14 @@ final class PinnedTransport: Sendable {
         let collector = ResponseCollector(limit: maximumResponseBytes)
         let task: HTTPClient.Task<Response>
         do {
-            let request = try HTTPClient.Request(
-                url: exchange.url,
-                method: HTTPMethod(rawValue: exchange.method),
-                headers: HTTPHeaders(exchange.headers),
-                body: exchange.body.map { .bytes($0) }
-            )
+            let (method, headers) = (HTTPMethod(rawValue: exchange.method), HTTPHeaders(exchange.headers))
+            let body = exchange.body.map { HTTPClient.Body.bytes($0) }
+            let request =
+                if let url = exchange.parsedURL {
+                    try HTTPClient.Request(url: url, method: method, headers: headers, body: body)
+                } else {
+                    try HTTPClient.Request(url: exchange.url, method: method, headers: headers, body: body)
+                }
             task = client.execute(request: request, delegate: collector, deadline: deadline, logger: logger)
         } catch {
             throw AttemptFailure(underlying: error, requestSent: false)
