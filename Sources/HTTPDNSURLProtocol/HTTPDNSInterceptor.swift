@@ -107,9 +107,13 @@ public final class HTTPDNSInterceptor: Sendable {
         let started = ContinuousClock.now
         var trace = Self.trace(of: request)
         let transport = self.transport
+        // One snapshot for the whole request: each read of the property takes the lock and copies the settings.
+        let configuration = self.configuration
         let limit = configuration.maximumResponseBytes
         do {
-            let (response, answer) = try await run(request, willRedirect: willRedirect, trace: &trace) {
+            let (response, answer) = try await run(
+                request, configuration: configuration, willRedirect: willRedirect, trace: &trace
+            ) {
                 exchange, deadline in
                 let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: limit)
                 return (response, response.headLatency)
@@ -157,8 +161,11 @@ public final class HTTPDNSInterceptor: Sendable {
         let started = ContinuousClock.now
         var trace = Self.trace(of: request)
         let transport = self.transport
+        let configuration = self.configuration
         do {
-            let (response, answer) = try await run(request, willRedirect: willRedirect, trace: &trace) {
+            let (response, answer) = try await run(
+                request, configuration: configuration, willRedirect: willRedirect, trace: &trace
+            ) {
                 exchange, deadline in
                 let streamed = try await transport.stream(exchange, deadline: deadline)
                 return (StreamedHop(streamed: streamed), streamed.headLatency)
@@ -189,7 +196,7 @@ public final class HTTPDNSInterceptor: Sendable {
     /// Runs the hops of `original` (redirects followed per the configuration), each sent through `perform` pinned to
     /// an address, and returns the last hop's answer with its response under the real host's URL.
     private func run<Answer: HopAnswer>(
-        _ original: URLRequest, willRedirect: RedirectHook?, trace: inout RequestTrace,
+        _ original: URLRequest, configuration: Configuration, willRedirect: RedirectHook?, trace: inout RequestTrace,
         perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
     ) async throws(InterceptionError) -> (HTTPURLResponse, Answer) {
         var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
@@ -205,15 +212,17 @@ public final class HTTPDNSInterceptor: Sendable {
                     code: .unsupportedURL, message: "only http and https are handled", url: url.absoluteString)
             }
             var sent = hop
-            addCookies(to: &sent, for: url)
-            let answer = try await send(sent, body: body, url: url, trace: &trace, perform: perform)
-            storeCookies(from: answer.headers, for: url, request: hop)
+            Self.addCookies(to: &sent, for: url, from: configuration.cookieStorage)
+            let answer = try await send(
+                sent, body: body, url: url, configuration: configuration, trace: &trace, perform: perform)
+            Self.storeCookies(from: answer.headers, for: url, request: hop, in: configuration.cookieStorage)
             if configuration.followRedirects,
                 var next = try RedirectRule.next(
                     after: hop, body: body, status: answer.status,
                     location: Self.header("Location", in: answer.headers), from: url),
-                let followed = try await redirect(
-                    to: next.request, from: url, answer: answer, willRedirect: willRedirect)
+                let followed = try await Self.redirect(
+                    to: next.request, from: url, answer: answer, configuration: configuration,
+                    willRedirect: willRedirect)
             {
                 next.request = followed
                 redirects += 1
@@ -250,6 +259,7 @@ public final class HTTPDNSInterceptor: Sendable {
         _ request: URLRequest,
         body: [UInt8]?,
         url: URL,
+        configuration: Configuration,
         trace: inout RequestTrace,
         perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
     ) async throws(InterceptionError) -> Answer {
@@ -267,7 +277,6 @@ public final class HTTPDNSInterceptor: Sendable {
             request.timeoutInterval > 0 && request.timeoutInterval.isFinite ? min(request.timeoutInterval, 86_400) : 60
         let budget = Duration.seconds(fractional: timeout)
         let deadline = NIODeadline.now() + TimeAmount(budget)
-        let configuration = self.configuration
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
         let spans = HopSpans(policy: configuration.connection, method: method, url: url, host: hostText, port: port)
         let response: Answer
@@ -329,7 +338,17 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// The first value of `name` (case-insensitive).
     static func header(_ name: String, in headers: [(String, String)]) -> String? {
-        headers.first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+        let lowered = name.lowercased()
+        return headers.first { sameFieldName($0.0, lowered) }?.1
+    }
+
+    /// Whether field name `name` is `lowered` (ASCII lower case), ignoring ASCII case as HTTP does; without
+    /// Foundation's locale-aware comparison, which costs a string search per header.
+    static func sameFieldName(_ name: String, _ lowered: String) -> Bool {
+        name.utf8.count == lowered.utf8.count
+            && zip(name.utf8, lowered.utf8).allSatisfy { byte, expected in
+                byte == expected || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == expected)
+            }
     }
 
     /// Response headers as Foundation's dictionary: repeated names joined with ", ", the first spelling kept.
@@ -350,10 +369,10 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Applies the redirect policy: an `https` to `http` hop is refused unless allowed; the application's handler may
     /// change the next request or stop (`nil`: the 3xx answer is delivered), and so may `willRedirect` after it.
-    private func redirect(
-        to next: URLRequest, from url: URL, answer: some HopAnswer, willRedirect: RedirectHook?
+    private static func redirect(
+        to next: URLRequest, from url: URL, answer: some HopAnswer, configuration: Configuration,
+        willRedirect: RedirectHook?
     ) async throws(InterceptionError) -> URLRequest? {
-        let configuration = self.configuration
         try RedirectRule.checkDowngrade(from: url, to: next.url, allowed: configuration.allowsInsecureRedirects)
         guard configuration.redirectHandler != nil || willRedirect != nil,
             let response = HTTPURLResponse(
@@ -369,8 +388,8 @@ public final class HTTPDNSInterceptor: Sendable {
     /// Adds the stored cookies for `url` that the request does not carry yet. URLSession itself puts the session's
     /// cookies on the request it hands to the protocol (the first hop); redirect hops get none from it. Cookies the
     /// request already names (from URLSession or set by the application) are not added again, so each goes out once.
-    private func addCookies(to request: inout URLRequest, for url: URL) {
-        guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage,
+    private static func addCookies(to request: inout URLRequest, for url: URL, from storage: HTTPCookieStorage?) {
+        guard let storage, request.httpShouldHandleCookies,
             var cookies = storage.cookies(for: url), !cookies.isEmpty
         else { return }
         // A Secure cookie never goes over plain HTTP, whatever the storage returns.
@@ -385,10 +404,12 @@ public final class HTTPDNSInterceptor: Sendable {
         request.setValue(existing.map { "\($0); \(stored)" } ?? stored, forHTTPHeaderField: "Cookie")
     }
 
-    private func storeCookies(from headers: [(String, String)], for url: URL, request: URLRequest) {
-        guard request.httpShouldHandleCookies, let storage = configuration.cookieStorage else { return }
+    private static func storeCookies(
+        from headers: [(String, String)], for url: URL, request: URLRequest, in storage: HTTPCookieStorage?
+    ) {
+        guard let storage, request.httpShouldHandleCookies else { return }
         var cookies: [HTTPCookie] = []
-        for (name, value) in headers where name.caseInsensitiveCompare("Set-Cookie") == .orderedSame {
+        for (name, value) in headers where sameFieldName(name, "set-cookie") {
             cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
         }
         if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: request.mainDocumentURL ?? url) }

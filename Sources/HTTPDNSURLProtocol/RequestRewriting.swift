@@ -33,6 +33,8 @@ public enum RequestRewriting {
 
     /// Removes the handled tag, so the request is resolved and rewritten again (redirect hops do this).
     public static func clearHandled(_ request: inout URLRequest) {
+        // Looking is cheaper than writing: a write copies the whole request when it is shared, as most are.
+        guard request.value(forHTTPHeaderField: handledHeader) != nil else { return }
         request.setValue(nil, forHTTPHeaderField: handledHeader)
     }
 
