@@ -148,12 +148,6 @@ package final class HTTP2DNSConnection: Sendable {
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 exchange.continuation = continuation
-                // A task already on the connection's loop (see HTTPDNSTransport.executor) starts its stream at once;
-                // the session still writes once per tick.
-                if eventLoop.inEventLoop {
-                    streams.value.start(exchange)
-                    return
-                }
                 let schedule = handedOver.withLock { pending in
                     pending.exchanges.append(exchange)
                     defer { pending.scheduled = true }
