@@ -36,14 +36,3 @@ let vendor = try HTTPDNSResolver(
 )
 
 await transport.shutdown()   // closes every connection
-
-// The next sample of the guide (docs/resolving.md), compiled here: many lookups on the transport's executor.
-let names = ["a.example", "b.example", "c.example"]
-try await withThrowingTaskGroup(of: Void.self) { group in
-    for name in names {
-        group.addTask(executorPreference: transport.executor) {
-            _ = try await doh.resolve(name, family: .ipv4)
-        }
-    }
-    try await group.waitForAll()
-}
