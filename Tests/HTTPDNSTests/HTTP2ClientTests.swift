@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 import TestSupport
 import Testing
 
@@ -80,40 +79,6 @@ struct HTTP2ClientTests {
             #expect(server.streams == 300)
             #expect(server.peakConcurrentStreams <= 8)
             #expect(server.peakConcurrentStreams > 1, "the lookups were multiplexed")
-        }
-    }
-
-    @Test("tasks on transport.executor run on the connection's event loop and resume there after each lookup")
-    func lookupsOnTheConnectionLoop() async throws {
-        try await Self.withServer { server, resolver in
-            let executor = try #require(resolver.transport.executor as? EventLoopTaskExecutor)
-            let resumedOnLoop = try await withThrowingTaskGroup(of: Bool.self) { group in
-                for index in 0..<20 {
-                    group.addTask(executorPreference: executor) {
-                        var onLoop = executor.eventLoop.inEventLoop
-                        for round in 0..<5 {
-                            let answer = try await resolver.resolve(
-                                try HostName("n\(index)-\(round).test"), family: .ipv4)
-                            #expect(answer.addresses.map(\.ip) == [IPAddress("192.0.2.1")!])
-                            onLoop = onLoop && executor.eventLoop.inEventLoop
-                        }
-                        return onLoop
-                    }
-                }
-                var all = true
-                for try await onLoop in group { all = all && onLoop }
-                return all
-            }
-            #expect(resumedOnLoop)
-            // One connection carried every lookup, on that loop.
-            #expect(server.connections == 1)
-            #expect(server.streams == 100)
-            // A task without the preference is not moved there.
-            let elsewhere = try await Task.detached {
-                _ = try await resolver.resolve(try HostName("plain.test"), family: .ipv4)
-                return executor.eventLoop.inEventLoop
-            }.value
-            #expect(!elsewhere)
         }
     }
 

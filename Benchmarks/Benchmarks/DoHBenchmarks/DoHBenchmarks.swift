@@ -17,10 +17,6 @@ extension BenchmarkMetric {
     static let h2loadRate = BenchmarkMetric.custom(
         "h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
     static let dohRatio = BenchmarkMetric.custom("Swift/h2load %", polarity: .prefersLarger, useScalingFactor: false)
-    static let swiftLoopRate = BenchmarkMetric.custom(
-        "Swift DoH resolutions/s, tasks on transport.executor", polarity: .prefersLarger, useScalingFactor: false)
-    static let dohLoopRatio = BenchmarkMetric.custom(
-        "Swift on transport.executor/h2load %", polarity: .prefersLarger, useScalingFactor: false)
     static let swiftDoHP50 = BenchmarkMetric.custom("Swift DoH p50 latency (us)", useScalingFactor: false)
 }
 
@@ -62,17 +58,14 @@ func runH2load(uris: String) throws -> Double {
     return value
 }
 
-/// `dohBatch` A lookups through one resolver, `dohInFlight` at a time, every answer checked; the tasks prefer
-/// `executor` when one is given (the transport's connection loop), else run on the default executor.
-func runSwiftDoH(
-    _ resolver: HTTPDNSResolver, hosts: [HostName], on executor: (any TaskExecutor)? = nil
-) async throws -> (rate: Double, p50: Double) {
+/// `dohBatch` A lookups through one resolver, `dohInFlight` at a time, every answer checked.
+func runSwiftDoH(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws -> (rate: Double, p50: Double) {
     let clock = ContinuousClock()
     let start = clock.now
     let perWorker = dohBatch / dohInFlight
     let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
         for worker in 0..<dohInFlight {
-            group.addTask(executorPreference: executor) {
+            group.addTask {
                 var latencies: [Double] = []
                 for index in 0..<perWorker {
                     let host = hosts[(worker * perWorker + index) % hosts.count]
@@ -104,9 +97,7 @@ let benchmarks: @Sendable () -> Void = {
     }
     Benchmark(
         "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
-        configuration: .init(metrics: [
-            .wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftLoopRate, .dohLoopRatio, .swiftDoHP50,
-        ])
+        configuration: .init(metrics: [.wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50])
     ) { benchmark in
         let transport = try HTTPDNSTransport(configuration: .init(additionalTrustRoots: [setup.ca]))
         let resolver = try HTTPDNSResolver(
@@ -121,10 +112,7 @@ let benchmarks: @Sendable () -> Void = {
         _ = try await resolver.resolve(hosts[0], family: .ipv4)  // connect and handshake outside the measurement
         let h2load = try runH2load(uris: setup.uris)
         let swift = try await runSwiftDoH(resolver, hosts: hosts)
-        let onLoop = try await runSwiftDoH(resolver, hosts: hosts, on: transport.executor)
         benchmark.measurement(.swiftRate, Int(swift.rate))
-        benchmark.measurement(.swiftLoopRate, Int(onLoop.rate))
-        benchmark.measurement(.dohLoopRatio, Int((onLoop.rate / h2load * 100).rounded()))
         benchmark.measurement(.h2loadRate, Int(h2load))
         benchmark.measurement(.dohRatio, Int((swift.rate / h2load * 100).rounded()))
         benchmark.measurement(.swiftDoHP50, Int(swift.p50.rounded()))

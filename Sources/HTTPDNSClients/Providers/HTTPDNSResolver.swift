@@ -112,7 +112,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     public let configuration: Configuration
     /// The source that answers from this resolver carry.
     public let source: ResolutionSource
-    package let transport: HTTPDNSTransport
+    private let transport: HTTPDNSTransport
     private let logger: Logger
     private let aesKey: SymmetricKey?
     private let now: @Sendable () -> Int64

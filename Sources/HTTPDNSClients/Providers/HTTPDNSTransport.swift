@@ -111,8 +111,6 @@ public final class HTTPDNSTransport: Sendable {
     /// The same trust and TLS floor, offering only `h2` in ALPN, for ``HTTP2DNSConnection``.
     private let http2Context: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
-    /// The loop every HTTP/2 connection of this transport runs on, and its executor (``executor``).
-    private let connectionExecutor: EventLoopTaskExecutor
     private let state = Locked(State())
     private let logger: Logger
 
@@ -164,18 +162,8 @@ public final class HTTPDNSTransport: Sendable {
         self.ownsPool = ownsPool
         self.profile = profile
         self.eventLoopGroup = eventLoopGroup
-        self.connectionExecutor = EventLoopTaskExecutor(eventLoopGroup.next())
         self.logger = logger
     }
-
-    /// The event loop this transport's HTTP/2 connections (DNS over HTTPS) run on, as a task executor.
-    ///
-    /// Tasks that prefer it (`Task(executorPreference: transport.executor) { … }`, or
-    /// `withTaskExecutorPreference(transport.executor) { … }`) run between their awaits on that loop, so a lookup
-    /// answered over one of those connections resumes without waking a thread of the cooperative pool: worth it for
-    /// many lookups in a row, as a prefetcher or a load test sends. Work done there between awaits holds up the
-    /// loop's I/O, so keep it small. Other tasks run as before.
-    public var executor: any TaskExecutor { connectionExecutor }
 
     deinit {
         // A transport dropped without shutdown() still closes its connections: its HTTP/2 connections here, its
@@ -321,8 +309,7 @@ public final class HTTPDNSTransport: Sendable {
                 }
                 state.nextSlotID += 1
                 let future = HTTP2DNSConnection.connect(
-                    endpoint: endpoint, address: key.address, sslContext: http2Context,
-                    group: connectionExecutor.eventLoop,
+                    endpoint: endpoint, address: key.address, sslContext: http2Context, group: eventLoopGroup,
                     timeout: configuration.connectTimeout, idleTimeout: configuration.idleConnectionTimeout,
                     maximumResponseBytes: configuration.maximumResponseBytes)
                 let slot = HTTP2Slot.connecting(id: state.nextSlotID, future)
