@@ -29,7 +29,11 @@ public struct InterceptionScope: Sendable, Hashable {
 
     /// Whether a request to the URL host `host` (brackets removed) is rewritten, given the resolver's overrides.
     public func intercepts(host: String, overrides: HostOverrides?) -> Bool {
-        let name = try? HostName(host)
+        intercepts(host: host, name: try? HostName(host), overrides: overrides)
+    }
+
+    /// ``intercepts(host:overrides:)`` with `host` parsed already (`nil`: not a valid name).
+    package func intercepts(host: String, name: HostName?, overrides: HostOverrides?) -> Bool {
         let isLiteral = IPAddress(host) != nil || name?.isLocalhost == true
         guard let name else { return false }
         if isLiteral {

@@ -58,10 +58,13 @@ extension HostResolver {
     /// must be asked; ``resolveRanked(_:family:port:)`` then does it. Callers on a hot path (the URL protocol, the
     /// AsyncHTTPClient front) try this first and so skip the time limit an upstream lookup needs.
     /// - Throws: ``DNSError`` for a name that is not valid.
-    package func cachedRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws
-        -> RankedResolution?
-    {
-        guard let answer = try cachedRankedSteadily(text, family: family, port: port)?.answer else { return nil }
+    /// - Parameter name: `text` parsed already, when the caller has it (the fronts parse a request's host once).
+    package func cachedRanked(
+        _ text: String, name: Result<HostName, DNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
+    ) throws -> RankedResolution? {
+        guard let answer = try cachedRankedSteadily(text, name: name, family: family, port: port)?.answer else {
+            return nil
+        }
         guard needsAdapting(answer) else { return answer }
         // A NAT64 discovery still to run makes it a miss: the full path waits for it.
         return try adaptedToNetworkIfReady(answer)
@@ -70,11 +73,11 @@ extension HostResolver {
     /// ``cachedRanked(_:family:port:)``, and for an answer from the cache how long from now it stays the same
     /// (same TTL in whole seconds, same ranking, no refresh or probe due) unless ``answerGeneration`` changes;
     /// `nil` for answers from other layers and for stale answers. What ``hostsctl serve`` keeps encoded answers by.
-    package func cachedRankedSteadily(_ text: String, family: AddressFamily = .any, port: Int? = nil) throws
-        -> (answer: RankedResolution, steadyFor: Duration?)?
-    {
-        // The name is parsed once for every layer.
-        let parsed = Result { () throws(DNSError) in try HostName(text) }
+    package func cachedRankedSteadily(
+        _ text: String, name: Result<HostName, DNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
+    ) throws -> (answer: RankedResolution, steadyFor: Duration?)? {
+        // The name is parsed once for every layer (by the caller when it passes it).
+        let parsed = name ?? Result { () throws(DNSError) in try HostName(text) }
         if let overrides, case .success(let name) = parsed,
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {

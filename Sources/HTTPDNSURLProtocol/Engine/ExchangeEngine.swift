@@ -54,14 +54,17 @@ struct ExchangeEngine: Sendable {
         hop: inout RequestTrace.Hop
     ) async throws(InterceptionError) -> Candidates {
         let resolveStart = ContinuousClock.now
-        guard resolve, policy.scope.intercepts(host: host, overrides: resolver.overrides) else {
+        // The host is parsed once here, for the scope, the cache and the score feedback.
+        let parsed = Result { () throws(DNSError) in try HostName(host) }
+        let name = try? parsed.get()
+        guard resolve, policy.scope.intercepts(host: host, name: name, overrides: resolver.overrides) else {
             hop.resolveTime = ContinuousClock.now - resolveStart
             return Candidates(addresses: [nil], name: nil)
         }
         let resolveSpan = spans.child("httpdns.resolve")
         let ranked: RankedResolution
         do {
-            ranked = try await resolved(host, port: port, url: url, budget: budget)
+            ranked = try await resolved(host, parsed: parsed, port: port, url: url, budget: budget)
             HopSpans.endResolve(resolveSpan, ranked, error: nil)
         } catch {
             HopSpans.endResolve(resolveSpan, nil, error: error)
@@ -70,7 +73,6 @@ struct ExchangeEngine: Sendable {
         guard !ranked.addresses.isEmpty else {
             throw InterceptionError(code: .resolutionFailed, message: "\(host) has no address", url: url)
         }
-        let name = try? HostName(host)
         hop.freshness = ranked.freshness
         hop.resolveTime = ContinuousClock.now - resolveStart
         var ordered = Array(ranked.addresses.prefix(1 + policy.maximumFailovers))
@@ -87,13 +89,13 @@ struct ExchangeEngine: Sendable {
 
     /// The ranked answer for `host`: from the overrides or the cache without waiting, else through the pipeline
     /// within `budget`.
-    private func resolved(_ host: String, port: Int, url: String, budget: Duration) async throws(InterceptionError)
-        -> RankedResolution
-    {
+    private func resolved(
+        _ host: String, parsed: Result<HostName, DNSError>, port: Int, url: String, budget: Duration
+    ) async throws(InterceptionError) -> RankedResolution {
         let resolver = self.resolver
         do {
             // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
-            if let cached = try resolver.cachedRanked(host, family: .any, port: port) { return cached }
+            if let cached = try resolver.cachedRanked(host, name: parsed, family: .any, port: port) { return cached }
             return try await withTimeLimit(
                 budget,
                 orThrow: InterceptionError(
