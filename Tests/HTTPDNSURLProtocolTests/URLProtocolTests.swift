@@ -575,7 +575,13 @@ struct URLProtocolTests {
     func cookies() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
             request.path == "/login"
-                ? .full(status: 200, headers: [("Set-Cookie", "sid=abc123; Path=/")], body: []) : echo(request)
+                ? .full(
+                    status: 200,
+                    // Field names in any case are the same field; a longer name that starts alike is not.
+                    headers: [
+                        ("Set-Cookie", "sid=abc123; Path=/"), ("set-COOKIE", "theme=dark; Path=/"),
+                        ("Set-Cookie2", "old=1; Path=/"),
+                    ], body: []) : echo(request)
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
@@ -586,8 +592,8 @@ struct URLProtocolTests {
                 for: URLRequest(url: URL(string: "http://api.test:\(server.port)/me")!))
             #expect(text(data).contains("cookie=sid=abc123"))
             let stored = fixture.cookies.cookies ?? []
-            #expect(stored.map(\.name) == ["sid"])
-            #expect(stored.first?.domain == "api.test")
+            #expect(stored.map(\.name).sorted() == ["sid", "theme"])
+            #expect(stored.allSatisfy { $0.domain == "api.test" })
             #expect(fixture.cookies.cookies(for: URL(string: "http://127.0.0.5:\(server.port)/")!)?.isEmpty ?? true)
             await fixture.shutdown()
         } cleanup: {
