@@ -590,7 +590,8 @@ struct URLProtocolTests {
                 for: URLRequest(url: URL(string: "http://api.test:\(server.port)/login")!))
             let (data, _) = try await fixture.session.data(
                 for: URLRequest(url: URL(string: "http://api.test:\(server.port)/me")!))
-            #expect(text(data).contains("cookie=sid=abc123"))
+            // Both stored cookies go out, in the storage's order.
+            #expect(text(data).contains("sid=abc123") && text(data).contains("theme=dark"), "\(text(data))")
             let stored = fixture.cookies.cookies ?? []
             #expect(stored.map(\.name).sorted() == ["sid", "theme"])
             #expect(stored.allSatisfy { $0.domain == "api.test" })

@@ -310,6 +310,13 @@ private final class BackgroundClosers: Sendable {
         tasks.withLock { tasks in
             // The task removes itself under the same lock, so it cannot do so before it is recorded.
             tasks[id] = Task { [self] in
+                // The caller may have had the whole answer of the client's last exchange while AsyncHTTPClient is
+                // still giving that connection back to its pool, in a callback queued on the connection's loop (a
+                // request end written after the response ended). A shutdown that closes the connection first makes
+                // that late return trip a precondition in AsyncHTTPClient's pool ("a connection that we don't know
+                // was released"), which crashed the test runner twice. Letting each loop of the client's group run
+                // once first lets those callbacks run before the close.
+                for loop in client.eventLoopGroup.makeIterator() { try? await loop.submit {}.get() }
                 do { try await client.shutdown() } catch { logger.debug("pinned client shutdown: \(error)") }
                 _ = self.tasks.withLock { $0.removeValue(forKey: id) }
             }
