@@ -47,7 +47,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Creates the channel and starts its thread.
     /// - Throws: ``DNSError`` when c-ares rejects the options or the servers, or the thread cannot start.
-    init(options: CAresResolver.Options) throws(DNSError) {
+    init(configuration options: CAresResolver.Configuration) throws(DNSError) {
         CAresLibrary.initializeOnce()
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))

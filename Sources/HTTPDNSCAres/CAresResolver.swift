@@ -10,12 +10,13 @@ public import HTTPDNSCore
 /// `CancellationError` at once and the late answer is dropped.
 ///
 /// ```swift
-/// let resolver = try CAresResolver(options: .init(servers: [try ServerAddress(parsing: "127.0.0.1:5353")]))
+/// let resolver = try CAresResolver(configuration: .init(servers: [try ServerAddress(parsing: "127.0.0.1:5353")]))
 /// let answer = try await resolver.resolve(try HostName("api.example.com"), family: .ipv4)
 /// ```
 public final class CAresResolver: HostNameResolver {
-    /// Settings of a ``CAresResolver``.
-    public struct Options: Sendable, Hashable {
+    /// How a ``CAresResolver`` asks: its servers, time limits and search list. Read from the `cares.*` keys with
+    /// ``init(configReader:)``.
+    public struct Configuration: Sendable, Hashable {
         /// The DNS servers to ask, in order. Empty (the default) means the system's, from `/etc/resolv.conf`.
         public var servers: [ServerAddress]
         /// How long to wait for an answer on the first try (default 2 s). c-ares doubles it on each later
@@ -28,24 +29,42 @@ public final class CAresResolver: HostNameResolver {
         public var socketReceiveBufferSize: Int
         /// Query over TCP instead of UDP (default `false`).
         public var useTCP: Bool
+        /// The search domains tried for short names, in order; `nil` (the default) means the system's (resolv.conf
+        /// `search`/`domain`, `LOCALDOMAIN`) and `[]` turns search off. The resolver pipeline applies them.
+        public var searchDomains: [String]?
+        /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
+        /// `RES_OPTIONS`).
+        public var ndots: Int?
 
-        /// Creates options; every parameter has the documented default.
+        /// Creates a configuration; every parameter has the documented default.
         public init(
             servers: [ServerAddress] = [],
             timeout: Duration = .seconds(2),
             tries: Int = 2,
             socketReceiveBufferSize: Int = 4 << 20,
-            useTCP: Bool = false
+            useTCP: Bool = false,
+            searchDomains: [String]? = nil,
+            ndots: Int? = nil
         ) {
             self.servers = servers
             self.timeout = timeout
             self.tries = tries
             self.socketReceiveBufferSize = socketReceiveBufferSize
             self.useTCP = useTCP
+            self.searchDomains = searchDomains
+            self.ndots = ndots
         }
 
-        /// The system's servers, a 2 s timeout, 2 tries, a 4 MiB receive buffer, UDP.
-        public static var `default`: Options { Options() }
+        /// The system's servers and search list, a 2 s timeout, 2 tries, a 4 MiB receive buffer, UDP.
+        public static var `default`: Configuration { Configuration() }
+
+        /// The search policy this configuration describes: ``searchDomains`` and ``ndots`` where set, the system's
+        /// (`SearchPolicy.system(resolvConf:environment:)`) for the rest.
+        public var searchPolicy: SearchPolicy {
+            let system = (searchDomains == nil || ndots == nil) ? SearchPolicy.system() : nil
+            return SearchPolicy(
+                domains: searchDomains ?? system?.domains.map(\.name) ?? [], ndots: ndots ?? system?.ndots ?? 1)
+        }
 
         /// Checks the ranges: a timeout from 1 ms to 1 hour, 1 to 16 tries, a non-negative buffer size.
         package func validate() throws(DNSError) {
@@ -81,16 +100,16 @@ public final class CAresResolver: HostNameResolver {
 
     /// Creates a resolver and starts its event thread.
     /// - Parameters:
-    ///   - options: Servers, timeout, tries; see ``Options``.
+    ///   - configuration: Servers, timeout, tries; see ``Configuration``.
     ///   - logger: Where to log; by default nothing is logged.
     /// - Throws: `DNSError` with `DNSError.Code.invalidConfiguration` or `DNSError.Code.invalidServer`
     ///   for bad options, or the c-ares initialisation error.
     public init(
-        options: Options = .default,
+        configuration: Configuration = .default,
         logger: Logger = Logger(label: "httpdns.cares", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(DNSError) {
-        try options.validate()
-        self.loop = try CAresEventLoop(options: options)
+        try configuration.validate()
+        self.loop = try CAresEventLoop(configuration: configuration)
         self.logger = logger
         logger.debug("c-ares resolver started", metadata: ["servers": "\(loop.servers.joined(separator: ","))"])
     }

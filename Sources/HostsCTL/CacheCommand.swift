@@ -42,7 +42,7 @@ public struct CacheCommand: AsyncParsableCommand {
             guard let settings = file.settings, file.errors.isEmpty else {
                 throw ValidationError("the settings have errors; see above (hostsctl config check)")
             }
-            guard let path = cacheFile ?? settings.cache.path ?? HostCache.defaultPath() else {
+            guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
                 throw ValidationError(
                     "no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")
             }
@@ -52,7 +52,7 @@ public struct CacheCommand: AsyncParsableCommand {
         /// The cache as persisted at the path; a missing file is an empty cache, a damaged one an error.
         func load() throws -> (path: String, cache: HostCache) {
             let (path, settings) = try resolve()
-            let cache = HostCache(configuration: HostCache.Configuration(settings: settings.cache))
+            let cache = HostCache(configuration: settings.cache)
             if let problem = cache.load(from: path).problem {
                 printToStandardError(
                     "error: the cache file \(path) cannot be used: \(problem) (hostsctl cache clear removes it)")
@@ -153,7 +153,7 @@ public struct CacheCommand: AsyncParsableCommand {
                 let (resolvedPath, settings) = try location.resolve()
                 path = resolvedPath
                 // A damaged file is removed too: that is how one recovers from it.
-                let report = HostCache(configuration: HostCache.Configuration(settings: settings.cache)).load(
+                let report = HostCache(configuration: settings.cache).load(
                     from: path)
                 removed = report.loaded + report.dropped
                 do {

@@ -133,7 +133,7 @@ public struct FetchCommand: AsyncParsableCommand {
         cache.apply(to: &settings)
         settings.interception.trustCA += trustCA
         settings.files.reloadIntervalMilliseconds = 0
-        settings.cache.preResolve = []
+        settings.preResolve = []
         let body = try loadBody()
         let request = URLSessionFetcher.Request(
             url: url,

@@ -67,12 +67,12 @@ public struct ProbeCommand: AsyncParsableCommand {
     public func run() async throws {
         var settings = try resolution.loadSettings()
         cache.apply(to: &settings)
-        settings.probe.enabled = false
+        settings.probeEnabled = false
         try ResolutionOptions.checkOverrides(settings)
         let port = port ?? settings.probe.ports.first ?? 443
         let timeout =
             connectTimeout.map { Duration.milliseconds(Int64(($0 * 1000).rounded(.up))) }
-            ?? .milliseconds(settings.probe.timeoutMilliseconds)
+            ?? settings.probe.timeout
         let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, upstreams: upstreams, prober: nil, logger: CommandLogging.logger())

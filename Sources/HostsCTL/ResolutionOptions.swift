@@ -101,7 +101,7 @@ public struct ResolutionOptions: ParsableArguments {
         }
         if !servers.isEmpty { settings.cares.servers = servers }
         if let timeout {
-            settings.cares.timeoutMilliseconds = Int((timeout * 1000).rounded(.up))
+            settings.cares.timeout = .milliseconds(Int((timeout * 1000).rounded(.up)))
             settings.httpDNS.timeoutMilliseconds = Int((timeout * 1000).rounded(.up))
             settings.httpDNS.budgetMilliseconds = Int((timeout * 1000).rounded(.up))
         }
@@ -110,7 +110,7 @@ public struct ResolutionOptions: ParsableArguments {
         // An upstream named on the command line answers alone: no system-resolver fallback behind it.
         if namesUpstream { settings.systemFallback = false }
         settings.files.reloadIntervalMilliseconds = 0
-        settings.cache.preResolve = []
+        settings.preResolve = []
         return settings
     }
 
@@ -181,7 +181,7 @@ public struct CacheOptions: ParsableArguments {
 
     /// Turns the cache off, or points it at the file.
     func apply(to settings: inout ResolverSettings) {
-        if noCache { settings.cache.enabled = false }
-        if let cacheFile { settings.cache.path = cacheFile }
+        if noCache { settings.cacheEnabled = false }
+        if let cacheFile { settings.cachePath = cacheFile }
     }
 }

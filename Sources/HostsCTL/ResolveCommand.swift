@@ -94,12 +94,12 @@ public struct ResolveCommand: AsyncParsableCommand {
         var settings = loaded
         let httpDNS = resolution.httpDNS
         cache.apply(to: &settings)
-        settings.probe.enabled = probe && settings.probe.enabled
-        if probe { settings.probe.intervalSeconds = 1 }
+        settings.probeEnabled = probe && settings.probeEnabled
+        if probe { settings.probe.interval = .seconds(1) }
         if let source {
             settings.sources = [source]
             settings.systemFallback = false
-            if source == .cache { settings.cache.enabled = true }
+            if source == .cache { settings.cacheEnabled = true }
             if source == .httpdns, settings.httpDNS.providers.isEmpty, !httpDNS.isSelected {
                 throw ValidationError(
                     "--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")

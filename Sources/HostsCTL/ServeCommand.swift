@@ -56,7 +56,7 @@ public struct ServeCommand: AsyncParsableCommand {
         let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metrics)
         let forwarder: CAresResolver
         do {
-            forwarder = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
+            forwarder = try CAresResolver(configuration: settings.cares, logger: logger)
         } catch {
             await resolver.shutdown()
             throw error

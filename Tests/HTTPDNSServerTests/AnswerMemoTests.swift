@@ -25,7 +25,7 @@ struct AnswerMemoTests {
 
         static func start(configuration: HTTPDNSService.Configuration = .init()) async throws -> Lab {
             let dnsmasq = try await DNSMasq.start()
-            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
             let overrides = HostOverrides()
             let resolver = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], overrides: overrides,

@@ -28,7 +28,7 @@ struct ClientSubnetTests {
 
         static func start(configuration: HTTPDNSService.Configuration = .init()) async throws -> Lab {
             let pdns = try await PowerDNS.start()
-            let cares = try CAresResolver(options: .init(servers: [pdns.address], timeout: .seconds(2)))
+            let cares = try CAresResolver(configuration: .init(servers: [pdns.address], timeout: .seconds(2)))
             let resolver = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: nil,
                 onShutdown: [{ cares.shutdown() }])
@@ -92,7 +92,7 @@ struct ClientSubnetTests {
     func caresCarriesTheSubnet() async throws {
         let pdns = try await PowerDNS.start()
         defer { pdns.stop() }
-        let cares = try CAresResolver(options: .init(servers: [pdns.address], timeout: .seconds(2)))
+        let cares = try CAresResolver(configuration: .init(servers: [pdns.address], timeout: .seconds(2)))
         defer { cares.shutdown() }
         let www = try HostName("www.ecs.test")
         let first = try await cares.resolve(www, family: .ipv4, clientSubnet: try Self.network("198.51.100.0/24"))
@@ -414,7 +414,7 @@ struct ClientSubnetTests {
     @Test("relayed types carry the client's network too: a CNAME by network, kept per network, the scope echoed")
     func relayedTypes() async throws {
         let lab = try await Lab.start(configuration: .init(otherTypes: .forward))
-        let cares = try CAresResolver(options: .init(servers: [lab.pdns.address], timeout: .seconds(2)))
+        let cares = try CAresResolver(configuration: .init(servers: [lab.pdns.address], timeout: .seconds(2)))
         // A service of its own that forwards through c-ares to PowerDNS, over the lab's resolver.
         let service = HTTPDNSService(
             resolver: lab.resolver, configuration: .init(otherTypes: .forward), logger: Self.logger,

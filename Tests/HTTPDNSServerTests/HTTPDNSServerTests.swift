@@ -28,7 +28,7 @@ struct HTTPDNSServerTests {
 
         static func start(tls: TestCertificates.Leaf? = nil, now: (@Sendable () -> Int64)? = nil) async throws -> Lab {
             let dnsmasq = try await DNSMasq.start()
-            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
             let overrides = HostOverrides()
             overrides.set([try #require(IPAddress("127.0.0.77"))], for: try HostPattern("pinned.test"))
             let resolver = HostResolver(
@@ -296,7 +296,7 @@ struct HTTPDNSServerTests {
     )
     func limitsOnTheWire() async throws {
         let dnsmasq = try await DNSMasq.start()
-        let cares = try CAresResolver(options: .init(servers: [dnsmasq.address]))
+        let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address]))
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: nil, prober: nil,
             onShutdown: [{ cares.shutdown() }])

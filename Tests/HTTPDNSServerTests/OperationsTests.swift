@@ -26,7 +26,7 @@ struct OperationsTests {
         static func start() async throws -> Pipeline {
             let dnsmasq = try await DNSMasq.start(
                 records: TestZone.records + [#"txt-record=info.test,"hello from dnsmasq""#])
-            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
             let resolver = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: nil)
             return Pipeline(dnsmasq: dnsmasq, cares: cares, resolver: resolver)

@@ -19,7 +19,7 @@ struct ServedNamesTests {
     static func resolver(_ dnsmasq: DNSMasq, search: SearchPolicy = .none, prober: (any ConnectProber)? = nil)
         throws -> HostResolver
     {
-        let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+        let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
         var probing = HostResolver.Probing(ports: [443], interval: .seconds(60), timeout: .milliseconds(200))
         probing.probesGuardedAddresses = false
         return HostResolver(
@@ -211,7 +211,7 @@ struct ServedNamesTests {
         let dnsmasq = try await DNSMasq.start(
             records: TestZone.records + ["local-ttl=300", "txt-record=info.test,hello", "dns-rr=svc.test,65,000100"])
         defer { dnsmasq.stop() }
-        let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
+        let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
         defer { cares.shutdown() }
         let forwarder = CountingForwarder(CAresForwarder(resolver: cares))
         let resolver = try Self.resolver(dnsmasq)

@@ -66,7 +66,7 @@ struct BoundedResourceTests {
         settings.files.overridesFile = path
         settings.files.reloadIntervalMilliseconds = 20
         settings.systemFallback = false
-        settings.probe.enabled = false
+        settings.probeEnabled = false
         let resolver = try HostResolver(settings: settings, persistingCache: false)
         #expect(try await resolver.resolveRanked("ok.test").best?.description == "192.0.2.5", "the good lines are used")
         try "192.0.2.6 broken.test\n192.0.2.5 ok.test\n".write(toFile: path, atomically: true, encoding: .utf8)

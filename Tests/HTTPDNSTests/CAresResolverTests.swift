@@ -13,7 +13,7 @@ struct CAresResolverTests {
     static func resolver(_ servers: [ServerAddress], timeout: Duration = .seconds(2), tries: Int = 2) throws
         -> CAresResolver
     {
-        try CAresResolver(options: .init(servers: servers, timeout: timeout, tries: tries))
+        try CAresResolver(configuration: .init(servers: servers, timeout: timeout, tries: tries))
     }
 
     static func ips(_ resolution: Resolution) -> [String] { resolution.addresses.map(\.ip.description) }
@@ -301,12 +301,12 @@ struct CAresResolverTests {
     @Test("options out of range are rejected")
     func invalidOptions() {
         for options in [
-            CAresResolver.Options(timeout: .zero), CAresResolver.Options(timeout: .seconds(7200)),
-            CAresResolver.Options(tries: 0), CAresResolver.Options(tries: 17),
-            CAresResolver.Options(socketReceiveBufferSize: -1),
+            CAresResolver.Configuration(timeout: .zero), CAresResolver.Configuration(timeout: .seconds(7200)),
+            CAresResolver.Configuration(tries: 0), CAresResolver.Configuration(tries: 17),
+            CAresResolver.Configuration(socketReceiveBufferSize: -1),
         ] {
             #expect {
-                try CAresResolver(options: options)
+                try CAresResolver(configuration: options)
             } throws: { error in
                 (error as? DNSError)?.code == .invalidConfiguration
             }
@@ -316,7 +316,7 @@ struct CAresResolverTests {
     @Test("TCP mode answers too")
     func tcp() async throws {
         try await DNSMasq.with { server in
-            let resolver = try CAresResolver(options: .init(servers: [server.address], useTCP: true))
+            let resolver = try CAresResolver(configuration: .init(servers: [server.address], useTCP: true))
             let answer = try await resolver.resolve(try HostName("multi.test"), family: .ipv4)
             #expect(Set(Self.ips(answer)) == Set(TestZone.multiV4))
         }

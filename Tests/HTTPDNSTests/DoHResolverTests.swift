@@ -81,7 +81,7 @@ struct DoHResolverTests {
         arguments: HTTPDNSResolver.API.DoHMethod.allCases)
     func sameAsCAres(method: HTTPDNSResolver.API.DoHMethod) async throws {
         try await Self.withDoH { dnsmasq, dnsdist, transport in
-            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address]))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address]))
             let doh = try Self.doh(dnsdist.httpURL, method: method, transport: transport)
             for name in ["multi.test", "alias.test", "v4only.test", "v6only.test", "UPPER.test"] {
                 for family in AddressFamily.allCases {

@@ -38,7 +38,7 @@ struct GuardPolicyTests {
             try await DNSMasq.with(records: ["host-record=n5.test,192.0.2.99,300", "host-record=n6.test,10.9.9.9,300"])
             { other in
                 let doh = try DoHResolverTests.doh(dnsdist.httpURL, transport: transport)
-                let cares = try CAresResolver(options: .init(servers: [other.address], timeout: .seconds(5)))
+                let cares = try CAresResolver(configuration: .init(servers: [other.address], timeout: .seconds(5)))
                 let resolver = HostResolver(
                     upstreams: [
                         .init(name: "doh", kind: .httpDNS, resolver: doh),
@@ -89,7 +89,7 @@ struct GuardPolicyTests {
             settings.cares.servers = [server.address]
             settings.sources = [.cares]
             settings.systemFallback = false
-            settings.probe.enabled = false
+            settings.probeEnabled = false
             settings.cares.searchDomains = []
             let open = try HostResolver(settings: settings, persistingCache: false)
             #expect(try await open.resolveRanked("n5.test", family: .ipv4).best?.description == "10.1.0.5")

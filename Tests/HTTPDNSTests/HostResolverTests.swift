@@ -468,8 +468,8 @@ struct HostResolverTests {
             var settings = ResolverSettings.default
             settings.files.overridesFile = hosts
             settings.cares.servers = [server.address]
-            settings.cache.path = cachePath
-            settings.probe.enabled = false
+            settings.cachePath = cachePath
+            settings.probeEnabled = false
             let resolver = try HostResolver(settings: settings)
             #expect(try await resolver.resolveRanked("pinned.test").freshness == .override)
             #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares)

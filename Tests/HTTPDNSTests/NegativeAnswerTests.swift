@@ -19,8 +19,9 @@ struct NegativeAnswerTests {
     func partialNegativeKeepsStale() async throws {
         try await DNSMasq.with(records: ["host-record=flaky.test,192.0.2.70,1"]) { first in
             try await DNSMasq.with(records: []) { second in
-                let a = try CAresResolver(options: .init(servers: [first.address], timeout: .seconds(1), tries: 1))
-                let b = try CAresResolver(options: .init(servers: [second.address], timeout: .seconds(5)))
+                let a = try CAresResolver(
+                    configuration: .init(servers: [first.address], timeout: .seconds(1), tries: 1))
+                let b = try CAresResolver(configuration: .init(servers: [second.address], timeout: .seconds(5)))
                 let resolver = HostResolver(
                     upstreams: [
                         .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
@@ -45,8 +46,8 @@ struct NegativeAnswerTests {
     func unanimousNegativeReplaces() async throws {
         try await DNSMasq.with(records: ["host-record=gone.test,192.0.2.71,1"]) { first in
             try await DNSMasq.with(records: []) { second in
-                let a = try CAresResolver(options: .init(servers: [first.address], timeout: .seconds(5)))
-                let b = try CAresResolver(options: .init(servers: [second.address], timeout: .seconds(5)))
+                let a = try CAresResolver(configuration: .init(servers: [first.address], timeout: .seconds(5)))
+                let b = try CAresResolver(configuration: .init(servers: [second.address], timeout: .seconds(5)))
                 let upstreams: [HostResolver.Upstream] = [
                     .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
                 ]

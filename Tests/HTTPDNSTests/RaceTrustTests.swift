@@ -27,7 +27,7 @@ struct RaceTrustTests {
                 defer { silent.close() }
                 let doh = try DoHResolverTests.doh(dnsdist.httpURL, transport: transport)
                 let cares = try CAresResolver(
-                    options: .init(
+                    configuration: .init(
                         servers: slowLocal ? [silent.address, local.address] : [local.address],
                         timeout: .seconds(1), tries: 1))
                 _ = try? await doh.resolve(try HostName("warm-up.test"), family: .ipv4)

@@ -65,7 +65,7 @@ struct SettingsTests {
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()
         #expect(settings == ResolverSettings.default)
-        #expect(settings.cares.timeoutMilliseconds == 2000 && settings.cares.tries == 2)
+        #expect(settings.cares.timeout == .seconds(2) && settings.cares.tries == 2)
         #expect(settings.cache.dualStack == .fastest && settings.probe.ports == [443])
 
         let missing = SettingsFile.load(path: "/nonexistent/hostsctl.json", environment: [:])
@@ -130,11 +130,11 @@ struct SettingsTests {
         ]
         let reader = ConfigReader(provider: InMemoryProvider(values: values))
         // A subsystem can be configured from the same source without the whole ResolverSettings.
-        #expect(try CAresSettings(configReader: reader).tries == 5)
-        #expect(try CAresSettings(configReader: reader).searchPolicy.domains.map(\.name) == ["corp.test"])
-        #expect(try CacheSettings(configReader: reader).maxHosts == 7)
-        #expect(try CacheSettings(configReader: reader).dualStack == .preferIPv6)
-        #expect(try ProbeSettings(configReader: reader).ports == [80, 8443])
+        #expect(try CAresResolver.Configuration(configReader: reader).tries == 5)
+        #expect(try CAresResolver.Configuration(configReader: reader).searchPolicy.domains.map(\.name) == ["corp.test"])
+        #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
+        #expect(try HostCache.Configuration(configReader: reader).dualStack == .preferIPv6)
+        #expect(try HostResolver.Probing(configReader: reader).ports == [80, 8443])
         #expect(try InterceptionSettings(configReader: reader).proxyMode == .tunnel)
         #expect(try LocalFileSettings(configReader: reader).overridesTTL == 9)
         #expect(try SystemResolverSettings(configReader: reader).threads == 3)
@@ -144,10 +144,10 @@ struct SettingsTests {
         let coded = HTTPDNSSettings.Provider(name: "p1", api: "doh", urls: ["https://127.0.0.1:1/dns-query"])
         #expect(try HTTPDNSSettings(configReader: reader).providers == [coded])
         #expect(try coded.resolverConfiguration().endpoints.count == 1)
-        #expect(HostCache.Configuration(settings: try CacheSettings(configReader: reader)).maximumHosts == 7)
+        #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
 
         let settings = try ResolverSettings(configReader: reader)
-        #expect(settings.cares == (try CAresSettings(configReader: reader)))
+        #expect(settings.cares == (try CAresResolver.Configuration(configReader: reader)))
         #expect(settings.httpDNS.timeoutMilliseconds == 900)
         // One key table: no key twice, and config show prints every concrete key exactly once.
         let paths = ResolverSettings.keys.map(\.path)
@@ -169,7 +169,7 @@ struct SettingsTests {
         // A bad value is reported by the section that owns the key, naming it.
         let bad = ConfigReader(
             provider: InMemoryProvider(values: ["probe.ports": .init(.intArray([0]), isSecret: false)]))
-        #expect(throws: DNSError.self) { try ProbeSettings(configReader: bad) }
+        #expect(throws: DNSError.self) { try HostResolver.Probing(configReader: bad) }
         do {
             _ = try ResolverSettings(configReader: bad)
             Issue.record("accepted port 0")
@@ -188,7 +188,7 @@ struct SettingsTests {
             ]
         )
         let settings = try file.get()
-        #expect(settings.cares.timeoutMilliseconds == 250)
+        #expect(settings.cares.timeout == .milliseconds(250))
         #expect(settings.cares.tries == 3, "from the file")
         #expect(settings.sources == [.overrides, .cares])
         #expect(settings.cache.dualStack == .preferIPv6)

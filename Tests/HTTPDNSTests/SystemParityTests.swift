@@ -87,7 +87,7 @@ struct SystemParityTests {
             settings.cares.servers = [server.address]
             settings.cares.searchDomains = []
             settings.systemFallback = false
-            settings.probe.enabled = false
+            settings.probeEnabled = false
             settings.files.reloadIntervalMilliseconds = 20
             let resolver = try HostResolver(settings: settings, persistingCache: false)
             let box = try await resolver.resolveRanked("box.test")
@@ -118,7 +118,7 @@ struct SystemParityTests {
             settings.cares.searchDomains = ["svc.test", "test"]
             settings.cares.ndots = 1
             settings.systemFallback = false
-            settings.probe.enabled = false
+            settings.probeEnabled = false
             settings.files.hostsFile = "/nonexistent/hosts"
             let resolver = try HostResolver(settings: settings, persistingCache: false)
             let orders = try await resolver.resolveRanked("orders")
@@ -161,8 +161,8 @@ struct SystemParityTests {
     func fallback() async throws {
         try await DNSMasq.with { main in
             try await DNSMasq.with(records: ["host-record=nss-only.test,127.0.0.45,300"]) { other in
-                let upstream = try CAresResolver(options: .init(servers: [main.address], timeout: .seconds(5)))
-                let backstop = try CAresResolver(options: .init(servers: [other.address], timeout: .seconds(5)))
+                let upstream = try CAresResolver(configuration: .init(servers: [main.address], timeout: .seconds(5)))
+                let backstop = try CAresResolver(configuration: .init(servers: [other.address], timeout: .seconds(5)))
                 let resolver = HostResolver(
                     upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
                     fallback: .init(name: "system", kind: .other, resolver: backstop),

@@ -77,7 +77,7 @@ struct TimeBudgetTests {
         try await DNSMasq.with { dnsmasq in
             let doh = try Self.resolver(
                 ["http://127.0.0.68:\(stalling.port)/dns-query"], budget: .milliseconds(300), transport: transport)
-            let cares = try CAresResolver(options: .init(servers: [dnsmasq.address], timeout: .seconds(5)))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(5)))
             let resolver = HostResolver(
                 upstreams: [
                     .init(name: "doh", kind: .httpDNS, resolver: doh),

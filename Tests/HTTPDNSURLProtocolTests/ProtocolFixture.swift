@@ -27,7 +27,7 @@ final class ProtocolFixture: Sendable {
     ) throws {
         var upstreams: [HostResolver.Upstream] = []
         if let dnsServer {
-            let cares = try CAresResolver(options: .init(servers: [dnsServer], timeout: .seconds(1)))
+            let cares = try CAresResolver(configuration: .init(servers: [dnsServer], timeout: .seconds(1)))
             upstreams.append(HostResolver.Upstream(name: "cares", kind: .cares, resolver: cares))
             self.cares = cares
         } else {

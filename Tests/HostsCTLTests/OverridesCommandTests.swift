@@ -18,7 +18,7 @@ struct OverridesCommandTests {
         )
         defer { try? FileManager.default.removeItem(atPath: path) }
         try await DNSMasq.with { server in
-            let cares = try CAresResolver(options: .init(servers: [server.address]))
+            let cares = try CAresResolver(configuration: .init(servers: [server.address]))
             defer { cares.shutdown() }
             let overriding = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)],

@@ -42,7 +42,7 @@ struct ResolveCommandTests {
     @Test("JSON output has the documented shape, addresses, TTLs and error codes")
     func json() async throws {
         try await DNSMasq.with { server in
-            let resolver = try CAresResolver(options: .init(servers: [server.address], timeout: .seconds(1)))
+            let resolver = try CAresResolver(configuration: .init(servers: [server.address], timeout: .seconds(1)))
             let reports = await ResolveCommand.resolveAll(
                 ["multi.test", "nope.test", "v4only.test", "192.0.2.9", "bad..name"],
                 family: .ipv4,
@@ -83,12 +83,12 @@ struct ResolveCommandTests {
         let silent = try BoundUDPSocket()
         defer { silent.close() }
         try await DNSMasq.with { server in
-            let resolver = try CAresResolver(options: .init(servers: [server.address]))
+            let resolver = try CAresResolver(configuration: .init(servers: [server.address]))
             let noData = await ResolveCommand.resolveAll(["v4only.test"], family: .ipv6, with: resolver)
             #expect(noData.first?.error?.code == .noData)
         }
         let stalled = try CAresResolver(
-            options: .init(servers: [silent.address], timeout: .milliseconds(100), tries: 1))
+            configuration: .init(servers: [silent.address], timeout: .milliseconds(100), tries: 1))
         let timeout = await ResolveCommand.resolveAll(["a.test"], family: .ipv4, with: stalled)
         #expect(timeout.first?.error?.code == .timeout)
         #expect(ResolveReport.json(timeout).contains("\"code\": \"timeout\""))
@@ -203,7 +203,7 @@ struct ResolveCommandTests {
     @Test("the text report shows a table, the source and the time")
     func text() async throws {
         try await DNSMasq.with { server in
-            let resolver = try CAresResolver(options: .init(servers: [server.address]))
+            let resolver = try CAresResolver(configuration: .init(servers: [server.address]))
             let reports = await ResolveCommand.resolveAll(["v4only.test", "nope.test"], family: .any, with: resolver)
             let text = ResolveReport.text(reports)
             #expect(text.contains("ADDRESS"))

@@ -138,7 +138,7 @@ let benchmarks: @Sendable () -> Void = {
             ])
         ) { benchmark in
             let server = try ServerAddress(parsing: address)
-            let resolver = try CAresResolver(options: .init(servers: [server]))
+            let resolver = try CAresResolver(configuration: .init(servers: [server]))
             let hosts = try names.map { try HostName($0) }
             // Alternate the two sides inside one iteration so that both see the same machine state.
             let c = runC(server: server.description)
@@ -166,7 +166,7 @@ let benchmarks: @Sendable () -> Void = {
             ])
         ) { benchmark in
             let server = try ServerAddress(parsing: address)
-            let resolver = try CAresResolver(options: .init(servers: [server]))
+            let resolver = try CAresResolver(configuration: .init(servers: [server]))
             let hosts = try names.map { try HostName($0) }
             let c = runC(server: server.description)
             let pinned = try await runSwift(resolver, hosts: hosts, onResolverExecutor: true)
@@ -198,7 +198,7 @@ let benchmarks: @Sendable () -> Void = {
             var before = processCPUMicroseconds()
             try await Task.sleep(for: .seconds(1))
             benchmark.measurement(.baselineCPU, Int(processCPUMicroseconds() - before))
-            let resolver = try CAresResolver(options: .init(servers: [try ServerAddress(parsing: address)]))
+            let resolver = try CAresResolver(configuration: .init(servers: [try ServerAddress(parsing: address)]))
             _ = try await resolver.resolve(try HostName(names[0]), family: .any)
             try await Task.sleep(for: .milliseconds(10))
             before = processCPUMicroseconds()

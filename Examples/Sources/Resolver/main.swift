@@ -4,7 +4,7 @@ import Logging
 
 // One resolver per process is plenty: it owns one c-ares channel and one event thread.
 let resolver = try CAresResolver(
-    options: .init(
+    configuration: .init(
         servers: [try ServerAddress(parsing: "127.0.0.1:5353")],  // empty (the default): /etc/resolv.conf
         timeout: .seconds(2),                                    // first try; c-ares doubles it per round
         tries: 2

@@ -8,12 +8,12 @@ for problem in file.diagnostics { print(problem) }              // Config/hostsc
 var settings = try file.get()                                   // throws ConfigurationError when there are errors
 
 // One section on its own: c-ares configured from the same file, without the rest of the pipeline.
-let cares = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
+let cares = try CAresResolver(configuration: settings.cares, logger: logger)
 
 // A resolver built from settings follows edits of its overrides and hosts files (every reload.intervalMs; an
 // edit with a bad line is rejected whole) and takes edited settings while it runs.
 let resolver = try HostResolver(settings: settings, logger: logger)
-settings.cares.timeoutMilliseconds = 500
+settings.cares.timeout = .milliseconds(500)
 try resolver.apply(settings)
 // HTTPDNSRuntime.start(configurationFile:) (product HTTPDNSURLProtocol) also watches the settings file itself:
 // a broken edit keeps the last good settings and logs the error with its position.

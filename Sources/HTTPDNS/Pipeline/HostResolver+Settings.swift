@@ -19,7 +19,7 @@ extension HostResolver {
     ///     them) and no fallback is asked: the caller named what answers.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``CacheSettings/path``
+    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``ResolverSettings/cachePath``
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
     /// - Throws: `DNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
@@ -65,10 +65,10 @@ extension HostResolver {
                 throw error
             }
         }
-        let useCache = settings.cache.enabled && settings.sources.contains(.cache)
+        let useCache = settings.cacheEnabled && settings.sources.contains(.cache)
         let cache =
-            useCache ? HostCache(configuration: HostCache.Configuration(settings: settings.cache), clock: clock) : nil
-        let cachePath = useCache && persistingCache ? (settings.cache.path ?? HostCache.defaultPath()) : nil
+            useCache ? HostCache(configuration: settings.cache, clock: clock) : nil
+        let cachePath = useCache && persistingCache ? (settings.cachePath ?? HostCache.defaultPath()) : nil
         self.init(
             upstreams: parts.upstreams,
             overrides: overrides,
@@ -105,7 +105,7 @@ extension HostResolver {
         if let overrides, let hosts {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
-        if let cache { cache.updateConfiguration(HostCache.Configuration(settings: settings.cache)) }
+        if let cache { cache.updateConfiguration(settings.cache) }
         state.withLock { state in
             let cachePath = state.configuration.cachePath
             state.configuration = Self.configuration(for: settings, cachePath: cachePath)
@@ -124,10 +124,8 @@ extension HostResolver {
             return state.cleanups
         }
         // Lookups still on the old upstreams get their whole time before those close.
-        let grace = Duration.milliseconds(
-            max(
-                previous?.httpDNS.timeoutMilliseconds ?? 0,
-                (previous?.cares.timeoutMilliseconds ?? 0) * (previous?.cares.tries ?? 1) * 2) + 500)
+        let caresTime = (previous?.cares.timeout ?? .zero) * ((previous?.cares.tries ?? 1) * 2)
+        let grace = max(.milliseconds(previous?.httpDNS.timeoutMilliseconds ?? 0), caresTime) + .milliseconds(500)
         retire(retired, after: grace)
         logger.notice("settings applied", metadata: ["sources": "\(settings.sources.map(\.rawValue))"])
     }
@@ -175,7 +173,7 @@ extension HostResolver {
                                 trusted: settings.trustedSources.contains(.httpdns)))
                     }
                 case .cares:
-                    let resolver = try CAresResolver(options: .init(settings: settings.cares), logger: logger)
+                    let resolver = try CAresResolver(configuration: settings.cares, logger: logger)
                     parts.cleanups.append { resolver.shutdown() }
                     let servers =
                         settings.cares.servers.isEmpty
@@ -212,19 +210,11 @@ extension HostResolver {
 
     /// The pipeline policy of `settings`.
     static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
-        var probing =
-            settings.probe.enabled
-            ? Probing(
-                ports: settings.probe.ports,
-                interval: .seconds(settings.probe.intervalSeconds),
-                timeout: .milliseconds(settings.probe.timeoutMilliseconds)
-            )
-            : nil
-        probing?.probesGuardedAddresses = settings.probe.probesGuardedAddresses
+        let probing = settings.probeEnabled ? settings.probe : nil
         var configuration = Configuration(
             race: settings.race,
             probing: probing,
-            preResolve: settings.cache.preResolve,
+            preResolve: settings.preResolve,
             cachePath: cachePath,
             search: settings.cares.searchPolicy
         )

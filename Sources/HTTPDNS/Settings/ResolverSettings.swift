@@ -43,15 +43,24 @@ public struct ResolverSettings: Sendable, Hashable {
     /// The system resolver's TTL and threads.
     public var system: SystemResolverSettings
     /// c-ares: servers, timeouts, search domains and ndots.
-    public var cares: CAresSettings
+    public var cares: CAresResolver.Configuration
     /// The HTTP DNS providers and their time limits and trust roots.
     public var httpDNS: HTTPDNSSettings
     /// The private-address guard.
     public var addressGuard: AddressGuardSettings
-    /// The IP cache and the dual-stack policy.
-    public var cache: CacheSettings
-    /// Connect probes.
-    public var probe: ProbeSettings
+    /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
+    /// ``sources``).
+    public var cacheEnabled: Bool
+    /// The persisted cache file (`cache.path`); `nil` means `HostCache.defaultPath()`.
+    public var cachePath: String?
+    /// Hosts resolved in the background at start (`cache.preResolve`).
+    public var preResolve: [String]
+    /// The IP cache's TTL bounds, size, refresh budget and dual-stack policy.
+    public var cache: HostCache.Configuration
+    /// Whether candidate addresses are probed with TCP connects (`probe.enabled`, default `true`).
+    public var probeEnabled: Bool
+    /// How candidate addresses are probed, when ``probeEnabled``.
+    public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
     public var network: NetworkSettings
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
@@ -75,11 +84,11 @@ public struct ResolverSettings: Sendable, Hashable {
     public init(configReader config: ConfigReader) throws(DNSError) {
         files = try LocalFileSettings(configReader: config)
         system = try SystemResolverSettings(configReader: config)
-        cares = try CAresSettings(configReader: config)
+        cares = try CAresResolver.Configuration(configReader: config)
         httpDNS = try HTTPDNSSettings(configReader: config)
         addressGuard = try AddressGuardSettings(configReader: config)
-        cache = try CacheSettings(configReader: config)
-        probe = try ProbeSettings(configReader: config)
+        cache = try HostCache.Configuration(configReader: config)
+        probe = try HostResolver.Probing(configReader: config)
         network = try NetworkSettings(configReader: config)
         interception = try InterceptionSettings(configReader: config)
         serve = try ServeSettings(configReader: config)
@@ -88,7 +97,11 @@ public struct ResolverSettings: Sendable, Hashable {
         race = false
         trustedSources = []
         systemFallback = false
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        cacheEnabled = false
+        probeEnabled = false
+        cachePath = nil
+        preResolve = []
+        try SettingField.readAll(Self.fields + Self.cacheUseFields + Self.probeUseFields, from: config, into: &self)
         if sources.contains(.httpdns), httpDNS.providers.isEmpty {
             throw SettingsReader(config: config).invalid(
                 "sources.order", "lists httpdns but httpdns.providers is empty")
@@ -129,12 +142,30 @@ public struct ResolverSettings: Sendable, Hashable {
             "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
     ]
 
+    /// The keys of how the pipeline uses its cache; the cache's own keys are ``HostCache/Configuration/fields``.
+    static let cacheUseFields: [SettingField<ResolverSettings>] = [
+        .bool("cache.enabled", \.cacheEnabled, default: true, "use the IP cache"),
+        .optionalString(
+            "cache.path", \.cachePath, shown: "$XDG_CACHE_HOME/hostsctl/cache.json", none: "default",
+            "the persisted cache file"),
+        .strings(
+            "cache.preResolve", \.preResolve, "hosts resolved in the background at start",
+            check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil }),
+    ]
+
+    /// Whether the pipeline probes; the probes' own keys are ``HostResolver/Probing/fields``.
+    static let probeUseFields: [SettingField<ResolverSettings>] = [
+        .bool("probe.enabled", \.probeEnabled, default: true, "probe candidate IPs with TCP connects")
+    ]
+
     /// Every section's fields, in the order `hostsctl config keys` and `config show` list them.
     private static let sections: [Section] = [
         Section(fields, \.self), Section(LocalFileSettings.fields, \.files),
-        Section(SystemResolverSettings.fields, \.system), Section(CAresSettings.fields, \.cares),
+        Section(SystemResolverSettings.fields, \.system), Section(CAresResolver.Configuration.fields, \.cares),
         Section(HTTPDNSSettings.fields, \.httpDNS), Section(AddressGuardSettings.fields, \.addressGuard),
-        Section(CacheSettings.fields, \.cache), Section(ProbeSettings.fields, \.probe),
+        Section(cacheUseFields, \.self), Section(HostCache.Configuration.fields, \.cache),
+        Section(probeUseFields, \.self),
+        Section(HostResolver.Probing.fields, \.probe),
         Section(NetworkSettings.fields, \.network),
         Section(InterceptionSettings.fields, \.interception), Section(ServeSettings.fields, \.serve),
     ]

@@ -38,6 +38,28 @@ package struct SettingField<Section>: Sendable {
             decode: { reader, key throws(DNSError) in try reader.int(key, default: value) }, describe: { "\($0)" })
     }
 
+    /// A duration key written in whole milliseconds (`…Ms`).
+    package static func milliseconds(
+        _ path: String, _ field: any WritableKeyPath<Section, Duration> & Sendable, default value: Int, _ help: String,
+        range: ClosedRange<Int>? = nil
+    ) -> SettingField {
+        custom(
+            path, .int, field, shown: "\(value)", help, range: range,
+            decode: { reader, key throws(DNSError) in .milliseconds(try reader.int(key, default: value)) },
+            describe: { "\($0.roundedUpMilliseconds)" })
+    }
+
+    /// A duration key written in whole seconds (`…Seconds`).
+    package static func seconds(
+        _ path: String, _ field: any WritableKeyPath<Section, Duration> & Sendable, default value: Int, _ help: String,
+        range: ClosedRange<Int>? = nil
+    ) -> SettingField {
+        custom(
+            path, .int, field, shown: "\(value)", help, range: range,
+            decode: { reader, key throws(DNSError) in .seconds(try reader.int(key, default: value)) },
+            describe: { "\($0.components.seconds)" })
+    }
+
     /// A `true`/`false` key.
     package static func bool(
         _ path: String, _ field: any WritableKeyPath<Section, Bool> & Sendable, default value: Bool, _ help: String

@@ -121,7 +121,7 @@ struct BenchTargetFactory {
 
     private func cares() throws -> BenchTarget {
         let resolver = try ResolveCommand.usage {
-            try CAresResolver(options: .init(settings: settings.cares), logger: logger)
+            try CAresResolver(configuration: settings.cares, logger: logger)
         }
         return BenchTarget(
             name: "cares", executor: resolver.executor,
@@ -167,8 +167,8 @@ struct BenchTargetFactory {
     /// neither read nor written); `warm` turns the cache on and fills it before the run.
     private func pipeline(warm: Bool) throws -> BenchTarget {
         var settings = settings
-        settings.probe.enabled = false
-        settings.cache.enabled = warm
+        settings.probeEnabled = false
+        settings.cacheEnabled = warm
         if warm, !settings.sources.contains(.cache) {
             settings.sources.insert(.cache, at: settings.sources.first == .overrides ? 1 : 0)
         }

@@ -1,0 +1,48 @@
+public import Configuration
+public import HTTPDNSCore
+
+extension CAresResolver.Configuration {
+    /// Reads the `cares.*` keys (`cares.servers`, `cares.timeoutMs`, `cares.tries`, `cares.tcp`, `cares.search`,
+    /// `cares.ndots`); missing keys take their defaults.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(DNSError) {
+        self.init()
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    /// The `cares.*` keys, bound to the properties they set: `init(configReader:)` reads through them and
+    /// `hostsctl config keys` and `config show` list them.
+    package static let fields: [SettingField<CAresResolver.Configuration>] = [
+        .custom(
+            "cares.servers", .stringArray, \.servers, shown: "[] (the system's)",
+            "DNS servers as IP[:PORT] or [IPv6]:PORT",
+            check: { text in
+                (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP[:PORT]" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                try reader.strings(key, default: []).map { text throws(DNSError) in try ServerAddress(parsing: text) }
+            },
+            describe: { $0.isEmpty ? "[] (system)" : SettingsReader.list($0.map(\.description)) }),
+        .milliseconds(
+            "cares.timeoutMs", \.timeout, default: 2000, "per-try timeout, milliseconds", range: 1...3_600_000),
+        .int("cares.tries", \.tries, default: 2, "tries per query", range: 1...16),
+        .bool("cares.tcp", \.useTCP, default: false, "query over TCP"),
+        .custom(
+            "cares.search", .stringArray, \.searchDomains, shown: "the system's (resolv.conf, LOCALDOMAIN)",
+            "search domains tried for short names, in order; [] turns search off",
+            check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                reader.config.stringArray(forKey: ConfigKey(key.path)) == nil
+                    ? nil : try reader.strings(key, default: [])
+            },
+            describe: { $0.map(SettingsReader.list) ?? "(system)" }),
+        .custom(
+            "cares.ndots", .int, \.ndots, shown: "the system's (resolv.conf, RES_OPTIONS; else 1)",
+            "names with fewer dots try the search domains first", range: 0...15,
+            decode: { reader, key throws(DNSError) in
+                reader.isSet(key.path) ? try reader.int(key, default: 1) : nil
+            },
+            describe: { $0.map(String.init) ?? "(system)" }),
+    ]
+}
