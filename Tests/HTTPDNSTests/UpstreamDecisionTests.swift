@@ -3,8 +3,9 @@ import Testing
 @testable import HTTPDNS
 @testable import HTTPDNSCore
 
-/// The pipeline's decisions as values: which error a failed lookup reports and how a race of upstream groups ends,
-/// checked without any upstream, lock or clock.
+/// The pipeline's decisions as values: which error a failed lookup reports, how a race of upstream groups ends,
+/// which addresses a probe round claims and when a background refresh may start, checked without any upstream or
+/// lock, with time moved by hand.
 @Suite("Upstream decisions")
 struct UpstreamDecisionTests {
     static func failure(_ code: DNSError.Code, trusted: Bool = true) -> UpstreamFailure {
@@ -116,5 +117,54 @@ struct UpstreamDecisionTests {
             Issue.record("the stored answer's trust did not follow the replacement")
             return
         }
+    }
+
+    @Test("probe claims: an address is claimed by one round at a time, at most the limit, guarded ones only if asked")
+    func probeClaims() throws {
+        let public1 = try #require(IPAddress("203.0.113.1"))
+        let public2 = try #require(IPAddress("203.0.113.2"))
+        let public3 = try #require(IPAddress("203.0.113.3"))
+        let privateAddress = try #require(IPAddress("10.0.0.1"))
+        var admissions = PipelineAdmissions()
+        let first = admissions.claimProbes(
+            [public1, privateAddress, public2, public1, public3], limit: 2, includingGuarded: false)
+        #expect(first == [public1, public2])
+        // Another round (another host sharing addresses) gets only what is free.
+        let second = admissions.claimProbes([public1, public2, public3], limit: 4, includingGuarded: false)
+        #expect(second == [public3])
+        let guarded = admissions.claimProbes([privateAddress], limit: 4, includingGuarded: true)
+        #expect(guarded == [privateAddress])
+        admissions.releaseProbes(first)
+        let third = admissions.claimProbes([public2, public3], limit: 4, includingGuarded: false)
+        #expect(third == [public2])
+        #expect(admissions.addressesBeingProbed == [public2, public3, privateAddress])
+    }
+
+    @Test("refresh budget: a full burst at first, then the rate, moved by a hand-held clock")
+    func refreshBudget() {
+        var admissions = PipelineAdmissions()
+        var now = ContinuousClock.now
+        let admittedAtOnce = (0..<10).filter { _ in admissions.admitRefresh(at: now, perSecond: 4) }.count
+        #expect(admittedAtOnce == 4)
+        now += .milliseconds(250)
+        let afterQuarter = [
+            admissions.admitRefresh(at: now, perSecond: 4), admissions.admitRefresh(at: now, perSecond: 4),
+        ]
+        #expect(afterQuarter == [true, false])
+        now += .milliseconds(100)
+        let tooSoon = admissions.admitRefresh(at: now, perSecond: 4)
+        #expect(!tooSoon)
+        // A long quiet spell refills no more than one second's worth.
+        now += .seconds(60)
+        let afterQuiet = (0..<10).filter { _ in admissions.admitRefresh(at: now, perSecond: 4) }.count
+        #expect(afterQuiet == 4)
+        // A clock read earlier than the last one (two threads racing to the lock) adds nothing.
+        let backwards = admissions.admitRefresh(at: now - .seconds(1), perSecond: 4)
+        #expect(!backwards)
+        now += .milliseconds(250)
+        let afterBackwards = [
+            admissions.admitRefresh(at: now, perSecond: 4), admissions.admitRefresh(at: now, perSecond: 4),
+        ]
+        #expect(afterBackwards == [true, false])
     }
 }

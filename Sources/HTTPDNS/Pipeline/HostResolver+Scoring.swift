@@ -39,14 +39,10 @@ extension HostResolver {
     func startProbe(_ request: HostCacheCore.ProbeRequest) {
         guard let prober, let probing = configuration.probing, let cache else { return }
         // An address already being probed (for this host or another) is left to that probe.
-        let addresses = state.withLock { state in
-            let chosen = Array(
-                request.addresses.filter {
-                    !state.addressesBeingProbed.contains($0) && (probing.probesGuardedAddresses || !$0.isNonPublic)
-                }
-                .prefix(probing.maximumAddressesPerRound))
-            state.addressesBeingProbed.formUnion(chosen)
-            return chosen
+        let addresses = state.withLock {
+            $0.admissions.claimProbes(
+                request.addresses, limit: probing.maximumAddressesPerRound,
+                includingGuarded: probing.probesGuardedAddresses)
         }
         guard !addresses.isEmpty else { return }
         probesRunning.add(1, ordering: .relaxed)
@@ -54,7 +50,7 @@ extension HostResolver {
         let started = tasks.spawn(optional: true) { [self] in
             defer {
                 probesRunning.subtract(1, ordering: .relaxed)
-                state.withLock { state in for ip in addresses { state.addressesBeingProbed.remove(ip) } }
+                state.withLock { $0.admissions.releaseProbes(addresses) }
             }
             await withTaskGroup(of: (IPAddress, ProbeOutcome).self) { group in
                 var next = 0
@@ -94,7 +90,7 @@ extension HostResolver {
         }
         if !started {
             probesRunning.subtract(1, ordering: .relaxed)
-            state.withLock { state in for ip in addresses { state.addressesBeingProbed.remove(ip) } }
+            state.withLock { $0.admissions.releaseProbes(addresses) }
         }
     }
 }

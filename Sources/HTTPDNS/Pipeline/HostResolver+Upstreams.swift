@@ -12,13 +12,7 @@ extension HostResolver {
         // At most the configured refreshes a second (a token bucket with a burst of one second's worth).
         let perSecond = Double(cache?.configuration.maximumRefreshesPerSecond ?? Int.max)
         let now = ContinuousClock.now
-        let admitted = state.withLock { state in
-            let elapsed = state.refreshTokens.last.map { (now - $0).fractionalSeconds } ?? 1
-            state.refreshTokens = (min(perSecond, state.refreshTokens.tokens + elapsed * perSecond), now)
-            guard state.refreshTokens.tokens >= 1 else { return false }
-            state.refreshTokens.tokens -= 1
-            return true
-        }
+        let admitted = state.withLock { $0.admissions.admitRefresh(at: now, perSecond: perSecond) }
         guard admitted else {
             metrics.refreshesPostponed.increment()
             cache?.refreshFailed(host, family: family)

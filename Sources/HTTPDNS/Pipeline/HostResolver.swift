@@ -51,12 +51,10 @@ public final class HostResolver: HostNameResolver {
         private(set) var identities: Set<String>
         /// The files a settings-built resolver follows; `nil` for one built from parts.
         var localFiles: LocalFiles?
-        /// Addresses with a probe in flight.
-        var addressesBeingProbed: Set<IPAddress> = []
+        /// Probe claims and the refresh budget.
+        var admissions = PipelineAdmissions()
         /// Work run at shutdown: closing what the resolver owns. A settings reload replaces it.
         var cleanups: [@Sendable () async -> Void]
-        /// The background refreshes allowed now and when the bucket was last filled.
-        var refreshTokens: (tokens: Double, last: ContinuousClock.Instant?) = (0, nil)
         /// The watcher of the host's network, when the configuration asks for one.
         var networkMonitor: NetworkMonitor?
         /// Who listens to ``HostResolver/networkChanges()``, by subscription number.

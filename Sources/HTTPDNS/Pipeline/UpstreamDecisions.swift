@@ -102,3 +102,42 @@ struct RaceOutcome {
         return .fail(UpstreamFailure.choosing(failures))
     }
 }
+
+/// The resolver's own admissions, as a value kept under its one lock: which addresses a probe round may take, and
+/// whether a background refresh may start now. Time comes in as an argument, so tests move it by hand.
+struct PipelineAdmissions: Sendable {
+    /// Addresses with a probe in flight, for any host: an address is never probed twice at once.
+    private(set) var addressesBeingProbed: Set<IPAddress> = []
+    /// The refreshes allowed now (a token bucket with a burst of one second's worth) and when it was last filled.
+    private var refreshTokens: (tokens: Double, last: ContinuousClock.Instant?) = (0, nil)
+
+    /// Claims for one probe round the `candidates` not already being probed (and, unless `includingGuarded`, not
+    /// private or otherwise non-public), at most `limit` of them in their order; they stay claimed until
+    /// ``releaseProbes(_:)``.
+    mutating func claimProbes(_ candidates: [IPAddress], limit: Int, includingGuarded: Bool) -> [IPAddress] {
+        var chosen: [IPAddress] = []
+        for ip in candidates where chosen.count < limit {
+            guard includingGuarded || !ip.isNonPublic, addressesBeingProbed.insert(ip).inserted else { continue }
+            chosen.append(ip)
+        }
+        return chosen
+    }
+
+    /// Ends the claims of a probe round.
+    mutating func releaseProbes(_ addresses: [IPAddress]) {
+        for ip in addresses { addressesBeingProbed.remove(ip) }
+    }
+
+    /// Whether a background refresh may start at `now`, at most `perSecond` a second with a burst of as many; the
+    /// first call finds the bucket full.
+    mutating func admitRefresh(at now: ContinuousClock.Instant, perSecond: Double) -> Bool {
+        let elapsed = refreshTokens.last.map { (now - $0).fractionalSeconds } ?? 1
+        // A reading earlier than the last (threads racing to the lock) neither refills nor moves the bucket back.
+        refreshTokens = (
+            min(perSecond, refreshTokens.tokens + max(elapsed, 0) * perSecond), max(now, refreshTokens.last ?? now)
+        )
+        guard refreshTokens.tokens >= 1 else { return false }
+        refreshTokens.tokens -= 1
+        return true
+    }
+}
