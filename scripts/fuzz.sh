@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(doh-wire doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message)
+[ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message)
 scripts/install-deps.sh run
 # The linker's "Cannot export local symbol" notes about the sanitizer runtime are noise; a failed build still fails.
 build_status=0

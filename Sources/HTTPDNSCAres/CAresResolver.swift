@@ -213,7 +213,7 @@ extension CAresResolver: ClientSubnetResolver {
     private func query(_ host: HostName, type: DNSRecordType, subnet: IPNetwork) async throws
         -> (addresses: [ResolvedAddress], scope: Int)
     {
-        let query = EDNSClientSubnet.addingOPT(to: try DNSWireMessage.query(for: host, type: type), subnet: subnet)
+        let query = EDNSClientSubnet.addingOPT(to: DNSWireMessage.query(for: host, type: type), subnet: subnet)
         var answer = try await send(message: query)
         // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
         if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }

@@ -14,7 +14,7 @@ package enum DNSRecordType: Int32, Sendable {
     package var family: AddressFamily { self == .a ? .ipv4 : .ipv6 }
 }
 
-/// Extracts addresses and TTLs from a DNS answer message with c-ares's own parsers.
+/// Extracts addresses and TTLs from a DNS answer message by c-ares's rules.
 ///
 /// The c-ares parsers follow CNAME chains and give each address the smallest TTL along its chain.
 package enum DNSAnswerParser {
@@ -22,12 +22,26 @@ package enum DNSAnswerParser {
     package static let maximumAddresses = 256
 
     /// A c-ares status that is not `ARES_SUCCESS`.
-    struct Status: Error {
-        var code: Int32
+    package struct Status: Error {
+        package var code: Int32
     }
 
-    /// Parses the `A` or `AAAA` records of `message`; `ARES_ENODATA` when there are none.
+    /// Parses the `A` or `AAAA` records of `message`; `ARES_ENODATA` when there are none. Well-formed messages with
+    /// plain names are read by ``DNSAnswerWalk`` without allocating; c-ares reads the rest.
     static func parse(
+        _ message: UnsafeBufferPointer<UInt8>,
+        type: DNSRecordType,
+        source: ResolutionSource
+    ) -> Result<[ResolvedAddress], Status> {
+        if let addresses = DNSAnswerWalk.addresses(in: message, type: type, source: source, limit: maximumAddresses) {
+            return addresses.isEmpty ? .failure(Status(code: ARES_ENODATA)) : .success(addresses)
+        }
+        return parseWithCAres(message, type: type, source: source)
+    }
+
+    /// ``parse(_:type:source:)`` by c-ares alone: the reference the Swift walk is tested against, and the reader of
+    /// every message the walk leaves to it.
+    package static func parseWithCAres(
         _ message: UnsafeBufferPointer<UInt8>,
         type: DNSRecordType,
         source: ResolutionSource

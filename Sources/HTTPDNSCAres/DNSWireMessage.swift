@@ -1,20 +1,44 @@
 import CAres
 package import HTTPDNSCore
 
-/// RFC 1035 messages for DNS-over-HTTPS, built and parsed with c-ares's own functions.
+/// RFC 1035 messages for DNS-over-HTTPS, built and parsed by c-ares's rules.
 ///
-/// Queries come from `ares_create_query` with message ID 0 (RFC 8484 §4.1, so answers cache well in HTTP).
-/// Answers are checked here for what c-ares's parsers ignore: the header flags, the RCODE and the question;
-/// the records are then read by ``DNSAnswerParser`` (`ares_parse_a_reply` / `ares_parse_aaaa_reply`).
+/// Queries are the bytes `ares_create_query` makes, with message ID 0 (RFC 8484 §4.1, so answers cache well in
+/// HTTP). Answers are checked here for what c-ares's parsers ignore: the header flags, the RCODE and the question;
+/// the records are then read by ``DNSAnswerParser`` (as `ares_parse_a_reply` / `ares_parse_aaaa_reply` read them).
 package enum DNSWireMessage {
     /// The length of a DNS header.
     package static let headerLength = 12
     /// The Internet class, `IN`.
     package static let classIN: Int32 = 1
 
-    /// Builds a recursive query for `name` with the given record type and ID 0.
+    /// Builds a recursive query for `name` with the given record type and ID 0: the bytes c-ares's
+    /// `ares_create_query` makes, written in one array (a `HostName` is already a valid sequence of labels).
+    package static func query(for name: HostName, type: DNSRecordType) -> [UInt8] {
+        let text = name.name.utf8
+        var query = [UInt8]()
+        query.reserveCapacity(headerLength + text.count + 6)
+        // ID 0, a standard query with recursion desired, one question.
+        query.append(contentsOf: [0, 0, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0] as [UInt8])
+        var lengthAt = query.count
+        query.append(0)
+        for byte in text {
+            if byte == UInt8(ascii: ".") {
+                query[lengthAt] = UInt8(query.count - lengthAt - 1)
+                lengthAt = query.count
+                query.append(0)
+            } else {
+                query.append(byte)
+            }
+        }
+        query[lengthAt] = UInt8(query.count - lengthAt - 1)
+        query.append(contentsOf: [0, UInt8(type.rawValue >> 8), UInt8(type.rawValue & 0xFF), 0, UInt8(classIN)])
+        return query
+    }
+
+    /// ``query(for:type:)`` as c-ares builds it: the reference the Swift encoder is tested against.
     /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
-    package static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
+    package static func queryWithCAres(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length: Int32 = 0
         let status = ares_create_query(name.name, classIN, type.rawValue, 0, 1, &buffer, &length, 0)

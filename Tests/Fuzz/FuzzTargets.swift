@@ -11,7 +11,7 @@ import HTTPDNS
 enum FuzzTargets {
     /// The targets, by name.
     static let names = [
-        "doh-wire", "doh-json", "alibaba", "tencent", "tencent-aes", "settings", "hosts", "cache",
+        "doh-wire", "answer-walk", "doh-json", "alibaba", "tencent", "tencent-aes", "settings", "hosts", "cache",
     ]
 
     private static let name = try! HostName("multi.test")
@@ -24,6 +24,17 @@ enum FuzzTargets {
             let type: DNSRecordType = bytes.first.map { $0 & 1 == 0 } ?? true ? .a : .aaaa
             if let addresses = try? DNSWireMessage.addresses(in: bytes, for: name, type: type, source: "fuzz") {
                 check(addresses, family: type == .a ? .ipv4 : .ipv6)
+            }
+        case "answer-walk":
+            // The Swift walk against c-ares on the same bytes: whatever it decides, c-ares must decide the same.
+            let type: DNSRecordType = bytes.first.map { $0 & 1 == 0 } ?? true ? .a : .aaaa
+            bytes.withUnsafeBufferPointer { message in
+                guard
+                    let walked = DNSAnswerWalk.addresses(
+                        in: message, type: type, source: "fuzz", limit: DNSAnswerParser.maximumAddresses)
+                else { return }
+                let reference = (try? DNSAnswerParser.parseWithCAres(message, type: type, source: "fuzz").get()) ?? []
+                precondition(walked == reference, "the Swift walk and c-ares read an answer differently")
             }
         case "doh-json":
             let type: DNSRecordType = bytes.first.map { $0 & 1 == 0 } ?? true ? .a : .aaaa

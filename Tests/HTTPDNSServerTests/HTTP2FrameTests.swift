@@ -127,7 +127,7 @@ struct HTTP2FrameTests {
         func data(_ bytes: [UInt8], stream: Int, end: Bool) -> HTTP2Frame {
             client.data(bytes, stream: stream, end: end)
         }
-        let query = try DNSWireMessage.query(for: try HostName("fast.test"), type: .a)
+        let query = DNSWireMessage.query(for: try HostName("fast.test"), type: .a)
         let half = query.count / 2
         var frames: [HTTP2Frame] = [
             // 1: a POST whose body comes in two DATA frames, the request ended by trailers.

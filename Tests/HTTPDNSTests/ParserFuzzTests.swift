@@ -53,7 +53,7 @@ struct ParserFuzzTests {
         try await onOwnThread {
             var rng = SeededGenerator(state: 8484)
             let name = try HostName("multi.test")
-            let query = try DNSWireMessage.query(for: name, type: .a)
+            let query = DNSWireMessage.query(for: name, type: .a)
             let seeds = [
                 CraftedWire.response(to: query, a: [[192, 0, 2, 1], [192, 0, 2, 2]]),
                 CraftedWire.response(to: query, rcode: 3),

@@ -97,7 +97,7 @@ let benchmarks: @Sendable () -> Void = {
     }
     Benchmark(
         "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
-        configuration: .init(metrics: [.wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50])
+        configuration: .init(metrics: [.wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .mallocCountTotal])
     ) { benchmark in
         let transport = try HTTPDNSTransport(configuration: .init(additionalTrustRoots: [setup.ca]))
         let resolver = try HTTPDNSResolver(

@@ -98,7 +98,8 @@ package final class HTTP2ClientSession {
     /// lower case); `body`, when given, is sent as DATA; a response body over `limit` bytes resets the stream.
     /// - Throws: ``HTTP2SessionFailure`` when no stream can be opened (stream IDs used up, the session going away).
     package func submit(
-        method: String, authority: String, path: String, headers: [(String, String)], body: [UInt8]?, limit: Int
+        method: String, authority: String, path: (slash: StaticString, base: String, suffix: String),
+        headers: [(String, String)], body: [UInt8]?, limit: Int
     ) throws -> Int32 {
         fieldBytes.removeAll(keepingCapacity: true)
         fieldSpans.removeAll(keepingCapacity: true)
@@ -112,10 +113,20 @@ package final class HTTP2ClientSession {
         add(":method", method)
         add(":scheme", "https")
         add(":authority", authority)
-        add(":path", path)
+        let pathStart = fieldBytes.count
+        fieldBytes.append(contentsOf: ":path".utf8)
+        let pathValueStart = fieldBytes.count
+        fieldBytes.append(
+            contentsOf: UnsafeBufferPointer(start: path.slash.utf8Start, count: path.slash.utf8CodeUnitCount))
+        fieldBytes.append(contentsOf: path.base.utf8)
+        fieldBytes.append(contentsOf: path.suffix.utf8)
+        fieldSpans.append((pathStart..<pathValueStart, pathValueStart..<fieldBytes.count))
         for (name, value) in headers {
+            // content-length is the session's to write (only names of its length are lower-cased to compare).
+            if name.utf8.count == 14, name.lowercased() == "content-length" { continue }
             add(name.utf8.contains { (65...90).contains($0) } ? name.lowercased() : name, value)
         }
+        add("user-agent", "swift-httpdns")
         if let body { add("content-length", String(body.count)) }
         fieldEntries.removeAll(keepingCapacity: true)
         var provider = nghttp2_data_provider(
@@ -180,7 +191,10 @@ package final class HTTP2ClientSession {
             let status = value.reduce(0) { $0 * 10 + Int($1 &- UInt8(ascii: "0")) }
             if !(100..<200).contains(status) { state.status = status }
         } else if name.equals("content-type"), state.contentType == nil {
-            state.contentType = String(decoding: value, as: UTF8.self)
+            // The usual answer's type is kept as a constant rather than a new string per response.
+            state.contentType =
+                value.equals("application/dns-message")
+                ? "application/dns-message" : String(decoding: value, as: UTF8.self)
         }
     }
 

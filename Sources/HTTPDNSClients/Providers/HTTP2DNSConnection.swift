@@ -130,19 +130,15 @@ package final class HTTP2DNSConnection: Sendable {
         server: String
     ) async throws -> HTTPDNSTransport.Response {
         try Task.checkCancellation()
-        var path = basePath + request.suffix
-        if !path.hasPrefix("/") { path = "/" + path }
-        var headers: [(String, String)] = []
-        headers.reserveCapacity(request.headers.count + 1)
-        // content-length is the session's to write (only names of its length are lower-cased to compare).
-        for (name, value) in request.headers
-        where !(name.utf8.count == 14 && name.lowercased() == "content-length") {
-            headers.append((name, value))
-        }
-        headers.append(("user-agent", "swift-httpdns"))
+        // The path's two parts and the request's own header fields go to the session as they are: it writes them
+        // into its field buffer (with `user-agent`, and `content-length` for a body) without building new strings.
         let exchange = HTTP2DNSExchange(
-            method: request.method.rawValue, authority: authority, path: path, headers: headers, body: request.body,
-            timeout: TimeAmount(timeout), limit: limit, server: server)
+            method: request.method.rawValue, authority: authority,
+            path: (
+                basePath.hasPrefix("/") || (basePath.isEmpty && request.suffix.hasPrefix("/")) ? "" : "/", basePath,
+                request.suffix
+            ),
+            headers: request.headers, body: request.body, timeout: TimeAmount(timeout), limit: limit, server: server)
         let streams = self.streams
         let eventLoop = channel.eventLoop
         return try await withTaskCancellationHandler {
@@ -196,8 +192,11 @@ package struct HTTP2ConnectionLost: Error, CustomStringConvertible {
 package final class HTTP2DNSExchange: @unchecked Sendable {
     package let method: String
     package let authority: String
-    package let path: String
-    /// Header fields after the pseudo-header fields (`content-length` is added for a body).
+    /// The path in parts: a leading slash when the others lack one, the endpoint's base path and the request's
+    /// suffix.
+    package let path: (slash: StaticString, base: String, suffix: String)
+    /// Header fields after the pseudo-header fields, as the request gave them (the session adds `user-agent`, and
+    /// `content-length` for a body, and drops any `content-length` given here).
     package let headers: [(String, String)]
     package let body: [UInt8]?
     package let timeout: TimeAmount
@@ -209,7 +208,8 @@ package final class HTTP2DNSExchange: @unchecked Sendable {
     package var cancelled = false
 
     package init(
-        method: String, authority: String, path: String, headers: [(String, String)], body: [UInt8]?,
+        method: String, authority: String, path: (slash: StaticString, base: String, suffix: String),
+        headers: [(String, String)], body: [UInt8]?,
         timeout: TimeAmount, limit: Int, server: String
     ) {
         self.method = method

@@ -304,21 +304,23 @@ public final class HTTPDNSResolver: HostNameResolver {
         switch configuration.api.kind {
         case .dnsMessage(let method):
             contentType = "application/dns-message"
-            var query = try DNSWireMessage.query(for: host, type: type)
+            var query = DNSWireMessage.query(for: host, type: type)
             if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
             sentQuery = query
             switch method {
             case .get:
-                request = .init(suffix: "?dns=\(Self.base64URL(query))")
+                request = .init(suffix: Self.base64URL(query, prefix: "?dns="), headers: Self.acceptingDNSMessage)
             case .post:
-                request = .init(method: .POST, suffix: "", headers: [("Content-Type", contentType)], body: query)
+                request = .init(
+                    method: .POST, suffix: "", headers: [("content-type", contentType), ("accept", contentType)],
+                    body: query)
             }
         default:
             contentType = "application/dns-json"
-            request = .init(suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")")
+            request = .init(
+                suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")", headers: [("accept", contentType)])
             if let subnet { request.suffix += "&edns_client_subnet=\(subnet)" }
         }
-        request.headers.append(("Accept", contentType))
         let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
         guard response.status == 200 else {
             throw DNSError(
@@ -392,12 +394,24 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
     }
 
-    /// Unpadded base64url (RFC 4648 §5), as RFC 8484 asks for `?dns=`.
-    package static func base64URL(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        let length = (bytes.count * 4 + 2) / 3
+    /// The header fields of every RFC 8484 GET: one shared array, not one per query.
+    private static let acceptingDNSMessage = [("accept", "application/dns-message")]
+
+    /// The base64url alphabet (RFC 4648 §5).
+    private static let base64URLAlphabet: [UInt8] = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// `prefix` (ASCII) followed by unpadded base64url (RFC 4648 §5) of `bytes`, as RFC 8484 asks for `?dns=`: one
+    /// string, written in place.
+    package static func base64URL(_ bytes: [UInt8], prefix: StaticString = "") -> String {
+        let alphabet = base64URLAlphabet
+        let length = prefix.utf8CodeUnitCount + (bytes.count * 4 + 2) / 3
         return String(unsafeUninitializedCapacity: length) { out in
             var written = 0
+            for byte in UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount) {
+                out[written] = byte
+                written += 1
+            }
             var index = 0
             while index < bytes.count {
                 let chunk = min(3, bytes.count - index)

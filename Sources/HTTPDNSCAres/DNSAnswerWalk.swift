@@ -1,0 +1,154 @@
+package import HTTPDNSCore
+
+/// The A and AAAA records of a DNS answer, read in Swift without allocating beyond the result: the common case of
+/// ``DNSAnswerParser``.
+///
+/// It gives exactly what c-ares 1.18's `ares_parse_a_reply` / `ares_parse_aaaa_reply` give, by the same rules:
+/// - one question, whose name starts the chain;
+/// - answer records in order: an `IN` record of the type asked for, with data of the address's length, whose owner
+///   is the current name (ASCII case aside) adds its address; any `IN` CNAME makes its target the current name;
+/// - each address's TTL is at most the smallest CNAME TTL, and TTLs of 2^31 s or more read as 0.
+///
+/// It decides only messages whose names are made of letters, digits, `-` and `_`, with at most 50 compression
+/// pointers in a name and every length in bounds. For anything else (escaped characters, a malformed or truncated
+/// message, a loop) it answers `nil` and c-ares decides, so errors and unusual names keep c-ares's treatment.
+package enum DNSAnswerWalk {
+    /// The longest run of compression pointers c-ares follows in one name.
+    private static let maximumPointers = 50
+
+    /// The addresses of `type` in `message`, at most `limit`; `nil` when c-ares must decide.
+    package static func addresses(
+        in message: UnsafeBufferPointer<UInt8>, type: DNSRecordType, source: ResolutionSource, limit: Int
+    ) -> [ResolvedAddress]? {
+        let count = message.count
+        guard count >= DNSWireMessage.headerLength else { return nil }
+        guard message[4] == 0, message[5] == 1 else { return nil }
+        let answers = Int(message[6]) << 8 | Int(message[7])
+        guard let questionEnd = nameEnd(message, from: DNSWireMessage.headerLength),
+            questionEnd + 4 <= count
+        else { return nil }
+        var current = DNSWireMessage.headerLength
+        var offset = questionEnd + 4
+        var addresses: [ResolvedAddress] = []
+        var smallestCNAMETTL = Int32.max
+        let wantedType = UInt16(type.rawValue)
+        let addressLength = type == .a ? 4 : 16
+        for _ in 0..<answers {
+            let owner = offset
+            guard let end = nameEnd(message, from: owner), end + 10 <= count else { return nil }
+            let recordType = UInt16(message[end]) << 8 | UInt16(message[end + 1])
+            let recordClass = UInt16(message[end + 2]) << 8 | UInt16(message[end + 3])
+            let ttl = Int32(
+                bitPattern: UInt32(message[end + 4]) << 24 | UInt32(message[end + 5]) << 16
+                    | UInt32(message[end + 6]) << 8 | UInt32(message[end + 7]))
+            let length = Int(message[end + 8]) << 8 | Int(message[end + 9])
+            let data = end + 10
+            guard data + length <= count else { return nil }
+            if recordClass == 1 {
+                if recordType == wantedType, length == addressLength {
+                    guard let same = sameName(message, owner, current) else { return nil }
+                    if same, addresses.count < limit {
+                        guard let ip = address(message, at: data, type: type) else { return nil }
+                        addresses.append(ResolvedAddress(ip: ip, ttl: UInt32(bitPattern: ttl), source: source))
+                    }
+                } else if recordType == 5 {
+                    // c-ares follows every IN CNAME, whatever its owner, and reads its target from the message.
+                    guard nameEnd(message, from: data) != nil else { return nil }
+                    current = data
+                    smallestCNAMETTL = min(smallestCNAMETTL, ttl)
+                }
+            }
+            offset = data + length
+        }
+        for index in addresses.indices {
+            let ttl = min(Int32(bitPattern: addresses[index].ttl), smallestCNAMETTL)
+            addresses[index].ttl = UInt32(max(ttl, 0))
+        }
+        return addresses
+    }
+
+    /// The address in the record data at `data`.
+    private static func address(_ message: UnsafeBufferPointer<UInt8>, at data: Int, type: DNSRecordType)
+        -> IPAddress?
+    {
+        type == .a
+            ? IPAddress(ipv4: message[data], message[data + 1], message[data + 2], message[data + 3])
+            : IPAddress(bytes: UnsafeBufferPointer(rebasing: message[data..<data + 16]))
+    }
+
+    /// Where the encoded name at `start` ends in the record that holds it (after its last label or its first
+    /// pointer); `nil` unless every label is made of letters, digits, `-` and `_` and everything is in bounds.
+    private static func nameEnd(_ message: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        var position = start
+        var end: Int?
+        var pointers = 0
+        while true {
+            guard position < message.count else { return nil }
+            let length = Int(message[position])
+            if length == 0 { return end ?? position + 1 }
+            switch length & 0xC0 {
+            case 0xC0:
+                guard position + 1 < message.count else { return nil }
+                let target = (length & 0x3F) << 8 | Int(message[position + 1])
+                pointers += 1
+                guard target < message.count, pointers <= maximumPointers else { return nil }
+                if end == nil { end = position + 2 }
+                position = target
+            case 0:
+                // c-ares wants the byte after the label inside the message too.
+                guard position + length + 1 < message.count else { return nil }
+                for index in position + 1...position + length where !isPlain(message[index]) { return nil }
+                position += length + 1
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// Whether the names at `a` and `b` are the same, ASCII case aside; `nil` when one cannot be walked.
+    private static func sameName(_ message: UnsafeBufferPointer<UInt8>, _ a: Int, _ b: Int) -> Bool? {
+        var (left, right) = (a, b)
+        var jumps = 0
+        while true {
+            guard let l = labelStart(message, left, &jumps), let r = labelStart(message, right, &jumps) else {
+                return nil
+            }
+            let (leftLength, rightLength) = (Int(message[l]), Int(message[r]))
+            guard leftLength == rightLength else { return false }
+            if leftLength == 0 { return true }
+            for index in 1...leftLength where lowered(message[l + index]) != lowered(message[r + index]) {
+                return false
+            }
+            left = l + leftLength + 1
+            right = r + rightLength + 1
+        }
+    }
+
+    /// The label at `position`, after following pointers; `nil` when out of bounds or looping.
+    private static func labelStart(_ message: UnsafeBufferPointer<UInt8>, _ position: Int, _ jumps: inout Int) -> Int? {
+        var position = position
+        while position < message.count, message[position] & 0xC0 == 0xC0 {
+            guard position + 1 < message.count else { return nil }
+            jumps += 1
+            guard jumps <= 2 * maximumPointers + 2 else { return nil }
+            position = Int(message[position] & 0x3F) << 8 | Int(message[position + 1])
+        }
+        guard position < message.count, message[position] & 0xC0 == 0,
+            position + Int(message[position]) < message.count
+        else { return nil }
+        return position
+    }
+
+    private static func isPlain(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
+        default: false
+        }
+    }
+
+    private static func lowered(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+    }
+}
