@@ -431,6 +431,8 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// The media type of a `Content-Type` value, lower-cased, without parameters or spaces.
     package static func mediaType(_ contentType: String?) -> String? {
         guard let contentType else { return nil }
+        // The usual answer's type, which the HTTP/2 session hands over as this very constant.
+        if contentType == "application/dns-message" { return contentType }
         // Most servers send the bare type in lower-case ASCII: returned as it is.
         if !contentType.utf8.contains(where: {
             $0 == UInt8(ascii: ";") || $0 <= UInt8(ascii: " ") || $0 >= 0x80 || (65...90).contains($0)
