@@ -43,10 +43,9 @@ package struct SettingField<Section>: Sendable {
         _ path: String, _ field: any WritableKeyPath<Section, Duration> & Sendable, default value: Int, _ help: String,
         range: ClosedRange<Int>? = nil
     ) -> SettingField {
-        custom(
-            path, .int, field, shown: "\(value)", help, range: range,
-            decode: { reader, key throws(DNSError) in .milliseconds(try reader.int(key, default: value)) },
-            describe: { "\($0.roundedUpMilliseconds)" })
+        duration(path, field, default: value, help, range: range, from: Duration.milliseconds) {
+            $0.roundedUpMilliseconds
+        }
     }
 
     /// A duration key written in whole seconds (`…Seconds`).
@@ -54,10 +53,19 @@ package struct SettingField<Section>: Sendable {
         _ path: String, _ field: any WritableKeyPath<Section, Duration> & Sendable, default value: Int, _ help: String,
         range: ClosedRange<Int>? = nil
     ) -> SettingField {
+        duration(path, field, default: value, help, range: range, from: Duration.seconds) { $0.components.seconds }
+    }
+
+    /// A duration key written as a whole number of a unit: `from` makes the duration, `number` prints it back.
+    private static func duration(
+        _ path: String, _ field: any WritableKeyPath<Section, Duration> & Sendable, default value: Int, _ help: String,
+        range: ClosedRange<Int>?, from: @escaping @Sendable (Int) -> Duration,
+        number: @escaping @Sendable (Duration) -> Int64
+    ) -> SettingField {
         custom(
             path, .int, field, shown: "\(value)", help, range: range,
-            decode: { reader, key throws(DNSError) in .seconds(try reader.int(key, default: value)) },
-            describe: { "\($0.components.seconds)" })
+            decode: { reader, key throws(DNSError) in from(try reader.int(key, default: value)) },
+            describe: { "\(number($0))" })
     }
 
     /// A `true`/`false` key.
