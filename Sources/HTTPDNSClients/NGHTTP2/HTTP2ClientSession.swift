@@ -101,26 +101,35 @@ package final class HTTP2ClientSession {
         method: String, authority: String, path: (slash: StaticString, base: String, suffix: String),
         headers: [(String, String)], body: [UInt8]?, limit: Int
     ) throws -> Int32 {
-        fieldBytes.removeAll(keepingCapacity: true)
-        fieldSpans.removeAll(keepingCapacity: true)
+        // The buffers are taken out of the session for the call and put back after: work on locals is checked for
+        // exclusive access when compiled, work on the session's properties at run time, once per append.
+        var bytes = fieldBytes
+        var spans = fieldSpans
+        var entries = fieldEntries
+        (fieldBytes, fieldSpans, fieldEntries) = ([], [], [])
+        defer {
+            bytes.removeAll(keepingCapacity: true)
+            spans.removeAll(keepingCapacity: true)
+            entries.removeAll(keepingCapacity: true)
+            (fieldBytes, fieldSpans, fieldEntries) = (bytes, spans, entries)
+        }
         func add(_ name: some StringProtocol, _ value: some StringProtocol) {
-            let nameStart = fieldBytes.count
-            fieldBytes.append(contentsOf: name.utf8)
-            let valueStart = fieldBytes.count
-            fieldBytes.append(contentsOf: value.utf8)
-            fieldSpans.append((nameStart..<valueStart, valueStart..<fieldBytes.count))
+            let nameStart = bytes.count
+            bytes.append(contentsOf: name.utf8)
+            let valueStart = bytes.count
+            bytes.append(contentsOf: value.utf8)
+            spans.append((nameStart..<valueStart, valueStart..<bytes.count))
         }
         add(":method", method)
         add(":scheme", "https")
         add(":authority", authority)
-        let pathStart = fieldBytes.count
-        fieldBytes.append(contentsOf: ":path".utf8)
-        let pathValueStart = fieldBytes.count
-        fieldBytes.append(
-            contentsOf: UnsafeBufferPointer(start: path.slash.utf8Start, count: path.slash.utf8CodeUnitCount))
-        fieldBytes.append(contentsOf: path.base.utf8)
-        fieldBytes.append(contentsOf: path.suffix.utf8)
-        fieldSpans.append((pathStart..<pathValueStart, pathValueStart..<fieldBytes.count))
+        let pathStart = bytes.count
+        bytes.append(contentsOf: ":path".utf8)
+        let pathValueStart = bytes.count
+        bytes.append(contentsOf: UnsafeBufferPointer(start: path.slash.utf8Start, count: path.slash.utf8CodeUnitCount))
+        bytes.append(contentsOf: path.base.utf8)
+        bytes.append(contentsOf: path.suffix.utf8)
+        spans.append((pathStart..<pathValueStart, pathValueStart..<bytes.count))
         for (name, value) in headers {
             // content-length is the session's to write (only names of its length are lower-cased to compare).
             if name.utf8.count == 14, name.lowercased() == "content-length" { continue }
@@ -128,19 +137,19 @@ package final class HTTP2ClientSession {
         }
         add("user-agent", "swift-httpdns")
         if let body { add("content-length", String(body.count)) }
-        fieldEntries.removeAll(keepingCapacity: true)
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ClientCallbacks.readBody)
-        let stream = fieldBytes.withUnsafeMutableBufferPointer { bytes -> Int32 in
-            let base = bytes.baseAddress!
-            for (name, value) in fieldSpans {
-                fieldEntries.append(
+        let session = self.session
+        let stream = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            let base = buffer.baseAddress!
+            for (name, value) in spans {
+                entries.append(
                     nghttp2_nv(
                         name: base + name.lowerBound, value: base + value.lowerBound, namelen: name.count,
                         valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
             }
             // nghttp2 copies the fields before it returns.
-            return fieldEntries.withUnsafeBufferPointer { entries in
+            return entries.withUnsafeBufferPointer { entries in
                 body == nil
                     ? nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, nil, nil)
                     : nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, &provider, nil)
