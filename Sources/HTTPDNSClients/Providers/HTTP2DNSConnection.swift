@@ -123,7 +123,7 @@ package final class HTTP2DNSConnection: Sendable {
 
     /// Sends one request and returns the whole answer.
     /// - Throws: ``DNSError`` (timeout, response too large), ``HTTP2ConnectionLost``, `CancellationError`.
-    package func execute(
+    nonisolated(nonsending) package func execute(
         _ request: HTTPDNSTransport.Request,
         timeout: Duration,
         limit: Int,

@@ -198,7 +198,8 @@ public final class HTTPDNSResolver: HostNameResolver {
         try await resolve(host, family: family, subnet: clientSubnet)
     }
 
-    private func resolve(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+    nonisolated(nonsending) private func resolve(_ host: HostName, family: AddressFamily, subnet: IPNetwork?)
+        async throws
         -> ScopedResolution
     {
         guard let budget = configuration.budget else {
@@ -219,7 +220,9 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// One endpoint's answer: the addresses and the prefix length of the client subnet they hold for.
     private typealias Answer = (addresses: [ResolvedAddress], scope: Int)
 
-    private func resolveWithoutBudget(_ host: HostName, family: AddressFamily, subnet: IPNetwork?) async throws
+    nonisolated(nonsending) private func resolveWithoutBudget(
+        _ host: HostName, family: AddressFamily, subnet: IPNetwork?
+    ) async throws
         -> ScopedResolution
     {
         let answer: Answer
@@ -253,7 +256,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// Runs `lookup` against each endpoint in turn until one gives a definite result.
-    private func failover(
+    nonisolated(nonsending) private func failover(
         _ host: HostName,
         _ lookup: (HTTPDNSEndpoint) async throws -> Answer
     ) async throws -> Answer {
@@ -295,7 +298,9 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One DoH exchange (wire or JSON) for one record type.
-    private func doh(_ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
+    nonisolated(nonsending) private func doh(
+        _ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?
+    )
         async throws -> Answer
     {
         var request: HTTPDNSTransport.Request
