@@ -60,7 +60,7 @@ public final class CAresResolver: HostNameResolver {
 
         /// The search policy this configuration describes: ``searchDomains`` and ``ndots`` where set, the system's
         /// (`SearchPolicy.system(resolvConf:environment:)`) for the rest.
-        public var searchPolicy: SearchPolicy {
+        package var searchPolicy: SearchPolicy {
             let system = (searchDomains == nil || ndots == nil) ? SearchPolicy.system() : nil
             return SearchPolicy(
                 domains: searchDomains ?? system?.domains.map(\.name) ?? [], ndots: ndots ?? system?.ndots ?? 1)
@@ -96,7 +96,7 @@ public final class CAresResolver: HostNameResolver {
     public var executor: any TaskExecutor { loop }
 
     /// The servers the channel asks, as `IP:PORT` (the configured ones, or the system's).
-    public var servers: [String] { loop.servers }
+    package var servers: [String] { loop.servers }
 
     /// Creates a resolver and starts its event thread.
     /// - Parameters:

@@ -29,19 +29,19 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The name does not exist (NXDOMAIN).
         public static let notFound = Code(.notFound)
         /// The server could not interpret the query (FORMERR).
-        public static let formatError = Code(.formatError)
+        package static let formatError = Code(.formatError)
         /// The server failed to answer (SERVFAIL).
         public static let serverFailure = Code(.serverFailure)
         /// The server does not support the query (NOTIMP).
-        public static let notImplemented = Code(.notImplemented)
+        package static let notImplemented = Code(.notImplemented)
         /// The server refused the query (REFUSED).
         public static let refused = Code(.refused)
         /// The query could not be built.
-        public static let badQuery = Code(.badQuery)
+        package static let badQuery = Code(.badQuery)
         /// The host name is malformed.
         public static let badName = Code(.badName)
         /// The address family is not supported.
-        public static let badFamily = Code(.badFamily)
+        package static let badFamily = Code(.badFamily)
         /// The answer was malformed or did not match the question.
         public static let badResponse = Code(.badResponse)
         /// The server could not be reached (connection refused or reset).
@@ -49,35 +49,35 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         /// No answer arrived in time.
         public static let timeout = Code(.timeout)
         /// The server closed the connection early.
-        public static let endOfFile = Code(.endOfFile)
+        package static let endOfFile = Code(.endOfFile)
         /// A configuration file could not be read.
-        public static let fileError = Code(.fileError)
+        package static let fileError = Code(.fileError)
         /// Memory ran out.
-        public static let noMemory = Code(.noMemory)
+        package static let noMemory = Code(.noMemory)
         /// The resolver was shut down while the query was in flight.
         public static let shutdown = Code(.shutdown)
         /// A string was malformed.
-        public static let badString = Code(.badString)
+        package static let badString = Code(.badString)
         /// Invalid flags were given.
-        public static let badFlags = Code(.badFlags)
+        package static let badFlags = Code(.badFlags)
         /// The name is not known (and is not a valid numeric address).
-        public static let noName = Code(.noName)
+        package static let noName = Code(.noName)
         /// Invalid lookup hints were given.
-        public static let badHints = Code(.badHints)
+        package static let badHints = Code(.badHints)
         /// The DNS library was not initialised.
-        public static let notInitialized = Code(.notInitialized)
+        package static let notInitialized = Code(.notInitialized)
         /// The query was cancelled.
         public static let cancelled = Code(.cancelled)
         /// The service name is not known.
-        public static let badService = Code(.badService)
+        package static let badService = Code(.badService)
         /// A DNS server address is malformed.
-        public static let invalidServer = Code(.invalidServer)
+        package static let invalidServer = Code(.invalidServer)
         /// A resolver option is out of range.
         public static let invalidConfiguration = Code(.invalidConfiguration)
         /// The answer was for another question than the one asked (name, type or class differ).
-        public static let questionMismatch = Code(.questionMismatch)
+        package static let questionMismatch = Code(.questionMismatch)
         /// An HTTP DNS response body was larger than the cap (64 KiB).
-        public static let responseTooLarge = Code(.responseTooLarge)
+        package static let responseTooLarge = Code(.responseTooLarge)
         /// An HTTP DNS endpoint answered with an HTTP status other than 200, or a body of the wrong type.
         public static let httpStatus = Code(.httpStatus)
         /// The TLS handshake failed: an untrusted or expired certificate, or one for another name.
@@ -88,18 +88,18 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         /// address, and the provider's private-address guard rejected it.
         public static let privateAddress = Code(.privateAddress)
         /// A signed HTTPDNS request reached the server after its expiry time.
-        public static let signatureExpired = Code(.signatureExpired)
+        package static let signatureExpired = Code(.signatureExpired)
         /// The HTTPDNS server rejected the request signature (wrong secret or account).
-        public static let invalidSignature = Code(.invalidSignature)
+        package static let invalidSignature = Code(.invalidSignature)
         /// An encrypted HTTPDNS answer could not be decrypted (wrong key, corrupt body).
-        public static let decryptionFailed = Code(.decryptionFailed)
+        package static let decryptionFailed = Code(.decryptionFailed)
         /// Only the cache was asked and it holds nothing usable for the host.
-        public static let notCached = Code(.notCached)
+        package static let notCached = Code(.notCached)
         /// The host cannot reach any address of the answer: an IPv4-only name on a host without an IPv4 route, where
         /// NAT64 synthesis is off or no NAT64 prefix was found.
         public static let noRoute = Code(.noRoute)
         /// An unexpected internal failure; the message says which.
-        public static let internalError = Code(.internalError)
+        package static let internalError = Code(.internalError)
 
         /// The stable identifier of the code, e.g. `notFound`.
         public var description: String { value.rawValue }

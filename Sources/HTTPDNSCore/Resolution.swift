@@ -23,7 +23,7 @@ public struct ResolutionSource: Hashable, Sendable, CustomStringConvertible, Exp
 /// One address of a resolved host with the time it may be cached for.
 public struct ResolvedAddress: Hashable, Sendable, CustomStringConvertible {
     /// The largest TTL the DNS allows (RFC 2181, 2^31 - 1 seconds); used for IP literals.
-    public static let maximumTTL: UInt32 = 2_147_483_647
+    package static let maximumTTL: UInt32 = 2_147_483_647
 
     /// The address.
     public var ip: IPAddress

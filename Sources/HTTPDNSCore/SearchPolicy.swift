@@ -12,27 +12,27 @@ import Foundation
 /// search.candidates(for: try HostName("orders"))   // orders.svc.cluster.local, orders.cluster.local, orders
 /// let system = SearchPolicy.system()               // /etc/resolv.conf, LOCALDOMAIN, RES_OPTIONS
 /// ```
-public struct SearchPolicy: Sendable, Hashable {
+package struct SearchPolicy: Sendable, Hashable {
     /// The search domains, in order (at most 6 are kept, as glibc does).
-    public var domains: [HostName]
+    package var domains: [HostName]
     /// How many dots a name needs to be tried as it is before the search list (0 to 15; glibc's default is 1).
-    public var ndots: Int
+    package var ndots: Int
 
     /// The most search domains kept.
-    public static let maximumDomains = 6
+    package static let maximumDomains = 6
 
     /// No search: every name is asked exactly as given.
-    public static let none = SearchPolicy(domains: [HostName](), ndots: 1)
+    package static let none = SearchPolicy(domains: [HostName](), ndots: 1)
 
     /// Creates a policy; `ndots` is clamped to 0…15 and the list to ``maximumDomains`` names.
-    public init(domains: [HostName], ndots: Int = 1) {
+    package init(domains: [HostName], ndots: Int = 1) {
         var seen = Set<HostName>()
         self.domains = Array(domains.filter { seen.insert($0).inserted }.prefix(Self.maximumDomains))
         self.ndots = min(max(ndots, 0), 15)
     }
 
     /// Creates a policy from domain names given as text; names that are not valid host names are skipped.
-    public init(domains: [String], ndots: Int = 1) {
+    package init(domains: [String], ndots: Int = 1) {
         self.init(domains: domains.compactMap { try? HostName($0) }, ndots: ndots)
     }
 
@@ -40,7 +40,7 @@ public struct SearchPolicy: Sendable, Hashable {
     /// - Parameters:
     ///   - name: The name as the caller gave it.
     ///   - absolute: Whether the name was written with a trailing dot (then it is the only candidate).
-    public func candidates(for name: HostName, absolute: Bool = false) -> [HostName] {
+    package func candidates(for name: HostName, absolute: Bool = false) -> [HostName] {
         guard !absolute, !domains.isEmpty else { return [name] }
         let dots = name.name.utf8.count { $0 == UInt8(ascii: ".") }
         let searched = domains.compactMap { try? HostName("\(name.name).\($0.name)") }.filter { $0 != name }
@@ -52,7 +52,7 @@ public struct SearchPolicy: Sendable, Hashable {
     /// - Parameters:
     ///   - resolvConf: The resolver configuration file (default `/etc/resolv.conf`); a missing file means no search.
     ///   - environment: Where `LOCALDOMAIN` and `RES_OPTIONS` are read; `nil` for the process's environment.
-    public static func system(
+    package static func system(
         resolvConf: String = "/etc/resolv.conf",
         environment: [String: String]? = nil
     ) -> SearchPolicy {

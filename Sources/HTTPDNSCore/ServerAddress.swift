@@ -14,7 +14,7 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`. A bare IPv6 address takes no port.
-    /// - Throws: ``DNSError`` with code ``DNSError/Code/invalidServer`` when the text is not one of those forms.
+    /// - Throws: ``DNSError`` with code `invalidServer` when the text is not one of those forms.
     public init(parsing text: some StringProtocol) throws(DNSError) {
         let text = String(text)
         func fail(_ reason: String) -> DNSError {

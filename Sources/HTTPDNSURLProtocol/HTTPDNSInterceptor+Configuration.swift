@@ -32,10 +32,10 @@ extension HTTPDNSInterceptor {
         /// Called once per request with its trace, when it finishes or fails.
         public var traceHandler: (@Sendable (RequestTrace) -> Void)?
         /// What happens to a request the environment sends through a proxy (``proxies``): by default
-        /// (`InterceptionSettings.ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the
-        /// proxy exactly as without the library; `InterceptionSettings.ProxyMode.tunnel` sends it through the proxy
+        /// (`ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the
+        /// proxy exactly as without the library; `ProxyMode.tunnel` sends it through the proxy
         /// itself with an HTTP CONNECT to the real host name (the proxy resolves the name).
-        public var proxyMode: InterceptionSettings.ProxyMode
+        public var proxyMode: ProxyMode
         /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the
         /// configuration is made.
         public var proxies: ProxyEnvironment
@@ -50,7 +50,7 @@ extension HTTPDNSInterceptor {
             maximumResponseBytes: Int = 256 << 20,
             cookieStorage: HTTPCookieStorage? = .shared,
             traceHandler: (@Sendable (RequestTrace) -> Void)? = nil,
-            proxyMode: InterceptionSettings.ProxyMode = .bypass,
+            proxyMode: ProxyMode = .bypass,
             proxies: ProxyEnvironment = ProxyEnvironment(),
             redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)? = nil
         ) {
@@ -66,9 +66,9 @@ extension HTTPDNSInterceptor {
 
         /// The defaults with the connection policy of `settings` (``ConnectionPolicy/init(settings:)``) and its
         /// proxy mode (`interception.proxy`).
-        public init(settings: InterceptionSettings) {
+        public init(settings: ResolverSettings) {
             self.init(connection: ConnectionPolicy(settings: settings))
-            proxyMode = settings.proxyMode
+            proxyMode = settings.interception.proxyMode
         }
 
         /// A property of the connection policy.

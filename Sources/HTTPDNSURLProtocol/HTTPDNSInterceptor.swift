@@ -34,7 +34,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// The resolver requests are resolved through.
     public let resolver: HostResolver
-    /// The settings in effect (those it was created with, as changed by ``apply(_:)``).
+    /// The settings in effect (those it was created with, as changed by a settings reload).
     public var configuration: Configuration { live.withLock { $0 } }
     private let live: Locked<Configuration>
     private let engine: ExchangeEngine
@@ -89,7 +89,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
     /// proxies (read again). Trust roots, timeouts and limits keep their values until the interceptor is made again.
-    public func apply(_ settings: InterceptionSettings) {
+    package func apply(_ settings: InterceptionSettings) {
         live.withLock { $0.apply(settings) }
     }
 

@@ -97,7 +97,7 @@ public final class HTTPDNSRuntime: Sendable {
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
-                resolver: resolver, configuration: .init(settings: settings.interception), logger: logger,
+                resolver: resolver, configuration: .init(settings: settings), logger: logger,
                 metricsFactory: metricsFactory)
         } catch {
             Task { await resolver.shutdown() }
@@ -146,7 +146,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// Applies `settings` to the running resolver (`HostResolver.apply(_:)`) and interceptor
-    /// (``HTTPDNSInterceptor/apply(_:)``).
+    /// (the interceptor's `apply(_:)`).
     /// - Throws: `DNSError` when the resolver cannot use them; then nothing changed.
     public func apply(_ settings: ResolverSettings) throws {
         try resolver.apply(settings)

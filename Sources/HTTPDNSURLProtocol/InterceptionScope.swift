@@ -38,7 +38,7 @@ public struct InterceptionScope: Sendable, Hashable {
         guard let name else { return false }
         if isLiteral {
             // Only an override gives a literal or localhost something to be rewritten to.
-            guard let overrides, overrides.lookup(name) != nil else { return false }
+            guard let overrides, overrides.contains(name) else { return false }
         }
         return contains(name)
     }

@@ -145,7 +145,7 @@ public struct FetchCommand: AsyncParsableCommand {
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, logger: CommandLogging.logger())
         }
-        var interception = HTTPDNSInterceptor.Configuration(settings: settings.interception)
+        var interception = HTTPDNSInterceptor.Configuration(settings: settings)
         interception.followRedirects = !noFollow
         interception.cookieStorage = nil
         let fetcher: URLSessionFetcher

@@ -53,7 +53,7 @@ if asyncHTTPClient {
     // The README's AsyncHTTPClient sample.
     let settings = try SettingsFile.load(path: config).get()
     let resolver = try HostResolver(settings: settings, logger: logger)
-    let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings.interception))
+    let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings))
     var failures = 0
     for url in urls {
         do {

@@ -852,21 +852,21 @@ extension URLProtocolTests {
         settings.httpDNS.trustCA = ["/etc/doh-ca.pem"]
         settings.interception.trustCA = ["/etc/app-ca.pem"]
         #expect(
-            HTTPDNSInterceptor.Configuration(settings: settings.interception).additionalTrustRoots == [
+            HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots == [
                 "/etc/app-ca.pem"
             ])
         settings.interception.trustCA = []
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings.interception).additionalTrustRoots.isEmpty)
+        #expect(HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots.isEmpty)
     }
 
     @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
     func connectTimeoutSetting() throws {
         var settings = ResolverSettings.default
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings.interception).connectTimeout == .seconds(2))
+        #expect(HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .seconds(2))
         settings.interception.connectTimeoutMilliseconds = 7_500
         #expect(
-            HTTPDNSInterceptor.Configuration(settings: settings.interception).connectTimeout == .milliseconds(7_500))
-        #expect(HTTPDNSClient.Configuration(settings: settings.interception).connectTimeout == .milliseconds(7_500))
+            HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
+        #expect(HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
     }
 
     @Test("https to http redirects are refused unless allowed; the redirect handler can inspect, change or stop")

@@ -153,7 +153,7 @@ struct ProbeAndCacheCommandTests {
             try await HostsCTLProcess.run(["cache", "export", "--cache-file", cacheFile, "-o", exportFile]).status == 0)
         let overrides = try HostsFile(contentsOf: exportFile)
         #expect(overrides.diagnostics.isEmpty)
-        #expect(HostOverrides(file: overrides).lookup(try HostName("probe.test"))?.addresses.count == 2)
+        #expect(HostOverrides(file: overrides).resolve(try HostName("probe.test"), family: .any)?.addresses.count == 2)
         let exportedJSON = try await HostsCTLProcess.run(["cache", "export", "--json", "--cache-file", cacheFile])
         #expect(
             try JSONSerialization.jsonObject(with: Data(exportedJSON.standardOutput.utf8)) as? [[String: Any]] != nil)

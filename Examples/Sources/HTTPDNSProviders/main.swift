@@ -4,25 +4,21 @@ import Logging
 
 let logger = Logger(label: "httpdns")
 
-// One transport per process: it holds the connection pools (HTTP/2 over TLS when offered) and the trust roots.
-let transport = try HTTPDNSTransport(configuration: .init(
-    requestTimeout: .seconds(3),                      // one HTTP exchange, head to last body byte
-    additionalTrustRoots: ["/etc/my-company/ca.pem"]  // optional: extra CAs; verification is never turned off
-))
-
+// Each resolver keeps its connections open for reuse (HTTP/2 over TLS when the server offers it).
 let doh = try HTTPDNSResolver(
     configuration: .init(
-        name: "cloudflare",                          // the `source` of its answers
+        name: "cloudflare",                               // the `source` of its answers
         api: .dnsMessage(method: .get),
         endpoints: [
             // The endpoint's own name is never resolved: connections go to the bootstrap IPs in turn,
             // while SNI and the certificate check use cloudflare-dns.com.
             try HTTPDNSEndpoint("https://cloudflare-dns.com/dns-query",
                                 bootstrapAddresses: [IPAddress("1.1.1.1")!, IPAddress("1.0.0.1")!]),
-        ]
+        ],
+        requestTimeout: .seconds(3),                      // one HTTP exchange, head to last body byte
+        additionalTrustRoots: ["/etc/my-company/ca.pem"]  // optional: extra CAs; verification is never turned off
     ),
-    transport: transport,
-    logger: logger                                    // optional; secrets never reach it
+    logger: logger                                        // optional; secrets never reach it
 )
 let answer = try await doh.resolve("api.example.com", family: .any)   // source "cloudflare"
 
@@ -31,8 +27,8 @@ let vendor = try HTTPDNSResolver(
     configuration: .init(
         api: .alibaba(account: "139450", secret: HTTPDNSSecret(environmentVariable: "HOSTSCTL_HTTPDNS_SECRET")),
         endpoints: [try HTTPDNSEndpoint("http://203.107.1.1")]  // plain http only when a URL says so
-    ),
-    transport: transport
+    )
 )
 
-await transport.shutdown()   // closes every connection
+await doh.shutdown()      // closes its connections
+await vendor.shutdown()

@@ -10,7 +10,7 @@ let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
 let resolver = try HostResolver(settings: settings)
 let interceptor = try HTTPDNSInterceptor(
     resolver: resolver,
-    configuration: .init(settings: settings.interception)   // interception.include/exclude/trustCA, ...
+    configuration: .init(settings: settings)   // interception.include/exclude/trustCA, ...
 )
 HTTPDNSURLProtocol.register(interceptor)
 

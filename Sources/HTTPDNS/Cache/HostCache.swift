@@ -125,7 +125,7 @@ public final class HostCache: Sendable {
         return core.withLock(body)
     }
     /// The cache's configuration.
-    public var configuration: Configuration { core.withLock { $0.configuration } }
+    package var configuration: Configuration { core.withLock { $0.configuration } }
 
     /// Creates an empty cache.
     /// - Parameter configuration: Limits and policies.
@@ -162,7 +162,7 @@ public final class HostCache: Sendable {
     }
 
     /// The ranked addresses of `host` for `family` (fresh or stale), best first; empty when nothing is cached.
-    public func rankedAddresses(for host: HostName, family: AddressFamily = .any) -> [RankedAddress] {
+    package func rankedAddresses(for host: HostName, family: AddressFamily = .any) -> [RankedAddress] {
         let now = clock.now()
         return core.withLock { $0.ranked(host, family: family, now: now) }
     }
@@ -185,7 +185,7 @@ public final class HostCache: Sendable {
     ///   - addresses: The addresses answered (duplicates are dropped).
     ///   - ttl: The answer's TTL in seconds, clamped to the configured bounds.
     ///   - origin: Where the answer came from.
-    ///   - upstream: The identity of the upstream that answered (``HostResolver/Upstream/identity``).
+    ///   - upstream: The identity of the upstream that answered (`HostResolver.Upstream`'s identity, e.g. `cares(127.0.0.1:5353)`).
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
     /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.
     @discardableResult
@@ -229,7 +229,7 @@ public final class HostCache: Sendable {
     /// Feedback: a TCP connect (a probe, a connection race) to `ip` of `host` succeeded after `latency`. The
     /// latency enters the address's moving average of connect times, half its failure penalty is forgiven and any
     /// back-off ends.
-    public func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
+    package func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
         change { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
     }
@@ -257,7 +257,7 @@ public final class HostCache: Sendable {
     }
 
     /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.
-    public func recordFailure(to ip: IPAddress, of host: HostName) {
+    package func recordFailure(to ip: IPAddress, of host: HostName) {
         let now = clock.now()
         change { $0.recordFailure(host, ip: ip, now: now) }
     }

@@ -28,13 +28,13 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     /// again once the back-off ends, it answers a probe, or no other address is left.
     public var isBackingOff: Bool
     /// The decaying failure penalty included in ``score``, in milliseconds.
-    public var penaltyMilliseconds: Double
+    package var penaltyMilliseconds: Double
     /// For an address synthesized under the network's NAT64 prefix (RFC 6052) on a host without an IPv4 route, the
     /// IPv4 address of the answer it reaches; `nil` for an address as answered.
     public var synthesizedFrom: IPAddress? = nil
 
     /// Creates a ranked address.
-    public init(
+    package init(
         ip: IPAddress, rank: Int, score: Double, latencyMilliseconds: Double?, successes: Int, failures: Int,
         firstByteMilliseconds: Double? = nil, isBackingOff: Bool = false, penaltyMilliseconds: Double = 0
     ) {
@@ -50,14 +50,14 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether a connect to this address was ever measured.
-    public var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 || firstByteMilliseconds != nil }
+    package var isMeasured: Bool { latencyMilliseconds != nil || failures > 0 || firstByteMilliseconds != nil }
 
     /// Whether the address has proven itself: it answered (a probe, a race or a request) and is not carrying a
     /// failure penalty. A connection to a proven address is made directly; others are raced.
-    public var isProven: Bool { successes > 0 && !isBackingOff && penaltyMilliseconds < 1 }
+    package var isProven: Bool { successes > 0 && !isBackingOff && penaltyMilliseconds < 1 }
 
     /// Whether the address was synthesized under a NAT64 prefix (``synthesizedFrom``).
-    public var isSynthesized: Bool { synthesizedFrom != nil }
+    package var isSynthesized: Bool { synthesizedFrom != nil }
 
     /// `#rank IP (score N ms)`, with `synthesized from IPv4` for a NAT64 address.
     public var description: String {
@@ -97,12 +97,12 @@ public struct RankedResolution: Sendable, Hashable {
     public var freshness: Freshness
     /// How many seconds past its TTL a stale answer is; 0 otherwise.
     public var staleSeconds: UInt32
-    /// Which upstream gave the answer, as ``HostResolver/Upstream/identity`` names it (`cares(127.0.0.1:5353)`,
+    /// Which upstream gave the answer, as the pipeline names it (`cares(127.0.0.1:5353)`,
     /// `doh(https://…)`), when the pipeline knows; `nil` for local answers and entries of older cache files.
     public var upstream: String?
 
     /// Creates a ranked resolution.
-    public init(
+    package init(
         host: String,
         family: AddressFamily,
         addresses: [RankedAddress],
@@ -124,7 +124,7 @@ public struct RankedResolution: Sendable, Hashable {
 
     /// Wraps a plain resolution without measurements: addresses ranked in the order given, each with the
     /// unmeasured score of `ScoringPolicy.default`; the TTL is the smallest of the addresses'.
-    public init(unscored resolution: Resolution, family: AddressFamily, freshness: Freshness) {
+    package init(unscored resolution: Resolution, family: AddressFamily, freshness: Freshness) {
         let unmeasured = ScoringPolicy.default.unmeasuredMilliseconds
         self.init(
             host: resolution.host,
@@ -144,11 +144,11 @@ public struct RankedResolution: Sendable, Hashable {
     public var best: IPAddress? { addresses.first?.ip }
 
     /// Whether the answer is served past its TTL.
-    public var isStale: Bool { freshness == .stale }
+    package var isStale: Bool { freshness == .stale }
 
     /// The source to show for this answer: `ResolutionSource.cache` for fresh cache hits, `stale` for stale
     /// ones, otherwise the origin.
-    public var source: ResolutionSource {
+    package var source: ResolutionSource {
         switch freshness {
         case .cache: .cache
         case .stale: "stale"
@@ -157,7 +157,7 @@ public struct RankedResolution: Sendable, Hashable {
     }
 
     /// The plain resolution: the addresses in rank order, each with the remaining TTL and the origin.
-    public var resolution: Resolution {
+    package var resolution: Resolution {
         Resolution(host: host, addresses: addresses.map { ResolvedAddress(ip: $0.ip, ttl: ttl, source: origin) })
     }
 }

@@ -1,11 +1,11 @@
-public import Configuration
-public import HTTPDNSCore
+package import Configuration
+package import HTTPDNSCore
 
 /// How the resolver follows the host's network: watching it for changes (`network.watch`) and adapting answers on a
 /// host without an IPv4 route (`nat64.*`).
-public struct NetworkSettings: Sendable, Hashable {
+package struct NetworkSettings: Sendable, Hashable {
     /// Whether IPv4-only answers are synthesized into NAT64 addresses.
-    public enum Mode: String, Sendable, Hashable, CaseIterable {
+    package enum Mode: String, Sendable, Hashable, CaseIterable {
         /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
         case auto
         /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with
@@ -15,14 +15,14 @@ public struct NetworkSettings: Sendable, Hashable {
 
     /// Watch the kernel's address and route changes and follow them (default `true`): scores kept per network,
     /// resolv.conf read again, NAT64 discovered again, pooled connections closed.
-    public var watch: Bool
+    package var watch: Bool
     /// Whether answers are synthesized.
-    public var mode: Mode
+    package var mode: Mode
     /// NAT64 prefixes set by hand (`64:ff9b::/96`, RFC 6052 lengths), used instead of discovery; empty discovers.
-    public var prefixes: [String]
+    package var prefixes: [String]
 
     /// The defaults: the network watched, synthesis on, the prefix discovered.
-    public static var `default`: NetworkSettings {
+    package static var `default`: NetworkSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! NetworkSettings(configReader: defaultsReader)
     }
@@ -30,7 +30,7 @@ public struct NetworkSettings: Sendable, Hashable {
     /// Reads the `network.*` and `nat64.*` keys; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, such as a prefix of a length
     ///   RFC 6052 does not allow.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         watch = true
         mode = .auto

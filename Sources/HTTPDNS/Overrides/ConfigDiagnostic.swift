@@ -67,7 +67,7 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var diagnostics: [ConfigDiagnostic]
 
     /// Creates an error.
-    public init(code: Code, message: String, diagnostics: [ConfigDiagnostic] = []) {
+    package init(code: Code, message: String, diagnostics: [ConfigDiagnostic] = []) {
         self.code = code
         self.message = message
         self.diagnostics = diagnostics

@@ -30,10 +30,10 @@ public final class HostOverrides: Sendable {
     private let state: Locked<State>
     private let changes = Atomic<UInt64>(0)
     /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
-    public let ttl: UInt32
+    package let ttl: UInt32
     /// The source answers carry: `ResolutionSource.override`, or `ResolutionSource.hosts` for the layer that
     /// reads the system hosts file.
-    public let source: ResolutionSource
+    package let source: ResolutionSource
 
     /// Creates the layer with the entries of an overrides file (`nil`: none; run-time overrides only).
     public convenience init(file: HostsFile? = nil, ttl: UInt32 = 60, source: ResolutionSource = .override) {
@@ -79,11 +79,15 @@ public final class HostOverrides: Sendable {
     }
 
     /// The override for `name`: a run-time one first, then the file's (exact names before wildcards).
-    public func lookup(_ name: HostName) -> OverrideMatch? {
+    @_spi(Benchmarks) public func lookup(_ name: HostName) -> OverrideMatch? {
         state.withLock { state in state.runtime.lookup(name) ?? state.file.lookup(name) }
     }
 
-    /// The overridden addresses of `host` for `family`, IPv4 first, with this layer's ``source``.
+    /// Whether `name` is overridden, at run time or by the file.
+    package func contains(_ name: HostName) -> Bool { lookup(name) != nil }
+
+    /// The overridden addresses of `host` for `family`, IPv4 first, with this layer's source
+    /// (`ResolutionSource.override`, or `ResolutionSource.hosts` for the system hosts file).
     /// - Returns: `nil` when `host` is not overridden or has no address of `family` (the next layer answers then).
     public func resolve(_ host: HostName, family: AddressFamily) -> Resolution? {
         guard let match = lookup(host) else { return nil }

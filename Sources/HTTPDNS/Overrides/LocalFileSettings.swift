@@ -1,29 +1,29 @@
-public import Configuration
-public import HTTPDNSCore
+package import Configuration
+package import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 
 /// The files the resolver reads itself: the overrides file (`overrides.*`), the system hosts file (`hosts.file`)
 /// and how often edits to them are picked up (`reload.intervalMs`).
-public struct LocalFileSettings: Sendable, Hashable {
+package struct LocalFileSettings: Sendable, Hashable {
     /// The overrides file (hosts format), if any; relative paths are relative to the settings file.
-    public var overridesFile: String?
+    package var overridesFile: String?
     /// The TTL given to override answers, in seconds.
-    public var overridesTTL: Int
+    package var overridesTTL: Int
     /// The system hosts file read by the `hosts` layer (default `/etc/hosts`).
-    public var hostsFile: String
+    package var hostsFile: String
     /// How often watched files are checked for edits, in milliseconds; 0 turns hot reload off.
-    public var reloadIntervalMilliseconds: Int
+    package var reloadIntervalMilliseconds: Int
 
     /// The defaults: no overrides file, `/etc/hosts`, checked every 2 s.
-    public static var `default`: LocalFileSettings {
+    package static var `default`: LocalFileSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! LocalFileSettings(configReader: defaultsReader)
     }
 
     /// Reads the `overrides.*`, `hosts.file` and `reload.intervalMs` keys; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         overridesFile = nil
         overridesTTL = 0

@@ -2,11 +2,11 @@ public import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 /// What an override lookup found: the addresses and the pattern that matched.
-public struct OverrideMatch: Hashable, Sendable {
+@_spi(Benchmarks) public struct OverrideMatch: Hashable, Sendable {
     /// The addresses, in the order they were configured.
-    public var addresses: [IPAddress]
+    @_spi(Benchmarks) public var addresses: [IPAddress]
     /// The pattern that matched: the exact name, or the most specific wildcard.
-    public var pattern: HostPattern
+    @_spi(Benchmarks) public var pattern: HostPattern
 }
 
 /// An immutable set of host overrides: exact names and wildcards, each with its addresses.

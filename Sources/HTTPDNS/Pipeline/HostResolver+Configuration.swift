@@ -14,23 +14,23 @@ extension HostResolver {
         }
 
         /// The name used in metrics and logs.
-        public var name: String
+        package var name: String
         /// What exactly is asked, e.g. `cares(127.0.0.1:5353)` or `doh(https://dns.example/dns-query)`: cached
         /// answers record it (``RankedResolution/upstream``), so that they can be told apart by upstream.
-        public var identity: String
+        package var identity: String
         /// The kind of source.
-        public var kind: Kind
+        package var kind: Kind
         /// The resolver asked.
-        public var resolver: any HostNameResolver
+        package var resolver: any HostNameResolver
         /// Whether this upstream's NXDOMAIN and no-data answers are trusted (default `true`). Vendor HTTPDNS APIs
         /// answer an empty list both for a name without addresses and when they throttle a client, so theirs are
         /// not: they are never cached, and a cached answer (even stale) is served rather than such an error.
-        public var negativeAnswersAreAuthoritative: Bool
+        package var negativeAnswersAreAuthoritative: Bool
         /// Whether this upstream's answers are trusted: in race mode an answer never joins one from a source of
         /// other trust (a more trusted one replaces it, a less trusted one is dropped), so that an address spoofed
         /// on the local network cannot join an HTTP DNS answer. Defaults to `true` for HTTP DNS (authenticated by
         /// TLS) and `false` for the others (plain DNS anyone on the path can answer).
-        public var isTrusted: Bool
+        package var isTrusted: Bool
 
         /// Creates an upstream; `identity` defaults to `name`, `trusted` to whether it is HTTP DNS.
         public init(
@@ -67,7 +67,7 @@ extension HostResolver {
         /// Whether private, loopback, link-local and other non-public addresses are probed (default `true`: an
         /// application probes its own private services on purpose). A server answering the internet turns it off,
         /// so that no answer can make it connect into its own network.
-        public var probesGuardedAddresses = true
+        package var probesGuardedAddresses = true
 
         /// Creates a probing configuration.
         public init(
@@ -97,15 +97,15 @@ extension HostResolver {
         /// How often the cache is saved while running; `nil` saves only at shutdown.
         public var saveInterval: Duration?
         /// How short names are completed with search domains (default: no search).
-        public var search: SearchPolicy
+        package var search: SearchPolicy = .none
         /// Serve cached answers that another upstream gave (default `true`). `false` serves only answers whose
         /// ``RankedResolution/upstream`` is one of the current upstreams (or the fallback), and no cached negative
         /// answer: what a caller wants that named the upstream to ask, as `hostsctl resolve --server` does.
-        public var servesAnswersFromOtherUpstreams: Bool = true
+        package var servesAnswersFromOtherUpstreams: Bool = true
         /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
         /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
         /// address fails the lookup with `DNSError.Code.privateAddress`.
-        public var guardsEveryUpstream: Bool = false
+        package var guardsEveryUpstream: Bool = false
         /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
         /// answers out as they are, as a server answering other networks does. Read when the resolver is created.
         package var network: HostNetwork.Configuration? = .init()
@@ -121,14 +121,26 @@ extension HostResolver {
             probing: Probing? = Probing(),
             preResolve: [String] = [],
             cachePath: String? = nil,
-            saveInterval: Duration? = .seconds(300),
-            search: SearchPolicy = .none
+            saveInterval: Duration? = .seconds(300)
         ) {
             self.race = race
             self.probing = probing
             self.preResolve = preResolve
             self.cachePath = cachePath
             self.saveInterval = saveInterval
+        }
+
+        /// A configuration that completes short names with search domains (the settings loader, tests).
+        package init(
+            race: Bool = false,
+            probing: Probing? = Probing(),
+            preResolve: [String] = [],
+            cachePath: String? = nil,
+            saveInterval: Duration? = .seconds(300),
+            search: SearchPolicy
+        ) {
+            self.init(
+                race: race, probing: probing, preResolve: preResolve, cachePath: cachePath, saveInterval: saveInterval)
             self.search = search
         }
     }

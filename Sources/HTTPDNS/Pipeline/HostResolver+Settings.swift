@@ -7,7 +7,7 @@ import HTTPDNSClients
 
 extension HostResolver {
     /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides
-    /// work without a file; its file watched for edits when ``LocalFileSettings/reloadIntervalMilliseconds`` is
+    /// work without a file; its file watched for edits when `reload.intervalMs` is
     /// set), the system hosts file layer, the search policy, the cache with its limits and persisted file, the
     /// upstreams of ``ResolverSettings/sources`` in order (the HTTP DNS providers over one shared transport,
     /// c-ares, the system resolver), the system-resolver fallback, probing and pre-resolution. ``shutdown()`` saves

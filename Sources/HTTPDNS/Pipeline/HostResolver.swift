@@ -93,7 +93,7 @@ public final class HostResolver: HostNameResolver {
     /// What this host's network can reach (NAT64), applied to the answers handed out; `nil` for none.
     package let network: HostNetwork?
     /// The policy.
-    public var configuration: Configuration { state.withLock { $0.configuration } }
+    package var configuration: Configuration { state.withLock { $0.configuration } }
     let state: Locked<State>
     let prober: (any ConnectProber)?
     let logger: Logger

@@ -1,49 +1,49 @@
-public import Configuration
-public import HTTPDNSCore
+package import Configuration
+package import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 
+/// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
+/// `no_proxy`) sends through a proxy.
+public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
+    /// Leave it to URLSession unchanged, as without the library (the default).
+    case bypass
+    /// Send it through the proxy with an HTTP CONNECT tunnel to the real host name (the proxy resolves it).
+    case tunnel
+}
+
 /// The `interception.*` keys: which requests the URL protocol and `HTTPDNSClient` pin to an address, and how.
 /// They live in this module so that one settings file configures the resolver and both fronts.
-public struct InterceptionSettings: Sendable, Hashable {
-    /// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
-    /// `no_proxy`) sends through a proxy.
-    public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
-        /// Leave it to URLSession unchanged, as without the library (the default).
-        case bypass
-        /// Send it through the proxy with an HTTP CONNECT tunnel to the real host name (the proxy resolves it).
-        case tunnel
-    }
-
+package struct InterceptionSettings: Sendable, Hashable {
     /// Host patterns that are pinned; empty means every host.
-    public var include: [HostPattern]
+    package var include: [HostPattern]
     /// Host patterns that are never pinned (wins over include).
-    public var exclude: [HostPattern]
+    package var exclude: [HostPattern]
     /// The connection-race delay, in milliseconds: when the best address has not connected by then, the next one
     /// starts in parallel; 0 turns racing off.
-    public var connectionAttemptDelayMilliseconds: Int
+    package var connectionAttemptDelayMilliseconds: Int
     /// How long one connection attempt (TCP and TLS) may take, in milliseconds, before the next address is tried.
     /// Read when the fronts start (a reload does not change it).
-    public var connectTimeoutMilliseconds: Int
+    package var connectTimeoutMilliseconds: Int
     /// What the URL protocol does with requests the environment sends through a proxy.
-    public var proxyMode: ProxyMode
+    package var proxyMode: ProxyMode
     /// Extra trusted CA files for the application's intercepted traffic, kept apart from
     /// `HTTPDNSSettings.trustCA`: a private CA for an internal DoH server does not become trusted for every host
     /// the application calls.
-    public var trustCA: [String]
+    package var trustCA: [String]
     /// Follow redirects from `https` to `http` (default `false`: refused).
-    public var allowInsecureRedirects: Bool
+    package var allowInsecureRedirects: Bool
 
     /// The defaults: every host, a 250 ms connection race, 2 s per connection attempt, proxied requests left alone, the system's trust roots,
     /// `https` → `http` redirects refused.
-    public static var `default`: InterceptionSettings {
+    package static var `default`: InterceptionSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! InterceptionSettings(configReader: defaultsReader)
     }
 
     /// Reads the `interception.*` keys; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         include = []
         exclude = []

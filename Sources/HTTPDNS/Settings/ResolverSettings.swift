@@ -1,7 +1,7 @@
 public import Configuration
 public import HTTPDNSCore
 public import HTTPDNSCAres
-public import HTTPDNSClients
+package import HTTPDNSClients
 
 /// Everything the resolver pipeline and `hostsctl` can be configured with, read through swift-configuration.
 ///
@@ -39,15 +39,15 @@ public struct ResolverSettings: Sendable, Hashable {
     /// when `system` is in ``sources``.
     public var systemFallback: Bool
     /// The overrides file, the system hosts file and their reload interval.
-    public var files: LocalFileSettings
+    package var files: LocalFileSettings
     /// The system resolver's TTL and threads.
-    public var system: SystemResolverSettings
+    package var system: SystemResolverSettings
     /// c-ares: servers, timeouts, search domains and ndots.
     public var cares: CAresResolver.Configuration
     /// The HTTP DNS providers and their time limits and trust roots.
-    public var httpDNS: HTTPDNSSettings
+    package var httpDNS: HTTPDNSSettings
     /// The private-address guard.
-    public var addressGuard: AddressGuardSettings
+    package var addressGuard: AddressGuardSettings
     /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
     /// ``sources``).
     public var cacheEnabled: Bool
@@ -62,9 +62,9 @@ public struct ResolverSettings: Sendable, Hashable {
     /// How candidate addresses are probed, when ``probeEnabled``.
     public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
-    public var network: NetworkSettings
+    package var network: NetworkSettings
     /// What the URL protocol and `HTTPDNSClient` pin, and how.
-    public var interception: InterceptionSettings
+    package var interception: InterceptionSettings
     /// Where and how `hostsctl serve` answers.
     package var serve: ServeSettings
     /// Whether answers are adapted to this host's network (``nat64``); `hostsctl serve`, which answers clients on
@@ -207,5 +207,5 @@ public struct ResolverSettings: Sendable, Hashable {
     }
 
     /// The upstream layers in order (httpdns, cares, system), without the local ones.
-    public var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
+    package var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
 }

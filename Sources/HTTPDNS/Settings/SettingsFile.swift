@@ -15,7 +15,7 @@ public struct SettingsFile: Sendable {
     /// The path as given.
     public var path: String
     /// The settings, when the file (and the environment) had no errors.
-    public var settings: ResolverSettings?
+    package var settings: ResolverSettings?
     /// Every problem found, errors and warnings.
     public var diagnostics: [ConfigDiagnostic]
     /// The keys the file set, as dotted paths, with their line and column.
@@ -32,7 +32,7 @@ public struct SettingsFile: Sendable {
     package static let maximumFileSize = 1 << 20
 
     /// The errors among ``diagnostics``.
-    public var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }
+    package var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }
 
     /// The settings, or the reason there are none.
     /// - Throws: ``ConfigurationError`` with every diagnostic.

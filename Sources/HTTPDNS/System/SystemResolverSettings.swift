@@ -1,24 +1,24 @@
-public import Configuration
-public import HTTPDNSCore
+package import Configuration
+package import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 
 /// The `system.*` keys: how the operating system's resolver (getaddrinfo) is used when it is asked.
-public struct SystemResolverSettings: Sendable, Hashable {
+package struct SystemResolverSettings: Sendable, Hashable {
     /// The TTL given to the system resolver's answers (which carry none), in seconds.
-    public var ttlSeconds: Int
+    package var ttlSeconds: Int
     /// The most system lookups run at once (each blocks a thread of its own).
-    public var threads: Int
+    package var threads: Int
 
     /// The defaults: 30 s TTL, 4 threads.
-    public static var `default`: SystemResolverSettings {
+    package static var `default`: SystemResolverSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! SystemResolverSettings(configReader: defaultsReader)
     }
 
     /// Reads the `system.*` keys; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         ttlSeconds = 0
         threads = 0

@@ -10,7 +10,7 @@ import HTTPDNSCAres
 /// host name is resolved by the system resolver; an IP literal host is used as it is.
 public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `https` or `http`.
-    public enum Scheme: String, Sendable, Hashable {
+    package enum Scheme: String, Sendable, Hashable {
         /// HTTP over TLS; the default.
         case https
         /// Plain HTTP; only when a URL says `http://` explicitly.
@@ -20,14 +20,14 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The scheme.
-    public let scheme: Scheme
+    package let scheme: Scheme
     /// The host name or IP literal of the URL, lowercased, IPv6 without brackets.
-    public let host: String
+    package let host: String
     /// The TCP port.
-    public let port: Int
+    package let port: Int
     /// The path of the URL without a trailing slash (may be empty), e.g. `/dns-query`.
-    public let path: String
-    /// The addresses to connect to instead of resolving ``host``; tried in order.
+    package let path: String
+    /// The addresses to connect to instead of resolving the URL's host; tried in order.
     public let bootstrapAddresses: [IPAddress]
     /// `address:port` for each bootstrap address, or `host:port` without them: the servers a request is sent to,
     /// as errors and answers name them (made once, not per request).
@@ -83,7 +83,7 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether the host is an IP literal.
-    public var hostIsIPAddress: Bool { IPAddress(host) != nil }
+    package var hostIsIPAddress: Bool { IPAddress(host) != nil }
 
     /// The base URL: `scheme://host[:port]path`.
     public var url: String {

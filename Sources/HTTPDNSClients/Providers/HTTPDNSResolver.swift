@@ -18,113 +18,41 @@ import HTTPDNSCAres
 /// rejected with `DNSError.Code.privateAddress` (DNS rebinding and SSRF protection); set
 /// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
 public final class HTTPDNSResolver: HostNameResolver {
-    /// The wire protocol of an HTTP DNS service.
-    public struct API: Sendable, CustomStringConvertible {
-        package enum Kind: Sendable {
-            case dnsMessage(DoHMethod)
-            case dnsJSON
-            case alibaba(account: String, secret: HTTPDNSSecret?, signatureLifetime: Duration)
-            case tencent(account: String?, key: HTTPDNSSecret?)
-        }
-
-        /// How RFC 8484 queries are sent.
-        public enum DoHMethod: String, Sendable, CaseIterable {
-            /// `GET ?dns=` with the query in unpadded base64url.
-            case get
-            /// `POST` with the query as an `application/dns-message` body.
-            case post
-        }
-
-        package let kind: Kind
-
-        /// DNS-over-HTTPS, RFC 8484 wire format (`application/dns-message`).
-        public static func dnsMessage(method: DoHMethod = .get) -> API { API(kind: .dnsMessage(method)) }
-
-        /// The JSON DNS API (`application/dns-json`, `?name=&type=`) of Google and Cloudflare.
-        public static let dnsJSON = API(kind: .dnsJSON)
-
-        /// The Alibaba-style HTTPDNS API: `/{account}/d`, or `/{account}/sign_d` when a secret is given.
-        /// - Parameters:
-        ///   - account: The account ID (letters, digits, `-`, `_`).
-        ///   - secret: The signing secret; requests are signed when present.
-        ///   - signatureLifetime: How long a signature stays valid after it is made (default 10 minutes).
-        public static func alibaba(
-            account: String,
-            secret: HTTPDNSSecret? = nil,
-            signatureLifetime: Duration = .seconds(600)
-        ) -> API {
-            API(kind: .alibaba(account: account, secret: secret, signatureLifetime: signatureLifetime))
-        }
-
-        /// The Tencent DNSPod-style API: `/d?dn=`. With a key, names and answers are AES-CBC encrypted and
-        /// the account ID is sent as `id`.
-        /// - Parameters:
-        ///   - account: The account ID, required with a key.
-        ///   - key: The AES key (16, 24 or 32 bytes of text).
-        public static func tencent(account: String? = nil, key: HTTPDNSSecret? = nil) -> API {
-            API(kind: .tencent(account: account, key: key))
-        }
-
-        /// A short name for the API: `doh`, `doh-json`, `alibaba`, `tencent`; used as the default source name.
-        public var description: String {
-            switch kind {
-            case .dnsMessage: "doh"
-            case .dnsJSON: "doh-json"
-            case .alibaba: "alibaba"
-            case .tencent: "tencent"
-            }
-        }
-    }
-
-    /// What a resolver talks to and how.
-    public struct Configuration: Sendable {
-        /// The name answers are tagged with (`ResolutionSource`); the API's name when not set.
-        public var name: String
-        /// The wire protocol.
-        public var api: API
-        /// The endpoints, tried in order.
-        public var endpoints: [HTTPDNSEndpoint]
-        /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
-        public var allowNonPublicAddresses: Bool
-        /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
-        /// which it fails with `DNSError.Code.timeout` so the pipeline asks its next source; `nil` (the default)
-        /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
-        /// connect timeout per address in a row.
-        public var budget: Duration?
-
-        /// Creates a configuration.
-        public init(
-            name: String? = nil,
-            api: API,
-            endpoints: [HTTPDNSEndpoint],
-            allowNonPublicAddresses: Bool = false,
-            budget: Duration? = nil
-        ) {
-            self.name = name ?? api.description
-            self.api = api
-            self.endpoints = endpoints
-            self.allowNonPublicAddresses = allowNonPublicAddresses
-            self.budget = budget
-        }
-    }
-
     /// The configuration the resolver was created with.
     public let configuration: Configuration
     /// The source that answers from this resolver carry.
     public let source: ResolutionSource
     private let transport: HTTPDNSTransport
+    /// Whether the resolver made ``transport`` itself, and so closes it at ``shutdown()``.
+    private let ownsTransport: Bool
     private let logger: Logger
     private let aesKey: SymmetricKey?
     private let now: @Sendable () -> Int64
 
-    /// Creates a resolver.
+    /// Creates a resolver with connections of its own (HTTP/2 over TLS where the server offers it, kept open for
+    /// reuse); call ``shutdown()`` when done.
     /// - Parameters:
-    ///   - configuration: API, endpoints, guard.
-    ///   - transport: The shared HTTP transport; its owner shuts it down.
+    ///   - configuration: API, endpoints, guard, timeouts, trust roots.
     ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
     /// - Throws: `DNSError.Code.invalidConfiguration` for no endpoints, a malformed account ID, a Tencent key
-    ///   without an account or of the wrong length, or a non-positive signature lifetime.
+    ///   without an account or of the wrong length, a non-positive signature lifetime or timeout, or a trust-root
+    ///   file that cannot be read or holds no certificate.
     public convenience init(
+        configuration: Configuration,
+        logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(DNSError) {
+        let transport = try HTTPDNSTransport(
+            configuration: .init(
+                requestTimeout: configuration.requestTimeout, connectTimeout: configuration.connectTimeout,
+                additionalTrustRoots: configuration.additionalTrustRoots),
+            logger: logger)
+        try self.init(configuration: configuration, transport: transport, logger: logger, ownsTransport: true) {
+            Int64(Date().timeIntervalSince1970)
+        }
+    }
+
+    /// Creates a resolver on a transport shared with other providers; the transport's owner shuts it down.
+    package convenience init(
         configuration: Configuration,
         transport: HTTPDNSTransport,
         logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -134,11 +62,12 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
     }
 
-    /// Creates a resolver with a clock for request signing, in epoch seconds.
+    /// Creates a resolver with a clock for request signing, in epoch seconds, on a shared transport.
     package init(
         configuration: Configuration,
         transport: HTTPDNSTransport,
         logger: Logger,
+        ownsTransport: Bool = false,
         now: @escaping @Sendable () -> Int64
     ) throws(DNSError) {
         func invalid(_ reason: String) -> DNSError {
@@ -168,6 +97,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         self.configuration = configuration
         self.source = ResolutionSource(configuration.name)
         self.transport = transport
+        self.ownsTransport = ownsTransport
         self.logger = logger
         self.aesKey = aesKey
         self.now = now
@@ -176,6 +106,13 @@ public final class HTTPDNSResolver: HostNameResolver {
     private static func isValidAccount(_ account: String) -> Bool {
         !account.isEmpty && account.utf8.count <= 128
             && account.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+    }
+
+    /// Closes the connections the resolver made itself; later lookups fail with `DNSError.Code.shutdown`. A
+    /// resolver that shares its connections with others (one built by `HostResolver(settings:)`) leaves them to
+    /// their owner. Calling it twice is harmless.
+    public func shutdown() async {
+        if ownsTransport { await transport.shutdown() }
     }
 
     /// Resolves `host` through the service.

@@ -1,31 +1,31 @@
-public import Configuration
-public import HTTPDNSCore
+package import Configuration
+package import HTTPDNSCore
 import HTTPDNSCAres
 
 /// The `httpdns.*` keys: the HTTP DNS providers in order, their endpoints and APIs, and the time limits and
 /// trust roots of their exchanges.
-public struct HTTPDNSSettings: Sendable, Hashable {
+package struct HTTPDNSSettings: Sendable, Hashable {
     /// One HTTP DNS provider (`httpdns.provider.NAME.*`).
-    public struct Provider: Sendable, Hashable {
+    package struct Provider: Sendable, Hashable {
         /// The provider's name; answers carry it as their source.
-        public var name: String
+        package var name: String
         /// `doh`, `doh-json`, `alibaba` or `tencent`.
-        public var api: String
+        package var api: String
         /// Endpoint URLs, tried in order.
-        public var urls: [String]
+        package var urls: [String]
         /// Bootstrap IPs for the endpoints' host names.
-        public var bootstrap: [IPAddress]
+        package var bootstrap: [IPAddress]
         /// RFC 8484 method for `doh`.
-        public var method: HTTPDNSResolver.API.DoHMethod
+        package var method: HTTPDNSResolver.API.DoHMethod
         /// The vendor account ID.
-        public var account: String?
+        package var account: String?
         /// The environment variable that holds the provider's secret.
-        public var secretVariable: String
+        package var secretVariable: String
         /// Accept private, loopback and link-local answers.
-        public var allowPrivateAnswers: Bool
+        package var allowPrivateAnswers: Bool
 
         /// A provider configured in code, with the defaults of its settings keys for what is not given.
-        public init(
+        package init(
             name: String, api: String, urls: [String], bootstrap: [IPAddress] = [],
             method: HTTPDNSResolver.API.DoHMethod = .get, account: String? = nil,
             secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool = false
@@ -42,17 +42,17 @@ public struct HTTPDNSSettings: Sendable, Hashable {
     }
 
     /// The HTTP DNS providers, in order.
-    public var providers: [Provider]
+    package var providers: [Provider]
     /// The time one HTTP DNS exchange may take, in milliseconds.
-    public var timeoutMilliseconds: Int
+    package var timeoutMilliseconds: Int
     /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
-    public var budgetMilliseconds: Int
+    package var budgetMilliseconds: Int
     /// Extra trusted CA files for HTTP DNS endpoints only (`InterceptionSettings.trustCA` is for application
     /// traffic).
-    public var trustCA: [String]
+    package var trustCA: [String]
 
     /// The defaults: no provider, 5 s per exchange and per lookup, the system's trust roots.
-    public static var `default`: HTTPDNSSettings {
+    package static var `default`: HTTPDNSSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! HTTPDNSSettings(configReader: defaultsReader)
     }
@@ -61,7 +61,7 @@ public struct HTTPDNSSettings: Sendable, Hashable {
     /// missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, a listed provider without
     ///   an API or URLs.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         providers = []
         timeoutMilliseconds = 0
@@ -202,21 +202,21 @@ extension HTTPDNSSettings.Provider {
 
 /// The `guard.*` keys: the private-address guard (private, loopback and link-local answers are refused from
 /// HTTP DNS unless a provider allows them; optionally from every upstream).
-public struct AddressGuardSettings: Sendable, Hashable {
+package struct AddressGuardSettings: Sendable, Hashable {
     /// The default of the private-address guard for providers that do not set it.
-    public var allowPrivateAnswers: Bool
+    package var allowPrivateAnswers: Bool
     /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS.
-    public var everyUpstream: Bool
+    package var everyUpstream: Bool
 
     /// The defaults: private answers refused from HTTP DNS only.
-    public static var `default`: AddressGuardSettings {
+    package static var `default`: AddressGuardSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! AddressGuardSettings(configReader: defaultsReader)
     }
 
     /// Reads the `guard.*` keys; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         allowPrivateAnswers = false
         everyUpstream = false

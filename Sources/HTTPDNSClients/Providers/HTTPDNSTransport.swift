@@ -1,11 +1,11 @@
 import AsyncHTTPClient
-public import Logging
-public import NIOCore
+package import Logging
+package import NIOCore
 package import NIOHTTP1
-public import NIOPosix
+import NIOPosix
 import NIOSSL
 import Synchronization
-public import HTTPDNSCore
+package import HTTPDNSCore
 import HTTPDNSCAres
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
@@ -21,23 +21,23 @@ import HTTPDNSCAres
 /// at once instead of being retried until the connect timeout, so the next bootstrap address, the next endpoint or
 /// the next source is asked without delay.
 /// Call ``shutdown()`` when done; it closes every connection.
-public final class HTTPDNSTransport: Sendable {
+package final class HTTPDNSTransport: Sendable {
     /// Transport settings.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// The time one HTTP exchange may take, from sending the request to the last byte of the body
         /// (default 5 s). A server that stalls, even one that drips bytes, fails with `DNSError.Code.timeout`.
-        public var requestTimeout: Duration
+        package var requestTimeout: Duration
         /// The time a TCP connect plus TLS handshake may take (default 2 s).
-        public var connectTimeout: Duration
+        package var connectTimeout: Duration
         /// PEM files with extra trusted CA certificates, added to the system roots (for private CAs).
-        public var additionalTrustRoots: [String]
+        package var additionalTrustRoots: [String]
         /// Larger response bodies fail with `DNSError.Code.responseTooLarge` (default 64 KiB).
-        public var maximumResponseBytes: Int
+        package var maximumResponseBytes: Int
         /// How long an idle connection is kept open for reuse (default 60 s).
-        public var idleConnectionTimeout: Duration
+        package var idleConnectionTimeout: Duration
 
         /// Creates a configuration; every parameter has the documented default.
-        public init(
+        package init(
             requestTimeout: Duration = .seconds(5),
             connectTimeout: Duration = .seconds(2),
             additionalTrustRoots: [String] = [],
@@ -52,7 +52,7 @@ public final class HTTPDNSTransport: Sendable {
         }
 
         /// The defaults.
-        public static var `default`: Configuration { Configuration() }
+        package static var `default`: Configuration { Configuration() }
     }
 
     /// One HTTP request relative to an endpoint's base URL.
@@ -102,7 +102,7 @@ public final class HTTPDNSTransport: Sendable {
     }
 
     /// The settings this transport was created with.
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// Where the HTTP/1.1 clients come from: the resolver's pool when built from settings, else one of its own.
     private let pool: PinnedClientPool
     private let ownsPool: Bool
@@ -121,7 +121,7 @@ public final class HTTPDNSTransport: Sendable {
     ///   - logger: For connection-level events; request logs go to the resolver's logger.
     /// - Throws: `DNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no
     ///   certificate, or a timeout is not positive.
-    public convenience init(
+    package convenience init(
         configuration: Configuration = .default,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.transport", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -183,7 +183,7 @@ public final class HTTPDNSTransport: Sendable {
     }
 
     /// Closes every connection. Later requests fail with `DNSError.Code.shutdown`. Calling it twice is harmless.
-    public func shutdown() async {
+    package func shutdown() async {
         let (http2, first) = state.withLock { state in
             defer {
                 state.isShutdown = true

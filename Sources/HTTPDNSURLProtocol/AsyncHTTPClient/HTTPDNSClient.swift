@@ -51,7 +51,7 @@ public final class HTTPDNSClient: Sendable {
 
         /// The defaults with the connection policy of `settings`, the settings the URL protocol also takes
         /// (``ConnectionPolicy/init(settings:)``).
-        public init(settings: InterceptionSettings) {
+        public init(settings: ResolverSettings) {
             self.init(connection: ConnectionPolicy(settings: settings))
         }
 

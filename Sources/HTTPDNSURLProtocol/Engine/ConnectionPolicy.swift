@@ -73,11 +73,11 @@ public struct ConnectionPolicy: Sendable {
     /// The defaults with the `interception.*` settings: the scope (`include`, `exclude`), the connection race
     /// (`connectionAttemptDelayMs`; 0 turns it off), the connect timeout (`connectTimeoutMs`), insecure redirects
     /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
-    public init(settings: InterceptionSettings) {
+    public init(settings: ResolverSettings) {
         self.init()
-        apply(settings)
-        connectTimeout = .milliseconds(settings.connectTimeoutMilliseconds)
-        additionalTrustRoots = settings.trustCA
+        apply(settings.interception)
+        connectTimeout = .milliseconds(settings.interception.connectTimeoutMilliseconds)
+        additionalTrustRoots = settings.interception.trustCA
     }
 
     /// Takes the settings a running front follows (trust roots and the connect timeout, fixed in its pinned
