@@ -142,6 +142,50 @@ struct DoHResolverTests {
         }
     }
 
+    @Test(
+        "a resolver made by hand owns its connections: its own trust roots, closed at shutdown; a shared transport outlives its resolvers"
+    )
+    func ownedConnections() async throws {
+        try await DNSMasq.with { dnsmasq in
+            let certificates = try TestCertificates()
+            defer { certificates.remove() }
+            let leaf = try certificates.leaf(for: "doh.test")
+            let dnsdist = try await DNSDist.start(backend: dnsmasq.address, certificate: leaf)
+            defer { dnsdist.stop() }
+            let endpoint = try HTTPDNSEndpoint(
+                try #require(dnsdist.httpsURL), bootstrapAddresses: [try #require(IPAddress("127.0.0.1"))])
+            let configuration = HTTPDNSResolver.Configuration(
+                api: .dnsMessage(), endpoints: [endpoint], allowNonPublicAddresses: true,
+                requestTimeout: .seconds(30), connectTimeout: .seconds(30), additionalTrustRoots: [certificates.caPath])
+            let name = try HostName("multi.test")
+
+            let owner = try HTTPDNSResolver(configuration: configuration)
+            #expect(!(try await owner.resolve(name, family: .ipv4)).addresses.isEmpty)
+            // The same server without the configuration's trust root: the roots are the resolver's own.
+            var untrusted = configuration
+            untrusted.additionalTrustRoots = []
+            let stranger = try HTTPDNSResolver(configuration: untrusted)
+            await expectDNSError(.tlsFailure) { try await stranger.resolve(name, family: .ipv4) }
+            await stranger.shutdown()
+            var unreadable = configuration
+            unreadable.additionalTrustRoots = ["/nonexistent/ca.pem"]
+            #expect(throws: DNSError.self) { try HTTPDNSResolver(configuration: unreadable) }
+            await owner.shutdown()
+            await expectDNSError(.shutdown) { try await owner.resolve(name, family: .ipv4) }
+            await owner.shutdown()  // twice is harmless
+
+            // Resolvers on a shared transport leave it to its owner.
+            let transport = try HTTPDNSTransport(configuration: .init(additionalTrustRoots: [certificates.caPath]))
+            let first = try HTTPDNSResolver(configuration: configuration, transport: transport)
+            let second = try HTTPDNSResolver(configuration: configuration, transport: transport)
+            #expect(!(try await first.resolve(name, family: .ipv4)).addresses.isEmpty)
+            await first.shutdown()
+            #expect(!(try await second.resolve(name, family: .ipv6)).addresses.isEmpty)
+            await transport.shutdown()
+            await expectDNSError(.shutdown) { try await second.resolve(name, family: .ipv4) }
+        }
+    }
+
     @Test("an untrusted CA and a certificate for another name fail with tlsFailure")
     func tlsFailures() async throws {
         try await Self.withDoH(tlsName: "doh.test", trustCA: false) { _, dnsdist, transport in
