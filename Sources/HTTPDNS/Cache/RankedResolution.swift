@@ -18,15 +18,15 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     /// The moving average of measured connect latencies, in milliseconds; `nil` when never measured.
     public var latencyMilliseconds: Double?
     /// Successful connects measured (probes and reports).
-    public var successes: Int
+    package var successes: Int
     /// Failed connects measured (probes and reports).
-    public var failures: Int
+    package var failures: Int
     /// The moving average of the time to the first response byte of real requests, in milliseconds (kept apart
     /// from connect times, which it would not be comparable with); `nil` when no request was measured.
-    public var firstByteMilliseconds: Double?
+    package var firstByteMilliseconds: Double?
     /// Whether the address is backing off after failures: it ranks behind every address that is not, and is tried
     /// again once the back-off ends, it answers a probe, or no other address is left.
-    public var isBackingOff: Bool
+    package var isBackingOff: Bool
     /// The decaying failure penalty included in ``score``, in milliseconds.
     package var penaltyMilliseconds: Double
     /// For an address synthesized under the network's NAT64 prefix (RFC 6052) on a host without an IPv4 route, the

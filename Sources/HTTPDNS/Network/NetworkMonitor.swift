@@ -8,9 +8,9 @@ package import Logging
 /// added or removed. ``HostResolver/networkChanges()`` hands them to applications.
 public struct NetworkChange: Sendable, Hashable {
     /// The network before: its default routes and the prefixes of its addresses.
-    public var previous: String
+    package var previous: String
     /// The network now.
-    public var current: String
+    package var current: String
     /// Addresses the host no longer has.
     public var removedAddresses: [IPAddress]
     /// Addresses the host gained.

@@ -37,14 +37,14 @@ public struct HostsFile: Sendable {
     package static let maximumFileSize = 256 << 20
 
     /// The file's path as it was given (for diagnostics).
-    public var file: String
+    package var file: String
     /// The good lines, in file order.
     package var entries: [Entry]
     /// The problems, in file order.
     public var diagnostics: [ConfigDiagnostic]
 
     /// Whether any diagnostic is an error.
-    public var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+    package var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 
     /// The overrides of the good lines.
     @_spi(Benchmarks) public var table: OverrideTable {

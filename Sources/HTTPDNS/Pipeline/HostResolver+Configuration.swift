@@ -56,14 +56,14 @@ extension HostResolver {
         /// The connect timeout of one probe.
         public var timeout: Duration
         /// The most hosts probed at once; further rounds are skipped until one ends.
-        public var maximumConcurrentHosts: Int
+        package var maximumConcurrentHosts: Int
         /// The most addresses of one host probed at once (default 2); the others wait their turn. Each connect
         /// starts after a random delay of up to 20 ms, and an address is never probed twice at once, so probing never
         /// floods a small server's listen backlog.
-        public var maximumConcurrentProbesPerHost: Int
+        package var maximumConcurrentProbesPerHost: Int
         /// The most addresses of one answer probed in a round (default 16, best ranked first): an answer with
         /// hundreds of addresses does not turn into hundreds of connects.
-        public var maximumAddressesPerRound: Int
+        package var maximumAddressesPerRound: Int
         /// Whether private, loopback, link-local and other non-public addresses are probed (default `true`: an
         /// application probes its own private services on purpose). A server answering the internet turns it off,
         /// so that no answer can make it connect into its own network.

@@ -13,7 +13,7 @@ import HTTPDNSClients
 /// front of it, so they win. A file with errors gives no settings: callers keep what they had.
 public struct SettingsFile: Sendable {
     /// The path as given.
-    public var path: String
+    package var path: String
     /// The settings, when the file (and the environment) had no errors.
     package var settings: ResolverSettings?
     /// Every problem found, errors and warnings.

@@ -19,7 +19,7 @@ import HTTPDNSCAres
 /// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
 public final class HTTPDNSResolver: HostNameResolver {
     /// The configuration the resolver was created with.
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// The source that answers from this resolver carry.
     public let source: ResolutionSource
     private let transport: HTTPDNSTransport
