@@ -59,11 +59,8 @@ public final class HTTPDNSInterceptor: Sendable {
         logger: Logger = Logger(label: "httpdns.urlprotocol", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
     ) throws(InterceptionError) {
-        guard configuration.maximumRedirects >= 0, configuration.maximumFailovers >= 0,
-            configuration.maximumRequestBodyBytes > 0, configuration.maximumResponseBytes > 0
-        else {
-            throw InterceptionError(
-                code: .invalidConfiguration, message: "interceptor limits must not be negative or zero")
+        guard configuration.maximumRequestBodyBytes > 0, configuration.maximumResponseBytes > 0 else {
+            throw InterceptionError(code: .invalidConfiguration, message: "interceptor body limits must be positive")
         }
         self.resolver = resolver
         self.live = Locked(configuration)

@@ -869,6 +869,32 @@ extension URLProtocolTests {
         #expect(HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
     }
 
+    @Test("both fronts refuse negative redirect and failover limits; the interceptor refuses body limits of zero")
+    func limitsChecked() async throws {
+        let resolver = HostResolver(upstreams: [], cache: HostCache(), prober: nil)
+        var redirects = HTTPDNSInterceptor.Configuration()
+        redirects.maximumRedirects = -1
+        var failovers = HTTPDNSClient.Configuration()
+        failovers.maximumFailovers = -1
+        var body = HTTPDNSInterceptor.Configuration()
+        body.maximumResponseBytes = 0
+        for attempt in [
+            { _ = try HTTPDNSInterceptor(resolver: resolver, configuration: redirects) },
+            { _ = try HTTPDNSClient(resolver: resolver, configuration: failovers) },
+            { _ = try HTTPDNSInterceptor(resolver: resolver, configuration: body) },
+        ] as [() throws -> Void] {
+            do {
+                try attempt()
+                Issue.record("a configuration with a bad limit was taken")
+            } catch let error as InterceptionError {
+                #expect(error.code == .invalidConfiguration)
+            }
+        }
+        let client = try HTTPDNSClient(resolver: resolver)
+        await client.shutdown()
+        await resolver.shutdown()
+    }
+
     @Test("https to http redirects are refused unless allowed; the redirect handler can inspect, change or stop")
     func redirectPolicy() async throws {
         let certificates = try TestCertificates()

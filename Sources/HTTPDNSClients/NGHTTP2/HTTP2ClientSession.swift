@@ -170,24 +170,14 @@ package final class HTTP2ClientSession {
     /// Reads `bytes` from the server; the delegate hears of responses as they complete.
     /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a protocol error by the server): close the connection.
     package func receive(_ bytes: ByteBuffer) throws {
-        let read = bytes.withUnsafeReadableBytes { raw -> Int in
-            guard let base = raw.baseAddress else { return 0 }
-            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
-        }
-        if read < 0 { throw HTTP2SessionFailure(code: read) }
+        try HTTP2SessionIO.receive(bytes, into: session)
     }
 
     /// Appends every frame nghttp2 has ready (the preface and SETTINGS, requests, WINDOW_UPDATE, acknowledgements,
     /// RST_STREAM) to `buffer`.
     /// - Throws: ``HTTP2SessionFailure`` when the session failed.
     package func pendingOutput(into buffer: inout ByteBuffer) throws {
-        while true {
-            var chunk: UnsafePointer<UInt8>?
-            let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 { throw HTTP2SessionFailure(code: count) }
-            guard count > 0, let chunk else { return }
-            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
-        }
+        try HTTP2SessionIO.pendingOutput(of: session, into: &buffer)
     }
 
     // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)

@@ -120,23 +120,13 @@ package final class HTTP2ServerSession {
     /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a flood, a bad preface): send what
     ///   ``pendingOutput(into:)`` still has (a GOAWAY) and close.
     package func receive(_ bytes: ByteBuffer) throws {
-        let read = bytes.withUnsafeReadableBytes { raw -> Int in
-            guard let base = raw.baseAddress else { return 0 }
-            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
-        }
-        if read < 0 { throw HTTP2SessionFailure(code: read) }
+        try HTTP2SessionIO.receive(bytes, into: session)
     }
 
     /// Appends every frame nghttp2 has ready (SETTINGS, answers, WINDOW_UPDATE, PING ACK, GOAWAY) to `buffer`.
     /// - Throws: ``HTTP2SessionFailure`` when the session failed.
     package func pendingOutput(into buffer: inout ByteBuffer) throws {
-        while true {
-            var chunk: UnsafePointer<UInt8>?
-            let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 { throw HTTP2SessionFailure(code: count) }
-            guard count > 0, let chunk else { return }
-            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
-        }
+        try HTTP2SessionIO.pendingOutput(of: session, into: &buffer)
     }
 
     /// Whether the session is over: neither side has anything more to say (after a GOAWAY, a fatal error, or

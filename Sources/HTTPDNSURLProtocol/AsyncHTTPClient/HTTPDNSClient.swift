@@ -88,9 +88,6 @@ public final class HTTPDNSClient: Sendable {
         logger: Logger = Logger(label: "httpdns.client", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
     ) throws(InterceptionError) {
-        guard configuration.maximumRedirects >= 0, configuration.maximumFailovers >= 0 else {
-            throw InterceptionError(code: .invalidConfiguration, message: "client limits must not be negative")
-        }
         self.resolver = resolver
         self.configuration = configuration
         self.engine = try ExchangeEngine(

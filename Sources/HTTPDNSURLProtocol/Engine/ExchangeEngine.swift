@@ -35,6 +35,10 @@ struct ExchangeEngine: Sendable {
         logger: Logger,
         metricsFactory: (any MetricsFactory)?
     ) throws(InterceptionError) {
+        guard policy.maximumRedirects >= 0, policy.maximumFailovers >= 0 else {
+            throw InterceptionError(
+                code: .invalidConfiguration, message: "redirect and failover limits must not be negative")
+        }
         self.resolver = resolver
         self.transport = try PinnedTransport(
             policy: policy, sharedPool: resolver.clientPool, eventLoopGroup: eventLoopGroup, logger: logger)
