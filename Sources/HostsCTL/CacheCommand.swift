@@ -27,9 +27,7 @@ public struct CacheCommand: AsyncParsableCommand {
         public var cacheFile: String?
 
         /// The settings file, for cache.path and the cache's limits.
-        @Option(
-            help: ArgumentHelp(
-                "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+        @Option(help: SettingsLoading.configHelp)
         public var config: String?
 
         /// Creates the options (used by the argument parser).
@@ -37,11 +35,7 @@ public struct CacheCommand: AsyncParsableCommand {
 
         /// The path and the settings.
         func resolve() throws -> (path: String, settings: ResolverSettings) {
-            let file = SettingsLoading.load(config)
-            for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-            guard let settings = file.settings, file.errors.isEmpty else {
-                throw ValidationError("the settings have errors; see above (hostsctl config check)")
-            }
+            let settings = try SettingsLoading.settings(config)
             guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
                 throw ValidationError(
                     "no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")

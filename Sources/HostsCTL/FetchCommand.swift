@@ -51,15 +51,11 @@ public struct FetchCommand: AsyncParsableCommand {
     public var concurrency: Int = 1
 
     /// The settings file.
-    @Option(
-        help: ArgumentHelp(
-            "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    @Option(help: SettingsLoading.configHelp)
     public var config: String?
 
     /// An overrides file in hosts format.
-    @Option(
-        help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE")
-    )
+    @Option(help: SettingsLoading.hostsHelp)
     public var hosts: String?
 
     /// Extra trusted CA certificates.
@@ -120,15 +116,10 @@ public struct FetchCommand: AsyncParsableCommand {
 
     /// Makes the requests and prints a report for each.
     public func run() async throws {
-        let file = SettingsLoading.load(config)
-        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-        guard var settings = file.settings, file.errors.isEmpty else {
-            throw ValidationError("the settings have errors; see above (hostsctl config check)")
-        }
+        var settings = try SettingsLoading.settings(config)
         if let hosts {
             try ResolutionOptions.reportOverrideProblems(hosts)
-            settings.files.overridesFile = hosts
-            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+            SettingsLoading.useOverrides(hosts, in: &settings)
         }
         cache.apply(to: &settings)
         settings.interception.trustCA += trustCA

@@ -33,15 +33,11 @@ public struct ResolutionOptions: ParsableArguments {
     public var tries: Int?
 
     /// The settings file.
-    @Option(
-        help: ArgumentHelp(
-            "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE"))
+    @Option(help: SettingsLoading.configHelp)
     public var config: String?
 
     /// An overrides file in hosts format; its names are answered from it with source `override`.
-    @Option(
-        help: ArgumentHelp("Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE")
-    )
+    @Option(help: SettingsLoading.hostsHelp)
     public var hosts: String?
 
     /// An HTTP DNS service to resolve through instead of the configured upstreams.
@@ -76,12 +72,7 @@ public struct ResolutionOptions: ParsableArguments {
     /// Loads the settings file (diagnostics go to standard error) and applies these options to it.
     /// - Throws: `ValidationError` when the settings have errors.
     func loadSettings() throws -> ResolverSettings {
-        let file = SettingsLoading.load(config)
-        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-        guard let loaded = file.settings, file.errors.isEmpty else {
-            throw ValidationError("the settings have errors; see above (hostsctl config check)")
-        }
-        return apply(to: loaded)
+        apply(to: try SettingsLoading.settings(config))
     }
 
     /// Reports the bad lines of the overrides file the final settings use, if they use one.
@@ -96,8 +87,7 @@ public struct ResolutionOptions: ParsableArguments {
     func apply(to loaded: ResolverSettings) -> ResolverSettings {
         var settings = loaded
         if let hosts {
-            settings.files.overridesFile = hosts
-            if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+            SettingsLoading.useOverrides(hosts, in: &settings)
         }
         if !servers.isEmpty { settings.cares.servers = servers }
         if let timeout {

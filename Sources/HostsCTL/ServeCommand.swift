@@ -39,12 +39,7 @@ public struct ServeCommand: AsyncParsableCommand {
 
     /// Serves until a signal arrives.
     public func run() async throws {
-        let file = SettingsLoading.load(config)
-        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
-        guard file.errors.isEmpty else {
-            throw ValidationError("the settings have errors; see above (hostsctl config check)")
-        }
-        let settings = Self.served(try file.get())
+        let settings = Self.served(try SettingsLoading.settings(config))
         let address = try listen.map { try ServerAddress(parsing: $0) } ?? settings.serve.listen
         let accounts = try Self.accounts(settings.serve)
         let logger = CommandLogging.logger()

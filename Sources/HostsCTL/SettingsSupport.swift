@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import HTTPDNS
 
@@ -10,6 +11,30 @@ enum SettingsLoading {
     static func load(_ path: String?) -> SettingsFile {
         SettingsFile.load(path: chosenPath(path), environment: ProcessInfo.processInfo.environment)
     }
+
+    /// The settings of `path` (see ``load(_:)``), with every diagnostic printed to standard error.
+    /// - Throws: `ValidationError` when the settings have errors.
+    static func settings(_ path: String?) throws -> ResolverSettings {
+        let file = load(path)
+        for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
+        guard let settings = file.settings, file.errors.isEmpty else {
+            throw ValidationError("the settings have errors; see above (hostsctl config check)")
+        }
+        return settings
+    }
+
+    /// `settings` answering from the overrides file `hosts` (`--hosts`), first in the layers.
+    static func useOverrides(_ hosts: String, in settings: inout ResolverSettings) {
+        settings.files.overridesFile = hosts
+        if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
+    }
+
+    /// The help of `--config`, which every command that reads the settings takes.
+    static let configHelp = ArgumentHelp(
+        "Settings file (JSON); default: $HOSTSCTL_CONFIG, else the built-in defaults.", valueName: "FILE")
+    /// The help of `--hosts`.
+    static let hostsHelp = ArgumentHelp(
+        "Overrides file in hosts format (IP name [name...]; *.suffix wildcards).", valueName: "FILE")
 
     /// `path`, or the file `$HOSTSCTL_CONFIG` names; `nil` for the defaults.
     static func chosenPath(_ path: String?) -> String? {
