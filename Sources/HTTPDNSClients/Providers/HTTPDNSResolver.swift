@@ -108,9 +108,9 @@ public final class HTTPDNSResolver: HostNameResolver {
             && account.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
     }
 
-    /// Closes the connections the resolver made itself; later lookups fail with `DNSError.Code.shutdown`. A
-    /// resolver that shares its connections with others (one built by `HostResolver(settings:)`) leaves them to
-    /// their owner. Calling it twice is harmless.
+    /// Closes the connections the resolver made itself (``init(configuration:logger:)``); its later lookups fail with
+    /// `DNSError.Code.shutdown`. A resolver that shares its connections with other providers (those of a settings
+    /// file, built by `HostResolver(settings:)`) leaves them to their owner. Calling it twice is harmless.
     public func shutdown() async {
         if ownsTransport { await transport.shutdown() }
     }
