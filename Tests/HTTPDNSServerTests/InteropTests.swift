@@ -76,7 +76,8 @@ struct InteropTests {
         let (status, output) = try await Self.run(
             "/usr/bin/curl",
             [
-                "--silent", "--show-error", "--max-time", "10", "--doh-url",
+                // 10 s, stretched under the sanitizers (a DoH lookup there once took longer).
+                "--silent", "--show-error", "--max-time", "\(Int(10 * TestTiming.scale))", "--doh-url",
                 "https://127.0.0.1:\(served.server.port)/dns-query", "--cacert", served.certificates.caPath,
                 "http://page.test:\(web.port)/",
             ])
