@@ -26,7 +26,7 @@ public final class CAresResolver: HostNameResolver {
         public var tries: Int
         /// The UDP socket receive buffer size in bytes (default 4 MiB) so that bursts of answers are not
         /// dropped; the kernel caps it at `net.core.rmem_max`. 0 keeps the system default.
-        public var socketReceiveBufferSize: Int
+        package var socketReceiveBufferSize: Int
         /// Query over TCP instead of UDP (default `false`).
         public var useTCP: Bool
         /// The search domains tried for short names, in order; `nil` (the default) means the system's (resolv.conf
@@ -34,7 +34,7 @@ public final class CAresResolver: HostNameResolver {
         public var searchDomains: [String]?
         /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
         /// `RES_OPTIONS`).
-        public var ndots: Int?
+        package var ndots: Int?
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -56,7 +56,7 @@ public final class CAresResolver: HostNameResolver {
         }
 
         /// The system's servers and search list, a 2 s timeout, 2 tries, a 4 MiB receive buffer, UDP.
-        public static var `default`: Configuration { Configuration() }
+        package static var `default`: Configuration { Configuration() }
 
         /// The search policy this configuration describes: ``searchDomains`` and ``ndots`` where set, the system's
         /// (`SearchPolicy.system(resolvConf:environment:)`) for the rest.
@@ -82,7 +82,7 @@ public final class CAresResolver: HostNameResolver {
     }
 
     /// The source name this resolver gives its answers: `ResolutionSource.cares`.
-    public let source: ResolutionSource = .cares
+    package let source: ResolutionSource = .cares
     let loop: CAresEventLoop
     private let logger: Logger
 
@@ -105,7 +105,7 @@ public final class CAresResolver: HostNameResolver {
     /// - Throws: `DNSError` with `DNSError.Code.invalidConfiguration` or `DNSError.Code.invalidServer`
     ///   for bad options, or the c-ares initialisation error.
     public init(
-        configuration: Configuration = .default,
+        configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "httpdns.cares", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(DNSError) {
         try configuration.validate()

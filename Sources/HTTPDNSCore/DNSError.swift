@@ -3,7 +3,7 @@
 /// Codes are values of ``DNSError/Code``, a struct rather than an enum so that codes can be added
 /// without breaking exhaustive switches in user code. ``Code/description`` is a short stable identifier
 /// (`notFound`, `timeout`, …) that is safe to use as a metric label or in JSON.
-public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct DNSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         package enum Value: String, Hashable, Sendable, CaseIterable {
@@ -22,7 +22,7 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
         /// Whether the code is a definite answer that the name has no address: it does not exist (``notFound``) or
         /// has none of the type asked (``noData``). Such answers are cached as negatives and end a lookup, where
         /// other failures move on to the next upstream.
-        public var isNegativeAnswer: Bool { value == .notFound || value == .noData }
+        package var isNegativeAnswer: Bool { value == .notFound || value == .noData }
 
         /// The name has no records of the requested type (NOERROR with an empty answer: NODATA).
         public static let noData = Code(.noData)
@@ -151,13 +151,5 @@ public struct DNSError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Compares code, message, host and servers; the underlying error is not compared.
     public static func == (lhs: DNSError, rhs: DNSError) -> Bool {
         lhs.code == rhs.code && lhs.message == rhs.message && lhs.host == rhs.host && lhs.servers == rhs.servers
-    }
-
-    /// Hashes code, message, host and servers.
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(message)
-        hasher.combine(host)
-        hasher.combine(servers)
     }
 }

@@ -5,7 +5,7 @@
 /// Internationalised names must be converted to their `xn--` (punycode) form first.
 public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable {
     /// The normalised name, e.g. `api.example.com`.
-    public let name: String
+    package let name: String
 
     /// Validates and normalises `text`.
     ///
@@ -60,7 +60,7 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     public var description: String { name }
 
     /// Whether this is `localhost` or a name under `.localhost` (RFC 6761).
-    public var isLocalhost: Bool { name == "localhost" || name.hasSuffix(".localhost") }
+    package var isLocalhost: Bool { name == "localhost" || name.hasSuffix(".localhost") }
 
     /// Orders names by their normalised text.
     public static func < (lhs: HostName, rhs: HostName) -> Bool { lhs.name < rhs.name }

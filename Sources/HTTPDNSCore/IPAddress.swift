@@ -6,17 +6,15 @@
     package import Darwin
 #endif
 
-/// The address family of an IP address, or a request for one or both families.
-public enum AddressFamily: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+/// The address family of an IP address, or a request for one or both families; its raw value (and how it prints) is
+/// its name as used in JSON and on the command line: `ipv4`, `ipv6` or `any`.
+public enum AddressFamily: String, Sendable, Hashable, CaseIterable {
     /// IPv4 (`A` records).
     case ipv4
     /// IPv6 (`AAAA` records).
     case ipv6
     /// Both families (an `A` and an `AAAA` query).
     case any
-
-    /// The family's name as used in JSON and on the command line: `ipv4`, `ipv6` or `any`.
-    public var description: String { rawValue }
 }
 
 /// An IPv4 or IPv6 address, stored in network byte order.
@@ -36,13 +34,13 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     package let storage: Storage
 
     /// Creates an IPv4 address from its four bytes, most significant first.
-    public init(ipv4 a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {
+    package init(ipv4 a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {
         storage = .v4(UInt32(a) << 24 | UInt32(b) << 16 | UInt32(c) << 8 | UInt32(d))
     }
 
     /// Creates an address from its raw bytes in network order: 4 bytes for IPv4, 16 for IPv6.
     /// - Returns: `nil` when `bytes` has any other length.
-    public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
+    package init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
         switch bytes.count {
         case 4:
             storage = .v4(bytes.reduce(0) { $0 << 8 | UInt32($1) })
@@ -106,7 +104,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 
     /// The address bytes in network order (4 or 16 bytes).
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         switch storage {
         case .v4(let value):
             return withUnsafeBytes(of: value.bigEndian) { Array($0) }
@@ -126,7 +124,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 
     /// The address as it appears in a URL host or a `host:port` pair: IPv6 in brackets.
-    public var urlHost: String {
+    package var urlHost: String {
         switch storage {
         case .v4: description
         case .v6: "[\(description)]"

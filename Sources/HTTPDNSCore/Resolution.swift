@@ -1,7 +1,7 @@
 /// Where an address came from: `cares`, `literal`, `localhost`, and later `cache`, `override`, a provider name.
 public struct ResolutionSource: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The source's stable name, as printed in JSON.
-    public let name: String
+    package let name: String
 
     /// Creates a source with a stable name.
     public init(_ name: String) { self.name = name }

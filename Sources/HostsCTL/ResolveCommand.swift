@@ -1,6 +1,6 @@
 public import ArgumentParser
 import Foundation
-public import HTTPDNS
+package import HTTPDNS
 
 /// `hostsctl resolve HOST...`: resolves host names and prints their addresses with TTL and source.
 public struct ResolveCommand: AsyncParsableCommand {
@@ -30,7 +30,7 @@ public struct ResolveCommand: AsyncParsableCommand {
             valueName: "LAYER"),
         transform: ResolveCommand.parseSource
     )
-    public var source: ResolverSettings.Source?
+    package var source: ResolverSettings.Source?
 
     /// `--cache-file` and `--no-cache`.
     @OptionGroup

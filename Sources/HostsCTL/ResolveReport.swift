@@ -42,7 +42,7 @@ struct ResolveReport: Sendable {
         let addresses = self.addresses.map { address -> JSONValue in
             .object([
                 ("ip", .string(address.ip.description)),
-                ("family", .string(address.ip.family.description)),
+                ("family", .string(address.ip.family.rawValue)),
                 ("ttl", .number(Double(resolution?.ttl ?? 0))),
                 ("source", .string(resolution?.source.name ?? "")),
                 ("origin", .string(resolution?.origin.name ?? "")),
@@ -99,7 +99,7 @@ struct ResolveReport: Sendable {
                 let rows = resolution.addresses.map {
                     [
                         "\($0.rank)", $0.ip.description,
-                        $0.synthesizedFrom.map { "ipv6 (NAT64, synthesized from \($0))" } ?? $0.ip.family.description,
+                        $0.synthesizedFrom.map { "ipv6 (NAT64, synthesized from \($0))" } ?? $0.ip.family.rawValue,
                         "\(resolution.ttl)", scoreLabel($0),
                         source,
                     ]

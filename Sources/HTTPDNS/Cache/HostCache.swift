@@ -14,11 +14,12 @@ import HTTPDNSClients
 /// ``Configuration/maximumHosts``. A resolver with a cache file (``HostResolver/Configuration/cachePath``) persists
 /// it across restarts.
 ///
+/// A cache is given to a ``HostResolver``, which stores its upstreams' answers in it and ranks them by what the
+/// fronts (and ``HostResolver/reportConnect(to:of:latency:)``) report:
+///
 /// ```swift
-/// let cache = HostCache()
-/// cache.store(try HostName("api.example.com"), family: .any, addresses: [ip1, ip2], ttl: 300, origin: .cares)
-/// cache.recordConnect(to: ip2, of: try HostName("api.example.com"), latency: .milliseconds(8))
-/// let best = cache.bestAddress(for: try HostName("api.example.com"), family: .any)   // ip2 once measured faster
+/// let resolver = HostResolver(upstreams: [.init(name: "cares", kind: .cares, resolver: cares)],
+///                             cache: HostCache(configuration: .init(minimumTTL: 30, dualStack: .fastest)))
 /// ```
 public final class HostCache: Sendable {
     /// The cache's limits and policies.
@@ -71,7 +72,7 @@ public final class HostCache: Sendable {
         }
 
         /// The defaults.
-        public static let `default` = Configuration()
+        package static let `default` = Configuration()
 
         func clamp(_ ttl: UInt32) -> UInt32 { min(max(ttl, minimumTTL), maximumTTL) }
 
@@ -129,7 +130,7 @@ public final class HostCache: Sendable {
 
     /// Creates an empty cache.
     /// - Parameter configuration: Limits and policies.
-    public convenience init(configuration: Configuration = .default) {
+    public convenience init(configuration: Configuration = Configuration()) {
         self.init(configuration: configuration, clock: .system)
     }
 
@@ -146,17 +147,17 @@ public final class HostCache: Sendable {
     }
 
     /// The number of hosts held.
-    public var count: Int { core.withLock { $0.count } }
+    package var count: Int { core.withLock { $0.count } }
 
     /// The best address of `host` if it has a fresh answer for `family`: the fast path for callers that connect.
-    public func bestAddress(for host: HostName, family: AddressFamily = .any) -> IPAddress? {
+    package func bestAddress(for host: HostName, family: AddressFamily = .any) -> IPAddress? {
         let now = clock.now()
         return core.withLock { $0.bestAddress(host, family: family, now: now) }
     }
 
     /// The answer for `host` and `family`: fresh or stale (see ``RankedResolution/freshness``), or `nil`.
     /// Unlike the host resolver, this never starts a refresh.
-    public func resolution(for host: HostName, family: AddressFamily = .any) -> RankedResolution? {
+    package func resolution(for host: HostName, family: AddressFamily = .any) -> RankedResolution? {
         let now = clock.now()
         return core.withLock { $0.fallback(host, family: family, now: now) }
     }
@@ -189,7 +190,7 @@ public final class HostCache: Sendable {
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
     /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.
     @discardableResult
-    public func store(
+    package func store(
         _ host: HostName,
         family: AddressFamily,
         addresses: [IPAddress],
@@ -293,12 +294,12 @@ public final class HostCache: Sendable {
     }
 
     /// Removes `host`.
-    public func remove(_ host: HostName) {
+    package func remove(_ host: HostName) {
         change { $0.remove(host) }
     }
 
     /// Empties the cache.
-    public func removeAll() {
+    package func removeAll() {
         change { $0.removeAll() }
     }
 

@@ -84,9 +84,9 @@ public struct RankedResolution: Sendable, Hashable {
     }
 
     /// The host as asked (normalised).
-    public var host: String
+    package var host: String
     /// The family asked for.
-    public var family: AddressFamily
+    package var family: AddressFamily
     /// The addresses, best first (after the dual-stack policy); never empty.
     public var addresses: [RankedAddress]
     /// The source that produced the addresses: `cares`, a provider's name, `override`, `literal`, `localhost`.
@@ -96,10 +96,10 @@ public struct RankedResolution: Sendable, Hashable {
     /// How the answer was obtained.
     public var freshness: Freshness
     /// How many seconds past its TTL a stale answer is; 0 otherwise.
-    public var staleSeconds: UInt32
+    package var staleSeconds: UInt32
     /// Which upstream gave the answer, as the pipeline names it (`cares(127.0.0.1:5353)`,
     /// `doh(https://…)`), when the pipeline knows; `nil` for local answers and entries of older cache files.
-    public var upstream: String?
+    package var upstream: String?
 
     /// Creates a ranked resolution.
     package init(

@@ -4,7 +4,7 @@ import HTTPDNSClients
 /// One problem found in a configuration file, with its position.
 public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     /// How bad the problem is.
-    public enum Severity: String, Sendable, Hashable {
+    package enum Severity: String, Sendable, Hashable {
         /// The entry was ignored, or the file was rejected.
         case error
         /// The entry was used, but probably not as meant.
@@ -12,15 +12,15 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The file's path as it was given.
-    public var file: String
+    package var file: String
     /// The 1-based line, or 0 when the problem concerns the whole file.
-    public var line: Int
+    package var line: Int
     /// The 1-based byte column, or 0 when the problem concerns the whole line or file.
-    public var column: Int
+    package var column: Int
     /// What is wrong.
-    public var message: String
+    package var message: String
     /// Error or warning.
-    public var severity: Severity
+    package var severity: Severity
 
     /// Creates a diagnostic.
     package init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {

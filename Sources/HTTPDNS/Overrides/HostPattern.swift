@@ -43,7 +43,7 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether `name` matches: the same name for an exact pattern, a name ending in `.suffix` for a wildcard.
-    public func matches(_ name: HostName) -> Bool {
+    package func matches(_ name: HostName) -> Bool {
         switch self {
         case .exact(let exact):
             return exact == name

@@ -52,7 +52,7 @@ public struct HostsFile: Sendable {
     }
 
     /// Parses `bytes`; `file` names the source in diagnostics.
-    public init(parsing bytes: [UInt8], file: String = "<memory>") {
+    package init(parsing bytes: [UInt8], file: String = "<memory>") {
         self.file = file
         var entries: [Entry] = []
         var diagnostics: [ConfigDiagnostic] = []

@@ -16,7 +16,7 @@ extension HostResolver {
         /// The name used in metrics and logs.
         package var name: String
         /// What exactly is asked, e.g. `cares(127.0.0.1:5353)` or `doh(https://dns.example/dns-query)`: cached
-        /// answers record it (``RankedResolution/upstream``), so that they can be told apart by upstream.
+        /// answers record it (`RankedResolution.upstream`), so that they can be told apart by upstream.
         package var identity: String
         /// The kind of source.
         package var kind: Kind
@@ -92,14 +92,14 @@ extension HostResolver {
         /// Hosts resolved in the background as soon as the resolver is created.
         public var preResolve: [String]
         /// Where the cache is persisted; loaded at creation, saved at ``HostResolver/shutdown()`` and every
-        /// ``saveInterval``.
+        /// `saveInterval`.
         public var cachePath: String?
         /// How often the cache is saved while running; `nil` saves only at shutdown.
-        public var saveInterval: Duration?
+        package var saveInterval: Duration?
         /// How short names are completed with search domains (default: no search).
         package var search: SearchPolicy = .none
         /// Serve cached answers that another upstream gave (default `true`). `false` serves only answers whose
-        /// ``RankedResolution/upstream`` is one of the current upstreams (or the fallback), and no cached negative
+        /// `RankedResolution.upstream` is one of the current upstreams (or the fallback), and no cached negative
         /// answer: what a caller wants that named the upstream to ask, as `hostsctl resolve --server` does.
         package var servesAnswersFromOtherUpstreams: Bool = true
         /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS

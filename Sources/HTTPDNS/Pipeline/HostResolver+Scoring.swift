@@ -10,14 +10,14 @@ extension HostResolver {
     // MARK: Scoring
 
     /// Reports a TCP connect to `ip` of `host` that succeeded after `latency` (a connect time, comparable with the
-    /// background probes'; report the time to a response with ``reportFirstByte(to:of:latency:)``).
+    /// background probes'; report the time to a response with `reportFirstByte(to:of:latency:)` (the fronts do)).
     public func reportConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         cache?.recordConnect(to: cacheAddress(for: ip, of: host), of: host, latency: latency)
     }
 
     /// Reports a request to `ip` of `host` whose first response byte came after `latency`: kept apart from connect
     /// times, and proof that the address answers (its back-off ends).
-    public func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+    package func reportFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
         cache?.recordFirstByte(to: cacheAddress(for: ip, of: host), of: host, latency: latency)
     }
 

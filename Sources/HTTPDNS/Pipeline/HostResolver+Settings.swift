@@ -9,7 +9,7 @@ extension HostResolver {
     /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides
     /// work without a file; its file watched for edits when `reload.intervalMs` is
     /// set), the system hosts file layer, the search policy, the cache with its limits and persisted file, the
-    /// upstreams of ``ResolverSettings/sources`` in order (the HTTP DNS providers over one shared transport,
+    /// upstreams of `ResolverSettings.sources` in order (the HTTP DNS providers over one shared transport,
     /// c-ares, the system resolver), the system-resolver fallback, probing and pre-resolution. ``shutdown()`` saves
     /// the cache and closes everything built here. ``apply(_:)`` changes all of it while running.
     ///
@@ -19,7 +19,7 @@ extension HostResolver {
     ///     them) and no fallback is asked: the caller named what answers.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    ///   - persistingCache: Whether the cache is loaded from and saved to its file (``ResolverSettings/cachePath``
+    ///   - persistingCache: Whether the cache is loaded from and saved to its file (`ResolverSettings.cachePath`
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
     /// - Throws: `DNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.

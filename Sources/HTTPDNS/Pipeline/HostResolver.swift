@@ -86,7 +86,7 @@ public final class HostResolver: HostNameResolver {
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
     package let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
-    public let cache: HostCache?
+    package let cache: HostCache?
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
     /// interceptors and clients made on this resolver; closed at ``shutdown()``.
     package let clientPool: PinnedClientPool
@@ -245,7 +245,7 @@ public final class HostResolver: HostNameResolver {
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
-    public func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
+    package func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
         let answer = try await resolveRanked(host, family: family, probePort: nil, absolute: false)
         return needsAdapting(answer) ? try await adaptedToNetwork(answer) : answer
     }
@@ -324,7 +324,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The best address for `host`, resolving it if needed.
-    public func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
+    package func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
         guard let best = try await resolveRanked(host, family: family).best else {
             throw DNSError(code: .noData, message: "no address", host: host)
         }
@@ -332,7 +332,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Resolves `hosts` concurrently so later lookups hit the cache; failures are logged, not thrown.
-    public func preResolve(_ hosts: [String], family: AddressFamily = .any) async {
+    package func preResolve(_ hosts: [String], family: AddressFamily = .any) async {
         await withTaskGroup(of: Void.self) { group in
             for host in hosts {
                 group.addTask { [self] in
@@ -364,7 +364,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Saves the cache to ``Configuration/cachePath`` now; failures are logged.
-    public func saveCache() {
+    package func saveCache() {
         guard let cache, let path = configuration.cachePath else { return }
         do {
             try cache.save(to: path)

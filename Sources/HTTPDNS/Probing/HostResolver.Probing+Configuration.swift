@@ -3,7 +3,7 @@ public import HTTPDNSCore
 
 extension HostResolver.Probing {
     /// Reads the probe keys (`probe.ports`, `probe.intervalSeconds`, `probe.timeoutMs`); missing keys take their
-    /// defaults. Whether probing runs at all is `probe.enabled` (``ResolverSettings/probeEnabled``).
+    /// defaults. Whether probing runs at all is `probe.enabled` (`ResolverSettings.probeEnabled`).
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         self.init()

@@ -11,7 +11,7 @@ package import HTTPDNSClients
 /// Secrets are never read from settings: a provider names the environment variable that holds its secret.
 public struct ResolverSettings: Sendable, Hashable {
     /// A resolution layer.
-    public enum Source: String, Sendable, Hashable, CaseIterable {
+    package enum Source: String, Sendable, Hashable, CaseIterable {
         /// Host overrides (hosts file and run-time entries).
         case overrides
         /// The system hosts file (`hosts.file`, default `/etc/hosts`).
@@ -23,21 +23,21 @@ public struct ResolverSettings: Sendable, Hashable {
         /// c-ares with the configured or system servers.
         case cares
         /// The operating system's resolver (`getaddrinfo`: NSS, mDNS, LDAP, …). Listed here it is asked in its
-        /// place; otherwise ``ResolverSettings/systemFallback`` asks it last, only for names nothing else knows.
+        /// place; otherwise `ResolverSettings.systemFallback` asks it last, only for names nothing else knows.
         case system
     }
 
     /// The layers in the order they are asked.
-    public var sources: [Source]
+    package var sources: [Source]
     /// Ask HTTP DNS and c-ares in parallel and take the first good answer.
-    public var race: Bool
+    package var race: Bool
     /// The upstream layers whose answers are trusted (default HTTP DNS only, which TLS authenticates). In race
     /// mode a later answer never joins one from a layer of other trust: a more trusted answer replaces it and a
     /// less trusted one is dropped, so an address spoofed on the local network never joins an HTTP DNS answer.
-    public var trustedSources: Set<Source>
+    package var trustedSources: Set<Source>
     /// Ask the system resolver when every other upstream says a name does not exist (default `true`); ignored
     /// when `system` is in ``sources``.
-    public var systemFallback: Bool
+    package var systemFallback: Bool
     /// The overrides file, the system hosts file and their reload interval.
     package var files: LocalFileSettings
     /// The system resolver's TTL and threads.
@@ -50,15 +50,15 @@ public struct ResolverSettings: Sendable, Hashable {
     package var addressGuard: AddressGuardSettings
     /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
     /// ``sources``).
-    public var cacheEnabled: Bool
+    package var cacheEnabled: Bool
     /// The persisted cache file (`cache.path`); `nil` means `HostCache.defaultPath()`.
-    public var cachePath: String?
+    package var cachePath: String?
     /// Hosts resolved in the background at start (`cache.preResolve`).
-    public var preResolve: [String]
+    package var preResolve: [String]
     /// The IP cache's TTL bounds, size, refresh budget and dual-stack policy.
     public var cache: HostCache.Configuration
     /// Whether candidate addresses are probed with TCP connects (`probe.enabled`, default `true`).
-    public var probeEnabled: Bool
+    package var probeEnabled: Bool
     /// How candidate addresses are probed, when ``probeEnabled``.
     public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
@@ -73,7 +73,7 @@ public struct ResolverSettings: Sendable, Hashable {
 
     /// The defaults: overrides, the system hosts file, the cache and c-ares with the system's servers, the system
     /// resolver as the fallback; it works on any machine without a network service.
-    public static var `default`: ResolverSettings {
+    package static var `default`: ResolverSettings {
         // Reading from an empty provider gives every default; it cannot fail.
         try! ResolverSettings(configReader: defaultsReader)
     }

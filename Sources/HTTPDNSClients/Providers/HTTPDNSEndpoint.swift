@@ -28,7 +28,7 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The path of the URL without a trailing slash (may be empty), e.g. `/dns-query`.
     package let path: String
     /// The addresses to connect to instead of resolving the URL's host; tried in order.
-    public let bootstrapAddresses: [IPAddress]
+    package let bootstrapAddresses: [IPAddress]
     /// `address:port` for each bootstrap address, or `host:port` without them: the servers a request is sent to,
     /// as errors and answers name them (made once, not per request).
     package let servers: [String]
@@ -86,7 +86,7 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     package var hostIsIPAddress: Bool { IPAddress(host) != nil }
 
     /// The base URL: `scheme://host[:port]path`.
-    public var url: String {
+    package var url: String {
         let hostPart = IPAddress(host)?.urlHost ?? host
         let portPart = port == scheme.defaultPort ? "" : ":\(port)"
         return "\(scheme.rawValue)://\(hostPart)\(portPart)\(path)"

@@ -21,7 +21,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// The configuration the resolver was created with.
     package let configuration: Configuration
     /// The source that answers from this resolver carry.
-    public let source: ResolutionSource
+    package let source: ResolutionSource
     private let transport: HTTPDNSTransport
     /// Whether the resolver made ``transport`` itself, and so closes it at ``shutdown()``.
     private let ownsTransport: Bool
