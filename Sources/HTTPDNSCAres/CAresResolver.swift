@@ -31,7 +31,7 @@ public final class CAresResolver: HostNameResolver {
         public var useTCP: Bool
         /// The search domains tried for short names, in order; `nil` (the default) means the system's (resolv.conf
         /// `search`/`domain`, `LOCALDOMAIN`) and `[]` turns search off. The resolver pipeline applies them.
-        public var searchDomains: [String]?
+        package var searchDomains: [String]?
         /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
         /// `RES_OPTIONS`).
         package var ndots: Int?

@@ -1,6 +1,6 @@
 import Benchmark
 import Foundation
-import HTTPDNS
+@_spi(Benchmarks) import HTTPDNS
 import Synchronization
 
 // The scored IP cache and the host resolver on cache hits, each beside its baseline in the same run:
@@ -15,16 +15,19 @@ let names: [HostName] = (0..<hostCount).map { try! HostName("host\($0).bench.tes
 let addresses: [[IPAddress]] = (0..<hostCount).map { (index: Int) -> [IPAddress] in
     let high = UInt8(truncatingIfNeeded: index >> 8)
     let low = UInt8(truncatingIfNeeded: index)
-    return [IPAddress(ipv4: 10, 1, high, low), IPAddress(ipv4: 10, 200, high, low)]
+    return [IPAddress("10.1.\(high).\(low)")!, IPAddress("10.200.\(high).\(low)")!]
 }
 
 func filledCache() -> HostCache {
     let cache = HostCache(configuration: .init(maximumTTL: 86_400))
     for index in 0..<hostCount {
-        cache.store(names[index], family: .any, addresses: addresses[index], ttl: 86_400, origin: .cares)
+        cache.benchmarkStore(names[index], addresses: addresses[index], ttl: 86_400)
     }
     return cache
 }
+
+/// The address every upstream answer gives.
+let answer = IPAddress("192.0.2.1")!
 
 /// An upstream that answers every name after `delay`, counting calls.
 final class DelayedUpstream: HostNameResolver {
@@ -36,8 +39,7 @@ final class DelayedUpstream: HostNameResolver {
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         calls.add(1, ordering: .relaxed)
         try await Task.sleep(for: delay)
-        return Resolution(
-            host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 192, 0, 2, 1), ttl: 300, source: .cares)])
+        return Resolution(host: host.description, addresses: [ResolvedAddress(ip: answer, ttl: 300, source: .cares)])
     }
 }
 
@@ -63,7 +65,7 @@ let benchmarks: @Sendable () -> Void = {
         var found = 0
         benchmark.startMeasurement()
         for index in benchmark.scaledIterations {
-            if cache.bestAddress(for: names[index % hostCount]) != nil { found += 1 }
+            if cache.benchmarkBestAddress(for: names[index % hostCount]) != nil { found += 1 }
         }
         benchmark.stopMeasurement()
         precondition(found == benchmark.scaledIterations.count)
@@ -80,7 +82,7 @@ let benchmarks: @Sendable () -> Void = {
         var found = 0
         benchmark.startMeasurement()
         for index in benchmark.scaledIterations {
-            found += try await resolver.resolveRanked(names[index % hostCount]).addresses.count
+            found += try await resolver.benchmarkResolveRanked(names[index % hostCount]).addresses.count
         }
         benchmark.stopMeasurement()
         precondition(upstream.calls.load(ordering: .relaxed) == 0 && found > 0)
@@ -93,7 +95,7 @@ let benchmarks: @Sendable () -> Void = {
     // Written as an application does: a resolver with a cache file saves it (here at once, with saveCache()).
     let writer = HostResolver(
         upstreams: [], cache: filledCache(), configuration: .init(probing: nil, cachePath: path, saveInterval: nil))
-    writer.saveCache()
+    writer.benchmarkSaveCache()
     let restart = Benchmark.Configuration(metrics: [.wallClock], maxDuration: .seconds(10), maxIterations: 50)
 
     Benchmark("restart: create the resolver and load 10,000 persisted hosts", configuration: restart) { benchmark in
@@ -105,7 +107,7 @@ let benchmarks: @Sendable () -> Void = {
             configuration: .init(probing: nil, cachePath: path, saveInterval: nil)
         )
         benchmark.stopMeasurement()
-        precondition(resolver.cache?.count == hostCount)
+        precondition(resolver.benchmarkCache?.benchmarkCount == hostCount)
         blackHole(resolver)
     }
 
@@ -117,7 +119,7 @@ let benchmarks: @Sendable () -> Void = {
             configuration: .init(probing: nil, cachePath: path, saveInterval: nil)
         )
         benchmark.startMeasurement()
-        let answer = try await resolver.resolveRanked(names[4242])
+        let answer = try await resolver.benchmarkResolveRanked(names[4242])
         benchmark.stopMeasurement()
         precondition(answer.freshness == .cache && upstream.calls.load(ordering: .relaxed) == 0)
         blackHole(answer)
@@ -132,7 +134,7 @@ let benchmarks: @Sendable () -> Void = {
             configuration: .init(probing: nil, saveInterval: nil)
         )
         benchmark.startMeasurement()
-        let answer = try await resolver.resolveRanked(names[4242])
+        let answer = try await resolver.benchmarkResolveRanked(names[4242])
         benchmark.stopMeasurement()
         precondition(answer.freshness == .upstream && upstream.calls.load(ordering: .relaxed) == 1)
         blackHole(answer)

@@ -35,10 +35,11 @@ extension BenchmarkMetric {
 
 /// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
 struct BenchUpstream: HostNameResolver {
+    static let loopback = IPAddress("127.0.0.1")!
+
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         Resolution(
-            host: host.name, addresses: [ResolvedAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), ttl: 3600, source: "bench")]
-        )
+            host: host.description, addresses: [ResolvedAddress(ip: Self.loopback, ttl: 3600, source: "bench")])
     }
 }
 

@@ -147,10 +147,10 @@ public final class HostCache: Sendable {
     }
 
     /// The number of hosts held.
-    package var count: Int { core.withLock { $0.count } }
+    @usableFromInline package var count: Int { core.withLock { $0.count } }
 
     /// The best address of `host` if it has a fresh answer for `family`: the fast path for callers that connect.
-    package func bestAddress(for host: HostName, family: AddressFamily = .any) -> IPAddress? {
+    @usableFromInline package func bestAddress(for host: HostName, family: AddressFamily = .any) -> IPAddress? {
         let now = clock.now()
         return core.withLock { $0.bestAddress(host, family: family, now: now) }
     }
@@ -190,7 +190,7 @@ public final class HostCache: Sendable {
     ///   - merge: Add the addresses to those already cached instead of replacing them (a raced source that lost).
     /// - Returns: The stored answer, ranked; `nil` (and nothing stored) when `addresses` is empty.
     @discardableResult
-    package func store(
+    @usableFromInline package func store(
         _ host: HostName,
         family: AddressFamily,
         addresses: [IPAddress],

@@ -52,7 +52,7 @@ public struct HostsFile: Sendable {
     }
 
     /// Parses `bytes`; `file` names the source in diagnostics.
-    package init(parsing bytes: [UInt8], file: String = "<memory>") {
+    public init(parsing bytes: [UInt8], file: String = "<memory>") {
         self.file = file
         var entries: [Entry] = []
         var diagnostics: [ConfigDiagnostic] = []

@@ -86,7 +86,7 @@ public final class HostResolver: HostNameResolver {
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
     package let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
-    package let cache: HostCache?
+    @usableFromInline package let cache: HostCache?
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
     /// interceptors and clients made on this resolver; closed at ``shutdown()``.
     package let clientPool: PinnedClientPool
@@ -245,7 +245,9 @@ public final class HostResolver: HostNameResolver {
     /// Resolves `host` through the pipeline and returns the ranked answer.
     /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
     ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
-    package func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws -> RankedResolution {
+    @usableFromInline package func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws
+        -> RankedResolution
+    {
         let answer = try await resolveRanked(host, family: family, probePort: nil, absolute: false)
         return needsAdapting(answer) ? try await adaptedToNetwork(answer) : answer
     }
@@ -364,7 +366,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Saves the cache to ``Configuration/cachePath`` now; failures are logged.
-    package func saveCache() {
+    @usableFromInline package func saveCache() {
         guard let cache, let path = configuration.cachePath else { return }
         do {
             try cache.save(to: path)

@@ -59,7 +59,7 @@ public struct ResolverSettings: Sendable, Hashable {
     public var cache: HostCache.Configuration
     /// Whether candidate addresses are probed with TCP connects (`probe.enabled`, default `true`).
     package var probeEnabled: Bool
-    /// How candidate addresses are probed, when ``probeEnabled``.
+    /// How candidate addresses are probed, when `probe.enabled` is on.
     public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
     package var network: NetworkSettings

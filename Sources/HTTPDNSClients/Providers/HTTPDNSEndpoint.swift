@@ -4,10 +4,10 @@ import HTTPDNSCAres
 
 /// An HTTP DNS server: its base URL and the fixed IP addresses it is reached through.
 ///
-/// The endpoint's own name is never resolved through HTTP DNS (that would be circular). When
-/// ``bootstrapAddresses`` is not empty, connections go to those addresses in turn, while the TLS handshake
-/// still sends the URL's host name as SNI and checks the certificate against it. Without bootstrap addresses a
-/// host name is resolved by the system resolver; an IP literal host is used as it is.
+/// The endpoint's own name is never resolved through HTTP DNS (that would be circular). When the bootstrap
+/// addresses (``init(_:bootstrapAddresses:)``) are not empty, connections go to those addresses in turn, while the TLS
+/// handshake still sends the URL's host name as SNI and checks the certificate against it. Without bootstrap
+/// addresses a host name is resolved by the system resolver; an IP literal host is used as it is.
 public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `https` or `http`.
     package enum Scheme: String, Sendable, Hashable {
