@@ -27,7 +27,7 @@ func filledCache() -> HostCache {
 }
 
 /// The address every upstream answer gives.
-let answer = IPAddress("192.0.2.1")!
+let upstreamAddress = IPAddress("192.0.2.1")!
 
 /// An upstream that answers every name after `delay`, counting calls.
 final class DelayedUpstream: HostNameResolver {
@@ -39,7 +39,8 @@ final class DelayedUpstream: HostNameResolver {
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         calls.add(1, ordering: .relaxed)
         try await Task.sleep(for: delay)
-        return Resolution(host: host.description, addresses: [ResolvedAddress(ip: answer, ttl: 300, source: .cares)])
+        return Resolution(
+            host: host.description, addresses: [ResolvedAddress(ip: upstreamAddress, ttl: 300, source: .cares)])
     }
 }
 
