@@ -66,9 +66,16 @@ extension HTTPDNSInterceptor {
 
         /// The defaults with the connection policy of `settings` (``ConnectionPolicy/init(settings:)``) and its
         /// proxy mode (`interception.proxy`).
-        public init(settings: ResolverSettings) {
-            self.init(connection: ConnectionPolicy(settings: settings))
-            proxyMode = settings.interception.proxyMode
+        /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in
+        ///   the settings file.
+        public init(settings: ResolverSettings) throws(ConfigurationError) {
+            self.init(interception: try settings.read(InterceptionSettings.section))
+        }
+
+        /// The defaults with checked `interception.*` settings.
+        init(interception: InterceptionSettings) {
+            self.init(connection: ConnectionPolicy(interception: interception))
+            proxyMode = interception.proxyMode
         }
 
         /// A property of the connection policy.

@@ -59,7 +59,7 @@ public final class HTTPDNSRuntime: Sendable {
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
     ) throws -> HTTPDNSRuntime {
-        let settings = try SettingsFile.load(path: configurationFile).get()
+        let settings = try Self.load(configurationFile)
         let runtime = try start(
             settings: settings, logger: logger, metricsFactory: metricsFactory, file: configurationFile)
         return runtime
@@ -93,11 +93,12 @@ public final class HTTPDNSRuntime: Sendable {
     private static func start(
         settings: ResolverSettings, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
     ) throws -> HTTPDNSRuntime {
+        let interception = try settings.read(InterceptionSettings.section)
         let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metricsFactory)
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
-                resolver: resolver, configuration: .init(settings: settings), logger: logger,
+                resolver: resolver, configuration: .init(interception: interception), logger: logger,
                 metricsFactory: metricsFactory)
         } catch {
             Task { await resolver.shutdown() }
@@ -130,7 +131,7 @@ public final class HTTPDNSRuntime: Sendable {
             path: file,
             initial: resolver.appliedSettings ?? .default,
             logger: logger,
-            load: { path in try SettingsFile.load(path: path).get() },
+            load: { path in try Self.load(path) },
             onChange: { [weak self] settings in self?.applyLogging(settings) }
         )
         if interval > 0 { watcher.start(interval: .milliseconds(interval)) }
@@ -146,17 +147,24 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// Applies `settings` to the running resolver (`HostResolver.apply(_:)`) and interceptor
-    /// (the interceptor's `apply(_:)`).
-    /// - Throws: `DNSError` when the resolver cannot use them; then nothing changed.
+    /// (the interceptor's `apply(_:)`, from the settings' `interception` section).
+    /// - Throws: `ConfigurationError` for a bad `interception` section, `DNSError` when the resolver cannot use
+    ///   them; then nothing changed.
     public func apply(_ settings: ResolverSettings) throws {
+        let interception = try settings.read(InterceptionSettings.section)
         try resolver.apply(settings)
-        interceptor.apply(settings.interception)
+        interceptor.apply(interception)
     }
 
     /// Reads the settings file and the `HOSTSCTL_*` environment again now and applies them.
     /// - Throws: `ConfigurationError` with positioned diagnostics, or `DNSError`; the last good settings stay.
     public func reload() throws {
-        try apply(try SettingsFile.load(path: configurationFile).get())
+        try apply(try Self.load(configurationFile))
+    }
+
+    /// The settings of `file` with its `interception` section checked too (`nil`: the defaults).
+    private static func load(_ file: String?) throws(ConfigurationError) -> ResolverSettings {
+        try SettingsFile.load(path: file, sections: [InterceptionSettings.section.erased]).get()
     }
 
     /// Gives `host` (a name or a `*.suffix` pattern) exactly these addresses, over every other layer, until

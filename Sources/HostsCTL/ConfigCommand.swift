@@ -89,7 +89,7 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
 
     static func check(_ file: String) -> Result {
         if file.hasSuffix(".json") {
-            let settings = SettingsFile.load(path: file)
+            let settings = SettingsLoading.load(file)
             if settings.isUnreadable, let unreadable = settings.errors.first {
                 return Result(
                     file: file, kind: "settings", entries: 0, diagnostics: [],
@@ -135,7 +135,7 @@ public struct ConfigShowCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         for warning in file.diagnostics where warning.severity == .warning { printToStandardError(warning.description) }
-        let rows = SettingsReport.rows(settings, file: file)
+        let rows = try SettingsReport.rows(settings, file: file)
         if json {
             print(
                 JSONValue.object(
@@ -171,7 +171,7 @@ public struct ConfigKeysCommand: ParsableCommand {
             print("| key | type | default | environment variable | meaning |")
             print("| --- | --- | --- | --- | --- |")
         }
-        for key in ResolverSettings.keys {
+        for key in SettingsLoading.keys {
             let variable = SettingKey.environmentVariable(for: key.path.replacingOccurrences(of: "*", with: "NAME"))
             var meaning = key.help
             if let allowed = key.allowed { meaning += " (\(allowed.joined(separator: ", ")))" }

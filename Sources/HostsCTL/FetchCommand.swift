@@ -122,7 +122,6 @@ public struct FetchCommand: AsyncParsableCommand {
             SettingsLoading.useOverrides(hosts, in: &settings)
         }
         cache.apply(to: &settings)
-        settings.interception.trustCA += trustCA
         settings.files.reloadIntervalMilliseconds = 0
         settings.preResolve = []
         let body = try loadBody()
@@ -133,10 +132,11 @@ public struct FetchCommand: AsyncParsableCommand {
             body: body,
             timeout: .milliseconds(Int64((timeout * 1000).rounded(.up)))
         )
+        var interception = try HTTPDNSInterceptor.Configuration(settings: settings)
+        interception.additionalTrustRoots += trustCA
         let resolver = try ResolveCommand.usage {
             try HostResolver(settings: settings, logger: CommandLogging.logger())
         }
-        var interception = HTTPDNSInterceptor.Configuration(settings: settings)
         interception.followRedirects = !noFollow
         interception.cookieStorage = nil
         let fetcher: URLSessionFetcher

@@ -39,11 +39,13 @@ public struct ServeCommand: AsyncParsableCommand {
 
     /// Serves until a signal arrives.
     public func run() async throws {
-        let settings = Self.served(try SettingsLoading.settings(config))
-        let address = try listen.map { try ServerAddress(parsing: $0) } ?? settings.serve.listen
-        let accounts = try Self.accounts(settings.serve)
+        let loaded = try SettingsLoading.settings(config)
+        let serve = try loaded.read(ServeSettings.section)
+        let settings = Self.served(loaded, serve: serve)
+        let address = try listen.map { try ServerAddress(parsing: $0) } ?? serve.listen
+        let accounts = try Self.accounts(serve)
         let logger = CommandLogging.logger()
-        Self.raiseDescriptorLimit(for: settings.serve.maximumConnections, logger: logger)
+        Self.raiseDescriptorLimit(for: serve.maximumConnections, logger: logger)
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
@@ -57,7 +59,7 @@ public struct ServeCommand: AsyncParsableCommand {
             throw error
         }
         let service = HTTPDNSService(
-            resolver: resolver, configuration: .init(settings: settings.serve, accounts: accounts), logger: logger,
+            resolver: resolver, configuration: .init(settings: serve, accounts: accounts), logger: logger,
             metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
             metricsExporter: { registry.emitToBuffer() })
         // What client networks reported lives beside the cache file, saved with it (at the resolver's save
@@ -72,21 +74,21 @@ public struct ServeCommand: AsyncParsableCommand {
         let server: HTTPDNSServer
         do {
             server = try await HTTPDNSServer.start(
-                service: service, configuration: .init(settings: settings.serve, listen: address), logger: logger)
+                service: service, configuration: .init(settings: serve, listen: address), logger: logger)
         } catch {
             forwarder.shutdown()
             await resolver.shutdown()
             throw error
         }
-        let scheme = settings.serve.certificate == nil ? "http" : "https"
+        let scheme = serve.certificate == nil ? "http" : "https"
         let host = address.ip.family == .ipv6 ? "[\(address.ip)]" : address.ip.description
         // Written unbuffered, so a supervisor reading a pipe sees it at once.
         FileHandle.standardOutput.write(
             Data("hostsctl serve: \(scheme)://\(host):\(server.port)/dns-query (Ctrl-C stops)\n".utf8))
 
         let reloader = SettingsReloader(
-            path: SettingsLoading.chosenPath(config), initial: settings, resolver: resolver, service: service,
-            logger: logger)
+            path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
+            service: service, logger: logger)
         reloader.start(interval: settings.files.reloadIntervalMilliseconds)
         let group = ServiceGroup(
             configuration: .init(
@@ -133,11 +135,11 @@ public struct ServeCommand: AsyncParsableCommand {
     /// private-address guard covers every upstream (c-ares and the system resolver too) and no probe connects to a
     /// private, loopback, link-local or otherwise non-public address, so no client's question can make the server
     /// reach into its own network. Overrides, which the operator writes, are answered as written.
-    static func served(_ settings: ResolverSettings) -> ResolverSettings {
+    static func served(_ settings: ResolverSettings, serve: ServeSettings) -> ResolverSettings {
         var served = settings
         // Answers are for clients on other networks: never adapted to this host's (NAT64).
         served.adaptsToHostNetwork = false
-        guard !settings.serve.probeGuardedAddresses else { return served }
+        guard !serve.probeGuardedAddresses else { return served }
         served.addressGuard.everyUpstream = true
         served.probe.probesGuardedAddresses = false
         return served
@@ -168,20 +170,24 @@ final class SettingsReloader: Sendable {
     private let service: HTTPDNSService
     private let logger: Logger
     private let watcher: FileWatcher<ResolverSettings>?
-    private let applied: Locked<ResolverSettings>
+    /// The `serve` section last applied, to tell which edits wait for a restart.
+    private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
 
-    init(path: String?, initial: ResolverSettings, resolver: HostResolver, service: HTTPDNSService, logger: Logger) {
+    init(
+        path: String?, initial: ResolverSettings, serve: ServeSettings, resolver: HostResolver,
+        service: HTTPDNSService, logger: Logger
+    ) {
         self.path = path
         self.resolver = resolver
         self.service = service
         self.logger = logger
-        self.applied = Locked(initial)
+        self.applied = Locked(serve)
         let reload = Locked<(@Sendable (ResolverSettings) -> Void)?>(nil)
         self.watcher = path.map { path in
             FileWatcher<ResolverSettings>(
                 path: path, initial: initial, logger: logger,
-                load: { path in try SettingsFile.load(path: path).get() },
+                load: { path in try SettingsLoading.load(path).get() },
                 onChange: { settings in reload.withLock { $0 }?(settings) })
         }
         reload.withLock { $0 = { [weak self] settings in self?.apply(settings) } }
@@ -204,7 +210,7 @@ final class SettingsReloader: Sendable {
     }
 
     private func reloadNow() {
-        let file = SettingsFile.load(path: path, environment: ProcessInfo.processInfo.environment)
+        let file = SettingsLoading.load(path)
         do {
             apply(try file.get())
         } catch {
@@ -213,16 +219,16 @@ final class SettingsReloader: Sendable {
     }
 
     private func apply(_ edited: ResolverSettings) {
-        let settings = ServeCommand.served(edited)
         do {
-            let accounts = try ServeCommand.accounts(settings.serve)
+            let after = try edited.read(ServeSettings.section)
+            let settings = ServeCommand.served(edited, serve: after)
+            let accounts = try ServeCommand.accounts(after)
             try resolver.apply(settings)
-            service.apply(.init(settings: settings.serve, accounts: accounts))
+            service.apply(.init(settings: after, accounts: accounts))
             let before = applied.withLock { previous in
-                defer { previous = settings }
-                return previous.serve
+                defer { previous = after }
+                return previous
             }
-            let after = settings.serve
             if HTTPDNSServer.Configuration(settings: before) != HTTPDNSServer.Configuration(settings: after) {
                 logger.warning(
                     "the listener's settings (serve.listen, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"

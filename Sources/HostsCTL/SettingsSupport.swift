@@ -1,15 +1,26 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSServer
+import HTTPDNSURLProtocol
 
 /// Finds and loads the settings for a command.
 enum SettingsLoading {
     /// The environment variable naming a settings file when `--config` is not given.
     static let configVariable = "HOSTSCTL_CONFIG"
 
-    /// Loads `path`, or the file `$HOSTSCTL_CONFIG` names, or the defaults with environment overrides.
+    /// The sections of the settings file that the modules above the resolver own: the fronts' `interception` and
+    /// the server's `serve`. `hostsctl` checks, lists and shows them with the resolver's keys.
+    static let sections = [InterceptionSettings.section.erased, ServeSettings.section.erased]
+
+    /// Every documented key: the resolver's, then the sections'.
+    static var keys: [SettingKey] { ResolverSettings.keys + sections.flatMap(\.keys) }
+
+    /// Loads `path`, or the file `$HOSTSCTL_CONFIG` names, or the defaults with environment overrides; every
+    /// section is checked.
     static func load(_ path: String?) -> SettingsFile {
-        SettingsFile.load(path: chosenPath(path), environment: ProcessInfo.processInfo.environment)
+        SettingsFile.load(
+            path: chosenPath(path), environment: ProcessInfo.processInfo.environment, sections: sections)
     }
 
     /// The settings of `path` (see ``load(_:)``), with every diagnostic printed to standard error.
@@ -52,9 +63,12 @@ enum SettingsReport {
 
     /// Every effective value with where it came from; after each provider's `secretEnv` row, whether that
     /// variable is set (never its value).
-    static func rows(_ settings: ResolverSettings, file: SettingsFile) -> [Row] {
+    /// - Throws: `ConfigurationError` when a section does not read (the file was checked, so it does).
+    static func rows(_ settings: ResolverSettings, file: SettingsFile) throws -> [Row] {
         var rows: [Row] = []
-        for value in settings.effectiveValues {
+        var values = settings.effectiveValues
+        for section in SettingsLoading.sections { values += try section.values(settings) }
+        for value in values {
             let origin =
                 file.environmentOverrides[value.path] != nil
                 ? "env \(SettingKey.environmentVariable(for: value.path))"

@@ -19,52 +19,17 @@ struct SettingsTests {
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
         #expect(settings.sources == [.overrides, .hosts, .cache, .cares])
-        #expect(
-            settings.files.hostsFile == "/etc/hosts" && settings.systemFallback
-                && settings.interception.proxyMode == .bypass)
+        #expect(settings.files.hostsFile == "/etc/hosts" && settings.systemFallback)
         #expect(settings.files.overridesFile == "Config/hosts")
         #expect(settings.cares.servers.isEmpty)
         #expect(settings.httpDNS.providers.isEmpty)
         #expect(file.fileKeys["cares.timeoutMs"] != nil)
     }
 
-    @Test(
-        "the Kubernetes example's settings are valid: a server on every interface with limits, forwarding and an account"
-    )
-    func deploymentFile() throws {
-        let file = SettingsFile.load(path: "Config/deploy/kubernetes/hostsctl.json", environment: [:])
-        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
-        let settings = try file.get()
-        #expect(settings.serve.listen.description == "0.0.0.0:8053" && settings.serve.otherTypes == .forward)
-        #expect(settings.serve.rateLimitPerSecond > 0 && settings.serve.accounts.map(\.id) == ["demo"])
-        #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
-    }
-
-    @Test("the Kubernetes TLS overlay's environment turns on HTTPS and DNS over TLS with the base's settings")
-    func deploymentTLSOverlay() throws {
-        let yaml = try String(contentsOfFile: "Config/deploy/kubernetes/tls/tls-deployment.yaml", encoding: .utf8)
-        // `- { name: HOSTSCTL_…, value: … }` lines, as the kubelet would set them.
-        var environment: [String: String] = [:]
-        for line in yaml.split(separator: "\n") where line.contains("name: HOSTSCTL_SERVE_") {
-            let fields = line.split(separator: ",").map { $0.split(separator: ":", maxSplits: 1) }
-            let name = fields[0][1].trimmingCharacters(in: .whitespaces.union(["{", "-"]))
-            let value = fields[1][1].trimmingCharacters(in: .whitespaces.union(["}", "\""]))
-            environment[name] = value
-        }
-        #expect(environment.count == 3, "\(environment)")
-        let file = SettingsFile.load(path: "Config/deploy/kubernetes/hostsctl.json", environment: environment)
-        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
-        let settings = try file.get()
-        #expect(settings.serve.certificate == "/etc/hostsctl-tls/tls.crt")
-        #expect(settings.serve.privateKey == "/etc/hostsctl-tls/tls.key")
-        #expect(settings.serve.dotListen?.description == "0.0.0.0:8853")
-        #expect(settings.serve.dnsListen?.description == "0.0.0.0:5353")
-    }
-
     @Test("defaults without a file")
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()
-        #expect(settings == ResolverSettings.default)
+        #expect(settings.effectiveValues == ResolverSettings.default.effectiveValues)
         #expect(settings.cares.timeout == .seconds(2) && settings.cares.tries == 2)
         #expect(settings.cache.dualStack == .fastest && settings.probe.ports == [443])
 
@@ -101,6 +66,8 @@ struct SettingsTests {
             ("{ \"a\": 1, \"a\": 2 }", 1, 11, "duplicate key"),
             ("[1, 2]", 1, 1, "must hold a JSON object"),
             ("// comment\n{ \"bogus\": true }", 2, 3, "unknown key 'bogus'"),
+            ("{ \"bogus\": true }", 1, 3, "httpdns, interception, nat64"),
+            ("{ \"serve\": [1] }", 1, 12, "'serve' must be an object, not an array"),
             ("{ \"cares\": { \"timeoutMs\": 1.5 } }", 1, 27, "must be an integer, not a number"),
             (String(repeating: "[", count: 200), 1, 66, "nesting deeper"),
         ]
@@ -122,7 +89,7 @@ struct SettingsTests {
             "cares.tries": 5, "cares.search": .init(.stringArray(["corp.test"]), isSecret: false),
             "cache.maxHosts": 7, "dualStack.policy": "preferIPv6",
             "probe.ports": .init(.intArray([80, 8443]), isSecret: false),
-            "interception.proxy": "tunnel", "overrides.ttl": 9, "system.threads": 3, "guard.everyUpstream": true,
+            "overrides.ttl": 9, "system.threads": 3, "guard.everyUpstream": true,
             "httpdns.timeoutMs": 900, "httpdns.providers": .init(.stringArray(["p1"]), isSecret: false),
             "httpdns.provider.p1.api": "doh",
             "httpdns.provider.p1.urls":
@@ -135,7 +102,6 @@ struct SettingsTests {
         #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
         #expect(try HostCache.Configuration(configReader: reader).dualStack == .preferIPv6)
         #expect(try HostResolver.Probing(configReader: reader).ports == [80, 8443])
-        #expect(try InterceptionSettings(configReader: reader).proxyMode == .tunnel)
         #expect(try LocalFileSettings(configReader: reader).overridesTTL == 9)
         #expect(try SystemResolverSettings(configReader: reader).threads == 3)
         #expect(try AddressGuardSettings(configReader: reader).everyUpstream)
@@ -228,25 +194,6 @@ struct SettingsTests {
         #expect(
             SettingsFile.load(path: missing, environment: [:]).errors.first?.message.contains(
                 "httpdns.providers is empty") == true)
-    }
-
-    @Test("serve.dns.listen and serve.dot.listen: unset by default, IP:PORT, DNS over TLS only with a certificate")
-    func dnsListeners() throws {
-        let defaults = try SettingsFile.load(path: try TemporaryFiles.file("{}"), environment: [:]).get()
-        #expect(defaults.serve.dnsListen == nil && defaults.serve.dotListen == nil)
-        let both = try TemporaryFiles.file(
-            #"{"serve": {"dns": {"listen": "127.0.0.1:5300"}, "dot": {"listen": "[::1]:8853"}, "#
-                + #""certificate": "c.pem", "privateKey": "k.pem"}}"#)
-        let settings = try SettingsFile.load(path: both, environment: [:]).get()
-        #expect(settings.serve.dnsListen?.description == "127.0.0.1:5300")
-        #expect(settings.serve.dotListen?.port == 8853)
-        let noCertificate = try TemporaryFiles.file(#"{"serve": {"dot": {"listen": "127.0.0.1:8853"}}}"#)
-        #expect(
-            SettingsFile.load(path: noCertificate, environment: [:]).errors.first?.message.contains(
-                "DNS over TLS needs serve.certificate") == true)
-        let bad = try TemporaryFiles.file(#"{"serve": {"dns": {"listen": "localhost:53"}}}"#)
-        #expect(
-            SettingsFile.load(path: bad, environment: [:]).errors.first?.message.contains("is not IP:PORT") == true)
     }
 
     @Test("the JSON reader handles escapes, unicode and comments")

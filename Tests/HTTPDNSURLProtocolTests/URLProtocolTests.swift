@@ -846,29 +846,6 @@ extension URLProtocolTests {
         await fixture.shutdown()
     }
 
-    @Test("the interceptor's trust roots are interception.trustCA, never httpdns.trustCA")
-    func trustRootsAreSeparate() throws {
-        var settings = ResolverSettings.default
-        settings.httpDNS.trustCA = ["/etc/doh-ca.pem"]
-        settings.interception.trustCA = ["/etc/app-ca.pem"]
-        #expect(
-            HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots == [
-                "/etc/app-ca.pem"
-            ])
-        settings.interception.trustCA = []
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings).additionalTrustRoots.isEmpty)
-    }
-
-    @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
-    func connectTimeoutSetting() throws {
-        var settings = ResolverSettings.default
-        #expect(HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .seconds(2))
-        settings.interception.connectTimeoutMilliseconds = 7_500
-        #expect(
-            HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
-        #expect(HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
-    }
-
     @Test("both fronts refuse negative redirect and failover limits; the interceptor refuses body limits of zero")
     func limitsChecked() async throws {
         let resolver = HostResolver(upstreams: [], cache: HostCache(), prober: nil)

@@ -258,6 +258,8 @@ struct SettingsCommandTests {
             #expect(parsed["cares.tries"] == ["value": "4", "from": "env HOSTSCTL_CARES_TRIES"])
             #expect(parsed["httpdns.providers"]?["from"] == "file")
             #expect(parsed["probe.ports"]?["from"] == "default")
+            #expect(parsed["interception.proxy"] == ["value": "bypass", "from": "default"])
+            #expect(parsed["serve.listen"]?["from"] == "default")
         } cleanup: {
             await server.stop()
         }
@@ -267,7 +269,10 @@ struct SettingsCommandTests {
     func keys() async throws {
         let output = try await HostsCTLProcess.run(["config", "keys", "--markdown"])
         #expect(output.status == 0)
-        for key in ResolverSettings.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
+        // The resolver's keys and those of the sections the fronts and the server own.
+        #expect(SettingsLoading.keys.contains { $0.path == "interception.proxy" })
+        #expect(SettingsLoading.keys.contains { $0.path == "serve.listen" })
+        for key in SettingsLoading.keys { #expect(output.standardOutput.contains("| `\(key.path)` |")) }
         let guide = try String(contentsOfFile: "docs/settings.md", encoding: .utf8)
         #expect(
             guide.contains(output.standardOutput),

@@ -3,13 +3,17 @@ public import HTTPDNSCore
 public import HTTPDNSCAres
 package import HTTPDNSClients
 
-/// Everything the resolver pipeline and `hostsctl` can be configured with, read through swift-configuration.
+/// Everything the resolver pipeline can be configured with, read through swift-configuration.
 ///
 /// Build one with ``init(configReader:)`` from any providers (a JSON file, environment variables, memory), or
 /// with ``SettingsFile/load(path:environment:)``, which also checks the file with positions. Every key is listed
 /// in `keys` with its type, default and meaning; `hostsctl config show` prints the effective values.
 /// Secrets are never read from settings: a provider names the environment variable that holds its secret.
-public struct ResolverSettings: Sendable, Hashable {
+///
+/// The same file configures the modules above the resolver: its `interception` section is the URL protocol's and
+/// `HTTPDNSClient`'s, read by their `Configuration(settings:)`, and its `serve` section is `hostsctl serve`'s. The
+/// settings keep where they came from, so those modules read and check their own keys.
+public struct ResolverSettings: Sendable {
     /// A resolution layer.
     package enum Source: String, Sendable, Hashable, CaseIterable {
         /// Host overrides (hosts file and run-time entries).
@@ -63,10 +67,9 @@ public struct ResolverSettings: Sendable, Hashable {
     public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
     package var network: NetworkSettings
-    /// What the URL protocol and `HTTPDNSClient` pin, and how.
-    package var interception: InterceptionSettings
-    /// Where and how `hostsctl serve` answers.
-    package var serve: ServeSettings
+    /// Where these settings were read from; the modules above the resolver read their sections (`interception`,
+    /// `serve`) from it with ``read(_:)``.
+    package var origin: SettingsOrigin
     /// Whether answers are adapted to this host's network (``nat64``); `hostsctl serve`, which answers clients on
     /// other networks, turns it off. Not a key.
     package var adaptsToHostNetwork = true
@@ -90,8 +93,7 @@ public struct ResolverSettings: Sendable, Hashable {
         cache = try HostCache.Configuration(configReader: config)
         probe = try HostResolver.Probing(configReader: config)
         network = try NetworkSettings(configReader: config)
-        interception = try InterceptionSettings(configReader: config)
-        serve = try ServeSettings(configReader: config)
+        origin = .reader(config)
         // Placeholders only: the fields below overwrite them.
         sources = []
         race = false
@@ -167,7 +169,6 @@ public struct ResolverSettings: Sendable, Hashable {
         Section(probeUseFields, \.self),
         Section(HostResolver.Probing.fields, \.probe),
         Section(NetworkSettings.fields, \.network),
-        Section(InterceptionSettings.fields, \.interception), Section(ServeSettings.fields, \.serve),
     ]
 
     /// One section's keys and how its effective values are read from the whole.
@@ -181,7 +182,8 @@ public struct ResolverSettings: Sendable, Hashable {
         }
     }
 
-    /// Every settings key, documented: the sections' fields are the one place keys, defaults and limits are written.
+    /// Every key of the resolver, documented: the sections' fields are the one place keys, defaults and limits are
+    /// written. The sections other modules own list theirs (``SettingsSection``).
     package static let keys: [SettingKey] = sections.flatMap(\.keys)
 
     /// The effective value of every key (provider keys once per provider, with its name), in the order of

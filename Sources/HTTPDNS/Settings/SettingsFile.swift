@@ -19,10 +19,7 @@ public struct SettingsFile: Sendable {
     /// Every problem found, errors and warnings.
     public var diagnostics: [ConfigDiagnostic]
     /// The keys the file set, as dotted paths, with their line and column.
-    package var fileKeys: [String: (line: Int, column: Int)] {
-        keyPositions.mapValues { ($0.line, $0.column) }
-    }
-    var keyPositions: [String: PositionedJSON.Position]
+    package var fileKeys: [String: (line: Int, column: Int)]
     /// The environment variables that override keys, by dotted path.
     package var environmentOverrides: [String: String]
     /// Whether the file could not be read at all (missing, not a regular file, too large).
@@ -51,12 +48,28 @@ public struct SettingsFile: Sendable {
     /// - Parameters:
     ///   - path: The JSON file; `nil` for the defaults with environment overrides only.
     ///   - environment: The environment whose `HOSTSCTL_…` variables override the file; `nil` for the process's.
+    ///
+    /// The sections other modules own (`interception`, `serve`) are kept for those modules, which check them when
+    /// they read them; the fronts' `Configuration(settings:)` do.
     public static func load(path: String?, environment: [String: String]? = nil) -> SettingsFile {
-        let environment = environment ?? ProcessInfo.processInfo.environment
+        load(path: path, environment: environment, sections: [])
+    }
+
+    /// Reads and checks a settings file, and checks `sections` (other modules' sections) in it as well, so their
+    /// problems are among the ``diagnostics`` too.
+    package static func load(
+        path: String?, environment: [String: String]? = nil, sections: [AnySettingsSection]
+    ) -> SettingsFile {
+        var file = load(unchecked: path, environment: environment ?? ProcessInfo.processInfo.environment)
+        file.check(sections)
+        return file
+    }
+
+    private static func load(unchecked path: String?, environment: [String: String]) -> SettingsFile {
         guard let path else {
             var result = SettingsFile(
-                path: "defaults", settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
-            result.applyEnvironment(environment, values: [:])
+                path: "defaults", settings: nil, diagnostics: [], fileKeys: [:], environmentOverrides: [:])
+            result.applyEnvironment(environment, values: [:], deferred: [:])
             return result
         }
         let bytes: [UInt8]
@@ -64,7 +77,7 @@ public struct SettingsFile: Sendable {
             bytes = try FileBytes.contents(of: path, limit: maximumFileSize)
         } catch {
             var result = SettingsFile(
-                path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+                path: path, settings: nil, diagnostics: [], fileKeys: [:], environmentOverrides: [:])
             result.diagnostics.append(
                 ConfigDiagnostic(
                     file: path, line: 0, column: 0, message: "cannot read the settings file: \(error.message)",
@@ -72,14 +85,23 @@ public struct SettingsFile: Sendable {
             result.isUnreadable = true
             return result
         }
-        return parse(bytes, path: path, environment: environment)
+        return parse(unchecked: bytes, path: path, environment: environment)
     }
 
-    /// Checks and reads the bytes of a settings file that `path` names (for positions and relative paths).
-    package static func parse(_ bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
+    /// Checks and reads the bytes of a settings file that `path` names (for positions and relative paths), with
+    /// `sections` of other modules checked as well.
+    package static func parse(
+        _ bytes: [UInt8], path: String, environment: [String: String], sections: [AnySettingsSection] = []
+    ) -> SettingsFile {
+        var result = parse(unchecked: bytes, path: path, environment: environment)
+        result.check(sections)
+        return result
+    }
+
+    private static func parse(unchecked bytes: [UInt8], path: String, environment: [String: String]) -> SettingsFile {
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         var result = SettingsFile(
-            path: path, settings: nil, diagnostics: [], keyPositions: [:], environmentOverrides: [:])
+            path: path, settings: nil, diagnostics: [], fileKeys: [:], environmentOverrides: [:])
         func diagnose(
             _ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity = .error
         ) {
@@ -100,8 +122,11 @@ public struct SettingsFile: Sendable {
             return result
         }
         var positions: [String: PositionedJSON.Position] = [:]
-        check(document, components: [], values: &values, keys: &positions, diagnose: diagnose)
-        result.keyPositions = positions
+        var deferred: [String: PositionedJSON] = [:]
+        SettingsCheck.check(
+            document, components: [], table: ResolverSettings.keys, values: &values, keys: &positions,
+            deferred: &deferred, diagnose: diagnose)
+        result.fileKeys = positions.mapValues { ($0.line, $0.column) }
 
         // Relative paths in the file are relative to the file's directory.
         let directory = path.lastIndex(of: "/").map { String(path[...$0]) } ?? ""
@@ -112,12 +137,14 @@ public struct SettingsFile: Sendable {
             }
         }
 
-        result.applyEnvironment(environment, values: values)
+        result.applyEnvironment(environment, values: values, deferred: deferred)
         return result
     }
 
     /// Adds the environment's overrides and builds the settings when there are no errors so far.
-    private mutating func applyEnvironment(_ environment: [String: String], values: [AbsoluteConfigKey: ConfigValue]) {
+    private mutating func applyEnvironment(
+        _ environment: [String: String], values: [AbsoluteConfigKey: ConfigValue], deferred: [String: PositionedJSON]
+    ) {
         let path = self.path
         // Environment variables for known keys; unknown HOSTSCTL_ variables are worth a warning.
         var known: [String: String] = [:]
@@ -127,6 +154,11 @@ public struct SettingsFile: Sendable {
                 if case .stringArray(let names) = content { return names }
                 return nil
             } ?? []
+        // The variables of other modules' sections are theirs to check.
+        let otherPrefixes = ResolverSettings.sectionsOfOtherModules.map {
+            SettingKey.environmentVariable(for: $0) + "_"
+        }
+        var otherVariables: [String: String] = [:]
         var secretVariables: Set<String> = ["HOSTSCTL_HTTPDNS_SECRET", "HOSTSCTL_CONFIG"]
         for name in providerNames {
             for key in ResolverSettings.keys where key.path.hasPrefix("httpdns.provider.*.") {
@@ -142,6 +174,8 @@ public struct SettingsFile: Sendable {
         for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix("HOSTSCTL_") {
             if let key = known[variable] {
                 environmentOverrides[key] = value
+            } else if otherPrefixes.contains(where: variable.hasPrefix) {
+                otherVariables[variable] = value
             } else if !secretVariables.contains(variable) {
                 diagnostics.append(
                     ConfigDiagnostic(
@@ -150,118 +184,93 @@ public struct SettingsFile: Sendable {
             }
         }
         guard errors.isEmpty else { return }
-        let relevant = environment.filter { known[$0.key] != nil }
-        let reader = ConfigReader(providers: [
-            KeyMappingProvider(upstream: EnvironmentVariablesProvider(environmentVariables: relevant)) { key in
-                AbsoluteConfigKey(["hostsctl"] + key.components, context: key.context)
-            },
-            InMemoryProvider(name: path, values: values),
-        ])
+        let reader = Self.reader(values, environment: environment.filter { known[$0.key] != nil }, path: path)
         do {
             settings = try ResolverSettings(configReader: reader)
+            settings?.origin = .file(Sections(path: path, trees: deferred, environment: otherVariables))
         } catch {
             diagnostics.append(ConfigDiagnostic(file: path, line: 0, column: 0, message: error.message))
         }
     }
 
-    /// Checks one JSON node against the key table, collecting valid leaves.
-    private static func check(
-        _ node: PositionedJSON,
-        components: [String],
-        values: inout [AbsoluteConfigKey: ConfigValue],
-        keys: inout [String: PositionedJSON.Position],
-        diagnose: (PositionedJSON.Position?, String, ConfigDiagnostic.Severity) -> Void
-    ) {
-        guard case .object(let members) = node.value else { return }
-        for member in members {
-            let path = components + [member.key]
-            let dotted = path.joined(separator: ".")
-            if member.key.lowercased() == "secret" || member.key.lowercased() == "key" && components.count == 3 {
-                diagnose(
-                    member.keyPosition,
-                    "'\(dotted)': secrets are never read from files; set secretEnv to the name of "
-                        + "an environment variable that holds it", .error)
-                continue
-            }
-            if let spec = ResolverSettings.keys.first(where: { $0.matches(path) }) {
-                keys[dotted] = member.keyPosition
-                if let content = leaf(member.value, spec: spec, key: dotted, diagnose: diagnose) {
-                    values[AbsoluteConfigKey(path)] = ConfigValue(content, isSecret: false)
-                }
-            } else if ResolverSettings.keys.contains(where: { $0.hasPrefix(path) }) {
-                guard case .object = member.value.value else {
-                    diagnose(
-                        member.value.position, "'\(dotted)' must be an object, not \(member.value.value.typeName)",
-                        .error)
-                    continue
-                }
-                check(member.value, components: path, values: &values, keys: &keys, diagnose: diagnose)
-            } else {
-                let siblings = ResolverSettings.keys.filter { $0.hasPrefix(components) }
-                    .map { $0.path.split(separator: ".")[components.count] }
-                let known = Array(Set(siblings)).sorted().joined(separator: ", ")
-                diagnose(
-                    member.keyPosition, "unknown key '\(HostName.printable(dotted))'; known here: \(known)", .error)
-            }
-        }
+    /// A reader of checked file values with environment variables in front.
+    fileprivate static func reader(
+        _ values: [AbsoluteConfigKey: ConfigValue], environment: [String: String], path: String
+    ) -> ConfigReader {
+        ConfigReader(providers: [
+            KeyMappingProvider(upstream: EnvironmentVariablesProvider(environmentVariables: environment)) { key in
+                AbsoluteConfigKey(["hostsctl"] + key.components, context: key.context)
+            },
+            InMemoryProvider(name: path, values: values),
+        ])
     }
 
-    /// The value of a leaf key, or `nil` after a diagnostic.
-    private static func leaf(
-        _ node: PositionedJSON,
-        spec: SettingKey,
-        key: String,
-        diagnose: (PositionedJSON.Position?, String, ConfigDiagnostic.Severity) -> Void
-    ) -> ConfigContent? {
-        func wrongType() -> ConfigContent? {
-            diagnose(
-                node.position,
-                "'\(key)' must be \(spec.kind == .int ? "an integer" : spec.kind == .bool ? "true or false" : "a \(spec.kind.rawValue)"), not \(node.value.typeName)",
-                .error)
-            return nil
+    /// Checks other modules' sections, adding their diagnostics, key positions and environment overrides.
+    private mutating func check(_ sections: [AnySettingsSection]) {
+        guard let settings, case .file(let kept) = settings.origin else { return }
+        for section in sections {
+            let checked = kept.check(section.name, keys: section.keys)
+            diagnostics += checked.diagnostics
+            fileKeys.merge(checked.positions) { first, _ in first }
+            environmentOverrides.merge(checked.environmentOverrides) { first, _ in first }
+            if checked.diagnostics.allSatisfy({ $0.severity != .error }) {
+                do throws(ConfigurationError) {
+                    _ = try section.values(settings)
+                } catch {
+                    diagnostics += error.diagnostics
+                }
+            }
         }
-        switch (spec.kind, node.value) {
-        case (.string, .string(let text)):
-            if let problem = spec.problem(with: text) {
-                diagnose(node.position, "'\(key)': \(problem)", .error); return nil
-            }
-            return .string(text)
-        case (.int, .number(let number, true)):
-            let value = Int(number)
-            if let problem = spec.problem(with: value) {
-                diagnose(node.position, "'\(key)': \(problem)", .error); return nil
-            }
-            return .int(value)
-        case (.bool, .bool(let flag)):
-            return .bool(flag)
-        case (.stringArray, .array(let elements)):
-            var out: [String] = []
-            for element in elements {
-                guard case .string(let text) = element.value else {
-                    diagnose(element.position, "'\(key)' must hold strings, not \(element.value.typeName)", .error)
-                    return nil
+        if !errors.isEmpty { self.settings = nil }
+    }
+
+    /// The sections of a file that other modules own, as the file wrote them, and the environment variables under
+    /// their prefixes; ``ResolverSettings/read(_:)`` checks one against its module's keys.
+    package struct Sections: Sendable {
+        /// The file's path, for diagnostics.
+        let path: String
+        /// Each section's JSON object, by top-level key.
+        let trees: [String: PositionedJSON]
+        /// The `HOSTSCTL_` variables under the sections' prefixes.
+        let environment: [String: String]
+
+        /// A section checked against `keys`: its values with the environment in front, what was wrong, the
+        /// positions of its keys and the keys the environment set.
+        func check(_ name: String, keys table: [SettingKey]) -> (
+            reader: ConfigReader, diagnostics: [ConfigDiagnostic], positions: [String: (line: Int, column: Int)],
+            environmentOverrides: [String: String]
+        ) {
+            var diagnostics: [ConfigDiagnostic] = []
+            var values: [AbsoluteConfigKey: ConfigValue] = [:]
+            var positions: [String: PositionedJSON.Position] = [:]
+            var deferred: [String: PositionedJSON] = [:]
+            if let tree = trees[name] {
+                SettingsCheck.check(
+                    tree, components: [name], table: table, values: &values, keys: &positions, deferred: &deferred
+                ) { position, message, severity in
+                    diagnostics.append(
+                        ConfigDiagnostic(
+                            file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message,
+                            severity: severity))
                 }
-                if let problem = spec.problem(with: text) {
-                    diagnose(element.position, "'\(key)': \(problem)", .error); return nil
-                }
-                out.append(text)
             }
-            return .stringArray(out)
-        case (.intArray, .array(let elements)):
-            var out: [Int] = []
-            for element in elements {
-                guard case .number(let number, true) = element.value else {
-                    diagnose(element.position, "'\(key)' must hold integers, not \(element.value.typeName)", .error)
-                    return nil
+            var known: [String: String] = [:]
+            for key in table { known[key.environmentVariable] = key.path }
+            let prefix = SettingKey.environmentVariable(for: name) + "_"
+            var overrides: [String: String] = [:]
+            for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix(prefix) {
+                if let key = known[variable] {
+                    overrides[key] = value
+                } else {
+                    diagnostics.append(
+                        ConfigDiagnostic(
+                            file: "environment", line: 0, column: 0,
+                            message: "\(variable) is not a known setting; it is ignored", severity: .warning))
                 }
-                if let problem = spec.problem(with: Int(number)) {
-                    diagnose(element.position, "'\(key)': \(problem)", .error); return nil
-                }
-                out.append(Int(number))
             }
-            return .intArray(out)
-        default:
-            return wrongType()
+            let reader = SettingsFile.reader(
+                values, environment: environment.filter { known[$0.key] != nil }, path: path)
+            return (reader, diagnostics, positions.mapValues { ($0.line, $0.column) }, overrides)
         }
     }
 }

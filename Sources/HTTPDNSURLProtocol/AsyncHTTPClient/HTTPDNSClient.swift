@@ -51,8 +51,9 @@ public final class HTTPDNSClient: Sendable {
 
         /// The defaults with the connection policy of `settings`, the settings the URL protocol also takes
         /// (``ConnectionPolicy/init(settings:)``).
-        public init(settings: ResolverSettings) {
-            self.init(connection: ConnectionPolicy(settings: settings))
+        /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value.
+        public init(settings: ResolverSettings) throws(ConfigurationError) {
+            self.init(connection: try ConnectionPolicy(settings: settings))
         }
 
         /// A property of the connection policy.

@@ -73,11 +73,18 @@ public struct ConnectionPolicy: Sendable {
     /// The defaults with the `interception.*` settings: the scope (`include`, `exclude`), the connection race
     /// (`connectionAttemptDelayMs`; 0 turns it off), the connect timeout (`connectTimeoutMs`), insecure redirects
     /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
-    public init(settings: ResolverSettings) {
+    /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in the
+    ///   settings file.
+    public init(settings: ResolverSettings) throws(ConfigurationError) {
+        self.init(interception: try settings.read(InterceptionSettings.section))
+    }
+
+    /// The defaults with checked `interception.*` settings.
+    init(interception: InterceptionSettings) {
         self.init()
-        apply(settings.interception)
-        connectTimeout = .milliseconds(settings.interception.connectTimeoutMilliseconds)
-        additionalTrustRoots = settings.interception.trustCA
+        apply(interception)
+        connectTimeout = .milliseconds(interception.connectTimeoutMilliseconds)
+        additionalTrustRoots = interception.trustCA
     }
 
     /// Takes the settings a running front follows (trust roots and the connect timeout, fixed in its pinned

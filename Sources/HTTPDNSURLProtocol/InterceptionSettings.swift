@@ -1,7 +1,6 @@
 package import Configuration
+package import HTTPDNS
 package import HTTPDNSCore
-import HTTPDNSCAres
-import HTTPDNSClients
 
 /// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
 /// `no_proxy`) sends through a proxy.
@@ -13,7 +12,7 @@ public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
 }
 
 /// The `interception.*` keys: which requests the URL protocol and `HTTPDNSClient` pin to an address, and how.
-/// They live in this module so that one settings file configures the resolver and both fronts.
+/// The fronts own them; the shared settings file keeps the section for them (`ResolverSettings.read`).
 package struct InterceptionSettings: Sendable, Hashable {
     /// Host patterns that are pinned; empty means every host.
     package var include: [HostPattern]
@@ -54,6 +53,10 @@ package struct InterceptionSettings: Sendable, Hashable {
         allowInsecureRedirects = false
         try SettingField.readAll(Self.fields, from: config, into: &self)
     }
+
+    /// The `interception` section of the settings file.
+    package static let section = SettingsSection(
+        "interception", fields: fields, read: InterceptionSettings.init(configReader:))
 
     static let fields: [SettingField<InterceptionSettings>] = [
         patterns("interception.include", \.include, shown: "[] (every host)", "hosts the URL protocol rewrites"),

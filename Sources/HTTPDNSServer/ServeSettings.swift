@@ -1,10 +1,9 @@
 package import Configuration
+package import HTTPDNS
 package import HTTPDNSCore
-import HTTPDNSCAres
-import HTTPDNSClients
 
 /// The `serve.*` keys: where `hostsctl serve` listens, its certificate, its limits and the vendor accounts it
-/// answers. They live in this module so that one settings file configures the pipeline and the server.
+/// answers. The server owns them; the shared settings file keeps the section for it (`ResolverSettings.read`).
 package struct ServeSettings: Sendable, Hashable {
     /// One vendor account served on `/{account}/d` and `/{account}/sign_d`.
     package struct Account: Sendable, Hashable {
@@ -186,6 +185,9 @@ package struct ServeSettings: Sendable, Hashable {
             },
             describe: { $0?.description ?? "none" })
     }
+
+    /// The `serve` section of the settings file.
+    package static let section = SettingsSection("serve", fields: fields, read: ServeSettings.init(configReader:))
 
     static let fields: [SettingField<ServeSettings>] = [
         .custom(

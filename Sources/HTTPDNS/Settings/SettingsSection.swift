@@ -1,0 +1,99 @@
+package import Configuration
+package import HTTPDNSCore
+
+/// The keys of one section of the settings file that a module above the resolver owns (`interception` is the URL
+/// protocol's and `HTTPDNSClient`'s, `serve` the server's), and how that module reads them.
+///
+/// The resolver's loader does not know these keys: it keeps each such section as the file wrote it (and the
+/// `HOSTSCTL_` variables under its prefix), and the owning module checks and reads it with
+/// ``ResolverSettings/read(_:)``, with the same positioned diagnostics as the resolver's own keys.
+/// `SettingsFile.load(path:environment:sections:)` checks the sections it is given right away, so
+/// `hostsctl config check` reports every key of the file.
+package struct SettingsSection<Value: Sendable>: Sendable {
+    /// The top-level key, e.g. `interception`.
+    package let name: String
+    /// The section's keys, documented.
+    package let keys: [SettingKey]
+    /// Reads the section from a configuration; missing keys take their defaults.
+    package let read: @Sendable (ConfigReader) throws(DNSError) -> Value
+    /// The effective values of a read section, as `hostsctl config show` prints them.
+    package let values: @Sendable (Value) -> [SettingValue]
+
+    /// A section whose keys are `fields` (every path starts with `name.`), read by `read`.
+    package init(
+        _ name: String, fields: [SettingField<Value>],
+        read: @escaping @Sendable (ConfigReader) throws(DNSError) -> Value
+    ) {
+        precondition(fields.allSatisfy { $0.key.path.hasPrefix(name + ".") }, "a section's keys start with its name")
+        self.name = name
+        self.keys = fields.map(\.key)
+        self.read = read
+        self.values = { SettingField.values(fields, of: $0) }
+    }
+
+    /// This section without its value type, for lists of sections.
+    package var erased: AnySettingsSection {
+        AnySettingsSection(
+            name: name, keys: keys,
+            values: { [self] settings throws(ConfigurationError) in values(try settings.read(self)) })
+    }
+}
+
+/// A ``SettingsSection`` of any value type: its keys, and its effective values in given settings.
+package struct AnySettingsSection: Sendable {
+    /// The top-level key.
+    package let name: String
+    /// The section's keys, documented.
+    package let keys: [SettingKey]
+    /// The section's effective values in `settings`.
+    package let values: @Sendable (ResolverSettings) throws(ConfigurationError) -> [SettingValue]
+}
+
+/// Where a ``ResolverSettings`` value was read from, kept so the modules above the resolver can read their own
+/// sections from the same place.
+package enum SettingsOrigin: Sendable {
+    /// A configuration reader (``ResolverSettings/init(configReader:)``): sections read from it as they are.
+    case reader(ConfigReader)
+    /// A checked settings file: the sections the loader did not know, kept for their modules.
+    case file(SettingsFile.Sections)
+}
+
+extension ResolverSettings {
+    /// Top-level keys of the settings file that other modules own; the loader keeps them for those modules
+    /// (``SettingsSection``) instead of calling them unknown.
+    package static let sectionsOfOtherModules: Set<String> = ["interception", "serve"]
+
+    /// Reads a section another module owns from where these settings came from.
+    ///
+    /// From a file, the section is checked against its keys first (unknown keys, wrong types and values out of
+    /// range, with their line and column); its `HOSTSCTL_` variables override the file as they do for every key.
+    /// - Throws: ``ConfigurationError`` with every problem found.
+    package func read<Value>(_ section: SettingsSection<Value>) throws(ConfigurationError) -> Value {
+        switch origin {
+        case .reader(let config):
+            do {
+                return try section.read(config)
+            } catch {
+                throw ConfigurationError(
+                    code: .invalid, message: error.message,
+                    diagnostics: [ConfigDiagnostic(file: "settings", line: 0, column: 0, message: error.message)])
+            }
+        case .file(let sections):
+            let checked = sections.check(section.name, keys: section.keys)
+            var diagnostics = checked.diagnostics
+            if diagnostics.allSatisfy({ $0.severity != .error }) {
+                do {
+                    return try section.read(checked.reader)
+                } catch {
+                    diagnostics.append(
+                        ConfigDiagnostic(file: sections.path, line: 0, column: 0, message: error.message))
+                }
+            }
+            let errors = diagnostics.filter { $0.severity == .error }.count
+            throw ConfigurationError(
+                code: .invalid,
+                message: "\(sections.path): \(errors) error\(errors == 1 ? "" : "s") in \(section.name)",
+                diagnostics: diagnostics)
+        }
+    }
+}

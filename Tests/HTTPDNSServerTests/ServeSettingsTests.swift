@@ -1,0 +1,110 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSCore
+@testable import HTTPDNSServer
+
+/// The `serve` section: the server owns its keys; the shared settings file keeps the section for it, and checks it
+/// with positions when the server's section is named.
+@Suite("serve settings")
+struct ServeSettingsTests {
+    static func load(_ path: String, environment: [String: String] = [:]) -> SettingsFile {
+        SettingsFile.load(path: path, environment: environment, sections: [ServeSettings.section.erased])
+    }
+
+    static func serve(_ path: String) throws -> ServeSettings {
+        try load(path).get().read(ServeSettings.section)
+    }
+
+    @Test(
+        "the Kubernetes example's settings are valid: a server on every interface with limits, forwarding and an account"
+    )
+    func deploymentFile() throws {
+        let file = SettingsFile.load(
+            path: "Config/deploy/kubernetes/hostsctl.json", environment: [:], sections: [ServeSettings.section.erased])
+        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
+        let settings = try file.get()
+        let serve = try settings.read(ServeSettings.section)
+        #expect(serve.listen.description == "0.0.0.0:8053" && serve.otherTypes == .forward)
+        #expect(serve.rateLimitPerSecond > 0 && serve.accounts.map(\.id) == ["demo"])
+        #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
+    }
+
+    @Test("the Kubernetes TLS overlay's environment turns on HTTPS and DNS over TLS with the base's settings")
+    func deploymentTLSOverlay() throws {
+        let yaml = try String(contentsOfFile: "Config/deploy/kubernetes/tls/tls-deployment.yaml", encoding: .utf8)
+        // `- { name: HOSTSCTL_…, value: … }` lines, as the kubelet would set them.
+        var environment: [String: String] = [:]
+        for line in yaml.split(separator: "\n") where line.contains("name: HOSTSCTL_SERVE_") {
+            let fields = line.split(separator: ",").map { $0.split(separator: ":", maxSplits: 1) }
+            let name = fields[0][1].trimmingCharacters(in: .whitespaces.union(["{", "-"]))
+            let value = fields[1][1].trimmingCharacters(in: .whitespaces.union(["}", "\""]))
+            environment[name] = value
+        }
+        #expect(environment.count == 3, "\(environment)")
+        let file = SettingsFile.load(
+            path: "Config/deploy/kubernetes/hostsctl.json", environment: environment,
+            sections: [ServeSettings.section.erased])
+        #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
+        let serve = try file.get().read(ServeSettings.section)
+        #expect(serve.certificate == "/etc/hostsctl-tls/tls.crt")
+        #expect(serve.privateKey == "/etc/hostsctl-tls/tls.key")
+        #expect(serve.dotListen?.description == "0.0.0.0:8853")
+        #expect(serve.dnsListen?.description == "0.0.0.0:5353")
+    }
+
+    @Test("serve.dns.listen and serve.dot.listen: unset by default, IP:PORT, DNS over TLS only with a certificate")
+    func dnsListeners() throws {
+        let defaults = try Self.serve(try TemporaryFiles.file("{}"))
+        #expect(defaults.dnsListen == nil && defaults.dotListen == nil)
+        let both = try TemporaryFiles.file(
+            #"{"serve": {"dns": {"listen": "127.0.0.1:5300"}, "dot": {"listen": "[::1]:8853"}, "#
+                + #""certificate": "c.pem", "privateKey": "k.pem"}}"#)
+        let settings = try Self.serve(both)
+        #expect(settings.dnsListen?.description == "127.0.0.1:5300")
+        #expect(settings.dotListen?.port == 8853)
+        let noCertificate = try TemporaryFiles.file(#"{"serve": {"dot": {"listen": "127.0.0.1:8853"}}}"#)
+        #expect(
+            Self.load(noCertificate).errors.first?.message.contains(
+                "DNS over TLS needs serve.certificate") == true)
+        let bad = try TemporaryFiles.file(#"{"serve": {"dns": {"listen": "localhost:53"}}}"#)
+        #expect(
+            Self.load(bad).errors.first?.message.contains("is not IP:PORT") == true)
+    }
+
+    @Test("a mistake in the serve section is reported at its line and column, by the loader and by the server's read")
+    func positionedMistakes() throws {
+        let path = try TemporaryFiles.file("{\n  \"serve\": { \"maxAnswers\": 99,\n    \"listn\": \"127.0.0.1:1\" }\n}")
+        let checked = Self.load(path)
+        #expect(checked.settings == nil)
+        let messages = checked.errors.map { "\($0.line):\($0.column) \($0.message)" }
+        #expect(messages.contains { $0.hasPrefix("2:28 ") && $0.contains("99 is outside 1...64") }, "\(messages)")
+        #expect(messages.contains { $0.hasPrefix("3:5 ") && $0.contains("unknown key 'serve.listn'") }, "\(messages)")
+        // Loaded without the server's section (as a resolver-only adopter does), the file is fine for the
+        // resolver, and the server's read finds the same mistakes.
+        let unchecked = try SettingsFile.load(path: path, environment: [:]).get()
+        do {
+            _ = try unchecked.read(ServeSettings.section)
+            Issue.record("read a serve section with mistakes")
+        } catch {
+            #expect(error.diagnostics.map(\.line).sorted() == [2, 3], "\(error.diagnostics)")
+        }
+    }
+
+    @Test("HOSTSCTL_SERVE_ variables override the file; unknown ones are a warning when the section is checked")
+    func environment() throws {
+        let path = try TemporaryFiles.file(#"{"serve": {"maxAnswers": 4}}"#)
+        let environment = ["HOSTSCTL_SERVE_MAX_ANSWERS": "6", "HOSTSCTL_SERVE_NOT_A_KEY": "1"]
+        let file = Self.load(path, environment: environment)
+        #expect(try file.get().read(ServeSettings.section).maximumAnswers == 6)
+        #expect(file.environmentOverrides["serve.maxAnswers"] == "6")
+        #expect(file.diagnostics.map(\.severity) == [.warning], "\(file.diagnostics)")
+        #expect(file.diagnostics.first?.message.contains("HOSTSCTL_SERVE_NOT_A_KEY") == true)
+        // The resolver alone does not know the server's variables and leaves them to it.
+        #expect(SettingsFile.load(path: path, environment: environment).diagnostics.isEmpty)
+        let bad = Self.load(path, environment: ["HOSTSCTL_SERVE_MAX_ANSWERS": "0"])
+        #expect(bad.settings == nil && bad.errors.first?.message.contains("HOSTSCTL_SERVE_MAX_ANSWERS") == true)
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import HTTPDNS
+import TestSupport
+import Testing
+
+@testable import HTTPDNSURLProtocol
+
+/// The `interception` section: the fronts own its keys and read them from the shared settings file, with the same
+/// positioned checks as the resolver's keys, whether or not the loader was told about the section.
+@Suite("interception settings")
+struct InterceptionSettingsTests {
+    static func settings(_ json: String, environment: [String: String] = [:]) throws -> ResolverSettings {
+        try SettingsFile.load(path: try TemporaryFiles.file(json), environment: environment).get()
+    }
+
+    @Test("the interceptor's trust roots are interception.trustCA, never httpdns.trustCA")
+    func trustRootsAreSeparate() throws {
+        let both = try Self.settings(
+            #"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}, "interception": {"trustCA": ["/etc/app-ca.pem"]}}"#)
+        #expect(try HTTPDNSInterceptor.Configuration(settings: both).additionalTrustRoots == ["/etc/app-ca.pem"])
+        let dohOnly = try Self.settings(#"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}}"#)
+        #expect(try HTTPDNSInterceptor.Configuration(settings: dohOnly).additionalTrustRoots.isEmpty)
+    }
+
+    @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
+    func connectTimeoutSetting() throws {
+        #expect(try HTTPDNSInterceptor.Configuration(settings: Self.settings("{}")).connectTimeout == .seconds(2))
+        let settings = try Self.settings(#"{"interception": {"connectTimeoutMs": 7500}}"#)
+        #expect(try HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
+        #expect(try HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
+    }
+
+    @Test("the section's keys and HOSTSCTL_INTERCEPTION_ variables reach both fronts")
+    func keysAndEnvironment() throws {
+        let settings = try Self.settings(
+            #"{"interception": {"proxy": "tunnel", "exclude": ["*.internal.test"], "connectionAttemptDelayMs": 0}}"#,
+            environment: ["HOSTSCTL_INTERCEPTION_ALLOW_INSECURE_REDIRECTS": "true"])
+        let configuration = try HTTPDNSInterceptor.Configuration(settings: settings)
+        #expect(configuration.proxyMode == .tunnel && !configuration.raceConnections)
+        #expect(configuration.allowsInsecureRedirects)
+        #expect(!configuration.scope.intercepts(host: "api.internal.test", overrides: nil))
+        #expect(try HTTPDNSClient.Configuration(settings: settings).allowsInsecureRedirects)
+    }
+
+    @Test("a mistake in the section is reported at its line and column when a front reads it")
+    func positionedMistakes() throws {
+        let json = "{\n  \"interception\": {\n    \"conectTimeoutMs\": 5,\n    \"proxy\": \"socks\" }\n}"
+        // The resolver alone does not know the section and leaves it to the fronts.
+        let settings = try Self.settings(json)
+        do {
+            _ = try HTTPDNSInterceptor.Configuration(settings: settings)
+            Issue.record("a front read a section with mistakes")
+        } catch {
+            let found = error.diagnostics.map { "\($0.line):\($0.column) \($0.message)" }
+            #expect(
+                found.contains { $0.hasPrefix("3:5 ") && $0.contains("unknown key 'interception.conectTimeoutMs'") })
+            #expect(found.contains { $0.hasPrefix("4:14 ") && $0.contains("'socks' is not one of bypass, tunnel") })
+        }
+        #expect(throws: ConfigurationError.self) { try HTTPDNSClient.Configuration(settings: settings) }
+        // Started from the file, the library checks the section before anything starts.
+        let path = try TemporaryFiles.file(json)
+        do {
+            _ = try HTTPDNSRuntime.start(configurationFile: path)
+            Issue.record("started with a section with mistakes")
+        } catch let error as ConfigurationError {
+            #expect(error.diagnostics.contains { $0.line == 3 && $0.column == 5 }, "\(error.diagnostics)")
+        }
+        // A bad value from the environment names its variable.
+        let bad = try Self.settings("{}", environment: ["HOSTSCTL_INTERCEPTION_CONNECT_TIMEOUT_MS": "10"])
+        do {
+            _ = try HTTPDNSClient.Configuration(settings: bad)
+            Issue.record("took a 10 ms connect timeout")
+        } catch {
+            #expect(error.diagnostics.first?.message.contains("HOSTSCTL_INTERCEPTION_CONNECT_TIMEOUT_MS") == true)
+        }
+    }
+}
