@@ -3,7 +3,9 @@
 #endif
 import CoreMetrics
 import Foundation
+package import Configuration
 public import HTTPDNS
+package import HTTPDNSCore
 import Logging
 import AsyncHTTPClient
 import NIOHTTP1
@@ -69,13 +71,7 @@ extension HTTPDNSInterceptor {
         /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in
         ///   the settings file.
         public init(settings: ResolverSettings) throws(ConfigurationError) {
-            self.init(interception: try settings.read(InterceptionSettings.section))
-        }
-
-        /// The defaults with checked `interception.*` settings.
-        init(interception: InterceptionSettings) {
-            self.init(connection: ConnectionPolicy(interception: interception))
-            proxyMode = interception.proxyMode
+            self = try settings.read(Self.section)
         }
 
         /// A property of the connection policy.
@@ -84,12 +80,75 @@ extension HTTPDNSInterceptor {
             set { connection[keyPath: keyPath] = newValue }
         }
 
-        /// Takes the settings a running interceptor follows: scope, connection race, insecure redirects, proxy mode,
-        /// and the environment's proxies read again.
-        mutating func apply(_ settings: InterceptionSettings) {
-            connection.apply(settings)
-            proxyMode = settings.proxyMode
+        /// Takes the settings a running interceptor follows from `edited`: scope, connection race, insecure
+        /// redirects, proxy mode, and the environment's proxies read again.
+        mutating func follow(_ edited: Configuration) {
+            connection.follow(edited.connection)
+            proxyMode = edited.proxyMode
             proxies = ProxyEnvironment()
         }
+    }
+}
+
+/// What the URL protocol does with a request that the environment (`http_proxy`, `https_proxy`, `all_proxy`,
+/// `no_proxy`) sends through a proxy.
+public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
+    /// Leave it to URLSession unchanged, as without the library (the default).
+    case bypass
+    /// Send it through the proxy with an HTTP CONNECT tunnel to the real host name (the proxy resolves it).
+    case tunnel
+}
+
+extension HTTPDNSInterceptor.Configuration {
+    /// The `interception` section of the settings file: its keys set this configuration (and, through its
+    /// ``connection``, `HTTPDNSClient`'s). The fronts own it; the shared settings file keeps it for them.
+    package static let section = SettingsSection(
+        "interception", fields: fields, read: HTTPDNSInterceptor.Configuration.init(configReader:))
+
+    /// The defaults with the `interception.*` keys of `config`; missing keys take their defaults.
+    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
+    package init(configReader config: ConfigReader) throws(DNSError) {
+        self.init()
+        try SettingField.readAll(Self.fields, from: config, into: &self)
+    }
+
+    static let fields: [SettingField<Self>] = [
+        patterns(
+            "interception.include", \.connection.scope.include, shown: "[] (every host)",
+            "hosts the URL protocol rewrites"),
+        patterns(
+            "interception.exclude", \.connection.scope.exclude, shown: "[]", "hosts the URL protocol never rewrites"),
+        .int(
+            "interception.connectionAttemptDelayMs", \.connection.connectionAttemptDelayMilliseconds, default: 250,
+            "connection race: start the next address when the best has not connected by then; 0 turns racing off",
+            range: 0...60_000),
+        .milliseconds(
+            "interception.connectTimeoutMs", \.connection.connectTimeout, default: 2_000,
+            "one connection attempt (TCP and TLS) may take this long before the next address is tried; read at start",
+            range: 100...120_000),
+        .strings(
+            "interception.trustCA", \.connection.additionalTrustRoots,
+            "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
+        .bool(
+            "interception.allowInsecureRedirects", \.connection.allowsInsecureRedirects, default: false,
+            "follow redirects from https to http"),
+        .choice(
+            "interception.proxy", \.proxyMode, default: .bypass,
+            "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it"
+        ),
+    ]
+
+    private static func patterns(
+        _ path: String, _ field: any WritableKeyPath<Self, [HostPattern]> & Sendable, shown: String, _ help: String
+    ) -> SettingField<Self> {
+        .custom(
+            path, .stringArray, field, shown: shown, help,
+            check: { text in
+                (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil
+            },
+            decode: { reader, key throws(DNSError) in
+                try reader.strings(key, default: []).map { text throws(DNSError) in try HostPattern(text) }
+            },
+            describe: { SettingsReader.list($0.map(\.description)) })
     }
 }

@@ -86,8 +86,8 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
     /// proxies (read again). Trust roots, timeouts and limits keep their values until the interceptor is made again.
-    package func apply(_ settings: InterceptionSettings) {
-        live.withLock { $0.apply(settings) }
+    package func apply(_ edited: Configuration) {
+        live.withLock { $0.follow(edited) }
     }
 
     /// Loads `request`: resolves, rewrites, sends with failover, follows redirects, handles cookies.

@@ -93,12 +93,12 @@ public final class HTTPDNSRuntime: Sendable {
     private static func start(
         settings: ResolverSettings, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
     ) throws -> HTTPDNSRuntime {
-        let interception = try settings.read(InterceptionSettings.section)
+        let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
         let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metricsFactory)
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
-                resolver: resolver, configuration: .init(interception: interception), logger: logger,
+                resolver: resolver, configuration: interception, logger: logger,
                 metricsFactory: metricsFactory)
         } catch {
             Task { await resolver.shutdown() }
@@ -151,7 +151,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// - Throws: `ConfigurationError` for a bad `interception` section, `DNSError` when the resolver cannot use
     ///   them; then nothing changed.
     public func apply(_ settings: ResolverSettings) throws {
-        let interception = try settings.read(InterceptionSettings.section)
+        let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
         try resolver.apply(settings)
         interceptor.apply(interception)
     }
@@ -164,7 +164,7 @@ public final class HTTPDNSRuntime: Sendable {
 
     /// The settings of `file` with its `interception` section checked too (`nil`: the defaults).
     private static func load(_ file: String?) throws(ConfigurationError) -> ResolverSettings {
-        try SettingsFile.load(path: file, sections: [InterceptionSettings.section.erased]).get()
+        try SettingsFile.load(path: file, sections: [HTTPDNSInterceptor.Configuration.section.erased]).get()
     }
 
     /// Gives `host` (a name or a `*.suffix` pattern) exactly these addresses, over every other layer, until

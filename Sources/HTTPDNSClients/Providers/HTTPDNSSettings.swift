@@ -47,7 +47,7 @@ package struct HTTPDNSSettings: Sendable, Hashable {
     package var timeoutMilliseconds: Int
     /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
     package var budgetMilliseconds: Int
-    /// Extra trusted CA files for HTTP DNS endpoints only (`InterceptionSettings.trustCA` is for application
+    /// Extra trusted CA files for HTTP DNS endpoints only (`interception.trustCA` is for application
     /// traffic).
     package var trustCA: [String]
 

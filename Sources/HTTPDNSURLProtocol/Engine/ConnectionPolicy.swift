@@ -76,23 +76,25 @@ public struct ConnectionPolicy: Sendable {
     /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in the
     ///   settings file.
     public init(settings: ResolverSettings) throws(ConfigurationError) {
-        self.init(interception: try settings.read(InterceptionSettings.section))
+        self = try settings.read(HTTPDNSInterceptor.Configuration.section).connection
     }
 
-    /// The defaults with checked `interception.*` settings.
-    init(interception: InterceptionSettings) {
-        self.init()
-        apply(interception)
-        connectTimeout = .milliseconds(interception.connectTimeoutMilliseconds)
-        additionalTrustRoots = interception.trustCA
+    /// The connection race's delay in whole milliseconds, 0 when racing is off: what
+    /// `interception.connectionAttemptDelayMs` sets.
+    var connectionAttemptDelayMilliseconds: Int {
+        get { raceConnections ? Int(connectionAttemptDelay.roundedUpMilliseconds) : 0 }
+        set {
+            raceConnections = newValue > 0
+            connectionAttemptDelay = .milliseconds(max(newValue, 1))
+        }
     }
 
-    /// Takes the settings a running front follows (trust roots and the connect timeout, fixed in its pinned
-    /// clients, take a restart).
-    mutating func apply(_ settings: InterceptionSettings) {
-        scope = InterceptionScope(include: settings.include, exclude: settings.exclude)
-        raceConnections = settings.connectionAttemptDelayMilliseconds > 0
-        connectionAttemptDelay = .milliseconds(max(settings.connectionAttemptDelayMilliseconds, 1))
-        allowsInsecureRedirects = settings.allowInsecureRedirects
+    /// Takes the settings a running front follows from `edited` (trust roots, the connect timeout and limits, fixed
+    /// in its pinned clients, take a restart).
+    mutating func follow(_ edited: ConnectionPolicy) {
+        scope = edited.scope
+        raceConnections = edited.raceConnections
+        connectionAttemptDelay = edited.connectionAttemptDelay
+        allowsInsecureRedirects = edited.allowsInsecureRedirects
     }
 }
