@@ -42,10 +42,11 @@ public struct ServeCommand: AsyncParsableCommand {
         let loaded = try SettingsLoading.settings(config)
         let serve = try loaded.read(ServeSettings.section)
         let settings = Self.served(loaded, serve: serve)
-        let address = try listen.map { try ServerAddress(parsing: $0) } ?? serve.listen
+        var listener = serve.server
+        if let listen { listener.listen = try ServerAddress(parsing: listen) }
         let accounts = try Self.accounts(serve)
         let logger = CommandLogging.logger()
-        Self.raiseDescriptorLimit(for: serve.maximumConnections, logger: logger)
+        Self.raiseDescriptorLimit(for: listener.maximumConnections, logger: logger)
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
@@ -59,7 +60,7 @@ public struct ServeCommand: AsyncParsableCommand {
             throw error
         }
         let service = HTTPDNSService(
-            resolver: resolver, configuration: .init(settings: serve, accounts: accounts), logger: logger,
+            resolver: resolver, configuration: serve.service(accounts: accounts), logger: logger,
             metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
             metricsExporter: { registry.emitToBuffer() })
         // What client networks reported lives beside the cache file, saved with it (at the resolver's save
@@ -74,13 +75,14 @@ public struct ServeCommand: AsyncParsableCommand {
         let server: HTTPDNSServer
         do {
             server = try await HTTPDNSServer.start(
-                service: service, configuration: .init(settings: serve, listen: address), logger: logger)
+                service: service, configuration: listener, logger: logger)
         } catch {
             forwarder.shutdown()
             await resolver.shutdown()
             throw error
         }
-        let scheme = serve.certificate == nil ? "http" : "https"
+        let scheme = listener.certificatePath == nil ? "http" : "https"
+        let address = listener.listen
         let host = address.ip.family == .ipv6 ? "[\(address.ip)]" : address.ip.description
         // Written unbuffered, so a supervisor reading a pipe sees it at once.
         FileHandle.standardOutput.write(
@@ -224,12 +226,12 @@ final class SettingsReloader: Sendable {
             let settings = ServeCommand.served(edited, serve: after)
             let accounts = try ServeCommand.accounts(after)
             try resolver.apply(settings)
-            service.apply(.init(settings: after, accounts: accounts))
+            service.apply(after.service(accounts: accounts))
             let before = applied.withLock { previous in
                 defer { previous = after }
                 return previous
             }
-            if HTTPDNSServer.Configuration(settings: before) != HTTPDNSServer.Configuration(settings: after) {
+            if before.server != after.server {
                 logger.warning(
                     "the listener's settings (serve.listen, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"
                 )

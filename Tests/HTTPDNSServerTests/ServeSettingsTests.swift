@@ -27,8 +27,8 @@ struct ServeSettingsTests {
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
         let serve = try settings.read(ServeSettings.section)
-        #expect(serve.listen.description == "0.0.0.0:8053" && serve.otherTypes == .forward)
-        #expect(serve.rateLimitPerSecond > 0 && serve.accounts.map(\.id) == ["demo"])
+        #expect(serve.server.listen.description == "0.0.0.0:8053" && serve.service.otherTypes == .forward)
+        #expect(serve.service.rateLimitPerSecond > 0 && serve.accounts.map(\.id) == ["demo"])
         #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
     }
 
@@ -49,22 +49,22 @@ struct ServeSettingsTests {
             sections: [ServeSettings.section.erased])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let serve = try file.get().read(ServeSettings.section)
-        #expect(serve.certificate == "/etc/hostsctl-tls/tls.crt")
-        #expect(serve.privateKey == "/etc/hostsctl-tls/tls.key")
-        #expect(serve.dotListen?.description == "0.0.0.0:8853")
-        #expect(serve.dnsListen?.description == "0.0.0.0:5353")
+        #expect(serve.server.certificatePath == "/etc/hostsctl-tls/tls.crt")
+        #expect(serve.server.privateKeyPath == "/etc/hostsctl-tls/tls.key")
+        #expect(serve.server.dotListen?.description == "0.0.0.0:8853")
+        #expect(serve.server.dnsListen?.description == "0.0.0.0:5353")
     }
 
     @Test("serve.dns.listen and serve.dot.listen: unset by default, IP:PORT, DNS over TLS only with a certificate")
     func dnsListeners() throws {
         let defaults = try Self.serve(try TemporaryFiles.file("{}"))
-        #expect(defaults.dnsListen == nil && defaults.dotListen == nil)
+        #expect(defaults.server.dnsListen == nil && defaults.server.dotListen == nil)
         let both = try TemporaryFiles.file(
             #"{"serve": {"dns": {"listen": "127.0.0.1:5300"}, "dot": {"listen": "[::1]:8853"}, "#
                 + #""certificate": "c.pem", "privateKey": "k.pem"}}"#)
         let settings = try Self.serve(both)
-        #expect(settings.dnsListen?.description == "127.0.0.1:5300")
-        #expect(settings.dotListen?.port == 8853)
+        #expect(settings.server.dnsListen?.description == "127.0.0.1:5300")
+        #expect(settings.server.dotListen?.port == 8853)
         let noCertificate = try TemporaryFiles.file(#"{"serve": {"dot": {"listen": "127.0.0.1:8853"}}}"#)
         #expect(
             Self.load(noCertificate).errors.first?.message.contains(
@@ -98,7 +98,7 @@ struct ServeSettingsTests {
         let path = try TemporaryFiles.file(#"{"serve": {"maxAnswers": 4}}"#)
         let environment = ["HOSTSCTL_SERVE_MAX_ANSWERS": "6", "HOSTSCTL_SERVE_NOT_A_KEY": "1"]
         let file = Self.load(path, environment: environment)
-        #expect(try file.get().read(ServeSettings.section).maximumAnswers == 6)
+        #expect(try file.get().read(ServeSettings.section).service.maximumAnswers == 6)
         #expect(file.environmentOverrides["serve.maxAnswers"] == "6")
         #expect(file.diagnostics.map(\.severity) == [.warning], "\(file.diagnostics)")
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_SERVE_NOT_A_KEY") == true)
@@ -106,5 +106,30 @@ struct ServeSettingsTests {
         #expect(SettingsFile.load(path: path, environment: environment).diagnostics.isEmpty)
         let bad = Self.load(path, environment: ["HOSTSCTL_SERVE_MAX_ANSWERS": "0"])
         #expect(bad.settings == nil && bad.errors.first?.message.contains("HOSTSCTL_SERVE_MAX_ANSWERS") == true)
+    }
+
+    @Test("the keys read straight into the listener's and the service's configurations")
+    func componentsFromKeys() throws {
+        let path = try TemporaryFiles.file(
+            #"{"serve": {"listen": "[::1]:9053", "idleTimeoutMs": 1500, "clientPrefixV4": 24, "rateLimitPerSecond": 50,"#
+                + #" "signatureWindowSeconds": 60, "trustedProxies": ["10.0.0.0/8"], "accounts": ["a", "b:B_SECRET"],"#
+                + #" "publicEndpoints": "auto", "probeGuardedAddresses": true}}"#)
+        let serve = try Self.serve(path)
+        #expect(serve.server.host == "::1" && serve.server.port == 9053)
+        #expect(serve.server.idleTimeout == .milliseconds(1_500))
+        // One key counts clients by network for the listener's connection limit and the service's rate limit.
+        #expect(serve.server.clientPrefixes.ipv4 == 24 && serve.service.clientPrefixes.ipv4 == 24)
+        #expect(serve.service.rateLimitPerSecond == 50 && serve.service.signatureWindow == .seconds(60))
+        #expect(serve.service.trustedProxies.map(\.description) == ["10.0.0.0/8"])
+        #expect(serve.accounts.map(\.id) == ["a", "b"] && serve.accounts[1].secretVariable == "B_SECRET")
+        // auto: the public endpoints answer unless an account is signed-only.
+        let unsigned = serve.service(accounts: ["a": HTTPDNSSecret?.none])
+        #expect(unsigned.publicEndpoints && unsigned.forwardsGuardedReverseLookups)
+        #expect(!serve.service(accounts: ["b": HTTPDNSSecret("s")]).publicEndpoints)
+        // Every effective value prints as it was written.
+        let shown = Dictionary(
+            uniqueKeysWithValues: ServeSettings.section.values(serve).map { ($0.path, $0.text) })
+        #expect(shown["serve.listen"] == "[::1]:9053" && shown["serve.idleTimeoutMs"] == "1500")
+        #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies"] == "[10.0.0.0/8]")
     }
 }

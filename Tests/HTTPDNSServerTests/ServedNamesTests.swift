@@ -323,7 +323,7 @@ struct ServedNamesTests {
         settings.accounts = [.init(id: "acct", secretVariable: "X")]
         let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
         let closed = HTTPDNSService(
-            resolver: resolver, configuration: .init(settings: settings, accounts: signedOnly), logger: Self.logger)
+            resolver: resolver, configuration: settings.service(accounts: signedOnly), logger: Self.logger)
         let query = Self.message(labels: ["fast", "test"], type: 1)
         for request in [
             ServiceRequest(method: "GET", target: "/resolve?name=fast.test"),
@@ -333,11 +333,11 @@ struct ServedNamesTests {
         }
         settings.publicEndpoints = .on
         let open = HTTPDNSService(
-            resolver: resolver, configuration: .init(settings: settings, accounts: signedOnly), logger: Self.logger)
+            resolver: resolver, configuration: settings.service(accounts: signedOnly), logger: Self.logger)
         #expect(await open.handle(ServiceRequest(method: "GET", target: "/resolve?name=fast.test")).status == 200)
         let unsignedAccounts = HTTPDNSService(
             resolver: resolver,
-            configuration: .init(settings: ServeSettings.default, accounts: ["acct": HTTPDNSSecret?.none]),
+            configuration: ServeSettings.default.service(accounts: ["acct": HTTPDNSSecret?.none]),
             logger: Self.logger)
         #expect(await unsignedAccounts.handle(Self.post(query)).status == 200, "auto: open without signed accounts")
         await resolver.shutdown()

@@ -89,22 +89,16 @@ public final class HTTPDNSServer: Sendable {
             self.clientPrefixes = clientPrefixes
         }
 
-        /// The configuration the `serve.*` settings describe, listening on `listen` (by default `serve.listen`).
-        package init(settings: ServeSettings, listen: ServerAddress? = nil) {
-            let address = listen ?? settings.listen
-            self.init(
-                host: address.ip.description, port: Int(address.port), certificatePath: settings.certificate,
-                privateKeyPath: settings.privateKey, maximumBodyBytes: settings.maximumBodyBytes,
-                idleTimeout: .milliseconds(settings.idleTimeoutMilliseconds),
-                maximumConnections: settings.maximumConnections,
-                maximumConnectionsPerClient: settings.maximumConnectionsPerClient,
-                handshakeTimeout: .milliseconds(settings.handshakeTimeoutMilliseconds),
-                requestHeadTimeout: .milliseconds(settings.requestHeadTimeoutMilliseconds),
-                requestBodyTimeout: .milliseconds(settings.requestBodyTimeoutMilliseconds),
-                writeTimeout: .milliseconds(settings.writeTimeoutMilliseconds),
-                maximumQueuedBytes: settings.maximumQueuedBytes,
-                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
-                dnsListen: settings.dnsListen, dotListen: settings.dotListen)
+        /// The address and port to listen on, as one value (`serve.listen`).
+        package var listen: ServerAddress {
+            get {
+                // Settings always give an IP literal; only a `host` set in code can be anything else.
+                ServerAddress(ip: IPAddress(host) ?? IPAddress(ipv4: 127, 0, 0, 1), port: UInt16(clamping: port))
+            }
+            set {
+                host = newValue.ip.description
+                port = Int(newValue.port)
+            }
         }
     }
 

@@ -7,8 +7,24 @@ import Synchronization
 extension HTTPDNSService {
     /// What the service answers and how; ``apply(_:)`` replaces it while serving.
     package struct Configuration: Sendable, Hashable {
-        /// What to do with DNS queries for types other than A and AAAA.
-        package typealias OtherTypes = ServeSettings.OtherQueryTypes
+        /// What the service does with DNS queries for types other than A and AAAA.
+        package enum OtherTypes: String, Sendable, Hashable, CaseIterable {
+            /// Answer NOTIMP.
+            case notImplemented = "notimp"
+            /// Send them through c-ares to its servers and relay the answer.
+            case forward
+        }
+
+        /// Where the client's network for EDNS Client Subnet (RFC 7871) comes from.
+        package enum ClientSubnetMode: String, Sendable, Hashable, CaseIterable {
+            /// What the client says (an ECS option in its query, `ip=` of the vendor APIs, `edns_client_subnet=` of the
+            /// JSON API), else its connection's address.
+            case on
+            /// The connection's address only: whatever the client says is ignored (and not echoed).
+            case connection
+            /// No client subnet: upstreams see the server's own network, and clients' options are ignored.
+            case off
+        }
 
         /// The most addresses in one answer (best first).
         package var maximumAnswers: Int
@@ -41,7 +57,7 @@ extension HTTPDNSService {
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
         package var forwardsGuardedReverseLookups: Bool
         /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
-        package var clientSubnetMode: ServeSettings.ClientSubnetMode
+        package var clientSubnetMode: ClientSubnetMode
         /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
         /// sends a shorter subnet is never given a longer one.
         package var clientSubnetPrefixes: ClientPrefixes
@@ -60,7 +76,7 @@ extension HTTPDNSService {
             acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
             signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
-            forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ServeSettings.ClientSubnetMode = .on,
+            forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ClientSubnetMode = .on,
             clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
             steeringRegions: [IPNetwork] = []
         ) {
@@ -81,28 +97,6 @@ extension HTTPDNSService {
             self.clientPrefixes = clientPrefixes
             self.maximumForwardedQueries = max(maximumForwardedQueries, 1)
             self.forwardsGuardedReverseLookups = forwardsGuardedReverseLookups
-        }
-
-        /// The configuration the `serve.*` settings describe, with the accounts' secrets read by the caller.
-        package init(settings: ServeSettings, accounts: [String: HTTPDNSSecret?]) {
-            self.init(
-                maximumAnswers: settings.maximumAnswers, accounts: accounts,
-                rateLimitPerSecond: Double(settings.rateLimitPerSecond),
-                rateLimitBurst: Double(settings.rateLimitBurst),
-                otherTypes: settings.otherTypes, logFullClientAddresses: settings.logFullClientAddresses,
-                acceptClientReports: settings.acceptClientReports,
-                reportNetworks: settings.reportNetworks.compactMap(IPNetwork.init),
-                signatureWindow: .seconds(settings.signatureWindowSeconds),
-                publicEndpoints: settings.publicEndpoints == .on
-                    || (settings.publicEndpoints == .auto && !accounts.values.contains { $0 != nil }),
-                clientPrefixes: ClientPrefixes(ipv4: settings.clientPrefixV4, ipv6: settings.clientPrefixV6),
-                maximumForwardedQueries: settings.maximumForwardedQueries,
-                forwardsGuardedReverseLookups: settings.probeGuardedAddresses,
-                clientSubnetMode: settings.clientSubnetMode,
-                clientSubnetPrefixes: ClientPrefixes(
-                    ipv4: settings.clientSubnetPrefixV4, ipv6: settings.clientSubnetPrefixV6),
-                trustedProxies: settings.trustedProxies.compactMap(IPNetwork.init),
-                steeringRegions: settings.steeringRegions.compactMap(IPNetwork.init))
         }
 
         var limits: RateLimiter.Limits {
