@@ -104,8 +104,10 @@ struct ServeSettingsTests {
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_SERVE_NOT_A_KEY") == true)
         // The resolver alone does not know the server's variables and leaves them to it.
         #expect(SettingsFile.load(path: path, environment: environment).diagnostics.isEmpty)
-        let bad = Self.load(path, environment: ["HOSTSCTL_SERVE_MAX_ANSWERS": "0"])
+        let bad = Self.load(path, environment: ["HOSTSCTL_SERVE_MAX_ANSWERS": "0", "HOSTSCTL_SERVE_NOT_A_KEY": "1"])
         #expect(bad.settings == nil && bad.errors.first?.message.contains("HOSTSCTL_SERVE_MAX_ANSWERS") == true)
+        // Each problem once: the unknown variable's warning and the bad value's error.
+        #expect(bad.diagnostics.map(\.severity.rawValue).sorted() == ["error", "warning"], "\(bad.diagnostics)")
     }
 
     @Test("the keys read straight into the listener's and the service's configurations")

@@ -217,7 +217,8 @@ public struct SettingsFile: Sendable {
                 do throws(ConfigurationError) {
                     _ = try section.values(settings)
                 } catch {
-                    diagnostics += error.diagnostics
+                    // The check's warnings are in already; the read adds the errors of values it refused.
+                    diagnostics += error.diagnostics.filter { $0.severity == .error }
                 }
             }
         }
