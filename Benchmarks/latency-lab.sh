@@ -5,7 +5,12 @@
 # the share of requests on the fastest address after warm-up, failed requests, the first request's latency, and
 # the median latency against the direct client.
 #
-#   sudo Benchmarks/latency-lab.sh [--requests N] [--warmup N] [--hostsctl PATH]
+#   sudo Benchmarks/latency-lab.sh [--requests N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]
+#
+# Then the raced first request alone: `race.test` names the dead address and the 80 ms one (in that order); each of
+# --race-runs runs (default 5) starts with an empty cache, so the request races, and counts the TCP dials per
+# address (SYNs with distinct source ports, seen by the bridge) beside the request's time. --baseline PATH runs
+# another hostsctl build the same way, interleaved, for a before/after in the same run.
 #
 # Addresses (10.77.0.0/24 exists only inside the namespace; a blackhole route keeps it from ever leaving the host):
 #   10.77.0.1  drops every packet      10.77.0.2  20 ms one way      10.77.0.3  80 ms      10.77.0.4  1 ms (fastest)
@@ -17,12 +22,16 @@ root="$(cd "$here/.." && pwd)"
 requests=120
 warmup=20
 hostsctl=""
+race_runs=5
+baseline=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
         --warmup) warmup="$2"; shift 2 ;;
         --hostsctl) hostsctl="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--warmup N] [--hostsctl PATH]" >&2; exit 64 ;;
+        --race-runs) race_runs="$2"; shift 2 ;;
+        --baseline) baseline="$2"; shift 2 ;;
+        *) echo "usage: $0 [--requests N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]" >&2; exit 64 ;;
     esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "the lab makes a network namespace and TUN devices: run it as root" >&2; exit 1; }
@@ -52,7 +61,7 @@ trap cleanup EXIT
 # Nothing for 10.77.0.0/16 may ever take the default route, whatever fails below.
 ip route add unreachable 10.77.0.0/16
 python3 "$here/lab/tunbridge.py" --outer "$outer" --inner "$inner" --drop 10.77.0.1 \
-    --delay 10.77.0.2=20 --delay 10.77.0.3=80 --delay 10.77.0.4=1 --ready "$work/ready" &
+    --delay 10.77.0.2=20 --delay 10.77.0.3=80 --delay 10.77.0.4=1 --ready "$work/ready" --syn-log "$work/syn.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -f "$work/ready" ] && break; sleep 0.05; done
 ip netns add "$ns"
@@ -120,7 +129,23 @@ echo "Direct: curl to the fastest address, one keep-alive connection" >&2
 urls=(); for _ in $(seq "$requests"); do urls+=(-o /dev/null "http://10.77.0.4:8080/"); done
 curl -s -w '%{time_total}\n' "${urls[@]}" > "$work/direct.txt"
 
-python3 - "$work" "$warmup" <<'PY'
+# The raced first request, probes off so that only the request's own dials reach the bridge.
+printf '10.77.0.1 race.test\n10.77.0.3 race.test\n' > "$work/race-hosts"
+race() {  # LABEL BINARY RUN
+    : > "$work/syn.log"
+    HOSTSCTL_SOURCES_ORDER="overrides,cache" HOSTSCTL_PROBE_ENABLED=false "$2" fetch --hosts "$work/race-hosts" \
+        --cache-file "$work/race-$1-$3.json" --json --repeat 1 "http://race.test:8080/" > "$work/race-$1-$3.jsonl" || true
+    cp "$work/syn.log" "$work/race-$1-$3.syn"
+}
+labels="new"
+[ -n "$baseline" ] && labels="new baseline"
+echo "Race runs: $race_runs raced first requests (dead address first, 80 ms next) per build" >&2
+for run in $(seq "$race_runs"); do
+    race new "$hostsctl" "$run"
+    [ -n "$baseline" ] && race baseline "$baseline" "$run"
+done
+
+python3 - "$work" "$warmup" "$race_runs" $labels <<'PY'
 import json, statistics, sys
 work, warmup = sys.argv[1], int(sys.argv[2])
 direct = [float(x) * 1000 for x in open(f"{work}/direct.txt") if x.strip()]
@@ -145,4 +170,23 @@ for run in ("overrides", "dns"):
     print(f"{run:<10} {len(reports):>8} {failed:>6} {first:>9.1f} {share:>21.1f}% {median:>10.2f} {median / direct_median:>6.2f} {median / plain_median:>11.2f}")
     print(f"{'':<10} first request: ip {reports[0].get('ip')}, raced {reports[0].get('hops', [{}])[0].get('raced')}, "
           f"failed over {len(reports[0].get('hops', [{}])[0].get('failed', []))} times")
+
+runs, labels = int(sys.argv[3]), sys.argv[4:]
+print(f"raced first request, race.test = 10.77.0.1 (dead), 10.77.0.3 (80 ms); {runs} runs per build, fresh cache each")
+print(f"{'build':<10} {'median ms':>10} {'runs ms':<36} {'dials to .3 per run':>20} {'dials to .1':>12} {'raced':>6}")
+for label in labels:
+    times, dials_live, dials_dead, raced = [], [], [], 0
+    for run in range(1, runs + 1):
+        lines = [json.loads(l) for l in open(f"{work}/race-{label}-{run}.jsonl") if l.startswith("{")]
+        lines = [r for r in lines if "summary" not in r]
+        if lines and "elapsedMs" in lines[0] and "error" not in lines[0]:
+            times.append(lines[0]["elapsedMs"])
+            raced += 1 if lines[0].get("hops", [{}])[0].get("raced") else 0
+        syns = {tuple(l.split()) for l in open(f"{work}/race-{label}-{run}.syn") if l.strip()}
+        dials_live.append(sum(1 for ip, port, _ in syns if ip == "10.77.0.3" and port == "8080"))
+        dials_dead.append(sum(1 for ip, port, _ in syns if ip == "10.77.0.1" and port == "8080"))
+    median = statistics.median(times) if times else float("nan")
+    shown = ", ".join(f"{t:.0f}" for t in times)
+    print(f"{label:<10} {median:>10.1f} {shown:<36} {'/'.join(map(str, dials_live)):>20} "
+          f"{'/'.join(map(str, dials_dead)):>12} {raced:>3}/{runs}")
 PY

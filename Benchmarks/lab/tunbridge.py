@@ -8,6 +8,10 @@ handshake included, which a relay in user space cannot do. Loopback is left alon
 
     tunbridge.py --outer hdl0 --inner hdl1 --delay 10.77.0.2=20 --delay 10.77.0.3=80 --drop 10.77.0.1 --ready FILE
 
+With --syn-log FILE, every TCP connection attempt towards the lab (a SYN without ACK, retransmissions included) is
+appended to FILE as `IP PORT SOURCE-PORT`, so a caller can count the dials per address (a retransmitted SYN keeps
+its source port).
+
 The devices are created here (so the caller can move the inner one into the namespace after FILE appears) and live
 as long as this process. Stops on SIGTERM.
 """
@@ -31,6 +35,7 @@ def main():
     parser.add_argument("--delay", action="append", default=[], help="IP=MILLISECONDS, one way")
     parser.add_argument("--drop", action="append", default=[], help="IP whose packets are all dropped")
     parser.add_argument("--ready", required=True, help="file written once both devices exist")
+    parser.add_argument("--syn-log", help="file that gets one line `IP PORT SOURCE-PORT` per SYN towards the lab")
     args = parser.parse_args()
     delays = {}
     for item in args.delay:
@@ -81,6 +86,8 @@ def main():
                         pass
                     continue
                 destination = packet[16:20]
+                if args.syn_log:
+                    log_syn(args.syn_log, packet)
                 if destination in dropped:
                     continue
                 delay = delays.get(destination, 0.0)
@@ -92,6 +99,18 @@ def main():
                 else:
                     sequence += 1
                     heapq.heappush(held, (time.monotonic() + delay, sequence, packet))
+
+
+def log_syn(path, packet):
+    """Appends `IP PORT SOURCE-PORT` to `path` when `packet` is a TCP SYN without ACK."""
+    header = (packet[0] & 0x0F) * 4
+    if packet[9] != 6 or len(packet) < header + 14:
+        return
+    flags = packet[header + 13]
+    if flags & 0x02 and not flags & 0x10:
+        source, port = struct.unpack("!HH", packet[header : header + 4])
+        with open(path, "a") as log:
+            log.write(f"{socket.inet_ntoa(packet[16:20])} {port} {source}\n")
 
 
 if __name__ == "__main__":

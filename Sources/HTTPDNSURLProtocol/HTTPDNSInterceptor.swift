@@ -111,8 +111,9 @@ public final class HTTPDNSInterceptor: Sendable {
             let (response, answer) = try await run(
                 request, configuration: configuration, willRedirect: willRedirect, trace: &trace
             ) {
-                exchange, deadline in
-                let response = try await transport.execute(exchange, deadline: deadline, maximumResponseBytes: limit)
+                exchange, connection, deadline in
+                let response = try await transport.execute(
+                    exchange, deadline: deadline, maximumResponseBytes: limit, connection: connection)
                 return (response, response.headLatency)
             }
             let body = answer.body.withUnsafeReadableBytes { Data($0) }
@@ -163,8 +164,8 @@ public final class HTTPDNSInterceptor: Sendable {
             let (response, answer) = try await run(
                 request, configuration: configuration, willRedirect: willRedirect, trace: &trace
             ) {
-                exchange, deadline in
-                let streamed = try await transport.stream(exchange, deadline: deadline)
+                exchange, connection, deadline in
+                let streamed = try await transport.stream(exchange, deadline: deadline, connection: connection)
                 return (StreamedHop(streamed: streamed), streamed.headLatency)
             }
             trace.status = response.statusCode
@@ -190,11 +191,15 @@ public final class HTTPDNSInterceptor: Sendable {
 
     // MARK: - Hops
 
+    /// Sends one attempt of a hop: the exchange pinned to its address, on the race's connection when it won one.
+    private typealias Perform<Answer> =
+        @Sendable (PinnedTransport.Exchange, DialedConnection?, NIODeadline) async throws -> (Answer, Duration)
+
     /// Runs the hops of `original` (redirects followed per the configuration), each sent through `perform` pinned to
     /// an address, and returns the last hop's answer with its response under the real host's URL.
     private func run<Answer: HopAnswer>(
         _ original: URLRequest, configuration: Configuration, willRedirect: RedirectHook?, trace: inout RequestTrace,
-        perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
+        perform: @escaping Perform<Answer>
     ) async throws(InterceptionError) -> (HTTPURLResponse, Answer) {
         var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
         var hop = original
@@ -253,12 +258,8 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
     private func send<Answer: HopAnswer>(
-        _ request: URLRequest,
-        body: [UInt8]?,
-        url: URL,
-        configuration: Configuration,
-        trace: inout RequestTrace,
-        perform: @escaping @Sendable (PinnedTransport.Exchange, NIODeadline) async throws -> (Answer, Duration)
+        _ request: URLRequest, body: [UInt8]?, url: URL, configuration: Configuration, trace: inout RequestTrace,
+        perform: @escaping Perform<Answer>
     ) async throws(InterceptionError) -> Answer {
         let hostText = RequestRewriting.host(of: url) ?? ""
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
@@ -287,10 +288,10 @@ public final class HTTPDNSInterceptor: Sendable {
             exchange.proxy = proxy
             response = try await engine.attempt(
                 candidates, method: method, url: urlText, deadline: deadline, spans: spans, hop: &hop
-            ) { address in
+            ) { address, connection in
                 var pinned = exchange
                 if let address { pinned.address = address }
-                return try await perform(pinned, deadline)
+                return try await perform(pinned, connection, deadline)
             }
         } catch {
             spans.end(hop, error: error)

@@ -6,7 +6,7 @@ import HTTPDNSClients
 
 /// The outcome of one TCP connect.
 package enum ProbeOutcome: Sendable, Hashable {
-    /// The connection was established after this long (and closed at once).
+    /// The connection was established after this long (and closed at once, unless it was dialled to be kept).
     case connected(Duration)
     /// The connect failed: refused, unreachable or timed out.
     case failed(DNSError.Code)
@@ -24,10 +24,49 @@ package protocol ConnectProber: Sendable {
     /// - Parameters:
     ///   - timeout: The connect is abandoned (as ``DNSError/Code/timeout``) after this long.
     func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome
+
+    /// Connects to `ip` on `port` as ``probe(_:port:timeout:)`` does, but keeps an established connection for the
+    /// caller instead of closing it. A prober that cannot keep connections returns none (the default).
+    func dial(_ ip: IPAddress, port: Int, timeout: Duration) async -> (ProbeOutcome, DialedConnection?)
+}
+
+extension ConnectProber {
+    /// Probes, and keeps nothing.
+    package func dial(_ ip: IPAddress, port: Int, timeout: Duration) async -> (ProbeOutcome, DialedConnection?) {
+        (await probe(ip, port: port, timeout: timeout), nil)
+    }
+}
+
+/// A TCP connection a connect established and kept for one request: handed over once with ``take()``, closed when
+/// nobody took it (``close()``, or when the last reference goes).
+package final class DialedConnection: Sendable {
+    /// The address connected to.
+    package let address: IPAddress
+    private let channel: Locked<(any Channel)?>
+
+    init(address: IPAddress, channel: any Channel) {
+        self.address = address
+        self.channel = Locked(channel)
+    }
+
+    deinit { close() }
+
+    /// The connection, to the first caller; `nil` after that (or after ``close()``).
+    package func take() -> (any Channel)? {
+        channel.withLock { channel in
+            defer { channel = nil }
+            return channel
+        }
+    }
+
+    /// Closes the connection unless it was taken.
+    package func close() {
+        take()?.close(promise: nil)
+    }
 }
 
 /// Measures TCP connect times with SwiftNIO: a non-blocking connect on an event loop, closed as soon as it is
-/// established. Nothing is sent.
+/// established (or kept, by ``dial(_:port:timeout:)``). Nothing is sent.
 package struct TCPConnectProber: ConnectProber {
     private let group: any EventLoopGroup
 
@@ -43,12 +82,19 @@ package struct TCPConnectProber: ConnectProber {
 
     /// Connects once and reports the time it took.
     package func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome {
-        guard (1...65_535).contains(port) else { return .failed(.badQuery) }
+        let (outcome, connection) = await dial(ip, port: port, timeout: timeout)
+        if let channel = connection?.take() { try? await channel.close() }
+        return outcome
+    }
+
+    /// Connects once, reports the time it took, and keeps the connection.
+    package func dial(_ ip: IPAddress, port: Int, timeout: Duration) async -> (ProbeOutcome, DialedConnection?) {
+        guard (1...65_535).contains(port) else { return (.failed(.badQuery), nil) }
         let address: SocketAddress
         do {
             address = try SocketAddress(ipAddress: ip.description, port: port)
         } catch {
-            return .failed(.badQuery)
+            return (.failed(.badQuery), nil)
         }
         let clock = ContinuousClock()
         let start = clock.now
@@ -63,14 +109,12 @@ package struct TCPConnectProber: ConnectProber {
                 // The connect future cannot be cancelled; a connected channel is closed when it completes.
                 connect.whenSuccess { $0.close(promise: nil) }
             }
-            let elapsed = clock.now - start
-            try? await channel.close()
-            return .connected(elapsed)
+            return (.connected(clock.now - start), DialedConnection(address: ip, channel: channel))
         } catch let error as ChannelError {
-            if case .connectTimeout = error { return .failed(.timeout) }
-            return .failed(.connectionRefused)
+            if case .connectTimeout = error { return (.failed(.timeout), nil) }
+            return (.failed(.connectionRefused), nil)
         } catch {
-            return .failed(.connectionRefused)
+            return (.failed(.connectionRefused), nil)
         }
     }
 }

@@ -8,7 +8,8 @@ import HTTPDNSClients
 /// penalty): instead of waiting a full connect timeout on a dead address, the next-ranked one starts after
 /// ``attemptDelay`` (or at once when the attempt before it fails), and the request goes to the winner. Attempts
 /// that lose keep running to their own end in the background, and every outcome is reported, so the scores learn
-/// from losers too. Only connects are raced, never requests: nothing is sent, so no request can be sent twice.
+/// from losers too. Only connects are raced, never requests: nothing is sent, so no request can be sent twice. The
+/// winner's connection can be kept (``runKeepingWinner(_:port:report:)``) for the request to go out on.
 package struct ConnectionRace: Sendable {
     /// The delay before the next attempt starts when the current one has neither connected nor failed.
     package var attemptDelay: Duration
@@ -40,15 +41,30 @@ package struct ConnectionRace: Sendable {
 
     /// Races connects to `addresses` (in order) on `port`; returns the first address that connected, or `nil` when
     /// every attempt failed or the task was cancelled. `report` receives every attempt's outcome, also those that
-    /// end after the race.
+    /// end after the race. The winning connection is closed.
     package func run(
         _ addresses: [RankedAddress],
         port: Int,
         report: @escaping @Sendable (IPAddress, ProbeOutcome) -> Void
     ) async -> IPAddress? {
+        guard let (winner, connection) = await runKeepingWinner(addresses, port: port, report: report) else {
+            return nil
+        }
+        connection?.close()
+        return winner
+    }
+
+    /// Races as ``run(_:port:report:)`` does, and hands over the winner's connection (when the prober keeps
+    /// connections) so the request it raced for goes out on it instead of dialling the winner again. Connections of
+    /// attempts that connect after the race are closed.
+    package func runKeepingWinner(
+        _ addresses: [RankedAddress],
+        port: Int,
+        report: @escaping @Sendable (IPAddress, ProbeOutcome) -> Void
+    ) async -> (IPAddress, DialedConnection?)? {
         guard !addresses.isEmpty else { return nil }
         enum Event: Sendable {
-            case outcome(Int, ProbeOutcome)
+            case outcome(Int, ProbeOutcome, DialedConnection?)
             case delayPassed(Int)
         }
         let (events, sink) = AsyncStream<Event>.makeStream()
@@ -66,9 +82,11 @@ package struct ConnectionRace: Sendable {
             let prober = prober, timeout = connectTimeout
             // Unstructured on purpose: a losing attempt keeps running after the race and still reports.
             Task {
-                let outcome = await prober.probe(ip, port: port, timeout: timeout)
+                let (outcome, connection) = await prober.dial(ip, port: port, timeout: timeout)
                 report(ip, outcome)
-                sink.yield(.outcome(index, outcome))
+                // After the race the stream is finished: a late winner's connection is closed here. (One that
+                // arrives while the race is returning is closed when the buffered event goes.)
+                if case .terminated = sink.yield(.outcome(index, outcome, connection)) { connection?.close() }
             }
             if started < addresses.count {
                 let delay = delay(after: addresses[index])
@@ -82,8 +100,8 @@ package struct ConnectionRace: Sendable {
         startNext()
         for await event in events {
             switch event {
-            case .outcome(let index, .connected):
-                return addresses[index].ip
+            case .outcome(let index, .connected, let connection):
+                return (addresses[index].ip, connection)
             case .outcome:
                 failed += 1
                 if started < addresses.count {

@@ -19,6 +19,8 @@ package enum ExchangeDeadline {
     /// The exchange's deadline passed before its response ended.
     package struct Exceeded: Error, CustomStringConvertible {
         package var description: String { "the exchange's deadline passed before the response ended" }
+
+        package init() {}
     }
 
     /// `deadline` as the value of ``header``; `nil` for a deadline too far away to need a timer.

@@ -206,9 +206,10 @@ public final class HTTPDNSClient: Sendable {
             let transport = self.transport
             streamed = try await engine.attempt(
                 candidates, method: request.method.rawValue, url: urlText, deadline: deadline, spans: spans, hop: &hop
-            ) { address in
+            ) { address, connection in
                 let streamed = try await transport.stream(
-                    request, host: host, address: address, deadline: deadline, url: urlText, logger: logger)
+                    request, host: host, address: address, deadline: deadline, url: urlText, logger: logger,
+                    connection: connection)
                 return (streamed, streamed.headLatency)
             }
         } catch {

@@ -17,6 +17,9 @@ struct ExchangeEngine: Sendable {
         var addresses: [IPAddress?]
         /// The resolved name, for score feedback; `nil` when nothing was resolved.
         var name: HostName?
+        /// The connection a race established to the first address, for the first attempt to send on (instead of
+        /// dialling the address again); closed after the attempts when nothing took it.
+        var connection: DialedConnection? = nil
     }
 
     let resolver: HostResolver
@@ -80,15 +83,20 @@ struct ExchangeEngine: Sendable {
         hop.freshness = ranked.freshness
         hop.resolveTime = ContinuousClock.now - resolveStart
         var ordered = Array(ranked.addresses.prefix(1 + policy.maximumFailovers))
+        var connection: DialedConnection?
         if let name,
-            let winner = await raceIfUnproven(
-                ordered, of: name, port: port, policy: policy, deadline: deadline, spans: spans),
-            let index = ordered.firstIndex(where: { $0.ip == winner })
+            let (winner, won) = await raceIfUnproven(
+                ordered, of: name, port: port, policy: policy, deadline: deadline, spans: spans)
         {
-            hop.raced = true
-            ordered.insert(ordered.remove(at: index), at: 0)
+            if let index = ordered.firstIndex(where: { $0.ip == winner }) {
+                hop.raced = true
+                ordered.insert(ordered.remove(at: index), at: 0)
+                connection = won
+            } else {
+                won?.close()
+            }
         }
-        return Candidates(addresses: ordered.map(\.ip), name: name)
+        return Candidates(addresses: ordered.map(\.ip), name: name, connection: connection)
     }
 
     /// The ranked answer for `host`: from the overrides or the cache without waiting, else through the pipeline
@@ -122,13 +130,16 @@ struct ExchangeEngine: Sendable {
     /// to the next address, one after sending only for idempotent methods, anything else (a certificate
     /// rejection, the deadline) ends the hop. The time to the answer's head goes back to the scores as a time to first
     /// byte, failures as failures. Records the address, the failed attempts and the time in `hop`.
-    /// - Parameter send: Sends the request pinned to an address (`nil`: unpinned) and returns the answer with the time
-    ///   to its head; its errors are classified by ``PinnedTransport/classify(_:)``.
+    /// - Parameter send: Sends the request pinned to an address (`nil`: unpinned), on the race's connection to it when
+    ///   one is given, and returns the answer with the time to its head; its errors are classified by
+    ///   ``PinnedTransport/classify(_:)``.
     func attempt<Answer: Sendable>(
         _ candidates: Candidates, method: String, url: String, deadline: NIODeadline, spans: HopSpans,
         hop: inout RequestTrace.Hop,
-        send: (IPAddress?) async throws -> (answer: Answer, headLatency: Duration)
+        send: (IPAddress?, DialedConnection?) async throws -> (answer: Answer, headLatency: Duration)
     ) async throws(InterceptionError) -> Answer {
+        // A race's connection that no attempt took (or that the request could not use) does not stay open.
+        defer { candidates.connection?.close() }
         guard NIODeadline.now() < deadline else {
             throw InterceptionError(
                 code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
@@ -139,7 +150,8 @@ struct ExchangeEngine: Sendable {
             let attemptStart = ContinuousClock.now
             let attemptSpan = spans.child("httpdns.attempt", ofKind: .client)
             do {
-                let (answer, headLatency) = try await send(candidate)
+                let connection = index == 0 && candidate == candidates.connection?.address ? candidates.connection : nil
+                let (answer, headLatency) = try await send(candidate, connection)
                 HopSpans.endAttempt(attemptSpan, address: candidate, error: nil)
                 if let candidate, let name = candidates.name {
                     resolver.reportFirstByte(to: candidate, of: name, latency: headLatency)
@@ -199,12 +211,13 @@ struct ExchangeEngine: Sendable {
     static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
 
     /// When the best of `addresses` has not proven itself (never answered, or carrying a failure penalty), races
-    /// TCP connects to them (`connectionAttemptDelay` apart) and returns the first to connect. Every attempt's
-    /// outcome, the losers' included, goes back to the scores. `nil` when no race ran or none connected.
+    /// TCP connects to them (`connectionAttemptDelay` apart) and returns the first to connect, with its connection
+    /// for the request to go out on. Every attempt's outcome, the losers' included, goes back to the scores. `nil`
+    /// when no race ran or none connected.
     private func raceIfUnproven(
         _ addresses: [RankedAddress], of name: HostName, port: Int, policy: ConnectionPolicy, deadline: NIODeadline,
         spans: HopSpans
-    ) async -> IPAddress? {
+    ) async -> (IPAddress, DialedConnection?)? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
         guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,
             !best.isProven
@@ -219,15 +232,15 @@ struct ExchangeEngine: Sendable {
         let raceSpan = spans.child("httpdns.race")
         raceSpan?.attributes["httpdns.race.candidates"] = addresses.count
         defer { raceSpan?.end() }
-        let winner = await race.run(addresses, port: port) { ip, outcome in
+        let winner = await race.runKeepingWinner(addresses, port: port) { ip, outcome in
             switch outcome {
             case .connected(let latency): resolver.reportConnect(to: ip, of: name, latency: latency)
             case .failed: resolver.reportFailure(to: ip, of: name)
             }
         }
-        raceSpan?.attributes["httpdns.race.winner"] = winner?.description
+        raceSpan?.attributes["httpdns.race.winner"] = winner?.0.description
         metrics.races.increment()
-        logger.trace("connection race", metadata: ["host": "\(name)", "winner": "\(winner?.description ?? "-")"])
+        logger.trace("connection race", metadata: ["host": "\(name)", "winner": "\(winner?.0.description ?? "-")"])
         return winner
     }
 }

@@ -48,10 +48,12 @@ final class PinnedTransport: Sendable {
     private let pool: PinnedClientPool
     /// Whether ``pool`` is this transport's own rather than the resolver's.
     private let ownsPool: Bool
-    private let profile: PinnedClientPool.Profile
+    let profile: PinnedClientPool.Profile
     private let eventLoopGroup: any EventLoopGroup
-    private let logger: Logger
+    let logger: Logger
     private let isShutdown = Atomic<Bool>(false)
+    /// Made on the first raced https request (``racedTLSContext()``).
+    let racedTLS = Mutex<NIOSSLContext?>(nil)
 
     /// A transport whose clients come from `sharedPool` (the resolver's) under its own client settings, or from a
     /// pool of its own when that one runs on another event loop group.
@@ -99,10 +101,13 @@ final class PinnedTransport: Sendable {
     /// Sends `exchange` and collects the whole response, within `deadline` (which covers the body too).
     ///
     /// The exchange runs on the event loop through AsyncHTTPClient's delegate API from start to finish, so a request
-    /// costs one hop to the event loop and one back.
+    /// costs one hop to the event loop and one back. With `connection` (what a connection race to `exchange.address`
+    /// won), the request goes out on that connection instead (``RacedExchange``).
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it), or
     ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
-    func execute(_ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int) async throws -> Response {
+    func execute(
+        _ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int, connection: DialedConnection? = nil
+    ) async throws -> Response {
         let lease = try acquire(
             .init(
                 host: exchange.host, address: exchange.address,
@@ -117,6 +122,11 @@ final class PinnedTransport: Sendable {
                     error, host: exchange.host, limit: profile.maximumConnectionsPerHost), requestSent: false)
         }
         defer { gate.leave() }
+        if let connection, let raced = Self.raced(exchange),
+            let answer = try await send(raced, on: connection, deadline: deadline)
+        {
+            return try await Self.collect(answer, limit: maximumResponseBytes)
+        }
         let collector = ResponseCollector(limit: maximumResponseBytes)
         let task: HTTPClient.Task<Response>
         do {
@@ -169,10 +179,13 @@ final class PinnedTransport: Sendable {
     /// established.
     ///
     /// `request.url` must name `host` exactly (lowercased): the pin is AsyncHTTPClient's `dnsOverride` for that name.
+    /// With `connection` (what a connection race to `address` won), a request without a body goes out on that
+    /// connection instead (``RacedExchange``).
     /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it).
     func stream(
         _ request: HTTPClientRequest, host: String, address: IPAddress?, proxy: ProxyEnvironment.Proxy? = nil,
-        deadline: NIODeadline, url: String, logger requestLogger: Logger?
+        deadline: NIODeadline, url: String, logger requestLogger: Logger?, connection: DialedConnection? = nil,
+        raced: RacedExchange? = nil
     ) async throws -> StreamedResponse {
         let pooled = try acquire(
             .init(
@@ -191,6 +204,22 @@ final class PinnedTransport: Sendable {
             gate.leave()
             pool.release(pooled)
         }
+        var answer: RacedExchange.Answer?
+        if let connection, let raced = raced ?? Self.raced(request) {
+            do {
+                answer = try await send(raced, on: connection, deadline: deadline)
+            } catch {
+                lease.end()
+                throw error
+            }
+        }
+        if let answer {
+            let response = HTTPClientResponse(
+                version: answer.head.version, status: answer.head.status, headers: answer.head.headers,
+                body: .stream(answer.body))
+            return streamed(
+                response, headLatency: answer.headLatency, lease: lease, gate: gate, deadline: deadline, url: url)
+        }
         var request = request
         if let value = ExchangeDeadline.headerValue(for: deadline) {
             request.headers.replaceOrAdd(name: ExchangeDeadline.header, value: value)
@@ -203,7 +232,17 @@ final class PinnedTransport: Sendable {
             lease.end()
             throw AttemptFailure(underlying: error, requestSent: !Self.isConnectPhase(error))
         }
-        let headLatency = ContinuousClock.now - started
+        return streamed(
+            response, headLatency: ContinuousClock.now - started, lease: lease, gate: gate, deadline: deadline, url: url
+        )
+    }
+
+    /// `response` with its body watched to its end (which ends `lease`) and held to `deadline`.
+    private func streamed(
+        _ response: HTTPClientResponse, headLatency: Duration, lease: StreamLease, gate: ConnectionGate,
+        deadline: NIODeadline, url: String
+    ) -> StreamedResponse {
+        var response = response
         let watch = BodyWatch()
         response.body = .stream(
             StreamedBody(response.body, end: BodyEnd(lease: lease, watch: watch), deadline: deadline, url: url))
@@ -211,16 +250,19 @@ final class PinnedTransport: Sendable {
         return StreamedResponse(response: response, headLatency: headLatency, lease: lease, watch: watch)
     }
 
-    /// Sends `exchange` as ``stream(_:host:address:proxy:deadline:url:logger:)`` does: returns at the response head,
-    /// and the body streams.
-    func stream(_ exchange: Exchange, deadline: NIODeadline) async throws -> StreamedResponse {
+    /// Sends `exchange` as ``stream(_:host:address:proxy:deadline:url:logger:connection:raced:)`` does: returns at
+    /// the response head, and the body streams.
+    func stream(
+        _ exchange: Exchange, deadline: NIODeadline, connection: DialedConnection? = nil
+    ) async throws -> StreamedResponse {
         var request = HTTPClientRequest(url: exchange.url)
         request.method = HTTPMethod(rawValue: exchange.method)
         request.headers = HTTPHeaders(exchange.headers)
         if let body = exchange.body { request.body = .bytes(ByteBuffer(bytes: body)) }
         return try await stream(
             request, host: exchange.host, address: exchange.address, proxy: exchange.proxy, deadline: deadline,
-            url: exchange.url, logger: nil)
+            url: exchange.url, logger: nil, connection: connection,
+            raced: connection == nil ? nil : Self.raced(exchange))
     }
 
     /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
@@ -315,61 +357,5 @@ final class PinnedTransport: Sendable {
             }
             return (code, failure.message, failure.retry)
         }
-    }
-}
-/// Collects a response on the event loop, with a size cap, the time to the response head, and whether any of the
-/// request was sent.
-///
-/// `@unchecked Sendable`: AsyncHTTPClient calls every delegate method on the request's event loop, one at a time, so
-/// the mutable fields are only touched there; `requestSent` is an atomic because the caller reads it after a failure.
-final class ResponseCollector: HTTPClientResponseDelegate, @unchecked Sendable {
-    typealias Response = PinnedTransport.Response
-
-    struct TooLarge: Error {}
-
-    private let limit: Int
-    private let started = ContinuousClock.now
-    private let sent = Atomic<Bool>(false)
-    private var head: HTTPResponseHead?
-    private var headLatency: Duration = .zero
-    private var body: ByteBuffer?
-
-    init(limit: Int) { self.limit = limit }
-
-    var requestSent: Bool { sent.load(ordering: .acquiring) }
-
-    func didSendRequestHead(task: HTTPClient.Task<Response>, _ head: HTTPRequestHead) {
-        sent.store(true, ordering: .releasing)
-    }
-
-    func didReceiveHead(task: HTTPClient.Task<Response>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
-        self.head = head
-        headLatency = ContinuousClock.now - started
-        if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
-            return task.eventLoop.makeFailedFuture(TooLarge())
-        }
-        return task.eventLoop.makeSucceededVoidFuture()
-    }
-
-    func didReceiveBodyPart(task: HTTPClient.Task<Response>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        var part = buffer
-        if body == nil {
-            body = part
-        } else {
-            body!.writeBuffer(&part)
-        }
-        if (body?.readableBytes ?? 0) > limit { return task.eventLoop.makeFailedFuture(TooLarge()) }
-        return task.eventLoop.makeSucceededVoidFuture()
-    }
-
-    func didFinishRequest(task: HTTPClient.Task<Response>) throws -> Response {
-        guard let head else { throw HTTPClientError.remoteConnectionClosed }
-        return Response(
-            status: Int(head.status.code),
-            version: "HTTP/\(head.version.major).\(head.version.minor)",
-            headers: head.headers.map { ($0.name, $0.value) },
-            body: body ?? ByteBuffer(),
-            headLatency: headLatency
-        )
     }
 }
