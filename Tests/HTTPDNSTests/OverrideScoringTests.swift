@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Synchronization
 import Testing
 import TestSupport
@@ -197,6 +198,44 @@ struct OverrideScoringTests {
             port: Int(live.port)
         ) { _, _ in }
         #expect(none == nil)
+    }
+
+    @Test(
+        "a race can keep its winner's connection: open until taken and closed, closed when dropped, and run() closes it"
+    )
+    func raceKeepsTheWinnersConnection() async throws {
+        let live = try await LocalHTTPServer(host: "127.0.0.176") { _ in .text("ok") }
+        try await withCleanup { () async throws in
+            let race = ConnectionRace(
+                attemptDelay: .milliseconds(50), connectTimeout: TestTiming.scaled(.seconds(3)),
+                prober: TCPConnectProber())
+            let addresses = [
+                RankedAddress(
+                    ip: ip("127.0.0.176"), rank: 1, score: 250, latencyMilliseconds: nil, successes: 0, failures: 0)
+            ]
+            let kept = await race.runKeepingWinner(addresses, port: live.port) { _, _ in }
+            let connection = try #require(kept?.1)
+            #expect(kept?.0 == ip("127.0.0.176") && connection.address == ip("127.0.0.176"))
+            #expect(try await waitUntil { live.connections == 1 })
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(live.closedConnections == 0, "the kept connection stays open")
+            let channel = try #require(connection.take())
+            #expect(channel.isActive)
+            #expect(connection.take() == nil, "a connection is handed over once")
+            connection.close()  // taken: closing is the taker's business
+            #expect(channel.isActive)
+            try await channel.close()
+            #expect(try await waitUntil { live.closedConnections == 1 })
+
+            // Dropped without being taken: closed.
+            do { _ = await race.runKeepingWinner(addresses, port: live.port) { _, _ in } }
+            #expect(try await waitUntil { live.connections == 2 && live.closedConnections == 2 })
+            // run() reports the winner and closes its connection.
+            #expect(await race.run(addresses, port: live.port) { _, _ in } == ip("127.0.0.176"))
+            #expect(try await waitUntil { live.connections == 3 && live.closedConnections == 3 })
+        } cleanup: {
+            await live.stop()
+        }
     }
 
     @Test("the race delay follows a measured connect time, within its bounds")

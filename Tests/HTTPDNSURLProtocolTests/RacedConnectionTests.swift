@@ -44,6 +44,7 @@ struct RacedConnectionTests {
             let hop = try #require(fixture.traces.last?.hops.first)
             #expect(hop.raced && hop.address == IPAddress("127.0.0.170") && hop.failedAttempts.isEmpty)
             #expect(live.connections == 1, "the race's connection carried the request")
+            #expect(try await waitUntil { live.closedConnections == 1 }, "and closed after its one exchange")
 
             // The raced connection carried one exchange; the next request goes through the pinned client.
             let (again, _) = try await fixture.session.data(

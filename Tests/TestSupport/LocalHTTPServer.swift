@@ -69,6 +69,7 @@ public final class LocalHTTPServer: Sendable {
     public let isTLS: Bool
     private let channel: any Channel
     private let accepted: Counter
+    private let closed: Counter
 
     /// Starts a server that answers every request with `handler`.
     /// - Parameters:
@@ -95,10 +96,12 @@ public final class LocalHTTPServer: Sendable {
             return try NIOSSLContext(configuration: configuration)
         }
         let accepted = Counter()
+        let closed = Counter()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 accepted.increment()
+                channel.closeFuture.whenComplete { _ in closed.increment() }
                 return channel.eventLoop.makeCompletedFuture {
                     let handler = Handler(handler: handler, serverAddress: host)
                     if let sslContext {
@@ -120,6 +123,7 @@ public final class LocalHTTPServer: Sendable {
         self.host = host
         self.isTLS = tls != nil
         self.accepted = accepted
+        self.closed = closed
     }
 
     /// The base URL by address, `http://127.0.0.1:PORT` (or https).
@@ -127,6 +131,9 @@ public final class LocalHTTPServer: Sendable {
 
     /// The connections accepted so far.
     public var connections: Int { accepted.value }
+
+    /// The accepted connections that have closed since.
+    public var closedConnections: Int { closed.value }
 
     /// Stops listening.
     public func stop() async {

@@ -101,6 +101,8 @@ package struct TCPConnectProber: ConnectProber {
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.nanoseconds(timeout.wholeNanoseconds))
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            // A kept connection carries a request (as AsyncHTTPClient's connections do, without Nagle's delay).
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
         let connect = bootstrap.connect(to: address)
         do {
             let channel = try await withTaskCancellationHandler {
