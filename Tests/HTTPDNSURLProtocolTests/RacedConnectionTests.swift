@@ -57,6 +57,35 @@ struct RacedConnectionTests {
         }
     }
 
+    @Test(
+        "a server that speaks only HTTP/2 answers the race's HTTP/1.1 request with its preface: the request dials again and gets h2"
+    )
+    func http2OnlyServer() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let server = try await LocalHTTP2DoHServer(certificate: try certificates.leaf(for: "h2only.test"))
+        try await withCleanup { () async throws in
+            let blackhole = try BlackholeListener(ip: "127.0.0.178", port: UInt16(server.port))
+            defer { blackhole.close() }
+            let fixture = try ProtocolFixture {
+                $0.additionalTrustRoots = [certificates.caPath]
+                $0.connectTimeout = TestTiming.scaled(.seconds(1))
+            }
+            try fixture.pin("h2only.test", to: "127.0.0.178", "127.0.0.1")
+            // Without a `dns` parameter the DoH server answers 400: an answer all the same.
+            let url = URL(string: "https://h2only.test:\(server.port)/dns-query")!
+            let (_, response) = try await fixture.session.data(for: URLRequest(url: url))
+            #expect((response as? HTTPURLResponse)?.statusCode == 400)
+            let hop = try #require(fixture.traces.last?.hops.first)
+            #expect(hop.raced && hop.address == IPAddress("127.0.0.1") && hop.failedAttempts.isEmpty)
+            // NIOSSL's server goes on without ALPN when the client offers only http/1.1, then sends its SETTINGS.
+            #expect(server.connections == 2, "the race's connection, then the pinned client's")
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
     @Test("a certificate for another name on the race's connection is rejected, and nothing is sent elsewhere")
     func certificateRejectedOnTheWinner() async throws {
         let certificates = try TestCertificates()
@@ -119,9 +148,10 @@ struct RacedConnectionTests {
             #expect(fixture.traces.first?.bytes == size)
             #expect(live.connections == 1, "the race's connection carried the request")
 
-            // Another host, so another race: its answer stalls after the head and runs into the request's time.
+            // Another host, so another race: its answer stalls after the head and runs into the request's time
+            // (which the race's 250 ms attempt delay, on a loaded machine more, comes out of).
             let stalled = try await fixture.client.execute(
-                HTTPClientRequest(url: "http://stall.test:\(live.port)/stall"), timeout: .seconds(1))
+                HTTPClientRequest(url: "http://stall.test:\(live.port)/stall"), timeout: .seconds(3))
             let late = await #expect(throws: InterceptionError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }

@@ -49,6 +49,13 @@ struct RacedExchange: Sendable {
         self.tlsHost = isTLS ? host : nil
     }
 
+    /// The server answered with an HTTP/2 connection preface: it speaks only HTTP/2 and went on without ALPN (as
+    /// some do when the client offers only `http/1.1`). It cannot have taken the HTTP/1.1 request for one, so the
+    /// request counts as not sent and goes through the pinned client, which negotiates HTTP/2.
+    struct SpeaksOnlyHTTP2: Error, CustomStringConvertible {
+        var description: String { "the server speaks only HTTP/2" }
+    }
+
     /// The answer's head, the time to it from the start of the exchange, and the body as it arrives.
     struct Answer: Sendable {
         var head: HTTPResponseHead
@@ -82,6 +89,7 @@ struct RacedExchange: Sendable {
                     guard let tls else { throw NIOSSLExtraError.invalidSNIHostname }
                     try pipeline.addHandler(NIOSSLClientHandler(context: tls, serverHostname: host))
                 }
+                try pipeline.addHandler(HTTP2PrefaceSniffer())
                 try pipeline.addHandler(HTTPRequestEncoder())
                 try pipeline.addHandler(
                     ByteToMessageHandler(
@@ -256,7 +264,8 @@ final class RacedExchangeHandler: ChannelDuplexHandler {
         case .connecting:
             answer.fail(PinnedTransport.AttemptFailure(underlying: error, requestSent: false))
         case .sent:
-            answer.fail(PinnedTransport.AttemptFailure(underlying: error, requestSent: true))
+            let understood = !(error is RacedExchange.SpeaksOnlyHTTP2)
+            answer.fail(PinnedTransport.AttemptFailure(underlying: error, requestSent: understood))
         case .streaming(let source):
             source.finish(error)
         case .done:
@@ -271,6 +280,31 @@ final class RacedExchangeHandler: ChannelDuplexHandler {
         timer?.cancel()
         timer = nil
         context?.close(promise: nil)
+    }
+}
+
+/// Tells an HTTP/2 server's first bytes (a frame header, whose length starts with a zero byte, with SETTINGS as its
+/// type) from an HTTP/1.1 answer (`HTTP/…`) before the response decoder sees them, and fails the exchange with
+/// ``RacedExchange/SpeaksOnlyHTTP2`` for the former. Only the first read is looked at.
+final class HTTP2PrefaceSniffer: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private var checked = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !checked {
+            checked = true
+            let bytes = unwrapInboundIn(data)
+            let start = bytes.readerIndex
+            if bytes.getInteger(at: start, as: UInt8.self) == 0,
+                bytes.readableBytes < 4 || bytes.getInteger(at: start + 3, as: UInt8.self) == 0x04
+            {
+                context.fireErrorCaught(RacedExchange.SpeaksOnlyHTTP2())
+                return
+            }
+        }
+        context.fireChannelRead(data)
     }
 }
 
@@ -293,8 +327,9 @@ extension PinnedTransport {
     }
 
     /// Sends `raced` on the connection the race won, and returns at the response head. `nil` when the connection
-    /// was gone or could not carry the request before any of it went out (the server closed it meanwhile, or TLS
-    /// did not agree on HTTP/1.1): the caller then sends through the pinned client, which dials again. A rejected
+    /// was gone or could not carry the request (the server closed it meanwhile, TLS did not agree on HTTP/1.1, or the
+    /// server answered with an HTTP/2 preface): the caller then sends through the pinned client, which dials again
+    /// (and negotiates HTTP/2 where the server wants it). A rejected
     /// certificate, a handshake that timed out, or a failure after sending is thrown as it is.
     func send(
         _ raced: RacedExchange, on connection: DialedConnection, deadline: NIODeadline
