@@ -16,7 +16,8 @@ struct RaceTrustTests {
     static let name = "multi.test"
 
     /// Runs `body` with a racing resolver. With `slowLocal`, c-ares asks a server that never answers first, so its
-    /// answer comes a timeout (1 s) after the DoH answer. The DoH connection is made before `body` runs, so the race
+    /// answer comes a timeout (1 s, scaled for sanitizer runs, where a DoH answer once took longer) after the DoH
+    /// answer. The DoH connection is made before `body` runs, so the race
     /// is between answers, not against a TLS handshake on a loaded machine.
     static func withRace(
         slowLocal: Bool, trustLocal: Bool = false, _ body: (HostResolver) async throws -> Void
@@ -29,7 +30,7 @@ struct RaceTrustTests {
                 let cares = try CAresResolver(
                     configuration: .init(
                         servers: slowLocal ? [silent.address, local.address] : [local.address],
-                        timeout: .seconds(1), tries: 1))
+                        timeout: TestTiming.scaled(.seconds(1)), tries: 1))
                 _ = try? await doh.resolve(try HostName("warm-up.test"), family: .ipv4)
                 let resolver = HostResolver(
                     upstreams: [
@@ -55,9 +56,9 @@ struct RaceTrustTests {
         try await Self.withRace(slowLocal: true) { resolver in
             let answer = try await resolver.resolveRanked(Self.name, family: .ipv4)
             #expect(answer.origin == "doh")
-            // Let the local answer arrive (after its 1 s timeout) and be judged.
+            // Let the local answer arrive (after its 1 s timeout, scaled) and be judged.
             await resolver.waitForBackgroundWork()
-            try await Task.sleep(for: .milliseconds(1500))
+            try await Task.sleep(for: TestTiming.scaled(.milliseconds(1500)))
             await resolver.waitForBackgroundWork()
             #expect(try Self.cached(resolver) == ["192.0.2.1", "192.0.2.2"])
         }
