@@ -69,11 +69,13 @@ struct RacedExchange: Sendable {
     >
 
     /// Sends the exchange on `channel` (connected, nothing in its pipeline) and returns at the response head.
-    /// - Parameter tls: The client TLS context (verification on, ALPN `http/1.1`); used when ``tlsHost`` is set.
+    /// - Parameters:
+    ///   - tls: The client TLS context (verification on, ALPN `http/1.1`); required when ``tlsHost`` is set (the
+    ///     pinned transport always passes it then).
+    ///   - handshakeTimeout: How long the TLS handshake may take (the pinned clients' connect timeout); a handshake
+    ///     that outlasts it fails as a connect failure, before anything was sent.
     /// - Throws: ``PinnedTransport/AttemptFailure`` around the NIO, NIOSSL or HTTP error, saying whether the request
     ///   had gone out.
-    /// - Parameter handshakeTimeout: How long the TLS handshake may take (the pinned clients' connect timeout); a
-    ///   handshake that outlasts it fails as a connect failure, before anything was sent.
     func send(
         on channel: any Channel, tls: NIOSSLContext?, handshakeTimeout: Duration, deadline: NIODeadline
     ) async throws -> Answer {
