@@ -33,6 +33,8 @@ let package = Package(
             path: "Sources/H2Ceiling",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // CPU time per request beside the rates (getrusage).
+        .target(name: "BenchSupport", path: "Sources/BenchSupport", swiftSettings: [.swiftLanguageMode(.v6)]),
         // The C baseline: c-ares driven directly from epoll, the same way the Swift resolver drives it.
         .target(
             name: "CAresDriver",
@@ -77,6 +79,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "HTTPDNS", package: rootPackage),
+                "BenchSupport",
             ],
             path: "Benchmarks/DoHBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v6)],
@@ -89,6 +92,7 @@ let package = Package(
                 .product(name: "HTTPDNS", package: rootPackage),
                 .product(name: "HTTPDNSURLProtocol", package: rootPackage),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "BenchSupport",
             ],
             path: "Benchmarks/URLProtocolBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v6)],

@@ -62,6 +62,19 @@ struct PinnedClientPoolTests {
         #expect(throws: DNSError.self) { try pool.register(first) }
     }
 
+    @Test("pinned clients carry no tracer of their own: the fronts' hop spans never hold the URL's query")
+    func clientsDoNotTrace() async throws {
+        let pool = PinnedClientPool(logger: Self.logger)
+        let profile = Self.profile()
+        try pool.register(profile)
+        let lease = try pool.acquire(Self.target("web.test"), profile: profile)
+        // AsyncHTTPClient's default is the process's tracer (a no-op one here, not nil): its request span would add
+        // `url.full` and `url.query` beside the front's hop span, and build those attributes even when not recording.
+        #expect(lease.client.tracer == nil)
+        pool.release(lease)
+        await pool.shutdown()
+    }
+
     @Test("a profile keeps at most its limit: the least recently used goes, a busy one once its request ends")
     func leastRecentlyUsedPerProfile() async throws {
         let pool = PinnedClientPool(logger: Self.logger)

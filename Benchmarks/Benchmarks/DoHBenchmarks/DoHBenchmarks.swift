@@ -1,3 +1,4 @@
+import BenchSupport
 import Benchmark
 import Foundation
 import HTTPDNS
@@ -22,6 +23,9 @@ extension BenchmarkMetric {
         "h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
     static let dohRatio = BenchmarkMetric.custom("Swift/h2load %", polarity: .prefersLarger, useScalingFactor: false)
     static let swiftDoHP50 = BenchmarkMetric.custom("Swift DoH p50 latency (us)", useScalingFactor: false)
+    /// CPU per request, every thread of the process: less swayed by the scheduling of the shared cores than the rates.
+    static let swiftCPU = BenchmarkMetric.custom("Swift CPU per lookup (ns)", useScalingFactor: false)
+    static let h2loadCPU = BenchmarkMetric.custom("h2load CPU per request (ns)", useScalingFactor: false)
 }
 
 struct DoHSetup {
@@ -101,7 +105,9 @@ let benchmarks: @Sendable () -> Void = {
     }
     Benchmark(
         "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
-        configuration: .init(metrics: [.wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .mallocCountTotal])
+        configuration: .init(metrics: [
+            .wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .swiftCPU, .h2loadCPU, .mallocCountTotal,
+        ])
     ) { benchmark in
         let resolver = try HTTPDNSResolver(
             configuration: .init(
@@ -113,8 +119,12 @@ let benchmarks: @Sendable () -> Void = {
         )
         let hosts = try (0..<200).map { try HostName("n\($0).test") }
         _ = try await resolver.resolve(hosts[0], family: .ipv4)  // connect and handshake outside the measurement
-        let h2load = try runH2load(uris: setup.uris)
-        let swift = try await runSwiftDoH(resolver, hosts: hosts)
+        let (h2load, h2loadCPU) = try await CPUTime.measure(.children) { try runH2load(uris: setup.uris) }
+        let (swift, swiftCPU) = try await CPUTime.measure(.process) {
+            try await runSwiftDoH(resolver, hosts: hosts)
+        }
+        benchmark.measurement(.swiftCPU, Int((swiftCPU * 1000 / Double(dohBatch)).rounded()))
+        benchmark.measurement(.h2loadCPU, Int((h2loadCPU * 1000 / Double(dohBatch)).rounded()))
         benchmark.measurement(.swiftRate, Int(swift.rate))
         benchmark.measurement(.h2loadRate, Int(h2load))
         benchmark.measurement(.dohRatio, Int((swift.rate / h2load * 100).rounded()))

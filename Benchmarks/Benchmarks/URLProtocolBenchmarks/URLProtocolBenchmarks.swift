@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BenchSupport
 import Benchmark
 import Foundation
 #if canImport(FoundationNetworking)
@@ -31,6 +32,9 @@ extension BenchmarkMetric {
     static let plainP50 = BenchmarkMetric.custom("URLSession alone p50 (us)", useScalingFactor: false)
     static let addedP50 = BenchmarkMetric.custom("added p50 (us, negative = faster)", useScalingFactor: false)
     static let resolveP50 = BenchmarkMetric.custom("protocol resolve+rewrite p50 (us)", useScalingFactor: false)
+    /// The process's CPU (every thread) per request in the throughput runs: steadier than the rates on shared cores.
+    static let protocolCPU = BenchmarkMetric.custom("with protocol CPU/request (us)", useScalingFactor: false)
+    static let plainCPU = BenchmarkMetric.custom("alone CPU/request (us)", useScalingFactor: false)
 }
 
 /// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
@@ -168,15 +172,21 @@ let benchmarks: @Sendable () -> Void = {
             name,
             configuration: .init(metrics: [
                 .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+                .protocolCPU, .plainCPU,
             ])
         ) { benchmark in
             // Warm both: connections open, the host cached.
             _ = try await throughput(intercepted, url: protocolURL, count: workers * 4, workers: workers)
             _ = try await throughput(plain, url: plainURL, count: workers * 4, workers: workers)
             times.reset()
-            let plainRate = try await throughput(plain, url: plainURL, count: requestsPerRun, workers: workers)
-            let protocolRate = try await throughput(
-                intercepted, url: protocolURL, count: requestsPerRun, workers: workers)
+            let (plainRate, plainCPU) = try await CPUTime.measure(.process) {
+                try await throughput(plain, url: plainURL, count: requestsPerRun, workers: workers)
+            }
+            let (protocolRate, protocolCPU) = try await CPUTime.measure(.process) {
+                try await throughput(intercepted, url: protocolURL, count: requestsPerRun, workers: workers)
+            }
+            benchmark.measurement(.plainCPU, Int((plainCPU / Double(requestsPerRun)).rounded()))
+            benchmark.measurement(.protocolCPU, Int((protocolCPU / Double(requestsPerRun)).rounded()))
             precondition(
                 times.count >= requestsPerRun / workers * workers, "the requests did not go through the protocol")
             let plainP50 = try await medianLatency(plain, url: plainURL, count: latencySamples)
@@ -206,6 +216,7 @@ let benchmarks: @Sendable () -> Void = {
         "HTTPDNSClient vs AsyncHTTPClient alone: 1 KiB keep-alive, \(concurrency) concurrent",
         configuration: .init(metrics: [
             .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+            .protocolCPU, .plainCPU,
         ])
     ) { benchmark in
         let viaFront: @Sendable () async throws -> Int = {
@@ -220,8 +231,14 @@ let benchmarks: @Sendable () -> Void = {
         // AsyncHTTPClient answers about five times faster than URLSession here: ten times the requests make each run
         // last about as long as the URLSession pairs', long enough for a steady rate.
         let count = requestsPerRun * 10
-        let plainRate = try await throughput(count: count, workers: concurrency, alone)
-        let frontRate = try await throughput(count: count, workers: concurrency, viaFront)
+        let (plainRate, plainCPU) = try await CPUTime.measure(.process) {
+            try await throughput(count: count, workers: concurrency, alone)
+        }
+        let (frontRate, frontCPU) = try await CPUTime.measure(.process) {
+            try await throughput(count: count, workers: concurrency, viaFront)
+        }
+        benchmark.measurement(.plainCPU, Int((plainCPU / Double(count)).rounded()))
+        benchmark.measurement(.protocolCPU, Int((frontCPU / Double(count)).rounded()))
         precondition(times.count >= count / concurrency * concurrency, "the requests did not go through HTTPDNSClient")
         let plainP50 = try await medianLatency(count: latencySamples, alone)
         let frontP50 = try await medianLatency(count: latencySamples, viaFront)
