@@ -286,6 +286,43 @@ struct HTTPDNSClientTests {
         }
     }
 
+    @Test("one keep-alive connection holds each exchange to its own deadline, later or earlier than the one before")
+    func deadlinesOnOneConnection() async throws {
+        let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
+            switch request.path {
+            case "/drip": .drip(bytes: 8, every: .milliseconds(200))
+            case "/stall": .stall
+            default: .text("fine")
+            }
+        }
+        try await withCleanup { () async throws in
+            let fixture = try Fixture { $0.maximumConnectionsPerHost = 1 }
+            try fixture.pin("d.test", to: "127.0.0.5")
+            let base = "http://d.test:\(server.port)"
+            // A short deadline first: the connection's timer is armed for it and outlives the exchange.
+            let (status, text) = try await fixture.text(HTTPClientRequest(url: "\(base)/fine"), timeout: .seconds(1))
+            #expect(status == 200 && text == "fine")
+            // The next exchange has a later deadline and a body that outlasts the first one's: the timer fires in the
+            // middle of it and must be armed again, not end it.
+            let (dripStatus, dripped) = try await fixture.text(
+                HTTPClientRequest(url: "\(base)/drip"), timeout: .seconds(30))
+            #expect(dripStatus == 200 && dripped == "........")
+            #expect(server.connections == 1, "both exchanges went over one connection")
+            // Then an earlier deadline than the armed one (the drip's, 30 s): a stalled body ends at its own.
+            let started = ContinuousClock.now
+            let stalled = try await fixture.client.execute(
+                HTTPClientRequest(url: "\(base)/stall"), timeout: .seconds(1))
+            let late = await #expect(throws: InterceptionError.self) {
+                _ = try await stalled.body.collect(upTo: 1 << 20)
+            }
+            #expect(late?.code == .timedOut)
+            #expect(ContinuousClock.now - started < TestTiming.scaled(.seconds(10)))
+            await fixture.shutdown()
+        } cleanup: {
+            await server.stop()
+        }
+    }
+
     @Test("the timeout covers a stalled answer; a dropped body gives its connection back; cancellation ends a request")
     func timeoutsAndRelease() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in

@@ -65,15 +65,22 @@ package enum ExchangeDeadline {
         let install: () throws -> Void
     }
 
-    /// Arms a timer for each request head carrying ``header`` and disarms it at the response's end. AsyncHTTPClient
-    /// runs one exchange at a time on a connection or stream, so one timer is enough.
+    /// Holds each exchange whose request head carries ``header`` to that deadline. AsyncHTTPClient runs one exchange
+    /// at a time on a connection or stream, so one timer is enough.
+    ///
+    /// The timer outlives the exchange: the next exchange on a keep-alive connection usually has a later deadline and
+    /// keeps it, and when it fires before that deadline it is armed again for it. So an exchange schedules no timer
+    /// of its own unless its deadline is earlier than the armed one.
     final class Handler: ChannelDuplexHandler, RemovableChannelHandler {
         typealias InboundIn = HTTPClientResponsePart
         typealias InboundOut = HTTPClientResponsePart
         typealias OutboundIn = HTTPClientRequestPart
         typealias OutboundOut = HTTPClientRequestPart
 
-        private var timer: Scheduled<Void>?
+        /// The deadline of the exchange in progress; `nil` between exchanges.
+        private var deadline: NIODeadline?
+        /// The armed timer and when it fires.
+        private var timer: (task: Scheduled<Void>, firesAt: NIODeadline)?
 
         func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
             guard case .head(var head) = unwrapOutboundIn(data), let value = head.headers.first(name: header) else {
@@ -81,22 +88,43 @@ package enum ExchangeDeadline {
                 return
             }
             head.headers.remove(name: header)
-            disarm()
             if let nanoseconds = UInt64(value) {
-                timer = context.eventLoop.assumeIsolated().scheduleTask(
-                    deadline: .uptimeNanoseconds(nanoseconds)
-                ) { [weak self] in
-                    guard let self, self.timer != nil else { return }
-                    self.timer = nil
-                    context.fireErrorCaught(Exceeded())
-                    context.close(promise: nil)
+                let deadline = NIODeadline.uptimeNanoseconds(nanoseconds)
+                self.deadline = deadline
+                if let timer, timer.firesAt <= deadline {
+                    // Fires in time; if early, it is armed again for this deadline then.
+                } else {
+                    timer?.task.cancel()
+                    arm(context: context, at: deadline)
                 }
+            } else {
+                deadline = nil
             }
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         }
 
+        private func arm(context: ChannelHandlerContext, at firesAt: NIODeadline) {
+            let task = context.eventLoop.assumeIsolated().scheduleTask(deadline: firesAt) { [weak self] () -> Void in
+                guard let self else { return }
+                self.timerFired(context: context)
+            }
+            timer = (task, firesAt)
+        }
+
+        private func timerFired(context: ChannelHandlerContext) {
+            timer = nil
+            guard let deadline else { return }
+            guard deadline <= .now() else {
+                arm(context: context, at: deadline)
+                return
+            }
+            self.deadline = nil
+            context.fireErrorCaught(Exceeded())
+            context.close(promise: nil)
+        }
+
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            if case .end = unwrapInboundIn(data) { disarm() }
+            if case .end = unwrapInboundIn(data) { deadline = nil }
             context.fireChannelRead(data)
         }
 
@@ -110,7 +138,8 @@ package enum ExchangeDeadline {
         }
 
         private func disarm() {
-            timer?.cancel()
+            deadline = nil
+            timer?.task.cancel()
             timer = nil
         }
     }
