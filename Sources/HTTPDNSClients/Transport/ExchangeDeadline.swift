@@ -91,9 +91,8 @@ package enum ExchangeDeadline {
             if let nanoseconds = UInt64(value) {
                 let deadline = NIODeadline.uptimeNanoseconds(nanoseconds)
                 self.deadline = deadline
-                if let timer, timer.firesAt <= deadline {
-                    // Fires in time; if early, it is armed again for this deadline then.
-                } else {
+                // A timer that fires by this deadline stays (if early, it is armed again for this one then).
+                if timer.map({ $0.firesAt > deadline }) ?? true {
                     timer?.task.cancel()
                     arm(context: context, at: deadline)
                 }
