@@ -97,16 +97,22 @@ func throughput(count: Int, workers: Int, _ execute: @escaping @Sendable () asyn
     return Double(count / workers * workers) / (microseconds(ContinuousClock.now - start) / 1e6)
 }
 
-/// The median latency of `count` sequential GETs through `execute`.
-func medianLatency(count: Int, _ execute: () async throws -> Int) async throws -> Double {
-    var samples: [Double] = []
-    for _ in 0..<count {
-        let start = ContinuousClock.now
-        let size = try await execute()
-        samples.append(microseconds(ContinuousClock.now - start))
-        precondition(size == 1024)
+/// The median latencies of `count` sequential GETs through each of `first` and `second`, taken in turn (the order
+/// swapped every round), so a machine that speeds up or slows down during the run weighs on both alike.
+func interleavedMedianLatencies(
+    count: Int, _ first: () async throws -> Int, _ second: () async throws -> Int
+) async throws -> (first: Double, second: Double) {
+    var samples: ([Double], [Double]) = ([], [])
+    for round in 0..<count {
+        for side in round.isMultiple(of: 2) ? [0, 1] : [1, 0] {
+            let start = ContinuousClock.now
+            let size = try await side == 0 ? first() : second()
+            let elapsed = microseconds(ContinuousClock.now - start)
+            precondition(size == 1024)
+            if side == 0 { samples.0.append(elapsed) } else { samples.1.append(elapsed) }
+        }
     }
-    return samples.sorted()[count / 2]
+    return (samples.0.sorted()[count / 2], samples.1.sorted()[count / 2])
 }
 
 /// One GET through an AsyncHTTPClient-shaped `execute`, its body read whole; returns the body's size.
@@ -240,8 +246,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(.plainCPU, Int((plainCPU / Double(count)).rounded()))
         benchmark.measurement(.protocolCPU, Int((frontCPU / Double(count)).rounded()))
         precondition(times.count >= count / concurrency * concurrency, "the requests did not go through HTTPDNSClient")
-        let plainP50 = try await medianLatency(count: latencySamples, alone)
-        let frontP50 = try await medianLatency(count: latencySamples, viaFront)
+        let (plainP50, frontP50) = try await interleavedMedianLatencies(count: latencySamples, alone, viaFront)
         benchmark.measurement(.protocolRate, Int(frontRate))
         benchmark.measurement(.plainRate, Int(plainRate))
         benchmark.measurement(.rateRatio, Int((frontRate / plainRate * 100).rounded()))
