@@ -53,6 +53,7 @@ addDOHLocal("127.0.0.1:$doh_port", "$work/doh.pem", "$work/doh.key", "/dns-query
 EOF
 dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
 pids+=($!)
+doh_servers="$!:${pids[0]}"  # dnsdist and dnsmasq: the DoH benchmark reads their CPU time
 # The same RFC 8484 GET requests the Swift side sends (A queries, ID 0, RD), for h2load.
 python3 - "$doh_port" > "$work/uris.txt" <<'PY'
 import base64, struct, sys
@@ -94,7 +95,7 @@ pids+=($!)
 sleep 0.5
 
 export HTTPDNS_BENCH_HTTP="127.0.0.1:$http_port"
-export HTTPDNS_BENCH_DOH="url=https://doh.bench:$doh_port/dns-query,ca=$work/ca.pem,uris=$work/uris.txt"
+export HTTPDNS_BENCH_DOH="url=https://doh.bench:$doh_port/dns-query,ca=$work/ca.pem,uris=$work/uris.txt,servers=$doh_servers"
 export HTTPDNS_BENCH_SERVERS="dnsmasq=127.0.0.1:$dnsmasq_port,unbound=127.0.0.1:$unbound_port"
 cd "$here"
 swift package benchmark --no-progress "$@"

@@ -27,7 +27,19 @@ package final class Locked<Value: ~Copyable>: @unchecked Sendable {
     package init(_ initialValue: consuming sending Value) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        #if canImport(Glibc)
+            // Adaptive: a thread that finds the lock taken spins briefly (a bounded number of tries) before sleeping
+            // in the kernel. The package's critical sections are short, so the holder is nearly always out before
+            // the spin ends and the waiter is spared a futex sleep and two context switches (the DoH client's
+            // hand-over lock, taken by every lookup and by the event loop, was one such: Benchmarks/README.md).
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+            pthread_mutex_init(mutex, &attributes)
+            pthread_mutexattr_destroy(&attributes)
+        #else
+            pthread_mutex_init(mutex, nil)
+        #endif
         value = initialValue
     }
 

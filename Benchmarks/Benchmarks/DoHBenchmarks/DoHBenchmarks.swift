@@ -26,12 +26,19 @@ extension BenchmarkMetric {
     /// CPU per request, every thread of the process: less swayed by the scheduling of the shared cores than the rates.
     static let swiftCPU = BenchmarkMetric.custom("Swift CPU per lookup (ns)", useScalingFactor: false)
     static let h2loadCPU = BenchmarkMetric.custom("h2load CPU per request (ns)", useScalingFactor: false)
+    /// dnsdist's and dnsmasq's CPU per request while h2load asks, and while the Swift side asks relative to it: what
+    /// a client's way of sending costs the servers, and so the share of the 2 cores left to the client.
+    static let serverCPU = BenchmarkMetric.custom("servers' CPU per h2load request (us)", useScalingFactor: false)
+    static let serverCPURatio = BenchmarkMetric.custom(
+        "servers' CPU per request, Swift/h2load %", useScalingFactor: false)
 }
 
 struct DoHSetup {
     var url: String
     var ca: String
     var uris: String
+    /// The servers' process IDs (dnsdist, dnsmasq).
+    var servers: [Int32]
 
     init?() {
         let spec = ProcessInfo.processInfo.environment["HTTPDNS_BENCH_DOH"] ?? ""
@@ -44,6 +51,7 @@ struct DoHSetup {
         self.url = url
         self.ca = ca
         self.uris = uris
+        self.servers = (fields["servers"] ?? "").split(separator: ":").compactMap { Int32($0) }
     }
 }
 
@@ -106,7 +114,8 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
         configuration: .init(metrics: [
-            .wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .swiftCPU, .h2loadCPU, .mallocCountTotal,
+            .wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .swiftCPU, .h2loadCPU, .serverCPU,
+            .serverCPURatio, .mallocCountTotal,
         ])
     ) { benchmark in
         let resolver = try HTTPDNSResolver(
@@ -119,9 +128,15 @@ let benchmarks: @Sendable () -> Void = {
         )
         let hosts = try (0..<200).map { try HostName("n\($0).test") }
         _ = try await resolver.resolve(hosts[0], family: .ipv4)  // connect and handshake outside the measurement
-        let (h2load, h2loadCPU) = try await CPUTime.measure(.children) { try runH2load(uris: setup.uris) }
-        let (swift, swiftCPU) = try await CPUTime.measure(.process) {
-            try await runSwiftDoH(resolver, hosts: hosts)
+        let ((h2load, h2loadCPU), serverCPUH2load) = try await CPUTime.measure(.processes(setup.servers)) {
+            try await CPUTime.measure(.children) { try runH2load(uris: setup.uris) }
+        }
+        let ((swift, swiftCPU), serverCPUSwift) = try await CPUTime.measure(.processes(setup.servers)) {
+            try await CPUTime.measure(.process) { try await runSwiftDoH(resolver, hosts: hosts) }
+        }
+        if serverCPUH2load > 0 {  // 0 when run.sh did not pass the servers' process IDs
+            benchmark.measurement(.serverCPU, Int((serverCPUH2load / Double(dohBatch)).rounded()))
+            benchmark.measurement(.serverCPURatio, Int((serverCPUSwift / serverCPUH2load * 100).rounded()))
         }
         benchmark.measurement(.swiftCPU, Int((swiftCPU * 1000 / Double(dohBatch)).rounded()))
         benchmark.measurement(.h2loadCPU, Int((h2loadCPU * 1000 / Double(dohBatch)).rounded()))

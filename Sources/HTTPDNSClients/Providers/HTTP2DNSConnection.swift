@@ -152,10 +152,13 @@ package final class HTTP2DNSConnection: Sendable {
                 guard schedule else { return }
                 let handedOver = self.handedOver
                 eventLoop.execute {
-                    let burst = handedOver.withLock { pending in
+                    // The burst is taken by swapping in an empty array made before the lock: the lock is held
+                    // for two moves, never for an allocation, so lookups handing over meanwhile rarely wait.
+                    var burst = [HTTP2DNSExchange]()
+                    burst.reserveCapacity(16)
+                    handedOver.withLock { pending in
                         pending.scheduled = false
-                        defer { pending.exchanges.removeAll(keepingCapacity: true) }
-                        return pending.exchanges
+                        swap(&burst, &pending.exchanges)
                     }
                     for exchange in burst { streams.value.start(exchange) }
                 }
