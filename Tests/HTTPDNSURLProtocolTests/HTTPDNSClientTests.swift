@@ -290,7 +290,7 @@ struct HTTPDNSClientTests {
     func deadlinesOnOneConnection() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
             switch request.path {
-            case "/drip": .drip(bytes: 8, every: .milliseconds(200))
+            case "/drip": .drip(bytes: 8, every: TestTiming.scaled(.milliseconds(200)))
             case "/stall": .stall
             default: .text("fine")
             }
@@ -299,13 +299,15 @@ struct HTTPDNSClientTests {
             let fixture = try Fixture { $0.maximumConnectionsPerHost = 1 }
             try fixture.pin("d.test", to: "127.0.0.5")
             let base = "http://d.test:\(server.port)"
-            // A short deadline first: the connection's timer is armed for it and outlives the exchange.
-            let (status, text) = try await fixture.text(HTTPClientRequest(url: "\(base)/fine"), timeout: .seconds(1))
+            // A short deadline first: the connection's timer is armed for it and outlives the exchange. It and the
+            // drip below scale together (a sanitized run is slower), so the drip always outlasts it.
+            let (status, text) = try await fixture.text(
+                HTTPClientRequest(url: "\(base)/fine"), timeout: TimeAmount(TestTiming.scaled(.seconds(1))))
             #expect(status == 200 && text == "fine")
             // The next exchange has a later deadline and a body that outlasts the first one's: the timer fires in the
             // middle of it and must be armed again, not end it.
             let (dripStatus, dripped) = try await fixture.text(
-                HTTPClientRequest(url: "\(base)/drip"), timeout: .seconds(30))
+                HTTPClientRequest(url: "\(base)/drip"), timeout: TimeAmount(TestTiming.scaled(.seconds(30))))
             #expect(dripStatus == 200 && dripped == "........")
             #expect(server.connections == 1, "both exchanges went over one connection")
             // Then an earlier deadline than the armed one (the drip's, 30 s): a stalled body ends at its own.
