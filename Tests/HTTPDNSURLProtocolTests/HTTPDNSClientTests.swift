@@ -310,7 +310,7 @@ struct HTTPDNSClientTests {
                 HTTPClientRequest(url: "\(base)/drip"), timeout: TimeAmount(TestTiming.scaled(.seconds(30))))
             #expect(dripStatus == 200 && dripped == "........")
             #expect(server.connections == 1, "both exchanges went over one connection")
-            // Then an earlier deadline than the armed one (the drip's, 30 s): a stalled body ends at its own.
+            // Then an earlier deadline than the armed one (the drip's): a stalled body ends at its own.
             let started = ContinuousClock.now
             let stalled = try await fixture.client.execute(
                 HTTPClientRequest(url: "\(base)/stall"), timeout: .seconds(1))
