@@ -56,6 +56,10 @@ package final class HTTP2ClientSession {
     private let session: OpaquePointer
     fileprivate unowned(unsafe) let delegate: any HTTP2ClientSessionDelegate
     private var streams: [Int32: Stream] = [:]
+    /// The stream the callbacks asked for last: nghttp2 reports a response's header fields, DATA and end one after
+    /// another, so most look-ups are answered here without hashing.
+    private var recentID: Int32 = 0
+    private var recent: Stream?
     /// Header names and values of the request being submitted, and their nghttp2_nv entries (reused).
     private var fieldBytes: [UInt8] = []
     private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
@@ -182,8 +186,16 @@ package final class HTTP2ClientSession {
 
     // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)
 
+    /// The state of `id`, if it is open.
+    private func state(of id: Int32) -> Stream? {
+        if id == recentID, let recent { return recent }
+        let found = streams[id]
+        (recentID, recent) = (id, found)
+        return found
+    }
+
     fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard let state = streams[stream] else { return }
+        guard let state = state(of: stream) else { return }
         if name.equals(":status") {
             // Informational answers (1xx) come before the real one; only the final status is kept. nghttp2 has
             // checked that it is three digits.
@@ -198,7 +210,7 @@ package final class HTTP2ClientSession {
     }
 
     fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let state = streams[stream], !state.reported else { return }
+        guard let state = state(of: stream), !state.reported else { return }
         guard state.received.count + bytes.count <= state.limit else {
             state.reported = true
             state.received = []
@@ -215,7 +227,7 @@ package final class HTTP2ClientSession {
             return
         }
         guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
-            flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = streams[stream], !state.reported
+            flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, let state = state(of: stream), !state.reported
         else { return }
         state.reported = true
         let body = state.received
@@ -228,11 +240,12 @@ package final class HTTP2ClientSession {
     }
 
     fileprivate func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
-        guard let state = streams[stream] else { return (0, true) }
+        guard let state = state(of: stream) else { return (0, true) }
         return state.body.read(into: buffer, length: length)
     }
 
     fileprivate func closed(_ stream: Int32, code: UInt32) {
+        if stream == recentID { (recentID, recent) = (0, nil) }
         guard let state = streams.removeValue(forKey: stream), !state.reported else { return }
         delegate.streamFailed(stream: stream, code: code)
     }

@@ -160,7 +160,10 @@ package final class HTTP2DNSConnection: Sendable {
                         pending.scheduled = false
                         swap(&burst, &pending.exchanges)
                     }
-                    for exchange in burst { streams.value.start(exchange) }
+                    // One loop check and one clock read for the whole burst.
+                    let table = streams.value
+                    let now = NIODeadline.now()
+                    for exchange in burst { table.start(exchange, now: now) }
                 }
             }
         } onCancel: {

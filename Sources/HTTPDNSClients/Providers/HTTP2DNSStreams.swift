@@ -14,6 +14,9 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
     package typealias InboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
 
+    // The closures this handler gives its event loop (the flush, the timer, a write's failure) hold it strongly:
+    // each ends when it runs or is cancelled (shutDown cancels the timer), and a weak reference would give the
+    // handler a side table, putting every retain and release of it on the slow path.
     private var context: ChannelHandlerContext?
     private var session: HTTP2ClientSession?
     private var active: [Int32: HTTP2DNSExchange] = [:]
@@ -52,7 +55,8 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
 
     // MARK: Requests
 
-    package func start(_ exchange: HTTP2DNSExchange) {
+    /// Opens a stream for `exchange`, its deadline counted from `now`.
+    package func start(_ exchange: HTTP2DNSExchange, now: NIODeadline) {
         guard !exchange.cancelled else {
             exchange.finish(.failure(CancellationError()))
             return
@@ -76,7 +80,6 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
         }
         streamsStarted += 1
         if id >= Int32.max - 2 { retire() }
-        let now = NIODeadline.now()
         lastActivity = now
         exchange.streamID = id
         exchange.deadline = now + exchange.timeout
@@ -210,8 +213,8 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
             return
         }
         guard buffer.readableBytes > 0 else { return }
-        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenFailure { [weak self] error in
-            self?.shutDown(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true))
+        context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated().whenFailure { error in
+            self.shutDown(HTTP2ConnectionLost(message: "the request could not be sent: \(error)", retryable: true))
         }
     }
 
@@ -219,8 +222,7 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
     private func scheduleFlush() {
         guard !flushScheduled, !reading, let context else { return }
         flushScheduled = true
-        context.eventLoop.assumeIsolated().execute { [weak self] in
-            guard let self else { return }
+        context.eventLoop.assumeIsolated().execute {
             self.flushScheduled = false
             self.sendPending()
         }
@@ -230,9 +232,7 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
         guard let context else { return }
         timer?.cancel()
         timerDeadline = deadline
-        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [weak self] in
-            self?.timerFired()
-        }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { self.timerFired() }
     }
 
     private func timerFired() {

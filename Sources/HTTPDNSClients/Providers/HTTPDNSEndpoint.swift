@@ -34,6 +34,8 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     package let servers: [String]
     /// The address each of ``servers`` connects to (`nil`: the host, resolved by the system), in the same order.
     package let targets: [IPAddress?]
+    /// Whether the host is an IP literal (read on every exchange, so decided once).
+    package let hostIsIPAddress: Bool
 
     /// Parses an endpoint.
     ///
@@ -76,14 +78,12 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.port = port
         self.path = path
         self.bootstrapAddresses = bootstrapAddresses
+        self.hostIsIPAddress = isLiteral
         self.targets = bootstrapAddresses.isEmpty ? [nil] : bootstrapAddresses
         self.servers =
             bootstrapAddresses.isEmpty
             ? ["\(host):\(port)"] : bootstrapAddresses.map { "\($0.urlHost):\(port)" }
     }
-
-    /// Whether the host is an IP literal.
-    package var hostIsIPAddress: Bool { IPAddress(host) != nil }
 
     /// The base URL: `scheme://host[:port]path`.
     package var url: String {

@@ -263,10 +263,12 @@ package final class HTTPDNSTransport: Sendable {
         address: IPAddress?,
         server: String
     ) async throws -> Response {
-        let key = PinKey(host: endpoint.host, address: address)
-        if endpoint.scheme == .https, !endpoint.hostIsIPAddress, !state.withLock({ $0.http1Only.contains(key) }) {
+        if endpoint.scheme == .https, !endpoint.hostIsIPAddress {
+            let key = PinKey(host: endpoint.host, address: address)
             do {
-                return try await http2Exchange(request, endpoint: endpoint, key: key, server: server)
+                if let response = try await http2Exchange(request, endpoint: endpoint, key: key, server: server) {
+                    return response
+                }
             } catch is HTTP2NotOffered {
                 logger.debug("no HTTP/2 in ALPN, using HTTP/1.1", metadata: ["server": "\(server)"])
                 state.withLock { _ = $0.http1Only.insert(key) }
@@ -278,15 +280,15 @@ package final class HTTPDNSTransport: Sendable {
     /// One exchange on the target's HTTP/2 connection. When the connection is lost before the answer (a GOAWAY that
     /// leaves the stream out, a refused stream, a closed connection), it goes again on a new connection, up to three
     /// times: HTTP DNS queries have no side effects, and a server that restarts or limits requests per connection
-    /// must not fail the lookups in flight.
+    /// must not fail the lookups in flight. `nil` when the target is known to offer only HTTP/1.1.
     nonisolated(nonsending) private func http2Exchange(
         _ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String
     ) async throws
-        -> Response
+        -> Response?
     {
         var attempt = 0
         while true {
-            let connection = try await http2Connection(for: key, endpoint: endpoint)
+            guard let connection = try await http2Connection(for: key, endpoint: endpoint) else { return nil }
             do {
                 return try await connection.execute(
                     request, timeout: configuration.requestTimeout, limit: configuration.maximumResponseBytes,
@@ -301,11 +303,13 @@ package final class HTTPDNSTransport: Sendable {
     }
 
     /// The target's usable HTTP/2 connection, made on first use; concurrent first requests share one attempt.
+    /// `nil` when the target is known to offer only HTTP/1.1. The usual case, a ready connection, takes one lock
+    /// and one look-up.
     nonisolated(nonsending) private func http2Connection(for key: PinKey, endpoint: HTTPDNSEndpoint) async throws
-        -> HTTP2DNSConnection
+        -> HTTP2DNSConnection?
     {
         while true {
-            let slot: HTTP2Slot = try state.withLock { state in
+            let slot: HTTP2Slot? = try state.withLock { state in
                 guard !state.isShutdown else {
                     throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
                 }
@@ -316,6 +320,7 @@ package final class HTTPDNSTransport: Sendable {
                         return slot
                     }
                 }
+                if state.http1Only.contains(key) { return nil }
                 state.nextSlotID += 1
                 let future = HTTP2DNSConnection.connect(
                     endpoint: endpoint, address: key.address, sslContext: http2Context, group: eventLoopGroup,
@@ -326,6 +331,8 @@ package final class HTTPDNSTransport: Sendable {
                 return slot
             }
             switch slot {
+            case nil:
+                return nil
             case .ready(_, let connection):
                 return connection
             case .connecting(let id, let future):
@@ -342,8 +349,11 @@ package final class HTTPDNSTransport: Sendable {
                     return true
                 }
                 if installed {
-                    connection.channel.closeFuture.whenComplete { [weak self] _ in
-                        self?.state.withLock { state in if state.http2[key]?.id == id { state.http2[key] = nil } }
+                    // The state, not the transport, is captured: a weak reference would give the transport a side
+                    // table, and every retain and release of it (several per lookup) would take the slow path.
+                    let state = self.state
+                    connection.channel.closeFuture.whenComplete { _ in
+                        state.withLock { state in if state.http2[key]?.id == id { state.http2[key] = nil } }
                     }
                 }
                 if connection.isUsable { return connection }
