@@ -284,29 +284,35 @@ private struct HTTP2ClientCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_header_callback(pointer) {
             _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let name, let value else { return 0 }
-            HTTP2ClientCallbacks.session(user).field(
-                frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            HTTP2ClientCallbacks.withSession(user) {
+                $0.field(
+                    frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                    value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
             guard let data else { return 0 }
-            HTTP2ClientCallbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            HTTP2ClientCallbacks.withSession(user) {
+                $0.data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
             guard let frame else { return 0 }
             let header = frame.pointee.hd
-            let session = HTTP2ClientCallbacks.session(user)
-            if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
-                session.goAway(lastStream: frame.pointee.goaway.last_stream_id, code: frame.pointee.goaway.error_code)
-            } else {
-                session.frameReceived(header.stream_id, type: header.type, flags: header.flags)
+            HTTP2ClientCallbacks.withSession(user) { session in
+                if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+                    session.goAway(
+                        lastStream: frame.pointee.goaway.last_stream_id, code: frame.pointee.goaway.error_code)
+                } else {
+                    session.frameReceived(header.stream_id, type: header.type, flags: header.flags)
+                }
             }
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, code, user in
-            HTTP2ClientCallbacks.session(user).closed(stream, code: code)
+            HTTP2ClientCallbacks.withSession(user) { $0.closed(stream, code: code) }
             return 0
         }
     }
@@ -314,12 +320,16 @@ private struct HTTP2ClientCallbacks: @unchecked Sendable {
     /// The data provider of every request body: copies the stream's body into nghttp2's frame buffer.
     static let readBody: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
         guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let (count, done) = HTTP2ClientCallbacks.session(user).readBody(stream, into: buffer, length: length)
+        let (count, done) = HTTP2ClientCallbacks.withSession(user) { $0.readBody(stream, into: buffer, length: length) }
         if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
     }
 
-    private static func session(_ user: UnsafeMutableRawPointer?) -> HTTP2ClientSession {
-        Unmanaged<HTTP2ClientSession>.fromOpaque(user!).takeUnretainedValue()
+    /// Runs `body` with the session behind the user data pointer. The session outlives every callback (it calls
+    /// nghttp2 and owns it), so it is borrowed without a retain and release per callback.
+    private static func withSession<Result>(
+        _ user: UnsafeMutableRawPointer?, _ body: (HTTP2ClientSession) -> Result
+    ) -> Result {
+        Unmanaged<HTTP2ClientSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 }

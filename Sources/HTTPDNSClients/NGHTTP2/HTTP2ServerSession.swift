@@ -342,21 +342,25 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
         pointer = created!
         nghttp2_session_callbacks_set_on_begin_headers_callback(pointer) { _, frame, user in
             guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-            HTTP2ServerCallbacks.session(user).beginRequest(frame.pointee.hd.stream_id)
+            HTTP2ServerCallbacks.withSession(user) { $0.beginRequest(frame.pointee.hd.stream_id) }
             return 0
         }
         nghttp2_session_callbacks_set_on_header_callback(pointer) {
             _, frame, name, nameLength, value, valueLength, _, user in
             guard let frame, let name, let value else { return 0 }
-            let accepted = HTTP2ServerCallbacks.session(user).field(
-                frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            let accepted = HTTP2ServerCallbacks.withSession(user) {
+                $0.field(
+                    frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+                    value: UnsafeRawBufferPointer(start: value, count: valueLength))
+            }
             // Over the header list limit: the stream is reset (RST_STREAM INTERNAL_ERROR), the connection goes on.
             return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
         }
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
             guard let data else { return 0 }
-            HTTP2ServerCallbacks.session(user).data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            HTTP2ServerCallbacks.withSession(user) {
+                $0.data(stream, UnsafeRawBufferPointer(start: data, count: length))
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
@@ -367,8 +371,10 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
             }
             let isRequestHead =
                 header.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
-            HTTP2ServerCallbacks.session(user).frameReceived(
-                header.stream_id, type: header.type, flags: header.flags, isRequestHead: isRequestHead)
+            HTTP2ServerCallbacks.withSession(user) {
+                $0.frameReceived(
+                    header.stream_id, type: header.type, flags: header.flags, isRequestHead: isRequestHead)
+            }
             return 0
         }
         nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
@@ -377,11 +383,11 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
             guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
                 return 0
             }
-            HTTP2ServerCallbacks.session(user).frameSent(header.stream_id, flags: header.flags)
+            HTTP2ServerCallbacks.withSession(user) { $0.frameSent(header.stream_id, flags: header.flags) }
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
-            HTTP2ServerCallbacks.session(user).closed(stream)
+            HTTP2ServerCallbacks.withSession(user) { $0.closed(stream) }
             return 0
         }
         nghttp2_session_callbacks_set_error_callback2(pointer) { _, code, message, length, user in
@@ -389,7 +395,7 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
             let text = message.withMemoryRebound(to: UInt8.self, capacity: length) {
                 String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
             }
-            HTTP2ServerCallbacks.session(user).delegate.sessionError("\(text) (\(code))")
+            HTTP2ServerCallbacks.withSession(user) { $0.delegate.sessionError("\(text) (\(code))") }
             return 0
         }
     }
@@ -397,12 +403,18 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
     /// The data provider of every answer body: copies the stream's answer into nghttp2's frame buffer.
     static let readAnswer: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
         guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let (count, done) = HTTP2ServerCallbacks.session(user).readAnswer(stream, into: buffer, length: length)
+        let (count, done) = HTTP2ServerCallbacks.withSession(user) {
+            $0.readAnswer(stream, into: buffer, length: length)
+        }
         if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
     }
 
-    private static func session(_ user: UnsafeMutableRawPointer?) -> HTTP2ServerSession {
-        Unmanaged<HTTP2ServerSession>.fromOpaque(user!).takeUnretainedValue()
+    /// Runs `body` with the session behind the user data pointer. The session outlives every callback (it calls
+    /// nghttp2 and owns it), so it is borrowed without a retain and release per callback.
+    private static func withSession<Result>(
+        _ user: UnsafeMutableRawPointer?, _ body: (HTTP2ServerSession) -> Result
+    ) -> Result {
+        Unmanaged<HTTP2ServerSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 }
