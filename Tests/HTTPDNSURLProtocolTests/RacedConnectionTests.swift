@@ -29,7 +29,7 @@ struct RacedConnectionTests {
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
                 $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(1))
+                $0.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("api.test", to: "127.0.0.171", "127.0.0.170")
             var request = URLRequest(url: URL(string: "https://api.test:\(live.port)/upload?x=1")!)
@@ -77,7 +77,7 @@ struct RacedConnectionTests {
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
                 $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(1))
+                $0.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("h2only.test", to: "127.0.0.178", "127.0.0.1")
             // Without a `dns` parameter the DoH server answers 400: an answer all the same.
@@ -105,7 +105,7 @@ struct RacedConnectionTests {
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
                 $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(1))
+                $0.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("api.test", to: "127.0.0.173", "127.0.0.172")
             let error = await #expect(throws: URLError.self) {

@@ -319,7 +319,9 @@ struct URLProtocolTests {
                 return .reset
             }
             try await withCleanup { () async throws in
-                let fixture = try ProtocolFixture()
+                // Not raced: under load the second address could win a race before the first connects, and this
+                // test is about which address hears the POST after a reset, so the ranked order must hold.
+                let fixture = try ProtocolFixture { $0.raceConnections = false }
                 try fixture.pin("orders.test", to: "127.0.0.44", "127.0.0.45")
                 var post = URLRequest(url: URL(string: "http://orders.test:\(first.port)/charge")!)
                 post.httpMethod = "POST"
@@ -358,7 +360,7 @@ struct URLProtocolTests {
             defer { blackhole.close() }
             // The live address wins by the attempt delay, not by the timeout; the timeout only has to pass within the
             // wait below, and must not cut off a slow live connect on a loaded machine.
-            let fixture = try ProtocolFixture { $0.connectTimeout = TestTiming.scaled(.seconds(1)) }
+            let fixture = try ProtocolFixture { $0.connectTimeout = TestTiming.scaled(.seconds(3)) }
             try fixture.pin("race.test", to: "127.0.0.63", "127.0.0.62")
             let url = URL(string: "http://race.test:\(live.port)/")!
             let (data, _) = try await fixture.session.data(for: URLRequest(url: url))
