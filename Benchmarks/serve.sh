@@ -3,7 +3,8 @@
 #   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp]
 #
 # --profile records hostsctl serve with perf (call graphs) during one more run of that shape and prints the top of
-# perf report (self time by symbol); the data is left in Benchmarks/.perf/serve-SHAPE.data.
+# perf report (self time by symbol); the data is left in Benchmarks/.perf/serve-SHAPE.data. Frame-pointer call
+# graphs by default; HTTPDNS_PERF_CALLGRAPH="--call-graph dwarf,16384" gives whole Swift call chains for perf script.
 #
 # --baseline runs a fourth server, another hostsctl binary (an earlier build, say), with the same settings, so a
 # change is measured against what it changed in the same run.
@@ -294,7 +295,7 @@ done
 if [ -n "$profile" ]; then
     mkdir -p "$here/.perf"
     data="$here/.perf/serve-$profile.data"
-    perf record -F 2000 -g -o "$data" -p "${pid_of[serve]}" >/dev/null 2>&1 &
+    perf record -F 2000 ${HTTPDNS_PERF_CALLGRAPH:--g} -o "$data" -p "${pid_of[serve]}" >/dev/null 2>&1 &
     perf_pid=$!
     sleep 1
     case "$profile" in
