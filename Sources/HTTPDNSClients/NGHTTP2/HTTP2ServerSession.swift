@@ -67,10 +67,10 @@ package final class HTTP2ServerSession {
     ///
     /// Its properties, and the session's table of streams, are not checked for exclusive access at run time
     /// (`@exclusivity(unchecked)`; every header field and frame touches them several times: with the buffers of
-    /// `respond`, their checks were about 3 % of `hostsctl serve`'s CPU samples). That is sound because both are private to the session, which lives on
-    /// one thread and touches them only inside its own calls and nghttp2's callbacks from those calls, and no access
-    /// to them is open across a call that could reach them again: the delegate is told after the stream is updated,
-    /// and `OutgoingBody.read` does not call out.
+    /// `respond`, their checks were about 3 % of `hostsctl serve`'s CPU samples). That is sound because both are
+    /// private to the session, which lives on one thread and touches them only inside its own calls and nghttp2's
+    /// callbacks from those calls, and no access to them is open across a call that could reach them again: the
+    /// delegate is told after the stream is updated, and `OutgoingBody.read` does not call out.
     private final class Stream {
         @exclusivity(unchecked) var request = HTTP2Request()
         @exclusivity(unchecked) var headerBytes = 0
