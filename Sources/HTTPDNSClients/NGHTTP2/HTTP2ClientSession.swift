@@ -61,9 +61,7 @@ package final class HTTP2ClientSession {
     private var recentID: Int32 = 0
     private var recent: Stream?
     /// Header names and values of the request being submitted, and their nghttp2_nv entries (reused).
-    private var fieldBytes: [UInt8] = []
-    private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
-    private var fieldEntries: [nghttp2_nv] = []
+    private var fields = HTTP2FieldBlock(bytes: 256, fields: 8)
 
     /// A session that sends its SETTINGS first (no server push); `delegate` must outlive it (it owns the session).
     package init(settings: Settings, delegate: any HTTP2ClientSessionDelegate) throws {
@@ -72,9 +70,6 @@ package final class HTTP2ClientSession {
         let status = nghttp2_session_client_new2(&created, HTTP2ClientCallbacks.shared.pointer, nil, nil)
         guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
         session = created
-        fieldBytes.reserveCapacity(256)
-        fieldSpans.reserveCapacity(8)
-        fieldEntries.reserveCapacity(8)
         nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
         var entries = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
@@ -105,59 +100,39 @@ package final class HTTP2ClientSession {
         method: String, authority: String, path: (slash: StaticString, base: String, suffix: String),
         headers: [(String, String)], body: [UInt8]?, limit: Int
     ) throws -> Int32 {
-        // The buffers are taken out of the session for the call and put back after: work on locals is checked for
-        // exclusive access when compiled, work on the session's properties at run time, once per append.
-        var bytes = fieldBytes
-        var spans = fieldSpans
-        var entries = fieldEntries
-        (fieldBytes, fieldSpans, fieldEntries) = ([], [], [])
+        // The block is taken out of the session for the call and put back after (see `HTTP2FieldBlock`).
+        var fields = self.fields
+        self.fields = HTTP2FieldBlock()
         defer {
-            bytes.removeAll(keepingCapacity: true)
-            spans.removeAll(keepingCapacity: true)
-            entries.removeAll(keepingCapacity: true)
-            (fieldBytes, fieldSpans, fieldEntries) = (bytes, spans, entries)
+            fields.removeAll()
+            self.fields = fields
         }
-        func add(_ name: some StringProtocol, _ value: some StringProtocol) {
-            let nameStart = bytes.count
-            bytes.append(contentsOf: name.utf8)
-            let valueStart = bytes.count
-            bytes.append(contentsOf: value.utf8)
-            spans.append((nameStart..<valueStart, valueStart..<bytes.count))
-        }
-        add(":method", method)
-        add(":scheme", "https")
-        add(":authority", authority)
-        let pathStart = bytes.count
-        bytes.append(contentsOf: ":path".utf8)
-        let pathValueStart = bytes.count
-        bytes.append(contentsOf: UnsafeBufferPointer(start: path.slash.utf8Start, count: path.slash.utf8CodeUnitCount))
-        bytes.append(contentsOf: path.base.utf8)
-        bytes.append(contentsOf: path.suffix.utf8)
-        spans.append((pathStart..<pathValueStart, pathValueStart..<bytes.count))
+        fields.add(":method", method)
+        fields.add(":scheme", "https")
+        fields.add(":authority", authority)
+        fields.startField(":path")
+        fields.appendValue(path.slash)
+        fields.appendValue(path.base)
+        fields.appendValue(path.suffix)
+        fields.endField()
         for (name, value) in headers {
             // content-length is the session's to write (only names of its length are lower-cased to compare).
             if name.utf8.count == 14, name.lowercased() == "content-length" { continue }
-            add(name.utf8.contains { (65...90).contains($0) } ? name.lowercased() : name, value)
+            fields.add(name.utf8.contains { (65...90).contains($0) } ? name.lowercased() : name, value)
         }
-        add("user-agent", "swift-httpdns")
-        if let body { add("content-length", String(body.count)) }
+        fields.add("user-agent", "swift-httpdns")
+        if let body {
+            fields.startField("content-length")
+            fields.appendValue(decimal: UInt64(body.count))
+            fields.endField()
+        }
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ClientCallbacks.readBody)
         let session = self.session
-        let stream = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            let base = buffer.baseAddress!
-            for (name, value) in spans {
-                entries.append(
-                    nghttp2_nv(
-                        name: base + name.lowerBound, value: base + value.lowerBound, namelen: name.count,
-                        valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-            }
-            // nghttp2 copies the fields before it returns.
-            return entries.withUnsafeBufferPointer { entries in
-                body == nil
-                    ? nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, nil, nil)
-                    : nghttp2_submit_request(session, nil, entries.baseAddress, entries.count, &provider, nil)
-            }
+        let stream = fields.withEntries { entries, count in
+            body == nil
+                ? nghttp2_submit_request(session, nil, entries, count, nil, nil)
+                : nghttp2_submit_request(session, nil, entries, count, &provider, nil)
         }
         guard stream > 0 else { throw HTTP2SessionFailure(code: Int(stream)) }
         streams[stream] = Stream(limit: limit, body: body ?? [])

@@ -86,10 +86,8 @@ package final class HTTP2ServerSession {
     fileprivate unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
     /// The open streams (not checked for exclusive access at run time: see ``Stream``).
     @exclusivity(unchecked) private var streams: [Int32: Stream] = [:]
-    /// Header names and values of the answer being submitted, and their nghttp2_nv entries (reused).
-    private var fieldBytes: [UInt8] = []
-    private var fieldEntries: [nghttp2_nv] = []
-    private var fieldSpans: [(name: Range<Int>, value: Range<Int>)] = []
+    /// The header block of the answer being submitted (reused).
+    private var fields = HTTP2FieldBlock(bytes: 512, fields: 8)
 
     /// A session that sends `settings` first; `delegate` must outlive it (it owns the session).
     package init(settings: Settings, options: HTTP2SessionOptions, delegate: any HTTP2ServerSessionDelegate) throws {
@@ -101,9 +99,6 @@ package final class HTTP2ServerSession {
         guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
         session = created
         streams.reserveCapacity(Int(settings.maximumConcurrentStreams))
-        fieldBytes.reserveCapacity(512)
-        fieldEntries.reserveCapacity(8)
-        fieldSpans.reserveCapacity(8)
         nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
         var entries = [
             nghttp2_settings_entry(
@@ -149,49 +144,28 @@ package final class HTTP2ServerSession {
         withoutBody: Bool
     ) {
         guard let state = streams[stream] else { return }
-        // The buffers are taken out of the session for the call and put back after, as in the client's `submit`:
-        // work on locals is checked for exclusive access when compiled, work on properties at run time.
-        var bytes = fieldBytes
-        var spans = fieldSpans
-        var entries = fieldEntries
-        (fieldBytes, fieldSpans, fieldEntries) = ([], [], [])
+        // The block is taken out of the session for the call and put back after (see `HTTP2FieldBlock`).
+        var fields = self.fields
+        self.fields = HTTP2FieldBlock()
         defer {
-            bytes.removeAll(keepingCapacity: true)
-            spans.removeAll(keepingCapacity: true)
-            entries.removeAll(keepingCapacity: true)
-            (fieldBytes, fieldSpans, fieldEntries) = (bytes, spans, entries)
+            fields.removeAll()
+            self.fields = fields
         }
-        var nameStart = 0
-        var valueStart = 0
-        func name(_ text: StaticString) {
-            nameStart = bytes.count
-            bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
-            valueStart = bytes.count
-        }
-        func endField() { spans.append((nameStart..<valueStart, valueStart..<bytes.count)) }
-        name(":status")
-        Self.appendDecimal(UInt64(max(status, 0)), to: &bytes)
-        endField()
-        name("content-type")
-        bytes.append(contentsOf: contentType.utf8)
-        endField()
-        name("content-length")
-        Self.appendDecimal(UInt64(body.count), to: &bytes)
-        endField()
+        fields.startField(":status")
+        fields.appendValue(decimal: UInt64(max(status, 0)))
+        fields.endField()
+        fields.add("content-type", contentType)
+        fields.startField("content-length")
+        fields.appendValue(decimal: UInt64(body.count))
+        fields.endField()
         if let maxAge {
-            name("cache-control")
-            bytes.append(contentsOf: "max-age=".utf8)
-            Self.appendDecimal(UInt64(maxAge), to: &bytes)
-            endField()
+            fields.startField("cache-control")
+            fields.appendValue("max-age=")
+            fields.appendValue(decimal: UInt64(maxAge))
+            fields.endField()
         }
         if !headers.isEmpty {
-            for (field, value) in headers.sorted(by: { $0.key < $1.key }) {
-                nameStart = bytes.count
-                bytes.append(contentsOf: field.lowercased().utf8)
-                valueStart = bytes.count
-                bytes.append(contentsOf: value.utf8)
-                endField()
-            }
+            for (field, value) in headers.sorted(by: { $0.key < $1.key }) { fields.add(field.lowercased(), value) }
         }
         let sendsBody = !withoutBody && !body.isEmpty
         if sendsBody {
@@ -200,21 +174,10 @@ package final class HTTP2ServerSession {
         var provider = nghttp2_data_provider(
             source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ServerCallbacks.readAnswer)
         let session = self.session
-        let result = bytes.withUnsafeMutableBufferPointer { buffer -> Int32 in
-            let base = buffer.baseAddress!
-            for (name, value) in spans {
-                entries.append(
-                    nghttp2_nv(
-                        name: base + name.lowerBound, value: base + value.lowerBound, namelen: name.count,
-                        valuelen: value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-            }
-            // nghttp2 copies the fields before it returns.
-            return entries.withUnsafeBufferPointer { entries in
-                guard sendsBody else {
-                    return nghttp2_submit_response(session, stream, entries.baseAddress, entries.count, nil)
-                }
-                return nghttp2_submit_response(session, stream, entries.baseAddress, entries.count, &provider)
-            }
+        let result = fields.withEntries { entries, count in
+            sendsBody
+                ? nghttp2_submit_response(session, stream, entries, count, &provider)
+                : nghttp2_submit_response(session, stream, entries, count, nil)
         }
         if result != 0 {
             state.answer = OutgoingBody()
@@ -302,17 +265,6 @@ package final class HTTP2ServerSession {
     fileprivate func closed(_ stream: Int32) {
         guard let state = streams.removeValue(forKey: stream) else { return }
         delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
-    }
-
-    private static func appendDecimal(_ value: UInt64, to bytes: inout [UInt8]) {
-        var divisor: UInt64 = 1
-        while divisor <= value / 10 { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
-        }
     }
 
 }
