@@ -22,6 +22,12 @@ extension BenchmarkMetric {
     static let h2loadRate = BenchmarkMetric.custom(
         "h2load requests/s", polarity: .prefersLarger, useScalingFactor: false)
     static let dohRatio = BenchmarkMetric.custom("Swift/h2load %", polarity: .prefersLarger, useScalingFactor: false)
+    /// The same lookups through `resolveAll`: one call for the whole list, \(dohInFlight) streams open at once.
+    static let batchRate = BenchmarkMetric.custom(
+        "Swift DoH resolveAll resolutions/s", polarity: .prefersLarger, useScalingFactor: false)
+    static let batchRatio = BenchmarkMetric.custom(
+        "Swift resolveAll/h2load %", polarity: .prefersLarger, useScalingFactor: false)
+    static let batchCPU = BenchmarkMetric.custom("Swift resolveAll CPU per lookup (ns)", useScalingFactor: false)
     static let swiftDoHP50 = BenchmarkMetric.custom("Swift DoH p50 latency (us)", useScalingFactor: false)
     /// CPU per request, every thread of the process: less swayed by the scheduling of the shared cores than the rates.
     static let swiftCPU = BenchmarkMetric.custom("Swift CPU per lookup (ns)", useScalingFactor: false)
@@ -104,6 +110,22 @@ func runSwiftDoH(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws ->
     return (Double(latencies.count) / seconds, latencies.sorted()[latencies.count / 2])
 }
 
+/// The same `dohBatch` A lookups as ``runSwiftDoH(_:hosts:)`` in one `resolveAll` call, `dohInFlight` streams open at
+/// once, every answer checked; returns the rate.
+func runSwiftDoHBatch(_ resolver: HTTPDNSResolver, hosts: [HostName]) async throws -> Double {
+    let names = (0..<dohBatch).map { hosts[$0 % hosts.count] }
+    let clock = ContinuousClock()
+    let start = clock.now
+    let results = try await resolver.resolveAll(names, family: .ipv4, maximumInFlight: dohInFlight)
+    let elapsed = clock.now - start
+    for result in results {
+        let answer = try result.get()
+        precondition(answer.addresses.count == 1)
+    }
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return Double(results.count) / seconds
+}
+
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: [.wallClock], warmupIterations: 1, maxDuration: .seconds(60), maxIterations: 6)
@@ -115,7 +137,7 @@ let benchmarks: @Sendable () -> Void = {
         "DoH over TLS/HTTP2: Swift resolver vs h2load, one connection, \(dohInFlight) in flight",
         configuration: .init(metrics: [
             .wallClock, .swiftRate, .h2loadRate, .dohRatio, .swiftDoHP50, .swiftCPU, .h2loadCPU, .serverCPU,
-            .serverCPURatio, .mallocCountTotal,
+            .serverCPURatio, .batchRate, .batchRatio, .batchCPU, .mallocCountTotal,
         ])
     ) { benchmark in
         let resolver = try HTTPDNSResolver(
@@ -134,6 +156,12 @@ let benchmarks: @Sendable () -> Void = {
         let ((swift, swiftCPU), serverCPUSwift) = try await CPUTime.measure(.processes(setup.servers)) {
             try await CPUTime.measure(.process) { try await runSwiftDoH(resolver, hosts: hosts) }
         }
+        let (batch, batchCPU) = try await CPUTime.measure(.process) {
+            try await runSwiftDoHBatch(resolver, hosts: hosts)
+        }
+        benchmark.measurement(.batchRate, Int(batch))
+        benchmark.measurement(.batchRatio, Int((batch / h2load * 100).rounded()))
+        benchmark.measurement(.batchCPU, Int((batchCPU * 1000 / Double(dohBatch)).rounded()))
         if serverCPUH2load > 0 {  // 0 when run.sh did not pass the servers' process IDs
             benchmark.measurement(.serverCPU, Int((serverCPUH2load / Double(dohBatch)).rounded()))
             benchmark.measurement(.serverCPURatio, Int((serverCPUSwift / serverCPUH2load * 100).rounded()))

@@ -130,15 +130,7 @@ package final class HTTP2DNSConnection: Sendable {
         server: String
     ) async throws -> HTTPDNSTransport.Response {
         try Task.checkCancellation()
-        // The path's two parts and the request's own header fields go to the session as they are: it writes them
-        // into its field buffer (with `user-agent`, and `content-length` for a body) without building new strings.
-        let exchange = HTTP2DNSExchange(
-            method: request.method.rawValue, authority: authority,
-            path: (
-                basePath.hasPrefix("/") || (basePath.isEmpty && request.suffix.hasPrefix("/")) ? "" : "/", basePath,
-                request.suffix
-            ),
-            headers: request.headers, body: request.body, timeout: TimeAmount(timeout), limit: limit, server: server)
+        let exchange = makeExchange(request, timeout: TimeAmount(timeout), limit: limit, server: server)
         let streams = self.streams
         let eventLoop = channel.eventLoop
         return try await withTaskCancellationHandler {
@@ -169,6 +161,51 @@ package final class HTTP2DNSConnection: Sendable {
         } onCancel: {
             eventLoop.execute { streams.value.cancel(exchange) }
         }
+    }
+
+    /// Sends `count` requests, made by `make` on the event loop as streams free up, with at most `window` open at
+    /// once, and returns every outcome in order: one hand-over to the event loop and one resumption for the whole
+    /// batch (see ``HTTP2DNSBatch``). An entry is `nil` when its request was never sent because the connection was
+    /// lost first.
+    /// - Throws: `CancellationError` when the task is cancelled (the batch's open streams are reset).
+    nonisolated(nonsending) package func executeAll(
+        count: Int,
+        window: Int,
+        timeout: Duration,
+        limit: Int,
+        server: String,
+        make: @escaping @Sendable (Int) -> HTTPDNSTransport.Request
+    ) async throws -> [Result<HTTPDNSTransport.Response, any Error>?] {
+        try Task.checkCancellation()
+        guard count > 0 else { return [] }
+        let batch = HTTP2DNSBatch(count: count, window: max(1, window)) { [self] index in
+            makeExchange(make(index), timeout: TimeAmount(timeout), limit: limit, server: server)
+        }
+        let streams = self.streams
+        let eventLoop = channel.eventLoop
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                batch.continuation = continuation
+                eventLoop.execute { streams.value.run(batch) }
+            }
+        } onCancel: {
+            eventLoop.execute { streams.value.cancel(batch) }
+        }
+    }
+
+    /// An exchange for `request` on this connection. The path's parts and the request's own header fields go to
+    /// the session as they are: it writes them into its field buffer (with `user-agent`, and `content-length` for
+    /// a body) without building new strings.
+    private func makeExchange(_ request: HTTPDNSTransport.Request, timeout: TimeAmount, limit: Int, server: String)
+        -> HTTP2DNSExchange
+    {
+        HTTP2DNSExchange(
+            method: request.method.rawValue, authority: authority,
+            path: (
+                basePath.hasPrefix("/") || (basePath.isEmpty && request.suffix.hasPrefix("/")) ? "" : "/", basePath,
+                request.suffix
+            ),
+            headers: request.headers, body: request.body, timeout: timeout, limit: limit, server: server)
     }
 }
 
@@ -209,6 +246,9 @@ package final class HTTP2DNSExchange: @unchecked Sendable {
     package let limit: Int
     package let server: String
     package var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
+    /// The batch the exchange belongs to, instead of a continuation, and its place in it.
+    package var batch: HTTP2DNSBatch?
+    package var index = 0
     package var streamID: Int32?
     package var deadline = NIODeadline.distantFuture
     package var cancelled = false
@@ -229,6 +269,11 @@ package final class HTTP2DNSExchange: @unchecked Sendable {
     }
 
     package func finish(_ result: Result<HTTPDNSTransport.Response, any Error>) {
+        if let batch {
+            self.batch = nil
+            batch.finished(index, result)
+            return
+        }
         continuation?.resume(with: result)
         continuation = nil
     }

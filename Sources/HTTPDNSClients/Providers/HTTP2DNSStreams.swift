@@ -20,6 +20,8 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
     private var context: ChannelHandlerContext?
     private var session: HTTP2ClientSession?
     private var active: [Int32: HTTP2DNSExchange] = [:]
+    /// Batches with exchanges still to start or still open, refilled after every read burst.
+    private var batches: [HTTP2DNSBatch] = []
     private var closed = false
     private var reading = false
     private var flushScheduled = false
@@ -95,6 +97,46 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
         reset(id)
     }
 
+    /// Starts `batch`: as many of its exchanges as its window allows, more as they end.
+    package func run(_ batch: HTTP2DNSBatch) {
+        batches.append(batch)
+        refillBatches()
+    }
+
+    /// Cancels `batch`: nothing more starts, its open streams are reset, and its caller gets `CancellationError`.
+    package func cancel(_ batch: HTTP2DNSBatch) {
+        batch.cancel()
+        for (id, exchange) in active where exchange.batch === batch {
+            complete(id, .failure(CancellationError()))
+            reset(id)
+        }
+        refillBatches()
+    }
+
+    /// Starts what the batches' windows allow and hands finished batches back to their callers. Called after each
+    /// read burst (the streams that ended in it free their places, and the new requests go out in the burst's
+    /// write) and wherever streams end outside a read.
+    private func refillBatches() {
+        guard !batches.isEmpty else { return }
+        let now = NIODeadline.now()
+        var index = 0
+        while index < batches.count {
+            let batch = batches[index]
+            // A closed or retired connection takes no new streams: what a batch has not started goes back to its
+            // caller, to be sent elsewhere.
+            while !closed, health.usable.load(ordering: .relaxed), let exchange = batch.nextExchange() {
+                start(exchange, now: now)
+            }
+            if closed || !health.usable.load(ordering: .relaxed) { batch.stop() }
+            if batch.isDone {
+                batches.remove(at: index)
+                batch.complete()
+            } else {
+                index += 1
+            }
+        }
+    }
+
     // MARK: Bytes
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -111,6 +153,7 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
     }
 
     package func channelReadComplete(context: ChannelHandlerContext) {
+        refillBatches()
         reading = false
         // Acknowledgements, window updates and resets made while reading go out in one write.
         sendPending()
@@ -196,6 +239,7 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
         let open = active
         active.removeAll()
         for exchange in open.values { exchange.finish(.failure(error)) }
+        refillBatches()
     }
 
     /// No new streams: the transport opens another connection for later requests.
@@ -267,6 +311,8 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
         } else {
             arm(at: idleDeadline)
         }
+        // After the timer is set again: batch exchanges started now arm it earlier if they need to.
+        refillBatches()
     }
 
     /// When the connection counts as idle: ``idleTimeout`` after the last stream started, or the first-use grace

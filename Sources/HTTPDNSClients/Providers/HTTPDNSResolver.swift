@@ -22,10 +22,10 @@ public final class HTTPDNSResolver: HostNameResolver {
     package let configuration: Configuration
     /// The source that answers from this resolver carry.
     package let source: ResolutionSource
-    private let transport: HTTPDNSTransport
+    let transport: HTTPDNSTransport
     /// Whether the resolver made ``transport`` itself, and so closes it at ``shutdown()``.
     private let ownsTransport: Bool
-    private let logger: Logger
+    let logger: Logger
     private let aesKey: SymmetricKey?
     private let now: @Sendable () -> Int64
 
@@ -155,7 +155,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One endpoint's answer: the addresses and the prefix length of the client subnet they hold for.
-    private typealias Answer = (addresses: [ResolvedAddress], scope: Int)
+    typealias Answer = (addresses: [ResolvedAddress], scope: Int)
 
     nonisolated(nonsending) private func resolveWithoutBudget(
         _ host: HostName, family: AddressFamily, subnet: IPNetwork?
@@ -188,7 +188,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// Whether an error ends the lookup rather than moving on to the next endpoint.
-    private static func isDefinite(_ code: DNSError.Code) -> Bool {
+    static func isDefinite(_ code: DNSError.Code) -> Bool {
         [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
     }
 
@@ -219,7 +219,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// The private-address guard.
-    private func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
+    func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
         throws(DNSError)
     {
         guard !configuration.allowNonPublicAddresses,
@@ -240,30 +240,37 @@ public final class HTTPDNSResolver: HostNameResolver {
     )
         async throws -> Answer
     {
-        var request: HTTPDNSTransport.Request
-        let contentType: String
-        var sentQuery: [UInt8]?
-        switch configuration.api.kind {
-        case .dnsMessage(let method):
-            contentType = "application/dns-message"
-            var query = DNSWireMessage.query(for: host, type: type)
-            if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
-            sentQuery = query
-            switch method {
-            case .get:
-                request = .init(suffix: Self.base64URL(query, prefix: "?dns="), headers: Self.acceptingDNSMessage)
-            case .post:
-                request = .init(
-                    method: .POST, suffix: "", headers: [("content-type", contentType), ("accept", contentType)],
-                    body: query)
-            }
-        default:
-            contentType = "application/dns-json"
-            request = .init(
-                suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")", headers: [("accept", contentType)])
-            if let subnet { request.suffix += "&edns_client_subnet=\(subnet)" }
-        }
+        let (request, query) = dohRequest(host, type, subnet)
         let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
+        return try dohAnswer(response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
+    }
+
+    /// The request of one DoH exchange and, for the wire format, the query it carries.
+    func dohRequest(_ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
+        -> (request: HTTPDNSTransport.Request, query: [UInt8]?)
+    {
+        guard case .dnsMessage(let method) = configuration.api.kind else {
+            var request = HTTPDNSTransport.Request(
+                suffix: "?name=\(host.name)&type=\(type == .a ? "A" : "AAAA")", headers: Self.acceptingDNSJSON)
+            if let subnet { request.suffix += "&edns_client_subnet=\(subnet)" }
+            return (request, nil)
+        }
+        var query = DNSWireMessage.query(for: host, type: type)
+        if let subnet { query = EDNSClientSubnet.addingOPT(to: query, subnet: subnet) }
+        switch method {
+        case .get:
+            return (.init(suffix: Self.base64URL(query, prefix: "?dns="), headers: Self.acceptingDNSMessage), query)
+        case .post:
+            return (.init(method: .POST, suffix: "", headers: Self.sendingDNSMessage, body: query), query)
+        }
+    }
+
+    /// Reads the answer to a DoH request: the status, the content type, then the addresses and the scope of the
+    /// client subnet they hold for.
+    func dohAnswer(
+        _ response: HTTPDNSTransport.Response, endpoint: HTTPDNSEndpoint, host: HostName, type: DNSRecordType,
+        subnet: IPNetwork?, query: [UInt8]?
+    ) throws(DNSError) -> Answer {
         guard response.status == 200 else {
             throw DNSError(
                 code: .httpStatus,
@@ -272,9 +279,20 @@ public final class HTTPDNSResolver: HostNameResolver {
                 servers: [response.server]
             )
         }
-        let mediaType = Self.mediaType(response.contentType)
         // JSON services label their answers inconsistently (application/json or dns-json); wire answers must match.
-        if case .dnsMessage = configuration.api.kind, mediaType != contentType {
+        guard case .dnsMessage = configuration.api.kind else {
+            do {
+                let addresses = try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+                guard let subnet else { return (addresses, 0) }
+                return (addresses, DoHJSONAnswer.scope(in: response.body, asked: subnet) ?? subnet.prefixLength)
+            } catch {
+                var error = error
+                error.servers = [response.server]
+                throw error
+            }
+        }
+        let mediaType = Self.mediaType(response.contentType)
+        if mediaType != "application/dns-message" {
             throw DNSError(
                 code: .httpStatus,
                 message: "\(endpoint.url) answered with content type \(HostName.printable(mediaType ?? "none"))",
@@ -283,15 +301,10 @@ public final class HTTPDNSResolver: HostNameResolver {
             )
         }
         do {
-            if case .dnsMessage = configuration.api.kind {
-                let addresses = try DNSWireMessage.addresses(
-                    in: response.body, for: host, type: type, source: source, query: sentQuery)
-                guard let subnet else { return (addresses, 0) }
-                return (addresses, try EDNSClientSubnet.scope(of: response.body, asked: subnet, host: host))
-            }
-            let addresses = try DoHJSONAnswer.addresses(in: response.body, for: host, type: type, source: source)
+            let addresses = try DNSWireMessage.addresses(
+                in: response.body, for: host, type: type, source: source, query: query)
             guard let subnet else { return (addresses, 0) }
-            return (addresses, DoHJSONAnswer.scope(in: response.body, asked: subnet) ?? subnet.prefixLength)
+            return (addresses, try EDNSClientSubnet.scope(of: response.body, asked: subnet, host: host))
         } catch {
             var error = error
             error.servers = [response.server]
@@ -336,8 +349,12 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
     }
 
-    /// The header fields of every RFC 8484 GET: one shared array, not one per query.
+    /// The header fields of every RFC 8484 GET and POST, and of every JSON request: shared arrays, not one per query.
     private static let acceptingDNSMessage = [("accept", "application/dns-message")]
+    private static let sendingDNSMessage = [
+        ("content-type", "application/dns-message"), ("accept", "application/dns-message"),
+    ]
+    private static let acceptingDNSJSON = [("accept", "application/dns-json")]
 
     /// The base64url alphabet (RFC 4648 §5).
     private static let base64URLAlphabet: [UInt8] = Array(

@@ -277,6 +277,34 @@ package final class HTTPDNSTransport: Sendable {
         return try await http1Exchange(request, endpoint: endpoint, address: address, server: server)
     }
 
+    /// Sends `count` requests to the endpoint's first address as one batch on its HTTP/2 connection
+    /// (``HTTP2DNSConnection/executeAll(count:window:timeout:limit:server:make:)``): at most `window` open at once,
+    /// request `index` made by `make` on the connection's event loop when its turn comes.
+    /// - Returns: Each outcome in order, `nil` for a request never sent because the connection was lost first; or
+    ///   `nil` when the endpoint cannot be asked this way (plain `http`, an IP-literal host, a server without HTTP/2,
+    ///   a connection that cannot be made, a transport shut down). Either way ``send(_:to:host:logger:)`` is the
+    ///   path for what is left: it tries the other addresses and reports the failure.
+    /// - Throws: `CancellationError`.
+    nonisolated(nonsending) package func sendAll(
+        count: Int, window: Int, to endpoint: HTTPDNSEndpoint, make: @escaping @Sendable (Int) -> Request
+    ) async throws -> [Result<Response, any Error>?]? {
+        guard endpoint.scheme == .https, !endpoint.hostIsIPAddress, let address = endpoint.targets.first,
+            let server = endpoint.servers.first
+        else { return nil }
+        let key = PinKey(host: endpoint.host, address: address)
+        let connection: HTTP2DNSConnection?
+        do {
+            connection = try await http2Connection(for: key, endpoint: endpoint)
+        } catch {
+            if error is HTTP2NotOffered { state.withLock { _ = $0.http1Only.insert(key) } }
+            try Task.checkCancellation()
+            return nil
+        }
+        return try await connection?.executeAll(
+            count: count, window: window, timeout: configuration.requestTimeout,
+            limit: configuration.maximumResponseBytes, server: server, make: make)
+    }
+
     /// One exchange on the target's HTTP/2 connection. When the connection is lost before the answer (a GOAWAY that
     /// leaves the stream out, a refused stream, a closed connection), it goes again on a new connection, up to three
     /// times: HTTP DNS queries have no side effects, and a server that restarts or limits requests per connection
@@ -402,33 +430,6 @@ package final class HTTPDNSTransport: Sendable {
                 body: Array(buffer: body),
                 server: server
             )
-        }
-    }
-
-    /// Maps an error from the HTTP stack to a ``DNSError``.
-    package static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> DNSError {
-        func make(_ code: DNSError.Code, _ message: String) -> DNSError {
-            DNSError(code: code, message: "\(endpoint.url): \(message)", host: host.name, source: error)
-        }
-        switch error {
-        case var error as DNSError:
-            error.host = host.name
-            if error.code == .timeout { error.message = "\(endpoint.url): \(error.message)" }
-            return error
-        case let error as HTTP2ConnectionLost:
-            return make(.transportFailure, error.message)
-        default:
-            guard let failure = TransportFailure.classify(error) else {
-                return make(.transportFailure, "cannot reach the server: \(error)")
-            }
-            switch failure.kind {
-            case .tooLarge: return make(.responseTooLarge, failure.message)
-            case .certificateRejected, .tlsFailure: return make(.tlsFailure, failure.message)
-            case .connectTimeout, .exchangeTimeout: return make(.timeout, failure.message)
-            case .shutdown: return make(.shutdown, failure.message)
-            case .cancelled, .connectionClosed, .badURL, .invalidRequest, .badResponse, .connectionFailed:
-                return make(.transportFailure, failure.message)
-            }
         }
     }
 }
