@@ -22,6 +22,12 @@ let doh = try HTTPDNSResolver(
 )
 let answer = try await doh.resolve("api.example.com", family: .any)   // source "cloudflare"
 
+// Many names in one call (pre-resolution): one batch of HTTP/2 streams, 100 open at once, one result per name.
+let hosts = try ["api.example.com", "cdn.example.com", "img.example.com"].map { try HostName($0) }
+for result in try await doh.resolveAll(hosts, family: .ipv4, maximumInFlight: 100) {
+    print((try? result.get().addresses.map(\.ip)) ?? [])
+}
+
 // A vendor API; the secret comes from the environment, never from code or the command line.
 let vendor = try HTTPDNSResolver(
     configuration: .init(

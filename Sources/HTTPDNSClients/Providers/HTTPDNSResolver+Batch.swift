@@ -17,7 +17,7 @@ extension HTTPDNSResolver {
     /// bounded by the request timeout.
     /// - Parameters:
     ///   - hosts: The names, in any order; a name may appear more than once.
-    ///   - family: Which address family to ask for; ``AddressFamily/any`` asks for `A` and `AAAA`.
+    ///   - family: Which address family to ask for; `AddressFamily.any` asks for `A` and `AAAA`.
     ///   - maximumInFlight: At most this many exchanges at once (at least 1).
     /// - Returns: One result per name, in the order of `hosts`.
     /// - Throws: `CancellationError` when the task is cancelled; every other failure is its name's result.
