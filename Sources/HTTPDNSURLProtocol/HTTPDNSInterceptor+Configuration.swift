@@ -31,7 +31,8 @@ extension HTTPDNSInterceptor {
         /// `HTTPCookieStorage.shared`, the storage of the default session configuration); `nil` turns cookie
         /// handling off. Cookies are always stored against the real host, never the IP.
         public var cookieStorage: HTTPCookieStorage?
-        /// Called once per request with its trace, when it finishes or fails.
+        /// Called once per request with its trace, when it finishes or fails. For the URL protocol's loads it is
+        /// called on an event loop thread: it must return quickly and never block.
         public var traceHandler: (@Sendable (RequestTrace) -> Void)?
         /// What happens to a request the environment sends through a proxy (``proxies``): by default
         /// (`ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the

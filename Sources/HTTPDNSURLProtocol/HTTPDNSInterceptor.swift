@@ -38,6 +38,7 @@ public final class HTTPDNSInterceptor: Sendable {
     public var configuration: Configuration { live.withLock { $0 } }
     private let live: Locked<Configuration>
     private let engine: ExchangeEngine
+    let loadExecutors: LoadExecutors
     var transport: PinnedTransport { engine.transport }
     private var logger: Logger { engine.logger }
     private var metrics: InterceptionMetrics { engine.metrics }
@@ -64,6 +65,7 @@ public final class HTTPDNSInterceptor: Sendable {
         }
         self.resolver = resolver
         self.live = Locked(configuration)
+        self.loadExecutors = LoadExecutors(eventLoopGroup)
         self.engine = try ExchangeEngine(
             resolver: resolver, policy: configuration.connection, eventLoopGroup: eventLoopGroup, logger: logger,
             metricsFactory: metricsFactory)
@@ -217,7 +219,7 @@ public final class HTTPDNSInterceptor: Sendable {
             Self.addCookies(to: &sent, for: url, from: configuration.cookieStorage)
             let answer = try await send(
                 sent, body: body, url: url, configuration: configuration, trace: &trace, perform: perform)
-            Self.storeCookies(from: answer.headers, for: url, request: hop, in: configuration.cookieStorage)
+            await Self.storeCookies(from: answer.headers, for: url, request: hop, in: configuration.cookieStorage)
             if configuration.followRedirects,
                 var next = try RedirectRule.next(
                     after: hop, body: body, status: answer.status,
@@ -381,36 +383,6 @@ public final class HTTPDNSInterceptor: Sendable {
         if let handler = configuration.redirectHandler, let proposed = request { request = handler(response, proposed) }
         if let willRedirect, let proposed = request { request = await willRedirect(response, proposed) }
         return request
-    }
-
-    /// Adds the stored cookies for `url` that the request does not carry yet. URLSession itself puts the session's
-    /// cookies on the request it hands to the protocol (the first hop); redirect hops get none from it. Cookies the
-    /// request already names (from URLSession or set by the application) are not added again, so each goes out once.
-    private static func addCookies(to request: inout URLRequest, for url: URL, from storage: HTTPCookieStorage?) {
-        guard let storage, request.httpShouldHandleCookies,
-            var cookies = storage.cookies(for: url), !cookies.isEmpty
-        else { return }
-        // A Secure cookie never goes over plain HTTP, whatever the storage returns.
-        if url.scheme?.lowercased() != "https" { cookies.removeAll(where: \.isSecure) }
-        let existing = request.value(forHTTPHeaderField: "Cookie")
-        let present = Set(
-            (existing ?? "").split(separator: ";").compactMap { pair in
-                pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) }
-            })
-        let missing = cookies.filter { !present.contains($0.name) }
-        guard !missing.isEmpty, let stored = HTTPCookie.requestHeaderFields(with: missing)["Cookie"] else { return }
-        request.setValue(existing.map { "\($0); \(stored)" } ?? stored, forHTTPHeaderField: "Cookie")
-    }
-
-    private static func storeCookies(
-        from headers: [(String, String)], for url: URL, request: URLRequest, in storage: HTTPCookieStorage?
-    ) {
-        guard let storage, request.httpShouldHandleCookies else { return }
-        var cookies: [HTTPCookie] = []
-        for (name, value) in headers where sameFieldName(name, "set-cookie") {
-            cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
-        }
-        if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: request.mainDocumentURL ?? url) }
     }
 }
 

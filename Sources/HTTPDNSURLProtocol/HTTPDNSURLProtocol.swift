@@ -155,6 +155,11 @@ public class HTTPDNSURLProtocol: URLProtocol {
     /// by URLSession's own HTTP protocol, unchanged. Otherwise the load runs on a task of its own, off the session's
     /// queue, and what it yields is handed to the client back on the queue this method was called on (the task's
     /// work queue, which URLSession serializes with its own work).
+    ///
+    /// The load task prefers one of the pinned clients' event loops (`LoadExecutors`, in turn), so a cache hit takes
+    /// two hops: this queue to the loop, where the exchange starts and its answer resumes the load, and the loop back
+    /// to this queue. A request with an `httpBodyStream` runs on the cooperative pool instead: reading the stream
+    /// may block, which an event loop must never do.
     override public func startLoading() {
         let clientQueue = SessionQueue.current()
         let handle = Handle(instance: self)
@@ -179,9 +184,10 @@ public class HTTPDNSURLProtocol: URLProtocol {
         }
         let request = self.request
         let willRedirect = task.flatMap { Self.redirectHook(for: $0, in: session) }
+        let executor = request.httpBodyStream == nil ? interceptor.loadExecutors.take() : nil
         let load: Task<Void, Never>
         if form == .streamed {
-            load = Task {
+            load = Task(executorPreference: executor) {
                 do throws(InterceptionError) {
                     let answer = try await interceptor.stream(request, willRedirect: willRedirect)
                     guard await clientQueue.run({ handle.instance.deliver(.response(answer.response)) }) else { return }
@@ -200,7 +206,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
                 }
             }
         } else {
-            load = Task {
+            load = Task(executorPreference: executor) {
                 do throws(InterceptionError) {
                     let answer = try await interceptor.load(request, willRedirect: willRedirect)
                     clientQueue.async {
