@@ -43,7 +43,8 @@ extension HTTPDNSInterceptor {
         /// configuration is made.
         public var proxies: ProxyEnvironment
         /// Called before each redirect is followed, with the 3xx answer and the request the rules made for the next
-        /// hop: return it (or a changed one) to follow, or `nil` to stop and deliver the 3xx answer as it is.
+        /// hop: return it (or a changed one) to follow, or `nil` to stop and deliver the 3xx answer as it is. For
+        /// the URL protocol's loads it is called on an event loop thread: it must return quickly and never block.
         public var redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)?
 
         /// Creates a configuration; every parameter has the documented default.

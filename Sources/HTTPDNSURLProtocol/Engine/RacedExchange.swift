@@ -338,7 +338,7 @@ extension PinnedTransport {
     ) async throws -> RacedExchange.Answer? {
         guard let channel = connection.take() else { return nil }
         do {
-            let tls = raced.tlsHost == nil ? nil : try racedTLSContext()
+            let tls = raced.tlsHost == nil ? nil : try await racedTLSContext()
             return try await raced.send(
                 on: channel, tls: tls, handshakeTimeout: profile.connectTimeout, deadline: deadline)
         } catch let failure as AttemptFailure where !failure.requestSent && !Task.isCancelled {
@@ -352,8 +352,14 @@ extension PinnedTransport {
     }
 
     /// The TLS context of the race's connections: the pinned clients' verification and trust roots, ALPN
-    /// `http/1.1` only. Made once, on first use.
-    private func racedTLSContext() throws -> NIOSSLContext {
+    /// `http/1.1` only. Made once, on first use, on the cooperative pool: it reads the trust-root files, and the URL
+    /// protocol's loads run on event loops, which must not wait for files.
+    private func racedTLSContext() async throws -> NIOSSLContext {
+        if let made = racedTLS.withLock({ $0 }) { return made }
+        return try await withTaskExecutorPreference(globalConcurrentExecutor) { try makeRacedTLSContext() }
+    }
+
+    private func makeRacedTLSContext() throws -> NIOSSLContext {
         try racedTLS.withLock { context in
             if let context { return context }
             var tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: profile.trustRoots)
