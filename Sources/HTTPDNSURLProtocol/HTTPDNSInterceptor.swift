@@ -114,8 +114,8 @@ public final class HTTPDNSInterceptor: Sendable {
                 request, configuration: configuration, willRedirect: willRedirect, trace: &trace
             ) {
                 exchange, connection, deadline in
-                let response = try await transport.execute(
-                    exchange, deadline: deadline, maximumResponseBytes: limit, connection: connection)
+                let streamed = try await transport.stream(exchange, deadline: deadline, connection: connection)
+                let response = try await PinnedTransport.collect(streamed, limit: limit)
                 return (response, response.headLatency)
             }
             let body = answer.body.withUnsafeReadableBytes { Data($0) }

@@ -98,62 +98,29 @@ final class PinnedTransport: Sendable {
         var requestSent: Bool
     }
 
-    /// Sends `exchange` and collects the whole response, within `deadline` (which covers the body too).
-    ///
-    /// The exchange runs on the event loop through AsyncHTTPClient's delegate API from start to finish, so a request
-    /// costs one hop to the event loop and one back. With `connection` (what a connection race to `exchange.address`
-    /// won), the request goes out on that connection instead (``RacedExchange``).
-    /// - Throws: ``AttemptFailure`` around the AsyncHTTPClient or NIO error (``classify(_:)`` maps it), or
-    ///   ``InterceptionError`` with ``InterceptionError/Code/shutdown``.
-    func execute(
-        _ exchange: Exchange, deadline: NIODeadline, maximumResponseBytes: Int, connection: DialedConnection? = nil
-    ) async throws -> Response {
-        let lease = try acquire(
-            .init(
-                host: exchange.host, address: exchange.address,
-                proxy: exchange.proxy.map { PinnedClientPool.Proxy(host: $0.host, port: $0.port) }))
-        defer { pool.release(lease) }
-        let (client, gate) = (lease.client, lease.gate)
+    /// A body larger than the cap of a collected answer.
+    struct ResponseTooLarge: Error {}
+
+    /// The whole of a streamed answer, up to `limit` bytes (the URL protocol's collected loads): the one streaming
+    /// exchange, read to its end in the caller's task. The lease ends with it.
+    /// - Throws: ``AttemptFailure`` (the request was sent) around the body's error or ``ResponseTooLarge``.
+    static func collect(_ streamed: StreamedResponse, limit: Int) async throws -> Response {
+        defer { streamed.lease.end() }
+        let head = streamed.response
+        if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+            throw AttemptFailure(underlying: ResponseTooLarge(), requestSent: true)
+        }
+        let body: ByteBuffer
         do {
-            try await gate.enter(deadline: deadline, on: eventLoopGroup.next())
+            body = try await head.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw AttemptFailure(underlying: ResponseTooLarge(), requestSent: true)
         } catch {
-            throw AttemptFailure(
-                underlying: Self.gateFailure(
-                    error, host: exchange.host, limit: profile.maximumConnectionsPerHost), requestSent: false)
+            throw AttemptFailure(underlying: error, requestSent: true)
         }
-        defer { gate.leave() }
-        if let connection, let raced = Self.raced(exchange),
-            let answer = try await send(raced, on: connection, deadline: deadline)
-        {
-            return try await Self.collect(answer, limit: maximumResponseBytes)
-        }
-        let collector = ResponseCollector(limit: maximumResponseBytes)
-        let task: HTTPClient.Task<Response>
-        do {
-            let (method, headers) = (HTTPMethod(rawValue: exchange.method), HTTPHeaders(exchange.headers))
-            let body = exchange.body.map { HTTPClient.Body.bytes($0) }
-            let request =
-                if let url = exchange.parsedURL {
-                    try HTTPClient.Request(url: url, method: method, headers: headers, body: body)
-                } else {
-                    try HTTPClient.Request(url: exchange.url, method: method, headers: headers, body: body)
-                }
-            task = client.execute(request: request, delegate: collector, deadline: deadline, logger: logger)
-        } catch {
-            throw AttemptFailure(underlying: error, requestSent: false)
-        }
-        do {
-            let response = try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-            // HTTP/2 multiplexes: streams, not connections, bound the client from now on.
-            if response.version == "HTTP/2.0" { gate.raiseLimit(to: ConnectionGate.http2Limit) }
-            return response
-        } catch {
-            throw AttemptFailure(underlying: error, requestSent: collector.requestSent)
-        }
+        return Response(
+            status: Int(head.status.code), version: "HTTP/\(head.version.major).\(head.version.minor)",
+            headers: head.headers.map { ($0.name, $0.value) }, body: body, headLatency: streamed.headLatency)
     }
 
     /// A response whose body is still to be read, and the lease on its client's connection place.
@@ -335,7 +302,7 @@ final class PinnedTransport: Sendable {
             return (error.code, error.message, .never)
         case is CancellationError:
             return (.cancelled, "the request was cancelled", .never)
-        case is ResponseCollector.TooLarge:
+        case is ResponseTooLarge:
             return (.responseTooLarge, "the response body is larger than the cap", .never)
         default:
             guard let failure = TransportFailure.classify(error) else {

@@ -369,24 +369,4 @@ extension PinnedTransport {
             return made
         }
     }
-
-    /// The whole answer of a raced exchange, up to `limit` bytes.
-    static func collect(_ answer: RacedExchange.Answer, limit: Int) async throws -> Response {
-        let head = answer.head
-        if let length = head.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
-            throw AttemptFailure(underlying: ResponseCollector.TooLarge(), requestSent: true)
-        }
-        var body = ByteBuffer()
-        do {
-            for try await var part in answer.body {
-                guard body.readableBytes + part.readableBytes <= limit else { throw ResponseCollector.TooLarge() }
-                body.writeBuffer(&part)
-            }
-        } catch {
-            throw AttemptFailure(underlying: error, requestSent: true)
-        }
-        return Response(
-            status: Int(head.status.code), version: "HTTP/\(head.version.major).\(head.version.minor)",
-            headers: head.headers.map { ($0.name, $0.value) }, body: body, headLatency: answer.headLatency)
-    }
 }
