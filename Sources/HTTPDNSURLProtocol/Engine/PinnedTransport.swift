@@ -15,28 +15,30 @@ import Synchronization
 /// never retry a failed connection themselves and connect with a short timeout: the engine decides about failover.
 /// Certificates are always verified; extra trust roots are added to the system's.
 final class PinnedTransport: Sendable {
-    /// One request as it goes on the wire: the URL names the real host, the client is pinned to `address`.
+    /// One request as it goes on the wire, mapped from the front's request once per hop: each attempt only pins the
+    /// client to its ``address``.
     struct Exchange: Sendable {
-        var method: String
-        /// The URL with the real host, as AsyncHTTPClient sends it (it derives `Host` and SNI from it).
-        var url: String
+        /// The request as AsyncHTTPClient sends it: the URL with the real host (it derives `Host` and SNI from it),
+        /// the method, the headers and the body, in the types that go on the wire.
+        var request: HTTPClientRequest
+        /// The body's bytes, which ``request`` also carries: the race's connection sends them itself
+        /// (AsyncHTTPClient's request body cannot be read back). The same storage, not a copy.
+        var body: ByteBuffer?
+        /// ``request``'s URL, parsed.
+        var parsedURL: URL
         /// The real host, lowercased, without brackets or port.
         var host: String
         /// The address to connect to; `nil` lets AsyncHTTPClient resolve `host` itself.
         var address: IPAddress?
         /// An HTTP proxy to tunnel through (CONNECT to `host`, which the proxy resolves); then `address` is `nil`.
         var proxy: ProxyEnvironment.Proxy?
-        var headers: [(String, String)]
-        var body: [UInt8]?
-        /// ``url`` parsed already, when it was, so it is not parsed again for the wire.
-        var parsedURL: URL? = nil
     }
 
     /// A response with its whole body.
     struct Response: Sendable {
         var status: Int
         var version: String
-        var headers: [(String, String)]
+        var headers: HTTPHeaders
         var body: ByteBuffer
         /// From sending the request to the response head: the connect latency on a new connection.
         var headLatency: Duration
@@ -120,7 +122,7 @@ final class PinnedTransport: Sendable {
         }
         return Response(
             status: Int(head.status.code), version: "HTTP/\(head.version.major).\(head.version.minor)",
-            headers: head.headers.map { ($0.name, $0.value) }, body: body, headLatency: streamed.headLatency)
+            headers: head.headers, body: body, headLatency: streamed.headLatency)
     }
 
     /// A response whose body is still to be read, and the lease on its client's connection place.
@@ -222,13 +224,9 @@ final class PinnedTransport: Sendable {
     func stream(
         _ exchange: Exchange, deadline: NIODeadline, connection: DialedConnection? = nil
     ) async throws -> StreamedResponse {
-        var request = HTTPClientRequest(url: exchange.url)
-        request.method = HTTPMethod(rawValue: exchange.method)
-        request.headers = HTTPHeaders(exchange.headers)
-        if let body = exchange.body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        return try await stream(
-            request, host: exchange.host, address: exchange.address, proxy: exchange.proxy, deadline: deadline,
-            url: exchange.url, logger: nil, connection: connection,
+        try await stream(
+            exchange.request, host: exchange.host, address: exchange.address, proxy: exchange.proxy, deadline: deadline,
+            url: exchange.request.url, logger: nil, connection: connection,
             raced: connection == nil ? nil : Self.raced(exchange))
     }
 

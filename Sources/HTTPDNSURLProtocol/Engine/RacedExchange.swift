@@ -322,10 +322,9 @@ extension PinnedTransport {
 
     /// `exchange` as the race's connection sends it; `nil` when that connection cannot carry it.
     static func raced(_ exchange: Exchange) -> RacedExchange? {
-        guard let url = exchange.parsedURL ?? URL(string: exchange.url) else { return nil }
-        return RacedExchange(
-            method: HTTPMethod(rawValue: exchange.method), url: url, headers: HTTPHeaders(exchange.headers),
-            body: exchange.body.map { ByteBuffer(bytes: $0) })
+        RacedExchange(
+            method: exchange.request.method, url: exchange.parsedURL, headers: exchange.request.headers,
+            body: exchange.body)
     }
 
     /// Sends `raced` on the connection the race won, and returns at the response head. `nil` when the connection

@@ -2,6 +2,7 @@
     import FoundationNetworking
 #endif
 import Foundation
+import NIOHTTP1
 
 // Cookies on the URL protocol's hops: the stored ones added to each request, the ones an answer sets stored.
 extension HTTPDNSInterceptor {
@@ -30,11 +31,11 @@ extension HTTPDNSInterceptor {
     /// protocol runs its loads), so the cookies are stored from the cooperative pool: a hop there and back, only
     /// for an answer that sets cookies.
     static func storeCookies(
-        from headers: [(String, String)], for url: URL, request: URLRequest, in storage: HTTPCookieStorage?
+        from headers: HTTPHeaders, for url: URL, request: URLRequest, in storage: HTTPCookieStorage?
     ) async {
         guard let storage, request.httpShouldHandleCookies else { return }
         var cookies: [HTTPCookie] = []
-        for (name, value) in headers where sameFieldName(name, "set-cookie") {
+        for value in headers["Set-Cookie"] {
             cookies += HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
         }
         guard !cookies.isEmpty else { return }

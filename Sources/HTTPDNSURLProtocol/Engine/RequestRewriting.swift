@@ -1,8 +1,11 @@
 #if canImport(FoundationNetworking)
     public import FoundationNetworking
 #endif
+import AsyncHTTPClient
 package import Foundation
 package import HTTPDNS
+import NIOCore
+import NIOHTTP1
 
 /// Rewriting a request to a chosen IP, and the "handled" tag that keeps a request from being rewritten twice.
 ///
@@ -85,7 +88,7 @@ extension PinnedTransport.Exchange {
     /// one rewritten by ``RequestRewriting/rewrite(_:to:)`` (an IP in the URL, the real host in `Host`; the client
     /// is pinned to the IP).
     /// The handled tag and hop-by-hop headers are dropped; `body` is the request's body, read already.
-    init(_ request: URLRequest, body: [UInt8]?) throws(InterceptionError) {
+    init(_ request: URLRequest, body: ByteBuffer?) throws(InterceptionError) {
         guard let url = request.url, let urlHost = RequestRewriting.host(of: url),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else {
@@ -108,9 +111,11 @@ extension PinnedTransport.Exchange {
         guard let parsed = components.url else {
             throw InterceptionError(code: .badURL, message: "invalid URL", url: url.absoluteString)
         }
-        var headers: [(String, String)] = []
-        for (name, value) in request.allHTTPHeaderFields ?? [:]
-        where !RequestRewriting.transportHeaders.contains(name.lowercased()) {
+        var wire = HTTPClientRequest(url: parsed.absoluteString)
+        wire.method = HTTPMethod(rawValue: request.httpMethod ?? "GET")
+        let fields = request.allHTTPHeaderFields ?? [:]
+        wire.headers.reserveCapacity(fields.count)
+        for (name, value) in fields where !RequestRewriting.transportHeaders.contains(name.lowercased()) {
             // Checked here, by rule rather than by the client's error text, and reported without the value: it
             // may be a credential.
             guard Self.isToken(name), Self.isFieldValue(value) else {
@@ -120,17 +125,10 @@ extension PinnedTransport.Exchange {
                         "the header field '\(Self.isToken(name) ? name : "(invalid name)")' has a name or value that is not valid HTTP",
                     url: url.absoluteString)
             }
-            headers.append((name, value))
+            wire.headers.add(name: name, value: value)
         }
-        self.init(
-            method: request.httpMethod ?? "GET",
-            url: parsed.absoluteString,
-            host: host,
-            address: address,
-            headers: headers,
-            body: body,
-            parsedURL: parsed
-        )
+        if let body { wire.body = .bytes(body) }
+        self.init(request: wire, body: body, parsedURL: parsed, host: host, address: address)
     }
 
     /// Whether `name` is an HTTP token (RFC 9110 section 5.6.2).

@@ -223,7 +223,7 @@ public final class HTTPDNSInterceptor: Sendable {
             if configuration.followRedirects,
                 var next = try RedirectRule.next(
                     after: hop, body: body, status: answer.status,
-                    location: Self.header("Location", in: answer.headers), from: url),
+                    location: answer.headers.first(name: "Location"), from: url),
                 let followed = try await Self.redirect(
                     to: next.request, from: url, answer: answer, configuration: configuration,
                     willRedirect: willRedirect)
@@ -260,7 +260,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Sends one hop: resolves its host (when in scope) and tries the ranked addresses in turn.
     private func send<Answer: HopAnswer>(
-        _ request: URLRequest, body: [UInt8]?, url: URL, configuration: Configuration, trace: inout RequestTrace,
+        _ request: URLRequest, body: ByteBuffer?, url: URL, configuration: Configuration, trace: inout RequestTrace,
         perform: @escaping Perform<Answer>
     ) async throws(InterceptionError) -> Answer {
         let hostText = RequestRewriting.host(of: url) ?? ""
@@ -309,13 +309,14 @@ public final class HTTPDNSInterceptor: Sendable {
 
     // MARK: - Bodies, headers, cookies
 
-    /// The request body: `httpBody`, or the whole `httpBodyStream` up to `limit` bytes.
-    static func readBody(of request: URLRequest, limit: Int) throws(InterceptionError) -> [UInt8]? {
-        if let body = request.httpBody { return Array(body) }
+    /// The request body: `httpBody`, or the whole `httpBodyStream` up to `limit` bytes, in the buffer that goes on
+    /// the wire.
+    static func readBody(of request: URLRequest, limit: Int) throws(InterceptionError) -> ByteBuffer? {
+        if let body = request.httpBody { return ByteBuffer(bytes: body) }
         guard let stream = request.httpBodyStream else { return nil }
         stream.open()
         defer { stream.close() }
-        var body: [UInt8] = []
+        var body = ByteBuffer()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = chunk.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
@@ -326,33 +327,18 @@ public final class HTTPDNSInterceptor: Sendable {
                     url: request.url?.absoluteString)
             }
             if count == 0 { break }
-            guard body.count + count <= limit else {
+            guard body.readableBytes + count <= limit else {
                 throw InterceptionError(
                     code: .requestBodyTooLarge, message: "the request body stream is larger than \(limit) bytes",
                     url: request.url?.absoluteString)
             }
-            body.append(contentsOf: chunk[0..<count])
+            body.writeBytes(chunk[0..<count])
         }
         return body
     }
 
-    /// The first value of `name` (case-insensitive).
-    static func header(_ name: String, in headers: [(String, String)]) -> String? {
-        let lowered = name.lowercased()
-        return headers.first { sameFieldName($0.0, lowered) }?.1
-    }
-
-    /// Whether field name `name` is `lowered` (ASCII lower case), ignoring ASCII case as HTTP does; without
-    /// Foundation's locale-aware comparison, which costs a string search per header.
-    static func sameFieldName(_ name: String, _ lowered: String) -> Bool {
-        name.utf8.count == lowered.utf8.count
-            && zip(name.utf8, lowered.utf8).allSatisfy { byte, expected in
-                byte == expected || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") && byte | 0x20 == expected)
-            }
-    }
-
     /// Response headers as Foundation's dictionary: repeated names joined with ", ", the first spelling kept.
-    static func headerFields(_ headers: [(String, String)]) -> [String: String] {
+    static func headerFields(_ headers: HTTPHeaders) -> [String: String] {
         var fields: [String: String] = [:]
         var spelling: [String: String] = [:]
         for (name, value) in headers {
@@ -390,7 +376,7 @@ public final class HTTPDNSInterceptor: Sendable {
 protocol HopAnswer: Sendable {
     var status: Int { get }
     var version: String { get }
-    var headers: [(String, String)] { get }
+    var headers: HTTPHeaders { get }
     /// Gives the body of a redirect that is followed up, so its connection can serve the next hop.
     func discard() async
 }
@@ -404,7 +390,7 @@ struct StreamedHop: HopAnswer {
     var streamed: PinnedTransport.StreamedResponse
     var status: Int { Int(streamed.response.status.code) }
     var version: String { "HTTP/\(streamed.response.version.major).\(streamed.response.version.minor)" }
-    var headers: [(String, String)] { streamed.response.headers.map { ($0.name, $0.value) } }
+    var headers: HTTPHeaders { streamed.response.headers }
 
     /// Reads and drops a little of the body (a redirect's is short), then ends the lease.
     func discard() async {

@@ -2,6 +2,7 @@
     import FoundationNetworking
 #endif
 import Foundation
+import NIOCore
 
 /// How a 3xx answer turns into the next hop (RFC 9110 section 15.4, as browsers and curl apply it).
 enum RedirectRule {
@@ -71,11 +72,11 @@ enum RedirectRule {
     /// so its host is resolved again.
     static func next(
         after request: URLRequest,
-        body: [UInt8]?,
+        body: ByteBuffer?,
         status: Int,
         location: String?,
         from url: URL
-    ) throws(InterceptionError) -> (request: URLRequest, body: [UInt8]?)? {
+    ) throws(InterceptionError) -> (request: URLRequest, body: ByteBuffer?)? {
         guard let step = try step(status: status, location: location, method: request.httpMethod ?? "GET", from: url)
         else { return nil }
         var next = request
