@@ -9,13 +9,13 @@ modules=("$@")
 if [ ${#modules[@]} -eq 0 ]; then
     for catalog in Sources/*/*.docc; do modules+=("$(basename "$catalog" .docc)"); done
 fi
-# Symbol graphs of the public declarations, in a build directory of their own (other flags than the tests' build).
-# The plugin also tries the test modules, which it cannot load, and then exits 1: what counts is that every
-# module's graph was written by this run.
+# Symbol graphs of the public declarations, extracted from the debug build that scripts/test.sh makes (.build): when
+# that build is current this adds only the extraction. The plugin may also try the test modules, which it cannot
+# load, and then exit 1: what counts is that every module's graph was written by this run.
 stamp=.build-docs/symbolgraph.stamp
 mkdir -p .build-docs && touch "$stamp"
-swift package --scratch-path .build-docs dump-symbol-graph --minimum-access-level public >.build-docs/symbolgraph.log 2>&1 || true
-graphs=$(find .build-docs -type d -name symbolgraph | head -1)
+swift package --scratch-path .build dump-symbol-graph --minimum-access-level public >.build-docs/symbolgraph.log 2>&1 || true
+graphs=$(find .build -maxdepth 2 -type d -name symbolgraph | head -1)
 for module in "${modules[@]}"; do
     if [ -z "$graphs" ] || [ ! "$graphs/$module.symbols.json" -nt "$stamp" ]; then
         grep -E "error" .build-docs/symbolgraph.log >&2 || tail -20 .build-docs/symbolgraph.log >&2

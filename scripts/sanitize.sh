@@ -1,15 +1,34 @@
 #!/usr/bin/env bash
 # The whole test suite under a sanitizer, in a build directory of its own (.build-tsan, .build-asan).
-#   scripts/sanitize.sh thread|address [swift test arguments...]
-# Installs what the tests need first, like scripts/test.sh. Exits with the test run's status.
+#   scripts/sanitize.sh thread|address [--fuzz] [--stress-reruns N] [swift test arguments...]
+# --fuzz: the build also carries libFuzzer's coverage instrumentation and driver (-sanitize=fuzzer, -DFUZZING), so
+#   that its httpdns-fuzz is a fuzzer that scripts/fuzz.sh --from-sanitizer runs: CI makes one instrumented build
+#   for the suite and the fuzz targets instead of two. The tests run the same either way.
+# --stress-reruns N: after the whole suite, the concurrency stress suite and the URLSession API forms matrix N more
+#   times under the sanitizer (a race there can hide from one run).
+# Installs what the tests need first, like scripts/test.sh. Exits with the first failing run's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${1:-thread}"
 shift || true
-case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [swift test arguments...]" >&2; exit 64 ;; esac
+case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [--fuzz] [--stress-reruns N] [arguments...]" >&2; exit 64 ;; esac
+flags=()
+reruns=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        # lld links it: gold fails on objects with the fuzzer's instrumentation (an internal error in its DWARF reader).
+        --fuzz) flags+=(-Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING -Xswiftc -use-ld=lld); shift ;;
+        --stress-reruns) reruns="$2"; shift 2 ;;
+        *) break ;;
+    esac
+done
 scratch=".build-${sanitizer:0:1}san"
 scripts/install-deps.sh test
-swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
+# The linker's "Cannot export local symbol" notes about the sanitizer runtime are noise; a failed build still fails.
+build_status=0
+swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} 2>&1 \
+    | { grep -v "Cannot export local symbol" || true; } || build_status=$?
+[ "$build_status" -eq 0 ] || { echo "the sanitized build failed" >&2; exit "$build_status"; }
 # halt_on_error: a report fails the run instead of scrolling by.
 # Suppressions: only the Swift runtime's continuation hand-off (see the file).
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan-suppressions.txt}"
@@ -27,4 +46,9 @@ export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
 # the NIO singleton's loops (servers, clients, the URL protocol's loads), so a flooding test beside a TLS handshake
 # could hold the handshake past its (already scaled) time limit.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
-swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" "$@"
+swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} "$@"
+for run in $(seq 1 "$reruns"); do
+    echo "Concurrency stress suite and the URLSession API forms matrix under the sanitizer, rerun $run of $reruns"
+    swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} \
+        --filter "ConcurrencyStressTests|URLSessionFormsTests"
+done

@@ -120,10 +120,16 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        if received == nil {
-            received = bytes
+        if var buffer = received {
+            // What was already taken is dropped before more is kept: the buffer holds at most the messages not yet
+            // taken and the start of the next one, never what the connection sent before (a client whose writes
+            // end inside a message would otherwise keep every byte it ever sent).
+            received = nil
+            buffer.discardReadBytes()
+            buffer.writeBuffer(&bytes)
+            received = buffer
         } else {
-            received!.writeBuffer(&bytes)
+            received = bytes
         }
         reading = true
         takeMessages(context: context)

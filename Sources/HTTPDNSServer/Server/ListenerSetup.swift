@@ -261,15 +261,19 @@ struct ListenerSetup: Sendable {
 /// The open connections, for graceful shutdown and the connection limits.
 ///
 /// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
-/// connections in the backlog) and starts again when one closes. Both option changes are made under the lock that
-/// decides them, so they reach the listening channel's event loop in the order they were decided. A client network
-/// at its own limit has its new connection closed at once (the backlog cannot hold one client's connections back
-/// while serving others'); the table of counts only holds networks with a connection open.
+/// connections in the backlog) and starts again when one closes. The listeners (HTTP, DNS over TCP, DNS over TLS)
+/// share the limit: each one that accepts a connection while the limit is reached is paused too (that connection is
+/// closed), and every paused listener is resumed when the count falls below the limit, whichever listener's
+/// connection closed. The option changes are made under the lock that decides them, so they reach each listening
+/// channel's event loop in the order they were decided. A client network at its own limit has its new connection
+/// closed at once (the backlog cannot hold one client's connections back while serving others'); the table of counts
+/// only holds networks with a connection open.
 final class Connections: Sendable {
     private struct State {
         var open: [ObjectIdentifier: any Channel] = [:]
         var perClient: [ClientNetwork: Int] = [:]
-        var paused = false
+        /// The listening channels paused at the limit, to resume together.
+        var paused: [ObjectIdentifier: any Channel] = [:]
     }
 
     private let state = Locked(State())
@@ -301,7 +305,10 @@ final class Connections: Sendable {
         // Connections without an address to go by (not TCP) count only towards the total.
         let counted = client != .shared
         let (admitted, paused, overClientLimit) = state.withLock { state in
-            guard state.open.count < limit else { return (false, false, false) }
+            guard state.open.count < limit else {
+                // Another listener reached the limit first: this one waits too.
+                return (false, Self.pause(channel.parent, &state), false)
+            }
             if counted {
                 let current = state.perClient[client, default: 0]
                 guard current < perClientLimit else { return (false, false, true) }
@@ -310,12 +317,8 @@ final class Connections: Sendable {
             state.open[key] = channel
             // Recorded under the lock, so the gauge's last value is the last count.
             metrics.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit, !state.paused, let listener = channel.parent else {
-                return (true, false, false)
-            }
-            state.paused = true
-            listener.setOption(.autoRead, value: false).whenFailure { _ in }
-            return (true, true, false)
+            guard state.open.count == limit else { return (true, false, false) }
+            return (true, Self.pause(channel.parent, &state), false)
         }
         if overClientLimit {
             counts.withLock { $0.refusedPerClient += 1 }
@@ -339,12 +342,22 @@ final class Connections: Sendable {
                     let remaining = state.perClient[client, default: 1] - 1
                     state.perClient[client] = remaining > 0 ? remaining : nil
                 }
-                if state.paused, state.open.count < limit, let listener = channel.parent {
-                    state.paused = false
-                    listener.setOption(.autoRead, value: true).whenFailure { _ in }
+                if !state.paused.isEmpty, state.open.count < limit {
+                    for listener in state.paused.values {
+                        listener.setOption(.autoRead, value: true).whenFailure { _ in }
+                    }
+                    state.paused = [:]
                 }
             }
         }
+        return true
+    }
+
+    /// Stops `listener` accepting, unless it already has; `true` when it was running. Call it under the lock.
+    private static func pause(_ listener: (any Channel)?, _ state: inout State) -> Bool {
+        guard let listener, state.paused[ObjectIdentifier(listener)] == nil else { return false }
+        state.paused[ObjectIdentifier(listener)] = listener
+        listener.setOption(.autoRead, value: false).whenFailure { _ in }
         return true
     }
 }
