@@ -1,11 +1,17 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-let strictSettings: [SwiftSetting] = [
-    .enableUpcomingFeature("ExistentialAny"),
-    .enableUpcomingFeature("MemberImportVisibility"),
-    .enableUpcomingFeature("InternalImportsByDefault"),
-]
+// `scripts/sanitize.sh thread --fuzz` sets HTTPDNS_FUZZING=1 for its sanitized build (it must come with a
+// sanitizer, which `-sanitize-coverage` needs): the package's own modules then carry libFuzzer's coverage, and
+// httpdns-fuzz links libFuzzer's driver, so one instrumented build runs both the suite and the fuzz targets.
+let fuzzing = Context.environment["HTTPDNS_FUZZING"] == "1"
+
+let strictSettings: [SwiftSetting] =
+    [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+    ] + (fuzzing ? [.unsafeFlags(["-sanitize-coverage=edge,trace-cmp,inline-8bit-counters,pc-table"])] : [])
 
 let package = Package(
     name: "swift-httpdns",
@@ -223,7 +229,8 @@ let package = Package(
             ],
             path: "Tests/Fuzz",
             exclude: ["Corpus"],
-            swiftSettings: strictSettings
+            swiftSettings: strictSettings + (fuzzing ? [.define("FUZZING")] : []),
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer"])] : []
         ),
         .executableTarget(
             name: "httpdns-soak",

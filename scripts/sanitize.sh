@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite under a sanitizer, in a build directory of its own (.build-tsan, .build-asan).
 #   scripts/sanitize.sh thread|address [--fuzz] [--stress-reruns N] [swift test arguments...]
-# --fuzz: the build also carries libFuzzer's coverage instrumentation and driver (-sanitize=fuzzer, -DFUZZING), so
-#   that its httpdns-fuzz is a fuzzer that scripts/fuzz.sh --from-sanitizer runs: CI makes one instrumented build
-#   for the suite and the fuzz targets instead of two. The tests run the same either way.
+# --fuzz: the package's own modules also carry libFuzzer's coverage instrumentation and httpdns-fuzz links its
+#   driver (HTTPDNS_FUZZING=1, read by Package.swift), so that httpdns-fuzz is a fuzzer that
+#   scripts/fuzz.sh --from-sanitizer runs: CI makes one instrumented build for the suite and the fuzz targets instead
+#   of two. The tests run the same either way.
 # --stress-reruns N: after the whole suite, the concurrency stress suite and the URLSession API forms matrix N more
 #   times under the sanitizer (a race there can hide from one run).
 # Installs what the tests need first, like scripts/test.sh. Exits with the first failing run's status.
@@ -17,7 +18,7 @@ reruns=0
 while [ $# -gt 0 ]; do
     case "$1" in
         # lld links it: gold fails on objects with the fuzzer's instrumentation (an internal error in its DWARF reader).
-        --fuzz) flags+=(-Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING -Xswiftc -use-ld=lld); shift ;;
+        --fuzz) export HTTPDNS_FUZZING=1; flags+=(-Xswiftc -use-ld=lld); shift ;;
         --stress-reruns) reruns="$2"; shift 2 ;;
         *) break ;;
     esac
