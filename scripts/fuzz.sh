@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message)
+[ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message forwarded-answer)
 scripts/install-deps.sh run
 if $from_sanitizer; then
     binary=.build-tsan/debug/httpdns-fuzz

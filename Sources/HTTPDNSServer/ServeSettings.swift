@@ -57,6 +57,7 @@ package struct ServeSettings: Sendable, Hashable {
         configuration.publicEndpoints =
             publicEndpoints == .on || (publicEndpoints == .auto && !secrets.values.contains { $0 != nil })
         configuration.forwardsGuardedReverseLookups = probeGuardedAddresses
+        configuration.guardsForwardedAddresses = !probeGuardedAddresses
         return configuration
     }
 
@@ -181,6 +182,13 @@ package struct ServeSettings: Sendable, Hashable {
         .int(
             "serve.maxForwardedQueries", \.service.maximumForwardedQueries, default: 256,
             "most queries of other types being forwarded at once; past it SERVFAIL", range: 1...100_000),
+        .int(
+            "serve.maxUpstreamLookups", \.service.maximumUpstreamLookups, default: 1_024,
+            "most requests waiting for an upstream at once; past it 503 with Retry-After (SERVFAIL over DNS)",
+            range: 1...1_000_000),
+        .int(
+            "serve.maxUpstreamLookupsPerNetwork", \.service.maximumUpstreamLookupsPerNetwork, default: 64,
+            "most requests of one client network (/24 or /48) waiting for an upstream at once", range: 1...1_000_000),
         .custom(
             "serve.accounts", .stringArray, \.accounts, shown: "[]",
             "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",
@@ -231,8 +239,11 @@ package struct ServeSettings: Sendable, Hashable {
             "serve.ecs.prefixV6", \.service.clientSubnetPrefixes.ipv6, default: 56,
             "most bits of an IPv6 client's address sent upstream as its subnet", range: 16...128),
         networks(
-            "serve.trustedProxies", \.service.trustedProxies,
-            "proxies (CIDR) whose Forwarded or X-Forwarded-For header names the client (limits, ECS, reports, logs)"),
+            "serve.trustedProxies.networks", \.service.trustedProxies,
+            "proxies (CIDR) whose serve.trustedProxies.header names the client (limits, ECS, reports, logs)"),
+        .choice(
+            "serve.trustedProxies.header", \.service.trustedProxyHeader, default: .xForwardedFor,
+            "the one header trusted proxies write, read from the right: x-forwarded-for or forwarded (RFC 7239)"),
         networks(
             "serve.steeringRegions", \.service.steeringRegions,
             "regions (CIDR) whose clients' reports order the answers of every client in them (else by /24 or /56)"),

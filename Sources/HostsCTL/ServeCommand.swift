@@ -133,14 +133,19 @@ public struct ServeCommand: AsyncParsableCommand {
         }
     }
 
-    /// `settings` as a server facing the internet applies them: unless `serve.probeGuardedAddresses`, the
-    /// private-address guard covers every upstream (c-ares and the system resolver too) and no probe connects to a
-    /// private, loopback, link-local or otherwise non-public address, so no client's question can make the server
-    /// reach into its own network. Overrides, which the operator writes, are answered as written.
+    /// `settings` as a server facing the internet applies them: served answers never come from the operating
+    /// system's resolver (`sources.systemFallback` is off and a `system` layer is dropped: getaddrinfo has a few
+    /// threads and an unbounded queue, and asks mDNS and LLMNR on the server's own network, so clients' names
+    /// must not reach it); unless `serve.probeGuardedAddresses`, the private-address guard covers every upstream
+    /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
+    /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
+    /// as written.
     static func served(_ settings: ResolverSettings, serve: ServeSettings) -> ResolverSettings {
         var served = settings
         // Answers are for clients on other networks: never adapted to this host's (NAT64).
         served.adaptsToHostNetwork = false
+        served.systemFallback = false
+        served.sources.removeAll { $0 == .system }
         guard !serve.probeGuardedAddresses else { return served }
         served.addressGuard.everyUpstream = true
         served.probe.probesGuardedAddresses = false

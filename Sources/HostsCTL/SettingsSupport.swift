@@ -74,6 +74,14 @@ enum SettingsReport {
                 ? "env \(SettingKey.environmentVariable(for: value.path))"
                 : file.fileKeys[value.path] != nil ? "file" : "default"
             rows.append(Row(key: value.path, value: value.text, origin: origin))
+            // What hostsctl serve does with the system resolver (ServeCommand.served): its answers never reach
+            // getaddrinfo, whatever the file says.
+            let system =
+                value.path == "sources.systemFallback"
+                || (value.path == "sources.order" && value.text.contains("system"))
+            if system {
+                rows.append(Row(key: value.path + " (serve)", value: "off", origin: "always under hostsctl serve"))
+            }
             if value.path.hasPrefix("httpdns.provider."), value.path.hasSuffix(".secretEnv") {
                 let isSet = HTTPDNSSecret(environmentVariable: value.text) != nil
                 rows.append(

@@ -4,11 +4,12 @@ import Logging
 
 /// Entry points for coverage-guided fuzzing of what the server reads from clients (`Tests/Fuzz`,
 /// `scripts/fuzz.sh`): request targets and query strings, every endpoint's parameters (JSON API, vendor APIs and
-/// their signatures, reports), and RFC 8484 messages with the rewriting applied before forwarding. Each input must
+/// their signatures, reports), RFC 8484 messages with the rewriting applied before forwarding, and upstream answers
+/// as the forwarding guard reads them. Each input must
 /// get an HTTP answer, never a crash or a hang; a broken promise traps.
 enum ServerFuzzTargets {
     /// The targets, by name.
-    static let names = ["serve-request", "serve-dns-message"]
+    static let names = ["serve-request", "serve-dns-message", "forwarded-answer"]
 
     /// A service on a resolver that only has an override (no upstream, nothing leaves the process), with accounts,
     /// reports, forwarding and a rate limit switched on so that every path is reachable.
@@ -68,10 +69,38 @@ enum ServerFuzzTargets {
             _ = ForwardedQuery.reverseTarget(String(decoding: bytes, as: UTF8.self))
             dnsTransports(bytes)
             clientSubnetOption(bytes)
+        case "forwarded-answer":
+            forwardedAnswer(bytes)
         default:
             return false
         }
         return true
+    }
+
+    /// This process's forwarding marker.
+    private static let marker = ForwardingMarker()
+
+    /// `bytes` as an upstream's answer to relay (the private-address guard walks every section and every SVCB/HTTPS
+    /// hint) and as a query to forward (marked once, with the hop count one more, and then seen as a loop), and as a
+    /// rate-limited UDP query's slipped answer (never larger than the query, TC set).
+    private static func forwardedAnswer(_ bytes: [UInt8]) {
+        _ = ForwardedAnswerGuard.handsOutGuardedAddress(bytes)
+        if let slipped = DNSTransportWire.slipped(bytes) {
+            precondition(slipped.count <= bytes.count && slipped[2] & 0x02 != 0, "a slipped answer larger or not TC")
+        }
+        guard let query = try? DNSQueryMessage(bytes) else { return }
+        let questionEnd = 12 + query.question.count
+        guard let marked = marker.marking(bytes, questionEnd: questionEnd) else { return }
+        let before = ForwardingMarker.read(bytes)?.hops ?? 0
+        guard let (token, hops) = ForwardingMarker.read(marked) else {
+            preconditionFailure("a marked query carries no marker")
+        }
+        precondition(token.elementsEqual(marker.token) && hops == min(before + 1, 255), "the wrong marker")
+        precondition(marker.isLoop(marked), "a query back with our own marker is not seen as a loop")
+        precondition(Array(marked.prefix(questionEnd)).dropFirst(12) == Array(bytes.prefix(questionEnd)).dropFirst(12))
+        if let again = marker.marking(marked, questionEnd: questionEnd) {
+            precondition(ForwardingMarker.read(again)?.hops == min(hops + 1, 255), "marking twice kept two markers")
+        }
     }
 
     /// A client subnet option that reads writes back as it came, and a network cut shorter stays inside it.

@@ -112,6 +112,28 @@ struct ClientSubnetTests {
         #expect(plain.addresses.map(\.ip.description) == ["192.0.2.9"])
     }
 
+    @Test(
+        "a client that states a network wider than the configured prefix cannot choose other networks' answers (RFC 7871 §11.3): its answer serves only that same statement"
+    )
+    func chosenWidePrefix() async throws {
+        try await Lab.with { lab in
+            // One UDP query stating 198.51.0.0/16: PowerDNS answers the rest (192.0.2.9) with scope 16.
+            let wide = try await Self.udp(
+                lab.dnsPort, Self.query("www.ecs.test", subnet: try Self.network("198.51.0.0/16"), id: 1))
+            #expect(try Self.addresses(wide, "www.ecs.test") == ["192.0.2.9"])
+            // A client of 198.51.100.0/24 still gets its own network's answer, first and from the cache.
+            for round in 0..<2 {
+                let own = try await Self.udp(
+                    lab.dnsPort, Self.query("www.ecs.test", subnet: try Self.network("198.51.100.7/32"), id: 2))
+                #expect(try Self.addresses(own, "www.ecs.test") == ["192.0.2.1"], "round \(round)")
+            }
+            // And the wide statement, asked again, gets what was kept for it.
+            let again = try await Self.udp(
+                lab.dnsPort, Self.query("www.ecs.test", subnet: try Self.network("198.51.0.0/16"), id: 3))
+            #expect(try Self.addresses(again, "www.ecs.test") == ["192.0.2.9"])
+        }
+    }
+
     @Test("two networks get their own answers over UDP, cache hits included, and the scope comes back to the client")
     func eachNetworkItsOwnAnswer() async throws {
         try await Lab.with { lab in
@@ -374,30 +396,42 @@ struct ClientSubnetTests {
         await resolver.shutdown()
     }
 
-    @Test("behind a trusted proxy the client named by X-Forwarded-For or Forwarded is the network; otherwise not")
+    @Test(
+        "behind a trusted proxy the client named by the configured header (X-Forwarded-For or Forwarded) is the network; the other header and untrusted peers are not believed"
+    )
     func trustedProxies() async throws {
-        let trusted = HTTPDNSService.Configuration(trustedProxies: [try Self.network("127.0.0.0/8")])
-        for configuration in [trusted, HTTPDNSService.Configuration()] {
+        let proxy = [try Self.network("127.0.0.0/8")]
+        let configurations: [(HTTPDNSService.Configuration, HTTPDNSService.Configuration.ProxyHeader?)] = [
+            (HTTPDNSService.Configuration(trustedProxies: proxy), .xForwardedFor),
+            (HTTPDNSService.Configuration(trustedProxies: proxy, trustedProxyHeader: .forwarded), .forwarded),
+            (HTTPDNSService.Configuration(), nil),
+        ]
+        for (configuration, header) in configurations {
             try await Lab.with(configuration) { lab in
-                func curl(_ header: String) async throws -> String {
+                func curl(_ headers: String...) async throws -> String {
                     let (status, output) = try await InteropTests.run(
                         "/usr/bin/curl",
-                        [
-                            "-s", "--max-time", "20", "-H", header,
-                            "http://127.0.0.1:\(lab.server.port)/resolve?name=www.ecs.test&type=A",
-                        ])
+                        ["-s", "--max-time", "20"] + headers.flatMap { ["-H", $0] }
+                            + ["http://127.0.0.1:\(lab.server.port)/resolve?name=www.ecs.test&type=A"])
                     #expect(status == 0, "\(output)")
                     return output
                 }
-                let isTrusted = !configuration.trustedProxies.isEmpty
+                let readsXFF = header == .xForwardedFor
+                let readsForwarded = header == .forwarded
                 // A client the proxy saw; then one that wrote its own claim before the proxy's entry (the proxy's
                 // entry, the last, is the one believed); then RFC 7239 with an IPv6 node and a port.
                 let plain = try await curl("X-Forwarded-For: 198.51.100.7")
-                #expect(plain.contains(isTrusted ? "192.0.2.1" : "192.0.2.9"), "\(plain)")
+                #expect(plain.contains(readsXFF ? "192.0.2.1" : "192.0.2.9"), "\(plain)")
                 let spoofed = try await curl("X-Forwarded-For: 198.51.100.7, 203.0.113.5")
-                #expect(spoofed.contains(isTrusted ? "192.0.2.2" : "192.0.2.9"), "\(spoofed)")
+                #expect(spoofed.contains(readsXFF ? "192.0.2.2" : "192.0.2.9"), "\(spoofed)")
                 let rfc = try await curl("Forwarded: for=\"[2001:db8::1]:4711\", for=203.0.113.5:80;proto=https")
-                #expect(rfc.contains(isTrusted ? "192.0.2.2" : "192.0.2.9"), "\(rfc)")
+                #expect(rfc.contains(readsForwarded ? "192.0.2.2" : "192.0.2.9"), "\(rfc)")
+                // A balancer that appends only to X-Forwarded-For passes the client's own Forwarded through: with
+                // X-Forwarded-For configured, the client cannot choose 198.51.100.7 that way (and the reverse).
+                let both = try await curl("Forwarded: for=198.51.100.7", "X-Forwarded-For: 203.0.113.5")
+                #expect(both.contains(header == nil ? "192.0.2.9" : readsXFF ? "192.0.2.2" : "192.0.2.1"), "\(both)")
+                let reverse = try await curl("Forwarded: for=203.0.113.5", "X-Forwarded-For: 198.51.100.7")
+                #expect(reverse.contains(header == nil ? "192.0.2.9" : readsXFF ? "192.0.2.1" : "192.0.2.2"))
                 // A hop that is not an address stops the walk: the proxy itself (127.0.0.1) is the client.
                 let garbage = try await curl("X-Forwarded-For: 198.51.100.7, unknown")
                 #expect(garbage.contains("192.0.2.9"), "\(garbage)")
@@ -411,6 +445,57 @@ struct ClientSubnetTests {
             ForwardedHeader.xForwardedFor(" 192.0.2.1:80 ,[2001:db8::3]:1").map { $0?.description } == [
                 "192.0.2.1", "2001:db8::3",
             ])
+    }
+
+    @Test(
+        "relayed answers pass the private-address guard: an HTTPS record whose ipv4hint is internal gets NXDOMAIN, as a missing name does; a public hint is relayed"
+    )
+    func relayedAnswersGuarded() async throws {
+        let lab = try await Lab.start(configuration: .init(otherTypes: .forward))
+        let cares = try CAresResolver(configuration: .init(servers: [lab.pdns.address], timeout: .seconds(2)))
+        func ask(_ name: String, guarded: Bool = true) async -> [UInt8] {
+            let service = HTTPDNSService(
+                resolver: lab.resolver, configuration: .init(otherTypes: .forward, guardsForwardedAddresses: guarded),
+                logger: Self.logger, forwarder: CAresForwarder(resolver: cares))
+            return await service.handle(
+                ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message",
+                    body: Self.query(name, type: 65, subnet: nil), client: IPAddress("127.0.0.1"))
+            ).body
+        }
+        func code(_ answer: [UInt8]) -> UInt8 { answer.count > 3 ? answer[3] & 0x0F : 0xFF }
+        func answers(_ answer: [UInt8]) -> Int { answer.count > 7 ? Int(answer[6]) << 8 | Int(answer[7]) : -1 }
+        let guarded = await ask("web.ecs.test")
+        let missing = await ask("nothing.ecs.test")
+        #expect(code(guarded) == 3 && answers(guarded) == 0, "withheld: \(guarded)")
+        #expect(code(missing) == 3, "a missing name gets the same NXDOMAIN")
+        let open = await ask("web.ecs.test", guarded: false)
+        #expect(code(open) == 0 && answers(open) == 1, "relayed when the operator allows guarded addresses")
+        let published = await ask("pub.ecs.test")
+        #expect(code(published) == 0 && answers(published) == 1, "a public hint is relayed")
+        cares.shutdown()
+        await lab.stop()
+    }
+
+    @Test(
+        "the guard reads addresses wherever an answer puts them: SRV glue, HTTPS hints; unreadable answers count as guarded"
+    )
+    func forwardedAnswerGuardWalk() {
+        // One question (srv.test SRV), one SRV answer pointing at box.test, and box.test's A in the additional
+        // section.
+        func message(glue: [UInt8]) -> [UInt8] {
+            let header: [UInt8] = [0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 1]
+            let question: [UInt8] = [3] + Array("srv".utf8) + [4] + Array("test".utf8) + [0, 0, 33, 0, 1]
+            let target: [UInt8] = [3] + Array("box".utf8) + [4] + Array("test".utf8) + [0]
+            let srv: [UInt8] =
+                [0xC0, 12, 0, 33, 0, 1, 0, 0, 0, 60, 0, UInt8(6 + target.count), 0, 0, 0, 0, 1, 187] + target
+            let a: [UInt8] = target + [0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + glue
+            return header + question + srv + a
+        }
+        #expect(ForwardedAnswerGuard.handsOutGuardedAddress(message(glue: [10, 0, 0, 7])))
+        #expect(ForwardedAnswerGuard.handsOutGuardedAddress(message(glue: [127, 0, 0, 1])))
+        #expect(!ForwardedAnswerGuard.handsOutGuardedAddress(message(glue: [93, 184, 216, 34])))
+        #expect(ForwardedAnswerGuard.handsOutGuardedAddress(Array(message(glue: [93, 184, 216, 34]).dropLast(2))))
     }
 
     @Test("relayed types carry the client's network too: a CNAME by network, kept per network, the scope echoed")

@@ -267,7 +267,9 @@ struct DNSTransportTests {
         await served.stop()
     }
 
-    @Test("UDP: responses and short datagrams get nothing; a malformed query FORMERR; a rate-limited client nothing")
+    @Test(
+        "UDP: responses and short datagrams get nothing; a malformed query FORMERR; a rate-limited client nothing but a TC answer every second query (response-rate limiting); its TCP allowance is untouched"
+    )
     func udpHostileInput() async throws {
         let served = try await Served.start(configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3))
         var response = Self.query("fast.test", id: 1)
@@ -278,16 +280,36 @@ struct DNSTransportTests {
         let formerr = try #require(
             try await Self.udp(served.dnsPort, [0xAB, 0xCD, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
         #expect(Array(formerr.prefix(2)) == [0xAB, 0xCD] && formerr[2] & 0x80 != 0 && formerr[3] & 0x0F == 1)
-        // The rest of the burst, then silence: a flood from a spoofable source gets no answers.
+        // The rest of the burst, then a flood from a spoofable source gets no answers, but one in two "slips": the
+        // question with TC and no records (no larger than the query), so a real client asks again over TCP.
         var answered = 0
+        var slipped = 0
         for id in 2..<8 {
-            if try await Self.udp(
-                served.dnsPort, Self.query("fast.test", id: UInt16(id)), wait: TestTiming.scaled(.seconds(1))) != nil
-            {
+            let query = Self.query("fast.test", id: UInt16(id))
+            guard let answer = try await Self.udp(served.dnsPort, query, wait: TestTiming.scaled(.seconds(1))) else {
+                continue
+            }
+            if answer[2] & 0x02 != 0 {
+                slipped += 1
+                #expect(answer.count <= query.count && answer[7] == 0, "no records in a slipped answer")
+            } else {
                 answered += 1
             }
         }
         #expect(answered == 2, "3 in the burst, one of them the FORMERR")
+        #expect(slipped == 2, "every second of the 4 rate-limited queries slips")
+        // UDP has buckets of its own: the same client over TCP (its source verified) still has its whole burst.
+        let overTCP = try await offThePool { () throws -> [UInt8] in
+            let fd = try LoopbackTCP.connect(port: served.dnsPort, receiveTimeout: TestTiming.scaled(.seconds(10)))
+            defer { close(fd) }
+            let query = Self.query("fast.test", id: 99)
+            let framed = [UInt8(query.count >> 8), UInt8(query.count & 0xFF)] + query
+            _ = framed.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            return count > 2 ? Array(buffer[2..<count]) : []
+        }
+        #expect(try Self.addresses(overTCP, "fast.test") == ["127.0.0.5"], "TCP answered despite the UDP flood")
         await served.stop()
     }
 

@@ -216,6 +216,90 @@ struct HTTP2FrameTests {
         await target.stop()
     }
 
+    @Test(
+        "MadeYouReset (CVE-2025-8671): streams the server resets itself (a forbidden header field in each) count towards the reset allowance: GOAWAY and close"
+    )
+    func madeYouReset() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let (server, resolver, slow) = try await Self.slowUpstreamServer(leaf: try certificates.leaf(for: "doh.test"))
+        // Raw frames, since a well-behaved client library will not send an invalid one: each stream is a GET whose
+        // head carries a connection-specific field (`connection`, forbidden in HTTP/2), which the server answers
+        // with its own RST_STREAM (PROTOCOL_ERROR), a stream error. nghttp2 1.52 counts only the client's resets,
+        // so without a guard of the server's own this runs for ever.
+        let script = """
+            import socket, ssl, struct, sys, time, hpack
+            port, ca = int(sys.argv[1]), sys.argv[2]
+            context = ssl.create_default_context(cafile=ca)
+            context.set_alpn_protocols(["h2"])
+            sock = context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="doh.test")
+            sock.settimeout(0.01)
+            def frame(kind, flags, stream, payload):
+                return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+            sock.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, b""))
+            encoder = hpack.Encoder()
+            received, goaway, resets, stream, closed = b"", False, 0, 1, False
+            def read():
+                global received, goaway, resets, closed
+                try:
+                    data = sock.recv(65536)
+                    if not data:
+                        closed = True
+                    received += data
+                except (socket.timeout, ssl.SSLWantReadError):
+                    pass
+                except OSError:
+                    closed = True
+                while len(received) >= 9:
+                    length = int.from_bytes(received[0:3], "big")
+                    if len(received) < 9 + length:
+                        break
+                    kind = received[3]
+                    if kind == 7 and not goaway:
+                        print("goaway-frame", received[9:9 + length].hex())
+                    goaway = goaway or kind == 7
+                    resets += kind == 3
+                    received = received[9 + length:]
+            deadline = time.time() + 60
+            while stream < 2 * 6000 and not goaway and not closed and time.time() < deadline:
+                burst = b""
+                for _ in range(100):
+                    head = encoder.encode([(":method", "GET"), (":path", "/resolve?name=fast.test"),
+                                           (":scheme", "https"), (":authority", "doh.test"), ("connection", "close")])
+                    burst += frame(1, 5, stream, head)
+                    stream += 2
+                try:
+                    sock.sendall(burst)
+                except OSError:
+                    closed = True
+                read()
+                time.sleep(0.005)
+            end = time.time() + 10
+            while not goaway and not closed and time.time() < end:
+                read()
+            print("streams", stream // 2, "resets", resets, "goaway", goaway, "closed", closed)
+            """
+        let file = try TemporaryFiles.file(script, name: "made-you-reset.py")
+        let (status, output) = try await InteropTests.run(
+            "/usr/bin/env", ["python3", file, "\(server.port)", certificates.caPath])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("goaway True") || output.contains("closed True"), "\(output)")
+        // The server's own resets stop near the allowance (1,000 at once, 33 a second more), far from the 6,000
+        // streams the client would open.
+        let words = output.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        let resets = words.firstIndex(of: "resets").flatMap { Int(words[$0 + 1]) } ?? -1
+        #expect(resets > 0 && resets < 3_000, "\(output)")
+        // Another client is served meanwhile.
+        let other = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+        other.send([other.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
+        #expect(try await waitUntil { other.recorder.ended(1) })
+        #expect(other.recorder.status(1) == "200")
+        try await other.channel.close()
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        await slow.stop()
+    }
+
     @Test("rapid reset (CVE-2023-44487): a client opening and resetting streams without end is sent GOAWAY and closed")
     func rapidReset() async throws {
         let certificates = try TestCertificates()

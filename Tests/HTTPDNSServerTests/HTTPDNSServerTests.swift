@@ -181,6 +181,15 @@ struct HTTPDNSServerTests {
         #expect(unsigned.status == 403 && unsigned.body == wrong.body)
         #expect(unknown.status == 403 && unknown.body == wrong.body)
         #expect(unknownSigned.status == 403 && unknownSigned.body == wrong.body)
+        // The same with a malformed request: the signature is checked before anything else, so a known account does
+        // not answer 400 where an unknown one answers 403.
+        let malformedTargets = [
+            "/signed-1/d", "/signed-1/d?host=bad..name", "/signed-1/sign_d?host=", "/999/d", "/999/d?host=bad..name",
+        ]
+        for target in malformedTargets {
+            let malformed = await get(target)
+            #expect(malformed.status == 403 && malformed.body == wrong.body, "\(target): \(malformed.status)")
+        }
         // An expiry far ahead is refused even with a correct signature (t = Int64.max once made a URL valid forever).
         clock.withLock { $0 = expiry - 60 }
         for far in [expiry + 600, Int64.max] {

@@ -114,7 +114,8 @@ struct ServeSettingsTests {
     func componentsFromKeys() throws {
         let path = try TemporaryFiles.file(
             #"{"serve": {"listen": "[::1]:9053", "idleTimeoutMs": 1500, "clientPrefixV4": 24, "rateLimitPerSecond": 50,"#
-                + #" "signatureWindowSeconds": 60, "trustedProxies": ["10.0.0.0/8"], "accounts": ["a", "b:B_SECRET"],"#
+                + #" "signatureWindowSeconds": 60, "accounts": ["a", "b:B_SECRET"],"#
+                + #" "trustedProxies": { "networks": ["10.0.0.0/8"], "header": "forwarded" },"#
                 + #" "publicEndpoints": "auto", "probeGuardedAddresses": true}}"#)
         let serve = try Self.serve(path)
         #expect(serve.server.host == "::1" && serve.server.port == 9053)
@@ -123,6 +124,7 @@ struct ServeSettingsTests {
         #expect(serve.server.clientPrefixes.ipv4 == 24 && serve.service.clientPrefixes.ipv4 == 24)
         #expect(serve.service.rateLimitPerSecond == 50 && serve.service.signatureWindow == .seconds(60))
         #expect(serve.service.trustedProxies.map(\.description) == ["10.0.0.0/8"])
+        #expect(serve.service.trustedProxyHeader == .forwarded)
         #expect(serve.accounts.map(\.id) == ["a", "b"] && serve.accounts[1].secretVariable == "B_SECRET")
         // auto: the public endpoints answer unless an account is signed-only.
         let unsigned = serve.service(accounts: ["a": HTTPDNSSecret?.none])
@@ -132,6 +134,6 @@ struct ServeSettingsTests {
         let shown = Dictionary(
             uniqueKeysWithValues: ServeSettings.section.values(serve).map { ($0.path, $0.text) })
         #expect(shown["serve.listen"] == "[::1]:9053" && shown["serve.idleTimeoutMs"] == "1500")
-        #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies"] == "[10.0.0.0/8]")
+        #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies.networks"] == "[10.0.0.0/8]")
     }
 }

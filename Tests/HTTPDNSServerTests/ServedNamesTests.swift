@@ -169,8 +169,10 @@ struct ServedNamesTests {
         let mx = await service.handle(Self.post(Self.message(labels: ["multi", "test"], type: 15, additional: opt)))
         #expect(rcode(mx) == 0)
         let relayed = forwarder.sent.withLock { $0.last } ?? []
-        #expect(relayed.count == Self.message(labels: ["multi", "test"], type: 15).count + 11 + cookie.count)
-        #expect(relayed.suffix(cookie.count) == cookie[...], "the cookie option is kept")
+        // The server's forwarding marker (4 + 9 bytes) follows the kept options.
+        #expect(relayed.count == Self.message(labels: ["multi", "test"], type: 15).count + 11 + cookie.count + 13)
+        #expect(relayed.dropLast(13).suffix(cookie.count) == cookie[...], "the cookie option is kept")
+        #expect(ForwardingMarker.read(relayed)?.hops == 1, "marked as forwarded once")
         #expect(!relayed.windowsStartingWithSubnet, "the client subnet option is gone")
         // REFUSED from upstream stays REFUSED.
         let refusing = HTTPDNSService(

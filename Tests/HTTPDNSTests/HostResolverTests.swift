@@ -197,6 +197,51 @@ struct HostResolverTests {
         }
     }
 
+    @Test(
+        "a flight nobody waits for any more is cancelled and forgotten (the next caller starts afresh); one caller left keeps it; a background refresh runs on"
+    )
+    func abandonedFlight() async throws {
+        let tasks = BackgroundTasks()
+        let flights = SingleFlight<String, Int>(tasks: tasks)
+        let started = Locked(0)
+        let cancelled = Locked(0)
+        let operation: @Sendable () async throws -> Int = {
+            started.withLock { $0 += 1 }
+            do {
+                try await Task.sleep(for: .seconds(60))
+            } catch {
+                cancelled.withLock { $0 += 1 }
+                throw error
+            }
+            return 1
+        }
+        // Two callers; one leaves: the flight goes on for the other.
+        let first = Task { try await flights.run("k", operation) }
+        let second = Task { try await flights.run("k", operation) }
+        await eventually { flights.waiting == 2 && started.withLock { $0 } == 1 }
+        first.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await first.value }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(cancelled.withLock { $0 } == 0 && flights.inFlight == 1)
+        // The last one leaves: the work is cancelled and the flight forgotten.
+        second.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await second.value }
+        await eventually { cancelled.withLock { $0 } == 1 }
+        #expect(flights.inFlight == 0)
+        // The next caller starts a new flight, and gets its result.
+        let third = Task { try await flights.run("k") { 7 } }
+        #expect(try await third.value == 7)
+        // A background refresh is not a caller's: one who joins and leaves does not stop it.
+        flights.launchIfIdle("refresh", operation)
+        let joiner = Task { try await flights.run("refresh", operation) }
+        await eventually { flights.waiting == 1 && started.withLock { $0 } == 2 }
+        joiner.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await joiner.value }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(cancelled.withLock { $0 } == 1 && flights.inFlight == 1)
+        await tasks.shutdown()
+    }
+
     @Test("an expired answer is served at once while one background refresh runs")
     func staleWhileRevalidate() async throws {
         let clock = ManualClock()

@@ -2,6 +2,10 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import HTTPDNS
+@testable import HTTPDNSServer
+@testable import HostsCTL
+
 /// `hostsctl serve` as a real process, against what an attacker on the internet would try next (the second wave):
 /// each test drives one pattern over real sockets and checks the bound the README states.
 @Suite("hostsctl serve against attackers")
@@ -155,5 +159,21 @@ struct ServeAttackerTests {
         let fresh = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: timeout) }
         defer { close(fresh) }
         #expect(try await offThePool { askDNS(fresh) } > 12)
+    }
+
+    @Test("served answers never reach getaddrinfo: serve turns the system fallback off and drops a system layer")
+    func noSystemResolver() async throws {
+        let path = try TemporaryFiles.file(
+            #"{ "sources": { "order": ["overrides", "system"], "systemFallback": true } }"#, name: "hostsctl.json")
+        let file = SettingsLoading.load(path)
+        let settings = try file.get()
+        #expect(settings.systemFallback && settings.sources.contains(.system), "the file asks for both")
+        let served = ServeCommand.served(settings, serve: try settings.read(ServeSettings.section))
+        #expect(!served.systemFallback)
+        #expect(served.sources == [.overrides])
+        // config show says so beside the keys.
+        let shown = try await HostsCTLProcess.run(["config", "show", "--config", path])
+        #expect(shown.standardOutput.contains("sources.systemFallback (serve)"), "\(shown.standardOutput)")
+        #expect(shown.standardOutput.contains("always under hostsctl serve"), "\(shown.standardOutput)")
     }
 }

@@ -13,6 +13,7 @@ public import HTTPDNS
 /// - `flat.ecs.test` A: 192.0.2.50 for everyone (scope 0).
 /// - `alias.ecs.test` CNAME: `a.ecs.test` (192.0.2.101) for 198.51.100.0/24, `b.ecs.test` (192.0.2.102) for
 ///   203.0.113.0/24, `z.ecs.test` (192.0.2.109) otherwise: another record type that depends on the network.
+/// - `web.ecs.test` HTTPS with `ipv4hint=10.0.0.8` (an internal address), `pub.ecs.test` HTTPS with a public hint.
 public final class PowerDNS: Sendable {
     /// The server's address, e.g. `127.0.0.1:40123`.
     public let address: ServerAddress
@@ -34,6 +35,8 @@ public final class PowerDNS: Sendable {
         a IN A 192.0.2.101
         b IN A 192.0.2.102
         z IN A 192.0.2.109
+        web IN HTTPS 1 . alpn=h2 ipv4hint=10.0.0.8
+        pub IN HTTPS 1 . alpn=h2 ipv4hint=93.184.216.34
 
         """
 

@@ -122,6 +122,21 @@ public final class BoundUDPSocket: Sendable {
         throw TestServerError("no query for \(name) arrived within \(timeout)")
     }
 
+    /// Reads queries for `duration` without answering any, and returns their question names in arrival order
+    /// (a retried query appears once per datagram).
+    public func questions(during duration: Duration) -> [String] {
+        let deadline = ContinuousClock.now + duration
+        var names: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 1_500)
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 20) == 1 else { continue }
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 12, let (name, _) = Self.question(in: buffer[..<count]) { names.append(name.lowercased()) }
+        }
+        return names
+    }
+
     /// The question name of a query, and where its question (name, type, class) ends.
     private static func question(in message: ArraySlice<UInt8>) -> (String, Int)? {
         var labels: [String] = []

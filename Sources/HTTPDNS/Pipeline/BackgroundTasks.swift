@@ -25,16 +25,23 @@ final class BackgroundTasks: Sendable {
     /// ``optionalLimit`` tasks; returns whether it started.
     @discardableResult
     func spawn(optional: Bool = false, _ operation: @escaping @Sendable () async -> Void) -> Bool {
+        start(optional: optional, operation) != nil
+    }
+
+    /// Starts `operation` as ``spawn(optional:_:)`` does and returns its task (to cancel it), or `nil` when it was
+    /// refused.
+    func start(optional: Bool = false, _ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never>? {
         state.withLock { state in
-            guard !state.closed, !optional || state.tasks.count < optionalLimit else { return false }
+            guard !state.closed, !optional || state.tasks.count < optionalLimit else { return nil }
             let id = state.nextID
             state.nextID += 1
             // Registered under the lock before the task can finish and deregister itself.
-            state.tasks[id] = Task { [weak self] in
+            let task = Task { [weak self] in
                 await operation()
                 self?.finished(id)
             }
-            return true
+            state.tasks[id] = task
+            return task
         }
     }
 

@@ -49,11 +49,16 @@ extension HostResolver {
     private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> SubnetAnswer?
     {
-        let (upstreams, guardEveryUpstream) = state.withLock {
-            ($0.upstreams, $0.configuration.guardsEveryUpstream)
+        let (upstreams, guardEveryUpstream, race) = state.withLock {
+            ($0.upstreams, $0.configuration.guardsEveryUpstream, $0.configuration.race)
         }
+        // Race mode's trust rule holds here as on the shared path: answers of different trust never mix, and a
+        // trusted answer wins. With a trusted upstream configured, a less trusted one never answers for a network
+        // (its answer would be served, and a scope-0 one stored for everyone, ahead of the trusted answer); when no
+        // trusted upstream can ask for a network, the caller takes the shared path, where the race decides.
+        let trustedOnly = race && upstreams.contains { $0.isTrusted }
         var lastError: (any Error)?
-        for upstream in upstreams {
+        for upstream in upstreams where upstream.isTrusted || !trustedOnly {
             guard let resolver = upstream.resolver as? any ClientSubnetResolver else { continue }
             do {
                 let scoped = try await resolver.resolve(host, family: family, clientSubnet: clientSubnet)

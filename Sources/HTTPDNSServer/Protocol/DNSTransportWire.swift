@@ -10,19 +10,33 @@ package enum DNSTransportWire {
     package static let amplificationFactor = 10
 
     /// The DNS message to send for `response`, the service's answer to `query`: the answer itself; REFUSED for a
-    /// request the service refuses (rate limit, accounts only); FORMERR for a malformed query; `nil` when nothing at
-    /// all should be sent (a rate-limited UDP query, which is dropped as resolvers do, or bytes without a header).
+    /// request the service refuses (rate limit, accounts only); SERVFAIL when too many lookups wait for upstreams
+    /// (503); FORMERR for a malformed query; `nil` when nothing at all should be sent (a rate-limited UDP query,
+    /// which is dropped as resolvers do, or bytes without a header).
     package static func message(for response: ServiceResponse, query: [UInt8], overUDP: Bool) -> [UInt8]? {
         if response.status == 200, response.contentType == "application/dns-message" { return response.body }
         if response.status == 429, overUDP { return nil }
         let code: DNSAnswerMessage.ResponseCode =
-            response.status == 429 || response.status == 403 ? .refused : .formatError
+            response.status == 429 || response.status == 403
+            ? .refused : response.status == 503 ? .serverFailure : .formatError
         if let parsed = try? DNSQueryMessage(query) {
             return DNSAnswerMessage.encode(answering: parsed, code: code, records: [])
         }
         guard query.count >= 12, query[2] & 0x80 == 0 else { return nil }
         // The header alone: the ID and opcode echoed, QR set, no sections.
         return [query[0], query[1], 0x80 | query[2] & 0x78, UInt8(code.rawValue), 0, 0, 0, 0, 0, 0, 0, 0]
+    }
+
+    /// What a rate-limited UDP query gets when it "slips" (response-rate limiting as BIND and Knot do it): its
+    /// question with TC set and no records, so a real client asks again over TCP, where its source is verified and
+    /// its own bucket applies, while a forged source's victim gets no more bytes than the query. `nil` for bytes
+    /// that are not a query.
+    package static func slipped(_ query: [UInt8]) -> [UInt8]? {
+        guard let parsed = try? DNSQueryMessage(query) else { return nil }
+        var message = DNSAnswerMessage.encode(answering: parsed, code: .noError, records: [])
+        guard message.count >= 12, message.count <= query.count else { return nil }
+        message[2] |= 0x02
+        return message
     }
 
     /// The most bytes a UDP answer to `query` may have: the client's EDNS payload size (512 without EDNS, RFC 1035),

@@ -9,6 +9,14 @@ package enum ForwardedQuery {
     /// `message` without any EDNS Client Subnet option (code 8) in its OPT record; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
     package static func strippingClientSubnet(_ message: [UInt8], questionEnd: Int) throws(Unreadable) -> [UInt8] {
+        try strippingOptions(message, questionEnd: questionEnd, codes: [EDNSClientSubnet.optionCode])
+    }
+
+    /// `message` without the EDNS options of `codes` in its OPT record; the rest byte for byte.
+    /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
+    package static func strippingOptions(
+        _ message: [UInt8], questionEnd: Int, codes: Set<UInt16>
+    ) throws(Unreadable) -> [UInt8] {
         guard message.count >= 12 else { throw Unreadable() }
         func count(_ at: Int) -> Int { Int(message[at]) << 8 | Int(message[at + 1]) }
         let records = count(6) + count(8) + count(10)
@@ -48,7 +56,7 @@ package enum ForwardedQuery {
                 let code = count(cursor)
                 let length = count(cursor + 2)
                 guard cursor + 4 + length <= dataStart + dataLength else { throw Unreadable() }
-                if code != 8 { options += message[cursor..<cursor + 4 + length] }
+                if !codes.contains(UInt16(code)) { options += message[cursor..<cursor + 4 + length] }
                 cursor += 4 + length
             }
             out += message[start..<offset + 8]

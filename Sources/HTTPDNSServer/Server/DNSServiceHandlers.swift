@@ -13,7 +13,11 @@ private func serviceRequest(_ message: [UInt8], client: IPAddress?) -> ServiceRe
 ///
 /// Answers that need no waiting are written at once and flushed once per read burst. Nothing is queued without
 /// bound: while the socket cannot take more, answers are dropped (UDP may lose them anyway, and the client asks
-/// again), and at most ``maximumWaiting`` queries wait for an upstream at once (more are dropped). A datagram that
+/// again), and at most ``maximumWaiting`` queries wait for an upstream at once (more are dropped; the service's upstream
+/// budget also bounds them per network, apart from verified transports). A rate-limited query is dropped, except
+/// every ``slip``th, which gets a truncated answer (TC) so that a real client behind the limit asks again over TCP,
+/// as response-rate limiting in BIND and Knot does; the UDP rate limit is its own, so queries forged in a client's
+/// name do not cost it its TCP, DNS-over-TLS or HTTPS allowance. A datagram that
 /// is a response, or too short for a header, gets nothing (no reflection loops between servers); an answer larger
 /// than the client's EDNS size or ``DNSTransportWire/amplificationFactor`` times the query goes out truncated.
 final class DNSDatagramHandler: ChannelInboundHandler {
@@ -22,10 +26,13 @@ final class DNSDatagramHandler: ChannelInboundHandler {
 
     /// Queries waiting for an upstream at once on this socket.
     static let maximumWaiting = 1_024
+    /// One rate-limited query in this many is answered TC instead of dropped.
+    static let slip = 2
 
     private let exchange: Exchange
     private var waiting = 0
     private var wrote = false
+    private var rateLimited = 0
 
     init(_ exchange: Exchange) {
         self.exchange = exchange
@@ -76,7 +83,12 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     private func send(
         _ response: ServiceResponse, to query: [UInt8], remote: SocketAddress, context: ChannelHandlerContext
     ) {
-        guard let message = DNSTransportWire.message(for: response, query: query, overUDP: true) else { return }
+        var message = DNSTransportWire.message(for: response, query: query, overUDP: true)
+        if message == nil, response.status == 429 {
+            rateLimited &+= 1
+            if rateLimited % Self.slip == 0 { message = DNSTransportWire.slipped(query) }
+        }
+        guard let message else { return }
         guard context.channel.isWritable else {
             exchange.service.metrics.udpDropped.increment()
             return
@@ -108,6 +120,10 @@ final class DNSStreamHandler: ChannelDuplexHandler {
     private let connectionGuard: ConnectionGuard
     private var received: ByteBuffer?
     private var inFlight = 0
+    /// The waits of the queries answered from upstreams, by a number of their own: cancelled when the connection
+    /// closes (nobody reads those answers any more).
+    private var waits: [Int: UpstreamWait] = [:]
+    private var nextWait = 0
     private var heldRead = false
     private var wrote = false
     private var reading = false
@@ -151,6 +167,8 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
+        for wait in waits.values { wait.cancel() }
+        waits = [:]
         context.fireChannelInactive()
     }
 
@@ -176,17 +194,21 @@ final class DNSStreamHandler: ChannelDuplexHandler {
     private func answer(_ query: [UInt8], context: ChannelHandlerContext) {
         inFlight += 1
         connectionGuard.record(.complete(1))
+        let waitID = nextWait
+        nextWait &+= 1
         let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(
                 { response in
                     let (handler, context) = bound.value
+                    handler.waits[waitID] = nil
                     handler.send(response, to: query, context: context)
                     handler.flushIfWritten(context: context)
                 }, eventLoop: context.eventLoop)
         }
         if let response = exchange.answer(
-            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later)
+            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later,
+            waiting: { waits[waitID] = $0 })
         {
             send(response, to: query, context: context)
         }

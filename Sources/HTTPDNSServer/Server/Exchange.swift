@@ -24,10 +24,13 @@ struct Exchange: Sendable {
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
     /// and the handler `later` makes runs on `eventLoop` with the answer (made only then: nothing is allocated for it on
     /// a cache hit). When `later` gives no handler (a front at its bound of waiting requests), the request is dropped
-    /// unanswered.
+    /// unanswered. A request that must wait takes a place among the upstream lookups of its client network (see
+    /// ``UpstreamBudget``); without one it is answered at once with ``HTTPDNSService/upstreamBusy``. `waiting`, called
+    /// before this returns `nil`, is given the wait, for the front to cancel when its client goes away.
     func answer(
         _ request: ServiceRequest, on eventLoop: any EventLoop,
-        later: () -> NIOLoopBound<(ServiceResponse) -> Void>?
+        later: () -> NIOLoopBound<(ServiceResponse) -> Void>?,
+        waiting: (UpstreamWait) -> Void = { _ in }
     ) -> ServiceResponse? {
         let started = ContinuousClock.now
         var request = request
@@ -45,11 +48,26 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
-        guard let later = later() else { return nil }
-        eventLoop.makeFutureWithTask { await service.complete(plan) }.whenSuccess { [request] response in
+        guard let ticket = service.admitUpstream(request) else {
+            let response = HTTPDNSService.upstreamBusy
+            service.finished(request, plan: plan, response: response, started: started)
+            return response
+        }
+        guard let later = later() else {
+            service.releaseUpstream(ticket)
+            return nil
+        }
+        let promise = eventLoop.makePromise(of: ServiceResponse.self)
+        let task = Task {
+            let response = await service.complete(plan)
+            service.releaseUpstream(ticket)
+            promise.succeed(response)
+        }
+        promise.futureResult.whenSuccess { [request] response in
             service.finished(request, plan: plan, response: response, started: started)
             later.value(response)
         }
+        waiting(UpstreamWait(task: task))
         return nil
     }
 

@@ -34,6 +34,8 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
     private var draining = false
     /// The connection went away while the service was answering: the answer is dropped.
     private var removed = false
+    /// The wait of the request whose answer comes from an upstream: cancelled when the connection goes away.
+    private var upstreamWait: UpstreamWait?
     /// Answers were written during this read burst and wait for its end to be flushed.
     private var needsFlush = false
 
@@ -88,6 +90,15 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         removed = true
+        upstreamWait?.cancel()
+        upstreamWait = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        removed = true
+        upstreamWait?.cancel()
+        upstreamWait = nil
+        context.fireChannelInactive()
     }
 
     /// Answers queued requests in order while nothing is being looked up and the channel takes more.
@@ -130,6 +141,7 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
                 { response in
                     let (handler, context) = bound.value
                     handler.awaitingAnswer = false
+                    handler.upstreamWait = nil
                     guard !handler.removed else { return }
                     handler.write(context: context, head: head, response)
                     context.flush()
@@ -137,7 +149,9 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
                 }, eventLoop: context.eventLoop)
         }
         awaitingAnswer = true
-        if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
+        if let response = exchange.answer(
+            serviceRequest, on: context.eventLoop, later: later, waiting: { upstreamWait = $0 })
+        {
             awaitingAnswer = false
             write(context: context, head: head, response)
             needsFlush = true

@@ -8,7 +8,12 @@ import NIOCore
 /// streams share TLS records and system calls. Answers that wait for an upstream are written when they come.
 ///
 /// While the channel is not writable, complete requests wait unanswered (the connection guard also stops reading);
-/// their streams stay open, so the concurrent-stream limit bounds them. On server shutdown
+/// their streams stay open, so the concurrent-stream limit bounds them. A stream that closes while its answer waits
+/// for an upstream cancels that wait (and the lookups nobody else shares). Streams that end before their answer,
+/// whoever reset them (the client, or the session itself over a frame the client made invalid: "MadeYouReset",
+/// CVE-2025-8671, which nghttp2 1.52 does not count towards its reset limit), draw on an allowance of
+/// ``AbortAllowance/burst`` refilled at ``AbortAllowance/perSecond``; past it the connection gets GOAWAY and is
+/// closed. On server shutdown
 /// (``ServerDrainingEvent``) a GOAWAY tells the client to open no more streams; the open ones are answered, then
 /// the connection closes.
 final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelegate {
@@ -24,8 +29,13 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
     private var context: ChannelHandlerContext?
     /// Complete requests waiting for the channel to take more (back-pressure), in order.
     private var held: [(Int32, HTTP2Request)] = []
-    /// Streams whose answer waits for an upstream; a stream that closes leaves the set and its answer is dropped.
-    private var answering: Set<Int32> = []
+    /// Streams whose answer waits for an upstream, with the wait; a stream that closes leaves the table, its wait
+    /// is cancelled and its answer dropped.
+    private var answering: [Int32: UpstreamWait?] = [:]
+    /// Streams that may still end unanswered before the connection is closed.
+    private var aborts = AbortAllowance()
+    /// Set inside the session's callbacks when the allowance ran out: the connection ends after the read.
+    private var abusive = false
     /// Inside a read burst: output waits for its end.
     private var reading = false
     private var closing = false
@@ -65,7 +75,14 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
         self.context = nil
         session = nil
         held = []
-        answering = []
+        for case let wait? in answering.values { wait.cancel() }
+        answering = [:]
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        for case let wait? in answering.values { wait.cancel() }
+        answering = [:]
+        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -77,7 +94,23 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
             exchange.logger.debug("HTTP/2 session failed", metadata: ["error": "\(error)"])
             reading = false
             finish(context: context)
+            return
         }
+        if abusive {
+            reading = false
+            closeAbusive(context: context)
+        }
+    }
+
+    /// Ends a connection whose streams kept ending unanswered: GOAWAY, then closed. (nghttp2 reports a stream it
+    /// reset itself as closed only once its RST_STREAM is sent, so this is looked at after reads and after writes.)
+    private func closeAbusive(context: ChannelHandlerContext) {
+        guard !closing, let session else { return }
+        exchange.logger.notice(
+            "closing an HTTP/2 connection whose streams keep ending unanswered",
+            metadata: ["client": "\(exchange.service.clientText(exchange.client))"])
+        session.goAway()
+        finish(context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -139,12 +172,17 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
 
     func streamClosed(stream: Int32, receiving: Bool) {
         if receiving { connectionGuard.record(.abandoned(UInt32(stream))) }
-        var dropped = answering.remove(stream) != nil
+        var dropped = false
+        if let wait = answering.removeValue(forKey: stream) {
+            wait?.cancel()
+            dropped = true
+        }
         if let index = held.firstIndex(where: { $0.0 == stream }) {
             held.remove(at: index)
             dropped = true
         }
         if dropped { connectionGuard.record(.answered) }
+        if (receiving || dropped) && !aborts.take(now: .now()) { abusive = true }
     }
 
     // MARK: Answers
@@ -162,16 +200,19 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
             return NIOLoopBound<(ServiceResponse) -> Void>(
                 { response in
                     let handler = bound.value
-                    guard let context = handler.context, handler.answering.remove(stream) != nil else { return }
+                    guard let context = handler.context, handler.answering.removeValue(forKey: stream) != nil else {
+                        return
+                    }
                     handler.respond(stream, response, withoutBody: isHead)
                     if !handler.reading { handler.sendPending(context: context) }
                 }, eventLoop: context.eventLoop)
         }
-        if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later) {
+        var wait: UpstreamWait?
+        if let response = exchange.answer(serviceRequest, on: context.eventLoop, later: later, waiting: { wait = $0 }) {
             respond(stream, response, withoutBody: isHead)
         } else {
             // The answer comes on this event loop in a later turn, never before this returns.
-            answering.insert(stream)
+            answering[stream] = .some(wait)
         }
     }
 
@@ -197,7 +238,11 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
         if buffer.readableBytes > 0 {
             context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
         }
-        if session.isFinished { finish(context: context) }
+        if abusive {
+            closeAbusive(context: context)
+        } else if session.isFinished {
+            finish(context: context)
+        }
     }
 
     /// Sends what is left (a GOAWAY) and closes once it is written.
@@ -208,6 +253,27 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
         try? session?.pendingOutput(into: &buffer)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in bound.value.close(promise: nil) }
+    }
+}
+
+/// How many streams of one connection may end before their answer: a token bucket of ``burst`` streams refilled at
+/// ``perSecond`` (nghttp2's own reset limit has the same shape, but counts only the client's RST_STREAM frames).
+struct AbortAllowance {
+    static let burst = 1_000.0
+    static let perSecond = 33.0
+    private var tokens = Self.burst
+    private var last: NIODeadline?
+
+    /// Takes one; `false` when none is left.
+    mutating func take(now: NIODeadline) -> Bool {
+        if let last {
+            let seconds = Double((now - last).nanoseconds) / 1e9
+            tokens = min(Self.burst, tokens + seconds * Self.perSecond)
+        }
+        last = now
+        guard tokens >= 1 else { return false }
+        tokens -= 1
+        return true
     }
 }
 

@@ -8,6 +8,9 @@ import NIOSSL
 import NIOTLS
 
 extension HTTPDNSServer {
+    /// How long a closing TLS connection waits for the client's close_notify.
+    static let tlsShutdownTimeout = TimeAmount.milliseconds(500)
+
     /// The TLS context of the certificate and key in `configuration`, offering `protocols` by ALPN; `nil` without a
     /// certificate.
     static func tlsContext(_ configuration: Configuration, protocols: [String]) throws -> NIOSSLContext? {
@@ -22,6 +25,10 @@ extension HTTPDNSServer {
                 certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
             tls.minimumTLSVersion = .tlsv12
             tls.applicationProtocols = protocols
+            // Closing, the server sends close_notify and waits this long for the client's (reading, and discarding,
+            // whatever else the client sends meanwhile): NIOSSL's 5 s let a client push hundreds of megabytes into
+            // a connection the server had already given up on.
+            tls.shutdownTimeout = Self.tlsShutdownTimeout
             return try NIOSSLContext(configuration: tls)
         } catch {
             throw DNSError(

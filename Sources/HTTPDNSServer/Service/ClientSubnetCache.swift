@@ -1,4 +1,5 @@
 import HTTPDNS
+import NIOCore
 import Synchronization
 
 /// What the service learned about names asked on behalf of client networks (EDNS Client Subnet, RFC 7871 §7.3).
@@ -9,10 +10,13 @@ import Synchronization
 ///   shared answer is still served);
 /// - **answers by network**: each with the network it holds for (the client's subnet cut to the scope the upstream
 ///   returned) and its expiry. A client gets one only when its own subnet, as long as it was sent, lies inside that
-///   network: one network's answer is never served to another.
+///   network: one network's answer is never served to another. An answer asked for a network a client chose
+///   wider than the configured prefix (RFC 7871 §11.3: a client may state any network) serves only askers who
+///   state that same network, so one client cannot choose the answers of networks it does not belong to.
 ///
 /// Bounded: at most ``Limits/maximumNetworksPerName`` networks a name (the least recently used goes) and
-/// ``Limits/maximumNames`` names (expired entries go first, then an arbitrary one). ``generation`` grows whenever a
+/// ``Limits/maximumNames`` names: the name that entered the table first goes, in O(1) (a queue of names in the order
+/// they entered, never a scan of the table under the lock every lookup takes). ``generation`` grows whenever a
 /// name turns from shared to by-network, so encoded answers kept for the shared case (`AnswerMemo`) end at once.
 final class ClientSubnetCache: Sendable {
     struct Limits: Sendable, Hashable {
@@ -39,10 +43,18 @@ final class ClientSubnetCache: Sendable {
 
     private struct Entry {
         var network: IPNetwork
+        /// The network a client chose wider than the configured prefix, when the answer was asked for one: then
+        /// only askers stating that network get it.
+        var chosen: IPNetwork?
         var answer: RankedResolution
         var expires: ContinuousClock.Instant
         var used: ContinuousClock.Instant
         var prefetching = false
+
+        /// Whether a client asking for `subnet` may be given this answer.
+        func serves(_ subnet: IPNetwork) -> Bool {
+            chosen.map { $0 == subnet } ?? network.contains(subnet)
+        }
     }
 
     private enum State {
@@ -51,7 +63,24 @@ final class ClientSubnetCache: Sendable {
     }
 
     let limits: Limits
-    private let table = Locked([Key: State]())
+    /// The names and the order they entered the table in; every name in `states` is in `order` once.
+    private struct Table {
+        var states: [Key: State] = [:]
+        var order = CircularBuffer<Key>()
+
+        subscript(key: Key) -> State? {
+            get { states[key] }
+            set {
+                if states[key] == nil, newValue != nil { order.append(key) }
+                states[key] = newValue
+            }
+        }
+
+        var count: Int { states.count }
+        var values: Dictionary<Key, State>.Values { states.values }
+    }
+
+    private let table = Locked(Table())
     private let changes = Atomic<UInt64>(0)
 
     init(limits: Limits = Limits()) {
@@ -89,7 +118,7 @@ final class ClientSubnetCache: Sendable {
                 return .shared(revalidate: true)
             case .byNetwork(var entries):
                 var best: Int?
-                for index in entries.indices where entries[index].network.contains(subnet) {
+                for index in entries.indices where entries[index].serves(subnet) {
                     if best.map({ entries[index].network.prefixLength > entries[$0].network.prefixLength }) ?? true {
                         best = index
                     }
@@ -119,7 +148,7 @@ final class ClientSubnetCache: Sendable {
         table.withLock { table in
             guard case .byNetwork(let entries) = table[key] else { return false }
             return entries.contains { entry in
-                entry.network.contains(subnet) && entry.answer.addresses.contains { $0.ip == address }
+                entry.serves(subnet) && entry.answer.addresses.contains { $0.ip == address }
             }
         }
     }
@@ -133,17 +162,25 @@ final class ClientSubnetCache: Sendable {
         }
     }
 
-    /// Keeps `answer`, which holds for clients in `network` (the client's subnet cut to the upstream's scope).
-    func keep(_ key: Key, network: IPNetwork, answer: RankedResolution, now: ContinuousClock.Instant) {
-        let entry = Entry(network: network, answer: answer, expires: now + .seconds(Int64(answer.ttl)), used: now)
+    /// Keeps `answer`, which holds for clients in `network` (the client's subnet cut to the upstream's scope);
+    /// `chosen` is the network the client stated when it was wider than the configured prefix (the answer then
+    /// serves only askers stating the same).
+    func keep(
+        _ key: Key, network: IPNetwork, chosen: IPNetwork? = nil, answer: RankedResolution,
+        now: ContinuousClock.Instant
+    ) {
+        let entry = Entry(
+            network: network, chosen: chosen, answer: answer, expires: now + .seconds(Int64(answer.ttl)), used: now)
         let turned = table.withLock { table -> Bool in
             makeRoom(&table, for: key, now: now)
             guard case .byNetwork(var entries) = table[key] else {
+                // A network one client chose does not end what holds for everyone else.
+                if chosen != nil, table[key] != nil { return false }
                 let wasShared = table[key] != nil
                 table[key] = .byNetwork([entry])
                 return wasShared
             }
-            entries.removeAll { $0.network == network || $0.expires <= now }
+            entries.removeAll { ($0.network == network && $0.chosen == chosen) || $0.expires <= now }
             if entries.count >= limits.maximumNetworksPerName,
                 let oldest = entries.indices.min(by: { entries[$0].used < entries[$1].used })
             {
@@ -164,14 +201,8 @@ final class ClientSubnetCache: Sendable {
         }
     }
 
-    private func makeRoom(_ table: inout [Key: State], for key: Key, now: ContinuousClock.Instant) {
-        guard table[key] == nil, table.count >= limits.maximumNames else { return }
-        let expired = table.first { _, state in
-            switch state {
-            case .shared(let until, let revalidating): return until <= now && !revalidating
-            case .byNetwork(let entries): return entries.allSatisfy { $0.expires <= now }
-            }
-        }
-        table.removeValue(forKey: expired?.key ?? table.keys.first!)
+    private func makeRoom(_ table: inout Table, for key: Key, now: ContinuousClock.Instant) {
+        guard table[key] == nil, table.count >= limits.maximumNames, let oldest = table.order.popFirst() else { return }
+        table.states[oldest] = nil
     }
 }

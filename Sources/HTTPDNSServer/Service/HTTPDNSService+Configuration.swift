@@ -15,6 +15,14 @@ extension HTTPDNSService {
             case forward
         }
 
+        /// The one header a trusted proxy names the client in; the other is never believed.
+        package enum ProxyHeader: String, Sendable, Hashable, CaseIterable {
+            /// `X-Forwarded-For`, which nginx, HAProxy and most cloud balancers append to.
+            case xForwardedFor = "x-forwarded-for"
+            /// RFC 7239 `Forwarded`, for proxies that append to it instead.
+            case forwarded
+        }
+
         /// Where the client's network for EDNS Client Subnet (RFC 7871) comes from.
         package enum ClientSubnetMode: String, Sendable, Hashable, CaseIterable {
             /// What the client says (an ECS option in its query, `ip=` of the vendor APIs, `edns_client_subnet=` of the
@@ -54,17 +62,30 @@ extension HTTPDNSService {
         package var clientPrefixes: ClientPrefixes
         /// The most queries of other types being forwarded at once; past it a query gets SERVFAIL at once.
         package var maximumForwardedQueries: Int
+        /// The most requests waiting for an upstream at once (cache misses and forwarded queries); past it a
+        /// request is answered 503 with `Retry-After` (SERVFAIL over DNS) at once.
+        package var maximumUpstreamLookups: Int
+        /// The most requests from one client network (its /24 or /48) waiting for an upstream at once.
+        package var maximumUpstreamLookupsPerNetwork: Int
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
         package var forwardsGuardedReverseLookups: Bool
+        /// Whether a relayed answer that hands out a guarded address (an A or AAAA record in any section, an SVCB or
+        /// HTTPS address hint) is withheld: the client gets NXDOMAIN, as for a name that does not exist, so outsiders
+        /// cannot tell internal names from missing ones. On by default; `serve.probeGuardedAddresses` turns it off.
+        package var guardsForwardedAddresses: Bool
         /// Where a client's network for EDNS Client Subnet comes from, if anywhere.
         package var clientSubnetMode: ClientSubnetMode
         /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
         /// sends a shorter subnet is never given a longer one.
         package var clientSubnetPrefixes: ClientPrefixes
-        /// Proxies (load balancers) whose `Forwarded` or `X-Forwarded-For` header names the client: for a request
-        /// from one of them, the client is the last address in the header that is not itself one of them (for
-        /// rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
+        /// Proxies (load balancers) whose ``trustedProxyHeader`` names the client: for a request from one of them,
+        /// the client is the last address in that header that is not itself one of them, counted from the right
+        /// (for rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.
         package var trustedProxies: [IPNetwork]
+        /// The header the trusted proxies write (default `X-Forwarded-For`). Only that one is read: a proxy that
+        /// appends to one header passes the other through as the client wrote it, so believing both would let a
+        /// client choose its own address.
+        package var trustedProxyHeader: ProxyHeader
         /// Regions for steering by client reports: a client inside one counts as that region (its reports order
         /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
         package var steeringRegions: [IPNetwork]
@@ -78,9 +99,15 @@ extension HTTPDNSService {
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,
             forwardsGuardedReverseLookups: Bool = false, clientSubnetMode: ClientSubnetMode = .on,
             clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
-            steeringRegions: [IPNetwork] = []
+            trustedProxyHeader: ProxyHeader = .xForwardedFor, steeringRegions: [IPNetwork] = [],
+            maximumUpstreamLookups: Int = 1_024, maximumUpstreamLookupsPerNetwork: Int = 64,
+            guardsForwardedAddresses: Bool = true
         ) {
+            self.guardsForwardedAddresses = guardsForwardedAddresses
+            self.maximumUpstreamLookups = max(maximumUpstreamLookups, 1)
+            self.maximumUpstreamLookupsPerNetwork = max(maximumUpstreamLookupsPerNetwork, 1)
             self.trustedProxies = trustedProxies
+            self.trustedProxyHeader = trustedProxyHeader
             self.steeringRegions = steeringRegions
             self.clientSubnetMode = clientSubnetMode
             self.clientSubnetPrefixes = clientSubnetPrefixes

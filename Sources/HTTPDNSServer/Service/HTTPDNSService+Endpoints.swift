@@ -61,6 +61,8 @@ extension HTTPDNSService {
         let subnet = clientSubnet(stated: stated, client: request.client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
             guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
+            // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
+            guard !forwardingMarker.isLoop(message) else { return answer(.serverFailure) }
             if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
                 ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
             {
@@ -142,30 +144,23 @@ extension HTTPDNSService {
             EDNSClientSubnet.settingOption(in: relay.message, subnet).map { (subnet, $0) }
         }
         do {
-            var answer = try await forwarder.forward(withSubnet?.1 ?? relay.message)
+            let outgoing = withSubnet?.1 ?? relay.message
+            let questionEnd = 12 + query.question.count
+            var answer = try await forwarder.forward(
+                forwardingMarker.marking(outgoing, questionEnd: questionEnd) ?? outgoing)
             guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
+            // An answer that hands out internal addresses is withheld, and looks like a name that does not exist.
+            if configuration.guardsForwardedAddresses, ForwardedAnswerGuard.handsOutGuardedAddress(answer) {
+                return Self.dnsResponse(query, .nameError, [])
+            }
             answer[0] = UInt8(query.id >> 8)
             answer[1] = UInt8(query.id & 0xFF)
             var scope = 0
             if let (subnet, _) = withSubnet {
-                // No option back: the same for every network (RFC 7871 §7.2.1); one for another network, or one
-                // that cannot be read: held for the network sent only.
-                switch Result(catching: { () throws(EDNSClientSubnet.Malformed) in try EDNSClientSubnet.find(in: answer)
-                })
-                {
-                case .success(nil): scope = 0
-                case .success(.some(let option)) where option.subnet == subnet:
-                    scope = min(option.scope, subnet.prefixLength)
-                default: scope = subnet.prefixLength
+                guard let (stripped, scoped) = Self.scoped(answer, askedFor: subnet) else {
+                    return Self.dnsResponse(query, .serverFailure, [])
                 }
-                // The upstream's option names the server's choice of network, not the client's: it goes.
-                let questionEnd =
-                    answer[4] == 0 && answer[5] == 0
-                    ? 12 : (DNSMessageWalk.skipName(answer, from: 12).map { $0 + 4 } ?? answer.count)
-                guard questionEnd <= answer.count,
-                    let stripped = try? ForwardedQuery.strippingClientSubnet(answer, questionEnd: questionEnd)
-                else { return Self.dnsResponse(query, .serverFailure, []) }
-                answer = stripped
+                (answer, scope) = (stripped, scoped)
                 forwardedAnswers.keep(answer, to: relay.message, network: scope > 0 ? subnet : nil, now: .now)
             } else {
                 // Asked as the server: with ECS off its view is every client's; with ECS on (a client that sent a
@@ -184,6 +179,26 @@ extension HTTPDNSService {
                 "forwarding failed", metadata: ["host": "\(HostName.printable(query.name))", "error": "\(error)"])
             return Self.dnsResponse(query, .serverFailure, [])
         }
+    }
+
+    /// A relayed answer to a query sent with `subnet`, without the upstream's ECS option (it names the server's
+    /// choice of network, not the client's), and the scope it holds for: no option back, every network (RFC 7871
+    /// §7.2.1); one for another network, or one that cannot be read, the network sent only. `nil` when the answer
+    /// cannot be walked.
+    static func scoped(_ answer: [UInt8], askedFor subnet: IPNetwork) -> (answer: [UInt8], scope: Int)? {
+        let scope: Int
+        switch Result(catching: { () throws(EDNSClientSubnet.Malformed) in try EDNSClientSubnet.find(in: answer) }) {
+        case .success(nil): scope = 0
+        case .success(.some(let option)) where option.subnet == subnet: scope = min(option.scope, subnet.prefixLength)
+        default: scope = subnet.prefixLength
+        }
+        let questionEnd =
+            answer[4] == 0 && answer[5] == 0
+            ? 12 : (DNSMessageWalk.skipName(answer, from: 12).map { $0 + 4 } ?? answer.count)
+        guard questionEnd <= answer.count,
+            let stripped = try? ForwardedQuery.strippingClientSubnet(answer, questionEnd: questionEnd)
+        else { return nil }
+        return (stripped, scope)
     }
 
     // MARK: - JSON API
@@ -260,18 +275,19 @@ extension HTTPDNSService {
                         status: status, contentType: "application/json", body: Array("{\"code\":\"\(code)\"}".utf8))))
         }
         // An unknown account, a signed-only account asked without a signature and a wrong signature all get the
-        // same answer, so accounts cannot be told apart from outside.
+        // same answer, whatever else the request holds: the signature is checked before anything else is read, so
+        // accounts cannot be told apart from outside (only a request signed with the secret learns more).
         guard case .some(let secret) = configuration.accounts[account] else { return failure(403, "InvalidSignature") }
-        guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
-            return failure(400, "InvalidHost")
-        }
         if let secret {
             guard signed else { return failure(403, "InvalidSignature") }
-            if let reason = signatureFailure(host: name, secret: secret, query: query, configuration) {
+            if let reason = signatureFailure(host: query["host"] ?? "", secret: secret, query: query, configuration) {
                 return failure(403, reason)
             }
         } else if signed {
             return failure(403, "InvalidSignature")
+        }
+        guard let name = query["host"], !name.isEmpty, let host = try? HostName(name) else {
+            return failure(400, "InvalidHost")
         }
         let families: [AddressFamily]
         switch query["query"] {

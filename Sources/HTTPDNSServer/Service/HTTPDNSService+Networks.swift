@@ -39,17 +39,25 @@ extension HTTPDNSService {
         logger.debug("network scores loaded", metadata: ["path": "\(path)", "measurements": "\(taken)"])
     }
 
-    /// For a request from a trusted proxy that names the client (`Forwarded`, else `X-Forwarded-For`), makes that
-    /// client the request's: the last address of the header that is not a trusted proxy itself (the ones before
-    /// it were written by whoever sent the request, and cannot be believed). A header that cannot be read, or
-    /// names only proxies, leaves the proxy as the client.
+    /// For a request from a trusted proxy that names the client in the configured header
+    /// (`serve.trustedProxies.header`; the other header is never read), makes that client the request's: the last
+    /// address of the header that is not a trusted proxy itself (the ones before it were written by whoever sent
+    /// the request, and cannot be believed). A header that cannot be read, or names only proxies, leaves the proxy
+    /// as the client.
     func takeForwardedClient(_ request: inout ServiceRequest) {
         guard request.forwarded != nil || request.forwardedFor != nil, let proxy = request.client else { return }
+        let configuration = self.configuration
         let trusted = configuration.trustedProxies
         guard trusted.contains(where: { $0.contains(proxy) }) else { return }
-        let hops =
-            request.forwarded.map(ForwardedHeader.rfc7239) ?? request.forwardedFor.map(ForwardedHeader.xForwardedFor)
-            ?? []
+        let hops: [IPAddress?]
+        switch configuration.trustedProxyHeader {
+        case .xForwardedFor:
+            guard let value = request.forwardedFor else { return }
+            hops = ForwardedHeader.xForwardedFor(value)
+        case .forwarded:
+            guard let value = request.forwarded else { return }
+            hops = ForwardedHeader.rfc7239(value)
+        }
         for hop in hops.reversed() {
             guard let hop else { return }
             if !trusted.contains(where: { $0.contains(hop) }) {
@@ -90,11 +98,18 @@ extension HTTPDNSService {
             return nil
         }
         let now = ContinuousClock.now
+        // A network the client chose wider than the configured prefix speaks for that client alone (RFC 7871
+        // §11.3): its answer is kept only for askers stating the same network, and a scope-0 answer to it does not
+        // mark the name the same for everyone (which would drop every network's own answers).
+        let prefixes = configuration.clientSubnetPrefixes
+        let configured = subnet.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6
+        let chosen = subnet.prefixLength < configured ? subnet : nil
         guard answer.scope > 0 else {
-            subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now)
+            if chosen == nil { subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now) }
             return result(answer.answer, lookup)
         }
-        subnetAnswers.keep(key, network: subnet.truncated(to: answer.scope), answer: answer.answer, now: now)
+        subnetAnswers.keep(
+            key, network: subnet.truncated(to: answer.scope), chosen: chosen, answer: answer.answer, now: now)
         metrics.subnetTable(subnetAnswers.size)
         return result(answer.answer, lookup, scope: min(answer.scope, subnet.prefixLength))
     }
@@ -130,11 +145,15 @@ extension HTTPDNSService {
 
     // MARK: - Client reports
 
+    /// How far ahead a report signature's expiry may be, in seconds.
+    static let reportSignatureWindow: Int64 = 60
+
     /// A client's measurement, `{"host": NAME, "ip": ADDRESS, "connectMs": N}` or `{"host": …, "ip": …,
     /// "failed": true}`, for an address the server currently answers for that host (any other address is refused,
     /// so a client cannot plant addresses or scores for names it was not given). It is taken only from
     /// ``Configuration-swift.struct/reportNetworks`` or signed for an account (`?account=A&t=EXPIRY&s=SIGNATURE`,
-    /// the `sign_d` signature of the host), and reaches the scores only through ``ReportAggregator``.
+    /// ``ReportSignature``: bound to the body and the account, at most ``reportSignatureWindow`` ahead, taken once),
+    /// and reaches the shared scores only through ``ReportAggregator``, counted by the reporter's steering unit.
     func report(_ body: [UInt8], query: [String: String], client: IPAddress?) -> ServiceResponse {
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let name = object["host"] as? String, let host = try? HostName(name),
@@ -146,7 +165,7 @@ extension HTTPDNSService {
         let trusted = client.map { client in configuration.reportNetworks.contains { $0.contains(client) } } ?? false
         if !trusted {
             guard let account = query["account"], case .some(.some(let secret)) = configuration.accounts[account],
-                signatureFailure(host: host.name, secret: secret, query: query, configuration) == nil
+                reportSignatureValid(account: account, secret: secret, query: query, body: body)
             else { return .text(403, "a report must come from a trusted network or be signed for an account") }
         }
         let connect: Duration?
@@ -178,7 +197,7 @@ extension HTTPDNSService {
                 connect: connect)
             metrics.networkScoreTable(networkScores.size)
         }
-        let network = ClientNetwork(client, prefixes: configuration.clientPrefixes)
+        let network = Self.reportingUnit(client, configuration)
         switch reports.record(host: host.name, address: address, network: network, connect: connect) {
         case .connect(let median): resolver.reportConnect(to: address, of: host, latency: median)
         case .failure: resolver.reportFailure(to: address, of: host)
@@ -187,4 +206,25 @@ extension HTTPDNSService {
         return ServiceResponse(status: 204, contentType: "text/plain; charset=utf-8", body: [])
     }
 
+    /// Whether `query` carries a valid, unused report signature of `body` for `account` (see ``ReportSignature``).
+    func reportSignatureValid(account: String, secret: HTTPDNSSecret, query: [String: String], body: [UInt8]) -> Bool {
+        guard let expiry = query["t"].flatMap({ Int64($0) }), let signature = query["s"] else { return false }
+        let expected = ReportSignature.sign(account: account, expiry: expiry, body: body, secret: secret.value)
+        guard Self.constantTimeEqual(Array(signature.lowercased().utf8), Array(expected.utf8)) else { return false }
+        let now = now()
+        guard expiry >= now, expiry - now <= Self.reportSignatureWindow else { return false }
+        return reportReplays.first(expected, expiry: expiry, now: now)
+    }
+
+    /// What a report counts as towards the quorum of networks: the operator's steering region that holds the client,
+    /// else its /24 or /56 (`serve.ecs.prefixV4`/`V6`), so that a few addresses of one network make one voice, not
+    /// a quorum.
+    static func reportingUnit(_ client: IPAddress?, _ configuration: Configuration) -> ClientNetwork {
+        guard let client else { return .shared }
+        let prefixes = configuration.clientSubnetPrefixes
+        let own = IPNetwork(client, prefixLength: 128).truncated(
+            to: client.bytes.count == 4 ? prefixes.ipv4 : prefixes.ipv6)
+        let unit = steeringNetwork(own, configuration.steeringRegions)
+        return ClientNetwork(unit.address, prefixes: ClientPrefixes(ipv4: unit.prefixLength, ipv6: unit.prefixLength))
+    }
 }

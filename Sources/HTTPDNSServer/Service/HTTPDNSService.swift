@@ -40,6 +40,12 @@ public final class HTTPDNSService: Sendable {
     let subnetAnswers = ClientSubnetCache()
     /// What each client network reported for the addresses of a name, for ordering that network's answers.
     let networkScores = NetworkScores()
+    /// Requests waiting for upstreams, in total and per client network.
+    let upstreamBudget = UpstreamBudget()
+    /// Report signatures already used.
+    let reportReplays = ReplayGuard()
+    /// The mark of the queries this server forwards, to see a forwarding loop.
+    let forwardingMarker = ForwardingMarker()
 
     /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
     /// or this service's configuration (see `AnswerMemo`).
@@ -237,7 +243,9 @@ public final class HTTPDNSService: Sendable {
     /// A 429 plan when the client's network is over its rate. Health checks come from the operator's load balancer
     /// and cost nothing; everything else is limited, /metrics included.
     private func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
-        guard endpoint != "healthz", endpoint != "readyz", let wait = limiter.admit(request.client) else { return nil }
+        guard endpoint != "healthz", endpoint != "readyz",
+            let wait = limiter.admit(request.client, unverified: request.transport == .udp)
+        else { return nil }
         metrics.rateLimited.increment()
         let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
         return Plan(
@@ -356,7 +364,9 @@ public final class HTTPDNSService: Sendable {
         } catch let error as DNSError {
             switch error.code {
             case .noData: return .success(([], 0, 0))
-            case .notFound: return .failure(.nameError)
+            // A name whose answer the private-address guard withheld looks like one that does not exist: the
+            // difference would tell outsiders which internal names there are.
+            case .notFound, .privateAddress: return .failure(.nameError)
             case .badName: return .failure(.refused)
             default:
                 logger.debug(

@@ -3,8 +3,10 @@ import Synchronization
 
 /// Per-client token buckets: each client may make `burst` requests at once and `perSecond` more every second.
 ///
-/// Clients are keyed by network (``ClientPrefixes``: an IPv4 address, an IPv6 /56 by default), not by address. The
-/// table holds at most ``maximumClients`` buckets. When it is full, buckets that have filled up again (clients that
+/// Clients are keyed by network (``ClientPrefixes``: an IPv4 address, an IPv6 /56 by default), not by address, and
+/// by whether their source address is verified: a UDP query's source can be forged, so UDP queries have buckets of
+/// their own, and queries forged in a client's name empty only its UDP bucket, never the one its TCP, DNS-over-TLS
+/// and HTTPS requests draw on (those sources completed a handshake). The table holds at most ``maximumClients`` buckets. When it is full, buckets that have filled up again (clients that
 /// went quiet) are dropped, in one sweep at most once a second; if none has, the new client takes the place of an
 /// arbitrary one. A flood of source networks therefore cannot grow memory, costs O(1) a request, and never makes
 /// another client share a bucket (a client whose bucket was dropped starts again with a full one, so the flood can
@@ -24,9 +26,14 @@ final class RateLimiter: Sendable {
         var updated: ContinuousClock.Instant
     }
 
+    private struct Key: Hashable {
+        var network: ClientNetwork
+        var unverified: Bool
+    }
+
     private struct State {
         var limits: Limits
-        var buckets: [ClientNetwork: Bucket] = [:]
+        var buckets: [Key: Bucket] = [:]
         var lastSweep: ContinuousClock.Instant?
     }
 
@@ -51,15 +58,15 @@ final class RateLimiter: Sendable {
         }
     }
 
-    /// Takes one token for `client`.
+    /// Takes one token for `client`; `unverified` for a source that may be forged (UDP).
     /// - Returns: `nil` when the request may go ahead, else how long until the next token (for `Retry-After`).
-    func admit(_ client: IPAddress?, now: ContinuousClock.Instant? = nil) -> Duration? {
+    func admit(_ client: IPAddress?, unverified: Bool = false, now: ContinuousClock.Instant? = nil) -> Duration? {
         guard enabled.load(ordering: .relaxed) else { return nil }
         let now = now ?? .now
         return state.withLock { state -> Duration? in
             let limits = state.limits
             guard limits.isEnabled else { return nil }
-            let key = ClientNetwork(client, prefixes: limits.prefixes)
+            let key = Key(network: ClientNetwork(client, prefixes: limits.prefixes), unverified: unverified)
             if state.buckets[key] == nil, state.buckets.count >= maximumClients {
                 if state.lastSweep.map({ now - $0 >= .seconds(1) }) ?? true {
                     state.lastSweep = now

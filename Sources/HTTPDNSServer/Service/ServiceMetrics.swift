@@ -29,6 +29,10 @@ final class ServiceMetrics: Sendable {
     private let byTransport: [ServiceRequest.Transport: Counter]
     /// UDP queries dropped unanswered: the socket could take no more answers, or too many waited for an upstream.
     let udpDropped: Counter
+    /// Requests answered at once because their network, or the server, had the most upstream lookups waiting.
+    let upstreamRefused: Counter
+    /// Requests waiting for an upstream now.
+    let upstreamInFlight: Gauge
 
     /// What a lookup for a client network found (EDNS Client Subnet).
     enum SubnetOutcome: String, CaseIterable {
@@ -68,6 +72,8 @@ final class ServiceMetrics: Sendable {
                 )
             })
         udpDropped = Counter(label: "httpdns_serve_udp_dropped_total", dimensions: [], factory: factory)
+        upstreamRefused = Counter(label: "httpdns_serve_upstream_refused_total", dimensions: [], factory: factory)
+        upstreamInFlight = Gauge(label: "httpdns_serve_upstream_in_flight", dimensions: [], factory: factory)
         subnetOutcomes = Dictionary(
             uniqueKeysWithValues: SubnetOutcome.allCases.map { outcome in
                 (

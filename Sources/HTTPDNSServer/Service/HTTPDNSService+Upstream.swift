@@ -1,0 +1,42 @@
+import CoreMetrics
+import HTTPDNS
+
+extension HTTPDNSService {
+    /// Takes a place among the requests waiting for upstreams for `request`'s client network; `nil` (counted) when
+    /// its network or the server has the most waiting already (``Configuration-swift.struct/maximumUpstreamLookups``
+    /// and ``Configuration-swift.struct/maximumUpstreamLookupsPerNetwork``).
+    func admitUpstream(_ request: ServiceRequest) -> UpstreamBudget.Ticket? {
+        let configuration = self.configuration
+        guard
+            let ticket = upstreamBudget.admit(
+                request.client, unverified: request.transport == .udp, total: configuration.maximumUpstreamLookups,
+                perNetwork: configuration.maximumUpstreamLookupsPerNetwork)
+        else {
+            metrics.upstreamRefused.increment()
+            return nil
+        }
+        metrics.upstreamInFlight.record(upstreamBudget.inFlight)
+        return ticket
+    }
+
+    /// Gives back a place ``admitUpstream(_:)`` took.
+    func releaseUpstream(_ ticket: UpstreamBudget.Ticket) {
+        upstreamBudget.release(ticket)
+        metrics.upstreamInFlight.record(upstreamBudget.inFlight)
+    }
+
+    /// The answer to a request that found no place among those waiting for upstreams: 503 with `Retry-After`
+    /// (SERVFAIL over plain DNS and DNS over TLS).
+    static let upstreamBusy = ServiceResponse.text(
+        503, "too many lookups from this network are waiting for upstreams; ask again shortly",
+        headers: ["Retry-After": "1"])
+}
+
+/// A request's wait for its upstreams: cancelled when nobody waits for the answer any more (its HTTP/2 stream was
+/// reset, its connection closed), which cancels the lookups nobody else shares.
+struct UpstreamWait: Sendable {
+    let task: Task<Void, Never>
+
+    /// Stops the wait; its answer, if one still comes, is a SERVFAIL nobody reads.
+    func cancel() { task.cancel() }
+}
