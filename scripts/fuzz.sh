@@ -2,10 +2,11 @@
 # Coverage-guided fuzzing of every parser of untrusted input (Tests/Fuzz/FuzzTargets.swift, and the
 # server's request handling in Tests/Fuzz/ServerFuzzTargets.swift) with
 # libFuzzer and AddressSanitizer, starting from the committed seed corpus (Tests/Fuzz/Corpus/TARGET).
-#   scripts/fuzz.sh [--runs N | --seconds S] [--from-sanitizer] [TARGET...]
+#   scripts/fuzz.sh [--runs N | --seconds S] [--from-build DIR] [TARGET...]
 # lld links it: gold fails on the sanitized objects (an internal error in its DWARF reader).
-# --from-sanitizer: no build of its own; runs the fuzzer that `scripts/sanitize.sh thread --fuzz` built beside the
-# sanitized suite (ThreadSanitizer and libFuzzer's coverage, debug; CI does this). Without it, a release build with
+# --from-build DIR: no build of its own; runs DIR/debug/httpdns-fuzz, the fuzzer that
+# `scripts/sanitize.sh thread --fuzz` built beside the sanitized suite (ThreadSanitizer and libFuzzer's coverage,
+# debug; DIR is .build-tsan, or .build with --in-build, as CI does). Without it, a release build with
 # AddressSanitizer in .build-fuzz, the one for long runs.
 # Defaults: every target, 10,000,000 inputs each. New corpus entries go to $TMPDIR/httpdns-fuzz/TARGET (the
 # committed corpus is not touched); a crashing input is saved there as crash-* and the script exits 1.
@@ -15,20 +16,20 @@ cd "$(dirname "$0")/.."
 runs=10000000
 seconds=""
 targets=()
-from_sanitizer=false
+from_build=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs="$2"; shift 2 ;;
         --seconds) seconds="$2"; runs="-1"; shift 2 ;;
-        --from-sanitizer) from_sanitizer=true; shift ;;
+        --from-build) from_build="$2"; shift 2 ;;
         -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
         *) targets+=("$1"); shift ;;
     esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message forwarded-answer)
 scripts/install-deps.sh run
-if $from_sanitizer; then
-    binary=.build-tsan/debug/httpdns-fuzz
+if [ -n "$from_build" ]; then
+    binary="$from_build/debug/httpdns-fuzz"
     [ -x "$binary" ] || { echo "no $binary: run scripts/sanitize.sh thread --fuzz first" >&2; exit 1; }
     export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 suppressions=$PWD/scripts/tsan-suppressions.txt}"
     export SWIFT_BACKTRACE="${SWIFT_BACKTRACE:-enable=no}"

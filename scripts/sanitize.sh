@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite under a sanitizer, in a build directory of its own (.build-tsan, .build-asan).
-#   scripts/sanitize.sh thread|address [--fuzz] [--stress-reruns N] [swift test arguments...]
+#   scripts/sanitize.sh thread|address [--in-build] [--fuzz] [--stress-reruns N] [swift test arguments...]
+# --in-build: in the test build's directory (.build) instead: the Swift code is built again instrumented, and the C
+#   targets (BoringSSL, twice) are reused as scripts/test.sh built them, uninstrumented, as the system's nghttp2 and
+#   c-ares always are (about six minutes less on two cores; CI does this, after every step that uses the plain
+#   build). .build then holds the sanitized build until the next scripts/test.sh.
 # --fuzz: the package's own modules also carry libFuzzer's coverage instrumentation and httpdns-fuzz links its
 #   driver (HTTPDNS_FUZZING=1, read by Package.swift), so that httpdns-fuzz is a fuzzer that
-#   scripts/fuzz.sh --from-sanitizer runs: CI makes one instrumented build for the suite and the fuzz targets instead
+#   scripts/fuzz.sh --from-build runs: CI makes one instrumented build for the suite and the fuzz targets instead
 #   of two. The tests run the same either way.
 # --stress-reruns N: after the whole suite, the concurrency stress suite and the URLSession API forms matrix N more
 #   times under the sanitizer (a race there can hide from one run).
@@ -12,22 +16,31 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${1:-thread}"
 shift || true
-case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [--fuzz] [--stress-reruns N] [arguments...]" >&2; exit 64 ;; esac
+case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [--in-build] [--fuzz] [--stress-reruns N] [arguments...]" >&2; exit 64 ;; esac
 flags=()
 reruns=0
+in_build=false
 while [ $# -gt 0 ]; do
     case "$1" in
         # lld links it: gold fails on objects with the fuzzer's instrumentation (an internal error in its DWARF reader).
         --fuzz) export HTTPDNS_FUZZING=1; flags+=(-Xswiftc -use-ld=lld); shift ;;
+        --in-build) in_build=true; shift ;;
         --stress-reruns) reruns="$2"; shift 2 ;;
         *) break ;;
     esac
 done
-scratch=".build-${sanitizer:0:1}san"
+if $in_build; then
+    scratch=.build
+    # Through swiftc only: clang's flags, and so the C targets' objects, stay as they are.
+    sanitize=(-Xswiftc "-sanitize=$sanitizer")
+else
+    scratch=".build-${sanitizer:0:1}san"
+    sanitize=(--sanitize="$sanitizer")
+fi
 scripts/install-deps.sh test
 # The linker's "Cannot export local symbol" notes about the sanitizer runtime are noise; a failed build still fails.
 build_status=0
-swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} 2>&1 \
+swift build --build-tests "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} 2>&1 \
     | { grep -v "Cannot export local symbol" || true; } || build_status=$?
 [ "$build_status" -eq 0 ] || { echo "the sanitized build failed" >&2; exit "$build_status"; }
 # halt_on_error: a report fails the run instead of scrolling by.
@@ -47,9 +60,9 @@ export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
 # the NIO singleton's loops (servers, clients, the URL protocol's loads), so a flooding test beside a TLS handshake
 # could hold the handshake past its (already scaled) time limit.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
-swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} "$@"
+swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} "$@"
 for run in $(seq 1 "$reruns"); do
     echo "Concurrency stress suite and the URLSession API forms matrix under the sanitizer, rerun $run of $reruns"
-    swift test --skip-build --disable-xctest --sanitize="$sanitizer" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} \
+    swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} \
         --filter "ConcurrencyStressTests|URLSessionFormsTests"
 done
