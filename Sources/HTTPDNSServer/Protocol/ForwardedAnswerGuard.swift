@@ -7,34 +7,19 @@ package enum ForwardedAnswerGuard {
     /// Whether `message` hands out an address that is not public (private, loopback, link-local, …), or cannot be
     /// walked (an answer that cannot be read is not relayed either).
     package static func handsOutGuardedAddress(_ message: [UInt8]) -> Bool {
-        guard message.count >= 12 else { return true }
-        func count(_ at: Int) -> Int { Int(message[at]) << 8 | Int(message[at + 1]) }
-        var offset = 12
-        for _ in 0..<count(4) {
-            guard let end = DNSMessageWalk.skipName(message, from: offset), end + 4 <= message.count else {
-                return true
-            }
-            offset = end + 4
-        }
-        for _ in 0..<(count(6) + count(8) + count(10)) {
-            guard let end = DNSMessageWalk.skipName(message, from: offset), end + 10 <= message.count else {
-                return true
-            }
-            let type = count(end)
-            let length = count(end + 8)
-            let data = end + 10
-            guard data + length <= message.count else { return true }
+        var guarded = false
+        let readable = DNSMessageWalk.forEachRecord(message) { start in
+            let type = Int(message[start]) << 8 | Int(message[start + 1])
+            let data = start + 10
+            let end = data + (Int(message[start + 8]) << 8 | Int(message[start + 9]))
             switch type {
-            case 1, 28:
-                if isGuarded(message[data..<data + length]) { return true }
-            case 64, 65:
-                if hintsGuarded(message, data: data, end: data + length) { return true }
-            default:
-                break
+            case 1, 28: guarded = isGuarded(message[data..<end])
+            case 64, 65: guarded = hintsGuarded(message, data: data, end: end)
+            default: break
             }
-            offset = data + length
+            return !guarded
         }
-        return false
+        return guarded || !readable
     }
 
     /// An address record's data that is not a public address (or not an address at all).
