@@ -283,12 +283,13 @@ struct HTTP2FrameTests {
         let (status, output) = try await InteropTests.run(
             "/usr/bin/env", ["python3", file, "\(server.port)", certificates.caPath])
         #expect(status == 0, "\(output)")
-        #expect(output.contains("goaway True") || output.contains("closed True"), "\(output)")
-        // The server's own resets stop near the allowance (1,000 at once, 33 a second more), far from the 6,000
-        // streams the client would open.
+        #expect(output.contains("goaway True"), "\(output)")
+        // The server's own resets end at a GOAWAY once the allowance (1,000 at once, 33 a second more) is spent:
+        // before the 6,000 streams the client would open (a loaded server may still answer a whole read burst past
+        // the allowance before it looks).
         let words = output.split(whereSeparator: { $0 == " " || $0 == "\n" })
         let resets = words.firstIndex(of: "resets").flatMap { Int(words[$0 + 1]) } ?? -1
-        #expect(resets > 0 && resets < 3_000, "\(output)")
+        #expect(resets > 0 && resets < 6_000, "\(output)")
         // Another client is served meanwhile.
         let other = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
         other.send([other.headers("GET", "/resolve?name=fast.test", stream: 1, end: true)])
