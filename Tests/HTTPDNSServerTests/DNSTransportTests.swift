@@ -286,9 +286,8 @@ struct DNSTransportTests {
         var slipped = 0
         for id in 2..<8 {
             let query = Self.query("fast.test", id: UInt16(id))
-            guard let answer = try await Self.udp(served.dnsPort, query, wait: TestTiming.scaled(.seconds(1))) else {
-                continue
-            }
+            // The default wait (3 s, scaled): an answer late under a loaded suite must not count as dropped.
+            guard let answer = try await Self.udp(served.dnsPort, query) else { continue }
             if answer[2] & 0x02 != 0 {
                 slipped += 1
                 #expect(answer.count <= query.count && answer[7] == 0, "no records in a slipped answer")
