@@ -13,7 +13,7 @@ public import HTTPDNSCore
 /// let resolver = try CAresResolver(configuration: .init(servers: [try ServerAddress(parsing: "127.0.0.1:5353")]))
 /// let answer = try await resolver.resolve(try HostName("api.example.com"), family: .ipv4)
 /// ```
-public final class CAresResolver: HostNameResolver {
+public final class CAresResolver: HostNameResolver, UncancellableQueries {
     /// How a ``CAresResolver`` asks: its servers, time limits and search list. Read from the `cares.*` keys with
     /// ``init(configReader:)``.
     public struct Configuration: Sendable, Hashable {
@@ -83,6 +83,8 @@ public final class CAresResolver: HostNameResolver {
 
     /// The source name this resolver gives its answers: `ResolutionSource.cares`.
     package let source: ResolutionSource = .cares
+    /// Every try's timeout: how long a query may keep going out after its task is cancelled.
+    package let longestQuery: Duration
     let loop: CAresEventLoop
     private let logger: Logger
 
@@ -110,6 +112,7 @@ public final class CAresResolver: HostNameResolver {
     ) throws(DNSError) {
         try configuration.validate()
         self.loop = try CAresEventLoop(configuration: configuration)
+        self.longestQuery = configuration.timeout * max(configuration.tries, 1)
         self.logger = logger
         logger.debug("c-ares resolver started", metadata: ["servers": "\(loop.servers.joined(separator: ","))"])
     }

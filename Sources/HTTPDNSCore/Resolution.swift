@@ -85,6 +85,15 @@ extension HostNameResolver {
     }
 }
 
+/// A resolver whose queries keep going out for a while after the task that asked is cancelled: c-ares 1.18 cannot
+/// take back one query of a channel, so its remaining tries are still sent. A server facing clients counts a lookup
+/// abandoned by its client as upstream work until then, so opening and dropping requests cannot turn into upstream
+/// queries faster than its bounds allow.
+package protocol UncancellableQueries: Sendable {
+    /// How long one query can keep going: every try's timeout.
+    var longestQuery: Duration { get }
+}
+
 /// Answers that need no query: IP literals and `localhost`.
 package enum LocalAnswers {
     package static func answer(for text: String, family: AddressFamily) throws(DNSError) -> Resolution? {

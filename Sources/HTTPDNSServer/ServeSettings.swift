@@ -88,21 +88,37 @@ package struct ServeSettings: Sendable, Hashable {
         }
     }
 
-    /// An `IP:PORT` key that may be unset.
+    /// An `IP:PORT` key that may be unset (empty or `none`); unset by default unless `value` is given.
     private static func optionalAddress(
-        _ path: String, _ field: any WritableKeyPath<ServeSettings, ServerAddress?> & Sendable, _ help: String
+        _ path: String, _ field: any WritableKeyPath<ServeSettings, ServerAddress?> & Sendable,
+        default value: String = "none", _ help: String
     ) -> SettingField<ServeSettings> {
         .custom(
-            path, .string, field, shown: "none", help,
+            path, .string, field, shown: value, help,
             check: { text in
-                text.isEmpty || (try? ServerAddress(parsing: text)) != nil
-                    ? nil : "'\(HostName.printable(text))' is not IP:PORT"
+                text.isEmpty || text == "none" || (try? ServerAddress(parsing: text)) != nil
+                    ? nil : "'\(HostName.printable(text))' is not IP:PORT or none"
             },
             decode: { reader, key throws(DNSError) in
-                let text = try reader.string(key, default: "")
-                return text.isEmpty ? nil : try ServerAddress(parsing: text)
+                let text = try reader.string(key, default: value)
+                return text.isEmpty || text == "none" ? nil : try ServerAddress(parsing: text)
             },
             describe: { $0?.description ?? "none" })
+    }
+
+    /// A listener's own connection limit: 0 (the default) for none but the shared `serve.maxConnections`.
+    private static func listenerLimit(
+        _ path: String, _ field: any WritableKeyPath<ServeSettings, Int?> & Sendable, _ listener: String
+    ) -> SettingField<ServeSettings> {
+        .custom(
+            path, .int, field, shown: "0",
+            "most connections open at once on \(listener), within serve.maxConnections; 0: no limit of its own",
+            range: 0...1_000_000,
+            decode: { reader, key throws(DNSError) in
+                let limit = try reader.int(key, default: 0)
+                return limit > 0 ? limit : nil
+            },
+            describe: { "\($0 ?? 0)" })
     }
 
     /// The `serve` section of the settings file.
@@ -130,6 +146,16 @@ package struct ServeSettings: Sendable, Hashable {
             "serve.dot.listen", \.server.dotListen,
             "IP:PORT where DNS over TLS is served with serve.certificate (port 853 for Android, stubby); unset: not served"
         ),
+        optionalAddress(
+            "serve.admin.listen", \.server.adminListen, default: "127.0.0.1:8054",
+            "IP:PORT where /metrics, /healthz and /readyz are served over plain HTTP (never /metrics on serve.listen); none: nowhere"
+        ),
+        .int(
+            "serve.admin.maxConnections", \.server.maximumAdminConnections, default: 64,
+            "most connections open at once on the admin listener, apart from serve.maxConnections", range: 1...100_000),
+        listenerLimit("serve.http.maxConnections", \.server.listenerLimits.http, "the HTTP listener (serve.listen)"),
+        listenerLimit("serve.dns.maxConnections", \.server.listenerLimits.dns, "plain DNS over TCP (serve.dns.listen)"),
+        listenerLimit("serve.dot.maxConnections", \.server.listenerLimits.dot, "DNS over TLS (serve.dot.listen)"),
         .int("serve.maxAnswers", \.service.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
         .int(
             "serve.maxBodyBytes", \.server.maximumBodyBytes, default: 65_535, "largest request body, bytes",

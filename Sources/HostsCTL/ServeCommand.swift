@@ -17,7 +17,8 @@ public struct ServeCommand: AsyncParsableCommand {
         discussion: """
             Endpoints: /dns-query (RFC 8484, GET ?dns= and POST application/dns-message), /resolve?name=&type=
             (application/dns-json), /ACCOUNT/d?host= and /ACCOUNT/sign_d?host=&t=&s= (Alibaba-compatible; accounts from
-            serve.accounts), /d?dn= (Tencent-compatible), /healthz, /readyz and /metrics (Prometheus). With
+            serve.accounts), /d?dn= (Tencent-compatible), /healthz and /readyz; /metrics (Prometheus) on the admin
+            listener only (serve.admin.listen, 127.0.0.1:8054 by default). With
             serve.certificate and serve.privateKey the server speaks TLS with HTTP/2 and HTTP/1.1; otherwise plain
             HTTP/1.1. Edits of the settings file (every reload.intervalMs) and SIGHUP apply new settings and overrides
             without dropping connections (the listen address, certificate and connection limits need a restart).
@@ -46,7 +47,9 @@ public struct ServeCommand: AsyncParsableCommand {
         if let listen { listener.listen = try ServerAddress(parsing: listen) }
         let accounts = try Self.accounts(serve)
         let logger = CommandLogging.logger()
-        Self.raiseDescriptorLimit(for: listener.maximumConnections, logger: logger)
+        Self.raiseDescriptorLimit(
+            for: listener.maximumConnections + (listener.adminListen == nil ? 0 : listener.maximumAdminConnections),
+            logger: logger)
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
@@ -87,6 +90,11 @@ public struct ServeCommand: AsyncParsableCommand {
         // Written unbuffered, so a supervisor reading a pipe sees it at once.
         FileHandle.standardOutput.write(
             Data("hostsctl serve: \(scheme)://\(host):\(server.port)/dns-query (Ctrl-C stops)\n".utf8))
+        if let adminPort = server.adminPort, let admin = listener.adminListen {
+            let adminHost = admin.ip.family == .ipv6 ? "[\(admin.ip)]" : admin.ip.description
+            FileHandle.standardOutput.write(
+                Data("hostsctl serve: metrics http://\(adminHost):\(adminPort)/metrics\n".utf8))
+        }
 
         let reloader = SettingsReloader(
             path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
@@ -238,7 +246,7 @@ final class SettingsReloader: Sendable {
             }
             if before.server != after.server {
                 logger.warning(
-                    "the listener's settings (serve.listen, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"
+                    "the listener's settings (serve.listen, serve.admin, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"
                 )
             }
             logger.notice("settings applied")

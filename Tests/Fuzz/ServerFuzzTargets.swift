@@ -9,7 +9,7 @@ import Logging
 /// get an HTTP answer, never a crash or a hang; a broken promise traps.
 enum ServerFuzzTargets {
     /// The targets, by name.
-    static let names = ["serve-request", "serve-dns-message", "forwarded-answer"]
+    static let names = ["serve-request", "serve-dns-message", "forwarded-answer", "dns-stream"]
 
     /// A service on a resolver that only has an override (no upstream, nothing leaves the process), with accounts,
     /// reports, forwarding and a rate limit switched on so that every path is reachable.
@@ -71,10 +71,61 @@ enum ServerFuzzTargets {
             clientSubnetOption(bytes)
         case "forwarded-answer":
             forwardedAnswer(bytes)
+        case "dns-stream":
+            dnsStream(bytes)
         default:
             return false
         }
         return true
+    }
+
+    /// `bytes` as a TCP or TLS DNS stream arriving in reads of varying sizes (byte 0 seeds them): the framer gives
+    /// exactly the messages a plain reading of the stream finds, in order, stops at the first length too short for a
+    /// header, and never holds more than one message and one read.
+    private static func dnsStream(_ bytes: [UInt8]) {
+        guard let seed = bytes.first else { return }
+        let stream = Array(bytes.dropFirst())
+        // What a plain reading finds.
+        var expected: [[UInt8]] = []
+        var offset = 0
+        var invalid = false
+        while offset + 2 <= stream.count {
+            let length = Int(stream[offset]) << 8 | Int(stream[offset + 1])
+            if length < 12 {
+                invalid = true
+                break
+            }
+            guard offset + 2 + length <= stream.count else { break }
+            expected.append(Array(stream[(offset + 2)..<(offset + 2 + length)]))
+            offset += 2 + length
+        }
+        var framer = DNSStreamFramer()
+        var taken: [[UInt8]] = []
+        var sawInvalid = false
+        var position = 0
+        var read = 0
+        reading: while position < stream.count {
+            // Reads of 1 to 64 bytes, then larger, as the seed and the position pick.
+            let size = min(
+                stream.count - position, 1 + (Int(seed) &* (read + 1) &+ position) % (read % 3 == 0 ? 64 : 4_096))
+            framer.append(Array(stream[position..<(position + size)]))
+            position += size
+            read += 1
+            taking: while true {
+                switch framer.next() {
+                case .message(let message): taken.append(message)
+                case .needMore: break taking
+                case .invalid:
+                    sawInvalid = true
+                    break reading
+                }
+            }
+            precondition(framer.heldBytes <= 65_537, "the framer holds \(framer.heldBytes) bytes after taking")
+            precondition(
+                framer.storageBytes <= 4 * (65_537 + 4_096), "the framer's storage grew to \(framer.storageBytes)")
+        }
+        precondition(taken == expected, "the framer's messages differ from the stream's")
+        precondition(sawInvalid == invalid, "an invalid length seen by one reading and not the other")
     }
 
     /// This process's forwarding marker.

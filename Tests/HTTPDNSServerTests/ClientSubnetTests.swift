@@ -75,7 +75,10 @@ struct ClientSubnetTests {
 
     /// One UDP exchange from a socket bound to `source` (a loopback address: the client's network).
     static func udp(_ port: Int, _ datagram: [UInt8], from source: String = "127.0.0.1") async throws -> [UInt8] {
-        guard let answer = try await DNSTransportTests.udp(port, datagram, from: source, wait: .seconds(10)) else {
+        guard
+            let answer = try await DNSTransportTests.udp(
+                port, datagram, from: source, wait: TestTiming.scaled(.seconds(10)))
+        else {
             throw TestServerError("no answer over UDP")
         }
         return answer

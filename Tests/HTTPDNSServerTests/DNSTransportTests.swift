@@ -368,4 +368,34 @@ struct DNSTransportTests {
             "the non-reading connection was closed")
         await served.stop()
     }
+
+    @Test(
+        "TCP framing: messages come out whole and in order whatever the reads, and what was taken is never kept (a stream of reads ending one byte into the next message holds one message at most)"
+    )
+    func streamFraming() {
+        let message = Self.query("fast.test", id: 1)
+        let framed = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        var framer = DNSStreamFramer()
+        var taken = 0
+        // 10,000 messages whose reads each end one byte into the next one.
+        var stream: [UInt8] = []
+        for _ in 0..<10_000 { stream += framed }
+        var position = 0
+        var largest = 0
+        while position < stream.count {
+            let end = min(stream.count, position + (position == 0 ? framed.count + 1 : framed.count))
+            framer.append(Array(stream[position..<end]))
+            position = end
+            while case .message(let out) = framer.next() {
+                #expect(out == message)
+                taken += 1
+            }
+            largest = max(largest, framer.storageBytes)
+        }
+        #expect(taken == 10_000)
+        #expect(largest < 4 * framed.count, "the framer held \(largest) bytes of storage")
+        // A length shorter than a DNS header ends the stream.
+        framer.append([0, 5, 1, 2, 3, 4, 5])
+        #expect(framer.next() == .invalid)
+    }
 }

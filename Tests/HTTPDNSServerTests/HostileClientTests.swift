@@ -47,7 +47,8 @@ struct HostileClientTests {
                     idleTimeout: idle.map(TestTiming.scaled) ?? scaled * 2,
                     handshakeTimeout: TestTiming.scaled(handshake),
                     requestHeadTimeout: head.map(TestTiming.scaled) ?? scaled, requestBodyTimeout: scaled,
-                    writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20),
+                    writeTimeout: scaled * 2, maximumQueuedBytes: 1 << 20,
+                    adminListen: exporter == nil ? nil : ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
                 logger: logger)
             return Target(resolver: resolver, server: server)
         }
@@ -199,12 +200,18 @@ struct HostileClientTests {
         await target.stop()
     }
 
-    @Test("a client that pipelines /metrics and never reads is stopped and then closed; others are answered meanwhile")
+    @Test(
+        "a client that pipelines /metrics on the admin listener and never reads is stopped and then closed; others are answered meanwhile"
+    )
     func nonReader() async throws {
         // A 100 KB metrics page: every unread answer would cost that much.
         let page = [UInt8](repeating: UInt8(ascii: "m"), count: 100_000)
         let target = try await Target.start(deadline: .seconds(1), head: .seconds(10), exporter: { page })
-        let port = target.server.port
+        let port = try #require(target.server.adminPort)
+        // The public listener has no /metrics at all.
+        let onPublic = try await HTTPDNSServerTests.exchange(
+            port: target.server.port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(onPublic.reply.hasPrefix("HTTP/1.1 404"))
         let outcome = try await offThePool { () -> (sentBytes: Int, closed: Bool) in
             let fd = try LoopbackTCP.connect(
                 port: port, receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .milliseconds(200))
@@ -224,8 +231,12 @@ struct HostileClientTests {
         #expect(outcome.closed, "the non-reading client's connection was closed")
         #expect(outcome.sentBytes < 8 << 20, "the server stopped reading: \(outcome.sentBytes) bytes went in")
         let other = try await HTTPDNSServerTests.exchange(
-            port: port, Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            port: target.server.port,
+            Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
         #expect(other.reply.hasPrefix("HTTP/1.1 200"))
+        let scrape = try await HTTPDNSServerTests.exchange(
+            port: port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+        #expect(scrape.reply.hasPrefix("HTTP/1.1 200"), "another scrape is answered")
         await target.stop()
     }
 

@@ -56,7 +56,7 @@ struct OperationsTests {
         let pipeline = try await Pipeline.start()
         let service = HTTPDNSService(
             resolver: pipeline.resolver, configuration: .init(rateLimitPerSecond: 0.001, rateLimitBurst: 3),
-            logger: Self.logger)
+            logger: Self.logger, metricsExporter: { Array("up 1\n".utf8) })
         var request = ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("127.0.0.9"))
         var statuses: [Int] = []
         for _ in 0..<4 { statuses.append(await service.handle(request).status) }
@@ -78,10 +78,15 @@ struct OperationsTests {
         #expect(await service.handle(v6).status == 429, "another /64 of the same /56")
         v6.client = IPAddress("2001:db8:0:100::1")
         #expect(await service.handle(v6).status == 200, "another /56")
-        // /metrics is limited too (it is not free to render); health checks are not.
+        // /metrics answers on the admin listener only, and is never limited there (the operator's scraper); on the
+        // public listener it is no endpoint at all.
         #expect(
             await service.handle(ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.9")))
-                .status == 429)
+                .status == 404)
+        #expect(
+            await service.handle(
+                ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.9"), listener: .admin)
+            ).status == 200)
         // Settings applied while serving lift the limit.
         service.apply(.init(rateLimitPerSecond: 0))
         request.client = IPAddress("127.0.0.9")
@@ -187,7 +192,7 @@ struct OperationsTests {
         _ = await service.handle(ServiceRequest(method: "GET", target: "/nowhere"))
         // The operator's scraper comes from another address than the limited client.
         let exposed = await service.handle(
-            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.200")))
+            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.200"), listener: .admin))
         let text = String(decoding: exposed.body, as: UTF8.self)
         #expect(exposed.status == 200 && exposed.contentType.hasPrefix("text/plain; version=0.0.4"))
         #expect(text.contains(#"httpdns_serve_requests_total{endpoint="dns-query",status="200"} 2"#), "\(text)")
@@ -201,11 +206,16 @@ struct OperationsTests {
         // Rendered at most once a second: asked again at once, the same text comes back.
         _ = await service.handle(request)
         let again = await service.handle(
-            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.201")))
+            ServiceRequest(method: "GET", target: "/metrics", client: IPAddress("127.0.0.201"), listener: .admin))
         #expect(again.body == exposed.body)
         // Without an exporter there is no /metrics.
         let bare = HTTPDNSService(resolver: pipeline.resolver, logger: Self.logger)
-        #expect(await bare.handle(ServiceRequest(method: "GET", target: "/metrics")).status == 404)
+        #expect(await bare.handle(ServiceRequest(method: "GET", target: "/metrics", listener: .admin)).status == 404)
+        // The admin listener answers nothing but the operator's endpoints and the health checks.
+        #expect(await service.handle(ServiceRequest(method: "GET", target: "/healthz", listener: .admin)).status == 200)
+        var onAdmin = request
+        onAdmin.listener = .admin
+        #expect(await service.handle(onAdmin).status == 404)
         await pipeline.stop()
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import Logging
+import NIOCore
+import NIOHTTP2
 import Prometheus
 import TestSupport
 import Testing
@@ -25,7 +27,7 @@ struct UpstreamWorkTests {
         let server: HTTPDNSServer
         var dnsPort: Int { server.dnsPort ?? 0 }
 
-        static func start(perNetwork: Int) async throws -> Lab {
+        static func start(perNetwork: Int, tls: TestCertificates.Leaf? = nil) async throws -> Lab {
             let sink = try BoundUDPSocket()
             let cares = try CAresResolver(configuration: .init(servers: [sink.address], timeout: .seconds(2), tries: 3))
             let overrides = HostOverrides()
@@ -38,7 +40,9 @@ struct UpstreamWorkTests {
                 logger: logger)
             let server = try await HTTPDNSServer.start(
                 service: service,
-                configuration: .init(port: 0, dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
+                configuration: .init(
+                    port: 0, certificatePath: tls?.certificatePath, privateKeyPath: tls?.keyPath,
+                    dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
                 logger: logger)
             return Lab(sink: sink, resolver: resolver, server: server)
         }
@@ -83,7 +87,7 @@ struct UpstreamWorkTests {
     }
 
     @Test(
-        "a flood of uncached names from one network: only its bound reaches the upstream, the rest get SERVFAIL at once, another network is answered; a closed connection cancels its lookups and gives their places back"
+        "a flood of uncached names from one network: only its bound reaches the upstream, the rest get SERVFAIL at once, another network is answered; a closed connection cancels its lookups, whose places come back when c-ares's tries end"
     )
     func floodBoundedAndCancelled() async throws {
         let lab = try await Lab.start(perNetwork: 8)
@@ -97,6 +101,7 @@ struct UpstreamWorkTests {
     }
 
     private func floodBoundedAndCancelled(_ lab: Lab) async throws {
+        let started = ContinuousClock.now
         let names = (0..<100).map { "r\($0).flood.test" }
         // 100 names pipelined on one connection, and what the upstream sees meanwhile.
         // The windows are long for a loaded suite (CI once saw no answer within 1 s); the 92 refusals end the wait, and
@@ -114,18 +119,87 @@ struct UpstreamWorkTests {
         let asked = Set(try await seen.filter { $0.hasSuffix("flood.test") })
         #expect(asked.count <= 8, "the upstream was asked for \(asked.count) names: \(asked.sorted())")
         #expect(!asked.isEmpty)
-        // The client goes away: its lookups are cancelled and their places are free for the network's next queries.
-        // (c-ares 1.18 cannot cancel one query of a channel: the dropped queries' remaining tries, at most two each
-        // here, still go out, and their answers are dropped.)
+        // The client goes away: its lookups are cancelled. c-ares 1.18 cannot cancel one query of a channel, so the
+        // dropped queries' remaining tries (at most two each here) still go out, their answers dropped, and their
+        // places stay taken until those tries end (6 s from the admission): a new connection of the same network is
+        // refused meanwhile, and admitted after.
         close(fd)
+        async let later = offThePool { lab.sink.questions(during: .seconds(4)) }
         try await Task.sleep(for: .milliseconds(300))
-        async let later = offThePool { lab.sink.questions(during: .seconds(3)) }
         let fresh = (0..<8).map { "n\($0).flood.test" }
+        let (held, heldCodes) = try await offThePool {
+            try Self.pipeline(lab.dnsPort, fresh, wait: TestTiming.scaled(.seconds(5)), enough: 8)
+        }
+        close(held)
+        #expect(heldCodes.values.filter { $0 == 2 }.count == 8, "places still held by c-ares's tries: \(heldCodes)")
+        try await Task.sleep(until: started + .milliseconds(6_800), clock: .continuous)
         let (again, freshCodes) = try await offThePool { try Self.pipeline(lab.dnsPort, fresh, wait: .seconds(1)) }
         defer { close(again) }
         #expect(freshCodes.values.allSatisfy { $0 != 2 }, "places given back: \(freshCodes)")
         let retried = try await later.filter { asked.contains($0) }
         #expect(retried.count <= asked.count * 2, "only c-ares's remaining tries: \(retried)")
+    }
+
+    @Test(
+        "HTTP/2: streams for new names reset by the client at once (900 of them, within nghttp2's reset allowance) reach the upstream only up to the network's bound"
+    )
+    func http2ResetFlood() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let lab = try await Lab.start(perNetwork: 8, tls: try certificates.leaf(for: "doh.test"))
+        do {
+            let client = try await HostileClientTests.H2Client.connect(port: lab.server.port, ca: certificates.caPath)
+            async let seen = offThePool { lab.sink.questions(during: TestTiming.scaled(.seconds(4))) }
+            // Rounds of 90 streams (the server allows 100 at once), each HEADERS then at once RST_STREAM (CANCEL).
+            var stream = 1
+            for round in 0..<10 {
+                var frames: [HTTP2Frame] = []
+                for index in 0..<90 {
+                    frames.append(
+                        client.headers("GET", "/resolve?name=h\(round)-\(index).reset.test", stream: stream, end: true))
+                    frames.append(HTTP2Frame(streamID: HTTP2StreamID(stream), payload: .rstStream(.cancel)))
+                    stream += 2
+                }
+                client.send(frames)
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let asked = Set(try await seen.filter { $0.hasSuffix("reset.test") })
+            // Without the bound and the held places, each reset stream was a query upstream: 900 of them.
+            #expect(asked.count <= 8, "the upstream was asked for \(asked.count) names")
+            try? await client.channel.close()
+        } catch {
+            await lab.stop()
+            throw error
+        }
+        await lab.stop()
+    }
+
+    @Test(
+        "a client that opens connections, asks for new names and closes them at once reaches the upstream only up to its network's bound: abandoned c-ares lookups keep their places while their tries go out"
+    )
+    func connectAndDropFlood() async throws {
+        let lab = try await Lab.start(perNetwork: 8)
+        do {
+            // 40 connections of 8 new names each, closed at once: 320 lookups abandoned within a few seconds.
+            async let seen = offThePool { lab.sink.questions(during: TestTiming.scaled(.seconds(4))) }
+            var refused = 0
+            for round in 0..<40 {
+                let names = (0..<8).map { "d\(round)-\($0).drop.test" }
+                let (fd, codes) = try await offThePool {
+                    try Self.pipeline(lab.dnsPort, names, wait: .milliseconds(50))
+                }
+                refused += codes.values.filter { $0 == 2 }.count
+                close(fd)
+            }
+            let asked = Set(try await seen.filter { $0.hasSuffix("drop.test") })
+            // Without the held places every dropped connection's names went upstream: 320 of them.
+            #expect(asked.count <= 8, "the upstream was asked for \(asked.count) names")
+            #expect(refused > 0, "the later rounds were refused at once")
+        } catch {
+            await lab.stop()
+            throw error
+        }
+        await lab.stop()
     }
 
     @Test(
@@ -158,5 +232,68 @@ struct UpstreamWorkTests {
         #expect((1...2).contains(looped), "\(line ?? "no UDP query counted")")
         await server.shutdown(grace: .milliseconds(100))
         await resolver.shutdown()
+    }
+
+    /// Sends `query` over UDP from a new socket bound to 127.0.0.1 and returns the socket, unanswered yet.
+    static func sendUDP(_ port: Int, _ query: [UInt8]) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let sent = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, query, query.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard sent == query.count else {
+            close(fd)
+            throw POSIXError(.EIO)
+        }
+        return fd
+    }
+
+    @Test(
+        "UDP: a query still waiting for an upstream after 5 s is given up: no late answer is ever sent (a retry could take it for its own), and its place comes back when c-ares's tries end"
+    )
+    func udpAskerGivenUp() async throws {
+        // The upstream never answers, and c-ares gives up after 3 tries of 2 s: at 6 s, when it would answer SERVFAIL.
+        let lab = try await Lab.start(perNetwork: 4)
+        do {
+            try await udpAskerGivenUp(lab)
+        } catch {
+            await lab.stop()
+            throw error
+        }
+        await lab.stop()
+    }
+
+    private func udpAskerGivenUp(_ lab: Lab) async throws {
+        let started = ContinuousClock.now
+        // Four queries from 127.0.0.1 take its network's four places; a fifth is answered SERVFAIL at once.
+        var askers: [Int32] = []
+        for index in 0..<4 {
+            askers.append(try Self.sendUDP(lab.dnsPort, DNSTransportTests.query("u\(index).udp.test", id: 1)))
+        }
+        defer { for fd in askers { close(fd) } }
+        try await Task.sleep(for: .milliseconds(300))
+        let refused = try #require(
+            try await DNSTransportTests.udp(lab.dnsPort, DNSTransportTests.query("u4.udp.test", id: 2)))
+        #expect(refused[3] & 0x0F == 2, "SERVFAIL at the network's bound")
+        // Past c-ares's 6 s the askers given up at 5 s still have nothing, and their places are back: a new query
+        // waits for the upstream instead of being refused.
+        try await Task.sleep(until: started + .milliseconds(7_000), clock: .continuous)
+        let admitted = try await DNSTransportTests.udp(
+            lab.dnsPort, DNSTransportTests.query("u5.udp.test", id: 3), wait: .seconds(1))
+        #expect(admitted == nil, "places given back: \(admitted.map { "rcode \($0[3] & 0x0F)" } ?? "")")
+        let given = askers
+        let late = try await offThePool {
+            given.filter { fd in
+                var buffer = [UInt8](repeating: 0, count: 512)
+                return recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0
+            }.count
+        }
+        #expect(late == 0, "\(late) given-up askers got a late answer")
     }
 }

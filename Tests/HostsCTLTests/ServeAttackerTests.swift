@@ -11,15 +11,15 @@ import Testing
 @Suite("hostsctl serve against attackers")
 struct ServeAttackerTests {
     /// A settings file for `hostsctl serve` on `port` (HTTP) and `dnsPort` (plain DNS over UDP and TCP) with
-    /// `served.test` at 127.0.0.88, and `extra` inside the `serve` object.
-    static func settings(port: UInt16, dnsPort: UInt16, extra: String = "") throws -> String {
+    /// `served.test` at 127.0.0.88, and `extra` inside the `serve` object (`dnsExtra` inside `serve.dns`).
+    static func settings(port: UInt16, dnsPort: UInt16, extra: String = "", dnsExtra: String = "") throws -> String {
         let overrides = try TemporaryFiles.file("127.0.0.88 served.test\n", name: "hosts")
         return try TemporaryFiles.file(
             """
             {
               "sources": { "order": ["overrides"], "systemFallback": false },
               "overrides": { "file": "\(overrides)" }, "probe": { "enabled": false },
-              "serve": { "listen": "127.0.0.1:\(port)", "dns": { "listen": "127.0.0.1:\(dnsPort)" }\(extra) }
+              "serve": { "listen": "127.0.0.1:\(port)", "dns": { "listen": "127.0.0.1:\(dnsPort)"\(dnsExtra) }\(extra) }
             }
             """, name: "hostsctl.json")
     }
@@ -104,6 +104,63 @@ struct ServeAttackerTests {
         #expect(sent >= total, "the server kept reading: \(sent >> 20) MiB went in")
         #expect(growth < 64 << 20, "the server grew by \(growth >> 20) MiB for \(sent >> 20) MiB sent")
         #expect(process.isRunning, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
+
+    @Test(
+        "a listener's own limit (serve.dns.maxConnections) holds its next connection back while HTTP accepts, and lets it in when one of its own closes; the admin listener answers with every public place taken"
+    )
+    func listenerLimitsAndAdmin() async throws {
+        let (port, dnsPort, adminPort) = (try FreePort.tcp(), try FreePort.tcp(), try FreePort.tcp())
+        let (process, log) = try await ServeCommandTests.startServe(
+            try Self.settings(
+                port: port, dnsPort: dnsPort,
+                extra: #", "maxConnections": 3"#, dnsExtra: #", "maxConnections": 1"#),
+            port: port, log: "serve-listener-limit.log", adminPort: adminPort)
+        defer { process.stop() }
+        let timeout = TestTiming.scaled(.seconds(15))
+        @Sendable func askDNS(_ fd: Int32) -> Int {
+            let query = Self.framed(Self.query("served.test", id: 7))
+            _ = query.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            return max(recv(fd, &buffer, buffer.count, 0), 0)
+        }
+        let first = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: timeout) }
+        #expect(try await offThePool { askDNS(first) } > 12)
+        // The DNS listener is at its own limit of 1: a second DNS connection waits unanswered.
+        let waiting = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: .seconds(1)) }
+        defer { close(waiting) }
+        let early = try await offThePool { askDNS(waiting) }
+        #expect(
+            early == 0,
+            "answered past the listener's own limit; \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        // HTTP still has the shared limit's other places: two connections, both answered.
+        var http: [KeepAliveConnection] = []
+        for _ in 0..<2 {
+            let connection = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+            #expect(try await offThePool { try connection.get("/healthz") }.status == 200)
+            http.append(connection)
+        }
+        // Every public place is taken; the operator still reads /metrics on the admin listener.
+        let admin = try await offThePool { try KeepAliveConnection(port: Int(adminPort)) }
+        let scrape = try await offThePool { try admin.get("/metrics") }
+        #expect(scrape.status == 200 && scrape.body.contains("httpdns_serve_connections_open 3"), "\(scrape.body)")
+        // An HTTP connection closing does not let the DNS listener past its own limit...
+        http.removeLast()
+        try await Task.sleep(for: .milliseconds(300))
+        let stillWaiting = try await offThePool { () -> Int in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            return max(recv(waiting, &buffer, buffer.count, Int32(MSG_DONTWAIT)), 0)
+        }
+        #expect(stillWaiting == 0, "the DNS listener accepted past its own limit")
+        // ...its own connection closing does: the waiting query is answered.
+        close(first)
+        let late = try await offThePool { () -> Int in
+            var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+            setsockopt(waiting, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            return max(recv(waiting, &buffer, buffer.count, 0), 0)
+        }
+        #expect(late > 12, "TCP DNS answers once its own connection closed")
     }
 
     @Test(

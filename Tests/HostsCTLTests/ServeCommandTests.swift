@@ -11,13 +11,16 @@ import Testing
 @Suite("hostsctl serve")
 struct ServeCommandTests {
     /// Starts `hostsctl serve --config settings` and waits until it accepts on `port`; its output goes to the log
-    /// named `log`, returned with it.
-    static func startServe(_ settings: String, port: UInt16, log name: String = "serve.log") async throws
-        -> (ChildProcess, String)
-    {
+    /// named `log`, returned with it. The admin listener (`/metrics`) goes to `adminPort` on 127.0.0.1, by default
+    /// a free one (the default port, 8054, would be shared by the suite's servers).
+    static func startServe(
+        _ settings: String, port: UInt16, log name: String = "serve.log", adminPort: UInt16? = nil
+    ) async throws -> (ChildProcess, String) {
         let log = TemporaryFiles.path(name)
+        let admin = try adminPort ?? FreePort.tcp()
         let process = try ChildProcess(
-            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log)
+            path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log,
+            environment: ["HOSTSCTL_SERVE_ADMIN_LISTEN": "127.0.0.1:\(admin)"])
         let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
         #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         return (process, log)
@@ -147,15 +150,19 @@ struct ServeNonReaderTests {
               "serve": { "listen": "127.0.0.1:\(port)", "writeTimeoutMs": 60000 }
             }
             """, name: "hostsctl.json")
-        let (process, _) = try await ServeCommandTests.startServe(settings, port: port, log: "serve-nonreader.log")
+        // /metrics is on the admin listener; its connections have the same deadlines and bounds.
+        let adminPort = try FreePort.tcp()
+        let (process, _) = try await ServeCommandTests.startServe(
+            settings, port: port, log: "serve-nonreader.log", adminPort: adminPort)
         defer { process.stop() }
         // Warm up: a few requests of every kind, so the baseline holds the server's working set.
-        let warm = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+        let warm = try await offThePool { try KeepAliveConnection(port: Int(adminPort)) }
         for _ in 0..<50 { _ = try await offThePool { try warm.get("/metrics") } }
         let before = Self.memory(of: process.pid)
         let flood = Task.detached { () throws -> Int in
             let fd = try LoopbackTCP.connect(
-                port: Int(port), receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .milliseconds(100))
+                port: Int(adminPort), receiveTimeout: .seconds(1), receiveBuffer: 4096,
+                sendTimeout: .milliseconds(100))
             defer { close(fd) }
             let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200).utf8)
             var sent = 0
@@ -241,7 +248,9 @@ struct ServeReloadTests {
             """
         }
         let settings = try TemporaryFiles.file(settingsText(accounts: "[]"), name: "hostsctl.json")
-        let (process, log) = try await ServeCommandTests.startServe(settings, port: port, log: "serve.log")
+        let adminPort = try FreePort.tcp()
+        let (process, log) = try await ServeCommandTests.startServe(
+            settings, port: port, log: "serve.log", adminPort: adminPort)
         defer { process.stop() }
         let connection = try await offThePool { try KeepAliveConnection(port: Int(port)) }
         let before = try await offThePool { try connection.get("/acct1/d?host=served.test") }
@@ -256,7 +265,10 @@ struct ServeReloadTests {
             return after.status == 200 && after.body.contains("127.0.0.89")
         }
         #expect(applied, "\(after)")
-        let metrics = try await offThePool { try connection.get("/metrics") }
+        // /metrics on the admin listener, never on the public one.
+        #expect(try await offThePool { try connection.get("/metrics") }.status == 404)
+        let admin = try await offThePool { try KeepAliveConnection(port: Int(adminPort)) }
+        let metrics = try await offThePool { try admin.get("/metrics") }
         #expect(metrics.status == 200)
         #expect(metrics.body.contains(#"httpdns_serve_requests_total{endpoint="alibaba",status="200"}"#))
         kill(process.pid, SIGTERM)

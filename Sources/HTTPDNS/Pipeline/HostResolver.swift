@@ -81,6 +81,13 @@ public final class HostResolver: HostNameResolver {
     package var upstreams: [Upstream] { state.withLock { $0.upstreams } }
     /// The source asked last, for the name as given, when every upstream says a name does not exist.
     package var fallback: Upstream? { state.withLock { $0.fallback } }
+
+    /// The longest a query of an upstream that cannot take queries back (c-ares) keeps going after its lookup is
+    /// cancelled; zero when every upstream stops at once.
+    package var longestUncancellableQuery: Duration {
+        let all = state.withLock { $0.upstreams + [$0.fallback].compactMap { $0 } }
+        return all.compactMap { ($0.resolver as? any UncancellableQueries)?.longestQuery }.max() ?? .zero
+    }
     /// The override layer, if any.
     public let overrides: HostOverrides?
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.

@@ -14,7 +14,10 @@ private func serviceRequest(_ message: [UInt8], client: IPAddress?) -> ServiceRe
 /// Answers that need no waiting are written at once and flushed once per read burst. Nothing is queued without
 /// bound: while the socket cannot take more, answers are dropped (UDP may lose them anyway, and the client asks
 /// again), and at most ``maximumWaiting`` queries wait for an upstream at once (more are dropped; the service's upstream
-/// budget also bounds them per network, apart from verified transports). A rate-limited query is dropped, except
+/// budget also bounds them per network, apart from verified transports). A query still waiting after ``askerTimeout``
+/// is given up: its asker has asked again or gone (stub resolvers wait about 5 s), so its lookup is cancelled unless
+/// another asker shares it, its place is given back, and a late answer is never sent (it could be taken for the
+/// answer to the retry). A rate-limited query is dropped, except
 /// every ``slip``th, which gets a truncated answer (TC) so that a real client behind the limit asks again over TCP,
 /// as response-rate limiting in BIND and Knot does; the UDP rate limit is its own, so queries forged in a client's
 /// name do not cost it its TCP, DNS-over-TLS or HTTPS allowance. A datagram that
@@ -28,9 +31,15 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     static let maximumWaiting = 1_024
     /// One rate-limited query in this many is answered TC instead of dropped.
     static let slip = 2
+    /// How long a query waits for an upstream before it is given up.
+    static let askerTimeout = TimeAmount.seconds(5)
 
     private let exchange: Exchange
     private var waiting = 0
+    /// The queries waiting for an upstream, by a number of their own, with their deadlines; a query not here was
+    /// given up.
+    private var deadlines: [Int: (timer: Scheduled<Void>, wait: UpstreamWait)] = [:]
+    private var nextWait = 0
     private var wrote = false
     private var rateLimited = 0
 
@@ -46,6 +55,9 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         var exchange = self.exchange
         exchange.client = Exchange.clientAddress(envelope.remoteAddress)
         let remote = envelope.remoteAddress
+        let waitID = nextWait
+        nextWait &+= 1
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
             // At the bound, a query that needs an upstream is dropped: the client asks again.
             guard waiting < Self.maximumWaiting else {
@@ -53,20 +65,42 @@ final class DNSDatagramHandler: ChannelInboundHandler {
                 return nil
             }
             waiting += 1
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(
                 { response in
                     let (handler, context) = bound.value
+                    // Given up already: its place went back then, and nobody waits for this answer.
+                    guard let deadline = handler.deadlines.removeValue(forKey: waitID) else { return }
+                    deadline.timer.cancel()
                     handler.waiting -= 1
                     handler.send(response, to: query, remote: remote, context: context)
                     handler.flushIfWritten(context: context)
                 }, eventLoop: context.eventLoop)
         }
+        let onWait = { [self] (wait: UpstreamWait) in
+            let timer = context.eventLoop.scheduleTask(in: Self.askerTimeout) {
+                let (handler, _) = bound.value
+                guard handler.deadlines.removeValue(forKey: waitID) != nil else { return }
+                handler.waiting -= 1
+                handler.exchange.service.metrics.udpDropped.increment()
+                wait.cancel()
+            }
+            deadlines[waitID] = (timer, wait)
+        }
         if let response = exchange.answer(
-            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later)
+            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later, waiting: onWait)
         {
             send(response, to: query, remote: remote, context: context)
         }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        // The socket closed (shutdown): nothing waiting can be answered any more.
+        for deadline in deadlines.values {
+            deadline.timer.cancel()
+            deadline.wait.cancel()
+        }
+        deadlines = [:]
+        context.fireChannelInactive()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -118,7 +152,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     private let exchange: Exchange
     private let connectionGuard: ConnectionGuard
-    private var received: ByteBuffer?
+    private var framer = DNSStreamFramer()
     private var inFlight = 0
     /// The waits of the queries answered from upstreams, by a number of their own: cancelled when the connection
     /// closes (nobody reads those answers any more).
@@ -136,17 +170,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = unwrapInboundIn(data)
-        if var buffer = received {
-            // What was already taken is dropped before more is kept: the buffer holds at most the messages not yet
-            // taken and the start of the next one, never what the connection sent before (a client whose writes
-            // end inside a message would otherwise keep every byte it ever sent).
-            received = nil
-            buffer.discardReadBytes()
-            buffer.writeBuffer(&bytes)
-            received = buffer
-        } else {
-            received = bytes
-        }
+        framer.append(&bytes)
         reading = true
         takeMessages(context: context)
     }
@@ -174,20 +198,17 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     /// Answers every whole message received, up to the in-flight bound.
     private func takeMessages(context: ChannelHandlerContext) {
-        while !closed, inFlight < Self.maximumInFlight, var buffer = received,
-            let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self)
-        {
-            guard length >= 12 else {
-                // Not a DNS message: nothing sensible can follow on this stream.
+        while !closed, inFlight < Self.maximumInFlight {
+            switch framer.next() {
+            case .message(let message):
+                answer(message, context: context)
+            case .needMore:
+                return
+            case .invalid:
                 closed = true
                 context.close(promise: nil)
                 return
             }
-            guard buffer.readableBytes >= 2 + Int(length) else { return }
-            buffer.moveReaderIndex(forwardBy: 2)
-            let message = buffer.readBytes(length: Int(length)) ?? []
-            received = buffer.readableBytes > 0 ? buffer : nil
-            answer(message, context: context)
         }
     }
 

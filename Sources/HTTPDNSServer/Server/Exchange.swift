@@ -19,6 +19,8 @@ struct Exchange: Sendable {
     var transport: ServiceRequest.Transport
     /// The answers kept on the connection's event loop (see ``AnswerMemo``).
     var memo: NIOLoopBoundBox<AnswerMemo>?
+    /// Which listener accepted the connection.
+    var listener: ServiceRequest.Listener = .service
 
     /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
@@ -35,6 +37,7 @@ struct Exchange: Sendable {
         let started = ContinuousClock.now
         var request = request
         request.transport = transport
+        request.listener = listener
         service.takeForwardedClient(&request)
         let memo = memo?.value
         let plan = service.plan(request, memo: memo, now: started)
@@ -60,7 +63,7 @@ struct Exchange: Sendable {
         let promise = eventLoop.makePromise(of: ServiceResponse.self)
         let task = Task {
             let response = await service.complete(plan)
-            service.releaseUpstream(ticket)
+            service.releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
             promise.succeed(response)
         }
         promise.futureResult.whenSuccess { [request] response in

@@ -60,6 +60,35 @@ public final class HTTPDNSServer: Sendable {
         /// Where DNS over TLS is served (RFC 7858) with the certificate; `nil` for nowhere. Port 0 picks one
         /// (``HTTPDNSServer/dotPort``).
         public var dotListen: ServerAddress?
+        /// Where the operator's endpoints are served over plain HTTP/1.1: `/metrics`, `/healthz` and `/readyz`;
+        /// `nil` for nowhere. The public listener never serves `/metrics`. Port 0 picks one
+        /// (``HTTPDNSServer/adminPort``). Keep it on loopback or a private network: it has no TLS and no rate limit.
+        public var adminListen: ServerAddress?
+        /// The most connections open at once on the admin listener (at most a quarter of them from one client
+        /// network), counted apart from ``maximumConnections``, so that clients filling the public listeners never
+        /// lock the operator out.
+        public var maximumAdminConnections: Int
+        /// Limits of each public listener's own, within ``maximumConnections``.
+        public var listenerLimits: ListenerLimits
+
+        /// The most connections one public listener may hold, within the shared ``maximumConnections``; `nil` for
+        /// no limit of its own. A listener at its limit stops accepting (new clients wait in its backlog) until one
+        /// of its own connections closes, so one protocol's clients cannot take every place.
+        public struct ListenerLimits: Sendable, Hashable {
+            /// The HTTP listener (DoH, the JSON and vendor APIs).
+            public var http: Int?
+            /// Plain DNS over TCP.
+            public var dns: Int?
+            /// DNS over TLS.
+            public var dot: Int?
+
+            /// Creates limits; none by default.
+            public init(http: Int? = nil, dns: Int? = nil, dot: Int? = nil) {
+                self.http = http
+                self.dns = dns
+                self.dot = dot
+            }
+        }
 
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
@@ -69,8 +98,12 @@ public final class HTTPDNSServer: Sendable {
             handshakeTimeout: Duration = .seconds(10), requestHeadTimeout: Duration = .seconds(10),
             requestBodyTimeout: Duration = .seconds(10), writeTimeout: Duration = .seconds(10),
             maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes(),
-            dnsListen: ServerAddress? = nil, dotListen: ServerAddress? = nil
+            dnsListen: ServerAddress? = nil, dotListen: ServerAddress? = nil, adminListen: ServerAddress? = nil,
+            maximumAdminConnections: Int = 64, listenerLimits: ListenerLimits = ListenerLimits()
         ) {
+            self.adminListen = adminListen
+            self.maximumAdminConnections = maximumAdminConnections
+            self.listenerLimits = listenerLimits
             self.dnsListen = dnsListen
             self.dotListen = dotListen
             self.host = host
@@ -110,10 +143,14 @@ public final class HTTPDNSServer: Sendable {
     public let dnsPort: Int?
     /// The port DNS over TLS is served on, when it is.
     public let dotPort: Int?
+    /// The port of the admin listener (`/metrics`), when there is one.
+    public let adminPort: Int?
     private let listener: any Channel
     /// The plain DNS and DNS-over-TLS sockets.
     private let dnsListeners: [any Channel]
     private let connections: Connections
+    /// The admin listener and its connections, apart from the public ones.
+    private let admin: (listener: any Channel, connections: Connections)?
     private let counts: Locked<ProtocolCounts>
     private let logger: Logger
 
@@ -143,60 +180,84 @@ public final class HTTPDNSServer: Sendable {
         if configuration.dotListen != nil, dotTLS == nil {
             throw DNSError(code: .invalidConfiguration, message: "DNS over TLS needs a certificate and a private key")
         }
-        guard configuration.maximumConnections > 0, configuration.maximumConnectionsPerClient > 0 else {
+        let limits = [
+            configuration.maximumConnections, configuration.maximumConnectionsPerClient,
+            configuration.maximumAdminConnections,
+        ]
+        let listenerLimits = [
+            configuration.listenerLimits.http, configuration.listenerLimits.dns, configuration.listenerLimits.dot,
+        ]
+        guard limits.allSatisfy({ $0 > 0 }), listenerLimits.allSatisfy({ $0 ?? 1 > 0 }) else {
             throw DNSError(
                 code: .invalidConfiguration,
                 message:
-                    "maximumConnections and maximumConnectionsPerClient must be positive, not \(configuration.maximumConnections) and \(configuration.maximumConnectionsPerClient)"
+                    "maximumConnections, maximumConnectionsPerClient, maximumAdminConnections and listenerLimits must be positive, not \(limits) and \(listenerLimits)"
             )
         }
         let counts = Locked(ProtocolCounts())
         let setup = ListenerSetup(
             service: service, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup,
             counts: counts)
-        let listener = try await setup.bindHTTP(
-            host: configuration.host, port: configuration.port, tls: tls)
-        let port = listener.localAddress?.port ?? configuration.port
+        // The admin listener first: it has a fixed port by default, the likeliest to be taken.
+        var admin: (any Channel)?
+        if let address = configuration.adminListen { admin = try await setup.bindAdmin(address) }
+        let listener: any Channel
         let dns: ListenerSetup.DNSListeners
         do {
-            dns = try await setup.bindDNS(
-                dnsListen: configuration.dnsListen, dotListen: configuration.dotListen, dotTLS: dotTLS)
+            listener = try await setup.bindHTTP(host: configuration.host, port: configuration.port, tls: tls)
+            do {
+                dns = try await setup.bindDNS(
+                    dnsListen: configuration.dnsListen, dotListen: configuration.dotListen, dotTLS: dotTLS)
+            } catch {
+                try? await listener.close()
+                throw error
+            }
         } catch {
-            try? await listener.close()
+            try? await admin?.close()
             throw error
         }
-        let (dnsListeners, dnsPort, dotPort) = (dns.channels, dns.dnsPort, dns.dotPort)
-        let connections = setup.connections
-        logger.notice(
-            "serving HTTP DNS",
-            metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls != nil)"])
-        if let dnsPort {
-            logger.notice("serving plain DNS", metadata: ["address": "\(configuration.dnsListen!.ip):\(dnsPort)"])
-        }
-        if let dotPort {
-            logger.notice("serving DNS over TLS", metadata: ["address": "\(configuration.dotListen!.ip):\(dotPort)"])
-        }
-        return HTTPDNSServer(
-            service: service, port: port, dnsPort: dnsPort, dotPort: dotPort, listener: listener,
-            dnsListeners: dnsListeners, connections: connections, counts: counts, logger: logger)
+        let server = HTTPDNSServer(
+            service: service, listener: listener, dns: dns,
+            admin: admin.map { (listener: $0, connections: setup.adminConnections) }, connections: setup.connections,
+            counts: counts,
+            logger: logger)
+        server.logListeners(configuration, tls: tls != nil)
+        return server
     }
 
     private init(
-        service: HTTPDNSService, port: Int, dnsPort: Int?, dotPort: Int?, listener: any Channel,
-        dnsListeners: [any Channel], connections: Connections, counts: Locked<ProtocolCounts>, logger: Logger
+        service: HTTPDNSService, listener: any Channel, dns: ListenerSetup.DNSListeners,
+        admin: (listener: any Channel, connections: Connections)?, connections: Connections,
+        counts: Locked<ProtocolCounts>, logger: Logger
     ) {
         self.counts = counts
         self.service = service
-        self.port = port
-        self.dnsPort = dnsPort
-        self.dotPort = dotPort
-        self.dnsListeners = dnsListeners
+        self.port = listener.localAddress?.port ?? 0
+        self.dnsPort = dns.dnsPort
+        self.dotPort = dns.dotPort
+        self.dnsListeners = dns.channels
         self.listener = listener
+        self.admin = admin
+        self.adminPort = admin?.listener.localAddress?.port
         self.connections = connections
         self.logger = logger
     }
 
-    /// How many connections are open.
+    private func logListeners(_ configuration: Configuration, tls: Bool) {
+        logger.notice(
+            "serving HTTP DNS", metadata: ["address": "\(configuration.host):\(port)", "tls": "\(tls)"])
+        if let dnsPort, let address = configuration.dnsListen {
+            logger.notice("serving plain DNS", metadata: ["address": "\(address.ip):\(dnsPort)"])
+        }
+        if let dotPort, let address = configuration.dotListen {
+            logger.notice("serving DNS over TLS", metadata: ["address": "\(address.ip):\(dotPort)"])
+        }
+        if let adminPort, let address = configuration.adminListen {
+            logger.notice("serving metrics and health checks", metadata: ["address": "\(address.ip):\(adminPort)"])
+        }
+    }
+
+    /// How many connections are open on the public listeners.
     public var connectionCount: Int { connections.count }
 
     /// Stops accepting, lets requests in progress finish for `grace`, then closes every connection.
@@ -211,6 +272,11 @@ public final class HTTPDNSServer: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         for open in connections.all { try? await open.close() }
+        // The admin listener answered /readyz (503) and /metrics through the grace period; now it goes too.
+        if let admin {
+            try? await admin.listener.close()
+            for open in admin.connections.all { try? await open.close() }
+        }
         logger.notice("stopped serving HTTP DNS")
     }
 }

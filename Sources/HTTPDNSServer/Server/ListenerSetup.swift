@@ -47,6 +47,9 @@ struct ListenerSetup: Sendable {
     let eventLoopGroup: any EventLoopGroup
     let counts: Locked<HTTPDNSServer.ProtocolCounts>
     let connections: Connections
+    /// The admin listener's connections, limited apart from the public ones.
+    let adminConnections: Connections
+    let listenerLimits: HTTPDNSServer.Configuration.ListenerLimits
     let limits: Exchange.Limits
     let guardLimits: ConnectionGuard.Limits
     let prefixes: ClientPrefixes
@@ -65,6 +68,12 @@ struct ListenerSetup: Sendable {
         connections = Connections(
             limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
             counts: counts, metrics: service.metrics, logger: logger)
+        adminConnections = Connections(
+            limit: configuration.maximumAdminConnections,
+            perClient: max(1, configuration.maximumAdminConnections / 4),
+            counts: Locked(HTTPDNSServer.ProtocolCounts()),
+            metrics: nil, logger: logger)
+        listenerLimits = configuration.listenerLimits
         limits = Exchange.Limits(maximumBodyBytes: configuration.maximumBodyBytes)
         guardLimits = ConnectionGuard.Limits(
             handshakeTimeout: TimeAmount(configuration.handshakeTimeout),
@@ -91,20 +100,22 @@ struct ListenerSetup: Sendable {
     /// Admits a new connection from its client's network. Returns the client's address (itself `nil` when the
     /// channel has none), or `nil` when the connection is refused: over the client's own limit, or accepted in the
     /// same burst as the one that reached the total limit, before accepting stopped. The caller closes it then.
-    private func admit(_ channel: any Channel) -> IPAddress?? {
+    private func admit(_ channel: any Channel, to table: Connections, listenerLimit: Int?) -> IPAddress?? {
         let client = Exchange.clientAddress(channel)
-        guard connections.admit(channel, client: ClientNetwork(client, prefixes: prefixes)) else { return nil }
+        guard table.admit(channel, client: ClientNetwork(client, prefixes: prefixes), listenerLimit: listenerLimit)
+        else { return nil }
         return .some(client)
     }
 
     /// The exchange and deadlines of a connection accepted on `channel`.
     private func exchange(
-        _ channel: any Channel, client: IPAddress?, transport: ServiceRequest.Transport, tls: Bool
+        _ channel: any Channel, client: IPAddress?, transport: ServiceRequest.Transport, tls: Bool,
+        listener: ServiceRequest.Listener = .service
     ) -> (Exchange, ConnectionGuard) {
         let metrics = service.metrics
         let exchange = Exchange(
             service: service, limits: limits, logger: logger, client: client, transport: transport,
-            memo: memos[ObjectIdentifier(channel.eventLoop)])
+            memo: listener == .service ? memos[ObjectIdentifier(channel.eventLoop)] : nil, listener: listener)
         let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls) { reason in
             metrics.closedByGuard(reason.rawValue)
         }
@@ -122,7 +133,8 @@ struct ListenerSetup: Sendable {
                     $0.accepted += 1
                     $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
                 }
-                guard let client = setup.admit(channel) else { return channel.close() }
+                guard let client = setup.admit(channel, to: setup.connections, listenerLimit: setup.listenerLimits.http)
+                else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let (exchange, connectionGuard) = setup.exchange(
@@ -139,6 +151,25 @@ struct ListenerSetup: Sendable {
                 }
             }
             .bind(host: host, port: port).get()
+    }
+
+    /// The admin listener: plain HTTP/1.1 for the operator's endpoints, with the same deadlines as the public one
+    /// but a table of connections of its own.
+    func bindAdmin(_ address: ServerAddress) async throws -> any Channel {
+        let setup = self
+        return try await streamBootstrap()
+            .childChannelInitializer { channel in
+                guard let client = setup.admit(channel, to: setup.adminConnections, listenerLimit: nil) else {
+                    return channel.close()
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    let (exchange, connectionGuard) = setup.exchange(
+                        channel, client: client, transport: .http, tls: false, listener: .admin)
+                    try channel.pipeline.syncOperations.addHandler(connectionGuard)
+                    try Self.http1(channel.pipeline, exchange, connectionGuard)
+                }
+            }
+            .bind(host: address.ip.description, port: Int(address.port)).get()
     }
 
     /// Plain DNS (UDP and TCP on one port) and DNS over TLS, where configured: the same service, kept answers,
@@ -191,7 +222,10 @@ struct ListenerSetup: Sendable {
         let setup = self
         return try await streamBootstrap()
             .childChannelInitializer { channel in
-                guard let client = setup.admit(channel) else { return channel.close() }
+                let limit = context == nil ? setup.listenerLimits.dns : setup.listenerLimits.dot
+                guard let client = setup.admit(channel, to: setup.connections, listenerLimit: limit) else {
+                    return channel.close()
+                }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let (exchange, connectionGuard) = setup.exchange(
@@ -262,109 +296,5 @@ struct ListenerSetup: Sendable {
     ) throws {
         try pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
         try pipeline.syncOperations.addHandler(HTTP1ServiceHandler(exchange, connectionGuard: connectionGuard))
-    }
-}
-
-/// The open connections, for graceful shutdown and the connection limits.
-///
-/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
-/// connections in the backlog) and starts again when one closes. The listeners (HTTP, DNS over TCP, DNS over TLS)
-/// share the limit: each one that accepts a connection while the limit is reached is paused too (that connection is
-/// closed), and every paused listener is resumed when the count falls below the limit, whichever listener's
-/// connection closed. The option changes are made under the lock that decides them, so they reach each listening
-/// channel's event loop in the order they were decided. A client network at its own limit has its new connection
-/// closed at once (the backlog cannot hold one client's connections back while serving others'); the table of counts
-/// only holds networks with a connection open.
-final class Connections: Sendable {
-    private struct State {
-        var open: [ObjectIdentifier: any Channel] = [:]
-        var perClient: [ClientNetwork: Int] = [:]
-        /// The listening channels paused at the limit, to resume together.
-        var paused: [ObjectIdentifier: any Channel] = [:]
-    }
-
-    private let state = Locked(State())
-    private let limit: Int
-    private let perClientLimit: Int
-    private let counts: Locked<HTTPDNSServer.ProtocolCounts>
-    private let metrics: ServiceMetrics
-    private let logger: Logger
-
-    init(
-        limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics,
-        logger: Logger
-    ) {
-        self.limit = limit
-        self.perClientLimit = perClient
-        self.counts = counts
-        self.metrics = metrics
-        self.logger = logger
-    }
-
-    var count: Int { state.withLock { $0.open.count } }
-
-    var all: [any Channel] { state.withLock { Array($0.open.values) } }
-
-    /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit
-    /// or the client's is already reached.
-    func admit(_ channel: any Channel, client: ClientNetwork) -> Bool {
-        let key = ObjectIdentifier(channel)
-        // Connections without an address to go by (not TCP) count only towards the total.
-        let counted = client != .shared
-        let (admitted, paused, overClientLimit) = state.withLock { state in
-            guard state.open.count < limit else {
-                // Another listener reached the limit first: this one waits too.
-                return (false, Self.pause(channel.parent, &state), false)
-            }
-            if counted {
-                let current = state.perClient[client, default: 0]
-                guard current < perClientLimit else { return (false, false, true) }
-                state.perClient[client] = current + 1
-            }
-            state.open[key] = channel
-            // Recorded under the lock, so the gauge's last value is the last count.
-            metrics.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit else { return (true, false, false) }
-            return (true, Self.pause(channel.parent, &state), false)
-        }
-        if overClientLimit {
-            counts.withLock { $0.refusedPerClient += 1 }
-            metrics.connectionsRefused.increment()
-            logger.debug(
-                "a client network is at its connection limit; closing its new connection",
-                metadata: ["limit": "\(perClientLimit)"])
-        }
-        if paused {
-            counts.withLock { $0.pauses += 1 }
-            metrics.acceptPauses.increment()
-            logger.notice(
-                "connection limit reached; new connections wait in the backlog", metadata: ["limit": "\(limit)"])
-        }
-        guard admitted else { return false }
-        channel.closeFuture.whenComplete { [self] _ in
-            state.withLock { state in
-                state.open[key] = nil
-                metrics.connectionsOpen.record(state.open.count)
-                if counted {
-                    let remaining = state.perClient[client, default: 1] - 1
-                    state.perClient[client] = remaining > 0 ? remaining : nil
-                }
-                if !state.paused.isEmpty, state.open.count < limit {
-                    for listener in state.paused.values {
-                        listener.setOption(.autoRead, value: true).whenFailure { _ in }
-                    }
-                    state.paused = [:]
-                }
-            }
-        }
-        return true
-    }
-
-    /// Stops `listener` accepting, unless it already has; `true` when it was running. Call it under the lock.
-    private static func pause(_ listener: (any Channel)?, _ state: inout State) -> Bool {
-        guard let listener, state.paused[ObjectIdentifier(listener)] == nil else { return false }
-        state.paused[ObjectIdentifier(listener)] = listener
-        listener.setOption(.autoRead, value: false).whenFailure { _ in }
-        return true
     }
 }

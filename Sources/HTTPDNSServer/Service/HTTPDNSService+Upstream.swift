@@ -25,6 +25,22 @@ extension HTTPDNSService {
         metrics.upstreamInFlight.record(upstreamBudget.inFlight)
     }
 
+    /// Gives back the place of a request admitted at `admitted`. A request `abandoned` by its client (its lookups
+    /// cancelled) keeps its place while a c-ares query it started may still be going out (c-ares 1.18 cannot take
+    /// one back: every try's timeout from the admission), so that opening and dropping requests for new names
+    /// costs the client network its places as long as the upstream work lasts, not only as long as it waited.
+    func releaseUpstream(_ ticket: UpstreamBudget.Ticket, admitted: ContinuousClock.Instant, abandoned: Bool) {
+        let until = admitted + resolver.longestUncancellableQuery
+        guard abandoned, until > .now else {
+            releaseUpstream(ticket)
+            return
+        }
+        Task.detached { [self] in
+            try? await Task.sleep(until: until, clock: .continuous)
+            releaseUpstream(ticket)
+        }
+    }
+
     /// The answer to a request that found no place among those waiting for upstreams: 503 with `Retry-After`
     /// (SERVFAIL over plain DNS and DNS over TLS).
     static let upstreamBusy = ServiceResponse.text(

@@ -6,7 +6,7 @@ import Synchronization
 
 /// HTTP DNS answered from a `HostResolver`: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
-/// `/readyz` and, with an exporter, `/metrics`.
+/// `/readyz` and, with an exporter, `/metrics` (for requests of the admin listener only).
 ///
 /// The type knows nothing of sockets: an HTTP server front (``HTTPDNSServer``) maps its requests to
 /// ``ServiceRequest`` and back. Every answer comes from the same pipeline an application would use (overrides,
@@ -161,10 +161,14 @@ public final class HTTPDNSService: Sendable {
     package func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
-        guard let endpoint = Self.endpoint(segments) else {
+        // The operator's endpoints answer on the admin listener only, and it answers nothing else: a health check
+        // is the one endpoint both have.
+        guard let endpoint = Self.endpoint(segments),
+            endpoint == "healthz" || endpoint == "readyz" || (endpoint == "metrics") == (request.listener == .admin)
+        else {
             return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
-        if let limited = rateLimited(request, endpoint: endpoint) { return limited }
+        if request.listener == .service, let limited = rateLimited(request, endpoint: endpoint) { return limited }
         // A repeated RFC 8484 query: the kept answer (kept only from the full path below, so the endpoint was open
         // and the query valid; a configuration change since ends it).
         var dns: [UInt8]?? = nil
@@ -241,7 +245,7 @@ public final class HTTPDNSService: Sendable {
     }
 
     /// A 429 plan when the client's network is over its rate. Health checks come from the operator's load balancer
-    /// and cost nothing; everything else is limited, /metrics included.
+    /// and cost nothing; everything else the public listener answers is limited (the admin listener is not).
     private func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
         guard endpoint != "healthz", endpoint != "readyz",
             let wait = limiter.admit(request.client, unverified: request.transport == .udp)
@@ -309,7 +313,8 @@ public final class HTTPDNSService: Sendable {
     func finished(_ request: ServiceRequest, plan: Plan, response: ServiceResponse, started: ContinuousClock.Instant) {
         let duration = ContinuousClock.now - started
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
-        metrics.received(over: request.transport)
+        // Queries by transport count the public listeners' requests, not the operator's scrapes.
+        if request.listener == .service { metrics.received(over: request.transport) }
         logger.info(
             "request",
             metadata: [

@@ -21,6 +21,18 @@ public struct ServiceRequest: Sendable {
     /// The `Forwarded` header (RFC 7239, every field joined by commas), if any: read as ``forwardedFor`` is, and
     /// preferred to it.
     public var forwarded: String?
+    /// Which of the server's listeners the request came in on: the operator's endpoints (`/metrics`) answer only on
+    /// ``Listener/admin``, and the admin listener answers nothing else but the health checks.
+    public var listener: Listener = .service
+
+    /// The listener a request came in on.
+    public enum Listener: String, Sendable, Hashable {
+        /// The public listener: DNS answers and health checks.
+        case service
+        /// The operator's listener (`serve.admin.listen`, loopback by default): metrics and health checks, with no
+        /// rate limit.
+        case admin
+    }
 
     /// How a request reached the service.
     public enum Transport: String, Sendable, Hashable, CaseIterable {
@@ -39,8 +51,9 @@ public struct ServiceRequest: Sendable {
     /// Creates a request.
     public init(
         method: String, target: String, contentType: String? = nil, body: [UInt8] = [], client: IPAddress? = nil,
-        transport: Transport = .http
+        transport: Transport = .http, listener: Listener = .service
     ) {
+        self.listener = listener
         self.transport = transport
         self.method = method
         self.target = target
