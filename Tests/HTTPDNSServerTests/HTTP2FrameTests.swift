@@ -283,10 +283,14 @@ struct HTTP2FrameTests {
         let (status, output) = try await InteropTests.run(
             "/usr/bin/env", ["python3", file, "\(server.port)", certificates.caPath])
         #expect(status == 0, "\(output)")
-        #expect(output.contains("goaway True"), "\(output)")
+        // The GOAWAY itself can be lost: the server closes a connection whose client is still sending, and the
+        // kernel then resets it, dropping what the client had not read yet. The close before the 6,000 streams is
+        // what counts (the unguarded server neither sends GOAWAY nor closes).
+        #expect(output.contains("goaway True") || output.contains("closed True"), "\(output)")
         // The server's own resets end at a GOAWAY once the allowance (1,000 at once, 33 a second more) is spent:
         // before the 6,000 streams the client would open (a loaded server may still answer a whole read burst past
-        // the allowance before it looks).
+        // the allowance before it looks). Streams nghttp2 refuses past the concurrency limit while its own resets
+        // wait to go out count too (CI once saw 6,000 streams reset without a GOAWAY when they did not).
         let words = output.split(whereSeparator: { $0 == " " || $0 == "\n" })
         let resets = words.firstIndex(of: "resets").flatMap { Int(words[$0 + 1]) } ?? -1
         #expect(resets > 0 && resets < 6_000, "\(output)")

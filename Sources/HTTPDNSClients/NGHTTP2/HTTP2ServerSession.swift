@@ -257,6 +257,15 @@ package final class HTTP2ServerSession {
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_NO_ERROR.rawValue)
     }
 
+    /// nghttp2 sent RST_STREAM. A stream it refused before opening it (past SETTINGS_MAX_CONCURRENT_STREAMS, while
+    /// the streams it reset itself still wait for their RST_STREAM to go out) is never reported closed: it is
+    /// reported here, so that it ends unanswered like the others (a loaded server refused thousands of such streams
+    /// uncounted). A stream still known is reported when nghttp2 closes it, right after.
+    fileprivate func resetSent(_ stream: Int32) {
+        guard stream != 0, streams[stream] == nil else { return }
+        delegate.streamClosed(stream: stream, receiving: true)
+    }
+
     fileprivate func readAnswer(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
         guard let state = streams[stream] else { return (0, true) }
         return state.answer.read(into: buffer, length: length)
@@ -350,6 +359,10 @@ private struct HTTP2ServerCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
             guard let frame else { return 0 }
             let header = frame.pointee.hd
+            if header.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
+                HTTP2ServerCallbacks.withSession(user) { $0.resetSent(header.stream_id) }
+                return 0
+            }
             guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
                 return 0
             }
