@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist's DoH listener, side by side in one run, on loopback, release build.
 #   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp]
-#                       [--flood QPS]
+#                       [--flood QPS] [--no-ceiling]
+#
+# --no-ceiling leaves H2Ceiling out (its release build compiles SwiftNIO once more, in Benchmarks/.build).
 #
 # --flood measures the latency shapes again while an attacker on another /24 (dnsperf bound to 127.0.1.1) sends QPS
 # UDP queries a second for new names under flood.test, whose server never answers (dnsmasq forwards that domain to
@@ -41,6 +43,7 @@ seconds=10
 baseline=""
 profile=""
 flood=""
+ceiling_too=1
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -49,7 +52,8 @@ while [ "$#" -gt 0 ]; do
         --baseline) baseline="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift 2 ;;
         --profile) profile="$2"; shift 2 ;;
         --flood) flood="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp] [--flood QPS]" >&2
+        --no-ceiling) ceiling_too=""; shift ;;
+        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp] [--flood QPS] [--no-ceiling]" >&2
            exit 64 ;;
     esac
 done
@@ -58,8 +62,10 @@ root="$here/.."
 "$root/scripts/install-deps.sh" benchmarks
 (cd "$root" && swift build -c release --product hostsctl >&2)
 hostsctl="$(cd "$root" && swift build -c release --show-bin-path)/hostsctl"
-(cd "$here" && swift build -c release --product H2Ceiling >&2)
-ceiling="$(cd "$here" && swift build -c release --show-bin-path)/H2Ceiling"
+if [ -n "$ceiling_too" ]; then
+    (cd "$here" && swift build -c release --product H2Ceiling >&2)
+    ceiling="$(cd "$here" && swift build -c release --show-bin-path)/H2Ceiling"
+fi
 
 work="$(mktemp -d)"
 pids=()
@@ -145,7 +151,7 @@ export HOSTSCTL_SERVE_ADMIN_LISTEN=none
 HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
 pids+=($!)
 pid_of[serve]=$!
-servers="dnsdist serve ceiling"
+servers="dnsdist serve${ceiling_too:+ ceiling}"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
     baseline_dns_port="$(free_dns_port)"
@@ -157,10 +163,13 @@ if [ -n "$baseline" ]; then
     servers="$servers baseline"
 fi
 
-ceiling_port="$(free_port)"
-"$ceiling" "$ceiling_port" "$work/doh.pem" "$work/doh.key" >"$work/ceiling.log" 2>&1 &
-pids+=($!)
-pid_of[ceiling]=$!
+ceiling_port=""
+if [ -n "$ceiling_too" ]; then
+    ceiling_port="$(free_port)"
+    "$ceiling" "$ceiling_port" "$work/doh.pem" "$work/doh.key" >"$work/ceiling.log" 2>&1 &
+    pids+=($!)
+    pid_of[ceiling]=$!
+fi
 
 # The RFC 8484 GET requests (A queries, ID 0, RD), one per name.
 uris() {
@@ -174,9 +183,9 @@ PY
 }
 uris "$dnsdist_port" > "$work/dnsdist.uris"
 uris "$serve_port" > "$work/serve.uris"
-uris "$ceiling_port" > "$work/ceiling.uris"
+[ -z "$ceiling_too" ] || uris "$ceiling_port" > "$work/ceiling.uris"
 [ -z "$baseline" ] || uris "$baseline_port" > "$work/baseline.uris"
-for port in "$dnsdist_port" "$serve_port" "$ceiling_port" ${baseline:+"$baseline_port"}; do
+for port in "$dnsdist_port" "$serve_port" ${ceiling_port:+"$ceiling_port"} ${baseline:+"$baseline_port"}; do
     for _ in $(seq 100); do
         python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.1)" 2>/dev/null && break
         sleep 0.1
