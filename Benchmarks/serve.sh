@@ -32,7 +32,7 @@
 #             (user + system, from /proc/PID/stat, all threads)
 #   latency   h2load at half of each server's own measured peak rate for S seconds; p50 and p99 from h2load's
 #             per-request log
-# Then DNS over TLS and plain UDP, dnsperf against dnsdist's DoT and UDP listeners and hostsctl serve's
+# Then DNS over TLS and plain UDP, dnsperf against dnsdist's DoT and UDP listeners and hostsctl serve's (and the baseline's)
 # (serve.dot.listen, serve.dns.listen), the same names from the same caches:
 #   dot       one TLS connection, 100 queries outstanding, pipelined (dnsperf -m dot -c 1 -q 100)
 #   udp       100 queries outstanding from one client socket (dnsperf -m udp -c 1 -q 100)
@@ -155,7 +155,8 @@ servers="dnsdist serve${ceiling_too:+ ceiling}"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
     baseline_dns_port="$(free_dns_port)"
-    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$baseline_dns_port" "$(free_port)" \
+    baseline_dot_port="$(free_port)"
+    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$baseline_dns_port" "$baseline_dot_port" \
         > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)
@@ -326,16 +327,18 @@ dnsperf_run() {
 }
 declare -A dns_rates dns_cpus
 for mode in dot udp; do
-    for name in dnsdist serve; do : > "$work/$name.$mode.rates"; : > "$work/$name.$mode.cpu"; done
+    for name in dnsdist serve ${baseline:+baseline}; do : > "$work/$name.$mode.rates"; : > "$work/$name.$mode.cpu"; done
 done
 for round in $(seq "$rounds"); do
     for mode in dot udp; do
-        for name in dnsdist serve; do
+        for name in dnsdist serve ${baseline:+baseline}; do
             case "$name.$mode" in
                 dnsdist.dot) port="$dnsdist_dot_port" ;;
                 dnsdist.udp) port="$dnsdist_udp_port" ;;
                 serve.dot) port="$serve_dot_port" ;;
                 serve.udp) port="$serve_dns_port" ;;
+                baseline.dot) port="$baseline_dot_port" ;;
+                baseline.udp) port="$baseline_dns_port" ;;
             esac
             before="$(cpu_ms "${pid_of[$name]}")"
             read -r rate lost < <(dnsperf_run "$mode" "$port")
@@ -349,7 +352,7 @@ for round in $(seq "$rounds"); do
     done
 done
 for mode in dot udp; do
-    for name in dnsdist serve; do
+    for name in dnsdist serve ${baseline:+baseline}; do
         dns_rates[$name.$mode]="$(median < "$work/$name.$mode.rates")"
         dns_cpus[$name.$mode]="$(median < "$work/$name.$mode.cpu")"
     done
@@ -385,7 +388,7 @@ for shape in one many; do
     done
 done
 for mode in dot udp; do
-    for name in dnsdist serve; do
+    for name in dnsdist serve ${baseline:+baseline}; do
         printf '| %s | %s | %.0f | %s | %.2f | %s | |\n' "$mode" "$name" "${dns_rates[$name.$mode]}" \
             "$(ratio "${dns_rates[$name.$mode]}" "${dns_rates[dnsdist.$mode]}")" "${dns_cpus[$name.$mode]}" \
             "$(ratio "${dns_cpus[$name.$mode]}" "${dns_cpus[dnsdist.$mode]}")"
@@ -408,6 +411,7 @@ if [ -n "$flood" ]; then
     done
 fi
 if [ -n "$baseline" ]; then
-    printf 'against the baseline build: one connection %sx, 64 connections %sx\n' \
-        "$(ratio "${peaks[serve.one]}" "${peaks[baseline.one]}")" "$(ratio "${peaks[serve.many]}" "${peaks[baseline.many]}")"
+    printf 'against the baseline build: one connection %sx, 64 connections %sx, DoT %sx, UDP %sx\n' \
+        "$(ratio "${peaks[serve.one]}" "${peaks[baseline.one]}")" "$(ratio "${peaks[serve.many]}" "${peaks[baseline.many]}")" \
+        "$(ratio "${dns_rates[serve.dot]}" "${dns_rates[baseline.dot]}")" "$(ratio "${dns_rates[serve.udp]}" "${dns_rates[baseline.udp]}")"
 fi
