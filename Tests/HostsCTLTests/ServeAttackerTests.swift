@@ -117,6 +117,8 @@ struct ServeAttackerTests {
                 extra: #", "maxConnections": 3"#, dnsExtra: #", "maxConnections": 1"#),
             port: port, log: "serve-listener-limit.log", adminPort: adminPort)
         defer { process.stop() }
+        // The DNS listener binds after the HTTP one that startServe waits for.
+        #expect(try await offThePool { FreePort.waitUntilAccepting(port: dnsPort, while: { process.isRunning }) })
         let timeout = TestTiming.scaled(.seconds(15))
         @Sendable func askDNS(_ fd: Int32) -> Int {
             let query = Self.framed(Self.query("served.test", id: 7))
