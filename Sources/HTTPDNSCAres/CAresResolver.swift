@@ -83,7 +83,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
 
     /// The source name this resolver gives its answers: `ResolutionSource.cares`.
     package let source: ResolutionSource = .cares
-    /// Every try's timeout: how long a query may keep going out after its task is cancelled.
+    /// How long a query may keep going after its task is cancelled: see ``longestQuery(timeout:tries:servers:)``.
     package let longestQuery: Duration
     let loop: CAresEventLoop
     private let logger: Logger
@@ -112,9 +112,19 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     ) throws(DNSError) {
         try configuration.validate()
         self.loop = try CAresEventLoop(configuration: configuration)
-        self.longestQuery = configuration.timeout * max(configuration.tries, 1)
+        self.longestQuery = Self.longestQuery(
+            timeout: configuration.timeout, tries: configuration.tries, servers: loop.servers.count)
         self.logger = logger
         logger.debug("c-ares resolver started", metadata: ["servers": "\(loop.servers.joined(separator: ","))"])
+    }
+
+    /// How long c-ares 1.18 keeps one query going when no server answers: each of `servers` is tried `tries` times,
+    /// and the per-try timeout doubles with every round over the servers (`ares__send_query` shifts it left by
+    /// `try_count / nservers`), so `servers × timeout × (2^tries − 1)`. One server, 2 s, 3 tries: tries sent at 0, 2
+    /// and 6 s, given up at 14 s, not at 6.
+    static func longestQuery(timeout: Duration, tries: Int, servers: Int) -> Duration {
+        let rounds = min(max(tries, 1), 30)
+        return timeout * max(servers, 1) * ((1 << rounds) - 1)
     }
 
     deinit {

@@ -90,7 +90,7 @@ extension HostNameResolver {
 /// abandoned by its client as upstream work until then, so opening and dropping requests cannot turn into upstream
 /// queries faster than its bounds allow.
 package protocol UncancellableQueries: Sendable {
-    /// How long one query can keep going: every try's timeout.
+    /// How long one query can keep going when no answer comes: until its last try has timed out.
     var longestQuery: Duration { get }
 }
 

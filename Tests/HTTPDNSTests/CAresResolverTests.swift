@@ -95,6 +95,24 @@ struct CAresResolverTests {
         await expectDNSError(.timeout) { try await resolver.resolve(try HostName("multi.test"), family: .any) }
     }
 
+    @Test(
+        "a query no server answers lasts as long as longestQuery says (c-ares doubles the per-try timeout every round): a server facing clients holds an abandoned lookup's place that long"
+    )
+    func longestQuery() async throws {
+        let silent = try BoundUDPSocket()
+        defer { silent.close() }
+        // One server, 100 ms, 3 tries: tries at 0, 100 and 300 ms, given up at 700 ms, not at 300 (timeout × tries).
+        let resolver = try Self.resolver([silent.address], timeout: .milliseconds(100), tries: 3)
+        #expect(resolver.longestQuery == .milliseconds(700))
+        #expect(CAresResolver.longestQuery(timeout: .seconds(2), tries: 2, servers: 3) == .seconds(18))
+        let started = ContinuousClock.now
+        await expectDNSError(.timeout) { try await resolver.resolve(try HostName("slow.test"), family: .ipv4) }
+        let lasted = ContinuousClock.now - started
+        // Only a lower bound: a loaded machine makes it longer, never shorter.
+        #expect(lasted >= resolver.longestQuery - .milliseconds(20), "gave up after \(lasted)")
+        #expect(silent.questions(during: .milliseconds(50)) == ["slow.test", "slow.test", "slow.test"], "one per try")
+    }
+
     @Test("a closed port gives connectionRefused")
     func closedPort() async throws {
         let port = try FreePort.udp()
