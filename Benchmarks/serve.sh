@@ -11,7 +11,8 @@
 # under the flood is printed beside its p99 without, from the same run (target: at most 1.10x for hostsctl serve).
 #
 # --profile records hostsctl serve with perf (call graphs) during one more run of that shape and prints the top of
-# perf report (self time by symbol); the data is left in Benchmarks/.perf/serve-SHAPE.data. Frame-pointer call
+# perf report (self time by symbol), and of the --baseline server after it; the data is left in
+# Benchmarks/.perf/serve-SHAPE.data (baseline-SHAPE.data). Frame-pointer call
 # graphs by default; HTTPDNS_PERF_CALLGRAPH="--call-graph dwarf,16384" gives whole Swift call chains for perf script.
 #
 # --baseline runs a fourth server, another hostsctl binary (an earlier build, say), with the same settings, so a
@@ -358,21 +359,28 @@ for mode in dot udp; do
     done
 done
 
-if [ -n "$profile" ]; then
-    mkdir -p "$here/.perf"
-    data="$here/.perf/serve-$profile.data"
-    perf record -F 2000 ${HTTPDNS_PERF_CALLGRAPH:--g} -o "$data" -p "${pid_of[serve]}" >/dev/null 2>&1 &
-    perf_pid=$!
+# profile_one NAME DOT_PORT DNS_PORT: perf record of one server during one more run of the profiled shape.
+profile_one() {
+    local name="$1" dot_port="$2" dns_port="$3"
+    local data="$here/.perf/$name-$profile.data"
+    perf record -F 2000 ${HTTPDNS_PERF_CALLGRAPH:--g} -o "$data" -p "${pid_of[$name]}" >/dev/null 2>&1 &
+    local perf_pid=$!
     sleep 1
     case "$profile" in
-        dot) dnsperf_run dot "$serve_dot_port" >/dev/null ;;
-        udp) dnsperf_run udp "$serve_dns_port" >/dev/null ;;
-        *) load serve "$profile" -n "$requests" >/dev/null ;;
+        dot) dnsperf_run dot "$dot_port" >/dev/null ;;
+        udp) dnsperf_run udp "$dns_port" >/dev/null ;;
+        *) load "$name" "$profile" -n "$requests" >/dev/null ;;
     esac
     kill -INT "$perf_pid"; wait "$perf_pid" || true
-    echo "perf report, hostsctl serve, shape $profile (self time, symbols at 1 % or more):"
+    echo "perf report, $name, shape $profile (self time, symbols at 1 % or more):"
     perf report -i "$data" --no-children --sort dso,symbol --percent-limit 1 --stdio 2>/dev/null \
         | grep -E '^ +[0-9.]+%' | sed 's/  */ /g' | head -40
+}
+if [ -n "$profile" ]; then
+    mkdir -p "$here/.perf"
+    profile_one serve "$serve_dot_port" "$serve_dns_port"
+    # The baseline too, so a change shows as a difference between two reports of the same run.
+    [ -z "$baseline" ] || profile_one baseline "$baseline_dot_port" "$baseline_dns_port"
 fi
 ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
 echo
