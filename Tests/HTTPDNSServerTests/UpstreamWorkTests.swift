@@ -214,17 +214,42 @@ struct UpstreamWorkTests {
         "a forwarding loop (the server's forwarder is the server itself, as CoreDNS `forward .` on ClusterFirst DNS makes it) is seen at its first turn: SERVFAIL, one looped query"
     )
     func forwardingLoop() async throws {
-        let port = try FreePort.udp()
-        let own = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
-        let cares = try CAresResolver(configuration: .init(servers: [own], timeout: .seconds(2), tries: 2))
-        let resolver = HostResolver(upstreams: [], cache: nil, prober: nil, onShutdown: [{ cares.shutdown() }])
-        let registry = PrometheusCollectorRegistry()
-        let service = HTTPDNSService(
-            resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger,
-            metricsFactory: PrometheusMetricsFactory(registry: registry), forwarder: CAresForwarder(resolver: cares),
-            metricsExporter: { registry.emitToBuffer() })
-        let server = try await HTTPDNSServer.start(
-            service: service, configuration: .init(port: 0, dnsListen: own), logger: Self.logger)
+        // The server's own DNS port is its forwarder, so the port is chosen first: one free for UDP and TCP a moment
+        // ago, and another one if something took it meanwhile (a CI run once lost it to a parallel test).
+        var attempt = 0
+        while true {
+            attempt += 1
+            let port = try FreePort.udpAndTCP()
+            let own = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)
+            let cares = try CAresResolver(configuration: .init(servers: [own], timeout: .seconds(2), tries: 2))
+            let resolver = HostResolver(upstreams: [], cache: nil, prober: nil, onShutdown: [{ cares.shutdown() }])
+            let registry = PrometheusCollectorRegistry()
+            let service = HTTPDNSService(
+                resolver: resolver, configuration: .init(otherTypes: .forward), logger: Self.logger,
+                metricsFactory: PrometheusMetricsFactory(registry: registry),
+                forwarder: CAresForwarder(resolver: cares), metricsExporter: { registry.emitToBuffer() })
+            let server: HTTPDNSServer
+            do {
+                server = try await HTTPDNSServer.start(
+                    service: service, configuration: .init(port: 0, dnsListen: own), logger: Self.logger)
+            } catch  where attempt < 5 {
+                await resolver.shutdown()
+                continue
+            }
+            do {
+                try await forwardingLoop(port: port, registry: registry)
+            } catch {
+                await server.shutdown(grace: .milliseconds(100))
+                await resolver.shutdown()
+                throw error
+            }
+            await server.shutdown(grace: .milliseconds(100))
+            await resolver.shutdown()
+            return
+        }
+    }
+
+    private func forwardingLoop(port: UInt16, registry: PrometheusCollectorRegistry) async throws {
         let (fd, codes) = try await offThePool {
             try Self.pipeline(Int(port), ["loop.test"], type: 16, wait: TestTiming.scaled(.seconds(20)))
         }
@@ -238,14 +263,12 @@ struct UpstreamWorkTests {
         }
         let looped = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
         #expect((1...2).contains(looped), "\(line ?? "no UDP query counted")")
-        await server.shutdown(grace: .milliseconds(100))
-        await resolver.shutdown()
     }
 
     /// Whether a network's places come back: `ask(attempt)` asks for a new name and gives its response code (`nil`:
-    /// no answer within 3 s, so it was admitted and waits for the upstream; a refusal comes at once), every half second until it is admitted, for
-    /// up to 30 s (scaled). It must not be admitted in the first 5 s after `started`, while c-ares's tries (6 s)
-    /// still hold the places.
+    /// admitted, so it waits for the upstream; a refusal comes at once), every half second until it is admitted, for
+    /// up to 30 s (scaled). It must not be admitted in the first 5 s after `started`, while c-ares's tries (2 s and
+    /// 4 s) still hold the places.
     static func placeComesBack(
         started: ContinuousClock.Instant, _ ask: (Int) async throws -> UInt8?
     ) async throws -> Bool {

@@ -13,6 +13,32 @@ public enum FreePort {
         return socket.port
     }
 
+    /// A port on 127.0.0.1 that was free for both UDP and TCP a moment ago, for a DNS server that binds both.
+    public static func udpAndTCP() throws -> UInt16 {
+        for _ in 0..<20 {
+            let socket = try BoundUDPSocket()
+            defer { socket.close() }
+            if isFreeForTCP(socket.port) { return socket.port }
+        }
+        throw TestServerError("no port free for both UDP and TCP in 20 tries")
+    }
+
+    /// Whether a TCP socket can bind 127.0.0.1:`port` now.
+    private static func isFreeForTCP(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = port.bigEndian
+        return withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+    }
+
     /// A TCP port on 127.0.0.1 that was free a moment ago.
     public static func tcp() throws -> UInt16 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
