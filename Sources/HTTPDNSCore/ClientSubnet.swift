@@ -184,24 +184,37 @@ package enum DNSMessageWalk {
     /// - Returns: `false` when the message cannot be walked that far (a name or a record's data runs past the end).
     @discardableResult
     package static func forEachRecord(_ message: [UInt8], _ body: (Int) -> Bool) -> Bool {
-        guard message.count >= 12 else { return false }
+        walk(message, body) != nil
+    }
+
+    /// Where the last section the header counts ends (bytes after it are not part of the message), or `nil` when the
+    /// message cannot be walked that far.
+    package static func sectionsEnd(_ message: [UInt8]) -> Int? {
+        walk(message) { _ in true }
+    }
+
+    /// Walks the question and then the records, calling `body` as ``forEachRecord(_:_:)`` says. Returns where the
+    /// walk stopped: after the last record, or at the start of the record `body` stopped at; `nil` when the message
+    /// cannot be walked that far.
+    private static func walk(_ message: [UInt8], _ body: (Int) -> Bool) -> Int? {
+        guard message.count >= 12 else { return nil }
         let questions = Int(message[4]) << 8 | Int(message[5])
         let records =
             (Int(message[6]) << 8 | Int(message[7])) + (Int(message[8]) << 8 | Int(message[9]))
             + (Int(message[10]) << 8 | Int(message[11]))
         var offset = 12
         for _ in 0..<questions {
-            guard let end = skipName(message, from: offset) else { return false }
+            guard let end = skipName(message, from: offset), end + 4 <= message.count else { return nil }
             offset = end + 4
         }
         for _ in 0..<records {
-            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return false }
+            guard let end = skipName(message, from: offset), end + 10 <= message.count else { return nil }
             let next = end + 10 + (Int(message[end + 8]) << 8 | Int(message[end + 9]))
-            guard next <= message.count else { return false }
-            guard body(end) else { return true }
+            guard next <= message.count else { return nil }
+            guard body(end) else { return offset }
             offset = next
         }
-        return true
+        return offset
     }
 
     /// Where the fixed part of the message's OPT record starts (its type, after the root name: class at +2, TTL with

@@ -354,6 +354,23 @@ struct ServedNamesTests {
         #expect(ForwardedQuery.reverseTarget("c.f.ip6.arpa")?.description == "fc00::")
         #expect(ForwardedQuery.reverseTarget("cc.f.ip6.arpa") == nil)
     }
+
+    @Test(
+        "the forwarding marker goes right after the records the header counts: trailing bytes are dropped, a message cut inside its question is not marked"
+    )
+    func markerPlacement() throws {
+        let marker = ForwardingMarker()
+        let query = Self.message(labels: ["multi", "test"], type: 15)
+        #expect(DNSMessageWalk.sectionsEnd(query) == query.count)
+        #expect(DNSMessageWalk.sectionsEnd(query + [1, 2, 3]) == query.count, "trailing bytes are not the message's")
+        let marked = try #require(marker.marking(query + [1, 2, 3], questionEnd: query.count))
+        // A new OPT record (11 bytes) holding the marker (4 + 9 bytes), where the trailing bytes were.
+        #expect(marked.count == query.count + 11 + 13)
+        #expect(marked[..<10] == query[..<10] && marked[11] == 1, "one additional record counted")
+        #expect(ForwardingMarker.read(marked).map { Array($0.token) } == marker.token)
+        #expect(DNSMessageWalk.sectionsEnd(Array(query.dropLast(2))) == nil, "the question is cut short")
+        #expect(DNSMessageWalk.sectionsEnd(Array(query[..<11])) == nil, "shorter than a header")
+    }
 }
 
 extension [UInt8] {

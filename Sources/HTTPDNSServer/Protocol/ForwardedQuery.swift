@@ -24,22 +24,10 @@ package enum ForwardedQuery {
         var offset = questionEnd
         for _ in 0..<records {
             let start = offset
-            // The owner name: labels, or a compression pointer that ends it.
-            while true {
-                guard offset < message.count else { throw Unreadable() }
-                let length = Int(message[offset])
-                if length == 0 {
-                    offset += 1
-                    break
-                }
-                if length & 0xC0 == 0xC0 {
-                    offset += 2
-                    break
-                }
-                guard length <= 63 else { throw Unreadable() }
-                offset += 1 + length
+            guard let owner = DNSMessageWalk.skipName(message, from: offset), owner + 10 <= message.count else {
+                throw Unreadable()
             }
-            guard offset + 10 <= message.count else { throw Unreadable() }
+            offset = owner
             let type = count(offset)
             let dataLength = count(offset + 8)
             let dataStart = offset + 10

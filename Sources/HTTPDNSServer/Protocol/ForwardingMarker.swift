@@ -57,7 +57,9 @@ package struct ForwardingMarker: Sendable {
         guard let options = DNSMessageWalk.optOptions(stripped) else {
             // A new OPT record goes right after the records the header counts: bytes trailing them are dropped
             // (a record appended after them would be read as those bytes).
-            guard DNSMessageWalk.optRecord(stripped) == nil, let end = Self.end(of: stripped) else { return nil }
+            guard DNSMessageWalk.optRecord(stripped) == nil, let end = DNSMessageWalk.sectionsEnd(stripped) else {
+                return nil
+            }
             var marked = Array(stripped[..<end])
             let additional = (Int(marked[10]) << 8 | Int(marked[11])) + 1
             marked[10] = UInt8(additional >> 8)
@@ -65,7 +67,7 @@ package struct ForwardingMarker: Sendable {
             marked += [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, UInt8(option.count)] + option
             return marked
         }
-        guard options.upperBound == stripped.count, Self.end(of: stripped) == stripped.count,
+        guard options.upperBound == stripped.count, DNSMessageWalk.sectionsEnd(stripped) == stripped.count,
             options.count + option.count <= 0xFFFF
         else { return nil }
         var marked = stripped + option
@@ -73,21 +75,5 @@ package struct ForwardingMarker: Sendable {
         marked[options.lowerBound - 2] = UInt8(length >> 8)
         marked[options.lowerBound - 1] = UInt8(length & 0xFF)
         return marked
-    }
-
-    /// Where the last section the header counts ends, or `nil` when the message cannot be walked that far.
-    static func end(of message: [UInt8]) -> Int? {
-        guard message.count >= 12 else { return nil }
-        var end = 12
-        for _ in 0..<(Int(message[4]) << 8 | Int(message[5])) {
-            guard let name = DNSMessageWalk.skipName(message, from: end), name + 4 <= message.count else { return nil }
-            end = name + 4
-        }
-        var walked = true
-        walked = DNSMessageWalk.forEachRecord(message) { start in
-            end = start + 10 + (Int(message[start + 8]) << 8 | Int(message[start + 9]))
-            return true
-        }
-        return walked && end <= message.count ? end : nil
     }
 }
