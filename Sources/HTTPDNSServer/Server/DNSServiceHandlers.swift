@@ -57,14 +57,16 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         let remote = envelope.remoteAddress
         let waitID = nextWait
         nextWait &+= 1
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        // Everything for a wait is made in these two closures, which only a query that waits calls: a cache hit
+        // allocates nothing for it.
         let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
             // At the bound, a query that needs an upstream is dropped: the client asks again.
             guard waiting < Self.maximumWaiting else {
-                exchange.service.metrics.udpDropped.increment()
+                self.exchange.service.metrics.udpDropped.increment()
                 return nil
             }
             waiting += 1
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(
                 { response in
                     let (handler, context) = bound.value
@@ -77,6 +79,7 @@ final class DNSDatagramHandler: ChannelInboundHandler {
                 }, eventLoop: context.eventLoop)
         }
         let onWait = { [self] (wait: UpstreamWait) in
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             let timer = context.eventLoop.scheduleTask(in: Self.askerTimeout) {
                 let (handler, _) = bound.value
                 guard handler.deadlines.removeValue(forKey: waitID) != nil else { return }
