@@ -22,7 +22,7 @@ let package = Package(
         .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
         .executable(name: "hostsctl", targets: ["hostsctl"]),
         // The command tree as a library, for embedding and for the benchmarks that measure `hostsctl bench` itself.
-        .library(name: "HostsCTL", targets: ["HostsCTL"]),
+        .library(name: "HostsCTLCommands", targets: ["HostsCTLCommands"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -153,7 +153,7 @@ let package = Package(
         ),
         // The hostsctl command tree, kept in a library so tests can parse and run commands.
         .target(
-            name: "HostsCTL",
+            name: "HostsCTLCommands",
             dependencies: [
                 "HTTPDNS",
                 "HTTPDNSURLProtocol",
@@ -170,7 +170,7 @@ let package = Package(
         .executableTarget(
             name: "hostsctl",
             dependencies: [
-                "HostsCTL",
+                "HostsCTLCommands",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -297,7 +297,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HostsCTLTests",
-            dependencies: ["HostsCTL", "HTTPDNS", "HTTPDNSURLProtocol", "TestSupport"],
+            dependencies: ["HostsCTLCommands", "HTTPDNS", "HTTPDNSURLProtocol", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ]

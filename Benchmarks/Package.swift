@@ -47,7 +47,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "HTTPDNS", package: rootPackage),
-                .product(name: "HostsCTL", package: rootPackage),
+                .product(name: "HostsCTLCommands", package: rootPackage),
                 "CAresDriver",
             ],
             path: "Benchmarks/ResolverBenchmarks",

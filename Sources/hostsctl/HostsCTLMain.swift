@@ -1,7 +1,7 @@
 import ArgumentParser
-import HostsCTL
+import HostsCTLCommands
 
-/// The `hostsctl` executable: everything lives in the `HostsCTL` library so tests can run commands.
+/// The `hostsctl` executable: everything lives in the `HostsCTLCommands` library so tests can run commands.
 @main
 enum HostsCTLMain {
     static func main() async {

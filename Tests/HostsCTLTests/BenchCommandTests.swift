@@ -8,7 +8,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 @Suite("hostsctl bench")
 struct BenchCommandTests {

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNSCore
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 /// Clock steps seen from the command line, with the wall clock really stepped for the process: libfaketime
 /// (`faketime`, Debian) moves `CLOCK_REALTIME` a day either way and leaves the monotonic and boot clocks alone, as

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Testing
 
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 /// Expects `arguments` to be refused by the parser or a command's validation, with exit status 64.
 func expectUsageError(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) {

@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 @Suite("hostsctl fetch")
 struct FetchCommandTests {

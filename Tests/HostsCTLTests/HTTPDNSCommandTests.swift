@@ -7,7 +7,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 /// `hostsctl resolve` with HTTP DNS options, run as a real process against dnsdist and local vendor servers.
 @Suite("hostsctl resolve over HTTP DNS")

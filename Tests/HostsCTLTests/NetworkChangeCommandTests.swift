@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNSCore
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 /// A long-running `hostsctl serve` inside a network namespace, whose resolver reads `/etc/resolv.conf` (the
 /// namespace's own, which `ip netns exec` puts in place): when the network changes, resolv.conf is read again and

@@ -7,7 +7,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 @Suite("hostsctl resolve")
 struct ResolveCommandTests {

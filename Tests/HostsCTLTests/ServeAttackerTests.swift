@@ -4,7 +4,7 @@ import Testing
 
 @testable import HTTPDNS
 @testable import HTTPDNSServer
-@testable import HostsCTL
+@testable import HostsCTLCommands
 
 /// `hostsctl serve` as a real process, against what an attacker on the internet would try next (the second wave):
 /// each test drives one pattern over real sockets and checks the bound the README states.

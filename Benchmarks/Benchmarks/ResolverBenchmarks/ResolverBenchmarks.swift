@@ -2,7 +2,7 @@ import Benchmark
 import CAresDriver
 import Foundation
 import HTTPDNS
-import HostsCTL
+import HostsCTLCommands
 
 // Resolver throughput and latency against local DNS servers, side by side with a C program that drives c-ares
 // directly (Sources/CAresDriver), in the same process and the same iteration, so the ratio is measured, not
