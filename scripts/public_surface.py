@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""Counts the public declarations of each module in Sources: lines that declare something `public` (imports aside),
-with those behind `@_spi` (the benchmarks' access to internals) counted apart.
-  scripts/public_surface.py [MODULE...]
+"""Counts the public declarations of each library module in Sources: lines that declare something `public` or `open`
+(imports aside; `override public` and `public override` included), with those behind `@_spi` (the benchmarks' access
+to internals) counted apart, and the totals the consolidation issue set a bound on.
+  scripts/public_surface.py [--check] [MODULE...]
+--check exits 1 when the resolver side and the two fronts together declare more than BOUND.
 """
 import os
 import re
 import sys
 
-PUBLIC = re.compile(r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*public\s")
+# Attributes, then modifiers in any order, one of them public or open.
+PUBLIC = re.compile(r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:override|final|static|class|nonisolated|convenience|"
+                    r"required|mutating|indirect|lazy|weak|unowned)\s+)*(?:public|open)\s")
+IMPORT = re.compile(r"^\s*(?:@[\w.]+\s+)*(?:public|open)\s+import\s")
 RESOLVER_SIDE = ["HTTPDNSCore", "HTTPDNSCAres", "HTTPDNSClients", "HTTPDNS"]
+FRONTS = ["HTTPDNSURLProtocol"]
+# AsyncHTTPClient declares 322: the resolver side and the fronts together stay under a comparable library's surface.
+BOUND = 300
 
 
 def count(module):
@@ -19,7 +27,7 @@ def count(module):
                 continue
             with open(os.path.join(directory, name), encoding="utf-8") as handle:
                 for line in handle:
-                    if PUBLIC.match(line) and not re.match(r"^\s*(@\w+\s+)*public\s+import\s", line):
+                    if PUBLIC.match(line) and not IMPORT.match(line):
                         if "@_spi" in line:
                             spi += 1
                         else:
@@ -27,18 +35,42 @@ def count(module):
     return public, spi
 
 
+def library_modules():
+    """Every module with Swift sources but the executables (a directory whose sources hold `@main`)."""
+    modules = []
+    for name in sorted(os.listdir("Sources")):
+        files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join("Sources", name)) for f in fs
+                 if f.endswith(".swift")]
+        if not files:
+            continue
+        if any("@main" in open(f, encoding="utf-8").read() for f in files):
+            continue
+        modules.append(name)
+    return modules
+
+
 def main():
-    modules = sys.argv[1:] or sorted(
-        name for name in os.listdir("Sources") if any(f.endswith(".swift") for _, _, fs in os.walk(os.path.join("Sources", name)) for f in fs))
-    total = 0
+    arguments = [a for a in sys.argv[1:] if a != "--check"]
+    check = "--check" in sys.argv[1:]
+    modules = arguments or library_modules()
+    counts = {}
     for module in modules:
-        public, spi = count(module)
+        counts[module] = count(module)
+        public, spi = counts[module]
         print(f"{module:22} {public:4} public  {spi:3} SPI")
-        if module in RESOLVER_SIDE:
-            total += public
-    if not sys.argv[1:]:
-        print(f"{'resolver side':22} {total:4} public  ({', '.join(RESOLVER_SIDE)})")
+    if arguments:
+        return 0
+    print(f"{'every library module':22} {sum(p for p, _ in counts.values()):4} public")
+    side = sum(counts[m][0] for m in RESOLVER_SIDE if m in counts)
+    fronts = sum(counts[m][0] for m in FRONTS if m in counts)
+    print(f"{'resolver side':22} {side:4} public  ({', '.join(RESOLVER_SIDE)})")
+    print(f"{'resolver side + fronts':22} {side + fronts:4} public  (bound {BOUND})")
+    if check and side + fronts > BOUND:
+        print(f"the resolver side and the fronts declare {side + fronts} public declarations, over {BOUND}",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
