@@ -20,27 +20,55 @@ extension HTTPDNSService {
         HTTPDNSResolver.mediaType(contentType) == "application/dns-message"
     }
 
+    /// The plan for a message that came over UDP, TCP or TLS: RFC 8484's path without its HTTP (those fronts make
+    /// every request a POST of `application/dns-message` to `/dns-query`, so the target, the method and the media
+    /// type need no reading), with the same rate limit, kept answers and account rule.
+    func dnsTransportPlan(_ request: ServiceRequest, memo: AnswerMemo?, now: ContinuousClock.Instant) -> Plan {
+        if let limited = rateLimited(request, endpoint: "dns-query") { return limited }
+        var generation: UInt64 = 0
+        if let memo {
+            generation = answerGeneration
+            if let (response, name) = memo.answer(to: request.body, generation: generation, now: now) {
+                return Plan(endpoint: "dns-query", name: name, work: .done(response))
+            }
+        }
+        let configuration = self.configuration
+        guard configuration.publicEndpoints else {
+            return Plan(
+                endpoint: "dns-query", work: .done(.text(403, "this service answers requests for an account only")))
+        }
+        var plan = dnsMessagePlan(request.body, client: request.client, configuration)
+        if memo != nil, case .lookups = plan.work { plan.memoizable = (request.body, generation) }
+        return plan
+    }
+
     /// `dns`: the decoded `dns` parameter of a GET (`.some(nil)`: not base64url).
     func dnsMessagePlan(_ request: ServiceRequest, dns: [UInt8]??, _ configuration: Configuration) -> Plan {
-        func fail(_ status: Int, _ text: String) -> Plan {
-            Plan(endpoint: "dns-query", work: .done(.text(status, text)))
-        }
         let message: [UInt8]
         if request.method == "GET" {
-            guard let encoded = dns else { return fail(400, "the dns parameter is missing") }
-            guard let decoded = encoded else { return fail(400, "the dns parameter is not base64url") }
+            guard let encoded = dns else { return Self.failedDNSQuery(400, "the dns parameter is missing") }
+            guard let decoded = encoded else { return Self.failedDNSQuery(400, "the dns parameter is not base64url") }
             message = decoded
         } else {
             guard Self.isDNSMessage(request.contentType) else {
-                return fail(415, "the body must be application/dns-message")
+                return Self.failedDNSQuery(415, "the body must be application/dns-message")
             }
             message = request.body
         }
+        return dnsMessagePlan(message, client: request.client, configuration)
+    }
+
+    private static func failedDNSQuery(_ status: Int, _ text: String) -> Plan {
+        Plan(endpoint: "dns-query", work: .done(.text(status, text)))
+    }
+
+    /// The plan for the DNS query `message` from `client`.
+    func dnsMessagePlan(_ message: [UInt8], client: IPAddress?, _ configuration: Configuration) -> Plan {
         let parsed: DNSQueryMessage
         do {
             parsed = try DNSQueryMessage(message)
         } catch {
-            return fail(400, error.reason)
+            return Self.failedDNSQuery(400, error.reason)
         }
         func answer(_ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = []) -> Plan {
             Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
@@ -58,7 +86,7 @@ extension HTTPDNSService {
                 return answer(.formatError)
             }
         }
-        let subnet = clientSubnet(stated: stated, client: request.client, configuration)
+        let subnet = clientSubnet(stated: stated, client: client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
             guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
             // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
@@ -394,4 +422,9 @@ extension HTTPDNSService {
         for index in a.indices { difference |= a[index] ^ b[index] }
         return difference == 0
     }
+}
+
+extension ServiceRequest.Transport {
+    /// Whether requests of this transport are DNS messages as they came (UDP, TCP, TLS), not HTTP requests.
+    var carriesDNSMessages: Bool { self == .udp || self == .tcp || self == .tls }
 }

@@ -159,12 +159,14 @@ public final class HTTPDNSService: Sendable {
     /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
     /// answer to the same RFC 8484 query at `now`.
     package func plan(_ request: ServiceRequest, memo: AnswerMemo? = nil, now: ContinuousClock.Instant = .now) -> Plan {
+        if request.transport.carriesDNSMessages { return dnsTransportPlan(request, memo: memo, now: now) }
         let target = RequestTarget(request.target)
         let segments = target.path == "/dns-query" ? ["dns-query"] : target.segments
         // The operator's endpoints answer on the admin listener only, and it answers nothing else: a health check
         // is the one endpoint both have.
         guard let endpoint = Self.endpoint(segments),
-            endpoint == "healthz" || endpoint == "readyz" || (endpoint == "metrics") == (request.listener == .admin)
+            request.listener == .service
+                ? endpoint != "metrics" : endpoint == "metrics" || endpoint == "healthz" || endpoint == "readyz"
         else {
             return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
@@ -246,7 +248,7 @@ public final class HTTPDNSService: Sendable {
 
     /// A 429 plan when the client's network is over its rate. Health checks come from the operator's load balancer
     /// and cost nothing; everything else the public listener answers is limited (the admin listener is not).
-    private func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
+    func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
         guard endpoint != "healthz", endpoint != "readyz",
             let wait = limiter.admit(request.client, unverified: request.transport == .udp)
         else { return nil }
