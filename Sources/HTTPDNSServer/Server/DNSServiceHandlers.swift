@@ -155,16 +155,20 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     private let exchange: Exchange
     private let connectionGuard: ConnectionGuard
-    private var framer = DNSStreamFramer()
-    private var inFlight = 0
+    // The state below is touched per message, on the channel's event loop only, and no access to it stays open
+    // across a call that could reach it again (the framer calls nothing out; the service's answer and the handlers
+    // of later answers run after each access ends): so it is not checked for exclusive access at run time, which
+    // cost a thread-local lookup per access (`swift_beginAccess`, `__tls_get_addr` in a DoT profile).
+    @exclusivity(unchecked) private var framer = DNSStreamFramer()
+    @exclusivity(unchecked) private var inFlight = 0
     /// The waits of the queries answered from upstreams, by a number of their own: cancelled when the connection
     /// closes (nobody reads those answers any more).
-    private var waits: [Int: UpstreamWait] = [:]
-    private var nextWait = 0
-    private var heldRead = false
-    private var wrote = false
-    private var reading = false
-    private var closed = false
+    @exclusivity(unchecked) private var waits: [Int: UpstreamWait] = [:]
+    @exclusivity(unchecked) private var nextWait = 0
+    @exclusivity(unchecked) private var heldRead = false
+    @exclusivity(unchecked) private var wrote = false
+    @exclusivity(unchecked) private var reading = false
+    @exclusivity(unchecked) private var closed = false
 
     init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
         self.exchange = exchange
