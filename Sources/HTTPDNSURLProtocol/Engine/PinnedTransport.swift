@@ -55,7 +55,7 @@ final class PinnedTransport: Sendable {
     let logger: Logger
     private let isShutdown = Atomic<Bool>(false)
     /// Made on the first raced https request (``racedTLSContext()``).
-    let racedTLS = Mutex<NIOSSLContext?>(nil)
+    let racedTLS = Locked<NIOSSLContext?>(nil)
 
     /// A transport whose clients come from `sharedPool` (the resolver's) under its own client settings, or from a
     /// pool of its own when that one runs on another event loop group.

@@ -12,7 +12,7 @@ import Synchronization
 /// A `URLProtocol` that sends URLSession's http and https requests to the fastest IP of their host.
 ///
 /// Register it once at start-up with ``register(_:)``, before the process creates its first URLSession, or insert it
-/// into a session's configuration with `install(into:)`. For each request it takes (see
+/// into a session's configuration with ``install(_:into:)``. For each request it takes (see
 /// ``HTTPDNSInterceptor/intercepts(_:)``) it resolves the host through the interceptor's `HostResolver`, rewrites
 /// the request to the best IP with the original `Host` header, and sends it over a connection pinned to that IP
 /// whose TLS names the real host (SNI and certificate check). The answer reaches the application under the
