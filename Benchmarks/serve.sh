@@ -9,6 +9,8 @@
 # UDP queries a second for new names under flood.test, whose server never answers (dnsmasq forwards that domain to
 # a socket that reads and drops): misses that hold the attacker's upstream places and go nowhere. Each server's p99
 # under the flood is printed beside its p99 without, from the same run (target: at most 1.10x for hostsctl serve).
+# Then the control: the same rate of names every cache holds, from the same /24, so the cost of the misses shows
+# apart from the cost of the packets.
 #
 # --profile records hostsctl serve with perf (call graphs) during one more run of that shape and prints the top of
 # perf report (self time by symbol), and of the --baseline server after it; the data is left in
@@ -25,8 +27,8 @@
 # loop per core, connections handed to them in turn, answers kept per loop while steady). A third server,
 # H2Ceiling (Benchmarks/Sources/H2Ceiling), is the ceiling of the stack hostsctl serve was built on before nghttp2:
 # swift-nio-http2 behind NIOSSL answering every request with one fixed answer and doing nothing else (one
-# connection only). Then, alternating the servers in each
-# round, in two shapes:
+# connection only). Then, alternating the servers in each round (each round starting with the next server), in two
+# shapes:
 #   one       one TLS connection, 100 concurrent streams (h2load -c 1 -m 100)
 #   many      64 TLS connections, 8 concurrent streams each (h2load -c 64 -m 8, two h2load threads)
 #   peak      N RFC 8484 GET requests (the median of R rounds), with the server's CPU time per 1,000 requests
@@ -237,13 +239,21 @@ for name in $servers; do
 done
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# rotated K WORDS...: the words, starting at the K-th (mod their count). Each round starts with another server, so
+# none always runs right after the same one (on two cores, what ran before shows in what runs next).
+rotated() {
+    local k="$1"; shift
+    local words=("$@") n=$#
+    for i in $(seq 0 $((n - 1))); do echo "${words[$(((k + i) % n))]}"; done
+}
 declare -A peaks cpus p50s p99s rates
 for shape in one many; do
     for name in $(shape_servers "$shape"); do : > "$work/$name.$shape.peaks"; : > "$work/$name.$shape.cpu"; done
 done
 for round in $(seq "$rounds"); do
     for shape in one many; do
-        for name in $(shape_servers "$shape"); do
+        # shellcheck disable=SC2046
+        for name in $(rotated "$round" $(shape_servers "$shape")); do
             before="$(cpu_ms "${pid_of[$name]}")"
             read -r rate ok < <(load "$name" "$shape" -n "$requests")
             after="$(cpu_ms "${pid_of[$name]}")"
@@ -292,13 +302,10 @@ latency_phase() {
     done
 }
 latency_phase ""
-if [ -n "$flood" ]; then
-    # New names under flood.test for every query, from another /24 than the clients measured, at a fixed rate:
-    # each server sees a miss it must send upstream (or refuse at its bound) for every one.
-    python3 -c "
-import random
-for i in range(1000000): print(f'f{i}-{random.getrandbits(32):08x}.flood.test A')
-" > "$work/flood.queries"
+# flood_phase SUFFIX QUERY_FILE: the latency shapes again, for each server, while dnsperf on another /24 sends the
+# queries of QUERY_FILE at the --flood rate.
+flood_phase() {
+    local suffix="$1" queries="$2" name port flood_pid saved_servers
     for name in dnsdist serve ${baseline:+baseline}; do
         case "$name" in
             dnsdist) port="$dnsdist_udp_port" ;;
@@ -306,16 +313,30 @@ for i in range(1000000): print(f'f{i}-{random.getrandbits(32):08x}.flood.test A'
             baseline) port="$baseline_dns_port" ;;
         esac
         dnsperf -m udp -s 127.0.0.1 -p "$port" -a 127.0.1.1 -c 4 -q 1000 -Q "$flood" -l $((seconds * 2 + 30)) \
-            -d "$work/flood.queries" >"$work/$name.flood.log" 2>&1 &
+            -d "$queries" >"$work/$name$suffix.log" 2>&1 &
         flood_pid=$!
         sleep 2
         saved_servers="$servers"
         servers="$name"
-        latency_phase ".flood"
+        latency_phase "$suffix"
         servers="$saved_servers"
         kill "$flood_pid" 2>/dev/null || true
         wait "$flood_pid" 2>/dev/null || true
     done
+}
+if [ -n "$flood" ]; then
+    # New names under flood.test for every query, from another /24 than the clients measured, at a fixed rate:
+    # each server sees a miss it must send upstream (or refuse at its bound) for every one.
+    python3 -c "
+import random
+for i in range(1000000): print(f'f{i}-{random.getrandbits(32):08x}.flood.test A')
+" > "$work/flood.queries"
+    flood_phase ".flood" "$work/flood.queries"
+    # The control: the same rate of names every cache holds, from the same /24. What a flood of misses costs the
+    # other clients beyond this is the cost of the misses; up to this it is the cost of the packets, which any
+    # client sending that many queries has.
+    for i in $(seq 0 199); do echo "n$i.test A"; done > "$work/hits.queries"
+    flood_phase ".hits" "$work/hits.queries"
 fi
 # DNS over TLS and UDP with dnsperf: the same names, the caches already filled.
 for i in $(seq 0 199); do echo "n$i.test A"; done > "$work/dnsperf.queries"
@@ -332,7 +353,7 @@ for mode in dot udp; do
 done
 for round in $(seq "$rounds"); do
     for mode in dot udp; do
-        for name in dnsdist serve ${baseline:+baseline}; do
+        for name in $(rotated "$round" dnsdist serve ${baseline:+baseline}); do
             case "$name.$mode" in
                 dnsdist.dot) port="$dnsdist_dot_port" ;;
                 dnsdist.udp) port="$dnsdist_udp_port" ;;
@@ -416,6 +437,10 @@ if [ -n "$flood" ]; then
             "$flood" "$name" "${p99s[$name.one]}" "${p99s[$name.one.flood]}" \
             "$(ratio "${p99s[$name.one.flood]}" "${p99s[$name.one]}")" "${p99s[$name.many]}" \
             "${p99s[$name.many.flood]}" "$(ratio "${p99s[$name.many.flood]}" "${p99s[$name.many]}")"
+        printf '  the same rate of cached names (the control): %s p99 %s -> %s ms (one connection, %sx), %s -> %s ms (64 connections, %sx)\n' \
+            "$name" "${p99s[$name.one]}" "${p99s[$name.one.hits]}" \
+            "$(ratio "${p99s[$name.one.hits]}" "${p99s[$name.one]}")" "${p99s[$name.many]}" \
+            "${p99s[$name.many.hits]}" "$(ratio "${p99s[$name.many.hits]}" "${p99s[$name.many]}")"
     done
 fi
 if [ -n "$baseline" ]; then
