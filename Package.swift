@@ -45,8 +45,7 @@ let package = Package(
             pkgConfig: "libcares",
             providers: [.apt(["libc-ares-dev"])]
         ),
-        // The system nghttp2 library: HTTP/2 for the server and the DoH client. Only files in
-        // Sources/HTTPDNSClients/NGHTTP2 import it.
+        // The system nghttp2 library: HTTP/2 for the server and the DoH client. Only HTTPDNSHTTP2 imports it.
         .systemLibrary(
             name: "CNGHTTP2",
             pkgConfig: "libnghttp2",
@@ -73,14 +72,25 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // HTTP DNS clients: DoH (RFC 8484 and JSON) and vendor APIs, their HTTP/2 connection on nghttp2 (also the
-        // server's HTTP/2 session), and the pinned AsyncHTTPClient pool the fronts share.
+        // HTTP/2 on nghttp2: the client session the DoH connection drives and the server session of
+        // `hostsctl serve`, over NIO byte buffers; no C type leaves it.
+        .target(
+            name: "HTTPDNSHTTP2",
+            dependencies: [
+                "HTTPDNSCore",
+                "CNGHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // HTTP DNS clients: DoH (RFC 8484 and JSON) and vendor APIs, their HTTP/2 connection (on HTTPDNSHTTP2), and
+        // the pinned AsyncHTTPClient pool the fronts share.
         .target(
             name: "HTTPDNSClients",
             dependencies: [
                 "HTTPDNSCore",
                 "HTTPDNSCAres",
-                "CNGHTTP2",
+                "HTTPDNSHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -140,6 +150,7 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

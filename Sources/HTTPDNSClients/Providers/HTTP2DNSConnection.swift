@@ -6,12 +6,13 @@ import NIOTLS
 package import Synchronization
 package import HTTPDNSCore
 import HTTPDNSCAres
+package import HTTPDNSHTTP2
 
 /// One TLS connection with HTTP/2 to an HTTP DNS server, built for many small exchanges at once.
 ///
 /// Every lookup is one HTTP/2 stream on this connection, up to the server's `SETTINGS_MAX_CONCURRENT_STREAMS`
 /// (nghttp2 queues streams beyond that until one ends). HTTP/2 is nghttp2's, as in `hostsctl serve`: one handler
-/// (``HTTP2DNSStreams``) hands each request to the connection's ``HTTP2ClientSession`` and the decrypted bytes to it,
+/// (``HTTP2DNSStreams``) hands each request to the connection's `HTTP2ClientSession` and the decrypted bytes to it,
 /// and gets each answer back by stream ID. What the session has to send after one event-loop tick of requests, or
 /// one read burst, goes out in one write, so a burst of lookups shares TLS records.
 ///

@@ -6,8 +6,9 @@ import NIOTLS
 import Synchronization
 import HTTPDNSCore
 import HTTPDNSCAres
+package import HTTPDNSHTTP2
 
-/// The connection's stream table: hands requests to the connection's ``HTTP2ClientSession`` and the bytes the TLS
+/// The connection's stream table: hands requests to the connection's `HTTP2ClientSession` and the bytes the TLS
 /// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the
 /// channel pipeline after the TLS handler and runs only on the channel's event loop.
 package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {

@@ -1,8 +1,9 @@
 import HTTPDNS
+import HTTPDNSHTTP2
 import Logging
 import NIOCore
 
-/// HTTP/2 on nghttp2 (``HTTP2ServerSession``), behind NIOSSL: the decrypted bytes of a read burst go to the session,
+/// HTTP/2 on nghttp2 (`HTTP2ServerSession`), behind NIOSSL: the decrypted bytes of a read burst go to the session,
 /// requests come back as they complete and are answered at once when the cache or a local layer knows the answer,
 /// and everything the session has to send then leaves in one write at the end of the burst, so the answers to many
 /// streams share TLS records and system calls. Answers that wait for an upstream are written when they come.

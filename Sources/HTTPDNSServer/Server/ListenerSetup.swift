@@ -1,5 +1,6 @@
 import CoreMetrics
 import HTTPDNS
+import HTTPDNSHTTP2
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -1,7 +1,6 @@
 import CNGHTTP2
 package import NIOCore
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// A request as it arrived on one HTTP/2 stream.
 package struct HTTP2Request {

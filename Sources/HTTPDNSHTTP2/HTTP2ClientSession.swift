@@ -1,7 +1,6 @@
 import CNGHTTP2
 package import NIOCore
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// What an ``HTTP2ClientSession`` reports while it reads, called from inside ``HTTP2ClientSession/receive(_:)``.
 package protocol HTTP2ClientSessionDelegate: AnyObject {
@@ -35,6 +34,16 @@ package final class HTTP2ClientSession {
         package var connectionWindow: Int32 = 8 << 20
         /// SETTINGS_MAX_HEADER_LIST_SIZE for responses.
         package var maximumHeaderListSize: UInt32 = 16_384
+
+        /// Settings with the given windows and header bound.
+        package init(
+            initialWindowSize: UInt32 = 65_535, connectionWindow: Int32 = 8 << 20,
+            maximumHeaderListSize: UInt32 = 16_384
+        ) {
+            self.initialWindowSize = initialWindowSize
+            self.connectionWindow = connectionWindow
+            self.maximumHeaderListSize = maximumHeaderListSize
+        }
     }
 
     /// A stream's request body while it leaves and its response while it arrives.

@@ -1,7 +1,6 @@
 import CNGHTTP2
 import NIOCore
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The failure of a whole nghttp2 session (client or server): the connection is to be closed.
 package struct HTTP2SessionFailure: Error, CustomStringConvertible {
