@@ -19,7 +19,9 @@ import Testing
 struct UpstreamWorkTests {
     static let logger = Logger(label: "upstream-work-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    /// A server whose only upstream is c-ares asking `sink` (which never answers; 2 tries, of 2 s and then 4 s), with
+    /// A server whose only upstream is c-ares asking `sink` (which never answers; 2 tries, of 4 s and then 8 s, both
+    /// stretched by the time scale, so c-ares gives up 12 s after the admission: longer than any step before a check
+    /// that places are still held, however slow the run), with
     /// `fast.test` as an override, plain DNS on 127.0.0.1 and `perNetwork` upstream places per network.
     struct Lab {
         let sink: BoundUDPSocket
@@ -29,7 +31,8 @@ struct UpstreamWorkTests {
 
         static func start(perNetwork: Int, tls: TestCertificates.Leaf? = nil) async throws -> Lab {
             let sink = try BoundUDPSocket()
-            let cares = try CAresResolver(configuration: .init(servers: [sink.address], timeout: .seconds(2), tries: 2))
+            let cares = try CAresResolver(
+                configuration: .init(servers: [sink.address], timeout: TestTiming.scaled(.seconds(4)), tries: 2))
             let overrides = HostOverrides()
             overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
             let resolver = HostResolver(
@@ -105,7 +108,7 @@ struct UpstreamWorkTests {
         let names = (0..<100).map { "r\($0).flood.test" }
         // 100 names pipelined on one connection, and what the upstream sees meanwhile.
         // The windows are long for a loaded suite (CI once saw no answer within 1 s); the 92 refusals end the wait, and
-        // the 8 admitted lookups stay open for 6 s (tries of 2 s and 4 s), so they cannot be counted as answered meanwhile.
+        // the 8 admitted lookups stay open for 12 s, so they cannot be counted as answered meanwhile.
         async let seen = offThePool { lab.sink.questions(during: TestTiming.scaled(.seconds(3))) }
         let (fd, codes) = try await offThePool {
             try Self.pipeline(lab.dnsPort, names, wait: TestTiming.scaled(.seconds(5)), enough: 92)
@@ -121,7 +124,7 @@ struct UpstreamWorkTests {
         #expect(!asked.isEmpty)
         // The client goes away: its lookups are cancelled. c-ares 1.18 cannot cancel one query of a channel, so the
         // dropped queries' remaining tries (at most one each here) still go out, their answers dropped, and their
-        // places stay taken until those tries end (6 s from the admission): a new connection of the same network is
+        // places stay taken until those tries end (12 s from the admission): a new connection of the same network is
         // refused meanwhile, and admitted after.
         close(fd)
         async let later = offThePool { lab.sink.questions(during: .seconds(4)) }
@@ -133,8 +136,8 @@ struct UpstreamWorkTests {
         close(held)
         #expect(heldCodes.values.filter { $0 == 2 }.count == 8, "places still held by c-ares's tries: \(heldCodes)")
         // Then they come back (a loaded suite can start the clock late: asked until a new name is admitted).
-        // An admitted name is answered SERVFAIL too, once c-ares's tries end 6 s later: inside a scaled wait (the
-        // sanitizer run waits 15 s) that looks like a refusal, so an answer counts as one only if it came in 5 s.
+        // An admitted name is answered SERVFAIL too, once c-ares's tries end 12 s later: an answer counts as a
+        // refusal only if it came within 5 s.
         let back = try await Self.placeComesBack(started: started) { attempt in
             let asked = ContinuousClock.now
             let (fd, codes) = try await offThePool {
@@ -267,8 +270,8 @@ struct UpstreamWorkTests {
 
     /// Whether a network's places come back: `ask(attempt)` asks for a new name and gives its response code (`nil`:
     /// admitted, so it waits for the upstream; a refusal comes at once), every half second until it is admitted, for
-    /// up to 30 s (scaled). It must not be admitted in the first 5 s after `started`, while c-ares's tries (2 s and
-    /// 4 s) still hold the places.
+    /// up to 30 s (scaled). It must not be admitted in the first 5 s after `started`, while c-ares's tries still
+    /// hold the places.
     static func placeComesBack(
         started: ContinuousClock.Instant, _ ask: (Int) async throws -> UInt8?
     ) async throws -> Bool {
@@ -310,7 +313,7 @@ struct UpstreamWorkTests {
         "UDP: a query still waiting for an upstream after 5 s is given up: no late answer is ever sent (a retry could take it for its own), and its place comes back when c-ares's tries end"
     )
     func udpAskerGivenUp() async throws {
-        // The upstream never answers, and c-ares gives up after tries of 2 s and 4 s: at 6 s, when it would answer SERVFAIL.
+        // The upstream never answers, and c-ares gives up at 12 s, when it would answer SERVFAIL.
         let lab = try await Lab.start(perNetwork: 4)
         do {
             try await udpAskerGivenUp(lab)
@@ -333,7 +336,7 @@ struct UpstreamWorkTests {
         let refused = try #require(
             try await DNSTransportTests.udp(lab.dnsPort, DNSTransportTests.query("u4.udp.test", id: 2)))
         #expect(refused[3] & 0x0F == 2, "SERVFAIL at the network's bound")
-        // Once c-ares's tries end (6 s from the admission) the places are back: a new query waits for the upstream
+        // Once c-ares's tries end (12 s from the admission) the places are back: a new query waits for the upstream
         // instead of being refused. The askers given up at 5 s still have nothing then, and half a second later.
         let back = try await Self.placeComesBack(started: started) { attempt in
             let answer = try await DNSTransportTests.udp(
