@@ -29,13 +29,13 @@ package final class HTTP2ClientSession {
     /// What the client announces and keeps.
     package struct Settings: Sendable, Hashable {
         /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (larger than any accepted answer).
-        package var initialWindowSize: UInt32 = 65_535
+        package var initialWindowSize: UInt32
         /// The connection's receive window, opened at the start.
-        package var connectionWindow: Int32 = 8 << 20
+        package var connectionWindow: Int32
         /// SETTINGS_MAX_HEADER_LIST_SIZE for responses.
-        package var maximumHeaderListSize: UInt32 = 16_384
+        package var maximumHeaderListSize: UInt32
 
-        /// Settings with the given windows and header bound.
+        /// Settings with the given windows and header bound (the defaults are the only place they are written).
         package init(
             initialWindowSize: UInt32 = 65_535, connectionWindow: Int32 = 8 << 20,
             maximumHeaderListSize: UInt32 = 16_384
