@@ -127,14 +127,17 @@ struct UpstreamWorkTests {
         // places stay taken until those tries end (12 s from the admission): a new connection of the same network is
         // refused meanwhile, and admitted after.
         close(fd)
-        async let later = offThePool { lab.sink.questions(during: .seconds(4)) }
+        // What the upstream sees from here on: the dropped names' remaining tries, and none of the fresh names below.
+        async let later = offThePool { lab.sink.questions(during: TestTiming.scaled(.seconds(8))) }
         try await Task.sleep(for: .milliseconds(300))
         let fresh = (0..<8).map { "n\($0).flood.test" }
         let (held, heldCodes) = try await offThePool {
             try Self.pipeline(lab.dnsPort, fresh, wait: TestTiming.scaled(.seconds(5)), enough: 8)
         }
         close(held)
-        #expect(heldCodes.values.filter { $0 == 2 }.count == 8, "places still held by c-ares's tries: \(heldCodes)")
+        // Refused, not admitted: every answer that came is SERVFAIL, and (below) the upstream never saw these names.
+        // How many refusals arrive within the wait depends on the machine's load, so that count is not the test.
+        #expect(heldCodes.values.allSatisfy { $0 == 2 }, "places still held by c-ares's tries: \(heldCodes)")
         // Then they come back (a loaded suite can start the clock late: asked until a new name is admitted).
         // An admitted name is answered SERVFAIL too, once c-ares's tries end 12 s later: an answer counts as a
         // refusal only if it came within 5 s.
@@ -147,8 +150,11 @@ struct UpstreamWorkTests {
             return ContinuousClock.now - asked < .seconds(5) ? codes[1] : nil
         }
         #expect(back, "places given back")
-        let retried = try await later.filter { asked.contains($0) }
+        let afterClose = try await later
+        let retried = afterClose.filter { asked.contains($0) }
         #expect(retried.count <= asked.count, "only c-ares's remaining try: \(retried)")
+        let admitted = afterClose.filter { fresh.contains($0) }
+        #expect(admitted.isEmpty, "places still held by c-ares's tries, yet the upstream was asked for \(admitted)")
     }
 
     @Test(

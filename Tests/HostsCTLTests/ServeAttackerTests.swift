@@ -126,8 +126,17 @@ struct ServeAttackerTests {
             var buffer = [UInt8](repeating: 0, count: 4096)
             return max(recv(fd, &buffer, buffer.count, 0), 0)
         }
-        let first = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: timeout) }
-        #expect(try await offThePool { askDNS(first) } > 12)
+        // The probe that found the DNS listener accepting may still hold its one place, and a connection accepted in
+        // the same burst as the probe is closed unanswered (by design): the first connection tries again then.
+        var first: Int32 = -1
+        var firstAnswer = 0
+        for _ in 0..<20 where firstAnswer <= 12 {
+            if first >= 0 { close(first) }
+            first = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: timeout) }
+            firstAnswer = try await offThePool { [first] in askDNS(first) }
+            if firstAnswer <= 12 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(firstAnswer > 12)
         // The DNS listener is at its own limit of 1: a second DNS connection waits unanswered.
         let waiting = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: .seconds(1)) }
         defer { close(waiting) }
