@@ -10,7 +10,7 @@ case "${1:-run}" in
     # pdns-server with pdns-backend-bind: an authoritative that answers by client subnet (ECS); faketime: clock steps;
     # tayga and unbound (dns64): the IPv6-only NAT64 lab (scripts/nat64-lab.sh)
     test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby pdns-server pdns-backend-bind faketime tayga unbound) ;;
-    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3 dnsperf) ;;
+    benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3 dnsperf pdns-server pdns-backend-bind knot-dnsutils) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac
 sudo=""

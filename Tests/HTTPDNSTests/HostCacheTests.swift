@@ -129,8 +129,12 @@ struct HostCacheTests {
         for index in 0..<5000 {
             big.store(name("h\(index).test"), family: .any, addresses: [ip("192.0.2.1")], ttl: 60, origin: .cares)
             #expect(big.count <= 1000)
+            // A host used now and then stays, however many are stored after it.
+            if index % 100 == 0 { _ = big.lookup(name("h0.test"), family: .any) }
         }
         #expect(!big.lookup(name("h4999.test"), family: .any).isMiss)
+        #expect(!big.lookup(name("h0.test"), family: .any).isMiss, "used recently, yet evicted")
+        #expect(big.lookup(name("h1.test"), family: .any).isMiss, "the least recently used stayed")
     }
 
     @Test("measured latency ranks addresses; a failure drops one until its penalty decays")

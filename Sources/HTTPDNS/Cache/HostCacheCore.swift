@@ -378,8 +378,17 @@ package struct HostCacheCore: Sendable {
         guard records.count >= configuration.maximumHosts else { return }
         let excess = records.count - configuration.maximumHosts + 1
         let batch = max(excess, configuration.maximumHosts / 16, 1)
-        let victims = records.map { ($0.key, $0.value.lastUsed) }.sorted { $0.1 < $1.1 }.prefix(batch)
-        for (host, _) in victims { records.removeValue(forKey: host) }
+        // The batch-th oldest use (ticks are unique), found among the bare ticks: no host name is copied or
+        // compared but the victims'.
+        var ticks: [UInt64] = []
+        ticks.reserveCapacity(records.count)
+        for entry in records.values { ticks.append(entry.lastUsed) }
+        ticks.sort()
+        let newestVictim = ticks[min(batch, ticks.count) - 1]
+        var victims: [HostName] = []
+        victims.reserveCapacity(batch)
+        for (host, entry) in records where entry.lastUsed <= newestVictim { victims.append(host) }
+        for host in victims { records.removeValue(forKey: host) }
     }
 
     /// Drops scores of addresses no answer mentions any more.

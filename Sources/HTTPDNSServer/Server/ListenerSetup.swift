@@ -8,6 +8,12 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension HTTPDNSServer {
     /// How long a closing TLS connection waits for the client's close_notify.
     static let tlsShutdownTimeout = TimeAmount.milliseconds(500)
@@ -184,15 +190,15 @@ struct ListenerSetup: Sendable {
                 // UDP first: with port 0 it picks the port, and TCP takes the same one. That port may be taken for
                 // TCP by someone else: then both are tried again on another.
                 for attempt in 1... {
-                    let udp = try await datagramListener(address)
-                    let chosen = udp.localAddress?.port ?? Int(address.port)
+                    let udp = try await datagramListeners(address)
+                    let chosen = udp.first?.localAddress?.port ?? Int(address.port)
                     do {
                         let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
-                        listeners.channels += [udp, tcp]
+                        listeners.channels += udp + [tcp]
                         listeners.dnsPort = chosen
                         break
                     } catch {
-                        try? await udp.close()
+                        for channel in udp { try? await channel.close() }
                         guard address.port == 0, attempt < 20 else { throw error }
                     }
                 }
@@ -239,11 +245,31 @@ struct ListenerSetup: Sendable {
             .bind(host: address.ip.description, port: Int(address.port)).get()
     }
 
-    /// DNS over UDP, on one event loop of the group.
-    private func datagramListener(_ address: ServerAddress) async throws -> any Channel {
+    /// DNS over UDP: one socket on each event loop of the group, all bound to one port with `SO_REUSEPORT` (the
+    /// kernel spreads the clients over them by address and port, and admits to the group only sockets of this
+    /// process's user), so that UDP is answered on every core as TCP is. With port 0 the first socket picks it.
+    private func datagramListeners(_ address: ServerAddress) async throws -> [any Channel] {
+        var channels: [any Channel] = []
+        do {
+            var port = address.port
+            for loop in eventLoopGroup.makeIterator() {
+                let channel = try await datagramListener(ServerAddress(ip: address.ip, port: port), on: loop)
+                channels.append(channel)
+                port = channel.localAddress?.port.map { UInt16($0) } ?? port
+            }
+        } catch {
+            for channel in channels { try? await channel.close() }
+            throw error
+        }
+        return channels
+    }
+
+    /// One UDP socket of ``datagramListeners(_:)``, on `loop`.
+    private func datagramListener(_ address: ServerAddress, on loop: any EventLoop) async throws -> any Channel {
         let (service, limits, logger, memos) = (service, limits, logger, memos)
-        return try await DatagramBootstrap(group: eventLoopGroup.next())
+        return try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: 1)
             // Up to 32 datagrams per system call (recvmmsg), a bounded number of calls per wake-up; the answers of
             // one read burst leave together (sendmmsg).
             .channelOption(.datagramVectorReadMessageCount, value: 32)

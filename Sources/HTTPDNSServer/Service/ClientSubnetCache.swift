@@ -63,21 +63,33 @@ final class ClientSubnetCache: Sendable {
     }
 
     let limits: Limits
-    /// The names and the order they entered the table in; every name in `states` is in `order` once.
+    /// The names and the order they entered the table in; every name in `states` is in `order` once. The names
+    /// with answers by network, and their networks, are counted as states change (`/metrics` reads them after
+    /// every answer kept, so a scan of the table there would cost a miss O(names)).
     private struct Table {
-        var states: [Key: State] = [:]
+        private(set) var states: [Key: State] = [:]
         var order = CircularBuffer<Key>()
+        private(set) var byNetworkNames = 0
+        private(set) var byNetworkNetworks = 0
 
         subscript(key: Key) -> State? {
             get { states[key] }
             set {
-                if states[key] == nil, newValue != nil { order.append(key) }
+                let old = states[key]
+                if old == nil, newValue != nil { order.append(key) }
+                if case .byNetwork(let entries) = old {
+                    byNetworkNames -= 1
+                    byNetworkNetworks -= entries.count
+                }
+                if case .byNetwork(let entries) = newValue {
+                    byNetworkNames += 1
+                    byNetworkNetworks += entries.count
+                }
                 states[key] = newValue
             }
         }
 
         var count: Int { states.count }
-        var values: Dictionary<Key, State>.Values { states.values }
     }
 
     private let table = Locked(Table())
@@ -92,17 +104,7 @@ final class ClientSubnetCache: Sendable {
 
     /// Names with answers by network now, and the networks they hold (for `/metrics`).
     var size: (names: Int, networks: Int) {
-        table.withLock { table in
-            var names = 0
-            var networks = 0
-            for state in table.values {
-                if case .byNetwork(let entries) = state {
-                    names += 1
-                    networks += entries.count
-                }
-            }
-            return (names, networks)
-        }
+        table.withLock { ($0.byNetworkNames, $0.byNetworkNetworks) }
     }
 
     /// What is known of `name` for clients in `subnet`.
@@ -203,6 +205,6 @@ final class ClientSubnetCache: Sendable {
 
     private func makeRoom(_ table: inout Table, for key: Key, now: ContinuousClock.Instant) {
         guard table[key] == nil, table.count >= limits.maximumNames, let oldest = table.order.popFirst() else { return }
-        table.states[oldest] = nil
+        table[oldest] = nil
     }
 }

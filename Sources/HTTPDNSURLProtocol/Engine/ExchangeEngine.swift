@@ -61,7 +61,8 @@ struct ExchangeEngine: Sendable {
         hop: inout RequestTrace.Hop
     ) async throws(InterceptionError) -> Candidates {
         let resolveStart = ContinuousClock.now
-        // The host is parsed once here, for the scope, the cache and the score feedback.
+        // Parsed once for this hop's scope check, cache lookup and score feedback (the front took the host from the
+        // URL before, and URLProtocol.canInit checks the scope on its own, earlier).
         let parsed = Result { () throws(DNSError) in try HostName(host) }
         let name = try? parsed.get()
         guard resolve, policy.scope.intercepts(host: host, name: name, overrides: resolver.overrides) else {

@@ -3,10 +3,13 @@ import Synchronization
 
 /// A task executor over one NIO event loop: a task that prefers it runs between its awaits on the loop's thread.
 ///
-/// The URL protocol runs each load on one (``LoadExecutors``), so that a cache hit costs two hops: the session's
-/// queue to the loop (where the load resolves, builds the request and hands it to AsyncHTTPClient, which prefers a
-/// connection on the current loop), and the loop back to the session's queue with the answer. The answer completes
-/// the exchange on the loop and resumes the load there, with no hop to the cooperative pool in between.
+/// The URL protocol runs each load on one (``LoadExecutors``): the session's queue hops to the loop, where the load
+/// resolves, builds the request and hands it to AsyncHTTPClient, and the answer hops back to the session's queue.
+/// AsyncHTTPClient prefers a connection on the current loop but takes an available one on another loop rather than
+/// wait (`leaseStream(onPreferred:)`), so a cache hit costs two hops when the connection is on the load's loop (an
+/// idle HTTP/1.1 connection there) and four when it is not: the request to the connection's loop and its answer
+/// back, which is the common case for an HTTP/2 host, whose one connection lives on one loop. Nothing hops to the
+/// cooperative pool in between.
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop
 

@@ -156,9 +156,9 @@ public class HTTPDNSURLProtocol: URLProtocol {
     /// queue, and what it yields is handed to the client back on the queue this method was called on (the task's
     /// work queue, which URLSession serializes with its own work).
     ///
-    /// The load task prefers one of the pinned clients' event loops (`LoadExecutors`, in turn), so a cache hit takes
-    /// two hops: this queue to the loop, where the exchange starts and its answer resumes the load, and the loop back
-    /// to this queue. A request with an `httpBodyStream` runs on the cooperative pool instead: reading the stream
+    /// The load task prefers one of the pinned clients' event loops (`LoadExecutors`, in turn): this queue hops to
+    /// the loop, where the exchange starts and its answer resumes the load, and the loop hops back to this queue; two
+    /// more when AsyncHTTPClient's connection is on another loop (see `EventLoopTaskExecutor`). A request with an `httpBodyStream` runs on the cooperative pool instead: reading the stream
     /// may block, which an event loop must never do.
     override public func startLoading() {
         let clientQueue = SessionQueue.current()
