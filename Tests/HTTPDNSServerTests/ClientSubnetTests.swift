@@ -619,6 +619,21 @@ struct ClientSubnetTests {
         // A name found the same for every network no longer counts.
         cache.keepShared(.init(name: "n9.test", family: .ipv4), ttl: 60, now: now)
         #expect(cache.size.names == 2 && cache.size.networks == 2, "\(cache.size)")
+        // A name looked up since it entered gets a second chance: the next oldest goes instead.
+        let names = ClientSubnetCache(limits: .init(maximumNames: 3, maximumNetworksPerName: 4))
+        func nameKey(_ n: Int) -> ClientSubnetCache.Key { .init(name: "s\(n).test", family: .ipv4) }
+        for n in 0..<3 { names.keepShared(nameKey(n), ttl: 60, now: now) }
+        guard case .shared = names.lookup(nameKey(0), subnet: network(1), now: now) else {
+            Issue.record("s0 is not marked shared")
+            return
+        }
+        names.keepShared(nameKey(3), ttl: 60, now: now)
+        guard case .shared = names.lookup(nameKey(0), subnet: network(1), now: now),
+            case .miss = names.lookup(nameKey(1), subnet: network(1), now: now)
+        else {
+            Issue.record("the name looked up went, or the one never looked up stayed")
+            return
+        }
         let scores = NetworkScores(limits: .init(maximumNames: 2, maximumNetworksPerName: 3, maximumAddresses: 2))
         for n in 0..<50 {
             scores.record(

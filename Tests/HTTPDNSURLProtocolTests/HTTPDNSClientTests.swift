@@ -315,7 +315,7 @@ struct HTTPDNSClientTests {
             // Then an earlier deadline than the armed one (the drip's): a stalled body ends at its own.
             let started = ContinuousClock.now
             let stalled = try await fixture.client.execute(
-                HTTPClientRequest(url: "\(base)/stall"), timeout: .seconds(1))
+                HTTPClientRequest(url: "\(base)/stall"), timeout: TimeAmount(TestTiming.scaled(.seconds(1))))
             let late = await #expect(throws: InterceptionError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
@@ -341,9 +341,11 @@ struct HTTPDNSClientTests {
             let fixture = try Fixture { $0.maximumConnectionsPerHost = 1 }
             try fixture.pin("t.test", to: "127.0.0.5")
             let port = server.port
-            // A stalled body runs into the request's timeout while it is read.
+            // A stalled body runs into the request's timeout while it is read (the head must come within it, which
+            // a loaded sanitized run once missed by more than 1 s: the timeout scales).
+            let stallTimeout = TimeAmount(TestTiming.scaled(.seconds(1)))
             let stalled = try await fixture.client.execute(
-                HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: .seconds(1))
+                HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: stallTimeout)
             let late = await #expect(throws: InterceptionError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
@@ -352,7 +354,7 @@ struct HTTPDNSClientTests {
             var post = HTTPClientRequest(url: "http://t.test:\(port)/stall")
             post.method = .POST
             post.body = .bytes(ByteBuffer(string: "payload"))
-            let stalledPost = try await fixture.client.execute(post, timeout: .seconds(1))
+            let stalledPost = try await fixture.client.execute(post, timeout: stallTimeout)
             let latePost = await #expect(throws: InterceptionError.self) {
                 _ = try await stalledPost.body.collect(upTo: 1 << 20)
             }

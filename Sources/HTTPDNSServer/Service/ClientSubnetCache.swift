@@ -15,8 +15,10 @@ import Synchronization
 ///   state that same network, so one client cannot choose the answers of networks it does not belong to.
 ///
 /// Bounded: at most ``Limits/maximumNetworksPerName`` networks a name (the least recently used goes) and
-/// ``Limits/maximumNames`` names: the name that entered the table first goes, in O(1) (a queue of names in the order
-/// they entered, never a scan of the table under the lock every lookup takes). ``generation`` grows whenever a
+/// ``Limits/maximumNames`` names: the name that entered the table first goes, unless it was looked up since it entered
+/// or since it was last passed over, then it goes to the back of the queue once (a "second chance", so a popular name
+/// is not asked upstream again each time the queue turns over), at most ``secondChances`` names passed over per
+/// eviction: O(1), never a scan of the table under the lock every lookup takes. ``generation`` grows whenever a
 /// name turns from shared to by-network, so encoded answers kept for the shared case (`AnswerMemo`) end at once.
 final class ClientSubnetCache: Sendable {
     struct Limits: Sendable, Hashable {
@@ -69,6 +71,8 @@ final class ClientSubnetCache: Sendable {
     private struct Table {
         private(set) var states: [Key: State] = [:]
         var order = CircularBuffer<Key>()
+        /// The names looked up since they entered the queue or were last passed over.
+        var referenced = Set<Key>()
         private(set) var byNetworkNames = 0
         private(set) var byNetworkNetworks = 0
 
@@ -114,6 +118,7 @@ final class ClientSubnetCache: Sendable {
             case nil:
                 return .miss
             case .shared(let until, let revalidating):
+                table.referenced.insert(key)
                 guard until <= now, !revalidating else { return .shared(revalidate: false) }
                 // One background check at a time: later lookups keep the shared answer until it reports.
                 table[key] = .shared(until: until, revalidating: true)
@@ -126,6 +131,7 @@ final class ClientSubnetCache: Sendable {
                     }
                 }
                 guard let best, entries[best].expires > now else { return .miss }
+                table.referenced.insert(key)
                 entries[best].used = now
                 let remaining = entries[best].expires - now
                 // Hot names stay hot: the first lookup in the last tenth of the TTL asks again in the background.
@@ -203,8 +209,21 @@ final class ClientSubnetCache: Sendable {
         }
     }
 
+    /// The most names passed over (sent to the back of the queue) to make room for one.
+    static let secondChances = 8
+
     private func makeRoom(_ table: inout Table, for key: Key, now: ContinuousClock.Instant) {
-        guard table[key] == nil, table.count >= limits.maximumNames, let oldest = table.order.popFirst() else { return }
-        table[oldest] = nil
+        guard table[key] == nil, table.count >= limits.maximumNames else { return }
+        var passedOver = 0
+        while let oldest = table.order.popFirst() {
+            if passedOver < Self.secondChances, table.referenced.remove(oldest) != nil {
+                table.order.append(oldest)
+                passedOver += 1
+                continue
+            }
+            table.referenced.remove(oldest)
+            table[oldest] = nil
+            return
+        }
     }
 }
