@@ -34,7 +34,8 @@
 #
 # --hostsctl measures that binary as serve instead of building this tree's (release).
 # --profile TRANSPORT records hostsctl serve with perf during one more run of that transport and prints the top of
-# perf report; the data is left in Benchmarks/.perf/workload-TRANSPORT.data.
+# perf report; the data is left in Benchmarks/.perf/workload-TRANSPORT.data. Frame-pointer call graphs by default;
+# HTTPDNS_PERF_CALLGRAPH="--call-graph dwarf,16384" gives whole Swift call chains.
 set -euo pipefail
 
 rounds=3
@@ -336,11 +337,12 @@ done
 if [ -n "$profile" ]; then
     mkdir -p "$here/.perf"
     data="$here/.perf/workload-$profile.data"
-    perf record -F 999 -g -p "${pid_of[serve]}" -o "$data" -- sleep "$seconds" >/dev/null 2>&1 &
+    # shellcheck disable=SC2086
+    perf record -F 999 ${HTTPDNS_PERF_CALLGRAPH:--g} -p "${pid_of[serve]}" -o "$data" -- sleep "$seconds" >/dev/null 2>&1 &
     recorder=$!
     run "$profile" serve "$work/r1$profile.bin" >/dev/null
     wait "$recorder" || true
-    perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -40
+    { perf report -i "$data" --no-children --sort symbol --stdio 2>/dev/null | grep -v '^#' | grep '%' | head -40; } || true
 fi
 
 distinct="$(cat "$work"/*.bin | python3 -c "

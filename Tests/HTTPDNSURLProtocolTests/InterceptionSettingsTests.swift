@@ -75,3 +75,27 @@ struct InterceptionSettingsTests {
         }
     }
 }
+
+/// A hop's target, read from its URL once for the scope check, the candidates, the spans and the trace.
+@Suite("hop targets")
+struct HopTargetTests {
+    @Test("host, literal or not, port and Host header come from the URL once; the scope goes by them")
+    func readOnce() throws {
+        func target(_ text: String) throws -> HopTarget? { HopTarget(try #require(URL(string: text))) }
+        let name = try #require(try target("https://api.test/v1"))
+        #expect(name.host == "api.test" && !name.isLiteral && name.port == 443 && name.hostHeader == "api.test")
+        #expect((try? name.name.get())?.name == "api.test")
+        let six = try #require(try target("http://[2001:db8::1]:8080/"))
+        #expect(six.host == "2001:db8::1" && six.isLiteral && six.port == 8080)
+        #expect(six.hostHeader == "[2001:db8::1]:8080")
+        let local = try #require(try target("http://localhost/"))
+        #expect(local.isLiteral && local.port == 80)
+        #expect(try target("file:///etc/hosts") == nil)
+        // Literals and localhost are in scope only when an override names them; names by the patterns.
+        let scope = InterceptionScope(exclude: [try HostPattern("*.internal.test")])
+        #expect(scope.intercepts(name, overrides: nil))
+        #expect(!scope.intercepts(local, overrides: nil))
+        let excluded = try #require(try target("https://db.internal.test/"))
+        #expect(!scope.intercepts(excluded, overrides: nil))
+    }
+}

@@ -1,6 +1,7 @@
 import CoreMetrics
 import HTTPDNS
 import NIOCore
+import Synchronization
 
 /// The service's RFC 8484 request for a DNS message that came over UDP, TCP or TLS: the same path, limits, kept
 /// answers, metrics and logs as DoH.
@@ -41,10 +42,22 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     private var deadlines: [Int: (timer: Scheduled<Void>, wait: UpstreamWait)] = [:]
     private var nextWait = 0
     private var wrote = false
-    private var rateLimited = 0
+    private let rateLimited: RateLimitedCount
 
-    init(_ exchange: Exchange) {
+    /// The rate-limited queries of one UDP listener, counted across its sockets (one per event loop, on one port), so
+    /// that one in ``slip`` slips whichever socket the kernel gave a query to.
+    final class RateLimitedCount: Sendable {
+        private let count = Atomic<Int>(0)
+
+        /// Counts one more and tells whether it is the one in ``slip`` that slips.
+        func nextSlips() -> Bool {
+            count.add(1, ordering: .relaxed).newValue % DNSDatagramHandler.slip == 0
+        }
+    }
+
+    init(_ exchange: Exchange, rateLimited: RateLimitedCount = RateLimitedCount()) {
         self.exchange = exchange
+        self.rateLimited = rateLimited
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -122,8 +135,7 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     ) {
         var message = DNSTransportWire.message(for: response, query: query, overUDP: true)
         if message == nil, response.status == 429 {
-            rateLimited &+= 1
-            if rateLimited % Self.slip == 0 { message = DNSTransportWire.slipped(query) }
+            if rateLimited.nextSlips() { message = DNSTransportWire.slipped(query) }
         }
         guard let message else { return }
         guard context.channel.isWritable else {

@@ -250,10 +250,12 @@ struct ListenerSetup: Sendable {
     /// process's user), so that UDP is answered on every core as TCP is. With port 0 the first socket picks it.
     private func datagramListeners(_ address: ServerAddress) async throws -> [any Channel] {
         var channels: [any Channel] = []
+        let rateLimited = DNSDatagramHandler.RateLimitedCount()
         do {
             var port = address.port
             for loop in eventLoopGroup.makeIterator() {
-                let channel = try await datagramListener(ServerAddress(ip: address.ip, port: port), on: loop)
+                let channel = try await datagramListener(
+                    ServerAddress(ip: address.ip, port: port), on: loop, rateLimited: rateLimited)
                 channels.append(channel)
                 port = channel.localAddress?.port.map { UInt16($0) } ?? port
             }
@@ -265,7 +267,9 @@ struct ListenerSetup: Sendable {
     }
 
     /// One UDP socket of ``datagramListeners(_:)``, on `loop`.
-    private func datagramListener(_ address: ServerAddress, on loop: any EventLoop) async throws -> any Channel {
+    private func datagramListener(
+        _ address: ServerAddress, on loop: any EventLoop, rateLimited: DNSDatagramHandler.RateLimitedCount
+    ) async throws -> any Channel {
         let (service, limits, logger, memos) = (service, limits, logger, memos)
         return try await DatagramBootstrap(group: loop)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -280,7 +284,8 @@ struct ListenerSetup: Sendable {
                     let exchange = Exchange(
                         service: service, limits: limits, logger: logger, client: nil, transport: .udp,
                         memo: memos[ObjectIdentifier(channel.eventLoop)])
-                    try channel.pipeline.syncOperations.addHandler(DNSDatagramHandler(exchange))
+                    try channel.pipeline.syncOperations.addHandler(
+                        DNSDatagramHandler(exchange, rateLimited: rateLimited))
                 }
             }
             .bind(host: address.ip.description, port: Int(address.port)).get()

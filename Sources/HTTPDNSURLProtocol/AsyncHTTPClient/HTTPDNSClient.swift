@@ -188,20 +188,23 @@ public final class HTTPDNSClient: Sendable {
         _ request: HTTPClientRequest, url: URL, host: String, deadline: NIODeadline, logger: Logger?,
         trace: inout RequestTrace
     ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        guard let target = HopTarget(url, host: host) else {
+            throw InterceptionError(
+                code: .badURL, message: "the URL has no host", url: Redaction.url(url.absoluteString))
+        }
         let urlText = url.absoluteString
         var hop = RequestTrace.Hop(
             url: Redaction.url(urlText), method: request.method.rawValue,
-            hostHeader: request.headers.first(name: "Host") ?? RequestRewriting.hostHeader(for: url) ?? host,
+            hostHeader: request.headers.first(name: "Host") ?? target.hostHeader,
             address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
         defer { trace.hops.append(hop) }
         let remaining = Duration.nanoseconds(max((deadline - .now()).nanoseconds, 0))
         let spans = HopSpans(
-            policy: configuration.connection, method: request.method.rawValue, url: url, host: host, port: port)
+            policy: configuration.connection, method: request.method.rawValue, url: url, target: target)
         let streamed: PinnedTransport.StreamedResponse
         do {
             let candidates = try await engine.candidates(
-                host: host, port: port, url: urlText, resolve: true, policy: configuration.connection,
+                target, url: urlText, resolve: true, policy: configuration.connection,
                 budget: remaining, deadline: deadline, spans: spans, hop: &hop)
             let transport = self.transport
             streamed = try await engine.attempt(

@@ -56,23 +56,22 @@ struct ExchangeEngine: Sendable {
     /// - Throws: ``InterceptionError`` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
     ///   `cancelled`.
     func candidates(
-        host: String, port: Int, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,
+        _ target: HopTarget, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,
         deadline: NIODeadline, spans: HopSpans,
         hop: inout RequestTrace.Hop
     ) async throws(InterceptionError) -> Candidates {
         let resolveStart = ContinuousClock.now
-        // Parsed once for this hop's scope check, cache lookup and score feedback (the front took the host from the
-        // URL before, and URLProtocol.canInit checks the scope on its own, earlier).
-        let parsed = Result { () throws(DNSError) in try HostName(host) }
-        let name = try? parsed.get()
-        guard resolve, policy.scope.intercepts(host: host, name: name, overrides: resolver.overrides) else {
+        // The target was read from the URL once, for the scope check, the cache lookup and the score feedback (only
+        // URLProtocol.canInit checks the scope on its own, earlier, from the URL).
+        let (host, port, name) = (target.host, target.port, try? target.name.get())
+        guard resolve, policy.scope.intercepts(target, overrides: resolver.overrides) else {
             hop.resolveTime = ContinuousClock.now - resolveStart
             return Candidates(addresses: [nil], name: nil)
         }
         let resolveSpan = spans.child("httpdns.resolve")
         let ranked: RankedResolution
         do {
-            ranked = try await resolved(host, parsed: parsed, port: port, url: url, budget: budget)
+            ranked = try await resolved(host, parsed: target.name, port: port, url: url, budget: budget)
             HopSpans.endResolve(resolveSpan, ranked, error: nil)
         } catch {
             HopSpans.endResolve(resolveSpan, nil, error: error)

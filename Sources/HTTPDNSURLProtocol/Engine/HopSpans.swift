@@ -24,7 +24,7 @@ struct HopSpans: Sendable {
     }
 
     /// Starts the hop's span, under the calling task's span if any.
-    init(policy: ConnectionPolicy, method: String, url: URL, host: String, port: Int) {
+    init(policy: ConnectionPolicy, method: String, url: URL, target: HopTarget) {
         // Most processes bootstrap no instrument: a look at its type is cheaper than finding a tracer in it.
         if policy.tracer == nil, type(of: InstrumentationSystem.instrument) == NoOpInstrument.self {
             self.init(tracer: nil, span: nil)
@@ -37,8 +37,8 @@ struct HopSpans: Sendable {
         }
         let span = tracer.startSpan(method, ofKind: .client)
         span.attributes["http.request.method"] = method
-        span.attributes["server.address"] = host
-        span.attributes["server.port"] = port
+        span.attributes["server.address"] = target.host
+        span.attributes["server.port"] = target.port
         span.attributes["url.scheme"] = url.scheme?.lowercased()
         span.attributes["url.path"] = url.path.isEmpty ? "/" : url.path
         self.init(tracer: tracer, span: span)

@@ -29,12 +29,18 @@ public struct InterceptionScope: Sendable, Hashable {
 
     /// Whether a request to the URL host `host` (brackets removed) is rewritten, given the resolver's overrides.
     public func intercepts(host: String, overrides: HostOverrides?) -> Bool {
-        intercepts(host: host, name: try? HostName(host), overrides: overrides)
+        let name = try? HostName(host)
+        return intercepts(
+            name: name, isLiteral: IPAddress(host) != nil || name?.isLocalhost == true, overrides: overrides)
     }
 
-    /// ``intercepts(host:overrides:)`` with `host` parsed already (`nil`: not a valid name).
-    package func intercepts(host: String, name: HostName?, overrides: HostOverrides?) -> Bool {
-        let isLiteral = IPAddress(host) != nil || name?.isLocalhost == true
+    /// ``intercepts(host:overrides:)`` for a hop's target, read from its URL once.
+    func intercepts(_ target: HopTarget, overrides: HostOverrides?) -> Bool {
+        intercepts(name: try? target.name.get(), isLiteral: target.isLiteral, overrides: overrides)
+    }
+
+    /// ``intercepts(host:overrides:)`` with the host parsed already (`name` nil: not a valid name).
+    private func intercepts(name: HostName?, isLiteral: Bool, overrides: HostOverrides?) -> Bool {
         guard let name else { return false }
         if isLiteral {
             // Only an override gives a literal or localhost something to be rewritten to.

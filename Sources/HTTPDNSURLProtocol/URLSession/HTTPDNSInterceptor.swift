@@ -208,8 +208,9 @@ public final class HTTPDNSInterceptor: Sendable {
         RequestRewriting.clearHandled(&hop)
         var redirects = 0
         while true {
-            guard let url = hop.url, RequestRewriting.host(of: url) != nil else {
-                throw InterceptionError(code: .badURL, message: "the URL has no host", url: hop.url?.absoluteString)
+            // A URL without a host is refused by `send`, where the hop's target is read.
+            guard let url = hop.url else {
+                throw InterceptionError(code: .badURL, message: "the request has no URL", url: nil)
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
                 throw InterceptionError(
@@ -263,12 +264,14 @@ public final class HTTPDNSInterceptor: Sendable {
         _ request: URLRequest, body: ByteBuffer?, url: URL, configuration: Configuration, trace: inout RequestTrace,
         perform: @escaping Perform<Answer>
     ) async throws(InterceptionError) -> Answer {
-        let hostText = RequestRewriting.host(of: url) ?? ""
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        guard let target = HopTarget(url) else {
+            throw InterceptionError(
+                code: .badURL, message: "the URL has no host", url: Redaction.url(url.absoluteString))
+        }
         let method = (request.httpMethod ?? "GET").uppercased()
         let urlText = url.absoluteString
         var hop = RequestTrace.Hop(
-            url: Redaction.url(urlText), method: method, hostHeader: RequestRewriting.hostHeader(for: url) ?? hostText,
+            url: Redaction.url(urlText), method: method, hostHeader: target.hostHeader,
             address: nil, freshness: nil, status: nil, failedAttempts: [], resolveTime: .zero, elapsed: .zero)
         defer { trace.hops.append(hop) }
 
@@ -278,11 +281,11 @@ public final class HTTPDNSInterceptor: Sendable {
         let budget = Duration.seconds(fractional: timeout)
         let deadline = NIODeadline.now() + TimeAmount(budget)
         let proxy = configuration.proxyMode == .tunnel ? configuration.proxies.proxy(for: url) : nil
-        let spans = HopSpans(policy: configuration.connection, method: method, url: url, host: hostText, port: port)
+        let spans = HopSpans(policy: configuration.connection, method: method, url: url, target: target)
         let response: Answer
         do {
             let candidates = try await engine.candidates(
-                host: hostText, port: port, url: urlText, resolve: proxy == nil, policy: configuration.connection,
+                target, url: urlText, resolve: proxy == nil, policy: configuration.connection,
                 budget: budget, deadline: deadline, spans: spans, hop: &hop)
             // Built once for the hop, from the request as the application wrote it; each attempt only pins the
             // client to its address (the URL keeps the real host, which gives the Host header and SNI).
