@@ -266,7 +266,7 @@ run() {
             END {
                 lost = 0; failed = 0
                 if (total > 0) lost = 100 * (total - done) / total
-                if (done > 0) failed = 100 * (done - ok) / done
+                if (done > ok) failed = 100 * (done - ok) / done
                 printf "%s %s %.2f %.2f\n", qps + 0, ok + 0, lost, failed
             }'
         return
