@@ -15,19 +15,11 @@ while [ "$#" -gt 0 ]; do
 done
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
-"$root/scripts/install-deps.sh" benchmarks
-(cd "$root" && swift build -c release --product hostsctl >&2)
-hostsctl="$(cd "$root" && swift build -c release --show-bin-path)/hostsctl"
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
 # shellcheck source=lab/common.sh
 . "$here/lab/common.sh"
+"$root/scripts/install-deps.sh" benchmarks
+hostsctl="$(release_hostsctl "$root")"
+start_lab
 port="$(free_port DGRAM)"
 {
     echo "port=$port"; echo "listen-address=127.0.0.1"; echo "bind-interfaces"; echo "no-resolv"; echo "no-hosts"

@@ -6,16 +6,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 "$here/../scripts/install-deps.sh" benchmarks
 
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=lab/common.sh
 . "$here/lab/common.sh"
+start_lab
 
 # The zone: n0.test ... n199.test, one A record each.
 dnsmasq_port="$(free_port DGRAM)"

@@ -63,22 +63,14 @@ while [ $# -gt 0 ]; do
 done
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
-"$root/scripts/install-deps.sh" benchmarks
-if [ -z "$hostsctl" ]; then
-    (cd "$root" && swift build -c release --product hostsctl >&2)
-    hostsctl="$(cd "$root" && swift build -c release --show-bin-path)/hostsctl"
-fi
-
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
 # shellcheck source=lab/common.sh
 . "$here/lab/common.sh"
+"$root/scripts/install-deps.sh" benchmarks
+if [ -z "$hostsctl" ]; then
+    hostsctl="$(release_hostsctl "$root")"
+fi
+
+start_lab
 
 servers="dnsdist unbound serve${baseline:+ baseline}"
 declare -A pid_of pdns_port_of udp_port_of dot_port_of doh_port_of

@@ -62,24 +62,16 @@ while [ "$#" -gt 0 ]; do
 done
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$here/.."
+# shellcheck source=lab/common.sh
+. "$here/lab/common.sh"
 "$root/scripts/install-deps.sh" benchmarks
-(cd "$root" && swift build -c release --product hostsctl >&2)
-hostsctl="$(cd "$root" && swift build -c release --show-bin-path)/hostsctl"
+hostsctl="$(release_hostsctl "$root")"
 if [ -n "$ceiling_too" ]; then
     (cd "$here" && swift build -c release --product H2Ceiling >&2)
     ceiling="$(cd "$here" && swift build -c release --show-bin-path)/H2Ceiling"
 fi
 
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-# shellcheck source=lab/common.sh
-. "$here/lab/common.sh"
+start_lab
 
 # A DNS server that never answers (for --flood): it reads every query and drops it.
 sink_port="$(free_port DGRAM)"

@@ -30,3 +30,21 @@ make_certificate() {
     openssl x509 -req -in "$dir/doh.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
         -extfile "$dir/doh.ext" -out "$dir/doh.pem" 2>/dev/null
 }
+
+# The release build of hostsctl from the package at ROOT, built first: release_hostsctl ROOT prints its path.
+release_hostsctl() {
+    (cd "$1" && swift build -c release --product hostsctl >&2)
+    echo "$(cd "$1" && swift build -c release --show-bin-path)/hostsctl"
+}
+
+# A work directory ($work), removed at exit after every process whose pid is in $pids is stopped.
+start_lab() {
+    work="$(mktemp -d)"
+    pids=()
+    trap stop_lab EXIT
+}
+stop_lab() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
