@@ -176,27 +176,13 @@ unbound -d -c "$work/unbound.conf" >"$work/unbound.out" 2>&1 &
 pids+=($!)
 pid_of[unbound]=$!
 
-# hostsctl serve: its defaults; its cache, then c-ares to its PowerDNS. The zone's addresses are loopback ones, which
-# a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses lets them through.
-serve_settings() {
-    cat <<EOF
-{
-  "sources": { "order": ["cache", "cares"], "systemFallback": false },
-  "reload": { "intervalMs": 0 },
-  "cares": { "servers": ["127.0.0.1:${pdns_port_of[$1]}"] },
-  "probe": { "enabled": false },
-  "cache": { "path": "$work/$1-cache.json" },
-  "serve": { "listen": "127.0.0.1:${doh_port_of[$1]}", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
-             "dns": { "listen": "127.0.0.1:${udp_port_of[$1]}" }, "dot": { "listen": "127.0.0.1:${dot_port_of[$1]}" },
-             "probeGuardedAddresses": true }
-}
-EOF
-}
+# hostsctl serve: its defaults; its cache, then c-ares to its PowerDNS (serve_settings, lab/common.sh).
 export HOSTSCTL_SERVE_ADMIN_LISTEN=none
 for name in serve ${baseline:+baseline}; do
     binary="$hostsctl"
     [ "$name" = serve ] || binary="$baseline"
-    serve_settings "$name" > "$work/$name.json"
+    serve_settings "$name" "127.0.0.1:${pdns_port_of[$name]}" "${doh_port_of[$name]}" "${udp_port_of[$name]}" \
+        "${dot_port_of[$name]}" > "$work/$name.json"
     HOSTSCTL_LOG_LEVEL=warning "$binary" serve --config "$work/$name.json" >"$work/$name.log" 2>&1 &
     pids+=($!)
     pid_of[$name]=$!

@@ -118,28 +118,12 @@ pids+=($!)
 declare -A pid_of
 pid_of[dnsdist]=$!
 
-# hostsctl serve: cache, then c-ares to the same dnsmasq; no probes (the zone's addresses have no listeners). The
-# zone's addresses are loopback ones, which a server facing the internet refuses from upstreams unless
-# serve.probeGuardedAddresses lets them through. The baseline gets the same settings (a build from before that key
-# would refuse the answers and so measure its upstream path, not its cache).
-serve_settings() {
-    cat <<EOF
-{
-  "sources": { "order": ["cache", "cares"], "systemFallback": false },
-  "reload": { "intervalMs": 0 },
-  "cares": { "servers": ["127.0.0.1:$dnsmasq_port"] },
-  "probe": { "enabled": false },
-  "cache": { "path": "$work/$1-cache.json" },
-  "serve": { "listen": "127.0.0.1:$2", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
-             "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }$3 }
-}
-EOF
-}
+# hostsctl serve: cache, then c-ares to the same dnsmasq (serve_settings, lab/common.sh); the baseline gets the same
+# settings.
 serve_port="$(free_port)"
 serve_dns_port="$(free_dns_port)"
 serve_dot_port="$(free_port)"
-serve_settings serve "$serve_port" ', "probeGuardedAddresses": true' "$serve_dns_port" "$serve_dot_port" \
-    > "$work/serve.json"
+serve_settings serve "127.0.0.1:$dnsmasq_port" "$serve_port" "$serve_dns_port" "$serve_dot_port" > "$work/serve.json"
 # No admin listener (its default port would be shared by both servers; a build from before it warns of the
 # unknown variable and goes on).
 export HOSTSCTL_SERVE_ADMIN_LISTEN=none
@@ -151,7 +135,7 @@ if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"
     baseline_dns_port="$(free_dns_port)"
     baseline_dot_port="$(free_port)"
-    serve_settings baseline "$baseline_port" ', "probeGuardedAddresses": true' "$baseline_dns_port" "$baseline_dot_port" \
+    serve_settings baseline "127.0.0.1:$dnsmasq_port" "$baseline_port" "$baseline_dns_port" "$baseline_dot_port" \
         > "$work/baseline.json"
     HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)

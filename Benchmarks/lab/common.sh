@@ -48,3 +48,23 @@ stop_lab() {
     wait 2>/dev/null || true
     rm -rf "$work"
 }
+
+# The settings of a measured hostsctl serve, on stdout:
+#   serve_settings NAME UPSTREAM DOH_PORT DNS_PORT DOT_PORT
+# its cache (in $work/NAME-cache.json), then c-ares to UPSTREAM (ADDRESS:PORT); no probes (the zones' addresses have
+# no listeners); DoH with the lab's certificate ($work/doh.pem), plain DNS and DoT on 127.0.0.1. The zones' addresses
+# are loopback ones, which a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses
+# lets them through (a build from before that key would refuse them, and so measure its upstream path).
+serve_settings() {
+    cat <<SETTINGS
+{
+  "sources": { "order": ["cache", "cares"], "systemFallback": false },
+  "reload": { "intervalMs": 0 },
+  "cares": { "servers": ["$2"] },
+  "probe": { "enabled": false },
+  "cache": { "path": "$work/$1-cache.json" },
+  "serve": { "listen": "127.0.0.1:$3", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
+             "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }, "probeGuardedAddresses": true }
+}
+SETTINGS
+}
