@@ -22,8 +22,8 @@
 # h2load for DoH; 4 sockets or connections, 100 queries outstanding), each server for S seconds from that round's
 # query file (the same file for every server; its never-seen names are the file's own). DoH goes through h2load
 # (RFC 8484 GET, 4 connections of 25 streams) because Debian's dnsperf 2.10 counts most DoH answers of dnsdist and
-# hostsctl serve as lost though every one arrives with status 200 (DNS-OARC/dnsperf#240: it reads one answer per
-# read when a server writes several at once); unbound, which writes one at a time, is read correctly.
+# hostsctl serve as lost though every one arrives with status 200 (its own count of HTTP/2 statuses says so; the
+# symptom of DNS-OARC/dnsperf#240), while unbound's are read correctly.
 #   qps       queries per second answered (closed loop: dnsperf keeps 100 outstanding), and the share lost (no answer
 #             within 5 s) and answered SERVFAIL
 #   cpu       the server's CPU time per 1,000 queries (user + system, all threads, from /proc/PID/stat)
