@@ -1,5 +1,4 @@
 import CNGHTTP2
-package import NIOCore
 import HTTPDNSCore
 
 /// What an ``HTTP2ClientSession`` reports while it reads, called from inside ``HTTP2ClientSession/receive(_:)``.
@@ -25,7 +24,7 @@ package protocol HTTP2ClientSessionDelegate: AnyObject {
 /// requests beyond it wait in nghttp2's queue until a stream closes.
 ///
 /// Confined to the connection's event loop: not `Sendable`, every call on that loop.
-package final class HTTP2ClientSession {
+package final class HTTP2ClientSession: HTTP2Session {
     /// What the client announces and keeps.
     package struct Settings: Sendable, Hashable {
         /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (larger than any accepted answer).
@@ -62,8 +61,7 @@ package final class HTTP2ClientSession {
         }
     }
 
-    private let session: OpaquePointer
-    fileprivate unowned(unsafe) let delegate: any HTTP2ClientSessionDelegate
+    private unowned(unsafe) let delegate: any HTTP2ClientSessionDelegate
     private var streams: [Int32: Stream] = [:]
     /// The stream the callbacks asked for last: nghttp2 reports a response's header fields, DATA and end one after
     /// another, so most look-ups are answered here without hashing.
@@ -75,31 +73,16 @@ package final class HTTP2ClientSession {
     /// A session that sends its SETTINGS first (no server push); `delegate` must outlive it (it owns the session).
     package init(settings: Settings, delegate: any HTTP2ClientSessionDelegate) throws {
         self.delegate = delegate
-        var created: OpaquePointer?
-        let status = nghttp2_session_client_new2(&created, HTTP2ClientCallbacks.shared.pointer, nil, nil)
-        guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
-        session = created
-        nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
-        var entries = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 0),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-                value: settings.maximumHeaderListSize),
-        ]
-        var result = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
-        if result == 0 {
-            result = nghttp2_session_set_local_window_size(
-                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, settings.connectionWindow)
-        }
-        // Thrown once every property is set, so deinit still frees the session.
-        guard result == 0 else { throw HTTP2SessionFailure(code: Int(result)) }
-    }
-
-    deinit {
-        nghttp2_session_del(session)
+        try super.init(role: .client)
+        try submitSettings([
+            (NGHTTP2_SETTINGS_ENABLE_PUSH, 0),
+            (NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0),
+            (NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, settings.initialWindowSize),
+            (NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, settings.maximumHeaderListSize),
+        ])
+        let status = nghttp2_session_set_local_window_size(
+            session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, settings.connectionWindow)
+        guard status == 0 else { throw HTTP2SessionFailure(code: Int(status)) }
     }
 
     /// Queues a request and returns its stream ID. `headers` are sent after the pseudo-header fields (names in
@@ -135,8 +118,7 @@ package final class HTTP2ClientSession {
             fields.appendValue(decimal: UInt64(body.count))
             fields.endField()
         }
-        var provider = nghttp2_data_provider(
-            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ClientCallbacks.readBody)
+        var provider = Self.bodyProvider
         let session = self.session
         let stream = fields.withEntries { entries, count in
             body == nil
@@ -152,23 +134,10 @@ package final class HTTP2ClientSession {
     package func cancel(stream: Int32) {
         guard let state = streams[stream] else { return }
         state.reported = true
-        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_CANCEL.rawValue)
+        reset(stream, code: NGHTTP2_CANCEL)
     }
 
-    /// Reads `bytes` from the server; the delegate hears of responses as they complete.
-    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a protocol error by the server): close the connection.
-    package func receive(_ bytes: ByteBuffer) throws {
-        try HTTP2SessionIO.receive(bytes, into: session)
-    }
-
-    /// Appends every frame nghttp2 has ready (the preface and SETTINGS, requests, WINDOW_UPDATE, acknowledgements,
-    /// RST_STREAM) to `buffer`.
-    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
-    package func pendingOutput(into buffer: inout ByteBuffer) throws {
-        try HTTP2SessionIO.pendingOutput(of: session, into: &buffer)
-    }
-
-    // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)
+    // MARK: Events (from nghttp2, inside receive or pendingOutput)
 
     /// The state of `id`, if it is open.
     private func state(of id: Int32) -> Stream? {
@@ -178,8 +147,8 @@ package final class HTTP2ClientSession {
         return found
     }
 
-    fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        guard let state = state(of: stream) else { return }
+    override func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+        guard let state = state(of: stream) else { return true }
         if name.equals(":status") {
             // Informational answers (1xx) come before the real one; only the final status is kept. nghttp2 has
             // checked that it is three digits.
@@ -191,21 +160,22 @@ package final class HTTP2ClientSession {
                 value.equals("application/dns-message")
                 ? "application/dns-message" : String(decoding: value, as: UTF8.self)
         }
+        return true
     }
 
-    fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+    override func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
         guard let state = state(of: stream), !state.reported else { return }
         guard state.received.count + bytes.count <= state.limit else {
             state.reported = true
             state.received = []
-            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_CANCEL.rawValue)
+            reset(stream, code: NGHTTP2_CANCEL)
             delegate.responseTooLarge(stream: stream)
             return
         }
         state.received.append(contentsOf: bytes)
     }
 
-    fileprivate func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8) {
+    override func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
         if type == UInt8(NGHTTP2_SETTINGS.rawValue) {
             if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { delegate.settingsReceived() }
             return
@@ -219,16 +189,18 @@ package final class HTTP2ClientSession {
         delegate.responseReceived(stream: stream, status: state.status ?? 0, contentType: state.contentType, body: body)
     }
 
-    fileprivate func goAway(lastStream: Int32, code: UInt32) {
+    override func goAwayReceived(lastStream: Int32, code: UInt32) {
         delegate.goAwayReceived(lastStream: lastStream, code: code)
     }
 
-    fileprivate func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
+    override func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (
+        count: Int, done: Bool
+    ) {
         guard let state = state(of: stream) else { return (0, true) }
         return state.body.read(into: buffer, length: length)
     }
 
-    fileprivate func closed(_ stream: Int32, code: UInt32) {
+    override func closed(_ stream: Int32, code: UInt32) {
         if stream == recentID { (recentID, recent) = (0, nil) }
         guard let state = streams.removeValue(forKey: stream), !state.reported else { return }
         delegate.streamFailed(stream: stream, code: code)
@@ -251,69 +223,4 @@ package final class HTTP2ClientSession {
 
     /// The HTTP/2 error code REFUSED_STREAM: the server did not process the stream, so it may be sent again.
     package static let refusedStream = NGHTTP2_REFUSED_STREAM.rawValue
-}
-
-/// The callbacks every client session shares: C functions that find their session through the user data pointer.
-private struct HTTP2ClientCallbacks: @unchecked Sendable {
-    /// `@unchecked Sendable`: written once while the global initialises, then only read (nghttp2 copies the
-    /// callbacks into each session it creates).
-    let pointer: OpaquePointer
-
-    static let shared = HTTP2ClientCallbacks()
-
-    private init() {
-        var created: OpaquePointer?
-        precondition(nghttp2_session_callbacks_new(&created) == 0 && created != nil, "nghttp2 callbacks")
-        pointer = created!
-        nghttp2_session_callbacks_set_on_header_callback(pointer) {
-            _, frame, name, nameLength, value, valueLength, _, user in
-            guard let frame, let name, let value else { return 0 }
-            HTTP2ClientCallbacks.withSession(user) {
-                $0.field(
-                    frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                    value: UnsafeRawBufferPointer(start: value, count: valueLength))
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
-            guard let data else { return 0 }
-            HTTP2ClientCallbacks.withSession(user) {
-                $0.data(stream, UnsafeRawBufferPointer(start: data, count: length))
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
-            guard let frame else { return 0 }
-            let header = frame.pointee.hd
-            HTTP2ClientCallbacks.withSession(user) { session in
-                if header.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
-                    session.goAway(
-                        lastStream: frame.pointee.goaway.last_stream_id, code: frame.pointee.goaway.error_code)
-                } else {
-                    session.frameReceived(header.stream_id, type: header.type, flags: header.flags)
-                }
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, code, user in
-            HTTP2ClientCallbacks.withSession(user) { $0.closed(stream, code: code) }
-            return 0
-        }
-    }
-
-    /// The data provider of every request body: copies the stream's body into nghttp2's frame buffer.
-    static let readBody: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
-        guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let (count, done) = HTTP2ClientCallbacks.withSession(user) { $0.readBody(stream, into: buffer, length: length) }
-        if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return count
-    }
-
-    /// Runs `body` with the session behind the user data pointer. The session outlives every callback (it calls
-    /// nghttp2 and owns it), so it is borrowed without a retain and release per callback.
-    private static func withSession<Result>(
-        _ user: UnsafeMutableRawPointer?, _ body: (HTTP2ClientSession) -> Result
-    ) -> Result {
-        Unmanaged<HTTP2ClientSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
-    }
 }

@@ -1,5 +1,4 @@
 import CNGHTTP2
-package import NIOCore
 import HTTPDNSCore
 
 /// A request as it arrived on one HTTP/2 stream.
@@ -42,7 +41,7 @@ package protocol HTTP2ServerSessionDelegate: AnyObject {
 /// leaves it.
 ///
 /// Confined to the connection's event loop: not `Sendable`, every call on that loop.
-package final class HTTP2ServerSession {
+package final class HTTP2ServerSession: HTTP2Session {
     /// The SETTINGS the server sends and the limits it keeps.
     package struct Settings: Sendable, Hashable {
         /// SETTINGS_MAX_CONCURRENT_STREAMS: streams the client may have open at once.
@@ -80,9 +79,8 @@ package final class HTTP2ServerSession {
         @exclusivity(unchecked) var answer = OutgoingBody()
     }
 
-    private let session: OpaquePointer
     private let settings: Settings
-    fileprivate unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
+    private unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
     /// The open streams (not checked for exclusive access at run time: see ``Stream``).
     @exclusivity(unchecked) private var streams: [Int32: Stream] = [:]
     /// The header block of the answer being submitted (reused).
@@ -92,43 +90,13 @@ package final class HTTP2ServerSession {
     package init(settings: Settings, options: HTTP2SessionOptions, delegate: any HTTP2ServerSessionDelegate) throws {
         self.settings = settings
         self.delegate = delegate
-        var created: OpaquePointer?
-        // The session is created with a placeholder user data pointer and given `self` once initialised.
-        let status = nghttp2_session_server_new2(&created, HTTP2ServerCallbacks.shared.pointer, nil, options.pointer)
-        guard status == 0, let created else { throw HTTP2SessionFailure(code: Int(status)) }
-        session = created
+        try super.init(role: .server(options))
         streams.reserveCapacity(Int(settings.maximumConcurrentStreams))
-        nghttp2_session_set_user_data(session, Unmanaged.passUnretained(self).toOpaque())
-        var entries = [
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-                value: settings.maximumConcurrentStreams),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-                value: UInt32(settings.maximumHeaderListSize)),
-            nghttp2_settings_entry(
-                settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: settings.initialWindowSize),
-        ]
-        let submitted = nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count)
-        // Thrown once every property is set, so deinit still frees the session.
-        guard submitted == 0 else { throw HTTP2SessionFailure(code: Int(submitted)) }
-    }
-
-    deinit {
-        nghttp2_session_del(session)
-    }
-
-    /// Reads `bytes` from the client; the delegate hears of requests as they complete.
-    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on (a flood, a bad preface): send what
-    ///   ``pendingOutput(into:)`` still has (a GOAWAY) and close.
-    package func receive(_ bytes: ByteBuffer) throws {
-        try HTTP2SessionIO.receive(bytes, into: session)
-    }
-
-    /// Appends every frame nghttp2 has ready (SETTINGS, answers, WINDOW_UPDATE, PING ACK, GOAWAY) to `buffer`.
-    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
-    package func pendingOutput(into buffer: inout ByteBuffer) throws {
-        try HTTP2SessionIO.pendingOutput(of: session, into: &buffer)
+        try submitSettings([
+            (NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, settings.maximumConcurrentStreams),
+            (NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, UInt32(settings.maximumHeaderListSize)),
+            (NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, settings.initialWindowSize),
+        ])
     }
 
     /// Whether the session is over: neither side has anything more to say (after a GOAWAY, a fatal error, or
@@ -170,8 +138,7 @@ package final class HTTP2ServerSession {
         if sendsBody {
             state.answer = OutgoingBody(body)
         }
-        var provider = nghttp2_data_provider(
-            source: nghttp2_data_source(ptr: nil), read_callback: HTTP2ServerCallbacks.readAnswer)
+        var provider = Self.bodyProvider
         let session = self.session
         let result = fields.withEntries { entries, count in
             sendsBody
@@ -180,8 +147,7 @@ package final class HTTP2ServerSession {
         }
         if result != 0 {
             state.answer = OutgoingBody()
-            nghttp2_submit_rst_stream(
-                session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_INTERNAL_ERROR.rawValue)
+            reset(stream, code: NGHTTP2_INTERNAL_ERROR)
         }
     }
 
@@ -193,14 +159,14 @@ package final class HTTP2ServerSession {
             NGHTTP2_NO_ERROR.rawValue, nil, 0)
     }
 
-    // MARK: Callbacks (from nghttp2, inside receive or pendingOutput)
+    // MARK: Events (from nghttp2, inside receive or pendingOutput)
 
-    fileprivate func beginRequest(_ stream: Int32) {
-        streams[stream] = Stream()
+    override func beginHeaders(_ stream: Int32, isRequest: Bool) {
+        if isRequest { streams[stream] = Stream() }
     }
 
     /// `false` resets the stream: its header list is over the limit.
-    fileprivate func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+    override func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
         guard let state = streams[stream] else { return true }
         state.headerBytes += name.count + value.count + 32
         guard state.headerBytes <= settings.maximumHeaderListSize else { return false }
@@ -222,7 +188,7 @@ package final class HTTP2ServerSession {
         return true
     }
 
-    fileprivate func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+    override func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
         guard let state = streams[stream], state.receiving, !state.tooLarge else { return }
         guard state.request.body.count + bytes.count <= settings.maximumBodyBytes else {
             state.tooLarge = true
@@ -234,8 +200,10 @@ package final class HTTP2ServerSession {
         state.request.body.append(contentsOf: bytes)
     }
 
-    fileprivate func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
-        guard stream != 0, let state = streams[stream], state.receiving else { return }
+    override func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
+        guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue), stream != 0,
+            let state = streams[stream], state.receiving
+        else { return }
         if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
             state.receiving = false
             state.resetAfterAnswer = false
@@ -248,33 +216,39 @@ package final class HTTP2ServerSession {
         }
     }
 
-    fileprivate func frameSent(_ stream: Int32, flags: UInt8) {
-        guard flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, streams[stream]?.resetAfterAnswer == true else {
-            return
-        }
+    override func frameSent(_ stream: Int32, type: UInt8, flags: UInt8) {
+        if type == UInt8(NGHTTP2_RST_STREAM.rawValue) { return resetSent(stream) }
+        guard type == UInt8(NGHTTP2_HEADERS.rawValue) || type == UInt8(NGHTTP2_DATA.rawValue),
+            flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0, streams[stream]?.resetAfterAnswer == true
+        else { return }
         // The answer is out and the client is still sending a body that is not wanted (RFC 9113 §8.1).
-        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, NGHTTP2_NO_ERROR.rawValue)
+        reset(stream, code: NGHTTP2_NO_ERROR)
     }
 
     /// nghttp2 sent RST_STREAM. A stream it refused before opening it (past SETTINGS_MAX_CONCURRENT_STREAMS, while
     /// the streams it reset itself still wait for their RST_STREAM to go out) is never reported closed: it is
     /// reported here, so that it ends unanswered like the others (a loaded server refused thousands of such streams
     /// uncounted). A stream still known is reported when nghttp2 closes it, right after.
-    fileprivate func resetSent(_ stream: Int32) {
+    private func resetSent(_ stream: Int32) {
         guard stream != 0, streams[stream] == nil else { return }
         delegate.streamClosed(stream: stream, receiving: true)
     }
 
-    fileprivate func readAnswer(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (Int, Bool) {
+    override func readBody(_ stream: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (
+        count: Int, done: Bool
+    ) {
         guard let state = streams[stream] else { return (0, true) }
         return state.answer.read(into: buffer, length: length)
     }
 
-    fileprivate func closed(_ stream: Int32) {
+    override func closed(_ stream: Int32, code: UInt32) {
         guard let state = streams.removeValue(forKey: stream) else { return }
         delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
     }
 
+    override func sessionError(_ message: String) {
+        delegate.sessionError(message)
+    }
 }
 
 /// The nghttp2 options of a server's sessions: the protections, set once per server.
@@ -282,7 +256,7 @@ package final class HTTP2ServerSession {
 /// `@unchecked Sendable`: the option object is written only in `init` and then only read by nghttp2 when a session
 /// is created (it copies the values), from any event loop.
 package final class HTTP2SessionOptions: @unchecked Sendable {
-    fileprivate let pointer: OpaquePointer
+    let pointer: OpaquePointer
 
     /// The options every session of a server shares: the client's header blocks bounded (CONTINUATION frames, the
     /// HPACK table kept for answers), at most 1,000 queued SETTINGS/PING acknowledgements, and at most 1,000 resets
@@ -303,100 +277,5 @@ package final class HTTP2SessionOptions: @unchecked Sendable {
 
     deinit {
         nghttp2_option_del(pointer)
-    }
-}
-
-/// The callbacks every server session shares: C functions that find their session through the user data pointer.
-private struct HTTP2ServerCallbacks: @unchecked Sendable {
-    /// `@unchecked Sendable`: written once while the global initialises, then only read (nghttp2 copies the
-    /// callbacks into each session it creates).
-    let pointer: OpaquePointer
-
-    static let shared = HTTP2ServerCallbacks()
-
-    private init() {
-        var created: OpaquePointer?
-        precondition(nghttp2_session_callbacks_new(&created) == 0 && created != nil, "nghttp2 callbacks")
-        pointer = created!
-        nghttp2_session_callbacks_set_on_begin_headers_callback(pointer) { _, frame, user in
-            guard let frame, frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }
-            HTTP2ServerCallbacks.withSession(user) { $0.beginRequest(frame.pointee.hd.stream_id) }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_header_callback(pointer) {
-            _, frame, name, nameLength, value, valueLength, _, user in
-            guard let frame, let name, let value else { return 0 }
-            let accepted = HTTP2ServerCallbacks.withSession(user) {
-                $0.field(
-                    frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
-                    value: UnsafeRawBufferPointer(start: value, count: valueLength))
-            }
-            // Over the header list limit: the stream is reset (RST_STREAM INTERNAL_ERROR), the connection goes on.
-            return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
-        }
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(pointer) { _, _, stream, data, length, user in
-            guard let data else { return 0 }
-            HTTP2ServerCallbacks.withSession(user) {
-                $0.data(stream, UnsafeRawBufferPointer(start: data, count: length))
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_frame_recv_callback(pointer) { _, frame, user in
-            guard let frame else { return 0 }
-            let header = frame.pointee.hd
-            guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
-                return 0
-            }
-            let isRequestHead =
-                header.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
-            HTTP2ServerCallbacks.withSession(user) {
-                $0.frameReceived(
-                    header.stream_id, type: header.type, flags: header.flags, isRequestHead: isRequestHead)
-            }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_frame_send_callback(pointer) { _, frame, user in
-            guard let frame else { return 0 }
-            let header = frame.pointee.hd
-            if header.type == UInt8(NGHTTP2_RST_STREAM.rawValue) {
-                HTTP2ServerCallbacks.withSession(user) { $0.resetSent(header.stream_id) }
-                return 0
-            }
-            guard header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue) else {
-                return 0
-            }
-            HTTP2ServerCallbacks.withSession(user) { $0.frameSent(header.stream_id, flags: header.flags) }
-            return 0
-        }
-        nghttp2_session_callbacks_set_on_stream_close_callback(pointer) { _, stream, _, user in
-            HTTP2ServerCallbacks.withSession(user) { $0.closed(stream) }
-            return 0
-        }
-        nghttp2_session_callbacks_set_error_callback2(pointer) { _, code, message, length, user in
-            guard let message else { return 0 }
-            let text = message.withMemoryRebound(to: UInt8.self, capacity: length) {
-                String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-            }
-            HTTP2ServerCallbacks.withSession(user) { $0.delegate.sessionError("\(text) (\(code))") }
-            return 0
-        }
-    }
-
-    /// The data provider of every answer body: copies the stream's answer into nghttp2's frame buffer.
-    static let readAnswer: nghttp2_data_source_read_callback = { _, stream, buffer, length, flags, _, user in
-        guard let buffer, let flags else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
-        let (count, done) = HTTP2ServerCallbacks.withSession(user) {
-            $0.readAnswer(stream, into: buffer, length: length)
-        }
-        if done { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return count
-    }
-
-    /// Runs `body` with the session behind the user data pointer. The session outlives every callback (it calls
-    /// nghttp2 and owns it), so it is borrowed without a retain and release per callback.
-    private static func withSession<Result>(
-        _ user: UnsafeMutableRawPointer?, _ body: (HTTP2ServerSession) -> Result
-    ) -> Result {
-        Unmanaged<HTTP2ServerSession>.fromOpaque(user!)._withUnsafeGuaranteedRef(body)
     }
 }

@@ -1,5 +1,4 @@
 import CNGHTTP2
-import NIOCore
 import HTTPDNSCore
 
 /// The failure of a whole nghttp2 session (client or server): the connection is to be closed.
@@ -8,31 +7,6 @@ package struct HTTP2SessionFailure: Error, CustomStringConvertible {
     package var code: Int
     /// nghttp2's text for it.
     package var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
-}
-
-/// The byte moves both sessions make: decrypted bytes into an `nghttp2_session`, its frames out into a buffer.
-enum HTTP2SessionIO {
-    /// Hands `bytes` to `session`, whose callbacks run meanwhile.
-    /// - Throws: ``HTTP2SessionFailure`` when the session cannot go on.
-    static func receive(_ bytes: ByteBuffer, into session: OpaquePointer) throws {
-        let read = bytes.withUnsafeReadableBytes { raw -> Int in
-            guard let base = raw.baseAddress else { return 0 }
-            return nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), raw.count)
-        }
-        if read < 0 { throw HTTP2SessionFailure(code: read) }
-    }
-
-    /// Appends every frame `session` has ready to `buffer`.
-    /// - Throws: ``HTTP2SessionFailure`` when the session failed.
-    static func pendingOutput(of session: OpaquePointer, into buffer: inout ByteBuffer) throws {
-        while true {
-            var chunk: UnsafePointer<UInt8>?
-            let count = nghttp2_session_mem_send(session, &chunk)
-            if count < 0 { throw HTTP2SessionFailure(code: count) }
-            guard count > 0, let chunk else { return }
-            buffer.writeBytes(UnsafeRawBufferPointer(start: chunk, count: count))
-        }
-    }
 }
 
 extension UnsafeRawBufferPointer {
