@@ -165,7 +165,8 @@ private struct HTTP2Callbacks: @unchecked Sendable {
                         header.stream_id, type: header.type, flags: header.flags,
                         isRequestHead: frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST)
                 default:
-                    session.frameReceived(header.stream_id, type: header.type, flags: header.flags, isRequestHead: false)
+                    session.frameReceived(
+                        header.stream_id, type: header.type, flags: header.flags, isRequestHead: false)
                 }
             }
             return 0
