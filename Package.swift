@@ -51,8 +51,8 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
-        // Names, addresses, errors, answers and DNS messages, and how settings keys are declared and read. The
-        // vocabulary every other module speaks; no network code.
+        // Names, addresses, errors, answers, DNS messages (built, walked and read in Wire/, ECS included), and how
+        // settings keys are declared and read. The vocabulary every other module speaks; no network code.
         .target(
             name: "HTTPDNSCore",
             dependencies: [
@@ -61,7 +61,7 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // Classic DNS: CAresResolver, c-ares on an epoll thread, and DNS wire messages.
+        // Classic DNS: CAresResolver, c-ares on an epoll thread (its answers read by HTTPDNSCore's DNS wire code).
         .target(
             name: "HTTPDNSCAres",
             dependencies: [
@@ -89,7 +89,6 @@ let package = Package(
             name: "HTTPDNSClients",
             dependencies: [
                 "HTTPDNSCore",
-                "HTTPDNSCAres",
                 "HTTPDNSHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -302,9 +302,12 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
                     }
                     // Parsed here, while c-ares still owns the buffer, so the answer is never copied.
                     let message = UnsafeBufferPointer(start: answer, count: Int(length))
-                    switch DNSAnswerParser.parse(message, type: query.type, source: .cares) {
-                    case .success(let addresses): query.complete(.addresses(addresses))
-                    case .failure(let status): query.complete(.failure(status.code))
+                    let addresses = DNSAnswerWalk.addresses(
+                        in: message, type: query.type, source: .cares, limit: DNSWireMessage.maximumAddresses)
+                    switch addresses {
+                    case nil: query.complete(.failure(ARES_EBADRESP))
+                    case let addresses? where addresses.isEmpty: query.complete(.failure(ARES_ENODATA))
+                    case let addresses?: query.complete(.addresses(addresses))
                     }
                 }, argument)
         }

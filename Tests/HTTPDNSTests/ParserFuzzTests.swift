@@ -43,7 +43,7 @@ struct ParserFuzzTests {
 
     static func check(_ addresses: [ResolvedAddress], family: AddressFamily) {
         #expect(!addresses.isEmpty)
-        #expect(addresses.count <= DNSAnswerParser.maximumAddresses)
+        #expect(addresses.count <= DNSWireMessage.maximumAddresses)
         #expect(addresses.allSatisfy { family == .any || $0.ip.family == family })
         #expect(addresses.allSatisfy { $0.ttl <= ResolvedAddress.maximumTTL })
     }

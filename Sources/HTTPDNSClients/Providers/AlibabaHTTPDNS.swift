@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The Alibaba Cloud-style HTTPDNS API, version 1.
 ///
@@ -95,7 +94,7 @@ package enum AlibabaHTTPDNS {
         var addresses: [ResolvedAddress] = []
         let lists: [(AddressFamily, [String])] = [(.ipv4, answer.ips ?? []), (.ipv6, answer.ipsv6 ?? [])]
         for (listFamily, list) in lists where family == .any || family == listFamily {
-            for text in list.prefix(DNSAnswerParser.maximumAddresses) {
+            for text in list.prefix(DNSWireMessage.maximumAddresses) {
                 guard let ip = IPAddress(text), ip.family == listFamily else {
                     throw fail(.badResponse, "the HTTPDNS answer lists \(HostName.printable(text)) as \(listFamily)")
                 }

@@ -1,6 +1,5 @@
 import Foundation
 package import HTTPDNSCore
-package import HTTPDNSCAres
 
 /// The JSON DNS API (`application/dns-json`) as Google and Cloudflare serve it.
 ///
@@ -97,7 +96,7 @@ package enum DoHJSONAnswer {
                 throw fail(.badResponse, "an address record of the JSON DNS answer is malformed")
             }
             addresses.append(ResolvedAddress(ip: ip, ttl: min(ttl, ttlCap), source: source))
-            if addresses.count == DNSAnswerParser.maximumAddresses { break }
+            if addresses.count == DNSWireMessage.maximumAddresses { break }
         }
         guard !addresses.isEmpty else {
             throw fail(.noData, "the JSON DNS answer has no \(type == .a ? "A" : "AAAA") record for the name")

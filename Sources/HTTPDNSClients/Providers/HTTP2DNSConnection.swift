@@ -5,7 +5,6 @@ package import NIOSSL
 import NIOTLS
 package import Synchronization
 package import HTTPDNSCore
-import HTTPDNSCAres
 package import HTTPDNSHTTP2
 
 /// One TLS connection with HTTP/2 to an HTTP DNS server, built for many small exchanges at once.

@@ -5,7 +5,6 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 import HTTPDNSCore
-import HTTPDNSCAres
 package import HTTPDNSHTTP2
 
 /// The connection's stream table: hands requests to the connection's `HTTP2ClientSession` and the bytes the TLS

@@ -1,6 +1,5 @@
 import Foundation
 public import HTTPDNSCore
-import HTTPDNSCAres
 
 /// An HTTP DNS server: its base URL and the fixed IP addresses it is reached through.
 ///

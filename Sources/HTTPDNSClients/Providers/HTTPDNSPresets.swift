@@ -1,6 +1,5 @@
 import Foundation
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// Named HTTP DNS services from a presets file (`Config/providers.json`), used only when a user selects one.
 ///

@@ -1,5 +1,4 @@
 public import HTTPDNSCore
-import HTTPDNSCAres
 
 extension HTTPDNSResolver {
     /// Resolves many names at once, each as ``resolve(_:family:)`` would: for pre-resolution, warming a cache, or

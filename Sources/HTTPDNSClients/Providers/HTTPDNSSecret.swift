@@ -1,5 +1,4 @@
 import HTTPDNSCore
-import HTTPDNSCAres
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

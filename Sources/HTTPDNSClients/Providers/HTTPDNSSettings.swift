@@ -1,6 +1,5 @@
 package import Configuration
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The `httpdns.*` keys: the HTTP DNS providers in order, their endpoints and APIs, and the time limits and
 /// trust roots of their exchanges.

@@ -6,7 +6,6 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
 ///

@@ -2,7 +2,6 @@ package import Crypto
 import Foundation
 import _CryptoExtras
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The Tencent Cloud DNSPod-style HTTPDNS API.
 ///
@@ -88,7 +87,7 @@ package enum TencentHTTPDNS {
         }
         let ttl = UInt32(min(rawTTL, UInt64(ResolvedAddress.maximumTTL)))
         var addresses: [ResolvedAddress] = []
-        for text in part[..<comma].split(separator: ";").prefix(DNSAnswerParser.maximumAddresses) {
+        for text in part[..<comma].split(separator: ";").prefix(DNSWireMessage.maximumAddresses) {
             if text == "0" { continue }
             guard let ip = IPAddress(text), ip.family == family else { throw malformed() }
             addresses.append(ResolvedAddress(ip: ip, ttl: ttl, source: source))

@@ -1,6 +1,5 @@
 package import NIOCore
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// Admits requests to one pinned client no faster than its connections can take them, and queues the rest in
 /// arrival order until their own deadline.

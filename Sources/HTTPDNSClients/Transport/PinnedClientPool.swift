@@ -5,7 +5,6 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 /// The AsyncHTTPClient clients of the package, each pinned to one address, in one bounded least-recently-used set:
 /// HTTP DNS over HTTP/1.1 and the exchange engine of both application fronts take their clients from here.

@@ -6,7 +6,6 @@ import NIOPosix
 package import NIOSSL
 import Synchronization
 package import HTTPDNSCore
-import HTTPDNSCAres
 
 extension TLSConfiguration {
     /// A client configuration that verifies certificates fully, with the CA certificates in the PEM files at

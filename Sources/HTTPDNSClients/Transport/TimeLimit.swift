@@ -6,7 +6,6 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// Runs `operation`, throwing `error` if it takes longer than `limit` (the operation is cancelled then). Shared by
 /// the package's HTTP clients, whose peers can stall mid-body, and by the URL protocol's resolution step.

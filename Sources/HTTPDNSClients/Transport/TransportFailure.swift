@@ -4,7 +4,6 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import HTTPDNSCore
-import HTTPDNSCAres
 
 /// What went wrong in an HTTP exchange, told apart by the error's type, and whether the request may go to another
 /// address. The one classification of AsyncHTTPClient, NIO and NIOSSL errors in the package: HTTP DNS maps it to

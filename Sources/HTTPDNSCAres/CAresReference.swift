@@ -5,47 +5,40 @@ package import HTTPDNSCore
     import Glibc
 #endif
 
-/// The DNS record types this package asks for.
-package enum DNSRecordType: Int32, Sendable {
-    case a = 1
-    case aaaa = 28
-
-    /// The family of the addresses this type carries.
-    package var family: AddressFamily { self == .a ? .ipv4 : .ipv6 }
-}
-
-/// Extracts addresses and TTLs from a DNS answer message by c-ares's rules.
-///
-/// The c-ares parsers follow CNAME chains and give each address the smallest TTL along its chain.
-package enum DNSAnswerParser {
-    /// At most this many addresses are taken from one answer.
-    package static let maximumAddresses = 256
-
+/// c-ares's own builder and parsers of DNS messages: the reference that ``DNSWireMessage/query(for:type:)`` and
+/// ``DNSAnswerWalk`` are held to, byte for byte, by the tests and the fuzz target `answer-walk`. Nothing else uses
+/// them; every answer is read by the Swift walk.
+package enum CAresReference {
     /// A c-ares status that is not `ARES_SUCCESS`.
-    package struct Status: Error {
+    package struct Status: Error, Equatable {
+        /// The `ARES_E…` code.
         package var code: Int32
+
+        /// `ARES_ENODATA`: a well-formed answer without a record of the type asked for.
+        package var isNoData: Bool { code == ARES_ENODATA }
     }
 
-    /// Parses the `A` or `AAAA` records of `message`; `ARES_ENODATA` when there are none. Well-formed messages with
-    /// plain names are read by ``DNSAnswerWalk`` without allocating; c-ares reads the rest.
-    static func parse(
-        _ message: UnsafeBufferPointer<UInt8>,
-        type: DNSRecordType,
-        source: ResolutionSource
-    ) -> Result<[ResolvedAddress], Status> {
-        if let addresses = DNSAnswerWalk.addresses(in: message, type: type, source: source, limit: maximumAddresses) {
-            return addresses.isEmpty ? .failure(Status(code: ARES_ENODATA)) : .success(addresses)
+    /// The query `ares_create_query` makes for `name` and `type`, with ID 0.
+    /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
+    package static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
+        var buffer: UnsafeMutablePointer<UInt8>?
+        var length: Int32 = 0
+        let status = ares_create_query(name.name, DNSWireMessage.classIN, type.rawValue, 0, 1, &buffer, &length, 0)
+        guard status == ARES_SUCCESS, let buffer else {
+            throw DNSError(aresStatus: status, host: name.name, servers: [])
         }
-        return parseWithCAres(message, type: type, source: source)
+        defer { ares_free_string(buffer) }
+        return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))
     }
 
-    /// ``parse(_:type:source:)`` by c-ares alone: the reference the Swift walk is tested against, and the reader of
-    /// every message the walk leaves to it.
-    package static func parseWithCAres(
-        _ message: UnsafeBufferPointer<UInt8>,
+    /// The `A` or `AAAA` records of `message` as `ares_parse_a_reply` / `ares_parse_aaaa_reply` read them (at most
+    /// ``DNSWireMessage/maximumAddresses``); `ARES_ENODATA` when there are none.
+    package static func addresses(
+        in message: UnsafeBufferPointer<UInt8>,
         type: DNSRecordType,
         source: ResolutionSource
     ) -> Result<[ResolvedAddress], Status> {
+        let maximumAddresses = DNSWireMessage.maximumAddresses
         guard message.count <= Int(Int32.max) else { return .failure(Status(code: ARES_EBADRESP)) }
         var result: [ResolvedAddress] = []
         var status: Int32 = ARES_SUCCESS

@@ -1,16 +1,17 @@
-import CAres
-package import HTTPDNSCore
-
-/// RFC 1035 messages for DNS-over-HTTPS, built and parsed by c-ares's rules.
+/// RFC 1035 queries and answers for A and AAAA, built and read in Swift by c-ares's rules: the one reader of DNS
+/// answers for the DoH clients, the ECS queries and c-ares's own answers.
 ///
 /// Queries are the bytes `ares_create_query` makes, with message ID 0 (RFC 8484 §4.1, so answers cache well in
 /// HTTP). Answers are checked here for what c-ares's parsers ignore: the header flags, the RCODE and the question;
-/// the records are then read by ``DNSAnswerParser`` (as `ares_parse_a_reply` / `ares_parse_aaaa_reply` read them).
+/// the records are then read by ``DNSAnswerWalk`` (as `ares_parse_a_reply` / `ares_parse_aaaa_reply` read them;
+/// the c-ares module keeps those parsers as the reference the tests hold the walk to).
 package enum DNSWireMessage {
     /// The length of a DNS header.
     package static let headerLength = 12
     /// The Internet class, `IN`.
     package static let classIN: Int32 = 1
+    /// At most this many addresses are taken from one answer (of any API: the JSON and vendor answers too).
+    package static let maximumAddresses = 256
 
     /// Builds a recursive query for `name` with the given record type and ID 0: the bytes c-ares's
     /// `ares_create_query` makes, written in one array (a `HostName` is already a valid sequence of labels).
@@ -36,19 +37,6 @@ package enum DNSWireMessage {
         return query
     }
 
-    /// ``query(for:type:)`` as c-ares builds it: the reference the Swift encoder is tested against.
-    /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
-    package static func queryWithCAres(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
-        var buffer: UnsafeMutablePointer<UInt8>?
-        var length: Int32 = 0
-        let status = ares_create_query(name.name, classIN, type.rawValue, 0, 1, &buffer, &length, 0)
-        guard status == ARES_SUCCESS, let buffer else {
-            throw DNSError(aresStatus: status, host: name.name, servers: [])
-        }
-        defer { ares_free_string(buffer) }
-        return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))
-    }
-
     /// Checks an answer to the query ``query(for:type:)`` built and extracts its addresses.
     ///
     /// - Returns: The addresses with TTLs (the smallest TTL along a CNAME chain).
@@ -67,12 +55,18 @@ package enum DNSWireMessage {
         let result = message.withUnsafeBufferPointer { bytes in
             Result { () throws(DNSError) -> [ResolvedAddress] in
                 try check(bytes, name: name, type: type, query: query)
-                switch DNSAnswerParser.parse(bytes, type: type, source: source) {
-                case .success(let addresses):
-                    return addresses
-                case .failure(let status):
-                    throw DNSError(aresStatus: status.code, host: name.name, servers: [])
+                guard
+                    let addresses = DNSAnswerWalk.addresses(
+                        in: bytes, type: type, source: source, limit: maximumAddresses)
+                else {
+                    throw DNSError(code: .badResponse, message: "DNS response is malformed", host: name.name)
                 }
+                guard !addresses.isEmpty else {
+                    throw DNSError(
+                        code: .noData, message: "DNS response has no \(type == .a ? "A" : "AAAA") record",
+                        host: name.name)
+                }
+                return addresses
             }
         }
         return try result.get()
@@ -138,32 +132,21 @@ package enum DNSWireMessage {
         return (nameEnd..<end).allSatisfy { bytes[$0] == query[$0] }
     }
 
-    /// Reads the question with `ares_expand_name` and compares name (case-insensitively), type and class.
+    /// Reads the question's name and compares it (ASCII case aside; no other folding), its type and its class with what was asked.
     private static func checkQuestion(
         _ bytes: UnsafeBufferPointer<UInt8>,
         name: HostName,
         type: DNSRecordType
     ) throws(DNSError) {
-        guard let base = bytes.baseAddress else {
-            throw DNSError(code: .badResponse, message: "empty", host: name.name)
-        }
-        var expanded: UnsafeMutablePointer<CChar>?
-        var encodedLength = 0
-        let status = ares_expand_name(base + headerLength, base, Int32(bytes.count), &expanded, &encodedLength)
-        guard status == ARES_SUCCESS, let expanded else {
+        guard let (asked, end) = DNSMessageWalk.name(in: bytes, at: headerLength) else {
             throw DNSError(code: .badResponse, message: "DNS response has a malformed question", host: name.name)
         }
-        let asked = String(cString: expanded)
-        ares_free_string(expanded)
-        let end = headerLength + encodedLength
         guard end + 4 <= bytes.count else {
             throw DNSError(code: .badResponse, message: "DNS response question is truncated", host: name.name)
         }
         let questionType = Int32(bytes[end]) << 8 | Int32(bytes[end + 1])
         let questionClass = Int32(bytes[end + 2]) << 8 | Int32(bytes[end + 3])
-        var normalised = asked.lowercased()
-        if normalised.hasSuffix(".") { normalised.removeLast() }
-        guard normalised == name.name, questionType == type.rawValue, questionClass == classIN else {
+        guard asked == name.name, questionType == type.rawValue, questionClass == classIN else {
             throw DNSError(
                 code: .questionMismatch,
                 message:

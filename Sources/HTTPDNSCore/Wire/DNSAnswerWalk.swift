@@ -1,7 +1,5 @@
-package import HTTPDNSCore
-
-/// The A and AAAA records of a DNS answer, read in Swift without allocating beyond the result: the common case of
-/// ``DNSAnswerParser``.
+/// The A and AAAA records of a DNS answer, read in Swift without allocating beyond the result: how
+/// ``DNSWireMessage`` and the c-ares module read every answer.
 ///
 /// It gives exactly what c-ares 1.18's `ares_parse_a_reply` / `ares_parse_aaaa_reply` give, by the same rules:
 /// - one question, whose name starts the chain;
@@ -9,14 +7,17 @@ package import HTTPDNSCore
 ///   is the current name (ASCII case aside) adds its address; any `IN` CNAME makes its target the current name;
 /// - each address's TTL is at most the smallest CNAME TTL, and TTLs of 2^31 s or more read as 0.
 ///
-/// It decides only messages whose names are made of letters, digits, `-` and `_`, with at most 50 compression
-/// pointers in a name and every length in bounds. For anything else (escaped characters, a malformed or truncated
-/// message, a loop) it answers `nil` and c-ares decides, so errors and unusual names keep c-ares's treatment.
+/// Like c-ares, it refuses the whole answer (`nil`, which c-ares calls `ARES_EBADRESP`) when a CNAME's target is not
+/// a host name (a character other than letters, digits, `-`, `_` and `/`; owner names may hold any byte and
+/// are compared byte for byte, ASCII case aside), when a name takes more than
+/// ``DNSMessageWalk/maximumPointers`` compression pointers, or when anything runs past the end. The tests and the
+/// fuzz target `answer-walk` hold it to c-ares's own parsers, byte for byte, both ways.
 package enum DNSAnswerWalk {
-    /// The longest run of compression pointers c-ares follows in one name.
-    private static let maximumPointers = 50
+    /// The longest run of compression pointers followed in one name.
+    private static let maximumPointers = DNSMessageWalk.maximumPointers
 
-    /// The addresses of `type` in `message`, at most `limit`; `nil` when c-ares must decide.
+    /// The addresses of `type` in `message`, at most `limit`: empty when it has none (`ARES_ENODATA`), `nil` when
+    /// the message is malformed or names something other than a host (`ARES_EBADRESP`).
     package static func addresses(
         in message: UnsafeBufferPointer<UInt8>, type: DNSRecordType, source: ResolutionSource, limit: Int
     ) -> [ResolvedAddress]? {
@@ -53,7 +54,7 @@ package enum DNSAnswerWalk {
                     }
                 } else if recordType == 5 {
                     // c-ares follows every IN CNAME, whatever its owner, and reads its target from the message.
-                    guard nameEnd(message, from: data) != nil else { return nil }
+                    guard nameEnd(message, from: data, hostName: true) != nil else { return nil }
                     current = data
                     smallestCNAMETTL = min(smallestCNAMETTL, ttl)
                 }
@@ -77,8 +78,10 @@ package enum DNSAnswerWalk {
     }
 
     /// Where the encoded name at `start` ends in the record that holds it (after its last label or its first
-    /// pointer); `nil` unless every label is made of letters, digits, `-` and `_` and everything is in bounds.
-    private static func nameEnd(_ message: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+    /// pointer); `nil` when anything is out of bounds or, for a `hostName`, a label holds another character than
+    /// ``isHostNameCharacter(_:)`` allows.
+    private static func nameEnd(_ message: UnsafeBufferPointer<UInt8>, from start: Int, hostName: Bool = false) -> Int?
+    {
         var position = start
         var end: Int?
         var pointers = 0
@@ -97,7 +100,11 @@ package enum DNSAnswerWalk {
             case 0:
                 // c-ares wants the byte after the label inside the message too.
                 guard position + length + 1 < message.count else { return nil }
-                for index in position + 1...position + length where !isPlain(message[index]) { return nil }
+                if hostName {
+                    for index in position + 1...position + length where !isHostNameCharacter(message[index]) {
+                        return nil
+                    }
+                }
                 position += length + 1
             default:
                 return nil
@@ -139,10 +146,12 @@ package enum DNSAnswerWalk {
         return position
     }
 
-    private static func isPlain(_ byte: UInt8) -> Bool {
+    /// Whether c-ares takes `byte` in a host name (a CNAME's target): letters, digits, `-`, `_` and `/` (a dot inside a
+    /// label, which c-ares would escape with a backslash, is refused; so is `*`). Found by holding the walk to c-ares.
+    private static func isHostNameCharacter(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "/"):
             true
         default: false
         }
