@@ -83,12 +83,28 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // HTTP DNS clients: DoH (RFC 8484 and JSON) and vendor APIs, their HTTP/2 connection (on HTTPDNSHTTP2), and
-        // the pinned AsyncHTTPClient pool the fronts share.
+        // What every AsyncHTTPClient user of the package shares: the pool of clients pinned to an IP (with their
+        // verified TLS), the one classification of transport errors, the per-client admission gate and the
+        // exchange deadline. The DoH client and both fronts depend on it by name.
+        .target(
+            name: "HTTPDNSPinnedClients",
+            dependencies: [
+                "HTTPDNSCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // HTTP DNS clients: DoH (RFC 8484 and JSON) and vendor APIs, and their HTTP/2 connection (on HTTPDNSHTTP2).
         .target(
             name: "HTTPDNSClients",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSPinnedClients",
                 "HTTPDNSHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -112,6 +128,7 @@ let package = Package(
                 "HTTPDNSCore",
                 "HTTPDNSCAres",
                 "HTTPDNSClients",
+                "HTTPDNSPinnedClients",
                 "CNetlink",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -131,6 +148,7 @@ let package = Package(
             name: "HTTPDNSURLProtocol",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSPinnedClients",
                 "CSessionQueue",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -257,6 +275,7 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSTests",
             dependencies: [
+                "HTTPDNSPinnedClients",
                 "HTTPDNS",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -272,6 +291,7 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSURLProtocolTests",
             dependencies: [
+                "HTTPDNSPinnedClients",
                 "HTTPDNSURLProtocol",
                 "HTTPDNS",
                 "TestSupport",

@@ -3,6 +3,7 @@ import NIOPosix
 import HTTPDNS
 import Testing
 import TestSupport
+import HTTPDNSPinnedClients
 
 /// The admission queue in front of each pinned client, on a real event loop.
 @Suite("Connection gate")

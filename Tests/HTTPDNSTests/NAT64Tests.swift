@@ -6,6 +6,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// NAT64 prefixes (RFC 6052), their discovery (RFC 7050) and the answers a host without an IPv4 route gets. The
 /// IPv6-only lab (`NAT64LabTests`) runs the same through tayga, unbound's dns64 module and both fronts.

@@ -7,6 +7,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// Network changes for real: the watcher (rtnetlink on its own thread) watches a network namespace the test makes,
 /// and the test adds and removes addresses and default routes there with `ip`.

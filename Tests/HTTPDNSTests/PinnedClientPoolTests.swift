@@ -8,6 +8,7 @@ import TestSupport
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// The one pool of pinned AsyncHTTPClient clients: keys, per-profile limits, users coming and going, shutdown.
 @Suite("Pinned client pool")

@@ -6,6 +6,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// HTTP DNS has one budget across its endpoints and bootstrap addresses, after which the next source is asked.
 @Suite("HTTP DNS time budget")

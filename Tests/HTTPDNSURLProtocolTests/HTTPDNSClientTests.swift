@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOSSL
 import Testing
 import TestSupport
+import HTTPDNSPinnedClients
 
 /// The AsyncHTTPClient front end to end: HTTPDNSClient → engine → pinned transport → local servers on 127.0.0.x.
 @Suite("AsyncHTTPClient front", .serialized)

@@ -7,6 +7,7 @@ import HTTPDNSURLProtocol
 import Synchronization
 import Testing
 import TestSupport
+import HTTPDNSPinnedClients
 
 /// A resolver with run-time overrides (and optionally a c-ares upstream), an interceptor installed into a session
 /// of its own, and the traces of every request.

@@ -7,6 +7,7 @@ import HTTPDNS
 import Synchronization
 import Testing
 import TestSupport
+import HTTPDNSPinnedClients
 
 /// The URL protocol end to end: URLSession → protocol → pinned transport → local servers on 127.0.0.x.
 @Suite("URL protocol", .serialized)

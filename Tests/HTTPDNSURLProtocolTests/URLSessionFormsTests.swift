@@ -7,6 +7,7 @@ import HTTPDNSURLProtocol
 import Synchronization
 import Testing
 import TestSupport
+import HTTPDNSPinnedClients
 
 /// Every URLSession API form behaves with the library started as without it: each form is run by
 /// `httpdns-url-forms` once in a process that never starts the library and once in one that does (registration is

@@ -2,6 +2,7 @@ import CoreMetrics
 import Logging
 import Synchronization
 import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// Following the host's network: the kernel's address and route changes (``NetworkMonitor``), what the resolver does
 /// about them, and the changes handed to applications.

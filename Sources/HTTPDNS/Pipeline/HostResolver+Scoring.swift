@@ -4,6 +4,7 @@ import Synchronization
 public import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
+import HTTPDNSPinnedClients
 
 /// What callers measured, and the background probes that measure the rest.
 extension HostResolver {

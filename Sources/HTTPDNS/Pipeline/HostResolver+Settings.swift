@@ -4,6 +4,7 @@ import Synchronization
 public import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
+import HTTPDNSPinnedClients
 
 extension HostResolver {
     /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides

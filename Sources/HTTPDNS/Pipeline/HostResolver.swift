@@ -4,6 +4,7 @@ import Synchronization
 public import HTTPDNSCore
 import HTTPDNSCAres
 package import HTTPDNSClients
+package import HTTPDNSPinnedClients
 
 /// The library's main entry point: resolves a host through overrides, the scored IP cache, the HTTP DNS
 /// providers and c-ares, and ranks the addresses by measured connect speed.

@@ -3,6 +3,7 @@ import Foundation
 public import Logging
 import NIOHTTP1
 public import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 /// Resolves names through an HTTP DNS service: DNS-over-HTTPS (RFC 8484 wire format or the JSON API) or a
 /// vendor HTTPDNS API (Alibaba-style, Tencent DNSPod-style).

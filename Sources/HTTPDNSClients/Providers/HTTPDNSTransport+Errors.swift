@@ -1,5 +1,6 @@
 import NIOCore
 package import HTTPDNSCore
+import HTTPDNSPinnedClients
 
 extension HTTPDNSTransport {
     /// Maps an error from the HTTP stack to a ``DNSError``.

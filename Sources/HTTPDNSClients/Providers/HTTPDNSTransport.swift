@@ -6,6 +6,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 package import HTTPDNSCore
+package import HTTPDNSPinnedClients
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
 ///

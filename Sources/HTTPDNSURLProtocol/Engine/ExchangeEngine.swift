@@ -3,6 +3,7 @@ import HTTPDNS
 import Logging
 import NIOCore
 import Tracing
+import HTTPDNSPinnedClients
 
 /// The part of a hop that both fronts share (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for
 /// AsyncHTTPClient): resolve the host to ranked candidates, race connects when the best one has not proven itself,

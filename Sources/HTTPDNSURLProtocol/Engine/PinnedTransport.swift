@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
+import HTTPDNSPinnedClients
 
 /// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient clients from the resolver's ``PinnedClientPool``.
 ///

@@ -7,6 +7,7 @@ import NIOHTTP1
 import NIOSSL
 import NIOTLS
 import Synchronization
+import HTTPDNSPinnedClients
 
 /// The request a connection race was run for, sent on the connection the race won instead of dialling the winner a
 /// second time.

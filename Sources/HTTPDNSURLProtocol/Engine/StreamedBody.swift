@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import HTTPDNS
 import NIOCore
 import Synchronization
+import HTTPDNSPinnedClients
 
 /// A streamed response body as the fronts hand it out: AsyncHTTPClient's body, read in the caller's own task, with
 /// its bytes counted and its end (read to the end, failed, or dropped) reported once through ``BodyEnd``.
