@@ -13,7 +13,7 @@ import sys
 PUBLIC = re.compile(r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:(?:override|final|static|class|nonisolated|convenience|"
                     r"required|mutating|indirect|lazy|weak|unowned)\s+)*(?:public|open)\s")
 IMPORT = re.compile(r"^\s*(?:@[\w.]+\s+)*(?:public|open)\s+import\s")
-RESOLVER_SIDE = ["HTTPDNSCore", "HTTPDNSCAres", "HTTPDNSHTTP2", "HTTPDNSClients", "HTTPDNS"]
+RESOLVER_SIDE = ["HTTPDNSCore", "HTTPDNSCAres", "HTTPDNSHTTP2", "HTTPDNSPinnedClients", "HTTPDNSClients", "HTTPDNS"]
 FRONTS = ["HTTPDNSURLProtocol"]
 # AsyncHTTPClient declares 322: the resolver side and the fronts together stay under a comparable library's surface.
 BOUND = 300

@@ -19,7 +19,7 @@ package struct SearchPolicy: Sendable, Hashable {
     package var ndots: Int
 
     /// The most search domains kept.
-    package static let maximumDomains = 6
+    static let maximumDomains = 6
 
     /// No search: every name is asked exactly as given.
     package static let none = SearchPolicy(domains: [HostName](), ndots: 1)

@@ -45,7 +45,7 @@ package final class HTTP2ServerSession: HTTP2Session {
     /// The SETTINGS the server sends and the limits it keeps.
     package struct Settings: Sendable, Hashable {
         /// SETTINGS_MAX_CONCURRENT_STREAMS: streams the client may have open at once.
-        package var maximumConcurrentStreams: UInt32 = 100
+        var maximumConcurrentStreams: UInt32 = 100
         /// SETTINGS_MAX_HEADER_LIST_SIZE: a request's header fields (RFC 9113 size: name, value and 32 each); a
         /// larger one has its stream reset.
         package var maximumHeaderListSize: Int = 16_384

@@ -2,7 +2,7 @@ import CNGHTTP2
 import HTTPDNSCore
 
 /// The failure of a whole nghttp2 session (client or server): the connection is to be closed.
-package struct HTTP2SessionFailure: Error, CustomStringConvertible {
+struct HTTP2SessionFailure: Error, CustomStringConvertible {
     /// nghttp2's error code.
     package var code: Int
     /// nghttp2's text for it.
@@ -22,7 +22,7 @@ extension UnsafeRawBufferPointer {
 }
 
 /// A body on its way out through nghttp2's data provider, read in frame-sized pieces.
-package struct OutgoingBody {
+struct OutgoingBody {
     private var bytes: [UInt8]
     private var offset = 0
 

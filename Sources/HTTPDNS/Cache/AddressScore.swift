@@ -13,15 +13,15 @@ import HTTPDNSClients
 /// ``maximumFailureBackoff``) has passed or it answers again.
 package struct ScoringPolicy: Sendable, Hashable {
     /// The latency assumed for an address that has not been measured yet, in milliseconds.
-    package var unmeasuredMilliseconds: Double
+    var unmeasuredMilliseconds: Double
     /// The weight of a new latency sample in the moving average (0 < weight ≤ 1).
-    package var smoothing: Double
+    var smoothing: Double
     /// The penalty one failed connect adds, in milliseconds.
     package var failurePenaltyMilliseconds: Double
     /// The time in which a penalty halves, so that a recovered address comes back.
     package var penaltyHalfLife: Duration
     /// The largest penalty an address can carry, in milliseconds.
-    package var maximumPenaltyMilliseconds: Double
+    var maximumPenaltyMilliseconds: Double
     /// How long an address backs off after its first failure in a row; each further failure doubles it.
     package var failureBackoff: Duration
     /// The longest back-off.

@@ -71,7 +71,7 @@ package struct CacheClock: Sendable {
 /// measured 2.7 against 21 ns for `CLOCK_BOOTTIME`) and ticks every few milliseconds, far finer than TTLs in seconds
 /// need. The suspended time (`CLOCK_BOOTTIME` − `CLOCK_MONOTONIC`) is read again once a second of running time has
 /// passed, so a woken process catches up within a second.
-package enum SuspendAwareMonotonic {
+enum SuspendAwareMonotonic {
     /// The suspended time last read, in nanoseconds; it only grows.
     private static let suspended = Atomic<Int64>(0)
     /// The coarse reading when ``suspended`` was last read.

@@ -24,7 +24,7 @@ package struct CacheFile: Codable, Sendable {
     package static let formatName = "swift-httpdns-cache"
     package static let currentVersion = 1
     /// Files larger than this are not read.
-    package static let maximumSize = 64 << 20
+    static let maximumSize = 64 << 20
 
     package struct Host: Codable, Sendable {
         package var name: String
@@ -54,8 +54,8 @@ package struct CacheFile: Codable, Sendable {
     }
 
     /// An array read element by element: an element that does not decode is skipped, not the whole array.
-    package struct Lossy<Element: Decodable>: Decodable {
-        package var elements: [Element] = []
+    struct Lossy<Element: Decodable>: Decodable {
+        var elements: [Element] = []
         package var skipped = 0
 
         private struct Skip: Decodable {
@@ -123,7 +123,7 @@ package struct CacheFile: Codable, Sendable {
 
     /// How much later than ``savedAt`` by the wall clock a file may seem written before it counts as written "in
     /// the future" (clocks of two processes, rounding).
-    package static let futureTolerance = 60.0
+    static let futureTolerance = 60.0
 
     package var format: String
     package var version: Int
@@ -135,7 +135,7 @@ package struct CacheFile: Codable, Sendable {
     package var bootSeconds: Double?
     package var hosts: [Host]
     /// Hosts skipped when reading because they were malformed.
-    package var skippedHosts = 0
+    var skippedHosts = 0
 
     private enum CodingKeys: String, CodingKey {
         case format, version, savedAt, bootID, bootSeconds, hosts
@@ -307,7 +307,7 @@ extension CacheFile {
     }
 
     /// Removes `path.tmp-*` files older than 10 minutes: what a writer killed between create and rename leaves.
-    package static func removeStaleTemporaries(of path: String) {
+    static func removeStaleTemporaries(of path: String) {
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
         let prefix = url.lastPathComponent + ".tmp-"

@@ -42,11 +42,11 @@ public final class HostCache: Sendable {
         package var hotHits: Int = 2
         /// The longest lead before expiry at which a hot answer is refreshed (the lead is a tenth of the TTL,
         /// at most this).
-        package var maximumRefreshLead: Duration = .seconds(30)
+        var maximumRefreshLead: Duration = .seconds(30)
         /// After a failed refresh, the time before another is tried.
         package var refreshRetryInterval: Duration = .seconds(5)
         /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
-        package var refreshClaimDuration: Duration = .seconds(60)
+        var refreshClaimDuration: Duration = .seconds(60)
         /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
         /// in a second, with a burst of as many; past it a refresh is put off (by `refreshRetryInterval`), so a
         /// flood of names cannot turn into a flood of upstream queries.
@@ -275,7 +275,7 @@ public final class HostCache: Sendable {
     }
 
     /// Forgets every cached NXDOMAIN and no-data answer, for example when the upstreams that gave them change.
-    package func removeNegativeAnswers() {
+    func removeNegativeAnswers() {
         change { $0.removeNegativeAnswers() }
     }
 
@@ -288,7 +288,7 @@ public final class HostCache: Sendable {
 
     /// After a move to the network `key` (``HostCacheCore/switchNetwork(to:now:)``): scores kept per network, the
     /// new network's (or none) in place, every answer due for refresh.
-    package func switchNetwork(to key: String) {
+    func switchNetwork(to key: String) {
         let now = clock.now()
         change { $0.switchNetwork(to: key, now: now) }
     }

@@ -29,7 +29,7 @@ extension HostCacheCore {
     /// request on the new network is steered by the old one's measurements, and coming back restores them. Every
     /// answer is due for refresh (served stale meanwhile) and probes run again. Scores of the last
     /// ``rememberedNetworks`` networks are kept. The first network seen only names the scores already held.
-    package mutating func switchNetwork(to key: String, now: CacheInstant) {
+    mutating func switchNetwork(to key: String, now: CacheInstant) {
         guard key != networkKey else { return }
         guard networkKey != nil else {
             // The first network seen: the scores held (loaded from the file, say) are taken to be its own.

@@ -28,7 +28,7 @@ package final class HostNetwork: Sendable {
         /// Prefixes set by hand: used instead of discovery when not empty.
         package var prefixes: [NAT64Prefix] = []
         /// How long a discovery's result (prefixes found, or none) is kept.
-        package var discoveryLifetime: Duration = .seconds(600)
+        var discoveryLifetime: Duration = .seconds(600)
 
         package init(mode: NAT64Mode = .auto, prefixes: [NAT64Prefix] = []) {
             self.mode = mode

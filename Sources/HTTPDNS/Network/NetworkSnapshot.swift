@@ -6,7 +6,7 @@ package import HTTPDNSCore
 /// prefixes of its addresses (loopback and link-local left out), and the addresses themselves.
 package struct NetworkSnapshot: Sendable, Hashable {
     /// `ipv4 via 192.0.2.1 dev eth0`, `ipv6 via fe80::1 dev eth0`, sorted.
-    package var defaultRoutes: [String]
+    var defaultRoutes: [String]
     /// The networks of the host's addresses (`192.0.2.0/24`, `2001:db8:1::/64`), sorted.
     package var prefixes: [String]
     /// The host's addresses.

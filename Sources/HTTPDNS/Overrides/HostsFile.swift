@@ -34,7 +34,7 @@ public struct HostsFile: Sendable {
     /// Lines longer than this many bytes are rejected.
     package static let maximumLineLength = 65_536
     /// Files larger than this many bytes are not read.
-    package static let maximumFileSize = 256 << 20
+    static let maximumFileSize = 256 << 20
 
     /// The file's path as it was given (for diagnostics).
     package var file: String

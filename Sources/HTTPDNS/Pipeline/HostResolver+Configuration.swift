@@ -30,7 +30,7 @@ extension HostResolver {
         /// other trust (a more trusted one replaces it, a less trusted one is dropped), so that an address spoofed
         /// on the local network cannot join an HTTP DNS answer. Defaults to `true` for HTTP DNS (authenticated by
         /// TLS) and `false` for the others (plain DNS anyone on the path can answer).
-        package var isTrusted: Bool
+        var isTrusted: Bool
 
         /// Creates an upstream; `identity` defaults to `name`, `trusted` to whether it is HTTP DNS.
         public init(
@@ -56,14 +56,14 @@ extension HostResolver {
         /// The connect timeout of one probe.
         public var timeout: Duration
         /// The most hosts probed at once; further rounds are skipped until one ends.
-        package var maximumConcurrentHosts: Int
+        var maximumConcurrentHosts: Int
         /// The most addresses of one host probed at once (default 2); the others wait their turn. Each connect
         /// starts after a random delay of up to 20 ms, and an address is never probed twice at once, so probing never
         /// floods a small server's listen backlog.
-        package var maximumConcurrentProbesPerHost: Int
+        var maximumConcurrentProbesPerHost: Int
         /// The most addresses of one answer probed in a round (default 16, best ranked first): an answer with
         /// hundreds of addresses does not turn into hundreds of connects.
-        package var maximumAddressesPerRound: Int
+        var maximumAddressesPerRound: Int
         /// Whether private, loopback, link-local and other non-public addresses are probed (default `true`: an
         /// application probes its own private services on purpose). A server answering the internet turns it off,
         /// so that no answer can make it connect into its own network.

@@ -14,7 +14,7 @@ package struct ConnectionRace: Sendable {
     /// The delay before the next attempt starts when the current one has neither connected nor failed.
     package var attemptDelay: Duration
     /// The shortest delay, used when an address's measured connect time predicts a quick answer.
-    package var minimumAttemptDelay: Duration
+    var minimumAttemptDelay: Duration
     /// How long one connect may take.
     package var connectTimeout: Duration
     /// What connects.

@@ -209,5 +209,5 @@ public struct ResolverSettings: Sendable {
     }
 
     /// The upstream layers in order (httpdns, cares, system), without the local ones.
-    package var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
+    var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
 }

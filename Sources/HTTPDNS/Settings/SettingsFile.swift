@@ -26,7 +26,7 @@ public struct SettingsFile: Sendable {
     package var isUnreadable = false
 
     /// The largest settings file read (1 MiB).
-    package static let maximumFileSize = 1 << 20
+    static let maximumFileSize = 1 << 20
 
     /// The errors among ``diagnostics``.
     package var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }

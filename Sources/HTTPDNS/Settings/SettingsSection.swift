@@ -61,7 +61,7 @@ package enum SettingsOrigin: Sendable {
 extension ResolverSettings {
     /// Top-level keys of the settings file that other modules own; the loader keeps them for those modules
     /// (``SettingsSection``) instead of calling them unknown.
-    package static let sectionsOfOtherModules: Set<String> = ["interception", "serve"]
+    static let sectionsOfOtherModules: Set<String> = ["interception", "serve"]
 
     /// Reads a section another module owns from where these settings came from.
     ///

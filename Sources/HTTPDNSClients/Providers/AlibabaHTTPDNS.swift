@@ -108,7 +108,7 @@ package enum AlibabaHTTPDNS {
 
 extension Sequence where Element == UInt8 {
     /// Lower-case hexadecimal.
-    package var hexString: String {
+    var hexString: String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         for byte in self {

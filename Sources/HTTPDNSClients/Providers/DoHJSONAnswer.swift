@@ -38,7 +38,7 @@ package enum DoHJSONAnswer {
     }
 
     /// The most CNAME links followed before an answer is called malformed.
-    package static let maximumChain = 16
+    static let maximumChain = 16
 
     /// Extracts the addresses of `type` for `name`.
     /// - Throws: ``DNSError``: `badResponse` for malformed JSON or records, `questionMismatch`, an RCODE code,

@@ -8,7 +8,7 @@ import NIOCore
 /// Created by the caller, then touched only on the connection's event loop (by ``HTTP2DNSStreams``): that is the
 /// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, by
 /// ``HTTP2DNSStreams`` when no stream of the batch is open and no more will start.
-package final class HTTP2DNSBatch: @unchecked Sendable {
+final class HTTP2DNSBatch: @unchecked Sendable {
     /// The number of exchanges and how many may be open at once.
     package let count: Int
     package let window: Int

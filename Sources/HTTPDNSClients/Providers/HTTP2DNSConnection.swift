@@ -22,7 +22,7 @@ package import HTTPDNSHTTP2
 /// The connection stops taking new streams (``isUsable`` turns false) after a GOAWAY, a connection error, when its
 /// stream IDs run out, or after many timed-out streams; the transport then opens a new one. It closes itself after
 /// ``HTTPDNSTransport/Configuration/idleConnectionTimeout`` without streams.
-package final class HTTP2DNSConnection: Sendable {
+final class HTTP2DNSConnection: Sendable {
     /// The channel, for closing.
     package let channel: any Channel
     private let streams: NIOLoopBound<HTTP2DNSStreams>
@@ -46,11 +46,11 @@ package final class HTTP2DNSConnection: Sendable {
     }
 
     /// Whether new exchanges may start on this connection.
-    package var isUsable: Bool { health.usable.load(ordering: .relaxed) && channel.isActive }
+    var isUsable: Bool { health.usable.load(ordering: .relaxed) && channel.isActive }
 
     /// The settings sent to the server: no server push, a per-stream window larger than any accepted answer, an
     /// 8 MiB connection window.
-    package static func localSettings(maximumResponseBytes: Int) -> HTTP2ClientSession.Settings {
+    static func localSettings(maximumResponseBytes: Int) -> HTTP2ClientSession.Settings {
         HTTP2ClientSession.Settings(
             initialWindowSize: UInt32(min(maximumResponseBytes + 16_384, Int(Int32.max))), connectionWindow: 8 << 20,
             maximumHeaderListSize: 16_384)
@@ -210,20 +210,20 @@ package final class HTTP2DNSConnection: Sendable {
 }
 
 /// Whether a connection still takes new streams; written on its event loop, read by the transport anywhere.
-package final class HTTP2ConnectionHealth: Sendable {
+final class HTTP2ConnectionHealth: Sendable {
     package let usable = Atomic(true)
 }
 
 /// The server did not select HTTP/2 in the TLS handshake.
-package struct HTTP2NotOffered: Error {
+struct HTTP2NotOffered: Error {
     package var negotiated: String?
 }
 
 /// The connection ended or refused a stream before its answer came. Every HTTP DNS exchange is a query without
 /// side effects, so `retryable` ones may be sent again on a new connection.
-package struct HTTP2ConnectionLost: Error, CustomStringConvertible {
+struct HTTP2ConnectionLost: Error, CustomStringConvertible {
     package var message: String
-    package var retryable: Bool
+    var retryable: Bool
     package var description: String { message }
 }
 
@@ -232,7 +232,7 @@ package struct HTTP2ConnectionLost: Error, CustomStringConvertible {
 /// Created by the caller, then touched only on the connection's event loop (by ``HTTP2DNSStreams``): that is the
 /// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, when the
 /// exchange leaves the handler's table or is refused before entering it.
-package final class HTTP2DNSExchange: @unchecked Sendable {
+final class HTTP2DNSExchange: @unchecked Sendable {
     package let method: String
     package let authority: String
     /// The path in parts: a leading slash when the others lack one, the endpoint's base path and the request's

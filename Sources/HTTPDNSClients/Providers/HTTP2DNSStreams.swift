@@ -10,7 +10,7 @@ package import HTTPDNSHTTP2
 /// The connection's stream table: hands requests to the connection's `HTTP2ClientSession` and the bytes the TLS
 /// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the
 /// channel pipeline after the TLS handler and runs only on the channel's event loop.
-package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
+final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
     package typealias InboundIn = ByteBuffer
     package typealias OutboundOut = ByteBuffer
 
@@ -35,7 +35,7 @@ package final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDe
     private var streamsStarted = 0
     /// Called once: when the server's first SETTINGS frame arrives, or with the error that ended the connection
     /// before it.
-    package var whenReady: ((Result<Void, any Error>) -> Void)?
+    var whenReady: ((Result<Void, any Error>) -> Void)?
 
     package init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, settings: HTTP2ClientSession.Settings) throws {
         self.idleTimeout = idleTimeout

@@ -15,7 +15,7 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
         /// Plain HTTP; only when a URL says `http://` explicitly.
         case http
 
-        package var defaultPort: Int { self == .https ? 443 : 80 }
+        var defaultPort: Int { self == .https ? 443 : 80 }
     }
 
     /// The scheme.

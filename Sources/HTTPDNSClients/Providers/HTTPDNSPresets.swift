@@ -24,7 +24,7 @@ package struct HTTPDNSPreset: Sendable, Hashable {
     }
 
     /// The API names a preset may use.
-    package static let apiNames = ["doh", "doh-json", "alibaba", "tencent"]
+    static let apiNames = ["doh", "doh-json", "alibaba", "tencent"]
 
     /// Reads every preset of a presets file, sorted by name.
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read; ``DNSError/Code/invalidConfiguration``

@@ -63,7 +63,7 @@ package final class HTTPDNSTransport: Sendable {
         package var headers: [(String, String)] = []
         package var body: [UInt8]? = nil
         /// A redacted form of `suffix` for logs and errors, when `suffix` carries something sensitive.
-        package var loggableSuffix: String? = nil
+        var loggableSuffix: String? = nil
     }
 
     /// A response with its whole body.

@@ -72,7 +72,7 @@ package enum DNSMessageWalk {
     }
 
     /// The most compression pointers followed in one name.
-    package static let maximumPointers = 50
+    static let maximumPointers = 50
 
     /// The name at `start` with ASCII letters in lower case, its labels joined by dots (a dot or backslash inside a
     /// label escaped with a backslash, as c-ares writes names; the root is ""), and where it ends in the record that holds it (after its last label

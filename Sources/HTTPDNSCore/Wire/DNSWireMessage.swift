@@ -7,7 +7,7 @@
 /// the c-ares module keeps those parsers as the reference the tests hold the walk to).
 package enum DNSWireMessage {
     /// The length of a DNS header.
-    package static let headerLength = 12
+    static let headerLength = 12
     /// The Internet class, `IN`.
     package static let classIN: Int32 = 1
     /// At most this many addresses are taken from one answer (of any API: the JSON and vendor answers too).

@@ -22,10 +22,10 @@ package struct DNSQueryMessage: Sendable, Hashable {
     /// The class (1 = IN).
     package var questionClass: UInt16
     /// Whether the query carries an EDNS OPT record (RFC 6891): the answer then carries one too.
-    package var usesEDNS: Bool
+    var usesEDNS: Bool
 
     /// The largest DNS message (RFC 1035 over TCP, RFC 8484).
-    package static let maximumLength = 65_535
+    static let maximumLength = 65_535
 
     /// Why a message cannot be read; the service answers HTTP 400 with it.
     package struct Malformed: Error, Hashable {
@@ -99,7 +99,7 @@ package enum DNSAnswerMessage {
 
     /// The UDP payload size the server's OPT record announces (the DNS Flag Day 2020 value, which fits every path
     /// without fragments).
-    package static let udpPayloadSize: UInt16 = 1_232
+    static let udpPayloadSize: UInt16 = 1_232
 
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
     /// at the question's name; an OPT record (version 0) when the query had one, carrying `clientSubnet` (the

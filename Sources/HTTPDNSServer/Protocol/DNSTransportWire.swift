@@ -65,7 +65,7 @@ package enum DNSTransportWire {
     }
 
     /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
-    package static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
+    static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
         DNSMessageWalk.optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
     }
 }

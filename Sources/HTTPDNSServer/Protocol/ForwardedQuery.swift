@@ -14,7 +14,7 @@ package enum ForwardedQuery {
 
     /// `message` without the EDNS options of `codes` in its OPT record; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
-    package static func strippingOptions(
+    static func strippingOptions(
         _ message: [UInt8], questionEnd: Int, codes: Set<UInt16>
     ) throws(Unreadable) -> [UInt8] {
         guard message.count >= 12 else { throw Unreadable() }

@@ -11,7 +11,7 @@ package struct ForwardingMarker: Sendable {
     /// The option code (local use).
     package static let optionCode: UInt16 = 65_284
     /// The most marking forwarders a query may pass.
-    package static let maximumHops = 8
+    static let maximumHops = 8
 
     /// This process's token.
     package let token: [UInt8]

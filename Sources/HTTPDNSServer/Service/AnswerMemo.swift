@@ -39,7 +39,7 @@ package final class AnswerMemo {
     package let capacity: Int
     /// The longest query kept (a query is some 30–100 bytes, 128 or 468 with EDNS padding; a client may send up to
     /// the body limit): with ``capacity`` it bounds a table to a few MiB.
-    package static let maximumQueryBytes = 512
+    static let maximumQueryBytes = 512
     private var entries: [Key: Entry] = [:]
 
     package init(capacity: Int = 4096) {
