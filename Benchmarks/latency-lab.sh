@@ -5,8 +5,12 @@
 # the share of requests on the fastest address after warm-up, failed requests, the first request's latency, and
 # the median latency against the direct client.
 #
-#   sudo Benchmarks/latency-lab.sh [--requests N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]
+#   sudo Benchmarks/latency-lab.sh [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N]
+#                                  [--baseline PATH]
 #
+# The four sides (overrides, DNS, URLSession alone and curl to the fastest address) run --rounds times (default 5),
+# each round in another order, --requests requests each time; the ratios are per round, so the spread says how far
+# one round can be trusted.
 # Then the raced first request alone: `race.test` names the dead address and the 80 ms one (in that order); each of
 # --race-runs runs (default 5) starts with an empty cache, so the request races, and counts the TCP dials per
 # address (SYNs with distinct source ports, seen by the bridge) beside the request's time. --baseline PATH runs
@@ -21,17 +25,19 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 requests=120
 warmup=20
+rounds=5
 hostsctl=""
 race_runs=5
 baseline=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
+        --rounds) rounds="$2"; shift 2 ;;
         --warmup) warmup="$2"; shift 2 ;;
         --hostsctl) hostsctl="$2"; shift 2 ;;
         --race-runs) race_runs="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]" >&2; exit 64 ;;
+        *) echo "usage: $0 [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]" >&2; exit 64 ;;
     esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "the lab makes a network namespace and TUN devices: run it as root" >&2; exit 1; }
@@ -117,17 +123,32 @@ answer="$("$hostsctl" resolve --no-cache --server "127.0.0.1:$dns_port" --family
 case "$answer" in *10.77.0.4*) ;; *) echo "dnsmasq does not answer fast.test: $answer" >&2; exit 1 ;; esac
 
 url="http://fast.test:8080/"
-echo "Overrides run: $requests requests through URLSession.shared and the URL protocol" >&2
-HOSTSCTL_SOURCES_ORDER="overrides,cache" "$hostsctl" fetch --hosts "$work/hosts" --cache-file "$work/cache-overrides.json" \
-    --json --repeat "$requests" "$url" > "$work/overrides.jsonl" || true
-echo "DNS run: the same four addresses from dnsmasq through c-ares" >&2
-HOSTSCTL_SOURCES_ORDER="cache,cares" HOSTSCTL_CARES_SERVERS="127.0.0.1:$dns_port" "$hostsctl" fetch \
-    --cache-file "$work/cache-dns.json" --json --repeat "$requests" "$url" > "$work/dns.jsonl" || true
-echo "Direct: URLSession alone to the fastest address (an IP literal, which the protocol leaves alone)" >&2
-"$hostsctl" fetch --no-cache --json --repeat "$requests" "http://10.77.0.4:8080/" > "$work/plain.jsonl" || true
-echo "Direct: curl to the fastest address, one keep-alive connection" >&2
-urls=(); for _ in $(seq "$requests"); do urls+=(-o /dev/null "http://10.77.0.4:8080/"); done
-curl -s -w '%{time_total}\n' "${urls[@]}" > "$work/direct.txt"
+# Every side runs once per round, in an order that rotates from round to round, so a machine (or the bridge) that
+# speeds up or slows down during the run weighs on all sides alike; each run is a process of its own whose first
+# --warmup requests are left out.
+sides=(overrides dns plain curl)
+for round in $(seq "$rounds"); do
+    for k in 0 1 2 3; do
+        side="${sides[$(((k + round) % 4))]}"
+        case "$side" in
+            overrides)
+                HOSTSCTL_SOURCES_ORDER="overrides,cache" "$hostsctl" fetch --hosts "$work/hosts" \
+                    --cache-file "$work/cache-overrides-$round.json" --json --repeat "$requests" "$url" \
+                    > "$work/overrides-$round.jsonl" || true ;;
+            dns)
+                HOSTSCTL_SOURCES_ORDER="cache,cares" HOSTSCTL_CARES_SERVERS="127.0.0.1:$dns_port" "$hostsctl" fetch \
+                    --cache-file "$work/cache-dns-$round.json" --json --repeat "$requests" "$url" \
+                    > "$work/dns-$round.jsonl" || true ;;
+            plain)  # URLSession alone to the fastest address (an IP literal, which the protocol leaves alone)
+                "$hostsctl" fetch --no-cache --json --repeat "$requests" "http://10.77.0.4:8080/" \
+                    > "$work/plain-$round.jsonl" || true ;;
+            curl)  # one keep-alive connection
+                urls=(); for _ in $(seq "$requests"); do urls+=(-o /dev/null "http://10.77.0.4:8080/"); done
+                curl -s -w '%{time_total}\n' "${urls[@]}" > "$work/curl-$round.txt" ;;
+        esac
+    done
+    echo "round $round of $rounds done" >&2
+done
 
 # The raced first request, probes off so that only the request's own dials reach the bridge.
 printf '10.77.0.1 race.test\n10.77.0.3 race.test\n' > "$work/race-hosts"
@@ -145,33 +166,52 @@ for run in $(seq "$race_runs"); do
     [ -n "$baseline" ] && race baseline "$baseline" "$run"
 done
 
-python3 - "$work" "$warmup" "$race_runs" $labels <<'PY'
+python3 - "$work" "$warmup" "$race_runs" "$rounds" $labels <<'PY'
 import json, statistics, sys
-work, warmup = sys.argv[1], int(sys.argv[2])
-direct = [float(x) * 1000 for x in open(f"{work}/direct.txt") if x.strip()]
-direct_median = statistics.median(direct[1:])  # the first one pays the connect
-plain = [json.loads(l) for l in open(f"{work}/plain.jsonl") if l.startswith("{")]
-plain_median = statistics.median(r["elapsedMs"] for r in plain[warmup:] if "elapsedMs" in r and "error" not in r)
-print(f"direct to 10.77.0.4: curl (keep-alive) median {direct_median:.2f} ms; URLSession alone median {plain_median:.2f} ms")
-print(f"{'run':<10} {'requests':>8} {'failed':>6} {'first ms':>9} {'fastest after warm-up':>22} {'median ms':>10} {'/curl':>6} {'/URLSession':>11}")
+work, warmup, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[4])
+
+
+def reports(name):
+    lines = [json.loads(l) for l in open(f"{work}/{name}.jsonl") if l.startswith("{")]
+    return [r for r in lines if "summary" not in r]
+
+
+def median_ms(rows):
+    good = [r["elapsedMs"] for r in rows[warmup:] if "elapsedMs" in r and "error" not in r]
+    return statistics.median(good) if good else float("nan")
+
+
+print(f"{rounds} rounds, each side a process of its own per round in rotating order; medians after {warmup} warm-up requests")
+print(f"{'round':<6} {'curl ms':>8} {'URLSession ms':>14} {'overrides ms':>13} {'dns ms':>8} {'overrides/URLSession':>21} {'dns/URLSession':>15} {'overrides/curl':>15}")
+ratios = {"overrides": [], "dns": []}
+for round in range(1, rounds + 1):
+    curl = [float(x) * 1000 for x in open(f"{work}/curl-{round}.txt") if x.strip()]
+    curl_median = statistics.median(curl[warmup:] or curl[1:])
+    plain = median_ms(reports(f"plain-{round}"))
+    medians = {run: median_ms(reports(f"{run}-{round}")) for run in ("overrides", "dns")}
+    for run in ratios:
+        ratios[run].append(medians[run] / plain)
+    print(f"{round:<6} {curl_median:>8.2f} {plain:>14.2f} {medians['overrides']:>13.2f} {medians['dns']:>8.2f} "
+          f"{medians['overrides'] / plain:>21.2f} {medians['dns'] / plain:>15.2f} {medians['overrides'] / curl_median:>15.2f}")
+for run, values in ratios.items():
+    print(f"{run} / URLSession alone: median {statistics.median(values):.2f}, rounds {min(values):.2f}-{max(values):.2f}")
+
+print(f"{'run':<10} {'requests':>8} {'failed':>6} {'first ms':>9} {'fastest after warm-up':>22}")
 for run in ("overrides", "dns"):
-    reports = [json.loads(l) for l in open(f"{work}/{run}.jsonl") if l.startswith("{")]
-    reports = [r for r in reports if "summary" not in r]
-    failed = sum(1 for r in reports if "error" in r)
-    first = reports[0].get("elapsedMs", float("nan")) if reports else float("nan")
-    after = reports[warmup:]
+    rows = [r for round in range(1, rounds + 1) for r in reports(f"{run}-{round}")]
+    first_rows = [reports(f"{run}-{round}") for round in range(1, rounds + 1)]
+    failed = sum(1 for r in rows if "error" in r)
+    after = [r for rs in first_rows for r in rs[warmup:]]
     on_fastest = sum(1 for r in after if r.get("ip") == "10.77.0.4")
     share = 100 * on_fastest / len(after) if after else 0
-    good = [r["elapsedMs"] for r in after if "elapsedMs" in r and "error" not in r]
-    median = statistics.median(good) if good else float("nan")
-    errors = [r["error"] for r in reports if "error" in r]
+    first = [rs[0].get("elapsedMs", float("nan")) for rs in first_rows if rs]
+    errors = [r["error"] for r in rows if "error" in r]
     if errors:
         print(f"{run}: first error: {errors[0]}")
-    print(f"{run:<10} {len(reports):>8} {failed:>6} {first:>9.1f} {share:>21.1f}% {median:>10.2f} {median / direct_median:>6.2f} {median / plain_median:>11.2f}")
-    print(f"{'':<10} first request: ip {reports[0].get('ip')}, raced {reports[0].get('hops', [{}])[0].get('raced')}, "
-          f"failed over {len(reports[0].get('hops', [{}])[0].get('failed', []))} times")
+    shown = ", ".join(f"{t:.0f}" for t in first)
+    print(f"{run:<10} {len(rows):>8} {failed:>6} {statistics.median(first):>9.1f} {share:>21.1f}%   first requests: {shown} ms")
 
-runs, labels = int(sys.argv[3]), sys.argv[4:]
+runs, labels = int(sys.argv[3]), sys.argv[5:]
 print(f"raced first request, race.test = 10.77.0.1 (dead), 10.77.0.3 (80 ms); {runs} runs per build, fresh cache each")
 print(f"{'build':<10} {'median ms':>10} {'runs ms':<36} {'dials to .3 per run':>20} {'dials to .1':>12} {'raced':>6}")
 for label in labels:

@@ -9,6 +9,12 @@ import HTTPDNSCore
 /// plain URLSession keeps the requests queued. The gate keeps the client's queue empty instead: a request enters
 /// only when a connection (HTTP/1.1) or a stream (HTTP/2) is free, and waits here for as long as its
 /// `timeoutInterval` allows. A cancelled waiter leaves the queue at once.
+///
+/// Deadlines are kept by one timer per gate, armed for the earliest deadline of those waiting and left running when
+/// that waiter gets in: when it fires, it fails every waiter whose deadline has passed and is armed again for the
+/// earliest left. Requests with the same timeout queue in deadline order, so the timer is scheduled about once per
+/// timeout rather than once per waiter (a timer per waiter, scheduled from the waiter's thread and cancelled from
+/// the leaver's, woke the event loop twice per queued request).
 package final class ConnectionGate: Sendable {
     /// Why a request did not get through the gate.
     package enum Refusal: Error {
@@ -25,7 +31,7 @@ package final class ConnectionGate: Sendable {
     private struct Waiter {
         var id: UInt64
         var continuation: CheckedContinuation<Void, any Error>
-        var timer: Scheduled<Void>?
+        var deadline: NIODeadline
     }
 
     private struct State {
@@ -36,6 +42,9 @@ package final class ConnectionGate: Sendable {
         /// handler can run before the continuation exists).
         var arriving: [UInt64: Bool] = [:]
         var nextID: UInt64 = 0
+        /// The deadline timer and when it fires; `generation` tells a timer being armed from one that was replaced.
+        var sweep: (task: Scheduled<Void>?, firesAt: NIODeadline, generation: UInt64)?
+        var sweepGeneration: UInt64 = 0
     }
 
     private let state: Locked<State>
@@ -89,7 +98,6 @@ package final class ConnectionGate: Sendable {
             // The place passes straight to the waiter: `admitted` stays.
             return next
         }
-        next?.timer?.cancel()
         next?.continuation.resume()
     }
 
@@ -106,7 +114,6 @@ package final class ConnectionGate: Sendable {
             return admitted
         }
         for waiter in admitted {
-            waiter.timer?.cancel()
             waiter.continuation.resume()
         }
     }
@@ -115,7 +122,7 @@ package final class ConnectionGate: Sendable {
         _ id: UInt64, _ continuation: CheckedContinuation<Void, any Error>, deadline: NIODeadline,
         on eventLoop: any EventLoop
     ) {
-        enum Outcome { case queued, admitted, cancelled }
+        enum Outcome { case queued(arm: Claim?), admitted, cancelled }
         let outcome = state.withLock { state -> Outcome in
             if state.arriving.removeValue(forKey: id) == true { return .cancelled }
             // A place may have come free between the first look and now.
@@ -123,23 +130,71 @@ package final class ConnectionGate: Sendable {
                 state.admitted += 1
                 return .admitted
             }
-            state.waiters.append(Waiter(id: id, continuation: continuation, timer: nil))
-            return .queued
+            state.waiters.append(Waiter(id: id, continuation: continuation, deadline: deadline))
+            return .queued(arm: Self.claimSweep(&state, for: deadline))
         }
         switch outcome {
         case .admitted:
             continuation.resume()
         case .cancelled:
             continuation.resume(throwing: Refusal.cancelled)
-        case .queued:
-            let timer = eventLoop.scheduleTask(deadline: deadline) { [self] in dismiss(id, with: .deadlineExceeded) }
-            let stillWaiting = state.withLock { state -> Bool in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return false }
-                state.waiters[index].timer = timer
-                return true
-            }
-            if !stillWaiting { timer.cancel() }
+        case .queued(let claim):
+            if let claim { arm(claim, at: deadline, on: eventLoop) }
         }
+    }
+
+    /// The timer claimed for an earlier deadline: its generation, and the timer it replaces.
+    private struct Claim {
+        var generation: UInt64
+        var replaced: Scheduled<Void>?
+    }
+
+    /// Whether a waiter with `deadline` needs the timer armed earlier: then the timer is claimed for it and the
+    /// claim returned, for ``arm(_:at:on:)`` to carry out outside the lock.
+    private static func claimSweep(_ state: inout State, for deadline: NIODeadline) -> Claim? {
+        if let sweep = state.sweep, sweep.firesAt <= deadline { return nil }
+        state.sweepGeneration &+= 1
+        let replaced = state.sweep?.task
+        state.sweep = (nil, deadline, state.sweepGeneration)
+        return Claim(generation: state.sweepGeneration, replaced: replaced)
+    }
+
+    /// Cancels the timer `claim` replaces and schedules its own, unless a later claim replaced it meanwhile.
+    private func arm(_ claim: Claim, at deadline: NIODeadline, on eventLoop: any EventLoop) {
+        claim.replaced?.cancel()
+        let generation = claim.generation
+        let task = eventLoop.scheduleTask(deadline: deadline) { [self] in sweep(generation, on: eventLoop) }
+        let current = state.withLock { state -> Bool in
+            guard state.sweep?.generation == generation else { return false }
+            state.sweep?.task = task
+            return true
+        }
+        if !current { task.cancel() }
+    }
+
+    /// The timer fired: fails every waiter whose deadline passed and arms the timer for the earliest one left.
+    private func sweep(_ generation: UInt64, on eventLoop: any EventLoop) {
+        let now = NIODeadline.now()
+        let (expired, next) = state.withLock { state -> ([Waiter], (Claim, NIODeadline)?) in
+            guard state.sweep?.generation == generation else { return ([], nil) }
+            state.sweep = nil
+            var expired: [Waiter] = []
+            var kept = CircularBuffer<Waiter>(initialCapacity: state.waiters.count)
+            var earliest: NIODeadline?
+            for waiter in state.waiters {
+                if waiter.deadline <= now {
+                    expired.append(waiter)
+                } else {
+                    kept.append(waiter)
+                    earliest = min(earliest ?? waiter.deadline, waiter.deadline)
+                }
+            }
+            state.waiters = kept
+            guard let earliest else { return (expired, nil) }
+            return (expired, Self.claimSweep(&state, for: earliest).map { ($0, earliest) })
+        }
+        for waiter in expired { waiter.continuation.resume(throwing: Refusal.deadlineExceeded) }
+        if let (claim, deadline) = next { arm(claim, at: deadline, on: eventLoop) }
     }
 
     /// Takes waiter `id` out of the queue and fails it; a waiter not queued yet is failed when it arrives, one already
@@ -152,8 +207,7 @@ package final class ConnectionGate: Sendable {
             }
             return state.waiters.remove(at: index)
         }
-        guard let waiter else { return }
-        waiter.timer?.cancel()
-        waiter.continuation.resume(throwing: refusal)
+        // The timer stays: it finds nothing to fail for this waiter, or other waiters to fail.
+        waiter?.continuation.resume(throwing: refusal)
     }
 }

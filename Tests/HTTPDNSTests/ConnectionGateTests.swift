@@ -76,4 +76,71 @@ struct ConnectionGateTests {
         try await gate.enter(deadline: .now() + .seconds(1), on: loop)
         #expect(gate.admitted == 1)
     }
+
+    @Test("deadlines out of arrival order each end their own waiter; one that gets in first leaves the rest timed")
+    func deadlinesOutOfOrder() async throws {
+        let gate = ConnectionGate(limit: 1)
+        try await gate.enter(deadline: .now() + .seconds(60), on: loop)
+        let outcomes = Locked<[String: String]>([:])
+        let started = ContinuousClock.now
+        let elapsed = Locked<[String: Duration]>([:])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // "late" waits longest and is queued first; "early" queued after it has the earliest deadline; "admitted"
+            // gets the place when it is left, before its deadline; "patient" outlives the test's leaves.
+            let waiters = [("late", 600), ("early", 150), ("admitted", 400), ("patient", 60_000)]
+            for (index, (name, milliseconds)) in waiters.enumerated() {
+                let deadline = NIODeadline.now() + .milliseconds(Int64(Double(milliseconds) * TestTiming.scale))
+                group.addTask {
+                    do {
+                        try await gate.enter(deadline: deadline, on: loop)
+                        outcomes.withLock { $0[name] = "in" }
+                        if name == "admitted" { gate.leave() }
+                    } catch {
+                        outcomes.withLock { $0[name] = "\(error)" }
+                    }
+                    elapsed.withLock { $0[name] = ContinuousClock.now - started }
+                }
+                // Queued (or already timed out) before the next one starts: arrival order is the list's.
+                #expect(try await waitUntil { gate.waiting + outcomes.withLock({ $0.count }) >= index + 1 })
+            }
+            #expect(try await waitUntil { outcomes.withLock { $0["early"] } != nil })
+            #expect(outcomes.withLock { $0["late"] } == nil, "the late waiter must still be waiting")
+            // The place goes to the longest waiter still queued: "late" (queued first), within its deadline.
+            gate.leave()
+            #expect(try await waitUntil { outcomes.withLock { $0["late"] } == "in" })
+            gate.leave()
+            #expect(try await waitUntil { outcomes.withLock { $0["admitted"] } == "in" })
+            #expect(try await waitUntil { outcomes.withLock { $0["patient"] } == "in" })
+            gate.leave()
+            try await group.waitForAll()
+        }
+        #expect(outcomes.withLock { $0["early"] } == "deadlineExceeded")
+        let early = elapsed.withLock { $0["early"] } ?? .zero
+        #expect(
+            early >= .milliseconds(150) && early < TestTiming.scaled(.milliseconds(590)), "early ended at \(early)")
+        #expect(gate.admitted == 0)
+        #expect(gate.waiting == 0)
+    }
+
+    @Test("a queue past every deadline empties; the gate takes new waiters and times them again")
+    func expiredQueueThenNewWaiters() async throws {
+        let gate = ConnectionGate(limit: 1)
+        try await gate.enter(deadline: .now() + .seconds(60), on: loop)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 {
+                group.addTask {
+                    await #expect(throws: ConnectionGate.Refusal.deadlineExceeded) {
+                        try await gate.enter(deadline: .now() + .milliseconds(80), on: loop)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(gate.waiting == 0)
+        await #expect(throws: ConnectionGate.Refusal.deadlineExceeded) {
+            try await gate.enter(deadline: .now() + .milliseconds(50), on: loop)
+        }
+        gate.leave()
+        #expect(gate.admitted == 0)
+    }
 }

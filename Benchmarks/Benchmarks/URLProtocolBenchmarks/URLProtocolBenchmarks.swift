@@ -35,6 +35,12 @@ extension BenchmarkMetric {
     /// The process's CPU (every thread) per request in the throughput runs: steadier than the rates on shared cores.
     static let protocolCPU = BenchmarkMetric.custom("with protocol CPU/request (us)", useScalingFactor: false)
     static let plainCPU = BenchmarkMetric.custom("alone CPU/request (us)", useScalingFactor: false)
+    static let floorP50 = BenchmarkMetric.custom("floor p50 (us, URLProtocol from memory)", useScalingFactor: false)
+    static let curlP50 = BenchmarkMetric.custom("curl p50 (us, keep-alive)", useScalingFactor: false)
+    static let overFloorP50 = BenchmarkMetric.custom("with protocol over floor p50 (us)", useScalingFactor: false)
+    static let exchangeP50 = BenchmarkMetric.custom("engine exchange p50 (us, resolve to last byte)", useScalingFactor: false)
+    static let exchangeToCurl = BenchmarkMetric.custom(
+        "engine exchange / curl %", polarity: .prefersSmaller, useScalingFactor: false)
 }
 
 /// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
@@ -122,6 +128,69 @@ func get(_ url: String, _ execute: (HTTPClientRequest) async throws -> HTTPClien
     return try await response.body.collect(upTo: 1 << 20).readableBytes
 }
 
+// MARK: - One request at a time: the library beside URLSession alone, the floor URLSession sets, and curl
+
+/// The floor: a URL protocol that answers every request from memory (200, 1 KiB) through the same URLSession calls
+/// the library makes. What URLSession itself costs a request that goes through a protocol, with no network at all.
+final class MemoryProtocol: URLProtocol, @unchecked Sendable {
+    // `@unchecked Sendable`: no stored state of its own; URLSession calls it on the protocol's queue only.
+    static let body = Data(repeating: UInt8(ascii: "x"), count: 1024)
+
+    override class func canInit(with request: URLRequest) -> Bool { request.url?.host == "floor.bench" }
+    override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+
+    override func startLoading() {
+        guard let url = request.url,
+            let response = HTTPURLResponse(
+                url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "1024"])
+        else { return }
+        client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+        client?.urlProtocol(self, didLoad: Self.body)
+        client?.urlProtocolDidFinishLoading(self)
+    }
+
+    override func stopLoading() {}
+}
+
+/// `count` sequential GETs of `url` by one curl process over one keep-alive connection; the median of curl's own
+/// per-transfer times (`time_total`), in microseconds, the first transfer (the connect) left out.
+func curlMedianLatency(url: URL, count: Int) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+    process.arguments = ["-s", "-w", "%{time_total}\n"] + (0..<count).flatMap { _ in ["-o", "/dev/null", url.absoluteString] }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let samples = String(decoding: output, as: UTF8.self).split(separator: "\n").compactMap { Double($0) }.dropFirst()
+    precondition(samples.count == count - 1, "curl did not make every request")
+    return samples.map { $0 * 1e6 }.sorted()[samples.count / 2]
+}
+
+/// The median latencies of `count` rounds of one sequential GET through each of `sides`, the order rotated every
+/// round, so a machine that speeds up or slows down during the run weighs on every side alike.
+func interleavedMedians(count: Int, _ sides: [() async throws -> Int]) async throws -> [Double] {
+    var samples = Array(repeating: [Double](), count: sides.count)
+    for round in 0..<count {
+        for step in sides.indices {
+            let side = (round + step) % sides.count
+            let start = ContinuousClock.now
+            let size = try await sides[side]()
+            samples[side].append(microseconds(ContinuousClock.now - start))
+            precondition(size == 1024)
+        }
+    }
+    return samples.map { $0.sorted()[count / 2] }
+}
+
+/// One GET of `url` through `session`; returns the body's size.
+func get(_ session: URLSession, _ url: URL) async throws -> Int {
+    let (data, response) = try await session.data(for: URLRequest(url: url))
+    precondition((response as? HTTPURLResponse)?.statusCode == 200)
+    return data.count
+}
+
 /// The median latency of `count` sequential GETs.
 func medianLatency(_ session: URLSession, url: URL, count: Int) async throws -> Double {
     var samples: [Double] = []
@@ -143,6 +212,7 @@ let benchmarks: @Sendable () -> Void = {
     }
     let port = server.split(separator: ":").last.map(String.init) ?? "80"
     let times = ResolveTimes()
+    let exchangeTimes = ResolveTimes()
     let resolver = HostResolver(
         upstreams: [.init(name: "bench", kind: .other, resolver: BenchUpstream())],
         configuration: .init(probing: nil))
@@ -153,7 +223,10 @@ let benchmarks: @Sendable () -> Void = {
         configuration: .init(
             connection: ConnectionPolicy(maximumConnectionsPerHost: sharedConcurrency),
             cookieStorage: nil,
-            traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }
+            traceHandler: { trace in
+                times.append(microseconds(trace.hops.first?.resolveTime ?? .zero))
+                exchangeTimes.append(microseconds(trace.elapsed))
+            }
         )
     )
     HTTPDNSURLProtocol.register(interceptor)
@@ -254,6 +327,85 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(.plainP50, Int(plainP50.rounded()))
         benchmark.measurement(.addedP50, Int((frontP50 - plainP50).rounded()))
         benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+    }
+
+    // One request at a time, as an application that makes one call after another sees it: URLSession.shared with the
+    // protocol registered, URLSession alone, the floor (a URL protocol answering from memory through the same
+    // URLSession calls) and curl (one keep-alive connection, its own per-transfer times), in the same iteration.
+    let floorConfiguration = URLSessionConfiguration.ephemeral
+    floorConfiguration.protocolClasses = [MemoryProtocol.self]
+    let floorSession = URLSession(configuration: floorConfiguration)
+    let floorURL = URL(string: "http://floor.bench/1k")!
+    Benchmark(
+        "one at a time: URLSession.shared + protocol, URLSession alone, the URLProtocol floor, curl: 1 KiB keep-alive",
+        configuration: .init(metrics: [
+            .wallClock, .protocolP50, .plainP50, .floorP50, .curlP50, .addedP50, .overFloorP50, .exchangeP50,
+            .exchangeToCurl, .resolveP50,
+        ])
+    ) { benchmark in
+        let sides: [() async throws -> Int] = [
+            { try await get(shared, protocolURL) }, { try await get(aloneWide, plainURL) },
+            { try await get(floorSession, floorURL) },
+        ]
+        _ = try await interleavedMedians(count: 20, sides)
+        times.reset()
+        exchangeTimes.reset()
+        let medians = try await interleavedMedians(count: latencySamples, sides)
+        let curl = try curlMedianLatency(url: plainURL, count: latencySamples)
+        precondition(exchangeTimes.count >= latencySamples, "the requests did not go through the protocol")
+        benchmark.measurement(.protocolP50, Int(medians[0].rounded()))
+        benchmark.measurement(.plainP50, Int(medians[1].rounded()))
+        benchmark.measurement(.floorP50, Int(medians[2].rounded()))
+        benchmark.measurement(.curlP50, Int(curl.rounded()))
+        benchmark.measurement(.addedP50, Int((medians[0] - medians[1]).rounded()))
+        benchmark.measurement(.overFloorP50, Int((medians[0] - medians[2]).rounded()))
+        benchmark.measurement(.exchangeP50, Int(exchangeTimes.median().rounded()))
+        benchmark.measurement(.exchangeToCurl, Int((exchangeTimes.median() / curl * 100).rounded()))
+        benchmark.measurement(.resolveP50, Int(times.median().rounded()))
+    }
+
+    // HTTPDNSClient as an adopter sets it up from the README (settings file, overrides answering, every default)
+    // against HTTPClient.shared, 16 tasks, in alternating rounds of the same iteration.
+    let adopterDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-bench-\(getpid())")
+    try! FileManager.default.createDirectory(at: adopterDirectory, withIntermediateDirectories: true)
+    try! "127.0.0.1 web.bench\n".write(
+        to: adopterDirectory.appendingPathComponent("hosts"), atomically: true, encoding: .utf8)
+    try! #"{ "overrides": { "file": "hosts" } }"#.write(
+        to: adopterDirectory.appendingPathComponent("hostsctl.json"), atomically: true, encoding: .utf8)
+    let adopterSettings = try! SettingsFile.load(path: adopterDirectory.appendingPathComponent("hostsctl.json").path)
+        .get()
+    let adopterResolver = try! HostResolver(settings: adopterSettings)
+    let adopterClient = try! HTTPDNSClient(resolver: adopterResolver, configuration: .init(settings: adopterSettings))
+    Benchmark(
+        "HTTPDNSClient as the README sets it up vs HTTPClient.shared: 1 KiB keep-alive, \(concurrency) tasks, 4 alternating rounds",
+        configuration: .init(metrics: [
+            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50,
+        ])
+    ) { benchmark in
+        let viaFront: @Sendable () async throws -> Int = {
+            try await get(frontURL) { try await adopterClient.execute($0, timeout: .seconds(30)) }
+        }
+        let alone: @Sendable () async throws -> Int = {
+            try await get(plainClientURL) { try await HTTPClient.shared.execute($0, timeout: .seconds(30)) }
+        }
+        _ = try await throughput(count: concurrency * 4, workers: concurrency, viaFront)
+        _ = try await throughput(count: concurrency * 4, workers: concurrency, alone)
+        var (frontSeconds, aloneSeconds) = (0.0, 0.0)
+        let count = requestsPerRun * 5 / 2
+        for round in 0..<4 {
+            for side in round.isMultiple(of: 2) ? [0, 1] : [1, 0] {
+                let rate = try await throughput(count: count, workers: concurrency, side == 0 ? viaFront : alone)
+                if side == 0 { frontSeconds += Double(count) / rate } else { aloneSeconds += Double(count) / rate }
+            }
+        }
+        let (frontRate, aloneRate) = (Double(4 * count) / frontSeconds, Double(4 * count) / aloneSeconds)
+        let (aloneP50, frontP50) = try await interleavedMedianLatencies(count: latencySamples, alone, viaFront)
+        benchmark.measurement(.protocolRate, Int(frontRate))
+        benchmark.measurement(.plainRate, Int(aloneRate))
+        benchmark.measurement(.rateRatio, Int((frontRate / aloneRate * 100).rounded()))
+        benchmark.measurement(.protocolP50, Int(frontP50.rounded()))
+        benchmark.measurement(.plainP50, Int(aloneP50.rounded()))
+        benchmark.measurement(.addedP50, Int((frontP50 - aloneP50).rounded()))
     }
 
     pair(
