@@ -38,7 +38,8 @@ extension BenchmarkMetric {
     static let floorP50 = BenchmarkMetric.custom("floor p50 (us, URLProtocol from memory)", useScalingFactor: false)
     static let curlP50 = BenchmarkMetric.custom("curl p50 (us, keep-alive)", useScalingFactor: false)
     static let overFloorP50 = BenchmarkMetric.custom("with protocol over floor p50 (us)", useScalingFactor: false)
-    static let exchangeP50 = BenchmarkMetric.custom("engine exchange p50 (us, resolve to last byte)", useScalingFactor: false)
+    static let exchangeP50 = BenchmarkMetric.custom(
+        "engine exchange p50 (us, resolve to last byte)", useScalingFactor: false)
     static let exchangeToCurl = BenchmarkMetric.custom(
         "engine exchange / curl %", polarity: .prefersSmaller, useScalingFactor: false)
 }
@@ -157,7 +158,8 @@ final class MemoryProtocol: URLProtocol, @unchecked Sendable {
 func curlMedianLatency(url: URL, count: Int) throws -> Double {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = ["-s", "-w", "%{time_total}\n"] + (0..<count).flatMap { _ in ["-o", "/dev/null", url.absoluteString] }
+    process.arguments =
+        ["-s", "-w", "%{time_total}\n"] + (0..<count).flatMap { _ in ["-o", "/dev/null", url.absoluteString] }
     let pipe = Pipe()
     process.standardOutput = pipe
     try process.run()
