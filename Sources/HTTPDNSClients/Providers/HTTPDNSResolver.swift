@@ -118,7 +118,9 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// Resolves `host` through the service.
     ///
     /// For the DoH APIs and `AddressFamily.any`, `A` and `AAAA` are asked in parallel and merged (IPv4
-    /// first); the vendor APIs answer both families in one request.
+    /// first); the vendor APIs answer both families in one request. For many names at once,
+    /// ``resolveAll(_:family:maximumInFlight:)`` takes one hand-over instead of one a name (about 40 % less CPU a
+    /// name in the DoH benchmark).
     /// - Throws: `DNSError` with the endpoint addresses tried, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         try await resolve(host, family: family, subnet: nil).resolution
