@@ -68,4 +68,15 @@ package enum CAresReference {
         guard status == ARES_SUCCESS else { return .failure(Status(code: status)) }
         return result.isEmpty ? .failure(Status(code: ARES_ENODATA)) : .success(result)
     }
+
+    /// ``addresses(in:type:source:)`` in ``DNSAnswerWalk``'s terms, for comparing the two: the addresses, empty
+    /// for `ARES_ENODATA`, `nil` for every other refusal.
+    package static func walkEquivalent(
+        of message: UnsafeBufferPointer<UInt8>, type: DNSRecordType, source: ResolutionSource
+    ) -> [ResolvedAddress]? {
+        switch addresses(in: message, type: type, source: source) {
+        case .success(let addresses): addresses
+        case .failure(let status): status.isNoData ? [] : nil
+        }
+    }
 }
