@@ -144,6 +144,19 @@ struct DNSAnswerWalkTests {
             #expect(walk?.count == 1, "\(owner)")
             #expect(walk == cares, "\(owner)")
         }
+        // c-ares writes a label of one zero byte as that byte, which ends the name's C string (so such a name can
+        // equal the root; found by the answer-walk fuzz target, whose corpus keeps that input); other zero bytes
+        // are escaped. Neither owner here is the name asked.
+        let zeroLabel: [UInt8] = [1, 0, 5] + Array("multi".utf8) + [4] + Array("test".utf8) + [0]
+        let zeroInside: [UInt8] = [5] + Array("multi".utf8) + [7] + Array("test".utf8) + [0, 122, 122, 0]
+        for owner in [zeroLabel, zeroInside] {
+            let message = try Self.answer(
+                to: "multi.test", type: .a,
+                records: [Self.record(owner, type: 1, data: [1, 2, 3, 4]), Self.record(type: 1, data: [5, 6, 7, 8])])
+            let (walk, cares) = Self.both(message, type: .a)
+            #expect(walk?.count == 1, "\(owner)")
+            #expect(walk == cares, "\(owner)")
+        }
         for target: [UInt8] in [[3, 97, 47, 98, 0], [3, 97, 95, 98, 0], [3, 65, 45, 57, 0]] {
             let message = try Self.answer(
                 to: "multi.test", type: .a,

@@ -121,6 +121,10 @@ package enum DNSAnswerWalk {
                 return nil
             }
             let (leftLength, rightLength) = (Int(message[l]), Int(message[r]))
+            // c-ares writes a label that is one zero byte as that byte, which ends its C string there.
+            if (leftLength == 1 && message[l + 1] == 0) || (rightLength == 1 && message[r + 1] == 0) {
+                return sameAsCString(message, a, b)
+            }
             guard leftLength == rightLength else { return false }
             if leftLength == 0 { return true }
             for index in 1...leftLength where lowered(message[l + index]) != lowered(message[r + index]) {
@@ -128,6 +132,43 @@ package enum DNSAnswerWalk {
             }
             left = l + leftLength + 1
             right = r + rightLength + 1
+        }
+    }
+
+    /// ``sameName(_:_:_:)`` for names with a label that is one zero byte, as c-ares 1.18 decides it: each name
+    /// written out as `ares_expand_name` writes it (labels joined by dots; a dot or backslash escaped with a
+    /// backslash; other bytes outside printable ASCII as `\DDD`, except that a label of one zero byte is written as
+    /// that byte, so the C string ends there) and the two compared with ASCII case aside (`strcasecmp`). Other
+    /// zero bytes are escaped, so everywhere else comparing the labels' bytes gives the same answer.
+    private static func sameAsCString(_ message: UnsafeBufferPointer<UInt8>, _ a: Int, _ b: Int) -> Bool? {
+        guard let left = cString(message, a), let right = cString(message, b) else { return nil }
+        return left == right
+    }
+
+    /// The name at `start` as c-ares's C string of it, lower-cased (see ``sameAsCString(_:_:_:)``).
+    private static func cString(_ message: UnsafeBufferPointer<UInt8>, _ start: Int) -> [UInt8]? {
+        var text: [UInt8] = []
+        var position = start
+        var jumps = 0
+        var first = true
+        while true {
+            guard let label = labelStart(message, position, &jumps) else { return nil }
+            let length = Int(message[label])
+            if length == 0 { return text }
+            if !first { text.append(UInt8(ascii: ".")) }
+            first = false
+            if length == 1, message[label + 1] == 0 { return text }
+            for index in label + 1...label + length {
+                let byte = message[index]
+                if byte < 0x20 || byte > 0x7E {
+                    text.append(UInt8(ascii: "\\"))
+                    text.append(contentsOf: [byte / 100, byte / 10 % 10, byte % 10].map { UInt8(ascii: "0") + $0 })
+                } else {
+                    if byte == UInt8(ascii: ".") || byte == UInt8(ascii: "\\") { text.append(UInt8(ascii: "\\")) }
+                    text.append(lowered(byte))
+                }
+            }
+            position = label + length + 1
         }
     }
 
