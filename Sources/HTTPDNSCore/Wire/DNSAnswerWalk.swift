@@ -9,7 +9,8 @@
 ///
 /// Like c-ares, it refuses the whole answer (`nil`, which c-ares calls `ARES_EBADRESP`) when a CNAME's target is not
 /// a host name (a character other than letters, digits, `-`, `_` and `/`; owner names may hold any byte and
-/// are compared byte for byte, ASCII case aside), when a name takes more than
+/// are compared byte for byte, ASCII case aside, but for c-ares's one quirk kept in ``sameAsCString(_:_:_:)``),
+/// when a name takes more than
 /// ``DNSMessageWalk/maximumPointers`` compression pointers, or when anything runs past the end. The tests and the
 /// fuzz target `answer-walk` hold it to c-ares's own parsers, byte for byte, both ways.
 package enum DNSAnswerWalk {
