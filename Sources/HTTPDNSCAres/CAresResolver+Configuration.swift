@@ -2,19 +2,23 @@ public import Configuration
 public import HTTPDNSCore
 
 extension CAresResolver.Configuration {
-    /// Reads the `cares.*` keys (`cares.servers`, `cares.timeoutMs`, `cares.tries`, `cares.tcp`, `cares.search`,
-    /// `cares.ndots`); missing keys take their defaults.
+    /// Reads the `cares` section (`servers`, `timeoutMs`, `tries`, `tcp`, `search`, `ndots`) from `config`, a
+    /// reader scoped to it (`config.scoped(to: "cares")` for the settings file's layout); missing keys take their
+    /// defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         self.init()
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
     }
 
-    /// The `cares.*` keys, bound to the properties they set: `init(configReader:)` reads through them and
+    /// The section of the settings file these keys live in, which errors name.
+    package static let scope = "cares"
+
+    /// The `cares` keys, bound to the properties they set: `init(configReader:)` reads through them and
     /// `hostsctl config keys` and `config show` list them.
     package static let fields: [SettingField<CAresResolver.Configuration>] = [
         .custom(
-            "cares.servers", .stringArray, \.servers, shown: "[] (the system's)",
+            "servers", .stringArray, \.servers, shown: "[] (the system's)",
             "DNS servers as IP[:PORT] or [IPv6]:PORT",
             check: { text in
                 (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP[:PORT]" : nil
@@ -24,11 +28,11 @@ extension CAresResolver.Configuration {
             },
             describe: { $0.isEmpty ? "[] (system)" : SettingsReader.list($0.map(\.description)) }),
         .milliseconds(
-            "cares.timeoutMs", \.timeout, default: 2000, "per-try timeout, milliseconds", range: 1...3_600_000),
-        .int("cares.tries", \.tries, default: 2, "tries per query", range: 1...16),
-        .bool("cares.tcp", \.useTCP, default: false, "query over TCP"),
+            "timeoutMs", \.timeout, default: 2000, "per-try timeout, milliseconds", range: 1...3_600_000),
+        .int("tries", \.tries, default: 2, "tries per query", range: 1...16),
+        .bool("tcp", \.useTCP, default: false, "query over TCP"),
         .custom(
-            "cares.search", .stringArray, \.searchDomains, shown: "the system's (resolv.conf, LOCALDOMAIN)",
+            "search", .stringArray, \.searchDomains, shown: "the system's (resolv.conf, LOCALDOMAIN)",
             "search domains tried for short names, in order; [] turns search off",
             check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil
             },
@@ -38,7 +42,7 @@ extension CAresResolver.Configuration {
             },
             describe: { $0.map(SettingsReader.list) ?? "(system)" }),
         .custom(
-            "cares.ndots", .int, \.ndots, shown: "the system's (resolv.conf, RES_OPTIONS; else 1)",
+            "ndots", .int, \.ndots, shown: "the system's (resolv.conf, RES_OPTIONS; else 1)",
             "names with fewer dots try the search domains first", range: 0...15,
             decode: { reader, key throws(DNSError) in
                 reader.isSet(key.path) ? try reader.int(key, default: 1) : nil

@@ -68,7 +68,7 @@ package struct ServeSettings: Sendable, Hashable {
         try! ServeSettings(configReader: defaultsReader)
     }
 
-    /// Reads the `serve.*` keys; missing keys take their defaults.
+    /// Reads the `serve` section from `config`, a reader scoped to it; missing keys take their defaults.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or a certificate without a
     ///   key (or the other way round).
     package init(configReader config: ConfigReader) throws(DNSError) {
@@ -77,14 +77,14 @@ package struct ServeSettings: Sendable, Hashable {
         probeGuardedAddresses = false
         publicEndpoints = .auto
         accounts = []
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        try SettingField.readAll(Self.fields, from: config, scope: "serve", into: &self)
         guard (server.certificatePath == nil) == (server.privateKeyPath == nil) else {
-            throw SettingsReader(config: config).invalid(
-                "serve.certificate", "serve.certificate and serve.privateKey go together")
+            throw SettingsReader(config: config, scope: "serve").invalid(
+                "certificate", "serve.certificate and serve.privateKey go together")
         }
         guard server.dotListen == nil || server.certificatePath != nil else {
-            throw SettingsReader(config: config).invalid(
-                "serve.dot.listen", "DNS over TLS needs serve.certificate and serve.privateKey")
+            throw SettingsReader(config: config, scope: "serve").invalid(
+                "dot.listen", "DNS over TLS needs serve.certificate and serve.privateKey")
         }
     }
 
@@ -126,7 +126,7 @@ package struct ServeSettings: Sendable, Hashable {
 
     static let fields: [SettingField<ServeSettings>] = [
         .custom(
-            "serve.listen", .string, \.server.listen, shown: "127.0.0.1:8053",
+            "listen", .string, \.server.listen, shown: "127.0.0.1:8053",
             "the address and port hostsctl serve listens on",
             check: { text in
                 (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP:PORT" : nil
@@ -136,87 +136,87 @@ package struct ServeSettings: Sendable, Hashable {
             },
             describe: { $0.description }),
         .optionalString(
-            "serve.certificate", \.server.certificatePath, shown: "none (plain HTTP)", none: "none",
+            "certificate", \.server.certificatePath, shown: "none (plain HTTP)", none: "none",
             "PEM certificate chain; with serve.privateKey the server speaks TLS with HTTP/2"),
-        .optionalString("serve.privateKey", \.server.privateKeyPath, shown: "none", none: "none", "PEM private key"),
+        .optionalString("privateKey", \.server.privateKeyPath, shown: "none", none: "none", "PEM private key"),
         optionalAddress(
-            "serve.dns.listen", \.server.dnsListen,
+            "dns.listen", \.server.dnsListen,
             "IP:PORT where plain DNS is served over UDP and TCP (for resolvers that forward); unset: not served"),
         optionalAddress(
-            "serve.dot.listen", \.server.dotListen,
+            "dot.listen", \.server.dotListen,
             "IP:PORT where DNS over TLS is served with serve.certificate (port 853 for Android, stubby); unset: not served"
         ),
         optionalAddress(
-            "serve.admin.listen", \.server.adminListen, default: "127.0.0.1:8054",
+            "admin.listen", \.server.adminListen, default: "127.0.0.1:8054",
             "IP:PORT where /metrics, /healthz and /readyz are served over plain HTTP (never /metrics on serve.listen); none: nowhere"
         ),
         .int(
-            "serve.admin.maxConnections", \.server.maximumAdminConnections, default: 64,
+            "admin.maxConnections", \.server.maximumAdminConnections, default: 64,
             "most connections open at once on the admin listener, apart from serve.maxConnections", range: 1...100_000),
-        listenerLimit("serve.http.maxConnections", \.server.listenerLimits.http, "the HTTP listener (serve.listen)"),
-        listenerLimit("serve.dns.maxConnections", \.server.listenerLimits.dns, "plain DNS over TCP (serve.dns.listen)"),
-        listenerLimit("serve.dot.maxConnections", \.server.listenerLimits.dot, "DNS over TLS (serve.dot.listen)"),
-        .int("serve.maxAnswers", \.service.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
+        listenerLimit("http.maxConnections", \.server.listenerLimits.http, "the HTTP listener (serve.listen)"),
+        listenerLimit("dns.maxConnections", \.server.listenerLimits.dns, "plain DNS over TCP (serve.dns.listen)"),
+        listenerLimit("dot.maxConnections", \.server.listenerLimits.dot, "DNS over TLS (serve.dot.listen)"),
+        .int("maxAnswers", \.service.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
         .int(
-            "serve.maxBodyBytes", \.server.maximumBodyBytes, default: 65_535, "largest request body, bytes",
+            "maxBodyBytes", \.server.maximumBodyBytes, default: 65_535, "largest request body, bytes",
             range: 512...65_535),
         .milliseconds(
-            "serve.idleTimeoutMs", \.server.idleTimeout, default: 30_000,
+            "idleTimeoutMs", \.server.idleTimeout, default: 30_000,
             "an idle connection is closed after this, milliseconds", range: 100...3_600_000),
         .int(
-            "serve.maxConnections", \.server.maximumConnections, default: 10_000,
+            "maxConnections", \.server.maximumConnections, default: 10_000,
             "most connections open at once; past it new ones wait in the listen backlog", range: 1...1_000_000),
         .int(
-            "serve.maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 1_000,
+            "maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 1_000,
             "most connections open at once from one client network (serve.clientPrefixV4/V6); past it new ones are closed",
             range: 1...1_000_000),
         .milliseconds(
-            "serve.tlsHandshakeTimeoutMs", \.server.handshakeTimeout, default: 10_000,
+            "tlsHandshakeTimeoutMs", \.server.handshakeTimeout, default: 10_000,
             "the TLS handshake must end within this of the accept, milliseconds", range: 100...600_000),
         .milliseconds(
-            "serve.requestHeadTimeoutMs", \.server.requestHeadTimeout, default: 10_000,
+            "requestHeadTimeoutMs", \.server.requestHeadTimeout, default: 10_000,
             "a request head must arrive whole within this (the first from the handshake), milliseconds",
             range: 100...600_000),
         .milliseconds(
-            "serve.requestBodyTimeoutMs", \.server.requestBodyTimeout, default: 10_000,
+            "requestBodyTimeoutMs", \.server.requestBodyTimeout, default: 10_000,
             "a request body must arrive whole within this of its head, milliseconds", range: 100...600_000),
         .milliseconds(
-            "serve.writeTimeoutMs", \.server.writeTimeout, default: 10_000,
+            "writeTimeoutMs", \.server.writeTimeout, default: 10_000,
             "a connection whose answers stay unsent (a client that does not read) is closed after this, milliseconds",
             range: 100...600_000),
         .int(
-            "serve.maxQueuedBytes", \.server.maximumQueuedBytes, default: 1 << 20,
+            "maxQueuedBytes", \.server.maximumQueuedBytes, default: 1 << 20,
             "most answer bytes queued on one connection; past it the connection is closed", range: 65_536...(64 << 20)),
         .int(
-            "serve.clientPrefixV4", \.clientPrefixes.ipv4, default: 32,
+            "clientPrefixV4", \.clientPrefixes.ipv4, default: 32,
             "IPv4 clients are counted by this prefix for rate and connection limits", range: 8...32),
         .int(
-            "serve.clientPrefixV6", \.clientPrefixes.ipv6, default: 56,
+            "clientPrefixV6", \.clientPrefixes.ipv6, default: 56,
             "IPv6 clients are counted by this prefix for rate and connection limits", range: 16...128),
         .seconds(
-            "serve.signatureWindowSeconds", \.service.signatureWindow, default: 600,
+            "signatureWindowSeconds", \.service.signatureWindow, default: 600,
             "a signed request's expiry t may be at most this far ahead, seconds", range: 1...86_400),
         .choice(
-            "serve.publicEndpoints", \.publicEndpoints, default: .auto,
+            "publicEndpoints", \.publicEndpoints, default: .auto,
             "whether /dns-query, /resolve and /d?dn= answer: auto (unless an account is signed-only), on, off"),
         .bool(
-            "serve.probeGuardedAddresses", \.probeGuardedAddresses, default: false,
+            "probeGuardedAddresses", \.probeGuardedAddresses, default: false,
             "let the server probe private, loopback, link-local and other guarded addresses that answers name"),
         networks(
-            "serve.reportNetworks", \.service.reportNetworks,
+            "reportNetworks", \.service.reportNetworks,
             "networks (CIDR) whose clients may POST /report without an account signature"),
         .int(
-            "serve.maxForwardedQueries", \.service.maximumForwardedQueries, default: 256,
+            "maxForwardedQueries", \.service.maximumForwardedQueries, default: 256,
             "most queries of other types being forwarded at once; past it SERVFAIL", range: 1...100_000),
         .int(
-            "serve.maxUpstreamLookups", \.service.maximumUpstreamLookups, default: 1_024,
+            "maxUpstreamLookups", \.service.maximumUpstreamLookups, default: 1_024,
             "most requests waiting for an upstream at once; past it 503 with Retry-After (SERVFAIL over DNS)",
             range: 1...1_000_000),
         .int(
-            "serve.maxUpstreamLookupsPerNetwork", \.service.maximumUpstreamLookupsPerNetwork, default: 64,
+            "maxUpstreamLookupsPerNetwork", \.service.maximumUpstreamLookupsPerNetwork, default: 64,
             "most requests of one client network (/24 or /48) waiting for an upstream at once", range: 1...1_000_000),
         .custom(
-            "serve.accounts", .stringArray, \.accounts, shown: "[]",
+            "accounts", .stringArray, \.accounts, shown: "[]",
             "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",
             check: { text in
                 let parts = text.split(separator: ":", omittingEmptySubsequences: false)
@@ -238,40 +238,40 @@ package struct ServeSettings: Sendable, Hashable {
             },
             describe: { SettingsReader.list($0.map { $0.id + ($0.secretVariable.map { ":" + $0 } ?? "") }) }),
         perSecond(
-            "serve.rateLimitPerSecond", \.service.rateLimitPerSecond, default: 0,
+            "rateLimitPerSecond", \.service.rateLimitPerSecond, default: 0,
             "requests per second per client network (serve.clientPrefixV4/V6); 0 turns the limit off",
             range: 0...10_000_000),
         perSecond(
-            "serve.rateLimitBurst", \.service.rateLimitBurst, default: 200,
+            "rateLimitBurst", \.service.rateLimitBurst, default: 200,
             "requests a client may make at once before the rate applies", range: 1...10_000_000),
         .choice(
-            "serve.otherTypes", \.service.otherTypes, default: .notImplemented,
+            "otherTypes", \.service.otherTypes, default: .notImplemented,
             "queries for types other than A and AAAA: notimp answers NOTIMP, forward sends them through c-ares"),
         .bool(
-            "serve.logFullClientAddresses", \.service.logFullClientAddresses, default: false,
+            "logFullClientAddresses", \.service.logFullClientAddresses, default: false,
             "access logs show whole client addresses instead of their /24 or /48"),
         .bool(
-            "serve.clientReports", \.service.acceptClientReports, default: false,
+            "clientReports", \.service.acceptClientReports, default: false,
             "accept POST /report: clients' connect times and failures for addresses the server answered feed its scores"
         ),
         .choice(
-            "serve.ecs.mode", \.service.clientSubnetMode, default: .on,
+            "ecs.mode", \.service.clientSubnetMode, default: .on,
             "EDNS Client Subnet: on (the client's ECS option, ip= or edns_client_subnet=, else its address), "
                 + "connection (its address only), off"),
         .int(
-            "serve.ecs.prefixV4", \.service.clientSubnetPrefixes.ipv4, default: 24,
+            "ecs.prefixV4", \.service.clientSubnetPrefixes.ipv4, default: 24,
             "most bits of an IPv4 client's address sent upstream as its subnet", range: 8...32),
         .int(
-            "serve.ecs.prefixV6", \.service.clientSubnetPrefixes.ipv6, default: 56,
+            "ecs.prefixV6", \.service.clientSubnetPrefixes.ipv6, default: 56,
             "most bits of an IPv6 client's address sent upstream as its subnet", range: 16...128),
         networks(
-            "serve.trustedProxies.networks", \.service.trustedProxies,
+            "trustedProxies.networks", \.service.trustedProxies,
             "proxies (CIDR) whose serve.trustedProxies.header names the client (limits, ECS, reports, logs)"),
         .choice(
-            "serve.trustedProxies.header", \.service.trustedProxyHeader, default: .xForwardedFor,
+            "trustedProxies.header", \.service.trustedProxyHeader, default: .xForwardedFor,
             "the one header trusted proxies write, read from the right: x-forwarded-for or forwarded (RFC 7239)"),
         networks(
-            "serve.steeringRegions", \.service.steeringRegions,
+            "steeringRegions", \.service.steeringRegions,
             "regions (CIDR) whose clients' reports order the answers of every client in them (else by /24 or /56)"),
     ]
 

@@ -155,7 +155,7 @@ public struct ServeCommand: AsyncParsableCommand {
         served.systemFallback = false
         served.sources.removeAll { $0 == .system }
         guard !serve.probeGuardedAddresses else { return served }
-        served.addressGuard.everyUpstream = true
+        served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false
         return served
     }

@@ -96,8 +96,7 @@ struct GuardPolicyTests {
             await open.shutdown()
             let file = try TemporaryFiles()
             let path = try file.write("s.json", #"{"guard": {"everyUpstream": true}}"#)
-            settings.addressGuard.everyUpstream = try SettingsFile.load(path: path, environment: [:]).get().addressGuard
-                .everyUpstream
+            settings.guardsEveryUpstream = try SettingsFile.load(path: path, environment: [:]).get().guardsEveryUpstream
             let guarded = try HostResolver(settings: settings, persistingCache: false)
             await expectDNSError(.privateAddress) { try await guarded.resolve(try HostName("n5.test"), family: .ipv4) }
             #expect(try await guarded.resolveRanked("multi.test", family: .ipv4).origin == .cares)

@@ -139,21 +139,13 @@ struct NAT64Tests {
 
     @Test("nat64.* settings: mode and prefixes, bad prefixes refused")
     func settings() throws {
-        #expect(ResolverSettings.default.network == NetworkSettings(mode: .auto, prefixes: []))
+        #expect(ResolverSettings.default.network == HostNetwork.Configuration(mode: .auto, prefixes: []))
         let files = try TemporaryFiles()
         let good = try files.write("s.json", #"{"nat64": {"mode": "off", "prefixes": ["64:ff9b::/96"]}}"#)
         let loaded = try SettingsFile.load(path: good, environment: [:]).get()
-        #expect(loaded.network.mode == .off && loaded.network.nat64.prefixes == [NAT64Prefix.wellKnown])
+        #expect(loaded.network.mode == .off && loaded.network.prefixes == [NAT64Prefix.wellKnown])
         let bad = try files.write("bad.json", #"{"nat64": {"prefixes": ["64:ff9b::/95"]}}"#)
         #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get() }
-    }
-}
-
-extension NetworkSettings {
-    init(mode: Mode, prefixes: [String]) {
-        self = .default
-        self.mode = mode
-        self.prefixes = prefixes
     }
 }
 

@@ -97,24 +97,27 @@ struct SettingsTests {
         ]
         let reader = ConfigReader(provider: InMemoryProvider(values: values))
         // A subsystem can be configured from the same source without the whole ResolverSettings.
-        #expect(try CAresResolver.Configuration(configReader: reader).tries == 5)
-        #expect(try CAresResolver.Configuration(configReader: reader).searchPolicy.domains.map(\.name) == ["corp.test"])
+        #expect(try CAresResolver.Configuration(configReader: reader.scoped(to: "cares")).tries == 5)
+        #expect(
+            try CAresResolver.Configuration(configReader: reader.scoped(to: "cares")).searchPolicy.domains.map(\.name)
+                == ["corp.test"])
         #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
         #expect(try HostCache.Configuration(configReader: reader).dualStack == .preferIPv6)
-        #expect(try HostResolver.Probing(configReader: reader).ports == [80, 8443])
-        #expect(try LocalFileSettings(configReader: reader).overridesTTL == 9)
-        #expect(try SystemResolverSettings(configReader: reader).threads == 3)
-        #expect(try AddressGuardSettings(configReader: reader).everyUpstream)
-        #expect(try HTTPDNSSettings(configReader: reader).providers.map(\.name) == ["p1"])
+        #expect(try HostResolver.Probing(configReader: reader.scoped(to: "probe")).ports == [80, 8443])
+        #expect(try HostOverrides.Configuration(configReader: reader).overridesTTL == 9)
+        #expect(try SystemResolver.Configuration(configReader: reader.scoped(to: "system")).threads == 3)
+        let httpDNS = reader.scoped(to: "httpdns")
+        #expect(try HTTPDNSProviders(configReader: httpDNS).providers.map(\.name) == ["p1"])
         // A provider configured in code is the same as one read from the keys.
-        let coded = HTTPDNSSettings.Provider(name: "p1", api: "doh", urls: ["https://127.0.0.1:1/dns-query"])
-        #expect(try HTTPDNSSettings(configReader: reader).providers == [coded])
-        #expect(try coded.resolverConfiguration().endpoints.count == 1)
+        let coded = HTTPDNSProviders.Provider(name: "p1", api: "doh", urls: ["https://127.0.0.1:1/dns-query"])
+        #expect(try HTTPDNSProviders(configReader: httpDNS).providers == [coded])
+        #expect(try coded.resolverConfiguration(allowingPrivateAnswers: false).endpoints.count == 1)
         #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
 
         let settings = try ResolverSettings(configReader: reader)
-        #expect(settings.cares == (try CAresResolver.Configuration(configReader: reader)))
+        #expect(settings.cares == (try CAresResolver.Configuration(configReader: reader.scoped(to: "cares"))))
         #expect(settings.httpDNS.timeoutMilliseconds == 900)
+        #expect(settings.guardsEveryUpstream && !settings.allowsPrivateAnswers)
         // One key table: no key twice, and config show prints every concrete key exactly once.
         let paths = ResolverSettings.keys.map(\.path)
         #expect(Set(paths).count == paths.count)
@@ -135,11 +138,23 @@ struct SettingsTests {
         // A bad value is reported by the section that owns the key, naming it.
         let bad = ConfigReader(
             provider: InMemoryProvider(values: ["probe.ports": .init(.intArray([0]), isSecret: false)]))
-        #expect(throws: DNSError.self) { try HostResolver.Probing(configReader: bad) }
+        #expect(throws: DNSError.self) { try HostResolver.Probing(configReader: bad.scoped(to: "probe")) }
         do {
             _ = try ResolverSettings(configReader: bad)
             Issue.record("accepted port 0")
         } catch { #expect(error.message.contains("probe.ports")) }
+        // A component reads its section from a scoped reader; its errors still name the whole key and its variable.
+        let badTries = ConfigReader(provider: InMemoryProvider(values: ["cares.tries": 99]))
+        do {
+            _ = try CAresResolver.Configuration(configReader: badTries.scoped(to: "cares"))
+            Issue.record("accepted 99 tries")
+        } catch {
+            #expect(error.message.contains("cares.tries") && error.message.contains("HOSTSCTL_CARES_TRIES"))
+        }
+        // The HTTP DNS connect timeout is a key, and it reaches the transport the pipeline builds.
+        let connect = ConfigReader(provider: InMemoryProvider(values: ["httpdns.connectTimeoutMs": 750]))
+        #expect(try ResolverSettings(configReader: connect).httpDNS.transport.connectTimeout == .milliseconds(750))
+        #expect(ResolverSettings.default.httpDNS.transport.connectTimeout == .seconds(2))
     }
 
     @Test("environment variables override the file, and bad or unknown ones are reported")
@@ -185,8 +200,8 @@ struct SettingsTests {
         let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get()
         let provider = try #require(settings.httpDNS.providers.first)
         #expect(provider.name == "local" && provider.api == "alibaba" && provider.account == "42")
-        #expect(provider.secretVariable == "MY_SECRET" && provider.allowPrivateAnswers)
-        let configuration = try provider.resolverConfiguration()
+        #expect(provider.secretVariable == "MY_SECRET" && provider.allowPrivateAnswers == true)
+        let configuration = try provider.resolverConfiguration(allowingPrivateAnswers: false)
         #expect(configuration.endpoints.first?.bootstrapAddresses == [IPAddress("192.0.2.53")!])
         #expect(configuration.name == "local")
 

@@ -133,8 +133,7 @@ func get(_ url: String, _ execute: (HTTPClientRequest) async throws -> HTTPClien
 
 /// The floor: a URL protocol that answers every request from memory (200, 1 KiB) through the same URLSession calls
 /// the library makes. What URLSession itself costs a request that goes through a protocol, with no network at all.
-final class MemoryProtocol: URLProtocol, @unchecked Sendable {
-    // `@unchecked Sendable`: no stored state of its own; URLSession calls it on the protocol's queue only.
+final class MemoryProtocol: URLProtocol {
     static let body = Data(repeating: UInt8(ascii: "x"), count: 1024)
 
     override class func canInit(with request: URLRequest) -> Bool { request.url?.host == "floor.bench" }

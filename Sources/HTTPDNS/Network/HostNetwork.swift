@@ -18,22 +18,13 @@ package import HTTPDNSCore
 /// A host with an IPv4 route (the common case) pays one atomic load and a coarse clock read per answer with IPv4
 /// addresses; the route is checked again every 2 seconds (a UDP `connect`, which sends nothing).
 package final class HostNetwork: Sendable {
-    /// Whether answers are synthesized.
-    package typealias NAT64Mode = NetworkSettings.Mode
-
-    /// The policy.
-    package struct Configuration: Sendable, Hashable {
-        /// Whether answers are adapted.
-        package var mode: NAT64Mode = .auto
-        /// Prefixes set by hand: used instead of discovery when not empty.
-        package var prefixes: [NAT64Prefix] = []
-        /// How long a discovery's result (prefixes found, or none) is kept.
-        var discoveryLifetime: Duration = .seconds(600)
-
-        package init(mode: NAT64Mode = .auto, prefixes: [NAT64Prefix] = []) {
-            self.mode = mode
-            self.prefixes = prefixes
-        }
+    /// Whether IPv4-only answers are synthesized into NAT64 addresses.
+    package enum NAT64Mode: String, Sendable, Hashable, CaseIterable {
+        /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
+        case auto
+        /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with
+        /// `DNSError.Code.noRoute`.
+        case off
     }
 
     /// A discovery's outcome and when it was made.

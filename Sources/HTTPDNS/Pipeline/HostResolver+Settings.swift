@@ -153,15 +153,14 @@ extension HostResolver {
                 switch source {
                 case .httpdns:
                     let transport = try HTTPDNSTransport(
-                        configuration: .init(
-                            requestTimeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
-                            additionalTrustRoots: settings.httpDNS.trustCA
-                        ),
+                        configuration: settings.httpDNS.transport,
                         pool: pool, ownsPool: false, eventLoopGroup: pool.eventLoopGroup, logger: logger
                     )
                     parts.cleanups.append { await transport.shutdown() }
                     for provider in settings.httpDNS.providers {
-                        var configuration = try provider.resolverConfiguration()
+                        var configuration = try provider.resolverConfiguration(
+                            allowingPrivateAnswers: settings.allowsPrivateAnswers)
+                        configuration.connectTimeout = .milliseconds(settings.httpDNS.connectTimeoutMilliseconds)
                         configuration.budget = .milliseconds(settings.httpDNS.budgetMilliseconds)
                         let resolver = try HTTPDNSResolver(
                             configuration: configuration, transport: transport, logger: logger)
@@ -203,7 +202,7 @@ extension HostResolver {
     private static func systemUpstream(
         _ settings: ResolverSettings, cleanups: inout [@Sendable () async -> Void]
     ) throws(DNSError) -> Upstream {
-        let resolver = try SystemResolver(threads: settings.system.threads, ttl: UInt32(settings.system.ttlSeconds))
+        let resolver = try SystemResolver(configuration: settings.system)
         cleanups.append { await resolver.shutdown() }
         return Upstream(
             name: "system", kind: .other, resolver: resolver, trusted: settings.trustedSources.contains(.system))
@@ -219,8 +218,8 @@ extension HostResolver {
             cachePath: cachePath,
             search: settings.cares.searchPolicy
         )
-        configuration.guardsEveryUpstream = settings.addressGuard.everyUpstream
-        configuration.network = settings.adaptsToHostNetwork ? settings.network.nat64 : nil
+        configuration.guardsEveryUpstream = settings.guardsEveryUpstream
+        configuration.network = settings.adaptsToHostNetwork ? settings.network : nil
         configuration.watchesNetwork = settings.network.watch
         return configuration
     }

@@ -3,7 +3,7 @@ public import Logging
 import Synchronization
 public import HTTPDNSCore
 import HTTPDNSCAres
-package import HTTPDNSClients
+import HTTPDNSClients
 package import HTTPDNSPinnedClients
 
 /// The library's main entry point: resolves a host through overrides, the scored IP cache, the HTTP DNS

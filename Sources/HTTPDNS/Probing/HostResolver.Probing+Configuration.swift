@@ -2,23 +2,26 @@ public import Configuration
 public import HTTPDNSCore
 
 extension HostResolver.Probing {
-    /// Reads the probe keys (`probe.ports`, `probe.intervalSeconds`, `probe.timeoutMs`); missing keys take their
-    /// defaults. Whether probing runs at all is `probe.enabled` (`ResolverSettings.probeEnabled`).
+    /// Reads the `probe` section (`ports`, `intervalSeconds`, `timeoutMs`) from `config`, a reader scoped to it;
+    /// missing keys take their defaults. Whether probing runs at all is `probe.enabled` (`ResolverSettings.probeEnabled`).
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     public init(configReader config: ConfigReader) throws(DNSError) {
         self.init()
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
         if ports.isEmpty { ports = [443] }
     }
+
+    /// The section of the settings file these keys live in, which errors name.
+    package static let scope = "probe"
 
     /// The probe keys, bound to the properties they set: `init(configReader:)` reads through them and
     /// `hostsctl config keys` and `config show` list them.
     package static let fields: [SettingField<Self>] = [
-        .ints("probe.ports", \.ports, default: [443], "ports probes connect to", range: 1...65_535),
+        .ints("ports", \.ports, default: [443], "ports probes connect to", range: 1...65_535),
         .seconds(
-            "probe.intervalSeconds", \.interval, default: 60, "least time between probes of one host",
+            "intervalSeconds", \.interval, default: 60, "least time between probes of one host",
             range: 1...86_400),
         .milliseconds(
-            "probe.timeoutMs", \.timeout, default: 1000, "probe connect timeout, milliseconds", range: 1...60_000),
+            "timeoutMs", \.timeout, default: 1000, "probe connect timeout, milliseconds", range: 1...60_000),
     ]
 }

@@ -43,15 +43,19 @@ public struct ResolverSettings: Sendable {
     /// when `system` is in ``sources``.
     package var systemFallback: Bool
     /// The overrides file, the system hosts file and their reload interval.
-    package var files: LocalFileSettings
+    package var files: HostOverrides.Configuration
     /// The system resolver's TTL and threads.
-    package var system: SystemResolverSettings
+    package var system: SystemResolver.Configuration
     /// c-ares: servers, timeouts, search domains and ndots.
     public var cares: CAresResolver.Configuration
     /// The HTTP DNS providers and their time limits and trust roots.
-    package var httpDNS: HTTPDNSSettings
-    /// The private-address guard.
-    package var addressGuard: AddressGuardSettings
+    package var httpDNS: HTTPDNSProviders
+    /// Whether HTTP DNS providers that do not say accept private, loopback and link-local answers
+    /// (`guard.allowPrivateAnswers`, default `false`).
+    package var allowsPrivateAnswers: Bool
+    /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS
+    /// (`guard.everyUpstream`, default `false`).
+    package var guardsEveryUpstream: Bool
     /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
     /// ``sources``).
     package var cacheEnabled: Bool
@@ -66,7 +70,7 @@ public struct ResolverSettings: Sendable {
     /// How candidate addresses are probed, when `probe.enabled` is on.
     public var probe: HostResolver.Probing
     /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
-    package var network: NetworkSettings
+    package var network: HostNetwork.Configuration
     /// Where these settings were read from; the modules above the resolver read their sections (`interception`,
     /// `serve`) from it with ``read(_:)``.
     package var origin: SettingsOrigin
@@ -85,14 +89,15 @@ public struct ResolverSettings: Sendable {
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a value of the wrong type or out of
     ///   range, for example one set through an environment variable.
     public init(configReader config: ConfigReader) throws(DNSError) {
-        files = try LocalFileSettings(configReader: config)
-        system = try SystemResolverSettings(configReader: config)
-        cares = try CAresResolver.Configuration(configReader: config)
-        httpDNS = try HTTPDNSSettings(configReader: config)
-        addressGuard = try AddressGuardSettings(configReader: config)
+        files = try HostOverrides.Configuration(configReader: config)
+        system = try SystemResolver.Configuration(
+            configReader: config.scoped(to: ConfigKey(SystemResolver.Configuration.scope)))
+        cares = try CAresResolver.Configuration(
+            configReader: config.scoped(to: ConfigKey(CAresResolver.Configuration.scope)))
+        httpDNS = try HTTPDNSProviders(configReader: config.scoped(to: ConfigKey(HTTPDNSProviders.scope)))
         cache = try HostCache.Configuration(configReader: config)
-        probe = try HostResolver.Probing(configReader: config)
-        network = try NetworkSettings(configReader: config)
+        probe = try HostResolver.Probing(configReader: config.scoped(to: ConfigKey(HostResolver.Probing.scope)))
+        network = try HostNetwork.Configuration(configReader: config)
         origin = .reader(config)
         // Placeholders only: the fields below overwrite them.
         sources = []
@@ -103,7 +108,10 @@ public struct ResolverSettings: Sendable {
         probeEnabled = false
         cachePath = nil
         preResolve = []
-        try SettingField.readAll(Self.fields + Self.cacheUseFields + Self.probeUseFields, from: config, into: &self)
+        allowsPrivateAnswers = false
+        guardsEveryUpstream = false
+        try SettingField.readAll(
+            Self.fields + Self.guardFields + Self.cacheUseFields + Self.probeUseFields, from: config, into: &self)
         if sources.contains(.httpdns), httpDNS.providers.isEmpty {
             throw SettingsReader(config: config).invalid(
                 "sources.order", "lists httpdns but httpdns.providers is empty")
@@ -144,6 +152,17 @@ public struct ResolverSettings: Sendable {
             "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
     ]
 
+    /// The private-address guard's keys (private, loopback and link-local answers are refused from HTTP DNS unless
+    /// a provider allows them; optionally from every upstream).
+    static let guardFields: [SettingField<ResolverSettings>] = [
+        .bool(
+            "guard.allowPrivateAnswers", \.allowsPrivateAnswers, default: false,
+            "the private-address guard's default for providers"),
+        .bool(
+            "guard.everyUpstream", \.guardsEveryUpstream, default: false,
+            "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
+    ]
+
     /// The keys of how the pipeline uses its cache; the cache's own keys are ``HostCache/Configuration/fields``.
     static let cacheUseFields: [SettingField<ResolverSettings>] = [
         .bool("cache.enabled", \.cacheEnabled, default: true, "use the IP cache"),
@@ -162,13 +181,14 @@ public struct ResolverSettings: Sendable {
 
     /// Every section's fields, in the order `hostsctl config keys` and `config show` list them.
     private static let sections: [Section] = [
-        Section(fields, \.self), Section(LocalFileSettings.fields, \.files),
-        Section(SystemResolverSettings.fields, \.system), Section(CAresResolver.Configuration.fields, \.cares),
-        Section(HTTPDNSSettings.fields, \.httpDNS), Section(AddressGuardSettings.fields, \.addressGuard),
+        Section(fields, \.self), Section(HostOverrides.Configuration.fields, \.files),
+        Section(SystemResolver.Configuration.fields, under: SystemResolver.Configuration.scope, \.system),
+        Section(CAresResolver.Configuration.fields, under: CAresResolver.Configuration.scope, \.cares),
+        Section(HTTPDNSProviders.fields, under: HTTPDNSProviders.scope, \.httpDNS), Section(guardFields, \.self),
         Section(cacheUseFields, \.self), Section(HostCache.Configuration.fields, \.cache),
         Section(probeUseFields, \.self),
-        Section(HostResolver.Probing.fields, \.probe),
-        Section(NetworkSettings.fields, \.network),
+        Section(HostResolver.Probing.fields, under: HostResolver.Probing.scope, \.probe),
+        Section(HostNetwork.Configuration.fields, \.network),
     ]
 
     /// One section's keys and how its effective values are read from the whole.
@@ -176,9 +196,12 @@ public struct ResolverSettings: Sendable {
         let keys: [SettingKey]
         let values: @Sendable (ResolverSettings) -> [SettingValue]
 
-        init<Part>(_ fields: [SettingField<Part>], _ part: any KeyPath<ResolverSettings, Part> & Sendable) {
-            keys = fields.map(\.key)
-            values = { SettingField.values(fields, of: $0[keyPath: part]) }
+        init<Part>(
+            _ fields: [SettingField<Part>], under scope: String? = nil,
+            _ part: any KeyPath<ResolverSettings, Part> & Sendable
+        ) {
+            keys = SettingField.keys(fields, under: scope)
+            values = { SettingField.values(fields, of: $0[keyPath: part], under: scope) }
         }
     }
 

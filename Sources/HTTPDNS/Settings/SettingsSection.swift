@@ -19,16 +19,16 @@ package struct SettingsSection<Value: Sendable>: Sendable {
     /// The effective values of a read section, as `hostsctl config show` prints them.
     package let values: @Sendable (Value) -> [SettingValue]
 
-    /// A section whose keys are `fields` (every path starts with `name.`), read by `read`.
+    /// A section whose keys are `fields` (paths relative to `name`), read by `read` from a reader scoped to `name`
+    /// (the owning type's `init(configReader:)`).
     package init(
         _ name: String, fields: [SettingField<Value>],
         read: @escaping @Sendable (ConfigReader) throws(DNSError) -> Value
     ) {
-        precondition(fields.allSatisfy { $0.key.path.hasPrefix(name + ".") }, "a section's keys start with its name")
         self.name = name
-        self.keys = fields.map(\.key)
-        self.read = read
-        self.values = { SettingField.values(fields, of: $0) }
+        self.keys = SettingField.keys(fields, under: name)
+        self.read = { config throws(DNSError) in try read(config.scoped(to: ConfigKey(name))) }
+        self.values = { SettingField.values(fields, of: $0, under: name) }
     }
 
     /// This section without its value type, for lists of sections.

@@ -1,11 +1,11 @@
-package import NIOCore
+import NIOCore
 import NIOHTTP1
 import NIOPosix
-package import NIOSSL
+import NIOSSL
 import NIOTLS
-package import Synchronization
-package import HTTPDNSCore
-package import HTTPDNSHTTP2
+import Synchronization
+import HTTPDNSCore
+import HTTPDNSHTTP2
 
 /// One TLS connection with HTTP/2 to an HTTP DNS server, built for many small exchanges at once.
 ///

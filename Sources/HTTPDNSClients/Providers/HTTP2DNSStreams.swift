@@ -1,11 +1,11 @@
-package import NIOCore
+import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
 import Synchronization
 import HTTPDNSCore
-package import HTTPDNSHTTP2
+import HTTPDNSHTTP2
 
 /// The connection's stream table: hands requests to the connection's `HTTP2ClientSession` and the bytes the TLS
 /// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the

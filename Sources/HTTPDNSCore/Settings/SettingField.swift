@@ -147,17 +147,31 @@ package struct SettingField<Section>: Sendable {
         return SettingField(key: key, read: read, show: { own($0) + rows($0) })
     }
 
-    /// Reads every field of `fields` into `section`.
-    package static func readAll(_ fields: [SettingField], from config: ConfigReader, into section: inout Section)
-        throws(DNSError)
-    {
-        let reader = SettingsReader(config: config)
+    /// Reads every field of `fields` into `section` from `config`, a reader scoped to the section: the fields'
+    /// paths are relative to `scope` (`nil` for keys at the top level), which errors name in front of them.
+    package static func readAll(
+        _ fields: [SettingField], from config: ConfigReader, scope: String? = nil, into section: inout Section
+    ) throws(DNSError) {
+        let reader = SettingsReader(config: config, scope: scope)
         for field in fields { try field.read(reader, &section) }
     }
 
-    /// The effective values of `section` as (dotted path, text) rows, in the order of `fields`.
-    package static func values(_ fields: [SettingField], of section: Section) -> [SettingValue] {
-        fields.flatMap { field in field.show(section).map { SettingValue(path: $0.0, text: $0.1) } }
+    /// The keys of `fields` with their full paths, under `scope`.
+    package static func keys(_ fields: [SettingField], under scope: String? = nil) -> [SettingKey] {
+        fields.map { field in
+            var key = field.key
+            key.path = SettingsReader.path(key.path, under: scope)
+            return key
+        }
+    }
+
+    /// The effective values of `section` as (full dotted path, text) rows, in the order of `fields`.
+    package static func values(_ fields: [SettingField], of section: Section, under scope: String? = nil)
+        -> [SettingValue]
+    {
+        fields.flatMap { field in
+            field.show(section).map { SettingValue(path: SettingsReader.path($0.0, under: scope), text: $0.1) }
+        }
     }
 }
 
@@ -174,16 +188,27 @@ package let defaultsReader = ConfigReader(provider: InMemoryProvider(values: [:]
 
 /// Typed reads of documented keys, with errors that name the key and its environment variable.
 package struct SettingsReader {
+    /// The reader, scoped to the section being read.
     package let config: ConfigReader
+    /// The section's path in the settings file (`cares`), which errors name in front of a relative key; `nil` at
+    /// the top level.
+    package let scope: String?
 
-    /// A reader of `config`.
-    package init(config: ConfigReader) {
+    /// A reader of `config`, a reader scoped to `scope`.
+    package init(config: ConfigReader, scope: String? = nil) {
         self.config = config
+        self.scope = scope
     }
 
-    /// The error for a bad value of `path`.
+    /// `path` under `scope`: `cares` and `timeoutMs` make `cares.timeoutMs`.
+    package static func path(_ path: String, under scope: String?) -> String {
+        scope.map { "\($0).\(path)" } ?? path
+    }
+
+    /// The error for a bad value of `path` (relative to the scope).
     package func invalid(_ path: String, _ reason: String) -> DNSError {
-        DNSError(
+        let path = Self.path(path, under: scope)
+        return DNSError(
             code: .invalidConfiguration,
             message: "setting \(path) (\(SettingKey.environmentVariable(for: path))): \(reason)")
     }
@@ -192,7 +217,8 @@ package struct SettingsReader {
     package func isSet(_ path: String) -> Bool {
         let key = ConfigKey(path)
         return config.string(forKey: key) != nil || config.int(forKey: key) != nil
-            || config.stringArray(forKey: key) != nil || config.intArray(forKey: key) != nil
+            || config.bool(forKey: key) != nil || config.stringArray(forKey: key) != nil
+            || config.intArray(forKey: key) != nil
     }
 
     /// A string, checked against the key's allowed values and check.

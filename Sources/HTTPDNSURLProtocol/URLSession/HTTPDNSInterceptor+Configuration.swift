@@ -107,35 +107,36 @@ extension HTTPDNSInterceptor.Configuration {
     package static let section = SettingsSection(
         "interception", fields: fields, read: HTTPDNSInterceptor.Configuration.init(configReader:))
 
-    /// The defaults with the `interception.*` keys of `config`; missing keys take their defaults.
+    /// The defaults with the keys of the `interception` section, read from `config`, a reader scoped to it;
+    /// missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
     package init(configReader config: ConfigReader) throws(DNSError) {
         self.init()
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        try SettingField.readAll(Self.fields, from: config, scope: "interception", into: &self)
     }
 
     static let fields: [SettingField<Self>] = [
         patterns(
-            "interception.include", \.connection.scope.include, shown: "[] (every host)",
+            "include", \.connection.scope.include, shown: "[] (every host)",
             "hosts the URL protocol rewrites"),
         patterns(
-            "interception.exclude", \.connection.scope.exclude, shown: "[]", "hosts the URL protocol never rewrites"),
+            "exclude", \.connection.scope.exclude, shown: "[]", "hosts the URL protocol never rewrites"),
         .int(
-            "interception.connectionAttemptDelayMs", \.connection.connectionAttemptDelayMilliseconds, default: 250,
+            "connectionAttemptDelayMs", \.connection.connectionAttemptDelayMilliseconds, default: 250,
             "connection race: start the next address when the best has not connected by then; 0 turns racing off",
             range: 0...60_000),
         .milliseconds(
-            "interception.connectTimeoutMs", \.connection.connectTimeout, default: 2_000,
+            "connectTimeoutMs", \.connection.connectTimeout, default: 2_000,
             "one connection attempt (TCP and TLS) may take this long before the next address is tried; read at start",
             range: 100...120_000),
         .strings(
-            "interception.trustCA", \.connection.additionalTrustRoots,
+            "trustCA", \.connection.additionalTrustRoots,
             "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
         .bool(
-            "interception.allowInsecureRedirects", \.connection.allowsInsecureRedirects, default: false,
+            "allowInsecureRedirects", \.connection.allowsInsecureRedirects, default: false,
             "follow redirects from https to http"),
         .choice(
-            "interception.proxy", \.proxyMode, default: .bypass,
+            "proxy", \.proxyMode, default: .bypass,
             "requests the environment sends through a proxy: bypass leaves them to URLSession, tunnel pins them through it"
         ),
     ]

@@ -140,17 +140,14 @@ struct BenchTargetFactory {
             }, close: { await transport.shutdown() })
     }
 
-    private func provider(_ provider: HTTPDNSSettings.Provider) throws -> BenchTarget {
+    private func provider(_ provider: HTTPDNSProviders.Provider) throws -> BenchTarget {
         try ResolveCommand.usage {
-            let transport = try HTTPDNSTransport(
-                configuration: .init(
-                    requestTimeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
-                    additionalTrustRoots: settings.httpDNS.trustCA
-                )
-            )
+            let transport = try HTTPDNSTransport(configuration: settings.httpDNS.transport)
             do {
                 let resolver = try HTTPDNSResolver(
-                    configuration: try provider.resolverConfiguration(), transport: transport, logger: logger)
+                    configuration: try provider.resolverConfiguration(
+                        allowingPrivateAnswers: settings.allowsPrivateAnswers),
+                    transport: transport, logger: logger)
                 return BenchTarget(
                     name: provider.name, executor: nil,
                     resolve: { host, family in

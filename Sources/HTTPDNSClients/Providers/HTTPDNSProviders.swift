@@ -1,9 +1,14 @@
 package import Configuration
 package import HTTPDNSCore
 
-/// The `httpdns.*` keys: the HTTP DNS providers in order, their endpoints and APIs, and the time limits and
-/// trust roots of their exchanges.
-package struct HTTPDNSSettings: Sendable, Hashable {
+/// The HTTP DNS layer of the pipeline, the `httpdns` section of the settings file: the providers in the order they
+/// are asked, their endpoints and APIs, and the time limits and trust roots their exchanges share. The pipeline
+/// builds one ``HTTPDNSResolver`` per provider (``Provider/resolverConfiguration(allowingPrivateAnswers:)``) over one
+/// shared transport.
+///
+/// Package access: code that builds HTTP DNS resolvers itself uses ``HTTPDNSResolver/Configuration``; this type is
+/// the file's description of several, and the settings file reaches every field.
+package struct HTTPDNSProviders: Sendable, Hashable {
     /// One HTTP DNS provider (`httpdns.provider.NAME.*`).
     package struct Provider: Sendable, Hashable {
         /// The provider's name; answers carry it as their source.
@@ -20,14 +25,14 @@ package struct HTTPDNSSettings: Sendable, Hashable {
         package var account: String?
         /// The environment variable that holds the provider's secret.
         package var secretVariable: String
-        /// Accept private, loopback and link-local answers.
-        package var allowPrivateAnswers: Bool
+        /// Accept private, loopback and link-local answers; `nil` takes the pipeline's `guard.allowPrivateAnswers`.
+        package var allowPrivateAnswers: Bool?
 
         /// A provider configured in code, with the defaults of its settings keys for what is not given.
         package init(
             name: String, api: String, urls: [String], bootstrap: [IPAddress] = [],
             method: HTTPDNSResolver.API.DoHMethod = .get, account: String? = nil,
-            secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool = false
+            secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool? = nil
         ) {
             self.name = name
             self.api = api
@@ -44,34 +49,49 @@ package struct HTTPDNSSettings: Sendable, Hashable {
     package var providers: [Provider]
     /// The time one HTTP DNS exchange may take, in milliseconds.
     package var timeoutMilliseconds: Int
+    /// The time a TCP connect plus TLS handshake to an endpoint may take, in milliseconds.
+    package var connectTimeoutMilliseconds: Int
     /// The time one HTTP DNS lookup may take across a provider's endpoints and bootstrap addresses, in milliseconds.
     package var budgetMilliseconds: Int
     /// Extra trusted CA files for HTTP DNS endpoints only (`interception.trustCA` is for application
     /// traffic).
     package var trustCA: [String]
 
-    /// The defaults: no provider, 5 s per exchange and per lookup, the system's trust roots.
-    package static var `default`: HTTPDNSSettings {
-        // Reading from an empty provider gives every default; it cannot fail.
-        try! HTTPDNSSettings(configReader: defaultsReader)
+    /// The shared transport's configuration: the exchange and connect time limits and the trust roots.
+    package var transport: HTTPDNSTransport.Configuration {
+        HTTPDNSTransport.Configuration(
+            requestTimeout: .milliseconds(timeoutMilliseconds),
+            connectTimeout: .milliseconds(connectTimeoutMilliseconds),
+            additionalTrustRoots: trustCA)
     }
 
-    /// Reads the `httpdns.*` keys (a provider's private-address guard defaults to `guard.allowPrivateAnswers`);
-    /// missing keys take their defaults.
+    /// The defaults: no provider, 2 s per connect, 5 s per exchange and per lookup, the system's trust roots.
+    package static var `default`: HTTPDNSProviders {
+        // Reading from an empty provider gives every default; it cannot fail.
+        try! HTTPDNSProviders(configReader: defaultsReader)
+    }
+
+    /// Reads the `httpdns` section from `config`, a reader scoped to it; missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, a listed provider without
     ///   an API or URLs.
     package init(configReader config: ConfigReader) throws(DNSError) {
         // Placeholders only: every field below overwrites its property.
         providers = []
         timeoutMilliseconds = 0
+        connectTimeoutMilliseconds = 0
         budgetMilliseconds = 0
         trustCA = []
-        try SettingField.readAll(Self.fields, from: config, into: &self)
+        try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
     }
 
-    package static let fields: [SettingField<HTTPDNSSettings>] = [
+    /// The section of the settings file these keys live in.
+    package static let scope = "httpdns"
+
+    /// The `httpdns` keys, bound to the properties they set: `init(configReader:)` reads through them and
+    /// `hostsctl config keys` and `config show` list them.
+    package static let fields: [SettingField<HTTPDNSProviders>] = [
         .custom(
-            "httpdns.providers", .stringArray, \.providers, shown: "[]",
+            "providers", .stringArray, \.providers, shown: "[]",
             "HTTP DNS providers in the order they are tried",
             check: { text in
                 text.isEmpty
@@ -81,22 +101,24 @@ package struct HTTPDNSSettings: Sendable, Hashable {
                     ? "provider names are letters, digits, - and _" : nil
             },
             decode: { reader, key throws(DNSError) in
-                let guardDefault = try AddressGuardSettings(configReader: reader.config).allowPrivateAnswers
-                return try reader.strings(key, default: []).map { name throws(DNSError) in
-                    try Provider(name: name, reader: reader, allowPrivateAnswers: guardDefault)
+                try reader.strings(key, default: []).map { name throws(DNSError) in
+                    try Provider(name: name, reader: reader)
                 }
             },
             describe: { SettingsReader.list($0.map(\.name)) }
         ).showing { settings in settings.providers.flatMap(\.rows) },
         .int(
-            "httpdns.timeoutMs", \.timeoutMilliseconds, default: 5000,
+            "timeoutMs", \.timeoutMilliseconds, default: 5000,
             "the time one HTTP exchange may take, milliseconds",
             range: 1...600_000),
         .int(
-            "httpdns.budgetMs", \.budgetMilliseconds, default: 5000,
+            "connectTimeoutMs", \.connectTimeoutMilliseconds, default: 2000,
+            "the time a TCP connect plus TLS handshake to an endpoint may take, milliseconds", range: 1...120_000),
+        .int(
+            "budgetMs", \.budgetMilliseconds, default: 5000,
             "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
             range: 1...600_000),
-        .strings("httpdns.trustCA", \.trustCA, "extra trusted CA PEM files (certificates are always verified)"),
+        .strings("trustCA", \.trustCA, "extra trusted CA PEM files (certificates are always verified)"),
         .documented(Provider.keys.api),
         .documented(Provider.keys.urls),
         .documented(Provider.keys.bootstrap),
@@ -107,36 +129,36 @@ package struct HTTPDNSSettings: Sendable, Hashable {
     ]
 }
 
-extension HTTPDNSSettings.Provider {
+extension HTTPDNSProviders.Provider {
     /// The `httpdns.provider.*.…` keys.
     package static let keys = (
         api: SettingKey(
-            "httpdns.provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
+            "provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
             allowed: HTTPDNSPreset.apiNames),
         urls: SettingKey(
-            "httpdns.provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
+            "provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
             check: { text in
                 do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as DNSError {
                     return error.message
                 } catch { return "\(error)" }
             }),
         bootstrap: SettingKey(
-            "httpdns.provider.*.bootstrap", .stringArray, default: "[]", "fixed IPs for the endpoints' host names",
+            "provider.*.bootstrap", .stringArray, default: "[]", "fixed IPs for the endpoints' host names",
             check: { text in IPAddress(text) == nil ? "'\(HostName.printable(text))' is not an IP address" : nil }),
         method: SettingKey(
-            "httpdns.provider.*.method", .string, default: "get", "RFC 8484 method", allowed: ["get", "post"]),
-        account: SettingKey("httpdns.provider.*.account", .string, default: "none", "vendor account ID"),
+            "provider.*.method", .string, default: "get", "RFC 8484 method", allowed: ["get", "post"]),
+        account: SettingKey("provider.*.account", .string, default: "none", "vendor account ID"),
         secretEnv: SettingKey(
-            "httpdns.provider.*.secretEnv", .string, default: "HOSTSCTL_HTTPDNS_SECRET",
+            "provider.*.secretEnv", .string, default: "HOSTSCTL_HTTPDNS_SECRET",
             "the environment variable holding the provider's secret (never the secret itself)"),
         allowPrivateAnswers: SettingKey(
-            "httpdns.provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
+            "provider.*.allowPrivateAnswers", .bool, default: "guard.allowPrivateAnswers",
             "accept private, loopback and link-local answers from this provider")
     )
 
-    /// Reads provider `name`'s keys.
-    package init(name: String, reader: SettingsReader, allowPrivateAnswers guardDefault: Bool) throws(DNSError) {
-        let prefix = "httpdns.provider.\(name)."
+    /// Reads provider `name`'s keys from `reader`, scoped to the `httpdns` section.
+    package init(name: String, reader: SettingsReader) throws(DNSError) {
+        let prefix = "provider.\(name)."
         let keys = Self.keys
         guard reader.config.string(forKey: ConfigKey(prefix + "api")) != nil else {
             throw reader.invalid(prefix + "api", "provider \(name) is listed in httpdns.providers but has no api")
@@ -155,14 +177,15 @@ extension HTTPDNSSettings.Provider {
             account: reader.config.string(forKey: ConfigKey(prefix + "account")),
             secretVariable: try reader.string(
                 keys.secretEnv, at: prefix + "secretEnv", default: "HOSTSCTL_HTTPDNS_SECRET"),
-            allowPrivateAnswers: try reader.bool(
-                keys.allowPrivateAnswers, at: prefix + "allowPrivateAnswers", default: guardDefault)
+            allowPrivateAnswers: reader.isSet(prefix + "allowPrivateAnswers")
+                ? try reader.bool(keys.allowPrivateAnswers, at: prefix + "allowPrivateAnswers", default: false) : nil
         )
     }
 
-    /// This provider's effective values (never its secret, only the variable that holds it).
+    /// This provider's effective values, relative to the `httpdns` section (never its secret, only the variable
+    /// that holds it).
     package var rows: [(String, String)] {
-        let prefix = "httpdns.provider.\(name)."
+        let prefix = "provider.\(name)."
         return [
             (prefix + "api", api),
             (prefix + "urls", SettingsReader.list(urls)),
@@ -170,13 +193,16 @@ extension HTTPDNSSettings.Provider {
             (prefix + "method", method.rawValue),
             (prefix + "account", account ?? "none"),
             (prefix + "secretEnv", secretVariable),
-            (prefix + "allowPrivateAnswers", "\(allowPrivateAnswers)"),
+            (prefix + "allowPrivateAnswers", allowPrivateAnswers.map { "\($0)" } ?? "guard.allowPrivateAnswers"),
         ]
     }
 
-    /// The resolver configuration this provider describes, with its secret read from ``secretVariable``.
+    /// The resolver configuration this provider describes, with its secret read from ``secretVariable``;
+    /// `guardDefault` is whether private answers are accepted when the provider does not say.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for a bad URL or a vendor API without an account.
-    package func resolverConfiguration() throws(DNSError) -> HTTPDNSResolver.Configuration {
+    package func resolverConfiguration(allowingPrivateAnswers guardDefault: Bool) throws(DNSError)
+        -> HTTPDNSResolver.Configuration
+    {
         let secret = HTTPDNSSecret(environmentVariable: secretVariable)
         let api: HTTPDNSResolver.API
         switch self.api {
@@ -195,39 +221,6 @@ extension HTTPDNSSettings.Provider {
             endpoints.append(try HTTPDNSEndpoint(url, bootstrapAddresses: literal ? [] : bootstrap))
         }
         return HTTPDNSResolver.Configuration(
-            name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers)
+            name: name, api: api, endpoints: endpoints, allowNonPublicAddresses: allowPrivateAnswers ?? guardDefault)
     }
-}
-
-/// The `guard.*` keys: the private-address guard (private, loopback and link-local answers are refused from
-/// HTTP DNS unless a provider allows them; optionally from every upstream).
-package struct AddressGuardSettings: Sendable, Hashable {
-    /// The default of the private-address guard for providers that do not set it.
-    package var allowPrivateAnswers: Bool
-    /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS.
-    package var everyUpstream: Bool
-
-    /// The defaults: private answers refused from HTTP DNS only.
-    package static var `default`: AddressGuardSettings {
-        // Reading from an empty provider gives every default; it cannot fail.
-        try! AddressGuardSettings(configReader: defaultsReader)
-    }
-
-    /// Reads the `guard.*` keys; missing keys take their defaults.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    package init(configReader config: ConfigReader) throws(DNSError) {
-        // Placeholders only: every field below overwrites its property.
-        allowPrivateAnswers = false
-        everyUpstream = false
-        try SettingField.readAll(Self.fields, from: config, into: &self)
-    }
-
-    package static let fields: [SettingField<AddressGuardSettings>] = [
-        .bool(
-            "guard.allowPrivateAnswers", \.allowPrivateAnswers, default: false,
-            "the private-address guard's default for providers"),
-        .bool(
-            "guard.everyUpstream", \.everyUpstream, default: false,
-            "apply the private-address guard to c-ares and the system resolver too, not only HTTP DNS"),
-    ]
 }
