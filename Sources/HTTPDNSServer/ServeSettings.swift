@@ -3,7 +3,7 @@ package import HTTPDNS
 package import HTTPDNSCore
 
 /// The `serve.*` keys: where `hostsctl serve` listens, its certificate, its limits and the vendor accounts it
-/// answers. The server owns them; the shared settings file keeps the section for it (`ResolverSettings.read`).
+/// answers. The server owns them; the shared settings file keeps the section for it (`HostResolver.Configuration.read`).
 ///
 /// The keys read straight into the two components' configurations, ``server`` (the listener) and ``service`` (what
 /// it answers); what only the command decides (the accounts' secrets, the public endpoints, probing) sits beside them.

@@ -34,7 +34,7 @@ public struct CacheCommand: AsyncParsableCommand {
         public init() {}
 
         /// The path and the settings.
-        func resolve() throws -> (path: String, settings: ResolverSettings) {
+        func resolve() throws -> (path: String, settings: HostResolver.Configuration) {
             let settings = try SettingsLoading.settings(config)
             guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
                 throw ValidationError(

@@ -135,7 +135,7 @@ public struct FetchCommand: AsyncParsableCommand {
         var interception = try HTTPDNSInterceptor.Configuration(settings: settings)
         interception.additionalTrustRoots += trustCA
         let resolver = try ResolveCommand.usage {
-            try HostResolver(settings: settings, logger: CommandLogging.logger())
+            try HostResolver(configuration: settings, logger: CommandLogging.logger())
         }
         interception.followRedirects = !noFollow
         interception.cookieStorage = nil

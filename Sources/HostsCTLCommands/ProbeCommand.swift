@@ -75,7 +75,8 @@ public struct ProbeCommand: AsyncParsableCommand {
             ?? settings.probe.timeout
         let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try ResolveCommand.usage {
-            try HostResolver(settings: settings, upstreams: upstreams, prober: nil, logger: CommandLogging.logger())
+            try HostResolver(
+                configuration: settings, upstreams: upstreams, prober: nil, logger: CommandLogging.logger())
         }
         resolution.restrictCache(of: resolver)
         let reports = await Self.probeAll(

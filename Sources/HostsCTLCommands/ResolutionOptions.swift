@@ -71,20 +71,20 @@ public struct ResolutionOptions: ParsableArguments {
 
     /// Loads the settings file (diagnostics go to standard error) and applies these options to it.
     /// - Throws: `ValidationError` when the settings have errors.
-    func loadSettings() throws -> ResolverSettings {
+    func loadSettings() throws -> HostResolver.Configuration {
         apply(to: try SettingsLoading.settings(config))
     }
 
     /// Reports the bad lines of the overrides file the final settings use, if they use one.
     /// - Throws: `ValidationError` when that file cannot be read.
-    static func checkOverrides(_ settings: ResolverSettings) throws {
+    static func checkOverrides(_ settings: HostResolver.Configuration) throws {
         if let path = settings.files.overridesFile, settings.sources.contains(.overrides) {
             try reportOverrideProblems(path)
         }
     }
 
     /// `settings` with these options applied; the pipeline is made static (no reloads, no pre-resolution).
-    func apply(to loaded: ResolverSettings) -> ResolverSettings {
+    func apply(to loaded: HostResolver.Configuration) -> HostResolver.Configuration {
         var settings = loaded
         if let hosts {
             SettingsLoading.useOverrides(hosts, in: &settings)
@@ -107,7 +107,7 @@ public struct ResolutionOptions: ParsableArguments {
     /// Builds the HTTP DNS service the options name, if any, and makes it the pipeline's only upstream: `settings`
     /// gets the `httpdns` layer and loses `cares`. The caller shuts the transport down.
     /// - Returns: The upstreams to give ``HostResolver`` (`nil`: the settings' own) and the transport.
-    func commandLineUpstreams(_ settings: inout ResolverSettings) throws -> (
+    func commandLineUpstreams(_ settings: inout HostResolver.Configuration) throws -> (
         upstreams: [HostResolver.Upstream]?, transport: HTTPDNSTransport?
     ) {
         guard httpDNS.isSelected else { return (nil, nil) }
@@ -170,7 +170,7 @@ public struct CacheOptions: ParsableArguments {
     }
 
     /// Turns the cache off, or points it at the file.
-    func apply(to settings: inout ResolverSettings) {
+    func apply(to settings: inout HostResolver.Configuration) {
         if noCache { settings.cacheEnabled = false }
         if let cacheFile { settings.cachePath = cacheFile }
     }

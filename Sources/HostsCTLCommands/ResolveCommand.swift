@@ -30,7 +30,7 @@ public struct ResolveCommand: AsyncParsableCommand {
             valueName: "LAYER"),
         transform: ResolveCommand.parseSource
     )
-    package var source: ResolverSettings.Source?
+    package var source: HostResolver.Configuration.Source?
 
     /// `--cache-file` and `--no-cache`.
     @OptionGroup
@@ -69,7 +69,7 @@ public struct ResolveCommand: AsyncParsableCommand {
         try ResolutionOptions.checkOverrides(settings)
         let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
         let resolver = try Self.usage {
-            try HostResolver(settings: settings, upstreams: upstreams, logger: CommandLogging.logger())
+            try HostResolver(configuration: settings, upstreams: upstreams, logger: CommandLogging.logger())
         }
         resolution.restrictCache(of: resolver)
         var reports = await Self.resolveAll(names, family: family, with: resolver)
@@ -90,7 +90,7 @@ public struct ResolveCommand: AsyncParsableCommand {
     }
 
     /// The settings with this command's options applied.
-    func effectiveSettings(_ loaded: ResolverSettings) throws -> ResolverSettings {
+    func effectiveSettings(_ loaded: HostResolver.Configuration) throws -> HostResolver.Configuration {
         var settings = loaded
         let httpDNS = resolution.httpDNS
         cache.apply(to: &settings)
@@ -156,8 +156,8 @@ public struct ResolveCommand: AsyncParsableCommand {
         }
     }
 
-    static func parseSource(_ text: String) throws -> ResolverSettings.Source {
-        guard let source = ResolverSettings.Source(rawValue: text.lowercased()) else {
+    static func parseSource(_ text: String) throws -> HostResolver.Configuration.Source {
+        guard let source = HostResolver.Configuration.Source(rawValue: text.lowercased()) else {
             throw ValidationError("'\(text)' is not a layer; use overrides, hosts, cache, httpdns, cares or system.")
         }
         return source

@@ -54,7 +54,7 @@ public struct ServeCommand: AsyncParsableCommand {
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
         let metrics = PrometheusMetricsFactory(registry: registry)
-        let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metrics)
+        let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
         let forwarder: CAresResolver
         do {
             forwarder = try CAresResolver(configuration: settings.cares, logger: logger)
@@ -148,7 +148,7 @@ public struct ServeCommand: AsyncParsableCommand {
     /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
     /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
     /// as written.
-    static func served(_ settings: ResolverSettings, serve: ServeSettings) -> ResolverSettings {
+    static func served(_ settings: HostResolver.Configuration, serve: ServeSettings) -> HostResolver.Configuration {
         var served = settings
         // Answers are for clients on other networks: never adapted to this host's (NAT64).
         served.adaptsToHostNetwork = false
@@ -184,13 +184,13 @@ final class SettingsReloader: Sendable {
     private let resolver: HostResolver
     private let service: HTTPDNSService
     private let logger: Logger
-    private let watcher: FileWatcher<ResolverSettings>?
+    private let watcher: FileWatcher<HostResolver.Configuration>?
     /// The `serve` section last applied, to tell which edits wait for a restart.
     private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(
-        path: String?, initial: ResolverSettings, serve: ServeSettings, resolver: HostResolver,
+        path: String?, initial: HostResolver.Configuration, serve: ServeSettings, resolver: HostResolver,
         service: HTTPDNSService, logger: Logger
     ) {
         self.path = path
@@ -198,9 +198,9 @@ final class SettingsReloader: Sendable {
         self.service = service
         self.logger = logger
         self.applied = Locked(serve)
-        let reload = Locked<(@Sendable (ResolverSettings) -> Void)?>(nil)
+        let reload = Locked<(@Sendable (HostResolver.Configuration) -> Void)?>(nil)
         self.watcher = path.map { path in
-            FileWatcher<ResolverSettings>(
+            FileWatcher<HostResolver.Configuration>(
                 path: path, initial: initial, logger: logger,
                 load: { path in try SettingsLoading.load(path).get() },
                 onChange: { settings in reload.withLock { $0 }?(settings) })
@@ -233,7 +233,7 @@ final class SettingsReloader: Sendable {
         }
     }
 
-    private func apply(_ edited: ResolverSettings) {
+    private func apply(_ edited: HostResolver.Configuration) {
         do {
             let after = try edited.read(ServeSettings.section)
             let settings = ServeCommand.served(edited, serve: after)

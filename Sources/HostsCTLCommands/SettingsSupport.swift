@@ -14,7 +14,7 @@ enum SettingsLoading {
     static let sections = [HTTPDNSInterceptor.Configuration.section.erased, ServeSettings.section.erased]
 
     /// Every documented key: the resolver's, then the sections'.
-    static var keys: [SettingKey] { ResolverSettings.keys + sections.flatMap(\.keys) }
+    static var keys: [SettingKey] { HostResolver.Configuration.keys + sections.flatMap(\.keys) }
 
     /// Loads `path`, or the file `$HOSTSCTL_CONFIG` names, or the defaults with environment overrides; every
     /// section is checked.
@@ -25,7 +25,7 @@ enum SettingsLoading {
 
     /// The settings of `path` (see ``load(_:)``), with every diagnostic printed to standard error.
     /// - Throws: `ValidationError` when the settings have errors.
-    static func settings(_ path: String?) throws -> ResolverSettings {
+    static func settings(_ path: String?) throws -> HostResolver.Configuration {
         let file = load(path)
         for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
         guard let settings = file.settings, file.errors.isEmpty else {
@@ -35,7 +35,7 @@ enum SettingsLoading {
     }
 
     /// `settings` answering from the overrides file `hosts` (`--hosts`), first in the layers.
-    static func useOverrides(_ hosts: String, in settings: inout ResolverSettings) {
+    static func useOverrides(_ hosts: String, in settings: inout HostResolver.Configuration) {
         settings.files.overridesFile = hosts
         if !settings.sources.contains(.overrides) { settings.sources.insert(.overrides, at: 0) }
     }
@@ -64,7 +64,7 @@ enum SettingsReport {
     /// Every effective value with where it came from; after each provider's `secretEnv` row, whether that
     /// variable is set (never its value).
     /// - Throws: `ConfigurationError` when a section does not read (the file was checked, so it does).
-    static func rows(_ settings: ResolverSettings, file: SettingsFile) throws -> [Row] {
+    static func rows(_ settings: HostResolver.Configuration, file: SettingsFile) throws -> [Row] {
         var rows: [Row] = []
         var values = settings.effectiveValues
         for section in SettingsLoading.sections { values += try section.values(settings) }

@@ -52,7 +52,7 @@ func escape(_ text: String) -> String {
 if asyncHTTPClient {
     // The README's AsyncHTTPClient sample.
     let settings = try SettingsFile.load(path: config).get()
-    let resolver = try HostResolver(settings: settings, logger: logger)
+    let resolver = try HostResolver(configuration: settings, logger: logger)
     let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings))
     var failures = 0
     for url in urls {

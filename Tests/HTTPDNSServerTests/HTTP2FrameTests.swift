@@ -97,7 +97,7 @@ struct HTTP2FrameTests {
                 }
                 """.utf8), path: "h2.json", environment: [:]
         ).get()
-        let resolver = try HostResolver(settings: settings, logger: Self.logger)
+        let resolver = try HostResolver(configuration: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(
             service: service,

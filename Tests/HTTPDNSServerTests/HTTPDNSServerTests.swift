@@ -450,7 +450,7 @@ struct HTTPDNSServerTests {
             }
             """.utf8.map { $0 }, path: "slow.json", environment: [:]
         ).get()
-        let resolver = try HostResolver(settings: settings, logger: Self.logger)
+        let resolver = try HostResolver(configuration: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(
             service: service, configuration: .init(port: 0, idleTimeout: idle), logger: Self.logger)

@@ -61,13 +61,13 @@ struct BoundedResourceTests {
     func badLineAtStartStillWatched() async throws {
         let files = try TemporaryFiles()
         let path = try files.write("overrides", "999.0.0.1 broken.test\n192.0.2.5 ok.test\n")
-        var settings = ResolverSettings.default
+        var settings = HostResolver.Configuration.default
         settings.sources = [.overrides]
         settings.files.overridesFile = path
         settings.files.reloadIntervalMilliseconds = 20
         settings.systemFallback = false
         settings.probeEnabled = false
-        let resolver = try HostResolver(settings: settings, persistingCache: false)
+        let resolver = try HostResolver(configuration: settings, persistingCache: false)
         #expect(try await resolver.resolveRanked("ok.test").best?.description == "192.0.2.5", "the good lines are used")
         try "192.0.2.6 broken.test\n192.0.2.5 ok.test\n".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(

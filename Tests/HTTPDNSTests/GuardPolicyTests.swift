@@ -85,19 +85,19 @@ struct GuardPolicyTests {
     @Test("guard.everyUpstream extends the guard to c-ares; off by default")
     func everyUpstream() async throws {
         try await DNSMasq.with { server in
-            var settings = ResolverSettings.default
+            var settings = HostResolver.Configuration.default
             settings.cares.servers = [server.address]
             settings.sources = [.cares]
             settings.systemFallback = false
             settings.probeEnabled = false
             settings.cares.searchDomains = []
-            let open = try HostResolver(settings: settings, persistingCache: false)
+            let open = try HostResolver(configuration: settings, persistingCache: false)
             #expect(try await open.resolveRanked("n5.test", family: .ipv4).best?.description == "10.1.0.5")
             await open.shutdown()
             let file = try TemporaryFiles()
             let path = try file.write("s.json", #"{"guard": {"everyUpstream": true}}"#)
             settings.guardsEveryUpstream = try SettingsFile.load(path: path, environment: [:]).get().guardsEveryUpstream
-            let guarded = try HostResolver(settings: settings, persistingCache: false)
+            let guarded = try HostResolver(configuration: settings, persistingCache: false)
             await expectDNSError(.privateAddress) { try await guarded.resolve(try HostName("n5.test"), family: .ipv4) }
             #expect(try await guarded.resolveRanked("multi.test", family: .ipv4).origin == .cares)
             await guarded.shutdown()

@@ -22,7 +22,7 @@ struct HostResolverTests {
         clock: ManualClock = ManualClock(),
         cache: HostCache.Configuration? = HostCache.Configuration(minimumTTL: 0),
         overrides: HostOverrides? = nil,
-        configuration: HostResolver.Configuration = .init(probing: nil),
+        configuration: HostResolver.Policy = .init(probing: nil),
         metrics: TestMetrics? = nil
     ) -> HostResolver {
         HostResolver(
@@ -370,7 +370,7 @@ struct HostResolverTests {
     func restart() async throws {
         let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let configuration = HostResolver.Configuration(probing: nil, cachePath: path)
+        let configuration = HostResolver.Policy(probing: nil, cachePath: path)
         let first = Self.resolver([FakeUpstream(.answer(Self.zone, ttl: 300))], configuration: configuration)
         _ = try await first.resolveRanked("a.test")
         first.reportConnect(to: ip("2001:db8::1"), of: name("a.test"), latency: .milliseconds(2))
@@ -510,12 +510,12 @@ struct HostResolverTests {
         }
         try "192.0.2.200 pinned.test\n".write(toFile: hosts, atomically: true, encoding: .utf8)
         try await DNSMasq.with { server in
-            var settings = ResolverSettings.default
+            var settings = HostResolver.Configuration.default
             settings.files.overridesFile = hosts
             settings.cares.servers = [server.address]
             settings.cachePath = cachePath
             settings.probeEnabled = false
-            let resolver = try HostResolver(settings: settings)
+            let resolver = try HostResolver(configuration: settings)
             #expect(try await resolver.resolveRanked("pinned.test").freshness == .override)
             #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).origin == .cares)
             #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).freshness == .cache)

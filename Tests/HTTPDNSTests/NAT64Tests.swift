@@ -139,7 +139,7 @@ struct NAT64Tests {
 
     @Test("nat64.* settings: mode and prefixes, bad prefixes refused")
     func settings() throws {
-        #expect(ResolverSettings.default.network == HostNetwork.Configuration(mode: .auto, prefixes: []))
+        #expect(HostResolver.Configuration.default.network == HostNetwork.Configuration(mode: .auto, prefixes: []))
         let files = try TemporaryFiles()
         let good = try files.write("s.json", #"{"nat64": {"mode": "off", "prefixes": ["64:ff9b::/96"]}}"#)
         let loaded = try SettingsFile.load(path: good, environment: [:]).get()

@@ -58,7 +58,7 @@ struct NetworkChangeTests {
 
     /// A resolver watching `namespace`, its cache holding `api.test` with two scored addresses.
     static func watchingResolver(_ namespace: NetworkNamespace) throws -> HostResolver {
-        var configuration = HostResolver.Configuration(probing: nil)
+        var configuration = HostResolver.Policy(probing: nil)
         configuration.watchesNetwork = true
         configuration.networkNamespace = namespace.path
         let upstream = FakeUpstream(.answer(["api.test": ["192.0.2.50", "192.0.2.51"]], ttl: 300))

@@ -112,7 +112,7 @@ struct RaceTrustTests {
 
     @Test("sources.trusted: httpdns by default; names outside httpdns, cares and system are refused")
     func setting() throws {
-        #expect(ResolverSettings.default.trustedSources == [.httpdns])
+        #expect(HostResolver.Configuration.default.trustedSources == [.httpdns])
         let files = try TemporaryFiles()
         let path = try files.write("s.json", #"{"sources": {"trusted": ["httpdns", "cares"]}}"#)
         #expect(try SettingsFile.load(path: path, environment: [:]).get().trustedSources == [.httpdns, .cares])

@@ -29,7 +29,7 @@ struct SettingsTests {
     @Test("defaults without a file")
     func defaults() throws {
         let settings = try SettingsFile.load(path: nil, environment: [:]).get()
-        #expect(settings.effectiveValues == ResolverSettings.default.effectiveValues)
+        #expect(settings.effectiveValues == HostResolver.Configuration.default.effectiveValues)
         #expect(settings.cares.timeout == .seconds(2) && settings.cares.tries == 2)
         #expect(settings.cache.dualStack == .fastest && settings.probe.ports == [443])
 
@@ -96,7 +96,7 @@ struct SettingsTests {
                 .init(.stringArray(["https://127.0.0.1:1/dns-query"]), isSecret: false),
         ]
         let reader = ConfigReader(provider: InMemoryProvider(values: values))
-        // A subsystem can be configured from the same source without the whole ResolverSettings.
+        // A subsystem can be configured from the same source without the whole HostResolver.Configuration.
         #expect(try CAresResolver.Configuration(configReader: reader.scoped(to: "cares")).tries == 5)
         #expect(
             try CAresResolver.Configuration(configReader: reader.scoped(to: "cares")).searchPolicy.domains.map(\.name)
@@ -114,12 +114,12 @@ struct SettingsTests {
         #expect(try coded.resolverConfiguration(allowingPrivateAnswers: false).endpoints.count == 1)
         #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
 
-        let settings = try ResolverSettings(configReader: reader)
+        let settings = try HostResolver.Configuration(configReader: reader)
         #expect(settings.cares == (try CAresResolver.Configuration(configReader: reader.scoped(to: "cares"))))
         #expect(settings.httpDNS.timeoutMilliseconds == 900)
         #expect(settings.guardsEveryUpstream && !settings.allowsPrivateAnswers)
         // One key table: no key twice, and config show prints every concrete key exactly once.
-        let paths = ResolverSettings.keys.map(\.path)
+        let paths = HostResolver.Configuration.keys.map(\.path)
         #expect(Set(paths).count == paths.count)
         let shown = settings.effectiveValues.map(\.path)
         #expect(Set(shown).count == shown.count)
@@ -131,8 +131,8 @@ struct SettingsTests {
         #expect(text["httpdns.provider.p1.urls"] == "[https://127.0.0.1:1/dns-query]")
         // The defaults come from the same fields: an empty source gives the documented defaults.
         let defaults = Dictionary(
-            uniqueKeysWithValues: ResolverSettings.default.effectiveValues.map { ($0.path, $0.text) })
-        for key in ResolverSettings.keys where key.kind == .int && !key.path.contains("*") {
+            uniqueKeysWithValues: HostResolver.Configuration.default.effectiveValues.map { ($0.path, $0.text) })
+        for key in HostResolver.Configuration.keys where key.kind == .int && !key.path.contains("*") {
             if let number = Int(key.defaultText) { #expect(defaults[key.path] == "\(number)", "\(key.path)") }
         }
         // A bad value is reported by the section that owns the key, naming it.
@@ -140,7 +140,7 @@ struct SettingsTests {
             provider: InMemoryProvider(values: ["probe.ports": .init(.intArray([0]), isSecret: false)]))
         #expect(throws: DNSError.self) { try HostResolver.Probing(configReader: bad.scoped(to: "probe")) }
         do {
-            _ = try ResolverSettings(configReader: bad)
+            _ = try HostResolver.Configuration(configReader: bad)
             Issue.record("accepted port 0")
         } catch { #expect(error.message.contains("probe.ports")) }
         // A component reads its section from a scoped reader; its errors still name the whole key and its variable.
@@ -153,8 +153,10 @@ struct SettingsTests {
         }
         // The HTTP DNS connect timeout is a key, and it reaches the transport the pipeline builds.
         let connect = ConfigReader(provider: InMemoryProvider(values: ["httpdns.connectTimeoutMs": 750]))
-        #expect(try ResolverSettings(configReader: connect).httpDNS.transport.connectTimeout == .milliseconds(750))
-        #expect(ResolverSettings.default.httpDNS.transport.connectTimeout == .seconds(2))
+        #expect(
+            try HostResolver.Configuration(configReader: connect).httpDNS.transport.connectTimeout == .milliseconds(750)
+        )
+        #expect(HostResolver.Configuration.default.httpDNS.transport.connectTimeout == .seconds(2))
     }
 
     @Test("environment variables override the file, and bad or unknown ones are reported")
@@ -313,7 +315,7 @@ struct LayerOrderTests {
             ([String](), false),
         ])
     func order(layers: [String], valid: Bool) throws {
-        let sources = layers.compactMap(ResolverSettings.Source.init(rawValue:))
-        #expect((ResolverSettings.orderProblem(sources) == nil) == valid, "\(layers)")
+        let sources = layers.compactMap(HostResolver.Configuration.Source.init(rawValue:))
+        #expect((HostResolver.Configuration.orderProblem(sources) == nil) == valid, "\(layers)")
     }
 }

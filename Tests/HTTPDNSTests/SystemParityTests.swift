@@ -81,7 +81,7 @@ struct SystemParityTests {
             "hosts", "# system hosts\n127.0.0.40 box.test box\n127.0.0.41 pinned.test\nbad line here\n")
         let overrides = try files.write("overrides", "127.0.0.42 pinned.test\n")
         try await DNSMasq.with(records: Self.searchRecords) { server in
-            var settings = ResolverSettings.default
+            var settings = HostResolver.Configuration.default
             settings.files.hostsFile = hosts
             settings.files.overridesFile = overrides
             settings.cares.servers = [server.address]
@@ -89,7 +89,7 @@ struct SystemParityTests {
             settings.systemFallback = false
             settings.probeEnabled = false
             settings.files.reloadIntervalMilliseconds = 20
-            let resolver = try HostResolver(settings: settings, persistingCache: false)
+            let resolver = try HostResolver(configuration: settings, persistingCache: false)
             let box = try await resolver.resolveRanked("box.test")
             #expect(box.addresses.map(\.ip.description) == ["127.0.0.40"])
             #expect(box.origin == .hosts, "bad lines of the system hosts file are skipped, the rest answers")
@@ -113,14 +113,14 @@ struct SystemParityTests {
     @Test("short names are searched through c-ares; the answer names the match; a trailing dot is not searched")
     func searchThroughCAres() async throws {
         try await DNSMasq.with(records: Self.searchRecords) { server in
-            var settings = ResolverSettings.default
+            var settings = HostResolver.Configuration.default
             settings.cares.servers = [server.address]
             settings.cares.searchDomains = ["svc.test", "test"]
             settings.cares.ndots = 1
             settings.systemFallback = false
             settings.probeEnabled = false
             settings.files.hostsFile = "/nonexistent/hosts"
-            let resolver = try HostResolver(settings: settings, persistingCache: false)
+            let resolver = try HostResolver(configuration: settings, persistingCache: false)
             let orders = try await resolver.resolveRanked("orders")
             #expect(orders.host == "orders.svc.test", "the first search domain that answers")
             #expect(orders.best?.description == "127.0.0.31")

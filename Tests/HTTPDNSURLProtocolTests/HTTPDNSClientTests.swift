@@ -473,7 +473,7 @@ struct HTTPDNSClientTests {
                 }
                 """)
             let settings = try SettingsFile.load(path: path, environment: [:]).get()
-            let resolver = try HostResolver(settings: settings, prober: nil, persistingCache: false)
+            let resolver = try HostResolver(configuration: settings, prober: nil, persistingCache: false)
             _ = try await resolver.resolve(try HostName("multi.test"), family: .ipv4)
             #expect(resolver.clientPool.clientCount() == 1, "HTTP DNS over HTTP/1.1 took its client from the pool")
 

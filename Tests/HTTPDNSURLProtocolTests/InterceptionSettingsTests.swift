@@ -9,7 +9,7 @@ import Testing
 /// positioned checks as the resolver's keys, whether or not the loader was told about the section.
 @Suite("interception settings")
 struct InterceptionSettingsTests {
-    static func settings(_ json: String, environment: [String: String] = [:]) throws -> ResolverSettings {
+    static func settings(_ json: String, environment: [String: String] = [:]) throws -> HostResolver.Configuration {
         try SettingsFile.load(path: try TemporaryFiles.file(json), environment: environment).get()
     }
 

@@ -375,7 +375,7 @@ let benchmarks: @Sendable () -> Void = {
         to: adopterDirectory.appendingPathComponent("hostsctl.json"), atomically: true, encoding: .utf8)
     let adopterSettings = try! SettingsFile.load(path: adopterDirectory.appendingPathComponent("hostsctl.json").path)
         .get()
-    let adopterResolver = try! HostResolver(settings: adopterSettings)
+    let adopterResolver = try! HostResolver(configuration: adopterSettings)
     let adopterClient = try! HTTPDNSClient(resolver: adopterResolver, configuration: .init(settings: adopterSettings))
     Benchmark(
         "HTTPDNSClient as the README sets it up vs HTTPClient.shared: 1 KiB keep-alive, \(concurrency) tasks, 4 alternating rounds",

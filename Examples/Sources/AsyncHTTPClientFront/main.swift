@@ -7,7 +7,7 @@ import HTTPDNSURLProtocol
 
 // The same pipeline as the URL protocol's: overrides, system hosts, scored cache, HTTP DNS, c-ares.
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(settings: settings)
+let resolver = try HostResolver(configuration: settings)
 let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings))
 
 // Where the code said `httpClient.execute(request, timeout: ...)`: the same request and response types.

@@ -5,7 +5,7 @@ import Logging
 // From Config/hostsctl.json (and HOSTSCTL_... environment variables): the layers of sources.order, the
 // overrides file (hot-reloaded), the cache with its limits and file, HTTP DNS providers, c-ares, probing.
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(settings: settings, logger: Logger(label: "httpdns"))
+let resolver = try HostResolver(configuration: settings, logger: Logger(label: "httpdns"))
 
 let answer = try await resolver.resolveRanked("api.example.com", port: 443)
 for address in answer.addresses {          // best first: fail over down this list

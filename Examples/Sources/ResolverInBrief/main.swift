@@ -2,7 +2,7 @@
 import HTTPDNS
 
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(settings: settings)
+let resolver = try HostResolver(configuration: settings)
 let ranked = try await resolver.resolveRanked("api.example.com", port: 443)
 print(ranked.addresses.first?.ip as Any)   // the fastest address first
 await resolver.shutdown()                        // saves the cache

@@ -12,7 +12,7 @@ let cares = try CAresResolver(configuration: settings.cares, logger: logger)
 
 // A resolver built from settings follows edits of its overrides and hosts files (every reload.intervalMs; an
 // edit with a bad line is rejected whole) and takes edited settings while it runs.
-let resolver = try HostResolver(settings: settings, logger: logger)
+let resolver = try HostResolver(configuration: settings, logger: logger)
 settings.cares.timeout = .milliseconds(500)
 try resolver.apply(settings)
 // HTTPDNSRuntime.start(configurationFile:) (product HTTPDNSURLProtocol) also watches the settings file itself:

@@ -7,7 +7,7 @@ import HTTPDNSURLProtocol
 
 // At start-up, BEFORE anything creates a URLSession (URLSession.shared copies the registered classes on first use).
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(settings: settings)
+let resolver = try HostResolver(configuration: settings)
 let interceptor = try HTTPDNSInterceptor(
     resolver: resolver,
     configuration: .init(settings: settings)   // interception.include/exclude/trustCA, ...

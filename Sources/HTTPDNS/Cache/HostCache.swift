@@ -11,7 +11,7 @@ import HTTPDNSClients
 /// Lookups take a mutex and a dictionary probe; rankings are computed when answers or scores change, not on
 /// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
 /// data are cached for ``Configuration/negativeTTL``; the least recently used hosts are evicted beyond
-/// ``Configuration/maximumHosts``. A resolver with a cache file (``HostResolver/Configuration/cachePath``) persists
+/// ``Configuration/maximumHosts``. A resolver with a cache file (``HostResolver/Policy/cachePath``) persists
 /// it across restarts.
 ///
 /// A cache is given to a ``HostResolver``, which stores its upstreams' answers in it and ranks them by what the

@@ -17,7 +17,7 @@ package import HTTPDNSPinnedClients
 ///    before they expire); an expired one within the maximum staleness is returned too while one background
 ///    refresh runs; a cached NXDOMAIN or no-data is thrown.
 /// 4. **Upstreams** in order (HTTP DNS providers, then c-ares), the first answer wins; or, with
-///    ``Configuration/race``, HTTP DNS and c-ares at once, the first good answer wins and the other still fills
+///    ``Policy/race`` (`sources.race`), HTTP DNS and c-ares at once, the first good answer wins and the other still fills
 ///    the cache. Concurrent lookups of one host share one upstream query. When every upstream fails, a stale
 ///    answer is served rather than an error.
 /// 5. When every candidate does not exist, the **fallback** (by default the system resolver, `getaddrinfo`) is
@@ -28,7 +28,7 @@ package import HTTPDNSPinnedClients
 /// ``reportFailure(to:of:)``.
 ///
 /// ```swift
-/// let resolver = try HostResolver(settings: settings, logger: logger)
+/// let resolver = try HostResolver(configuration: settings, logger: logger)
 /// let answer = try await resolver.resolveRanked("api.example.com")
 /// print(answer.best, answer.addresses.map(\.score))
 /// await resolver.shutdown()   // saves the cache
@@ -46,7 +46,7 @@ public final class HostResolver: HostNameResolver {
     struct State: Sendable {
         var upstreams: [Upstream] { didSet { identities = Self.identities(upstreams, fallback) } }
         var fallback: Upstream? { didSet { identities = Self.identities(upstreams, fallback) } }
-        var configuration: Configuration
+        var configuration: Policy
         /// The identities of the upstreams and the fallback, kept with them: every cache hit asks whether its
         /// answer came from one of them.
         private(set) var identities: Set<String>
@@ -63,7 +63,7 @@ public final class HostResolver: HostNameResolver {
         var nextListener = 0
 
         init(
-            upstreams: [Upstream], fallback: Upstream?, configuration: Configuration,
+            upstreams: [Upstream], fallback: Upstream?, configuration: Policy,
             cleanups: [@Sendable () async -> Void]
         ) {
             self.upstreams = upstreams
@@ -101,7 +101,7 @@ public final class HostResolver: HostNameResolver {
     /// What this host's network can reach (NAT64), applied to the answers handed out; `nil` for none.
     package let network: HostNetwork?
     /// The policy.
-    package var configuration: Configuration { state.withLock { $0.configuration } }
+    package var configuration: Policy { state.withLock { $0.configuration } }
     let state: Locked<State>
     let prober: (any ConnectProber)?
     let logger: Logger
@@ -136,7 +136,7 @@ public final class HostResolver: HostNameResolver {
         hosts: HostOverrides? = nil,
         fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
-        configuration: Configuration = Configuration(),
+        configuration: Policy = Policy(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
@@ -155,7 +155,7 @@ public final class HostResolver: HostNameResolver {
         fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
         prober: (any ConnectProber)?,
-        configuration: Configuration = Configuration(),
+        configuration: Policy = Policy(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
@@ -174,7 +174,7 @@ public final class HostResolver: HostNameResolver {
         fallback: Upstream?,
         cache: HostCache?,
         prober: (any ConnectProber)?,
-        configuration: Configuration,
+        configuration: Policy,
         logger: Logger,
         metricsFactory: (any MetricsFactory)?,
         onShutdown: [@Sendable () async -> Void],
@@ -294,7 +294,7 @@ public final class HostResolver: HostNameResolver {
     static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
-    package func updateConfiguration(_ change: (inout Configuration) -> Void) {
+    package func updateConfiguration(_ change: (inout Policy) -> Void) {
         state.withLock { change(&$0.configuration) }
         configurationChanges.add(1, ordering: .releasing)
     }

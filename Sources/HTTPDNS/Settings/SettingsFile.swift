@@ -15,7 +15,7 @@ public struct SettingsFile: Sendable {
     /// The path as given.
     package var path: String
     /// The settings, when the file (and the environment) had no errors.
-    package var settings: ResolverSettings?
+    package var settings: HostResolver.Configuration?
     /// Every problem found, errors and warnings.
     public var diagnostics: [ConfigDiagnostic]
     /// The keys the file set, as dotted paths, with their line and column.
@@ -33,7 +33,7 @@ public struct SettingsFile: Sendable {
 
     /// The settings, or the reason there are none.
     /// - Throws: ``ConfigurationError`` with every diagnostic.
-    public func get() throws(ConfigurationError) -> ResolverSettings {
+    public func get() throws(ConfigurationError) -> HostResolver.Configuration {
         guard let settings, errors.isEmpty else {
             throw ConfigurationError(
                 code: isUnreadable ? .unreadable : .invalid,
@@ -124,7 +124,7 @@ public struct SettingsFile: Sendable {
         var positions: [String: PositionedJSON.Position] = [:]
         var deferred: [String: PositionedJSON] = [:]
         SettingsCheck.check(
-            document, components: [], table: ResolverSettings.keys, values: &values, keys: &positions,
+            document, components: [], table: HostResolver.Configuration.keys, values: &values, keys: &positions,
             deferred: &deferred, diagnose: diagnose)
         result.fileKeys = positions.mapValues { ($0.line, $0.column) }
 
@@ -148,20 +148,22 @@ public struct SettingsFile: Sendable {
         let path = self.path
         // Environment variables for known keys; unknown HOSTSCTL_ variables are worth a warning.
         var known: [String: String] = [:]
-        for key in ResolverSettings.keys where !key.path.contains("*") { known[key.environmentVariable] = key.path }
+        for key in HostResolver.Configuration.keys where !key.path.contains("*") {
+            known[key.environmentVariable] = key.path
+        }
         let providerNames =
             (values[AbsoluteConfigKey(["httpdns", "providers"])]?.content).flatMap { content -> [String]? in
                 if case .stringArray(let names) = content { return names }
                 return nil
             } ?? []
         // The variables of other modules' sections are theirs to check.
-        let otherPrefixes = ResolverSettings.sectionsOfOtherModules.map {
+        let otherPrefixes = HostResolver.Configuration.sectionsOfOtherModules.map {
             SettingKey.environmentVariable(for: $0) + "_"
         }
         var otherVariables: [String: String] = [:]
         var secretVariables: Set<String> = ["HOSTSCTL_HTTPDNS_SECRET", "HOSTSCTL_CONFIG"]
         for name in providerNames {
-            for key in ResolverSettings.keys where key.path.hasPrefix("httpdns.provider.*.") {
+            for key in HostResolver.Configuration.keys where key.path.hasPrefix("httpdns.provider.*.") {
                 let concrete = key.path.replacingOccurrences(of: "*", with: name)
                 known[SettingKey.environmentVariable(for: concrete)] = concrete
             }
@@ -186,7 +188,7 @@ public struct SettingsFile: Sendable {
         guard errors.isEmpty else { return }
         let reader = Self.reader(values, environment: environment.filter { known[$0.key] != nil }, path: path)
         do {
-            settings = try ResolverSettings(configReader: reader)
+            settings = try HostResolver.Configuration(configReader: reader)
             settings?.origin = .file(Sections(path: path, trees: deferred, environment: otherVariables))
         } catch {
             diagnostics.append(ConfigDiagnostic(file: path, line: 0, column: 0, message: error.message))
@@ -226,7 +228,7 @@ public struct SettingsFile: Sendable {
     }
 
     /// The sections of a file that other modules own, as the file wrote them, and the environment variables under
-    /// their prefixes; ``ResolverSettings/read(_:)`` checks one against its module's keys.
+    /// their prefixes; ``HostResolver/Configuration/read(_:)`` checks one against its module's keys.
     package struct Sections: Sendable {
         /// The file's path, for diagnostics.
         let path: String

@@ -6,7 +6,7 @@ package import HTTPDNSCore
 ///
 /// The resolver's loader does not know these keys: it keeps each such section as the file wrote it (and the
 /// `HOSTSCTL_` variables under its prefix), and the owning module checks and reads it with
-/// ``ResolverSettings/read(_:)``, with the same positioned diagnostics as the resolver's own keys.
+/// ``HostResolver/Configuration/read(_:)``, with the same positioned diagnostics as the resolver's own keys.
 /// `SettingsFile.load(path:environment:sections:)` checks the sections it is given right away, so
 /// `hostsctl config check` reports every key of the file.
 package struct SettingsSection<Value: Sendable>: Sendable {
@@ -46,19 +46,19 @@ package struct AnySettingsSection: Sendable {
     /// The section's keys, documented.
     package let keys: [SettingKey]
     /// The section's effective values in `settings`.
-    package let values: @Sendable (ResolverSettings) throws(ConfigurationError) -> [SettingValue]
+    package let values: @Sendable (HostResolver.Configuration) throws(ConfigurationError) -> [SettingValue]
 }
 
-/// Where a ``ResolverSettings`` value was read from, kept so the modules above the resolver can read their own
+/// Where a ``HostResolver.Configuration`` value was read from, kept so the modules above the resolver can read their own
 /// sections from the same place.
 package enum SettingsOrigin: Sendable {
-    /// A configuration reader (``ResolverSettings/init(configReader:)``): sections read from it as they are.
+    /// A configuration reader (``HostResolver/Configuration/init(configReader:)``): sections read from it as they are.
     case reader(ConfigReader)
     /// A checked settings file: the sections the loader did not know, kept for their modules.
     case file(SettingsFile.Sections)
 }
 
-extension ResolverSettings {
+extension HostResolver.Configuration {
     /// Top-level keys of the settings file that other modules own; the loader keeps them for those modules
     /// (``SettingsSection``) instead of calling them unknown.
     static let sectionsOfOtherModules: Set<String> = ["interception", "serve"]

@@ -110,7 +110,7 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// Closes the connections the resolver made itself (``init(configuration:logger:)``); its later lookups fail with
     /// `DNSError.Code.shutdown`. A resolver that shares its connections with other providers (those of a settings
-    /// file, built by `HostResolver(settings:)`) leaves them to their owner. Calling it twice is harmless.
+    /// file, built by `HostResolver(configuration:)`) leaves them to their owner. Calling it twice is harmless.
     public func shutdown() async {
         if ownsTransport { await transport.shutdown() }
     }

@@ -2,8 +2,8 @@ package import Configuration
 
 /// One settings key bound to the property that holds its value. A section's list of fields is the one place where
 /// its keys, their defaults, their limits and their meaning are written: the section's `init(configReader:)` reads
-/// through it, ``ResolverSettings/keys`` (the file check, the environment variables, `hostsctl config keys`) lists
-/// it, and ``ResolverSettings/effectiveValues`` (`hostsctl config show`) prints through it.
+/// through it, ``HostResolver/Configuration/keys`` (the file check, the environment variables, `hostsctl config keys`) lists
+/// it, and ``HostResolver/Configuration/effectiveValues`` (`hostsctl config show`) prints through it.
 package struct SettingField<Section>: Sendable {
     /// The documented key.
     package let key: SettingKey

@@ -1,6 +1,6 @@
 /// One documented settings key: its path, type, default, limits and meaning.
 ///
-/// ``ResolverSettings/keys`` lists every key. The same table drives the file check (unknown keys, wrong types,
+/// ``HostResolver/Configuration/keys`` lists every key. The same table drives the file check (unknown keys, wrong types,
 /// bad values, with positions), the environment-variable names, `hostsctl config show` and the README.
 package struct SettingKey: Sendable, Hashable {
     /// The value type a key takes.

@@ -52,7 +52,7 @@ public final class HTTPDNSClient: Sendable {
         /// The defaults with the connection policy of `settings`, the settings the URL protocol also takes
         /// (``ConnectionPolicy/init(settings:)``).
         /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value.
-        public init(settings: ResolverSettings) throws(ConfigurationError) {
+        public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
             self.init(connection: try ConnectionPolicy(settings: settings))
         }
 

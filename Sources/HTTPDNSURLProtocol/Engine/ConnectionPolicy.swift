@@ -75,7 +75,7 @@ public struct ConnectionPolicy: Sendable {
     /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
     /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in the
     ///   settings file.
-    public init(settings: ResolverSettings) throws(ConfigurationError) {
+    public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
         self = try settings.read(HTTPDNSInterceptor.Configuration.section).connection
     }
 

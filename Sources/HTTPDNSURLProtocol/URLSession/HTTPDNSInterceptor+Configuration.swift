@@ -72,7 +72,7 @@ extension HTTPDNSInterceptor {
         /// proxy mode (`interception.proxy`).
         /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in
         ///   the settings file.
-        public init(settings: ResolverSettings) throws(ConfigurationError) {
+        public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
             self = try settings.read(Self.section)
         }
 

@@ -35,7 +35,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// The settings file followed, if any.
     public let configurationFile: String?
     private let logger: Logger
-    private let watcher: Locked<FileWatcher<ResolverSettings>?>
+    private let watcher: Locked<FileWatcher<HostResolver.Configuration>?>
     private let stopped = Atomic<Bool>(false)
 
     private init(resolver: HostResolver, interceptor: HTTPDNSInterceptor, configurationFile: String?, logger: Logger) {
@@ -68,7 +68,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// Builds the pipeline and the interceptor from `settings` and registers the URL protocol; no file is followed
     /// (``apply(_:)`` changes the settings while running).
     public static func start(
-        settings: ResolverSettings,
+        settings: HostResolver.Configuration,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
     ) throws -> HTTPDNSRuntime {
@@ -91,10 +91,10 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     private static func start(
-        settings: ResolverSettings, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
+        settings: HostResolver.Configuration, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
     ) throws -> HTTPDNSRuntime {
         let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
-        let resolver = try HostResolver(settings: settings, logger: logger, metricsFactory: metricsFactory)
+        let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metricsFactory)
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
@@ -127,7 +127,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     private func follow(_ file: String, interval: Int) {
-        let watcher = FileWatcher<ResolverSettings>(
+        let watcher = FileWatcher<HostResolver.Configuration>(
             path: file,
             initial: resolver.appliedSettings ?? .default,
             logger: logger,
@@ -138,7 +138,7 @@ public final class HTTPDNSRuntime: Sendable {
         self.watcher.withLock { $0 = watcher }
     }
 
-    private func applyLogging(_ settings: ResolverSettings) {
+    private func applyLogging(_ settings: HostResolver.Configuration) {
         do {
             try apply(settings)
         } catch {
@@ -150,7 +150,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// (the interceptor's `apply(_:)`, from the settings' `interception` section).
     /// - Throws: `ConfigurationError` for a bad `interception` section, `DNSError` when the resolver cannot use
     ///   them; then nothing changed.
-    public func apply(_ settings: ResolverSettings) throws {
+    public func apply(_ settings: HostResolver.Configuration) throws {
         let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
         try resolver.apply(settings)
         interceptor.apply(interception)
@@ -163,7 +163,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// The settings of `file` with its `interception` section checked too (`nil`: the defaults).
-    private static func load(_ file: String?) throws(ConfigurationError) -> ResolverSettings {
+    private static func load(_ file: String?) throws(ConfigurationError) -> HostResolver.Configuration {
         try SettingsFile.load(path: file, sections: [HTTPDNSInterceptor.Configuration.section.erased]).get()
     }
 

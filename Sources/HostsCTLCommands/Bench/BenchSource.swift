@@ -51,7 +51,7 @@ struct BenchTargetFactory {
         var make: () throws -> BenchTarget
     }
 
-    var settings: ResolverSettings
+    var settings: HostResolver.Configuration
     var options: ResolutionOptions
     var concurrency: Int
     var logger: Logger
@@ -174,7 +174,7 @@ struct BenchTargetFactory {
         do {
             resolver = try ResolveCommand.usage {
                 try HostResolver(
-                    settings: settings, upstreams: upstreams, prober: nil, logger: logger, persistingCache: false)
+                    configuration: settings, upstreams: upstreams, prober: nil, logger: logger, persistingCache: false)
             }
         } catch {
             if let transport { Task { await transport.shutdown() } }

@@ -7,39 +7,39 @@ import HTTPDNSClients
 import HTTPDNSPinnedClients
 
 extension HostResolver {
-    /// Builds the pipeline a settings file describes: the overrides layer (always present, so run-time overrides
+    /// Builds the pipeline a configuration (a settings file, any `ConfigReader`) describes: the overrides layer (always present, so run-time overrides
     /// work without a file; its file watched for edits when `reload.intervalMs` is
     /// set), the system hosts file layer, the search policy, the cache with its limits and persisted file, the
-    /// upstreams of `ResolverSettings.sources` in order (the HTTP DNS providers over one shared transport,
+    /// upstreams of `Configuration.sources` in order (the HTTP DNS providers over one shared transport,
     /// c-ares, the system resolver), the system-resolver fallback, probing and pre-resolution. ``shutdown()`` saves
     /// the cache and closes everything built here. ``apply(_:)`` changes all of it while running.
     ///
     /// - Parameters:
-    ///   - settings: The settings; adjust fields first to change the pipeline (e.g. `sources = [.cares]`).
+    ///   - settings: The configuration; adjust fields first to change the pipeline (e.g. `sources = [.cares]`).
     ///   - upstreams: When given, these replace the upstream layers of the settings (the caller keeps ownership of
     ///     them) and no fallback is asked: the caller named what answers.
     ///   - logger: Where the pipeline logs.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    ///   - persistingCache: Whether the cache is loaded from and saved to its file (`ResolverSettings.cachePath`
+    ///   - persistingCache: Whether the cache is loaded from and saved to its file (`Configuration.cachePath`
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
     /// - Throws: `DNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
     public convenience init(
-        settings: ResolverSettings,
+        configuration settings: Configuration,
         upstreams: [Upstream]? = nil,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
     ) throws(DNSError) {
         try self.init(
-            settings: settings, upstreams: upstreams, prober: TCPConnectProber(), clock: .system, logger: logger,
+            configuration: settings, upstreams: upstreams, prober: TCPConnectProber(), clock: .system, logger: logger,
             metricsFactory: metricsFactory, persistingCache: persistingCache)
     }
 
     /// The same, with background probes by `prober` (`nil`: none) and the cache reading `clock` (tests pass one
     /// they control).
     package convenience init(
-        settings: ResolverSettings,
+        configuration settings: Configuration,
         upstreams: [Upstream]? = nil,
         prober: (any ConnectProber)?,
         clock: CacheClock = .system,
@@ -96,7 +96,7 @@ extension HostResolver {
     /// its entries (turning it off or on, its file and the overrides TTL take a restart). A resolver made with
     /// explicit upstreams keeps them.
     /// - Throws: `DNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
-    public func apply(_ settings: ResolverSettings) throws(DNSError) {
+    public func apply(_ settings: Configuration) throws(DNSError) {
         guard let files = state.withLock({ $0.localFiles }) else {
             throw DNSError(
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
@@ -132,7 +132,7 @@ extension HostResolver {
     }
 
     /// The settings this resolver was built from or last applied; `nil` for one built from parts.
-    package var appliedSettings: ResolverSettings? { state.withLock { $0.localFiles }?.settings }
+    package var appliedSettings: Configuration? { state.withLock { $0.localFiles }?.settings }
 
     /// The parts a settings file builds and the resolver then owns.
     struct Parts {
@@ -144,7 +144,7 @@ extension HostResolver {
     /// Builds the upstream layers of `settings` in order, and the system fallback when it is on and `system` is not
     /// a layer already. The HTTP DNS transport takes its HTTP/1.1 clients from `pool`. On failure, what was built is
     /// closed.
-    static func buildUpstreams(_ settings: ResolverSettings, pool: PinnedClientPool, logger: Logger) throws(DNSError)
+    static func buildUpstreams(_ settings: Configuration, pool: PinnedClientPool, logger: Logger) throws(DNSError)
         -> Parts
     {
         var parts = Parts(upstreams: [], fallback: nil, cleanups: [])
@@ -200,7 +200,7 @@ extension HostResolver {
     }
 
     private static func systemUpstream(
-        _ settings: ResolverSettings, cleanups: inout [@Sendable () async -> Void]
+        _ settings: Configuration, cleanups: inout [@Sendable () async -> Void]
     ) throws(DNSError) -> Upstream {
         let resolver = try SystemResolver(configuration: settings.system)
         cleanups.append { await resolver.shutdown() }
@@ -209,9 +209,9 @@ extension HostResolver {
     }
 
     /// The pipeline policy of `settings`.
-    static func configuration(for settings: ResolverSettings, cachePath: String?) -> Configuration {
+    static func configuration(for settings: Configuration, cachePath: String?) -> Policy {
         let probing = settings.probeEnabled ? settings.probe : nil
-        var configuration = Configuration(
+        var configuration = Policy(
             race: settings.race,
             probing: probing,
             preResolve: settings.preResolve,
@@ -229,7 +229,7 @@ extension HostResolver {
 /// they came from.
 final class LocalFiles: Sendable {
     private struct State {
-        var settings: ResolverSettings?
+        var settings: HostResolver.Configuration?
         var fixedUpstreams = false
         var overrides: FileWatcher<OverrideTable>?
         var hosts: FileWatcher<OverrideTable>?
@@ -238,11 +238,11 @@ final class LocalFiles: Sendable {
     private let state = Locked(State())
 
     /// The settings last applied.
-    var settings: ResolverSettings? { state.withLock { $0.settings } }
+    var settings: HostResolver.Configuration? { state.withLock { $0.settings } }
     /// Whether the resolver was given its upstreams (a reload leaves them).
     var fixedUpstreams: Bool { state.withLock { $0.fixedUpstreams } }
 
-    func adopt(settings: ResolverSettings, fixedUpstreams: Bool) {
+    func adopt(settings: HostResolver.Configuration, fixedUpstreams: Bool) {
         state.withLock {
             $0.settings = settings
             $0.fixedUpstreams = fixedUpstreams
@@ -252,7 +252,7 @@ final class LocalFiles: Sendable {
     /// Loads (and watches) the files `settings` name into the two layers; a layer not in the sources, or without a
     /// file, gets an empty table. Files that did not change keep their watchers.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` when the overrides file cannot be read.
-    func follow(_ settings: ResolverSettings, overrides: HostOverrides, hosts: HostOverrides, logger: Logger)
+    func follow(_ settings: HostResolver.Configuration, overrides: HostOverrides, hosts: HostOverrides, logger: Logger)
         throws(DNSError)
     {
         let interval = Duration.milliseconds(settings.files.reloadIntervalMilliseconds)
