@@ -328,7 +328,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HostsCTLTests",
-            dependencies: ["HostsCTLCommands", "HTTPDNS", "HTTPDNSURLProtocol", "TestSupport"],
+            dependencies: ["HostsCTLCommands", "HTTPDNS", "HTTPDNSServer", "HTTPDNSURLProtocol", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ]

@@ -41,7 +41,7 @@ public struct ServeCommand: AsyncParsableCommand {
     /// Serves until a signal arrives.
     public func run() async throws {
         let loaded = try SettingsLoading.settings(config)
-        let serve = try loaded.read(ServeSettings.section)
+        let serve = try loaded.read(ServeCommand.Configuration.section)
         let settings = Self.served(loaded, serve: serve)
         var listener = serve.server
         if let listen { listener.listen = try ServerAddress(parsing: listen) }
@@ -148,7 +148,9 @@ public struct ServeCommand: AsyncParsableCommand {
     /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
     /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
     /// as written.
-    static func served(_ settings: HostResolver.Configuration, serve: ServeSettings) -> HostResolver.Configuration {
+    static func served(_ settings: HostResolver.Configuration, serve: ServeCommand.Configuration)
+        -> HostResolver.Configuration
+    {
         var served = settings
         // Answers are for clients on other networks: never adapted to this host's (NAT64).
         served.adaptsToHostNetwork = false
@@ -161,7 +163,7 @@ public struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The vendor accounts with their secrets read from the environment.
-    static func accounts(_ serve: ServeSettings) throws -> [String: HTTPDNSSecret?] {
+    static func accounts(_ serve: ServeCommand.Configuration) throws -> [String: HTTPDNSSecret?] {
         var accounts: [String: HTTPDNSSecret?] = [:]
         for account in serve.accounts {
             guard let variable = account.secretVariable else {
@@ -186,11 +188,11 @@ final class SettingsReloader: Sendable {
     private let logger: Logger
     private let watcher: FileWatcher<HostResolver.Configuration>?
     /// The `serve` section last applied, to tell which edits wait for a restart.
-    private let applied: Locked<ServeSettings>
+    private let applied: Locked<ServeCommand.Configuration>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(
-        path: String?, initial: HostResolver.Configuration, serve: ServeSettings, resolver: HostResolver,
+        path: String?, initial: HostResolver.Configuration, serve: ServeCommand.Configuration, resolver: HostResolver,
         service: HTTPDNSService, logger: Logger
     ) {
         self.path = path
@@ -235,7 +237,7 @@ final class SettingsReloader: Sendable {
 
     private func apply(_ edited: HostResolver.Configuration) {
         do {
-            let after = try edited.read(ServeSettings.section)
+            let after = try edited.read(ServeCommand.Configuration.section)
             let settings = ServeCommand.served(edited, serve: after)
             let accounts = try ServeCommand.accounts(after)
             try resolver.apply(settings)

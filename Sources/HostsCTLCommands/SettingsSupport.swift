@@ -11,7 +11,7 @@ enum SettingsLoading {
 
     /// The sections of the settings file that the modules above the resolver own: the fronts' `interception` and
     /// the server's `serve`. `hostsctl` checks, lists and shows them with the resolver's keys.
-    static let sections = [HTTPDNSInterceptor.Configuration.section.erased, ServeSettings.section.erased]
+    static let sections = [HTTPDNSInterceptor.Configuration.section.erased, ServeCommand.Configuration.section.erased]
 
     /// Every documented key: the resolver's, then the sections'.
     static var keys: [SettingKey] { HostResolver.Configuration.keys + sections.flatMap(\.keys) }

@@ -316,16 +316,16 @@ struct ServedNamesTests {
         await resolver.shutdown()
     }
 
-    @Test("with a signed-only account the endpoints that carry no account answer 403 unless turned on")
+    @Test("the endpoints that carry no account answer 403 when turned off, whatever the accounts")
     func publicEndpoints() async throws {
         let overrides = HostOverrides()
         overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
         let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
-        var settings = ServeSettings.default
-        settings.accounts = [.init(id: "acct", secretVariable: "X")]
         let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
         let closed = HTTPDNSService(
-            resolver: resolver, configuration: settings.service(accounts: signedOnly), logger: Self.logger)
+            resolver: resolver,
+            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: false),
+            logger: Self.logger)
         let query = Self.message(labels: ["fast", "test"], type: 1)
         for request in [
             ServiceRequest(method: "GET", target: "/resolve?name=fast.test"),
@@ -333,15 +333,16 @@ struct ServedNamesTests {
         ] {
             #expect(await closed.handle(request).status == 403, "\(request.target)")
         }
-        settings.publicEndpoints = .on
         let open = HTTPDNSService(
-            resolver: resolver, configuration: settings.service(accounts: signedOnly), logger: Self.logger)
+            resolver: resolver,
+            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: true),
+            logger: Self.logger)
         #expect(await open.handle(ServiceRequest(method: "GET", target: "/resolve?name=fast.test")).status == 200)
         let unsignedAccounts = HTTPDNSService(
             resolver: resolver,
-            configuration: ServeSettings.default.service(accounts: ["acct": HTTPDNSSecret?.none]),
+            configuration: HTTPDNSService.Configuration(accounts: ["acct": HTTPDNSSecret?.none]),
             logger: Self.logger)
-        #expect(await unsignedAccounts.handle(Self.post(query)).status == 200, "auto: open without signed accounts")
+        #expect(await unsignedAccounts.handle(Self.post(query)).status == 200, "open with unsigned accounts")
         await resolver.shutdown()
     }
 

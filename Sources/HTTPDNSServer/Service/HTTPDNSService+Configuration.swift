@@ -46,7 +46,7 @@ extension HTTPDNSService {
         /// What happens to DNS queries for other types.
         package var otherTypes: OtherTypes
         /// Whether access logs carry the whole client address rather than its network (/24 or /48).
-        var logFullClientAddresses: Bool
+        package var logFullClientAddresses: Bool
         /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
         /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
         /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
@@ -64,7 +64,7 @@ extension HTTPDNSService {
         package var maximumForwardedQueries: Int
         /// The most requests waiting for an upstream at once (cache misses and forwarded queries); past it a
         /// request is answered 503 with `Retry-After` (SERVFAIL over DNS) at once.
-        var maximumUpstreamLookups: Int
+        package var maximumUpstreamLookups: Int
         /// The most requests from one client network (its /24 or /48) waiting for an upstream at once.
         package var maximumUpstreamLookupsPerNetwork: Int
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
@@ -77,7 +77,7 @@ extension HTTPDNSService {
         package var clientSubnetMode: ClientSubnetMode
         /// The most bits of a client's address sent upstream as its subnet (by default /24 and /56); a client that
         /// sends a shorter subnet is never given a longer one.
-        var clientSubnetPrefixes: ClientPrefixes
+        package var clientSubnetPrefixes: ClientPrefixes
         /// Proxies (load balancers) whose ``trustedProxyHeader`` names the client: for a request from one of them,
         /// the client is the last address in that header that is not itself one of them, counted from the right
         /// (for rate limits, EDNS Client Subnet, reports and logs). Empty (the default): the headers are ignored.

@@ -5,17 +5,18 @@ import Testing
 @testable import HTTPDNS
 @testable import HTTPDNSCore
 @testable import HTTPDNSServer
+@testable import HostsCTLCommands
 
-/// The `serve` section: the server owns its keys; the shared settings file keeps the section for it, and checks it
-/// with positions when the server's section is named.
-@Suite("serve settings")
-struct ServeSettingsTests {
+/// The `serve` section: `hostsctl serve` owns its keys; the shared settings file keeps the section for it, and
+/// checks it with positions when the command's section is named.
+@Suite("serve configuration")
+struct ServeConfigurationTests {
     static func load(_ path: String, environment: [String: String] = [:]) -> SettingsFile {
-        SettingsFile.load(path: path, environment: environment, sections: [ServeSettings.section.erased])
+        SettingsFile.load(path: path, environment: environment, sections: [ServeCommand.Configuration.section.erased])
     }
 
-    static func serve(_ path: String) throws -> ServeSettings {
-        try load(path).get().read(ServeSettings.section)
+    static func serve(_ path: String) throws -> ServeCommand.Configuration {
+        try load(path).get().read(ServeCommand.Configuration.section)
     }
 
     @Test(
@@ -23,10 +24,11 @@ struct ServeSettingsTests {
     )
     func deploymentFile() throws {
         let file = SettingsFile.load(
-            path: "Config/deploy/kubernetes/hostsctl.json", environment: [:], sections: [ServeSettings.section.erased])
+            path: "Config/deploy/kubernetes/hostsctl.json", environment: [:],
+            sections: [ServeCommand.Configuration.section.erased])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
-        let serve = try settings.read(ServeSettings.section)
+        let serve = try settings.read(ServeCommand.Configuration.section)
         #expect(serve.server.listen.description == "0.0.0.0:8053" && serve.service.otherTypes == .forward)
         #expect(serve.service.rateLimitPerSecond > 0 && serve.accounts.map(\.id) == ["demo"])
         #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
@@ -46,9 +48,9 @@ struct ServeSettingsTests {
         #expect(environment.count == 3, "\(environment)")
         let file = SettingsFile.load(
             path: "Config/deploy/kubernetes/hostsctl.json", environment: environment,
-            sections: [ServeSettings.section.erased])
+            sections: [ServeCommand.Configuration.section.erased])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
-        let serve = try file.get().read(ServeSettings.section)
+        let serve = try file.get().read(ServeCommand.Configuration.section)
         #expect(serve.server.certificatePath == "/etc/hostsctl-tls/tls.crt")
         #expect(serve.server.privateKeyPath == "/etc/hostsctl-tls/tls.key")
         #expect(serve.server.dotListen?.description == "0.0.0.0:8853")
@@ -86,7 +88,7 @@ struct ServeSettingsTests {
         // resolver, and the server's read finds the same mistakes.
         let unchecked = try SettingsFile.load(path: path, environment: [:]).get()
         do {
-            _ = try unchecked.read(ServeSettings.section)
+            _ = try unchecked.read(ServeCommand.Configuration.section)
             Issue.record("read a serve section with mistakes")
         } catch {
             #expect(error.diagnostics.map(\.line).sorted() == [2, 3], "\(error.diagnostics)")
@@ -98,7 +100,7 @@ struct ServeSettingsTests {
         let path = try TemporaryFiles.file(#"{"serve": {"maxAnswers": 4}}"#)
         let environment = ["HOSTSCTL_SERVE_MAX_ANSWERS": "6", "HOSTSCTL_SERVE_NOT_A_KEY": "1"]
         let file = Self.load(path, environment: environment)
-        #expect(try file.get().read(ServeSettings.section).service.maximumAnswers == 6)
+        #expect(try file.get().read(ServeCommand.Configuration.section).service.maximumAnswers == 6)
         #expect(file.environmentOverrides["serve.maxAnswers"] == "6")
         #expect(file.diagnostics.map(\.severity) == [.warning], "\(file.diagnostics)")
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_SERVE_NOT_A_KEY") == true)
@@ -132,8 +134,24 @@ struct ServeSettingsTests {
         #expect(!serve.service(accounts: ["b": HTTPDNSSecret("s")]).publicEndpoints)
         // Every effective value prints as it was written.
         let shown = Dictionary(
-            uniqueKeysWithValues: ServeSettings.section.values(serve).map { ($0.path, $0.text) })
+            uniqueKeysWithValues: ServeCommand.Configuration.section.values(serve).map { ($0.path, $0.text) })
         #expect(shown["serve.listen"] == "[::1]:9053" && shown["serve.idleTimeoutMs"] == "1500")
         #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies.networks"] == "[10.0.0.0/8]")
+    }
+
+    @Test("serve.publicEndpoints: auto answers unless an account is signed-only; on and off decide alone")
+    func publicEndpoints() {
+        let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
+        let unsigned: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret?.none]
+        var serve = ServeCommand.Configuration.default
+        #expect(serve.publicEndpoints == .auto)
+        #expect(!serve.service(accounts: signedOnly).publicEndpoints)
+        #expect(serve.service(accounts: unsigned).publicEndpoints)
+        #expect(serve.service(accounts: [:]).publicEndpoints)
+        serve.publicEndpoints = .on
+        #expect(serve.service(accounts: signedOnly).publicEndpoints)
+        serve.publicEndpoints = .off
+        #expect(!serve.service(accounts: unsigned).publicEndpoints)
+        #expect(serve.service(accounts: unsigned).accounts.keys.sorted() == ["acct"])
     }
 }
