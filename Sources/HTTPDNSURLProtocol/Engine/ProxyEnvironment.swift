@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import HTTPDNS
 
 /// The proxies the environment configures, decided with libcurl's rules, which this platform's URLSession (over
@@ -11,38 +11,38 @@ import HTTPDNS
 /// proxies.proxy(for: URL(string: "https://api.example.com/")!)   // 127.0.0.1:3128
 /// proxies.proxy(for: URL(string: "https://db.internal/")!)       // nil
 /// ```
-public struct ProxyEnvironment: Sendable, Hashable {
+package struct ProxyEnvironment: Sendable, Hashable {
     /// A proxy server.
-    public struct Proxy: Sendable, Hashable, CustomStringConvertible {
+    package struct Proxy: Sendable, Hashable, CustomStringConvertible {
         /// `http` for an HTTP proxy (CONNECT tunnels), or another scheme such as `socks5`.
-        public var scheme: String
+        package var scheme: String
         /// The proxy's host name or address.
-        public var host: String
+        package var host: String
         /// The proxy's port (libcurl's default is 1080).
-        public var port: Int
+        package var port: Int
 
         /// Creates a proxy description.
-        public init(scheme: String, host: String, port: Int) {
+        package init(scheme: String, host: String, port: Int) {
             self.scheme = scheme
             self.host = host
             self.port = port
         }
 
         /// `scheme://host:port`.
-        public var description: String { "\(scheme)://\(host):\(port)" }
+        package var description: String { "\(scheme)://\(host):\(port)" }
     }
 
     /// The proxy for `http` URLs.
-    public var http: Proxy?
+    package var http: Proxy?
     /// The proxy for `https` URLs.
-    public var https: Proxy?
+    package var https: Proxy?
     /// The proxy for any scheme without its own.
-    public var all: Proxy?
+    package var all: Proxy?
     /// The `no_proxy` entries, lower case, without leading dots.
-    public var exceptions: [String]
+    package var exceptions: [String]
 
     /// Reads the variables from `environment` (`nil`: the process's).
-    public init(environment: [String: String]? = nil) {
+    package init(environment: [String: String]? = nil) {
         let environment = environment ?? ProcessInfo.processInfo.environment
         func value(_ names: String...) -> String? {
             names.lazy.compactMap { environment[$0] }.first { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
@@ -65,10 +65,10 @@ public struct ProxyEnvironment: Sendable, Hashable {
     }
 
     /// Whether no proxy is configured at all.
-    public var isEmpty: Bool { http == nil && https == nil && all == nil }
+    package var isEmpty: Bool { http == nil && https == nil && all == nil }
 
     /// The proxy libcurl would send a request for `url` through, or `nil` for a direct connection.
-    public func proxy(for url: URL) -> Proxy? {
+    package func proxy(for url: URL) -> Proxy? {
         guard !isEmpty, let scheme = url.scheme?.lowercased(), let host = RequestRewriting.host(of: url) else {
             return nil
         }

@@ -21,10 +21,10 @@ public enum RequestRewriting {
     /// (``HTTPDNSInterceptor/intercepts(_:)``): URLSession's own HTTP support would send it as it is.
     public static let traceTagHeader = "X-HTTPDNS-Trace-Tag"
     /// The URLProtocol property key also honoured as the tag where properties round-trip.
-    public static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
+    package static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
 
     /// Whether `request` carries the handled tag (the header, or the URLProtocol property).
-    public static func isHandled(_ request: URLRequest) -> Bool {
+    package static func isHandled(_ request: URLRequest) -> Bool {
         request.value(forHTTPHeaderField: handledHeader) != nil
             || URLProtocol.property(forKey: handledPropertyKey, in: request) != nil
     }
@@ -35,7 +35,7 @@ public enum RequestRewriting {
     }
 
     /// Removes the handled tag, so the request is resolved and rewritten again (redirect hops do this).
-    public static func clearHandled(_ request: inout URLRequest) {
+    package static func clearHandled(_ request: inout URLRequest) {
         // Looking is cheaper than writing: a write copies the whole request when it is shared, as most are.
         guard request.value(forHTTPHeaderField: handledHeader) != nil else { return }
         request.setValue(nil, forHTTPHeaderField: handledHeader)

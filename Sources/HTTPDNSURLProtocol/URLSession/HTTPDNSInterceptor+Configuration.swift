@@ -34,14 +34,15 @@ extension HTTPDNSInterceptor {
         /// Called once per request with its trace, when it finishes or fails. For the URL protocol's loads it is
         /// called on an event loop thread: it must return quickly and never block.
         public var traceHandler: (@Sendable (RequestTrace) -> Void)?
-        /// What happens to a request the environment sends through a proxy (``proxies``): by default
+        /// What happens to a request the environment sends through a proxy: by default
         /// (`ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the
         /// proxy exactly as without the library; `ProxyMode.tunnel` sends it through the proxy
         /// itself with an HTTP CONNECT to the real host name (the proxy resolves the name).
         public var proxyMode: ProxyMode
         /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the
-        /// configuration is made.
-        public var proxies: ProxyEnvironment
+        /// configuration is made and again when the settings are applied. Package access: proxies come from the
+        /// process environment, as for libcurl; tests set them here.
+        package var proxies = ProxyEnvironment()
         /// Called before each redirect is followed, with the 3xx answer and the request the rules made for the next
         /// hop: return it (or a changed one) to follow, or `nil` to stop and deliver the 3xx answer as it is. For
         /// the URL protocol's loads it is called on an event loop thread: it must return quickly and never block.
@@ -55,7 +56,6 @@ extension HTTPDNSInterceptor {
             cookieStorage: HTTPCookieStorage? = .shared,
             traceHandler: (@Sendable (RequestTrace) -> Void)? = nil,
             proxyMode: ProxyMode = .bypass,
-            proxies: ProxyEnvironment = ProxyEnvironment(),
             redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)? = nil
         ) {
             self.connection = connection
@@ -64,7 +64,6 @@ extension HTTPDNSInterceptor {
             self.cookieStorage = cookieStorage
             self.traceHandler = traceHandler
             self.proxyMode = proxyMode
-            self.proxies = proxies
             self.redirectHandler = redirectHandler
         }
 
