@@ -53,7 +53,10 @@ public struct ServeCommand: AsyncParsableCommand {
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
-        let metrics = PrometheusMetricsFactory(registry: registry)
+        var metrics = PrometheusMetricsFactory(registry: registry)
+        // Answers from the cache take tens of microseconds: the default buckets (5 ms and up) would put every one
+        // in the first bucket, and the dashboard's and the alerts' percentiles would say nothing.
+        metrics.durationHistogramBuckets["httpdns_serve_request_duration_seconds"] = Self.answerTimeBuckets
         let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
         let forwarder: CAresResolver
         do {
@@ -161,6 +164,14 @@ public struct ServeCommand: AsyncParsableCommand {
         served.probe.probesGuardedAddresses = false
         return served
     }
+
+    /// The buckets of the answer-time histogram: 50 µs to 10 s, about two and a half per decade.
+    static let answerTimeBuckets: [Duration] = [
+        .microseconds(50), .microseconds(100), .microseconds(250), .microseconds(500), .milliseconds(1),
+        .microseconds(2500), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+        .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .microseconds(2_500_000), .seconds(5),
+        .seconds(10),
+    ]
 
     /// The vendor accounts with their secrets read from the environment.
     static func accounts(_ serve: ServeCommand.Configuration) throws -> [String: HTTPDNSSecret?] {

@@ -202,6 +202,12 @@ final class KeepAliveConnection: Sendable {
 
     /// Sends `GET target` and returns the status and body; throws when the server closed the connection.
     func get(_ target: String) throws -> (status: Int, body: String) {
+        let response = try exchange(target)
+        return (response.status, response.body)
+    }
+
+    /// Sends `GET target` and returns the status, the head's header lines (names in lower case) and the body.
+    func exchange(_ target: String) throws -> (status: Int, headers: [String: String], body: String) {
         let request = Array("GET \(target) HTTP/1.1\r\nHost: serve.test\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
         else {
@@ -219,7 +225,16 @@ final class KeepAliveConnection: Sendable {
                 let bodyStart = text.utf8.distance(from: text.startIndex, to: end.upperBound)
                 if received.count >= bodyStart + length {
                     let status = Int(head.split(separator: " ").dropFirst().first ?? "") ?? 0
-                    return (status, String(decoding: received[bodyStart..<bodyStart + length], as: UTF8.self))
+                    let original = text[..<end.lowerBound]
+                    var headers: [String: String] = [:]
+                    for line in original.split(separator: "\r\n").dropFirst() {
+                        guard let colon = line.firstIndex(of: ":") else { continue }
+                        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...]
+                            .trimmingCharacters(in: .whitespaces)
+                    }
+                    return (
+                        status, headers, String(decoding: received[bodyStart..<bodyStart + length], as: UTF8.self)
+                    )
                 }
             }
             let count = recv(fd, &buffer, buffer.count, 0)

@@ -6,7 +6,8 @@ import Synchronization
 
 /// HTTP DNS answered from a `HostResolver`: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
-/// `/readyz` and, with an exporter, `/metrics` (for requests of the admin listener only).
+/// `/readyz` and, with an exporter, `/metrics`, `/stats.json` and the dashboard (for requests of the admin listener
+/// only).
 ///
 /// The type knows nothing of sockets: an HTTP server front (``HTTPDNSServer``) maps its requests to
 /// ``ServiceRequest`` and back. Every answer comes from the same pipeline an application would use (overrides,
@@ -166,7 +167,8 @@ public final class HTTPDNSService: Sendable {
         // is the one endpoint both have.
         guard let endpoint = Self.endpoint(segments),
             request.listener == .service
-                ? endpoint != "metrics" : endpoint == "metrics" || endpoint == "healthz" || endpoint == "readyz"
+                ? !Self.operatorEndpoints.contains(endpoint)
+                : Self.operatorEndpoints.contains(endpoint) || endpoint == "healthz" || endpoint == "readyz"
         else {
             return Plan(endpoint: "unknown", work: .done(.text(404, "no such endpoint")))
         }
@@ -223,6 +225,10 @@ public final class HTTPDNSService: Sendable {
             return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
         case "metrics":
             return metricsPlan(now: now)
+        case "stats.json":
+            return statsPlan(now: now)
+        case "dashboard":
+            return Plan(endpoint: endpoint, work: .done(Self.dashboard))
         case "resolve":
             return jsonPlan(target.query, client: request.client, configuration)
         case "tencent":
@@ -241,7 +247,9 @@ public final class HTTPDNSService: Sendable {
         case (1, "resolve"): "resolve"
         case (1, "d"): "tencent"
         case (2, "d"), (2, "sign_d"): "alibaba"
-        case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"): String(segments[0])
+        case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"), (1, "stats.json"), (1, "dashboard"):
+            String(segments[0])
+        case (0, _): "dashboard"
         default: nil
         }
     }
@@ -256,21 +264,6 @@ public final class HTTPDNSService: Sendable {
         let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
         return Plan(
             endpoint: endpoint, work: .done(.text(429, "too many requests", headers: ["Retry-After": "\(seconds)"])))
-    }
-
-    /// `/metrics`: the exporter's text, rendered at most once a second.
-    private func metricsPlan(now: ContinuousClock.Instant) -> Plan {
-        guard let exporter else { return Plan(endpoint: "metrics", work: .done(.text(404, "no such endpoint"))) }
-        let text = renderedMetrics.withLock { rendered -> [UInt8] in
-            if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
-            let text = exporter()
-            rendered = (text, now)
-            return text
-        }
-        return Plan(
-            endpoint: "metrics",
-            work: .done(
-                ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
     }
 
     /// The answer when it needs no waiting (an error, or every lookup answered by a local layer or the cache);

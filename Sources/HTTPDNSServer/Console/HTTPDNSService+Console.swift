@@ -1,0 +1,57 @@
+import Foundation
+import HTTPDNSCore
+
+extension HTTPDNSService {
+    /// The operator's endpoints, answered on the admin listener only: the metrics, the live picture made from them
+    /// and the dashboard page that shows it (also at `/`).
+    static let operatorEndpoints: Set<String> = ["metrics", "stats.json", "dashboard"]
+
+    /// The dashboard page, with headers that keep it to itself: its own inline script and style, requests to this
+    /// listener only, never framed.
+    static let dashboard = ServiceResponse(
+        status: 200, contentType: "text/html; charset=utf-8",
+        headers: [
+            "Content-Security-Policy":
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                + "frame-ancestors 'none'",
+            "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store",
+        ],
+        body: DashboardPage.html)
+
+    /// `/metrics`: the exporter's text, rendered at most once a second.
+    func metricsPlan(now: ContinuousClock.Instant) -> Plan {
+        guard let text = exposition(now: now) else {
+            return Plan(endpoint: "metrics", work: .done(.text(404, "no such endpoint")))
+        }
+        return Plan(
+            endpoint: "metrics",
+            work: .done(
+                ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
+    }
+
+    /// `/stats.json`: the live picture made from the same rendering `/metrics` serves.
+    func statsPlan(now: ContinuousClock.Instant) -> Plan {
+        guard let text = exposition(now: now) else {
+            return Plan(endpoint: "stats.json", work: .done(.text(404, "no such endpoint")))
+        }
+        let stats = ServiceStats(exposition: String(decoding: text, as: UTF8.self), time: Date().timeIntervalSince1970)
+        return Plan(
+            endpoint: "stats.json",
+            work: .done(
+                ServiceResponse(
+                    status: 200, contentType: "application/json", headers: ["Cache-Control": "no-store"],
+                    body: stats.json)))
+    }
+
+    /// The metrics in the exposition format, rendered at most once a second however often they are asked for;
+    /// `nil` without an exporter.
+    private func exposition(now: ContinuousClock.Instant) -> [UInt8]? {
+        guard let exporter else { return nil }
+        return renderedMetrics.withLock { rendered -> [UInt8] in
+            if let rendered, now - rendered.made < .seconds(1) { return rendered.text }
+            let text = exporter()
+            rendered = (text, now)
+            return text
+        }
+    }
+}

@@ -1,0 +1,163 @@
+public import ArgumentParser
+import Foundation
+import HTTPDNS
+import HTTPDNSCore
+import HTTPDNSServer
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `hostsctl top`: a running `hostsctl serve` in the terminal, refreshed like `top` (or `dnsdist -c`'s `top`): the
+/// `/stats.json` of its admin listener, with rates taken from one reading to the next. Usable over SSH: plain text,
+/// and with `--plain` no screen control at all.
+public struct TopCommand: AsyncParsableCommand {
+    /// The command's name and help.
+    public static let configuration = CommandConfiguration(
+        commandName: "top",
+        abstract: "Watch a running hostsctl serve: queries, cache, answer times, upstreams and refusals, refreshed.",
+        discussion: """
+            Reads /stats.json from the server's admin listener (serve.admin.listen, 127.0.0.1:8054 by default) every \
+            interval and shows totals and rates; the first screen has no rates yet.
+            """)
+
+    /// The settings file, to find `serve.admin.listen`.
+    @Option(help: "The settings file (default: $HOSTSCTL_CONFIG, else the defaults).")
+    public var config: String?
+
+    /// The admin listener to read, instead of the settings'.
+    @Option(help: "The admin listener, IP:PORT (default: serve.admin.listen).")
+    public var admin: String?
+
+    /// Seconds between readings.
+    @Option(help: "Seconds between readings.")
+    public var interval: Double = 1
+
+    /// How many screens, then exit; by default until interrupted.
+    @Option(help: "Screens to show, then exit (default: until interrupted).")
+    public var count: Int?
+
+    /// Print screens one after another instead of redrawing.
+    @Flag(help: "Print each screen after the last instead of redrawing the terminal.")
+    public var plain = false
+
+    /// Creates the command (used by the argument parser).
+    public init() {}
+
+    /// Checks the options.
+    public func validate() throws {
+        guard interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+    }
+
+    /// Reads and shows until interrupted or `--count` screens.
+    public func run() async throws {
+        let address = try adminAddress()
+        guard let url = URL(string: "http://\(address.ip.urlHost):\(address.port)/stats.json") else {
+            throw ValidationError("cannot make a URL of \(address)")
+        }
+        let session = URLSession(configuration: Self.sessionConfiguration(timeout: max(interval, 2)))
+        defer { session.finishTasksAndInvalidate() }
+        var previous: ServiceStats?
+        var shown = 0
+        while count.map({ shown < $0 }) ?? true {
+            let screen: String
+            do {
+                let stats = try await Self.read(url, session: session)
+                screen = Self.render(stats, previous: previous, source: "\(address)", interval: interval)
+                previous = stats
+            } catch {
+                screen = "hostsctl top: \(address): \(error)\n"
+            }
+            print(plain ? screen : "\u{1B}[H\u{1B}[2J" + screen, terminator: plain ? "\n" : "")
+            shown += 1
+            if count.map({ shown >= $0 }) ?? false { break }
+            try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
+        }
+    }
+
+    /// `--admin`, else the settings' `serve.admin.listen`.
+    private func adminAddress() throws -> ServerAddress {
+        if let admin { return try ServerAddress(parsing: admin) }
+        let serve = try SettingsLoading.settings(config).read(ServeCommand.Configuration.section)
+        guard let listen = serve.server.adminListen else {
+            throw ValidationError("serve.admin.listen is none: the server has no admin listener to read")
+        }
+        return listen
+    }
+
+    private static func sessionConfiguration(timeout: Double) -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.timeoutIntervalForResource = timeout
+        configuration.connectionProxyDictionary = [:]
+        return configuration
+    }
+
+    /// One reading.
+    static func read(_ url: URL, session: URLSession) async throws -> ServiceStats {
+        let (data, response) = try await session.data(from: url)
+        guard let status = (response as? HTTPURLResponse)?.statusCode, status == 200 else {
+            throw ValidationError("\(url) answered \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+        }
+        return try JSONDecoder().decode(ServiceStats.self, from: data)
+    }
+
+    /// One screen: the headline numbers, then queries by transport, answers by endpoint and status, upstreams and
+    /// what the limits turned away; rates from `previous` when there is one.
+    static func render(_ stats: ServiceStats, previous: ServiceStats?, source: String, interval: Double) -> String {
+        let seconds = previous.map { stats.time - $0.time } ?? 0
+        func rate(_ now: Double, _ before: Double?) -> String {
+            guard let before, seconds > 0 else { return "-" }
+            return String(format: "%.1f", max(0, now - before) / seconds)
+        }
+        func number(_ value: Double) -> String { String(format: "%.0f", value) }
+        func milliseconds(_ value: Double?) -> String { value.map { String(format: "%.2f ms", $0) } ?? "-" }
+        let total = stats.queries.values.reduce(0, +)
+        let totalBefore = previous.map { $0.queries.values.reduce(0, +) }
+        let time = Date(timeIntervalSince1970: stats.time).formatted(date: .omitted, time: .standard)
+        var out = "hostsctl serve at \(source), \(time), every \(String(format: "%g", interval)) s\n"
+        out +=
+            "queries/s \(rate(total, totalBefore))  cache hits \(String(format: "%.1f", stats.cache.hitRatio * 100)) %"
+        out +=
+            "  p50 \(milliseconds(stats.latency.p50Milliseconds))  p99 \(milliseconds(stats.latency.p99Milliseconds))"
+        out += "  connections \(number(stats.connectionsOpen))  waiting \(number(stats.upstreamInFlight))\n\n"
+        out += TextTable.render(
+            header: ["TRANSPORT", "Q/S", "TOTAL"],
+            rows: stats.queries.keys.sorted().map { name in
+                [name, rate(stats.queries[name] ?? 0, previous?.queries[name]), number(stats.queries[name] ?? 0)]
+            }, indent: 0, rightAligned: [1, 2])
+        let earlier = Dictionary(
+            (previous?.answers ?? []).map { ("\($0.endpoint) \($0.status)", $0.count) }, uniquingKeysWith: +)
+        out += "\n"
+        out += TextTable.render(
+            header: ["ENDPOINT", "STATUS", "/S", "TOTAL"],
+            rows: stats.answers.map { answer in
+                [
+                    answer.endpoint, answer.status,
+                    rate(answer.count, previous == nil ? nil : earlier["\(answer.endpoint) \(answer.status)"] ?? 0),
+                    number(answer.count),
+                ]
+            }, indent: 0, rightAligned: [2, 3])
+        out += "\n"
+        out += TextTable.render(
+            header: ["UPSTREAM", "ANSWERED", "FAILED", "MEAN"],
+            rows: stats.upstreams.map {
+                [$0.source, number($0.answered), number($0.failed), milliseconds($0.meanMilliseconds)]
+            }, indent: 0, rightAligned: [1, 2, 3])
+        out += "\n"
+        let refusals: [(String, KeyPath<ServiceStats.Refusals, Double>)] = [
+            ("rate limited", \.rateLimited), ("connections refused", \.connectionsRefused),
+            ("upstream queue full", \.upstreamRefused), ("UDP dropped", \.udpDropped),
+        ]
+        out += TextTable.render(
+            header: ["TURNED AWAY", "/S", "TOTAL"],
+            rows: refusals.map { name, field in
+                [
+                    name, rate(stats.refusals[keyPath: field], previous?.refusals[keyPath: field]),
+                    number(stats.refusals[keyPath: field]),
+                ]
+            }, indent: 0, rightAligned: [1, 2])
+        return out
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+
+@testable import HTTPDNSServer
+
+/// `/stats.json` read from the Prometheus text: samples, labels, sums, the cache's hit ratio, percentiles.
+@Suite("service stats")
+struct ServiceStatsTests {
+    static let exposition = #"""
+        # HELP httpdns_serve_queries_total Queries by transport
+        # TYPE httpdns_serve_queries_total counter
+        httpdns_serve_queries_total{transport="udp"} 90
+        httpdns_serve_queries_total{transport="https"} 10
+        httpdns_serve_requests_total{endpoint="resolve",status="200"} 7
+        httpdns_serve_requests_total{endpoint="dns-query",status="429"} 3
+        httpdns_cache_hits 80
+        httpdns_cache_misses 15
+        httpdns_cache_stale_serves 4
+        httpdns_cache_negative_hits 1
+        httpdns_serve_request_duration_seconds_bucket{endpoint="dns-query",le="0.005"} 50
+        httpdns_serve_request_duration_seconds_bucket{endpoint="dns-query",le="0.01"} 90
+        httpdns_serve_request_duration_seconds_bucket{endpoint="dns-query",le="0.025"} 100
+        httpdns_serve_request_duration_seconds_bucket{endpoint="dns-query",le="+Inf"} 100
+        httpdns_serve_request_duration_seconds_bucket{endpoint="metrics",le="0.005"} 0
+        httpdns_serve_request_duration_seconds_bucket{endpoint="metrics",le="+Inf"} 1000
+        httpdns_upstream_duration_count{source="cares",outcome="success"} 4
+        httpdns_upstream_duration_sum{source="cares",outcome="success"} 0.02
+        httpdns_upstream_duration_count{source="cares",outcome="failure"} 2
+        httpdns_serve_rate_limited_total 3
+        httpdns_serve_connections_open 12.0
+        odd_label{path="a \"quoted\" \\ back\nslash"} 1 1700000000000
+        not_a_number{x="y"} NaN
+        broken{x=y} 1
+        """#
+
+    @Test("samples with labels (escapes too) and timestamps; NaN and broken lines left out; sums and ratios")
+    func summary() throws {
+        let stats = ServiceStats(exposition: Self.exposition, time: 1_700_000_000.5)
+        #expect(stats.queries == ["udp": 90, "https": 10])
+        #expect(stats.answers.map(\.endpoint) == ["dns-query", "resolve"] && stats.answers.map(\.count) == [3, 7])
+        #expect(stats.cache.hitRatio == 0.85)
+        #expect(stats.refusals.rateLimited == 3 && stats.connectionsOpen == 12)
+        #expect(stats.upstreams.count == 1)
+        #expect(stats.upstreams.first?.answered == 4 && stats.upstreams.first?.failed == 2)
+        #expect(abs((stats.upstreams.first?.meanMilliseconds ?? 0) - 5) < 1e-9)
+        #expect(stats.metrics["odd_label"]?.first?.labels["path"] == "a \"quoted\" \\ back\nslash")
+        #expect(stats.metrics["not_a_number"] == nil && stats.metrics["broken"] == nil)
+        // Percentiles as histogram_quantile computes them, from the answering endpoints only (not /metrics).
+        #expect(stats.latency.count == 100)
+        #expect(abs((stats.latency.p50Milliseconds ?? 0) - 5) < 1e-9)
+        #expect(abs((stats.latency.p99Milliseconds ?? 0) - 23.5) < 1e-9)
+        // The JSON reads back as it was written.
+        let decoded = try JSONDecoder().decode(ServiceStats.self, from: Data(stats.json))
+        #expect(decoded == stats)
+    }
+
+    @Test("no observations: no percentiles, a hit ratio of 0; a quantile past the last finite bound is that bound")
+    func empty() {
+        let stats = ServiceStats(exposition: "", time: 0)
+        #expect(stats.latency.p50Milliseconds == nil && stats.cache.hitRatio == 0 && stats.queries.isEmpty)
+        #expect(ServiceStats.quantile(0.99, [(bound: 0.1, count: 1), (bound: .infinity, count: 100)]) == 0.1)
+    }
+}
