@@ -82,4 +82,69 @@ struct ConsoleTests {
         ])
         #expect(absent.status == 0 && absent.standardOutput.contains("hostsctl top: 127.0.0.1:"))
     }
+
+    @Test("the dashboard in headless Chromium under load: its numbers move and agree with /stats.json")
+    func dashboardInBrowser() async throws {
+        let port = try FreePort.tcp()
+        let adminPort = try FreePort.tcp()
+        let overrides = try TemporaryFiles.file("127.0.0.88 console.test\n", name: "hosts")
+        let settings = try TemporaryFiles.file(
+            """
+            {
+              "sources": { "order": ["overrides"], "systemFallback": false },
+              "overrides": { "file": "\(overrides)" },
+              "serve": { "listen": "127.0.0.1:\(port)" }
+            }
+            """, name: "hostsctl.json")
+        let (process, _) = try await ServeCommandTests.startServe(
+            settings, port: port, log: "serve-browser.log", adminPort: adminPort)
+        defer { process.stop() }
+        let adminUp = try await offThePool {
+            FreePort.waitUntilAccepting(port: adminPort, while: { process.isRunning })
+        }
+        #expect(adminUp)
+        // A client asking all along, one request at a time on one connection.
+        let load = Task {
+            let client = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+            while !Task.isCancelled {
+                _ = try await offThePool { try client.get("/resolve?name=console.test&type=A") }
+            }
+        }
+        defer { load.cancel() }
+        // HTTPDNS_WRITE_SCREENSHOTS=1 writes the picture docs/serving.md shows.
+        let screenshot =
+            ProcessInfo.processInfo.environment["HTTPDNS_WRITE_SCREENSHOTS"] == "1"
+            ? "docs/images/serve-dashboard.png" : TemporaryFiles.path("serve-dashboard.png")
+        let probe = try await HostsCTLProcess.run(
+            executable: "/usr/bin/python3",
+            [
+                "Tests/Browser/dashboard_probe.py", "http://127.0.0.1:\(adminPort)/", "--readings", "2", "--gap", "2.5",
+                "--screenshot", screenshot, "--timeout", "\(Int(TestTiming.scaled(.seconds(30)).components.seconds))",
+            ])
+        #expect(probe.status == 0, "\(probe.standardError)")
+        let admin = try await offThePool { try KeepAliveConnection(port: Int(adminPort)) }
+        let after = try JSONDecoder().decode(
+            ServiceStats.self, from: Data(try await offThePool { try admin.get("/stats.json") }.body.utf8))
+        struct Reading: Decodable {
+            var qps: String
+            var p50: String
+            var error: String
+            var transports: [[String]]
+            var httpTotal: Double? { transports.first { $0.first == "http" }.flatMap { Double($0[2]) } }
+        }
+        let readings =
+            try JSONDecoder().decode([String: [Reading]].self, from: Data(probe.standardOutput.utf8))[
+                "readings"] ?? []
+        #expect(readings.count == 2, "\(probe.standardOutput)")
+        guard let first = readings.first, let second = readings.last, readings.count == 2 else { return }
+        #expect(first.error.isEmpty && second.error.isEmpty)
+        // The numbers move under load, and the page never shows more than the server counted.
+        let firstTotal = try #require(first.httpTotal)
+        let secondTotal = try #require(second.httpTotal)
+        #expect(secondTotal > firstTotal, "\(readings)")
+        #expect(secondTotal <= after.queries["http"] ?? 0)
+        #expect((Double(second.qps) ?? 0) > 0, "\(second.qps)")
+        #expect(second.p50.hasSuffix(" ms"))
+        #expect(FileManager.default.fileExists(atPath: screenshot))
+    }
 }

@@ -74,6 +74,8 @@ enum DashboardPage {
           }));
         }
         function show(stats) {
+          // The server renders at most one reading a second: the same reading again changes nothing.
+          if (previous && stats.time <= previous.time) return;
           const seconds = previous ? stats.time - previous.time : 0;
           const total = Object.values(stats.queries).reduce((a, b) => a + b, 0);
           const before = previous ? Object.values(previous.queries).reduce((a, b) => a + b, 0) : undefined;
