@@ -8,8 +8,9 @@ case "${1:-run}" in
     demo) need+=(dnsmasq-base dnsdist python3) ;;
     # libxml2: FoundationXML checks the HTML report; python3, knot-dnsutils (kdig), curl: DoH clients that are not ours;
     # pdns-server with pdns-backend-bind: an authoritative that answers by client subnet (ECS); faketime: clock steps;
-    # tayga and unbound (dns64): the IPv6-only NAT64 lab (scripts/nat64-lab.sh); chromium: the dashboard in a browser
-    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby pdns-server pdns-backend-bind faketime tayga unbound chromium) ;;
+    # tayga and unbound (dns64): the IPv6-only NAT64 lab (scripts/nat64-lab.sh); chromium: the dashboard in a browser;
+    # prometheus: promtool checks the alert rules and the Grafana queries
+    test) need+=(dnsmasq-base dnsdist openssl libxml2 python3 knot-dnsutils curl stubby pdns-server pdns-backend-bind faketime tayga unbound chromium prometheus) ;;
     benchmarks) need+=(dnsmasq-base unbound dnsdist nghttp2-client nginx-light openssl python3 dnsperf pdns-server pdns-backend-bind knot-dnsutils) ;;
     *) echo "usage: $0 [run|demo|test|benchmarks]" >&2; exit 64 ;;
 esac

@@ -53,10 +53,8 @@ public struct ServeCommand: AsyncParsableCommand {
         // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
         // alone, so the command also works inside a process that bootstrapped its own).
         let registry = PrometheusCollectorRegistry()
-        var metrics = PrometheusMetricsFactory(registry: registry)
-        // Answers from the cache take tens of microseconds: the default buckets (5 ms and up) would put every one
-        // in the first bucket, and the dashboard's and the alerts' percentiles would say nothing.
-        metrics.durationHistogramBuckets["httpdns_serve_request_duration_seconds"] = Self.answerTimeBuckets
+        let metrics = Self.metricsFactory(registry)
+        let memory = ProcessMemory(registry: registry)
         let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
         let forwarder: CAresResolver
         do {
@@ -68,7 +66,10 @@ public struct ServeCommand: AsyncParsableCommand {
         let service = HTTPDNSService(
             resolver: resolver, configuration: serve.service(accounts: accounts), logger: logger,
             metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
-            metricsExporter: { registry.emitToBuffer() })
+            metricsExporter: {
+                memory.update()
+                return registry.emitToBuffer()
+            })
         // What client networks reported lives beside the cache file, saved with it (at the resolver's save
         // interval and on shutdown).
         let scoresPath = resolver.configuration.cachePath.map(NetworkScores.path(forCache:))
@@ -163,6 +164,15 @@ public struct ServeCommand: AsyncParsableCommand {
         served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false
         return served
+    }
+
+    /// The factory of the process's metrics, over `registry`. Answers from the cache take tens of microseconds: the
+    /// default buckets (5 ms and up) would put every one in the first bucket, and the dashboard's and the alerts'
+    /// percentiles would say nothing, so the answer-time histogram has ``answerTimeBuckets``.
+    static func metricsFactory(_ registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["httpdns_serve_request_duration_seconds"] = answerTimeBuckets
+        return factory
     }
 
     /// The buckets of the answer-time histogram: 50 µs to 10 s, about two and a half per decade.

@@ -37,6 +37,10 @@ public struct TopCommand: AsyncParsableCommand {
     @Option(help: "Screens to show, then exit (default: until interrupted).")
     public var count: Int?
 
+    /// A name whose steering to show: the server's order of its addresses and each reporting network's.
+    @Option(help: "A name whose address order to show: the server's, and each client network's that reported.")
+    public var name: String?
+
     /// Print screens one after another instead of redrawing.
     @Flag(help: "Print each screen after the last instead of redrawing the terminal.")
     public var plain = false
@@ -48,12 +52,21 @@ public struct TopCommand: AsyncParsableCommand {
     public func validate() throws {
         guard interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if let name, (try? HostName(name)) == nil {
+            throw ValidationError("'\(HostName.printable(name))' is not a host name")
+        }
     }
 
     /// Reads and shows until interrupted or `--count` screens.
     public func run() async throws {
         let address = try adminAddress()
-        guard let url = URL(string: "http://\(address.ip.urlHost):\(address.port)/stats.json") else {
+        var components = URLComponents()
+        components.scheme = "http"
+        components.host = address.ip.urlHost
+        components.port = Int(address.port)
+        components.path = "/stats.json"
+        if let name { components.queryItems = [URLQueryItem(name: "name", value: name)] }
+        guard let url = components.url else {
             throw ValidationError("cannot make a URL of \(address)")
         }
         let session = URLSession(configuration: Self.sessionConfiguration(timeout: max(interval, 2)))
@@ -158,6 +171,21 @@ public struct TopCommand: AsyncParsableCommand {
                     number(stats.refusals[keyPath: field]),
                 ]
             }, indent: 0, rightAligned: [1, 2])
+        if let steering = stats.steering {
+            out += "\n\(steering.host): "
+            out += steering.addresses.isEmpty ? "not in the cache\n" : "the server's order\n"
+            out += TextTable.render(
+                header: ["ADDRESS", "RANK", "SCORE", "CONNECT"],
+                rows: steering.addresses.map {
+                    [$0.ip, "\($0.rank)", String(format: "%.1f", $0.score), milliseconds($0.latencyMilliseconds)]
+                }, indent: 0, rightAligned: [1, 2, 3])
+            if !steering.networks.isEmpty {
+                out += "\n"
+                out += TextTable.render(
+                    header: ["NETWORK", "ORDER"],
+                    rows: steering.networks.map { [$0.network, $0.order.joined(separator: ", ")] }, indent: 0)
+            }
+        }
         return out
     }
 }

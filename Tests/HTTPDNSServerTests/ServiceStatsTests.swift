@@ -1,6 +1,11 @@
 import Foundation
+import Logging
+import Prometheus
+import TestSupport
 import Testing
 
+@testable import HTTPDNS
+@testable import HTTPDNSCore
 @testable import HTTPDNSServer
 
 /// `/stats.json` read from the Prometheus text: samples, labels, sums, the cache's hit ratio, percentiles.
@@ -59,5 +64,48 @@ struct ServiceStatsTests {
         let stats = ServiceStats(exposition: "", time: 0)
         #expect(stats.latency.p50Milliseconds == nil && stats.cache.hitRatio == 0 && stats.queries.isEmpty)
         #expect(ServiceStats.quantile(0.99, [(bound: 0.1, count: 1), (bound: .infinity, count: 100)]) == 0.1)
+    }
+
+    @Test("/stats.json?name= shows the server's order of a cached name and each reporting network's; a bad name is 400")
+    func steering() async throws {
+        let pipeline = try await OperationsTests.Pipeline.start()
+        let registry = PrometheusCollectorRegistry()
+        let service = HTTPDNSService(
+            resolver: pipeline.resolver,
+            configuration: .init(acceptClientReports: true, reportNetworks: [IPNetwork("10.0.0.0/8")!]),
+            logger: OperationsTests.logger, metricsFactory: PrometheusMetricsFactory(registry: registry),
+            metricsExporter: { registry.emitToBuffer() })
+        // Cached: 192.0.2.1 and 192.0.2.2.
+        #expect(await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=multi.test")).status == 200)
+        func stats(_ target: String) async throws -> (status: Int, stats: ServiceStats?) {
+            let response = await service.handle(ServiceRequest(method: "GET", target: target, listener: .admin))
+            return (response.status, try? JSONDecoder().decode(ServiceStats.self, from: Data(response.body)))
+        }
+        let before = try #require(try await stats("/stats.json?name=multi.test").stats?.steering)
+        #expect(before.host == "multi.test")
+        try #require(before.addresses.count == 2, "\(before)")
+        #expect(Set(before.addresses.map(\.ip)) == ["192.0.2.1", "192.0.2.2"])
+        #expect(before.addresses.map(\.rank) == [1, 2] && before.networks.isEmpty)
+        // Three client networks say the server's first address fails and the second connects at once.
+        let (first, second) = (before.addresses[0].ip, before.addresses[1].ip)
+        for client in ["10.1.0.1", "10.2.0.1", "10.3.0.1"] {
+            for json in [
+                #"{"host":"multi.test","ip":"\#(first)","failed":true}"#,
+                #"{"host":"multi.test","ip":"\#(second)","connectMs":0}"#,
+            ] {
+                let status = await service.handle(
+                    ServiceRequest(method: "POST", target: "/report", body: Array(json.utf8), client: IPAddress(client))
+                ).status
+                #expect(status == 204)
+            }
+        }
+        let after = try #require(try await stats("/stats.json?name=multi.test").stats?.steering)
+        #expect(!after.networks.isEmpty, "\(after)")
+        for network in after.networks { #expect(network.order == [second, first], "\(network)") }
+        // Not cached: no addresses; not a name: 400; without a name, no steering at all.
+        #expect(try await stats("/stats.json?name=absent.test").stats?.steering?.addresses.isEmpty == true)
+        #expect(try await stats("/stats.json?name=bad..name").status == 400)
+        #expect(try await stats("/stats.json").stats?.steering == nil)
+        await pipeline.stop()
     }
 }

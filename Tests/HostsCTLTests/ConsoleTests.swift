@@ -76,6 +76,13 @@ struct ConsoleTests {
             let resolveRow = screen.split(separator: "\n").first { $0.hasPrefix("resolve ") }
             #expect(resolveRow?.split(separator: " ").last == "35", "\(screen)")
         }
+        // A name's steering: answered from the overrides here, so not in the cache.
+        let steering = try await HostsCTLProcess.run([
+            "top", "--admin", "127.0.0.1:\(adminPort)", "--count", "1", "--plain", "--name", "console.test",
+        ])
+        #expect(steering.status == 0 && steering.standardOutput.contains("console.test: not in the cache"))
+        let badName = try await HostsCTLProcess.run(["top", "--admin", "127.0.0.1:\(adminPort)", "--name", "a..b"])
+        #expect(badName.status != 0 && badName.standardError.contains("is not a host name"))
         // A server that is not there is said, not a crash.
         let absent = try await HostsCTLProcess.run([
             "top", "--admin", "127.0.0.1:\(try FreePort.tcp())", "--count", "1", "--plain",
@@ -143,7 +150,9 @@ struct ConsoleTests {
         let secondTotal = try #require(second.httpTotal)
         #expect(secondTotal > firstTotal, "\(readings)")
         #expect(secondTotal <= after.queries["http"] ?? 0)
-        #expect((Double(second.qps) ?? 0) > 0, "\(second.qps)")
+        // A rate, from two readings (its value depends on how the load ran in the last second: on a loaded machine
+        // the client may have waited through it).
+        #expect(Double(second.qps) != nil, "\(second.qps)")
         #expect(second.p50.hasSuffix(" ms"))
         #expect(FileManager.default.fileExists(atPath: screenshot))
     }

@@ -54,6 +54,12 @@ enum DashboardPage {
         <table><thead><tr><th>source</th><th>answered</th><th>failed</th><th>mean time</th></tr></thead><tbody id="upstreams"></tbody></table>
         <h2>Turned away</h2>
         <table><thead><tr><th>limit</th><th>per second</th><th>total</th></tr></thead><tbody id="refusals"></tbody></table>
+        <h2>Steering for one name</h2>
+        <form id="steer-form"><input id="steer-name" placeholder="api.example.com" size="32" autocomplete="off">
+          <button type="submit">show</button></form>
+        <p class="muted" id="steer-note">The server's order of a cached name's addresses, and each client network's whose reports reorder it.</p>
+        <table><thead><tr><th>address</th><th>rank</th><th>score</th><th>connect time</th></tr></thead><tbody id="steer-addresses"></tbody></table>
+        <table><thead><tr><th>network</th><th>order</th></tr></thead><tbody id="steer-networks"></tbody></table>
         <p class="muted">The same numbers as <a href="/metrics">/metrics</a>, read from <a href="/stats.json">/stats.json</a>.</p>
         <script>
         "use strict";
@@ -74,7 +80,8 @@ enum DashboardPage {
           }));
         }
         function show(stats) {
-          // The server renders at most one reading a second: the same reading again changes nothing.
+          showSteering(stats.steering);
+          // The server renders at most one reading a second: the same reading again changes nothing else.
           if (previous && stats.time <= previous.time) return;
           const seconds = previous ? stats.time - previous.time : 0;
           const total = Object.values(stats.queries).reduce((a, b) => a + b, 0);
@@ -110,11 +117,30 @@ enum DashboardPage {
           }
           previous = stats;
         }
+        function showSteering(steering) {
+          const ms = value => value === null || value === undefined ? "–" : fixed(value, 2) + " ms";
+          fill("steer-addresses", steering ? steering.addresses.map(a => [a.ip, String(a.rank), fixed(a.score, 1),
+            ms(a.latencyMilliseconds)]) : []);
+          fill("steer-networks", steering ? steering.networks.map(n => [n.network, n.order.join(", ")]) : []);
+          if (steering) {
+            document.getElementById("steer-note").textContent = steering.addresses.length === 0
+              ? steering.host + " is not in the cache."
+              : steering.host + ": " + steering.networks.length + " reporting networks.";
+          }
+        }
+        let steerName = "";
+        document.getElementById("steer-form").addEventListener("submit", event => {
+          event.preventDefault();
+          steerName = document.getElementById("steer-name").value.trim();
+          poll();
+        });
         async function poll() {
           try {
-            const response = await fetch("/stats.json", { cache: "no-store" });
-            if (!response.ok) throw new Error("HTTP " + response.status);
-            show(await response.json());
+            const target = "/stats.json" + (steerName ? "?name=" + encodeURIComponent(steerName) : "");
+            const response = await fetch(target, { cache: "no-store" });
+            if (!response.ok) throw new Error("HTTP " + response.status + " " + (await response.text()));
+            const stats = await response.json();
+            show(stats);
             document.getElementById("error").textContent = "";
           } catch (error) {
             document.getElementById("error").textContent = "(cannot read /stats.json: " + error.message + ")";

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPDNSCore
+import HTTPDNS
 
 extension HTTPDNSService {
     /// The operator's endpoints, answered on the admin listener only: the metrics, the live picture made from them
@@ -29,18 +30,49 @@ extension HTTPDNSService {
                 ServiceResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: text)))
     }
 
-    /// `/stats.json`: the live picture made from the same rendering `/metrics` serves.
-    func statsPlan(now: ContinuousClock.Instant) -> Plan {
+    /// `/stats.json`: the live picture made from the same rendering `/metrics` serves; with `?name=`, how that
+    /// name's addresses are ordered for the server and for each client network that reported.
+    func statsPlan(name: String?, now: ContinuousClock.Instant) -> Plan {
         guard let text = exposition(now: now) else {
             return Plan(endpoint: "stats.json", work: .done(.text(404, "no such endpoint")))
         }
-        let stats = ServiceStats(exposition: String(decoding: text, as: UTF8.self), time: Date().timeIntervalSince1970)
+        var stats = ServiceStats(exposition: String(decoding: text, as: UTF8.self), time: Date().timeIntervalSince1970)
+        if let name, !name.isEmpty {
+            guard let host = try? HostName(name) else {
+                return Plan(
+                    endpoint: "stats.json", work: .done(.text(400, "'\(HostName.printable(name))' is not a host name")))
+            }
+            stats.steering = steering(of: host)
+        }
         return Plan(
             endpoint: "stats.json",
             work: .done(
                 ServiceResponse(
                     status: 200, contentType: "application/json", headers: ["Cache-Control": "no-store"],
                     body: stats.json)))
+    }
+
+    /// The server's order of `host`'s cached addresses, and each reporting network's.
+    func steering(of host: HostName) -> ServiceStats.Steering {
+        // Both families when the cache holds them as one answer, else each family's as it was asked for.
+        let cache = resolver.cache
+        let both = cache?.rankedAddresses(for: host) ?? []
+        let addresses =
+            both.isEmpty
+            ? (cache?.rankedAddresses(for: host, family: .ipv4) ?? [])
+                + (cache?.rankedAddresses(for: host, family: .ipv6) ?? []) : both
+        let networks = networkScores.networks(reporting: host.name).sorted { $0.description < $1.description }
+        return ServiceStats.Steering(
+            host: host.name,
+            addresses: addresses.map {
+                .init(
+                    ip: $0.ip.description, rank: $0.rank, score: $0.score, latencyMilliseconds: $0.latencyMilliseconds)
+            },
+            networks: networks.compactMap { network in
+                networkScores.order(addresses, host: host.name, network: network).map {
+                    .init(network: network.description, order: $0.map(\.ip.description))
+                }
+            })
     }
 
     /// The metrics in the exposition format, rendered at most once a second however often they are asked for;

@@ -75,6 +75,36 @@ package struct ServiceStats: Codable, Sendable, Hashable {
         package var udpDropped: Double
     }
 
+    /// How the service orders one name's addresses, for the operator who asks (`/stats.json?name=`).
+    package struct Steering: Codable, Sendable, Hashable {
+        /// One address as the server ranks it.
+        package struct Address: Codable, Sendable, Hashable {
+            /// The address.
+            package var ip: String
+            /// Its place, 1 for the best.
+            package var rank: Int
+            /// Its score (lower is better: the smoothed connect time with the failure penalty, milliseconds).
+            package var score: Double
+            /// The smoothed connect time measured by the server's probes, milliseconds.
+            package var latencyMilliseconds: Double?
+        }
+
+        /// The order a client network's reports give.
+        package struct NetworkOrder: Codable, Sendable, Hashable {
+            /// The network (`198.51.100.0/24`, or a steering region).
+            package var network: String
+            /// Its addresses, best first.
+            package var order: [String]
+        }
+
+        /// The name.
+        package var host: String
+        /// The server's own order, from its cache (empty when the name is not cached).
+        package var addresses: [Address]
+        /// The networks whose reports reorder the answer, each with its order.
+        package var networks: [NetworkOrder]
+    }
+
     /// When the reading was made, seconds since 1970.
     package var time: Double
     /// Queries by transport: `http`, `https`, `udp`, `tcp`, `tls`.
@@ -95,6 +125,8 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     package var upstreamInFlight: Double
     /// Every sample `/metrics` served, by metric name.
     package var metrics: [String: [Sample]]
+    /// The steering of the name asked for, if one was.
+    package var steering: Steering?
 
     /// The picture the exposition text `text` gives at `time`.
     package init(exposition text: String, time: Double) {

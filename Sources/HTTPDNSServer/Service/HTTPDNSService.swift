@@ -226,7 +226,7 @@ public final class HTTPDNSService: Sendable {
         case "metrics":
             return metricsPlan(now: now)
         case "stats.json":
-            return statsPlan(now: now)
+            return statsPlan(name: target.parameter("name"), now: now)
         case "dashboard":
             return Plan(endpoint: endpoint, work: .done(Self.dashboard))
         case "resolve":

@@ -59,6 +59,11 @@ package final class NetworkScores: Sendable {
         table.withLock { $0[host] != nil }
     }
 
+    /// The networks with scores for `host`, in no order (for the operator's steering view).
+    func networks(reporting host: String) -> [IPNetwork] {
+        table.withLock { $0[host].map { Array($0.keys) } ?? [] }
+    }
+
     /// Records a report from `network`: a connect time, or a failure (`nil`).
     func record(
         host: String, network: IPNetwork, address: IPAddress, connect: Duration?, now: ContinuousClock.Instant = .now
