@@ -171,6 +171,14 @@ public struct TopCommand: AsyncParsableCommand {
                     number(stats.refusals[keyPath: field]),
                 ]
             }, indent: 0, rightAligned: [1, 2])
+        if !stats.busiestNames.isEmpty {
+            out += "\n"
+            out += TextTable.render(
+                header: ["BUSIEST NAME", "SHARE", "REQUESTS"],
+                rows: stats.busiestNames.map {
+                    [$0.name, String(format: "%.1f %%", $0.share * 100), String(format: "%.0f", $0.requests)]
+                }, indent: 0, rightAligned: [1, 2])
+        }
         if let steering = stats.steering {
             out += "\n\(steering.host): "
             out += steering.addresses.isEmpty ? "not in the cache\n" : "the server's order\n"

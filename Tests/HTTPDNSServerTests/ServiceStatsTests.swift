@@ -108,4 +108,29 @@ struct ServiceStatsTests {
         #expect(try await stats("/stats.json").stats?.steering == nil)
         await pipeline.stop()
     }
+
+    @Test("the busiest names: sampled, case-insensitive, bounded, and a flood of new names keeps the busy ones")
+    func busiestNames() {
+        let names = BusyNames(sampleEvery: 1, capacity: 3)
+        for _ in 0..<5 { names.observe("A.test") }
+        for _ in 0..<3 { names.observe("b.test") }
+        names.observe("c.test")
+        #expect(names.top(3).map(\.name) == ["a.test", "b.test", "c.test"])
+        #expect(names.top(1).first?.requests == 5 && abs((names.top(1).first?.share ?? 0) - 5.0 / 9) < 1e-9)
+        // Full: a new name halves every count first, and the names asked once make room.
+        names.observe("d.test")
+        #expect(names.top(3).map(\.name) == ["a.test", "b.test", "d.test"])
+        // A flood of names asked once each (a random-subdomain attack) while a.test is still asked now and then:
+        // the flood churns the bottom, a.test stays on top.
+        let wide = BusyNames(sampleEvery: 1, capacity: 16)
+        for index in 0..<5_000 {
+            wide.observe("random-\(index).test")
+            if index % 4 == 0 { wide.observe("a.test") }
+        }
+        #expect(wide.top(1).first?.name == "a.test", "\(wide.top(3))")
+        // Sampling: one request in four reaches the table, and the estimate scales back up.
+        let sampled = BusyNames(sampleEvery: 4, capacity: 8)
+        for _ in 0..<40 { sampled.observe("x.test") }
+        #expect(sampled.top(1).first?.requests == 40)
+    }
 }

@@ -43,6 +43,7 @@ struct ConsoleTests {
         #expect(stats.answers.contains { $0.endpoint == "resolve" && $0.status == "200" && $0.count == 25 })
         #expect(stats.latency.count >= 25 && stats.latency.p50Milliseconds != nil)
         #expect(abs(stats.time - Date().timeIntervalSince1970) < 60)
+        #expect(stats.busiestNames.first?.name == "console.test", "\(stats.busiestNames)")
 
         // The dashboard: at / and /dashboard, one page with nothing fetched from elsewhere, kept to itself.
         for target in ["/", "/dashboard"] {

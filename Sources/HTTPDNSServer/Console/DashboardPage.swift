@@ -54,6 +54,8 @@ enum DashboardPage {
         <table><thead><tr><th>source</th><th>answered</th><th>failed</th><th>mean time</th></tr></thead><tbody id="upstreams"></tbody></table>
         <h2>Turned away</h2>
         <table><thead><tr><th>limit</th><th>per second</th><th>total</th></tr></thead><tbody id="refusals"></tbody></table>
+        <h2>Busiest names</h2>
+        <table><thead><tr><th>name</th><th>share</th><th>requests (estimated)</th></tr></thead><tbody id="names"></tbody></table>
         <h2>Steering for one name</h2>
         <form id="steer-form"><input id="steer-name" placeholder="api.example.com" size="32" autocomplete="off">
           <button type="submit">show</button></form>
@@ -102,6 +104,7 @@ enum DashboardPage {
           for (const a of previous ? previous.answers : []) earlier[a.endpoint + " " + a.status] = a.count;
           fill("answers", stats.answers.map(a => [
             a.endpoint, a.status, fixed(rate(a.count, earlier[a.endpoint + " " + a.status], seconds), 1), String(a.count)]));
+          fill("names", (stats.busiestNames || []).map(n => [n.name, fixed(n.share * 100, 1) + " %", fixed(n.requests, 0)]));
           fill("upstreams", stats.upstreams.map(u => [u.source, String(u.answered), String(u.failed), ms(u.meanMilliseconds)]));
           const names = { rateLimited: "rate limited", connectionsRefused: "connections refused",
             upstreamRefused: "upstream queue full", udpDropped: "UDP dropped" };

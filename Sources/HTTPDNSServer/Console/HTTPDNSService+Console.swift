@@ -37,6 +37,7 @@ extension HTTPDNSService {
             return Plan(endpoint: "stats.json", work: .done(.text(404, "no such endpoint")))
         }
         var stats = ServiceStats(exposition: String(decoding: text, as: UTF8.self), time: Date().timeIntervalSince1970)
+        stats.busiestNames = busyNames.top(10).map { .init(name: $0.name, requests: $0.requests, share: $0.share) }
         if let name, !name.isEmpty {
             guard let host = try? HostName(name) else {
                 return Plan(

@@ -127,6 +127,18 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     package var metrics: [String: [Sample]]
     /// The steering of the name asked for, if one was.
     package var steering: Steering?
+    /// The names asked for most, most first (sampled: see `BusyNames`; not a metric, so not in ``metrics``).
+    package var busiestNames: [BusyName] = []
+
+    /// A name clients ask for often.
+    package struct BusyName: Codable, Sendable, Hashable {
+        /// The name.
+        package var name: String
+        /// The requests for it since the start, estimated from a sample.
+        package var requests: Double
+        /// Its share of all requests.
+        package var share: Double
+    }
 
     /// The picture the exposition text `text` gives at `time`.
     package init(exposition text: String, time: Double) {

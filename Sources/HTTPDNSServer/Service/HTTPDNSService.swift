@@ -37,6 +37,8 @@ public final class HTTPDNSService: Sendable {
     /// Relayed answers of other types, kept while their TTLs run.
     let forwardedAnswers = ForwardedAnswerCache()
     let configurationChanges = Atomic<UInt64>(0)
+    /// The names asked for most, for the operator's console.
+    let busyNames = BusyNames()
     /// Answers by client network, and the names known to be the same for every network.
     let subnetAnswers = ClientSubnetCache()
     /// What each client network reported for the addresses of a name, for ordering that network's answers.
@@ -309,7 +311,10 @@ public final class HTTPDNSService: Sendable {
         let duration = ContinuousClock.now - started
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
         // Queries by transport count the public listeners' requests, not the operator's scrapes.
-        if request.listener == .service { metrics.received(over: request.transport) }
+        if request.listener == .service {
+            metrics.received(over: request.transport)
+            if let name = plan.name { busyNames.observe(name) }
+        }
         logger.info(
             "request",
             metadata: [
