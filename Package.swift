@@ -20,6 +20,8 @@ let package = Package(
         .library(name: "HTTPDNS", targets: ["HTTPDNS"]),
         .library(name: "HTTPDNSURLProtocol", targets: ["HTTPDNSURLProtocol"]),
         .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
+        // The third front: a grpc-swift 2 name resolver; only adopters who name this product build gRPC.
+        .library(name: "HTTPDNSGRPC", targets: ["HTTPDNSGRPC"]),
         .executable(name: "hostsctl", targets: ["hostsctl"]),
         // The command tree as a library, for embedding and for the benchmarks that measure `hostsctl bench` itself.
         .library(name: "HostsCTLCommands", targets: ["HostsCTLCommands"]),
@@ -37,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
     ],
     targets: [
         // The system c-ares library. Only HTTPDNSCAres imports it.
@@ -160,6 +164,20 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // gRPC clients on HTTPDNS: a push-mode NameResolverFactory over HostResolver, connect outcomes reported back
+        // into the scores, and the one-line `.httpdns(...)` transport.
+        .target(
+            name: "HTTPDNSGRPC",
+            dependencies: [
+                "HTTPDNS",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -306,6 +324,17 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSGRPCTests",
+            dependencies: [
+                "HTTPDNSGRPC",
+                "HTTPDNS",
+                "TestSupport",
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
             ],
             swiftSettings: strictSettings
         ),

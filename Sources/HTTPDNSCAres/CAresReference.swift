@@ -10,17 +10,17 @@ package import HTTPDNSCore
 /// them; every answer is read by the Swift walk.
 package enum CAresReference {
     /// A c-ares status that is not `ARES_SUCCESS`.
-    package struct Status: Error, Equatable {
+    struct Status: Error, Equatable {
         /// The `ARES_E…` code.
-        package var code: Int32
+        var code: Int32
 
         /// `ARES_ENODATA`: a well-formed answer without a record of the type asked for.
-        package var isNoData: Bool { code == ARES_ENODATA }
+        var isNoData: Bool { code == ARES_ENODATA }
     }
 
     /// The query `ares_create_query` makes for `name` and `type`, with ID 0.
     /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
-    package static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
+    static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length: Int32 = 0
         let status = ares_create_query(name.name, DNSWireMessage.classIN, type.rawValue, 0, 1, &buffer, &length, 0)
@@ -33,7 +33,7 @@ package enum CAresReference {
 
     /// The `A` or `AAAA` records of `message` as `ares_parse_a_reply` / `ares_parse_aaaa_reply` read them (at most
     /// ``DNSWireMessage/maximumAddresses``); `ARES_ENODATA` when there are none.
-    package static func addresses(
+    static func addresses(
         in message: UnsafeBufferPointer<UInt8>,
         type: DNSRecordType,
         source: ResolutionSource

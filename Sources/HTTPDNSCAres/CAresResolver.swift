@@ -26,15 +26,15 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         public var tries: Int
         /// The UDP socket receive buffer size in bytes (default 4 MiB) so that bursts of answers are not
         /// dropped; the kernel caps it at `net.core.rmem_max`. 0 keeps the system default.
-        package var socketReceiveBufferSize: Int
+        var socketReceiveBufferSize: Int
         /// Query over TCP instead of UDP (default `false`).
         public var useTCP: Bool
         /// The search domains tried for short names, in order; `nil` (the default) means the system's (resolv.conf
         /// `search`/`domain`, `LOCALDOMAIN`) and `[]` turns search off. The resolver pipeline applies them.
-        package var searchDomains: [String]?
+        var searchDomains: [String]?
         /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
         /// `RES_OPTIONS`).
-        package var ndots: Int?
+        var ndots: Int?
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -56,7 +56,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         }
 
         /// The system's servers and search list, a 2 s timeout, 2 tries, a 4 MiB receive buffer, UDP.
-        package static var `default`: Configuration { Configuration() }
+        static var `default`: Configuration { Configuration() }
 
         /// The search policy this configuration describes: ``searchDomains`` and ``ndots`` where set, the system's
         /// (`SearchPolicy.system(resolvConf:environment:)`) for the rest.
@@ -67,7 +67,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         }
 
         /// Checks the ranges: a timeout from 1 ms to 1 hour, 1 to 16 tries, a non-negative buffer size.
-        package func validate() throws(DNSError) {
+        func validate() throws(DNSError) {
             guard timeout >= .milliseconds(1), timeout <= .seconds(3600) else {
                 throw DNSError(
                     code: .invalidConfiguration, message: "timeout must be between 1 ms and 1 hour, not \(timeout)")
@@ -82,7 +82,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     }
 
     /// The source name this resolver gives its answers: `ResolutionSource.cares`.
-    package let source: ResolutionSource = .cares
+    let source: ResolutionSource = .cares
     /// How long a query may keep going after its task is cancelled: see ``longestQuery(timeout:tries:servers:)``.
     package let longestQuery: Duration
     let loop: CAresEventLoop
@@ -98,7 +98,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     public var executor: any TaskExecutor { loop }
 
     /// The servers the channel asks, as `IP:PORT` (the configured ones, or the system's).
-    package var servers: [String] { loop.servers }
+    var servers: [String] { loop.servers }
 
     /// Creates a resolver and starts its event thread.
     /// - Parameters:
@@ -157,7 +157,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     }
 
     /// Sends one query and parses its answer.
-    package func query(_ host: HostName, type: DNSRecordType) async throws -> [ResolvedAddress] {
+    func query(_ host: HostName, type: DNSRecordType) async throws -> [ResolvedAddress] {
         switch try await exchange(CAresQuery(name: host.name, type: type)) {
         case .addresses(let addresses):
             return addresses

@@ -1,10 +1,10 @@
 import CAres
-package import HTTPDNSCore
+import HTTPDNSCore
 
 extension DNSError.Code {
     /// Maps a c-ares status code (`ARES_E…`) to an error code. This is the only place that does.
     /// - Returns: `nil` for `ARES_SUCCESS`.
-    package init?(aresStatus status: Int32) {
+    init?(aresStatus status: Int32) {
         switch status {
         case ARES_SUCCESS: return nil
         case ARES_ENODATA: self = .noData
@@ -37,7 +37,7 @@ extension DNSError.Code {
 
 extension DNSError {
     /// Creates the error for a failed c-ares call, with c-ares's own description of the status.
-    package init(aresStatus status: Int32, host: String?, servers: [String]) {
+    init(aresStatus status: Int32, host: String?, servers: [String]) {
         let code = Code(aresStatus: status) ?? .internalError
         let text =
             status == ARES_ECONNREFUSED

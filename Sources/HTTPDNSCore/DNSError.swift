@@ -6,7 +6,7 @@
 public struct DNSError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        package enum Value: String, Hashable, Sendable, CaseIterable {
+        enum Value: String, Hashable, Sendable, CaseIterable {
             case noData, notFound, formatError, serverFailure, notImplemented, refused
             case badQuery, badName, badFamily, badResponse, connectionRefused, timeout, endOfFile
             case fileError, noMemory, shutdown, badString, badFlags, noName, badHints, notInitialized
@@ -15,9 +15,9 @@ public struct DNSError: Error, Sendable, Equatable, CustomStringConvertible {
             case privateAddress, signatureExpired, invalidSignature, decryptionFailed, notCached, noRoute
         }
 
-        package let value: Value
+        let value: Value
 
-        package init(_ value: Value) { self.value = value }
+        init(_ value: Value) { self.value = value }
 
         /// Whether the code is a definite answer that the name has no address: it does not exist (``notFound``) or
         /// has none of the type asked (``noData``). Such answers are cached as negatives and end a lookup, where

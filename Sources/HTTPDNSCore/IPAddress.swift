@@ -23,7 +23,7 @@ public enum AddressFamily: String, Sendable, Hashable, CaseIterable {
 /// (dotted quad for IPv4, RFC 5952 compressed form for IPv6).
 public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable {
     @usableFromInline
-    package enum Storage: Hashable, Sendable {
+    enum Storage: Hashable, Sendable {
         /// The four bytes as a big-endian integer.
         case v4(UInt32)
         /// The sixteen bytes as two big-endian integers.
@@ -31,7 +31,7 @@ public struct IPAddress: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 
     @usableFromInline
-    package let storage: Storage
+    let storage: Storage
 
     /// Creates an IPv4 address from its four bytes, most significant first.
     package init(ipv4 a: UInt8, _ b: UInt8, _ c: UInt8, _ d: UInt8) {

@@ -3,17 +3,17 @@
 /// zero).
 package struct NAT64Prefix: Sendable, Hashable, CustomStringConvertible {
     /// The prefix lengths RFC 6052 allows.
-    package static let lengths = [32, 40, 48, 56, 64, 96]
+    static let lengths = [32, 40, 48, 56, 64, 96]
     /// The well-known prefix `64:ff9b::/96`.
-    package static let wellKnown = NAT64Prefix(IPNetwork("64:ff9b::/96")!)!
+    static let wellKnown = NAT64Prefix(IPNetwork("64:ff9b::/96")!)!
     /// The well-known IPv4 addresses of `ipv4only.arpa` (RFC 7050), which discovery finds embedded in the answer.
-    package static let wellKnownIPv4 = [IPAddress(ipv4: 192, 0, 0, 170), IPAddress(ipv4: 192, 0, 0, 171)]
+    static let wellKnownIPv4 = [IPAddress(ipv4: 192, 0, 0, 170), IPAddress(ipv4: 192, 0, 0, 171)]
 
     /// The prefix as an IPv6 network.
-    package let network: IPNetwork
+    let network: IPNetwork
 
     /// `network` as a NAT64 prefix; `nil` unless it is IPv6 with an RFC 6052 length and its bits 64 to 71 are zero.
-    package init?(_ network: IPNetwork) {
+    init?(_ network: IPNetwork) {
         guard network.address.family == .ipv6, Self.lengths.contains(network.prefixLength) else { return nil }
         if network.prefixLength > 64, network.address.bytes[8] != 0 { return nil }
         self.network = network

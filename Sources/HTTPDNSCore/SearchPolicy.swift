@@ -25,7 +25,7 @@ package struct SearchPolicy: Sendable, Hashable {
     package static let none = SearchPolicy(domains: [HostName](), ndots: 1)
 
     /// Creates a policy; `ndots` is clamped to 0…15 and the list to ``maximumDomains`` names.
-    package init(domains: [HostName], ndots: Int = 1) {
+    init(domains: [HostName], ndots: Int = 1) {
         var seen = Set<HostName>()
         self.domains = Array(domains.filter { seen.insert($0).inserted }.prefix(Self.maximumDomains))
         self.ndots = min(max(ndots, 0), 15)
@@ -62,7 +62,7 @@ package struct SearchPolicy: Sendable, Hashable {
 
     /// Reads resolv.conf text: the last `search` or `domain` line wins; `options` may set `ndots`; the
     /// environment overrides both.
-    package static func parse(resolvConf text: String, environment: [String: String]) -> SearchPolicy {
+    static func parse(resolvConf text: String, environment: [String: String]) -> SearchPolicy {
         var domains: [String] = []
         var ndots = 1
         for line in text.split(whereSeparator: \.isNewline) {

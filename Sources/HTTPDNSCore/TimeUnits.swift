@@ -49,7 +49,7 @@ package struct TimeSpecWords: Sendable, Hashable {
     package var seconds: Int
     package var nanoseconds: Int
 
-    package init(seconds: Int, nanoseconds: Int) {
+    init(seconds: Int, nanoseconds: Int) {
         self.seconds = seconds
         self.nanoseconds = nanoseconds
     }

@@ -28,11 +28,11 @@ package final class HTTP2ClientSession: HTTP2Session {
     /// What the client announces and keeps.
     package struct Settings: Sendable, Hashable {
         /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window (larger than any accepted answer).
-        package var initialWindowSize: UInt32
+        var initialWindowSize: UInt32
         /// The connection's receive window, opened at the start.
-        package var connectionWindow: Int32
+        var connectionWindow: Int32
         /// SETTINGS_MAX_HEADER_LIST_SIZE for responses.
-        package var maximumHeaderListSize: UInt32
+        var maximumHeaderListSize: UInt32
 
         /// Settings with the given windows and header bound (the defaults are the only place they are written).
         package init(

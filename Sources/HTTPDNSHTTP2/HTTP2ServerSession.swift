@@ -48,11 +48,11 @@ package final class HTTP2ServerSession: HTTP2Session {
         var maximumConcurrentStreams: UInt32 = 100
         /// SETTINGS_MAX_HEADER_LIST_SIZE: a request's header fields (RFC 9113 size: name, value and 32 each); a
         /// larger one has its stream reset.
-        package var maximumHeaderListSize: Int = 16_384
+        var maximumHeaderListSize: Int = 16_384
         /// SETTINGS_INITIAL_WINDOW_SIZE: each stream's receive window.
-        package var initialWindowSize: UInt32 = 65_535
+        var initialWindowSize: UInt32 = 65_535
         /// The largest request body taken; past it ``HTTP2ServerSessionDelegate/requestBodyTooLarge(stream:)``.
-        package var maximumBodyBytes: Int = 65_535
+        var maximumBodyBytes: Int = 65_535
 
         /// Settings with these limits.
         package init(maximumBodyBytes: Int = 65_535) {

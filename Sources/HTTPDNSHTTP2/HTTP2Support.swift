@@ -4,14 +4,14 @@ import HTTPDNSCore
 /// The failure of a whole nghttp2 session (client or server): the connection is to be closed.
 struct HTTP2SessionFailure: Error, CustomStringConvertible {
     /// nghttp2's error code.
-    package var code: Int
+    var code: Int
     /// nghttp2's text for it.
-    package var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
+    var description: String { "nghttp2: " + String(cString: nghttp2_strerror(Int32(code))) }
 }
 
 extension UnsafeRawBufferPointer {
     /// Whether these bytes are exactly `text` (a header name, say).
-    package func equals(_ text: StaticString) -> Bool {
+    func equals(_ text: StaticString) -> Bool {
         // An index loop over the two pointers: the generic `elementsEqual` walked both sides through iterators,
         // about 1 % of a DoH lookup's CPU.
         guard count == text.utf8CodeUnitCount else { return false }
@@ -26,12 +26,12 @@ struct OutgoingBody {
     private var bytes: [UInt8]
     private var offset = 0
 
-    package init(_ bytes: [UInt8] = []) {
+    init(_ bytes: [UInt8] = []) {
         self.bytes = bytes
     }
 
     /// Copies up to `length` bytes into `buffer`; `done` once the last byte is out (the bytes are then released).
-    package mutating func read(into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, done: Bool) {
+    mutating func read(into buffer: UnsafeMutablePointer<UInt8>, length: Int) -> (count: Int, done: Bool) {
         let offset = self.offset
         let count = bytes.withUnsafeBufferPointer { bytes in
             let count = min(length, bytes.count - offset)

@@ -27,11 +27,11 @@ package final class PinnedClientPool: Sendable {
         /// The time a TCP connect plus TLS handshake may take.
         package var connectTimeout: Duration
         /// How long an idle connection stays open for reuse.
-        package var idleConnectionTimeout: Duration
+        var idleConnectionTimeout: Duration
         /// The most HTTP/1.1 connections per client (HTTP/2 multiplexes on one).
         package var maximumConnectionsPerHost: Int
         /// The most clients of this profile kept at once.
-        package var maximumClients: Int
+        var maximumClients: Int
 
         package init(
             trustRoots: [String], connectTimeout: Duration, idleConnectionTimeout: Duration,
@@ -48,11 +48,11 @@ package final class PinnedClientPool: Sendable {
     /// Where a client's connections go.
     package struct Target: Sendable, Hashable {
         /// The real host, lowercased: the URL, `Host`, SNI and the certificate check name it.
-        package var host: String
+        var host: String
         /// The address to connect to; `nil` lets AsyncHTTPClient resolve `host` itself.
-        package var address: IPAddress?
+        var address: IPAddress?
         /// An HTTP proxy to tunnel through (CONNECT to `host`, which the proxy resolves).
-        package var proxy: Proxy?
+        var proxy: Proxy?
 
         package init(host: String, address: IPAddress?, proxy: Proxy? = nil) {
             self.host = host
@@ -63,8 +63,8 @@ package final class PinnedClientPool: Sendable {
 
     /// An HTTP proxy.
     package struct Proxy: Sendable, Hashable {
-        package var host: String
-        package var port: Int
+        var host: String
+        var port: Int
 
         package init(host: String, port: Int) {
             self.host = host

@@ -51,7 +51,7 @@ package struct TransportFailure: Sendable, Equatable {
     /// What happened, for an error message; never quotes a header value.
     package var message: String
 
-    package init(_ kind: Kind, _ message: String, _ retry: Retry) {
+    init(_ kind: Kind, _ message: String, _ retry: Retry) {
         self.kind = kind
         self.message = message
         self.retry = retry

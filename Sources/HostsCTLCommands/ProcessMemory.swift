@@ -11,10 +11,13 @@ struct ProcessMemory: Sendable {
     /// Registers the two gauges in `registry`.
     init(registry: PrometheusCollectorRegistry) {
         resident = registry.makeGauge(
-            name: "process_resident_memory_bytes", help: "Resident memory of the hostsctl serve process, bytes.")
+            descriptor: MetricNameDescriptor(
+                namespace: "process", metricName: "resident_memory", unitName: "bytes",
+                helpText: "Resident memory of the hostsctl serve process, bytes."))
         limit = registry.makeGauge(
-            name: "httpdns_serve_memory_limit_bytes",
-            help: "The memory limit of the process's cgroup (memory.max), bytes; 0 when there is none.")
+            descriptor: MetricNameDescriptor(
+                namespace: "httpdns", subsystem: "serve", metricName: "memory_limit", unitName: "bytes",
+                helpText: "The memory limit of the process's cgroup (memory.max), bytes; 0 when there is none."))
     }
 
     /// Reads both again; called when `/metrics` is rendered (at most once a second).

@@ -1,6 +1,6 @@
-package import Configuration
+import Configuration
 package import HTTPDNS
-package import HTTPDNSCore
+import HTTPDNSCore
 package import HTTPDNSServer
 
 extension ServeCommand {
@@ -14,16 +14,16 @@ extension ServeCommand {
     /// addresses) sits beside them.
     package struct Configuration: Sendable, Hashable {
         /// One vendor account served on `/{account}/d` and `/{account}/sign_d`.
-        package struct Account: Sendable, Hashable {
+        struct Account: Sendable, Hashable {
             /// The account ID.
-            package var id: String
+            var id: String
             /// The environment variable that holds its signing secret; `nil` for an account that answers unsigned
             /// requests.
-            package var secretVariable: String?
+            var secretVariable: String?
         }
 
         /// Whether the endpoints that carry no account (`/dns-query`, `/resolve`, `/d?dn=`) answer.
-        package enum PublicEndpoints: String, Sendable, Hashable, CaseIterable {
+        enum PublicEndpoints: String, Sendable, Hashable, CaseIterable {
             /// They answer unless an account is signed-only (which says the service is not for everyone).
             case auto
             /// They answer.
@@ -33,20 +33,20 @@ extension ServeCommand {
         }
 
         /// The listener: address, certificate, limits and deadlines.
-        package var server: HTTPDNSServer.Configuration
+        var server: HTTPDNSServer.Configuration
         /// What the service answers and how; its accounts and public endpoints come from ``service(accounts:)``.
         package var service: HTTPDNSService.Configuration
         /// Whether the server may probe (and rank by probing) private, loopback, link-local and other guarded
         /// addresses that answers name (and so forward reverse lookups into them).
-        package var probeGuardedAddresses: Bool
+        var probeGuardedAddresses: Bool
         /// Whether the unsigned endpoints (`/dns-query`, `/resolve`, `/d?dn=`) answer.
-        package var publicEndpoints: PublicEndpoints
+        var publicEndpoints: PublicEndpoints
         /// The vendor accounts.
-        package var accounts: [Account]
+        var accounts: [Account]
 
         /// How much of a client's address names its network, for the listener's connection limits and the service's
         /// rate limits alike (`serve.clientPrefixV4`, `serve.clientPrefixV6`).
-        package var clientPrefixes: ClientPrefixes {
+        var clientPrefixes: ClientPrefixes {
             get { server.clientPrefixes }
             set {
                 server.clientPrefixes = newValue
@@ -56,7 +56,7 @@ extension ServeCommand {
 
         /// The service's configuration with the accounts' secrets (read by the caller from the environment): the
         /// public endpoints answer when `on`, or when `auto` and no account is signed-only.
-        package func service(accounts secrets: [String: HTTPDNSSecret?]) -> HTTPDNSService.Configuration {
+        func service(accounts secrets: [String: HTTPDNSSecret?]) -> HTTPDNSService.Configuration {
             var configuration = service
             configuration.accounts = secrets
             configuration.publicEndpoints =
@@ -68,7 +68,7 @@ extension ServeCommand {
 
         /// The defaults: plain HTTP on 127.0.0.1:8053, 8 answers, 64 KiB bodies, 30 s idle, 10,000 connections, no
         /// vendor account.
-        package static var `default`: Configuration {
+        static var `default`: Configuration {
             // Reading from an empty provider gives every default; it cannot fail.
             try! Configuration(configReader: defaultsReader)
         }
@@ -76,7 +76,7 @@ extension ServeCommand {
         /// Reads the `serve` section from `config`, a reader scoped to it; missing keys take their defaults.
         /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or a certificate without a
         ///   key (or the other way round).
-        package init(configReader config: ConfigReader) throws(DNSError) {
+        init(configReader config: ConfigReader) throws(DNSError) {
             server = HTTPDNSServer.Configuration()
             service = HTTPDNSService.Configuration()
             probeGuardedAddresses = false

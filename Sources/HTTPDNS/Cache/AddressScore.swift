@@ -11,24 +11,24 @@ import HTTPDNSClients
 /// is kept apart and only breaks ties. After a failure an address also backs off: it ranks behind every address
 /// that is not backing off until ``failureBackoff`` (doubling with each further failure in a row, up to
 /// ``maximumFailureBackoff``) has passed or it answers again.
-package struct ScoringPolicy: Sendable, Hashable {
+struct ScoringPolicy: Sendable, Hashable {
     /// The latency assumed for an address that has not been measured yet, in milliseconds.
     var unmeasuredMilliseconds: Double
     /// The weight of a new latency sample in the moving average (0 < weight ≤ 1).
     var smoothing: Double
     /// The penalty one failed connect adds, in milliseconds.
-    package var failurePenaltyMilliseconds: Double
+    var failurePenaltyMilliseconds: Double
     /// The time in which a penalty halves, so that a recovered address comes back.
-    package var penaltyHalfLife: Duration
+    var penaltyHalfLife: Duration
     /// The largest penalty an address can carry, in milliseconds.
     var maximumPenaltyMilliseconds: Double
     /// How long an address backs off after its first failure in a row; each further failure doubles it.
-    package var failureBackoff: Duration
+    var failureBackoff: Duration
     /// The longest back-off.
-    package var maximumFailureBackoff: Duration
+    var maximumFailureBackoff: Duration
 
     /// Creates a policy.
-    package init(
+    init(
         unmeasuredMilliseconds: Double = 250,
         smoothing: Double = 0.3,
         failurePenaltyMilliseconds: Double = 10_000,
@@ -47,7 +47,7 @@ package struct ScoringPolicy: Sendable, Hashable {
     }
 
     /// 250 ms for unmeasured addresses, weight 0.3, 10 s per failure halving every 30 s, back-off from 5 s to 5 min.
-    package static let `default` = ScoringPolicy()
+    static let `default` = ScoringPolicy()
 
     /// The back-off after `failures` failures in a row.
     func backoff(afterFailuresInARow failures: Int) -> Duration {

@@ -15,18 +15,18 @@ import Synchronization
 /// Tests inject a clock they move by hand, so TTL expiry, staleness and clock steps need no sleeping.
 package struct CacheClock: Sendable {
     /// The current monotonic time in nanoseconds from an arbitrary origin.
-    package var monotonicNanoseconds: @Sendable () -> Int64
+    var monotonicNanoseconds: @Sendable () -> Int64
     /// The current wall-clock time in seconds since 1970.
-    package var wallSeconds: @Sendable () -> Double
+    var wallSeconds: @Sendable () -> Double
     /// The time since boot in seconds, suspended time included (`CLOCK_BOOTTIME`): steps of the wall clock do not
     /// move it, and it only restarts with the machine.
-    package var bootSeconds: @Sendable () -> Double
+    var bootSeconds: @Sendable () -> Double
     /// This boot's identity (`/proc/sys/kernel/random/boot_id`), which tells whether ``bootSeconds`` of a saved file
     /// can be compared with now; `nil` where the system has none.
-    package var bootID: String?
+    var bootID: String?
 
     /// Creates a clock from its readings.
-    package init(
+    init(
         monotonicNanoseconds: @escaping @Sendable () -> Int64,
         wallSeconds: @escaping @Sendable () -> Double,
         bootSeconds: @escaping @Sendable () -> Double = { 0 },
@@ -56,7 +56,7 @@ package struct CacheClock: Sendable {
     }()
 
     /// The current monotonic instant.
-    package func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
+    func now() -> CacheInstant { CacheInstant(nanoseconds: monotonicNanoseconds()) }
 
     /// Now, by the clocks that outlive the process (for the persisted file).
     package func moment() -> CacheFile.Moment {
@@ -78,7 +78,7 @@ enum SuspendAwareMonotonic {
     private static let checkedAt = Atomic<Int64>(Int64.min / 2)
 
     /// The current reading in nanoseconds.
-    package static func now() -> Int64 {
+    static func now() -> Int64 {
         let coarse = TimeSpecWords.now(CLOCK_MONOTONIC_COARSE).totalNanoseconds
         if coarse &- checkedAt.load(ordering: .relaxed) >= 1_000_000_000 {
             checkedAt.store(coarse, ordering: .relaxed)
@@ -96,7 +96,7 @@ enum SuspendAwareMonotonic {
 /// keeps those entries trivially copyable (ContinuousClock.Instant is resilient, so every copy of a struct holding
 /// one goes through value witnesses).
 package struct CacheInstant: Comparable, Hashable, Sendable {
-    package var nanoseconds: Int64
+    var nanoseconds: Int64
 
     /// The instant `nanoseconds` after the clock's zero.
     package init(nanoseconds: Int64) {
@@ -105,15 +105,15 @@ package struct CacheInstant: Comparable, Hashable, Sendable {
 
     package static func < (lhs: CacheInstant, rhs: CacheInstant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
-    package static func + (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+    static func + (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
         CacheInstant(nanoseconds: lhs.nanoseconds &+ rhs.wholeNanoseconds)
     }
 
-    package static func - (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
+    static func - (lhs: CacheInstant, rhs: Duration) -> CacheInstant {
         CacheInstant(nanoseconds: lhs.nanoseconds &- rhs.wholeNanoseconds)
     }
 
-    package static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
+    static func - (lhs: CacheInstant, rhs: CacheInstant) -> Duration {
         .nanoseconds(lhs.nanoseconds &- rhs.nanoseconds)
     }
 }

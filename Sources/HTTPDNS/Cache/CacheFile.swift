@@ -1,6 +1,6 @@
-package import Foundation
+import Foundation
 import Logging
-package import HTTPDNSCore
+import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 
@@ -21,20 +21,20 @@ import HTTPDNSClients
 /// alive nor kills them (``elapsed(at:)``): an answer's life left at saving is `expiresAt - savedAt`, both written
 /// from one reading of the wall clock, so a skewed wall clock at saving does not change it.
 package struct CacheFile: Codable, Sendable {
-    package static let formatName = "swift-httpdns-cache"
-    package static let currentVersion = 1
+    static let formatName = "swift-httpdns-cache"
+    static let currentVersion = 1
     /// Files larger than this are not read.
     static let maximumSize = 64 << 20
 
-    package struct Host: Codable, Sendable {
-        package var name: String
-        package var probePort: Int?
-        package var answers: [Answer]
-        package var scores: [Score]
+    struct Host: Codable, Sendable {
+        var name: String
+        var probePort: Int?
+        var answers: [Answer]
+        var scores: [Score]
         /// Addresses the overrides gave the host, whose scores are kept (absent in files of older releases).
-        package var overrides: [String]?
+        var overrides: [String]?
 
-        package init(name: String, probePort: Int?, answers: [Answer], scores: [Score], overrides: [String]?) {
+        init(name: String, probePort: Int?, answers: [Answer], scores: [Score], overrides: [String]?) {
             self.name = name
             self.probePort = probePort
             self.answers = answers
@@ -43,7 +43,7 @@ package struct CacheFile: Codable, Sendable {
         }
 
         /// Reads a host, skipping malformed answers and scores rather than the whole host.
-        package init(from decoder: any Decoder) throws {
+        init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             name = try container.decode(String.self, forKey: .name)
             probePort = try? container.decodeIfPresent(Int.self, forKey: .probePort)
@@ -56,13 +56,13 @@ package struct CacheFile: Codable, Sendable {
     /// An array read element by element: an element that does not decode is skipped, not the whole array.
     struct Lossy<Element: Decodable>: Decodable {
         var elements: [Element] = []
-        package var skipped = 0
+        var skipped = 0
 
         private struct Skip: Decodable {
             init(from decoder: any Decoder) throws {}
         }
 
-        package init(from decoder: any Decoder) throws {
+        init(from decoder: any Decoder) throws {
             var container = try decoder.unkeyedContainer()
             while !container.isAtEnd {
                 if let element = try? container.decode(Element.self) {
@@ -76,24 +76,24 @@ package struct CacheFile: Codable, Sendable {
         }
     }
 
-    package struct Answer: Codable, Sendable {
-        package var family: String
-        package var origin: String
-        package var ttl: UInt32
-        package var expiresAt: Double
-        package var addresses: [String]
+    struct Answer: Codable, Sendable {
+        var family: String
+        var origin: String
+        var ttl: UInt32
+        var expiresAt: Double
+        var addresses: [String]
         /// The upstream that gave the answer (absent in files of older releases).
-        package var upstream: String?
+        var upstream: String?
     }
 
-    package struct Score: Codable, Sendable {
-        package var ip: String
-        package var latencyMs: Double?
-        package var penaltyMs: Double
-        package var successes: Int
-        package var failures: Int
+    struct Score: Codable, Sendable {
+        var ip: String
+        var latencyMs: Double?
+        var penaltyMs: Double
+        var successes: Int
+        var failures: Int
         /// The average time to the first response byte (absent in files of older releases).
-        package var firstByteMs: Double?
+        var firstByteMs: Double?
     }
 
     /// An instant by the clocks that outlive a process: the wall clock, and the boot clock with the boot's id.
@@ -101,7 +101,7 @@ package struct CacheFile: Codable, Sendable {
         /// Wall-clock seconds since 1970.
         package var wall: Double
         /// Seconds since boot, suspended time included (`CLOCK_BOOTTIME`).
-        package var boot: Double
+        var boot: Double
         /// The boot's identity; `nil` where the system has none.
         package var bootID: String?
 
@@ -125,15 +125,15 @@ package struct CacheFile: Codable, Sendable {
     /// the future" (clocks of two processes, rounding).
     static let futureTolerance = 60.0
 
-    package var format: String
-    package var version: Int
+    var format: String
+    var version: Int
     /// The wall clock at saving.
-    package var savedAt: Double
+    var savedAt: Double
     /// The boot the file was saved in (absent in files of older releases).
-    package var bootID: String?
+    var bootID: String?
     /// The boot clock at saving (absent in files of older releases).
-    package var bootSeconds: Double?
-    package var hosts: [Host]
+    var bootSeconds: Double?
+    var hosts: [Host]
     /// Hosts skipped when reading because they were malformed.
     var skippedHosts = 0
 
@@ -141,7 +141,7 @@ package struct CacheFile: Codable, Sendable {
         case format, version, savedAt, bootID, bootSeconds, hosts
     }
 
-    package init(format: String, version: Int, saved: Moment, hosts: [Host]) {
+    init(format: String, version: Int, saved: Moment, hosts: [Host]) {
         self.format = format
         self.version = version
         self.savedAt = saved.wall
@@ -165,7 +165,7 @@ package struct CacheFile: Codable, Sendable {
 
     /// The seconds that passed since the file was saved, as seen at `moment`; `nil` when the file was written "in
     /// the future" (``Moment/elapsed(since:)``), whose answers count as stale rather than fresh.
-    package func elapsed(at moment: Moment) -> Double? {
+    func elapsed(at moment: Moment) -> Double? {
         moment.elapsed(since: Moment(wall: savedAt, bootID: bootID, bootSeconds: bootSeconds))
     }
 }
@@ -191,7 +191,7 @@ extension CacheFile {
     /// Reads and checks a cache file.
     /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read, is too large, is not JSON of this
     ///   format (corrupt, truncated, another program's) or has another version.
-    package static func read(from path: String) throws(DNSError) -> CacheFile {
+    static func read(from path: String) throws(DNSError) -> CacheFile {
         let data: Data
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -238,7 +238,7 @@ extension CacheFile {
     /// The file's JSON, within the reader's size limit: when the whole cache would be larger, the least recently
     /// used hosts (at the end of ``hosts``) are left out until it fits, so the writer never writes what the reader
     /// would reject.
-    package func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
+    func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var file = self
@@ -261,7 +261,7 @@ extension CacheFile {
     /// `path`, and the directory flushed so the rename survives a crash. Missing directories are created (mode
     /// 0700); temporary files that an interrupted writer left behind (older than 10 minutes) are removed.
     /// - Throws: ``DNSError/Code/fileError``.
-    package func write(to path: String) throws(DNSError) {
+    func write(to path: String) throws(DNSError) {
         let data = try encoded()
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
@@ -326,7 +326,7 @@ extension CacheFile {
     /// Runs `body` holding an exclusive advisory lock (`flock`) on `path.lock`, so that processes sharing one
     /// cache file take turns reading and writing it. Without a lock file (an unwritable directory) `body` runs
     /// unlocked.
-    package static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
+    static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -342,7 +342,7 @@ extension CacheFile {
 extension CacheFile {
     /// This file with the hosts of `other` that it lacks added after its own (a save merges what another process
     /// wrote since this one loaded), up to `maximumHosts`.
-    package func merging(_ other: CacheFile, maximumHosts: Int) -> CacheFile {
+    func merging(_ other: CacheFile, maximumHosts: Int) -> CacheFile {
         var merged = self
         var names = Set(hosts.map(\.name))
         for host in other.hosts where merged.hosts.count < maximumHosts && names.insert(host.name).inserted {

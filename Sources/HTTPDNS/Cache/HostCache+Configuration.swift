@@ -28,7 +28,7 @@ extension HostCache.Configuration {
 
     /// The cache's keys, bound to the properties they set: `init(configReader:)` reads through them and
     /// `hostsctl config keys` and `config show` list them.
-    package static let fields: [SettingField<Self>] = [
+    static let fields: [SettingField<Self>] = [
         ttl("cache.minTtlSeconds", \.minimumTTL, default: 30, "lower TTL bound", range: 0...604_800),
         ttl("cache.maxTtlSeconds", \.maximumTTL, default: 86_400, "upper TTL bound", range: 1...604_800),
         ttl(

@@ -37,20 +37,20 @@ public final class HostCache: Sendable {
         /// How the two families are ordered in answers to `any` lookups.
         public var dualStack: DualStackPolicy
         /// How measurements become scores.
-        package var scoring: ScoringPolicy = .default
+        var scoring: ScoringPolicy = .default
         /// Fresh hits after which an answer counts as hot and is refreshed shortly before it expires.
-        package var hotHits: Int = 2
+        var hotHits: Int = 2
         /// The longest lead before expiry at which a hot answer is refreshed (the lead is a tenth of the TTL,
         /// at most this).
         var maximumRefreshLead: Duration = .seconds(30)
         /// After a failed refresh, the time before another is tried.
-        package var refreshRetryInterval: Duration = .seconds(5)
+        var refreshRetryInterval: Duration = .seconds(5)
         /// How long a started refresh blocks others (it normally ends, and unblocks, much sooner).
         var refreshClaimDuration: Duration = .seconds(60)
         /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
         /// in a second, with a burst of as many; past it a refresh is put off (by `refreshRetryInterval`), so a
         /// flood of names cannot turn into a flood of upstream queries.
-        package var maximumRefreshesPerSecond: Int
+        var maximumRefreshesPerSecond: Int
 
         /// Creates a configuration; the defaults match `Config/hostsctl.json`.
         public init(
@@ -118,7 +118,7 @@ public final class HostCache: Sendable {
     /// the configuration or a file loaded (lookups themselves do not count). A caller that keeps a copy of an
     /// answer for the `steadyFor` of its hit reads this before the lookup and uses the copy only while it is
     /// unchanged.
-    package var generation: UInt64 { changes.load(ordering: .acquiring) }
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// Runs `body` under the lock and counts the change in ``generation`` once it is visible.
     private func change<T>(_ body: (inout sending HostCacheCore) -> sending T) -> sending T {
@@ -126,7 +126,7 @@ public final class HostCache: Sendable {
         return core.withLock(body)
     }
     /// The cache's configuration.
-    package var configuration: Configuration { core.withLock { $0.configuration } }
+    var configuration: Configuration { core.withLock { $0.configuration } }
 
     /// Creates an empty cache.
     /// - Parameter configuration: Limits and policies.
@@ -135,14 +135,14 @@ public final class HostCache: Sendable {
     }
 
     /// Creates an empty cache that reads `clock` for expiry (tests pass one they control).
-    package init(configuration: Configuration = .default, clock: CacheClock) {
+    init(configuration: Configuration = .default, clock: CacheClock) {
         self.clock = clock
         self.core = Locked(HostCacheCore(configuration: configuration))
     }
 
     /// Replaces the limits and policies (a settings reload); entries stay. New TTL bounds apply to answers stored
     /// from now on, the dual-stack policy and scoring to the next ranking, a lower host limit at the next store.
-    package func updateConfiguration(_ configuration: Configuration) {
+    func updateConfiguration(_ configuration: Configuration) {
         change { $0.configuration = configuration }
     }
 
@@ -157,7 +157,7 @@ public final class HostCache: Sendable {
 
     /// The answer for `host` and `family`: fresh or stale (see ``RankedResolution/freshness``), or `nil`.
     /// Unlike the host resolver, this never starts a refresh.
-    package func resolution(for host: HostName, family: AddressFamily = .any) -> RankedResolution? {
+    func resolution(for host: HostName, family: AddressFamily = .any) -> RankedResolution? {
         let now = clock.now()
         return core.withLock { $0.fallback(host, family: family, now: now) }
     }
@@ -169,7 +169,7 @@ public final class HostCache: Sendable {
     }
 
     /// Whether `ip` is one of the addresses the cache holds for `host` (answers and overrides).
-    package func knows(_ ip: IPAddress, of host: HostName) -> Bool {
+    func knows(_ ip: IPAddress, of host: HostName) -> Bool {
         core.withLock { $0.records[host]?.record.knownAddresses.contains(ip) ?? false }
     }
 
@@ -209,7 +209,7 @@ public final class HostCache: Sendable {
     }
 
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
-    package func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
+    func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
         let now = clock.now()
         change { $0.storeNegative(host, family: family, error: error, now: now) }
     }
@@ -230,7 +230,7 @@ public final class HostCache: Sendable {
     /// Feedback: a TCP connect (a probe, a connection race) to `ip` of `host` succeeded after `latency`. The
     /// latency enters the address's moving average of connect times, half its failure penalty is forgiven and any
     /// back-off ends.
-    package func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
+    func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
         change { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
     }
@@ -238,7 +238,7 @@ public final class HostCache: Sendable {
     /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`. Kept apart from
     /// connect times (it includes the server's own work); the address answered, so its back-off ends and half its
     /// penalty is forgiven.
-    package func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
+    func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
         change { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
     }
@@ -258,7 +258,7 @@ public final class HostCache: Sendable {
     }
 
     /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.
-    package func recordFailure(to ip: IPAddress, of host: HostName) {
+    func recordFailure(to ip: IPAddress, of host: HostName) {
         let now = clock.now()
         change { $0.recordFailure(host, ip: ip, now: now) }
     }
@@ -270,7 +270,7 @@ public final class HostCache: Sendable {
     }
 
     /// Remembers the port connections to `host` use, so its probes measure that port.
-    package func setProbePort(_ port: Int, for host: HostName) {
+    func setProbePort(_ port: Int, for host: HostName) {
         core.withLock { $0.setProbePort(port, for: host) }
     }
 
@@ -281,7 +281,7 @@ public final class HostCache: Sendable {
 
     /// After a network change: every answer is due for refresh (and served stale until refreshed), and
     /// measurements are forgotten so addresses are probed again.
-    package func markAllForRefresh() {
+    func markAllForRefresh() {
         let now = clock.now()
         change { $0.markAllForRefresh(now: now) }
     }
@@ -299,7 +299,7 @@ public final class HostCache: Sendable {
     }
 
     /// Empties the cache.
-    package func removeAll() {
+    func removeAll() {
         change { $0.removeAll() }
     }
 

@@ -23,18 +23,18 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     package var failures: Int
     /// The moving average of the time to the first response byte of real requests, in milliseconds (kept apart
     /// from connect times, which it would not be comparable with); `nil` when no request was measured.
-    package var firstByteMilliseconds: Double?
+    var firstByteMilliseconds: Double?
     /// Whether the address is backing off after failures: it ranks behind every address that is not, and is tried
     /// again once the back-off ends, it answers a probe, or no other address is left.
     package var isBackingOff: Bool
     /// The decaying failure penalty included in ``score``, in milliseconds.
-    package var penaltyMilliseconds: Double
+    var penaltyMilliseconds: Double
     /// For an address synthesized under the network's NAT64 prefix (RFC 6052) on a host without an IPv4 route, the
     /// IPv4 address of the answer it reaches; `nil` for an address as answered.
     public var synthesizedFrom: IPAddress? = nil
 
     /// Creates a ranked address.
-    package init(
+    init(
         ip: IPAddress, rank: Int, score: Double, latencyMilliseconds: Double?, successes: Int, failures: Int,
         firstByteMilliseconds: Double? = nil, isBackingOff: Bool = false, penaltyMilliseconds: Double = 0
     ) {
@@ -102,7 +102,7 @@ public struct RankedResolution: Sendable, Hashable {
     package var upstream: String?
 
     /// Creates a ranked resolution.
-    package init(
+    init(
         host: String,
         family: AddressFamily,
         addresses: [RankedAddress],
@@ -157,7 +157,7 @@ public struct RankedResolution: Sendable, Hashable {
     }
 
     /// The plain resolution: the addresses in rank order, each with the remaining TTL and the origin.
-    package var resolution: Resolution {
+    var resolution: Resolution {
         Resolution(host: host, addresses: addresses.map { ResolvedAddress(ip: $0.ip, ttl: ttl, source: origin) })
     }
 }

@@ -11,16 +11,16 @@ extension HostNetwork {
         /// Watch the kernel's address and route changes and follow them (`network.watch`, default `true`): scores
         /// kept per network, resolv.conf read again, NAT64 discovered again, pooled connections closed. The
         /// pipeline reads it; ``HostNetwork`` itself only adapts answers.
-        package var watch = true
+        var watch = true
         /// Whether answers are adapted (`nat64.mode`, default `auto`).
-        package var mode: NAT64Mode = .auto
+        var mode: NAT64Mode = .auto
         /// Prefixes set by hand (`nat64.prefixes`): used instead of discovery when not empty.
         package var prefixes: [NAT64Prefix] = []
         /// How long a discovery's result (prefixes found, or none) is kept.
         var discoveryLifetime: Duration = .seconds(600)
 
         /// The defaults, or the NAT64 policy given.
-        package init(mode: NAT64Mode = .auto, prefixes: [NAT64Prefix] = []) {
+        init(mode: NAT64Mode = .auto, prefixes: [NAT64Prefix] = []) {
             self.mode = mode
             self.prefixes = prefixes
         }
@@ -36,7 +36,7 @@ extension HostNetwork {
 
         /// The network keys, bound to the properties they set: `init(configReader:)` reads through them and
         /// `hostsctl config keys` and `config show` list them.
-        package static let fields: [SettingField<Configuration>] = [
+        static let fields: [SettingField<Configuration>] = [
             .bool(
                 "network.watch", \.watch, default: true,
                 "follow address and route changes: scores per network, resolv.conf and NAT64 again, pooled connections closed"

@@ -1,5 +1,5 @@
 import Glibc
-package import Logging
+import Logging
 import NIOPosix
 import Synchronization
 package import HTTPDNSCore
@@ -19,7 +19,7 @@ package import HTTPDNSCore
 /// addresses; the route is checked again every 2 seconds (a UDP `connect`, which sends nothing).
 package final class HostNetwork: Sendable {
     /// Whether IPv4-only answers are synthesized into NAT64 addresses.
-    package enum NAT64Mode: String, Sendable, Hashable, CaseIterable {
+    enum NAT64Mode: String, Sendable, Hashable, CaseIterable {
         /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
         case auto
         /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with
@@ -39,7 +39,7 @@ package final class HostNetwork: Sendable {
         var discoveries = 0
     }
 
-    package let configuration: Configuration
+    let configuration: Configuration
     /// The coarse monotonic nanoseconds of the last route check.
     private let routeCheckedAt = Atomic<Int64>(Int64.min / 2)
     /// Whether the last check found an IPv4 route.
@@ -54,7 +54,7 @@ package final class HostNetwork: Sendable {
     /// - Parameters:
     ///   - askWellKnownName: The AAAA query for discovery; by default `getaddrinfo` on NIO's blocking pool.
     ///   - routesIPv4: The route check; by default a UDP connect towards a documentation address.
-    package init(
+    init(
         configuration: Configuration = .init(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         askWellKnownName: (@Sendable () async -> [IPAddress])? = nil,
@@ -69,10 +69,10 @@ package final class HostNetwork: Sendable {
     }
 
     /// How many discoveries ran (for tests: the first request adds at most one).
-    package var discoveries: Int { state.withLock { $0.discoveries } }
+    var discoveries: Int { state.withLock { $0.discoveries } }
 
     /// Forgets the route check and the discovered prefixes: the network changed.
-    package func networkChanged() {
+    func networkChanged() {
         routeCheckedAt.store(Int64.min / 2, ordering: .relaxed)
         state.withLock {
             $0.discovery = nil
@@ -81,7 +81,7 @@ package final class HostNetwork: Sendable {
     }
 
     /// Whether the host has an IPv4 route, checked at most every 2 seconds.
-    package var hasIPv4Route: Bool {
+    var hasIPv4Route: Bool {
         let now = SuspendAwareMonotonic.now()
         if now &- routeCheckedAt.load(ordering: .relaxed) < 2_000_000_000 {
             return hadIPv4Route.load(ordering: .relaxed)
@@ -95,7 +95,7 @@ package final class HostNetwork: Sendable {
     /// `answer` as this host can use it, when that needs no waiting: unchanged when it has no IPv4 address or the
     /// host routes IPv4 (nearly always); `nil` when a NAT64 discovery must run first (``adapted(_:)``).
     /// - Throws: ``DNSError/Code/noRoute`` when nothing in the answer is reachable and synthesis is off.
-    package func adaptedIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
+    func adaptedIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
         guard answer.addresses.contains(where: { $0.ip.family == .ipv4 }), !hasIPv4Route else { return answer }
         let known = knownPrefixes()
         if answer.addresses.contains(where: { $0.ip.family == .ipv6 }) {
@@ -108,7 +108,7 @@ package final class HostNetwork: Sendable {
 
     /// `answer` as this host can use it, discovering the NAT64 prefix first when needed.
     /// - Throws: ``DNSError/Code/noRoute`` when nothing in the answer is reachable.
-    package func adapted(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
+    func adapted(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
         if let ready = try adaptedIfReady(answer) { return ready }
         return try synthesized(answer, prefixes: await discoveredPrefixes())
     }
@@ -126,7 +126,7 @@ package final class HostNetwork: Sendable {
 
     /// The address to dial for `ip` of the cache: through the NAT64 prefix when the host has no IPv4 route and a
     /// prefix is known, else `ip` (background probes measure the path requests take).
-    package func dialAddress(for ip: IPAddress) -> IPAddress {
+    func dialAddress(for ip: IPAddress) -> IPAddress {
         guard ip.family == .ipv4, configuration.mode == .auto, !hasIPv4Route else { return ip }
         let prefixes = knownPrefixes()
         return prefixes?.first?.synthesize(ip) ?? ip
@@ -147,7 +147,7 @@ package final class HostNetwork: Sendable {
     }
 
     /// The network's prefixes: discovered once (concurrent callers share the query), kept for a while.
-    package func discoveredPrefixes() async -> [NAT64Prefix] {
+    func discoveredPrefixes() async -> [NAT64Prefix] {
         if !configuration.prefixes.isEmpty { return configuration.prefixes }
         let (known, task) = state.withLock { state -> ([NAT64Prefix]?, Task<[NAT64Prefix], Never>?) in
             if let current = current(state) { return (current, nil) }

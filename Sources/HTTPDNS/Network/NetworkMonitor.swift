@@ -1,16 +1,16 @@
 import CNetlink
 import Foundation
 import Glibc
-package import HTTPDNSCore
-package import Logging
+import HTTPDNSCore
+import Logging
 
 /// A change of the host's network, once the kernel's notifications of it settled: another default route, addresses
 /// added or removed. ``HostResolver/networkChanges()`` hands them to applications.
 public struct NetworkChange: Sendable, Hashable {
     /// The network before: its default routes and the prefixes of its addresses.
-    package var previous: String
+    var previous: String
     /// The network now.
-    package var current: String
+    var current: String
     /// Addresses the host no longer has.
     public var removedAddresses: [IPAddress]
     /// Addresses the host gained.
@@ -20,7 +20,7 @@ public struct NetworkChange: Sendable, Hashable {
     /// within the same one.
     public var isNewNetwork: Bool { previous != current }
 
-    package init(previous: NetworkSnapshot, current: NetworkSnapshot) {
+    init(previous: NetworkSnapshot, current: NetworkSnapshot) {
         self.previous = previous.key
         self.current = current.key
         self.removedAddresses = previous.addresses.subtracting(current.addresses).sorted()
@@ -35,11 +35,11 @@ public struct NetworkChange: Sendable, Hashable {
 ///
 /// The thread owns the socket, the last snapshot and the pipe's read end; ``shutdown()`` only writes a byte to the
 /// pipe (once, under a lock) to wake it.
-package final class NetworkMonitor: Sendable {
+final class NetworkMonitor: Sendable {
     private let wakeWrite: Int32
     private let done = Locked(false)
     /// The network's key when watching started.
-    package let initialKey: String
+    let initialKey: String
 
     /// Starts watching; `onChange` runs on the watcher's thread for each settled change.
     /// - Parameters:
@@ -47,7 +47,7 @@ package final class NetworkMonitor: Sendable {
     ///     use to change routes and addresses of a network they made.
     ///   - debounce: How long notifications must stay quiet before the network is compared.
     /// - Throws: ``DNSError/Code/internalError`` when the netlink socket cannot be opened or the namespace entered.
-    package init(
+    init(
         namespace: String? = nil, debounce: Duration = .milliseconds(250),
         logger: Logger, onChange: @escaping @Sendable (NetworkChange) -> Void
     ) throws(DNSError) {
@@ -87,7 +87,7 @@ package final class NetworkMonitor: Sendable {
     deinit { shutdown() }
 
     /// Stops the watcher: its thread wakes and ends (a change being reported at that moment still is).
-    package func shutdown() {
+    func shutdown() {
         let first = done.withLock { done -> Bool in
             defer { done = true }
             return !done

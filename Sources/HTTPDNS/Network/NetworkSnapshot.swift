@@ -1,32 +1,32 @@
 import Foundation
 import Glibc
-package import HTTPDNSCore
+import HTTPDNSCore
 
 /// What identifies the network the host is on: its default routes (gateway and interface, per family) and the
 /// prefixes of its addresses (loopback and link-local left out), and the addresses themselves.
-package struct NetworkSnapshot: Sendable, Hashable {
+struct NetworkSnapshot: Sendable, Hashable {
     /// `ipv4 via 192.0.2.1 dev eth0`, `ipv6 via fe80::1 dev eth0`, sorted.
     var defaultRoutes: [String]
     /// The networks of the host's addresses (`192.0.2.0/24`, `2001:db8:1::/64`), sorted.
-    package var prefixes: [String]
+    var prefixes: [String]
     /// The host's addresses.
-    package var addresses: Set<IPAddress>
+    var addresses: Set<IPAddress>
 
-    package init(defaultRoutes: [String], prefixes: [String], addresses: Set<IPAddress>) {
+    init(defaultRoutes: [String], prefixes: [String], addresses: Set<IPAddress>) {
         self.defaultRoutes = defaultRoutes
         self.prefixes = prefixes
         self.addresses = addresses
     }
 
     /// The network's identity: scores and answers learned on one network are kept under it.
-    package var key: String {
+    var key: String {
         (defaultRoutes.isEmpty ? ["no default route"] : defaultRoutes).joined(separator: "; ") + " | "
             + prefixes.joined(separator: ", ")
     }
 
     /// The network the calling thread sees now (its network namespace): `getifaddrs` and the kernel's route tables
     /// under `/proc/thread-self/net`.
-    package static func current() -> NetworkSnapshot {
+    static func current() -> NetworkSnapshot {
         var addresses = Set<IPAddress>()
         var prefixes = Set<String>()
         var list: UnsafeMutablePointer<ifaddrs>?

@@ -12,7 +12,7 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The file's path as it was given.
-    package var file: String
+    var file: String
     /// The 1-based line, or 0 when the problem concerns the whole file.
     package var line: Int
     /// The 1-based byte column, or 0 when the problem concerns the whole line or file.
@@ -23,7 +23,7 @@ public struct ConfigDiagnostic: Sendable, Hashable, CustomStringConvertible {
     package var severity: Severity
 
     /// Creates a diagnostic.
-    package init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {
+    init(file: String, line: Int, column: Int, message: String, severity: Severity = .error) {
         self.file = file
         self.line = line
         self.column = column
@@ -67,7 +67,7 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var diagnostics: [ConfigDiagnostic]
 
     /// Creates an error.
-    package init(code: Code, message: String, diagnostics: [ConfigDiagnostic] = []) {
+    init(code: Code, message: String, diagnostics: [ConfigDiagnostic] = []) {
         self.code = code
         self.message = message
         self.diagnostics = diagnostics

@@ -1,5 +1,5 @@
-package import Configuration
-package import HTTPDNSCore
+import Configuration
+import HTTPDNSCore
 
 extension HostOverrides {
     /// The files the resolver reads itself: the overrides file (`overrides.*`), the system hosts file (`hosts.file`)
@@ -10,14 +10,14 @@ extension HostOverrides {
         /// The overrides file (hosts format), if any; relative paths are relative to the settings file.
         package var overridesFile: String?
         /// The TTL given to override answers, in seconds.
-        package var overridesTTL: Int
+        var overridesTTL: Int
         /// The system hosts file read by the `hosts` layer (default `/etc/hosts`).
-        package var hostsFile: String
+        var hostsFile: String
         /// How often watched files are checked for edits, in milliseconds; 0 turns hot reload off.
         package var reloadIntervalMilliseconds: Int
 
         /// The defaults: no overrides file, `/etc/hosts`, checked every 2 s.
-        package static var `default`: Configuration {
+        static var `default`: Configuration {
             // Reading from an empty provider gives every default; it cannot fail.
             try! Configuration(configReader: defaultsReader)
         }
@@ -25,7 +25,7 @@ extension HostOverrides {
         /// Reads the `overrides.*`, `hosts.file` and `reload.intervalMs` keys from `config`, a reader of the whole
         /// settings (the three sections are one component's); missing keys take their defaults.
         /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-        package init(configReader config: ConfigReader) throws(DNSError) {
+        init(configReader config: ConfigReader) throws(DNSError) {
             // Placeholders only: every field below overwrites its property.
             overridesFile = nil
             overridesTTL = 0

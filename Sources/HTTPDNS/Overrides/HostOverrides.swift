@@ -30,10 +30,10 @@ public final class HostOverrides: Sendable {
     private let state: Locked<State>
     private let changes = Atomic<UInt64>(0)
     /// The TTL given to overridden addresses (default 60 s): how long a cache may keep them after a reload.
-    package let ttl: UInt32
+    let ttl: UInt32
     /// The source answers carry: `ResolutionSource.override`, or `ResolutionSource.hosts` for the layer that
     /// reads the system hosts file.
-    package let source: ResolutionSource
+    let source: ResolutionSource
 
     /// Creates the layer with the entries of an overrides file (`nil`: none; run-time overrides only).
     public convenience init(file: HostsFile? = nil, ttl: UInt32 = 60, source: ResolutionSource = .override) {
@@ -41,7 +41,7 @@ public final class HostOverrides: Sendable {
     }
 
     /// Creates the layer with a table built already.
-    package init(table: OverrideTable, ttl: UInt32 = 60, source: ResolutionSource = .override) {
+    init(table: OverrideTable, ttl: UInt32 = 60, source: ResolutionSource = .override) {
         self.state = Locked(State(file: table, runtime: OverrideTable()))
         self.ttl = ttl
         self.source = source
@@ -65,16 +65,16 @@ public final class HostOverrides: Sendable {
     }
 
     /// Replaces the file's table (on reload); run-time overrides stay.
-    package func replaceFileTable(_ table: OverrideTable) {
+    func replaceFileTable(_ table: OverrideTable) {
         state.withLock { $0.file = table }
         changes.add(1, ordering: .releasing)
     }
 
     /// A number that grows with every change of the tables (see ``HostCache/generation``).
-    package var generation: UInt64 { changes.load(ordering: .acquiring) }
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// The file's table and the run-time table.
-    package var tables: (file: OverrideTable, runtime: OverrideTable) {
+    var tables: (file: OverrideTable, runtime: OverrideTable) {
         state.withLock { ($0.file, $0.runtime) }
     }
 

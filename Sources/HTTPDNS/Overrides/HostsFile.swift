@@ -1,4 +1,4 @@
-package import HTTPDNSCore
+import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 #if canImport(Glibc)
@@ -24,27 +24,27 @@ public struct HostsFile: Sendable {
     /// One good line: an address and the names it is given to.
     package struct Entry: Sendable, Hashable {
         /// The address.
-        package var address: IPAddress
+        var address: IPAddress
         /// The names and wildcards on the line.
         package var patterns: [HostPattern]
         /// The 1-based line number.
-        package var line: Int
+        var line: Int
     }
 
     /// Lines longer than this many bytes are rejected.
-    package static let maximumLineLength = 65_536
+    static let maximumLineLength = 65_536
     /// Files larger than this many bytes are not read.
     static let maximumFileSize = 256 << 20
 
     /// The file's path as it was given (for diagnostics).
-    package var file: String
+    var file: String
     /// The good lines, in file order.
     package var entries: [Entry]
     /// The problems, in file order.
     public var diagnostics: [ConfigDiagnostic]
 
     /// Whether any diagnostic is an error.
-    package var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
+    var hasErrors: Bool { diagnostics.contains { $0.severity == .error } }
 
     /// The overrides of the good lines.
     @_spi(Benchmarks) public var table: OverrideTable {

@@ -18,11 +18,11 @@ import HTTPDNSClients
     private var wildcards = NameIndex<OverrideMatch>()
 
     /// An empty table.
-    package init() {}
+    init() {}
 
     /// A table from `(pattern, addresses)` pairs; addresses of repeated patterns are merged in order, without
     /// duplicates.
-    package init(_ entries: some Sequence<(HostPattern, [IPAddress])>) {
+    init(_ entries: some Sequence<(HostPattern, [IPAddress])>) {
         for (pattern, addresses) in entries {
             add(addresses, for: pattern)
         }
@@ -32,16 +32,16 @@ import HTTPDNSClients
     @_spi(Benchmarks) public var count: Int { exact.count + wildcards.count }
 
     /// Whether the table has no pattern.
-    package var isEmpty: Bool { exact.count == 0 && wildcards.count == 0 }
+    var isEmpty: Bool { exact.count == 0 && wildcards.count == 0 }
 
     /// Every pattern with its addresses: exact names first, then wildcards, each group sorted by name.
-    package var entries: [OverrideMatch] {
+    var entries: [OverrideMatch] {
         exact.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
             + wildcards.all.map(\.value).sorted { $0.pattern.description < $1.pattern.description }
     }
 
     /// Adds `addresses` to `pattern`, after any it already has.
-    package mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
+    mutating func add(_ addresses: [IPAddress], for pattern: HostPattern) {
         let key = Self.key(pattern)
         if case .exact = pattern {
             let merged = exact[key].map { Self.unique($0.addresses + addresses) } ?? Self.unique(addresses)
@@ -53,7 +53,7 @@ import HTTPDNSClients
     }
 
     /// Replaces the addresses of `pattern`; an empty list removes it.
-    package mutating func set(_ addresses: [IPAddress], for pattern: HostPattern) {
+    mutating func set(_ addresses: [IPAddress], for pattern: HostPattern) {
         let value = addresses.isEmpty ? nil : OverrideMatch(addresses: Self.unique(addresses), pattern: pattern)
         if case .exact = pattern {
             exact[Self.key(pattern)] = value

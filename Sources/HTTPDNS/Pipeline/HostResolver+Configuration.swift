@@ -35,18 +35,18 @@ extension HostResolver {
         /// The layers in the order they are asked.
         package var sources: [Source]
         /// Ask HTTP DNS and c-ares in parallel and take the first good answer.
-        package var race: Bool
+        var race: Bool
         /// The upstream layers whose answers are trusted (default HTTP DNS only, which TLS authenticates). In race
         /// mode a later answer never joins one from a layer of other trust: a more trusted answer replaces it and a
         /// less trusted one is dropped, so an address spoofed on the local network never joins an HTTP DNS answer.
-        package var trustedSources: Set<Source>
+        var trustedSources: Set<Source>
         /// Ask the system resolver when every other upstream says a name does not exist (default `true`); ignored
         /// when `system` is in ``sources``.
         package var systemFallback: Bool
         /// The overrides file, the system hosts file and their reload interval.
         package var files: HostOverrides.Configuration
         /// The system resolver's TTL and threads.
-        package var system: SystemResolver.Configuration
+        var system: SystemResolver.Configuration
         /// c-ares: servers, timeouts, search domains and ndots.
         public var cares: CAresResolver.Configuration
         /// The HTTP DNS providers and their time limits and trust roots.
@@ -71,10 +71,10 @@ extension HostResolver {
         /// How candidate addresses are probed, when `probe.enabled` is on.
         public var probe: HostResolver.Probing
         /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
-        package var network: HostNetwork.Configuration
+        var network: HostNetwork.Configuration
         /// Where these settings were read from; the modules above the resolver read their sections (`interception`,
         /// `serve`) from it with ``read(_:)``.
-        package var origin: SettingsOrigin
+        var origin: SettingsOrigin
         /// Whether answers are adapted to this host's network (``nat64``); `hostsctl serve`, which answers clients on
         /// other networks, turns it off. Not a key.
         package var adaptsToHostNetwork = true

@@ -14,18 +14,18 @@ extension HostResolver {
         }
 
         /// The name used in metrics and logs.
-        package var name: String
+        var name: String
         /// What exactly is asked, e.g. `cares(127.0.0.1:5353)` or `doh(https://dns.example/dns-query)`: cached
         /// answers record it (`RankedResolution.upstream`), so that they can be told apart by upstream.
-        package var identity: String
+        var identity: String
         /// The kind of source.
-        package var kind: Kind
+        var kind: Kind
         /// The resolver asked.
-        package var resolver: any HostNameResolver
+        var resolver: any HostNameResolver
         /// Whether this upstream's NXDOMAIN and no-data answers are trusted (default `true`). Vendor HTTPDNS APIs
         /// answer an empty list both for a name without addresses and when they throttle a client, so theirs are
         /// not: they are never cached, and a cached answer (even stale) is served rather than such an error.
-        package var negativeAnswersAreAuthoritative: Bool
+        var negativeAnswersAreAuthoritative: Bool
         /// Whether this upstream's answers are trusted: in race mode an answer never joins one from a source of
         /// other trust (a more trusted one replaces it, a less trusted one is dropped), so that an address spoofed
         /// on the local network cannot join an HTTP DNS answer. Defaults to `true` for HTTP DNS (authenticated by
@@ -99,7 +99,7 @@ extension HostResolver {
         /// How often the cache is saved while running; `nil` saves only at shutdown.
         package var saveInterval: Duration?
         /// How short names are completed with search domains (default: no search).
-        package var search: SearchPolicy = .none
+        var search: SearchPolicy = .none
         /// Serve cached answers that another upstream gave (default `true`). `false` serves only answers whose
         /// `RankedResolution.upstream` is one of the current upstreams (or the fallback), and no cached negative
         /// answer: what a caller wants that named the upstream to ask, as `hostsctl resolve --server` does.
@@ -107,15 +107,15 @@ extension HostResolver {
         /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
         /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
         /// address fails the lookup with `DNSError.Code.privateAddress`.
-        package var guardsEveryUpstream: Bool = false
+        var guardsEveryUpstream: Bool = false
         /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
         /// answers out as they are, as a server answering other networks does. Read when the resolver is created.
-        package var network: HostNetwork.Configuration? = .init()
+        var network: HostNetwork.Configuration? = .init()
         /// Watch the kernel's address and route changes and follow them (``HostResolver/networkChanges()``); a
         /// settings-built resolver does unless `network.watch` is off. Read when the resolver is created.
-        package var watchesNetwork = false
+        var watchesNetwork = false
         /// The network namespace (`/var/run/netns/NAME`) to watch instead of the process's (tests).
-        package var networkNamespace: String?
+        var networkNamespace: String?
 
         /// Creates a policy.
         public init(
@@ -133,7 +133,7 @@ extension HostResolver {
         }
 
         /// A policy that completes short names with search domains (the settings loader, tests).
-        package init(
+        init(
             race: Bool = false,
             probing: Probing? = Probing(),
             preResolve: [String] = [],

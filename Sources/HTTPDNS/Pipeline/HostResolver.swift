@@ -79,9 +79,9 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The upstreams, in order.
-    package var upstreams: [Upstream] { state.withLock { $0.upstreams } }
+    var upstreams: [Upstream] { state.withLock { $0.upstreams } }
     /// The source asked last, for the name as given, when every upstream says a name does not exist.
-    package var fallback: Upstream? { state.withLock { $0.fallback } }
+    var fallback: Upstream? { state.withLock { $0.fallback } }
 
     /// The longest a query of an upstream that cannot take queries back (c-ares) keeps going after its lookup is
     /// cancelled; zero when every upstream stops at once.
@@ -92,7 +92,7 @@ public final class HostResolver: HostNameResolver {
     /// The override layer, if any.
     public let overrides: HostOverrides?
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
-    package let hosts: HostOverrides?
+    let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
     @usableFromInline package let cache: HostCache?
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the
@@ -334,7 +334,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// The best address for `host`, resolving it if needed.
-    package func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
+    func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
         guard let best = try await resolveRanked(host, family: family).best else {
             throw DNSError(code: .noData, message: "no address", host: host)
         }
@@ -342,7 +342,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Resolves `hosts` concurrently so later lookups hit the cache; failures are logged, not thrown.
-    package func preResolve(_ hosts: [String], family: AddressFamily = .any) async {
+    func preResolve(_ hosts: [String], family: AddressFamily = .any) async {
         await withTaskGroup(of: Void.self) { group in
             for host in hosts {
                 group.addTask { [self] in

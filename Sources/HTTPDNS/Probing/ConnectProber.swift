@@ -12,7 +12,7 @@ package enum ProbeOutcome: Sendable, Hashable {
     case failed(DNSError.Code)
 
     /// Whether the connect succeeded.
-    package var isSuccess: Bool {
+    var isSuccess: Bool {
         if case .connected = self { return true }
         return false
     }
@@ -32,7 +32,7 @@ package protocol ConnectProber: Sendable {
 
 extension ConnectProber {
     /// Probes, and keeps nothing.
-    package func dial(_ ip: IPAddress, port: Int, timeout: Duration) async -> (ProbeOutcome, DialedConnection?) {
+    func dial(_ ip: IPAddress, port: Int, timeout: Duration) async -> (ProbeOutcome, DialedConnection?) {
         (await probe(ip, port: port, timeout: timeout), nil)
     }
 }

@@ -12,13 +12,13 @@ import HTTPDNSClients
 /// winner's connection can be kept (``runKeepingWinner(_:port:report:)``) for the request to go out on.
 package struct ConnectionRace: Sendable {
     /// The delay before the next attempt starts when the current one has neither connected nor failed.
-    package var attemptDelay: Duration
+    var attemptDelay: Duration
     /// The shortest delay, used when an address's measured connect time predicts a quick answer.
     var minimumAttemptDelay: Duration
     /// How long one connect may take.
-    package var connectTimeout: Duration
+    var connectTimeout: Duration
     /// What connects.
-    package var prober: any ConnectProber
+    var prober: any ConnectProber
 
     package init(
         attemptDelay: Duration, minimumAttemptDelay: Duration = .milliseconds(10), connectTimeout: Duration,
@@ -33,7 +33,7 @@ package struct ConnectionRace: Sendable {
     /// The wait before the attempt after `address`: twice its measured connect time when that is shorter than
     /// ``attemptDelay`` (a fast address that has not answered by then is unlikely to), never below
     /// ``minimumAttemptDelay``.
-    package func delay(after address: RankedAddress) -> Duration {
+    func delay(after address: RankedAddress) -> Duration {
         guard let latency = address.latencyMilliseconds, address.penaltyMilliseconds < 1 else { return attemptDelay }
         let predicted = Duration.milliseconds(Int64((latency * 2).rounded(.up)))
         return min(max(predicted, minimumAttemptDelay), attemptDelay)
@@ -42,7 +42,7 @@ package struct ConnectionRace: Sendable {
     /// Races connects to `addresses` (in order) on `port`; returns the first address that connected, or `nil` when
     /// every attempt failed or the task was cancelled. `report` receives every attempt's outcome, also those that
     /// end after the race. The winning connection is closed.
-    package func run(
+    func run(
         _ addresses: [RankedAddress],
         port: Int,
         report: @escaping @Sendable (IPAddress, ProbeOutcome) -> Void

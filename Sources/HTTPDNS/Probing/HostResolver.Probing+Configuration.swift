@@ -12,11 +12,11 @@ extension HostResolver.Probing {
     }
 
     /// The section of the settings file these keys live in, which errors name.
-    package static let scope = "probe"
+    static let scope = "probe"
 
     /// The probe keys, bound to the properties they set: `init(configReader:)` reads through them and
     /// `hostsctl config keys` and `config show` list them.
-    package static let fields: [SettingField<Self>] = [
+    static let fields: [SettingField<Self>] = [
         .ints("ports", \.ports, default: [443], "ports probes connect to", range: 1...65_535),
         .seconds(
             "intervalSeconds", \.interval, default: 60, "least time between probes of one host",

@@ -37,7 +37,7 @@ package final class FileWatcher<Value: Sendable>: Sendable {
     }
 
     /// The watched path.
-    package let path: String
+    let path: String
     private let load: @Sendable (String) throws -> Value
     private let onChange: @Sendable (Value) -> Void
     private let logger: Logger
@@ -50,7 +50,7 @@ package final class FileWatcher<Value: Sendable>: Sendable {
     ///   - load: Reads and validates the file; throws to reject it.
     ///   - onChange: Called with each newly loaded value (not for the first load).
     /// - Throws: Whatever `load` throws for the first load.
-    package convenience init(
+    convenience init(
         path: String,
         logger: Logger,
         load: @escaping @Sendable (String) throws -> Value,
@@ -93,10 +93,10 @@ package final class FileWatcher<Value: Sendable>: Sendable {
     deinit { state.withLock { $0.task?.cancel() } }
 
     /// The last good value.
-    package var value: Value { state.withLock { $0.value } }
+    var value: Value { state.withLock { $0.value } }
 
     /// How many edits were applied and how many were rejected.
-    package var counts: (reloads: Int, failures: Int) { state.withLock { ($0.reloads, $0.failures) } }
+    var counts: (reloads: Int, failures: Int) { state.withLock { ($0.reloads, $0.failures) } }
 
     /// Starts checking the file every `interval` in a background task. Calling it again restarts the task.
     package func start(interval: Duration) {
@@ -124,7 +124,7 @@ package final class FileWatcher<Value: Sendable>: Sendable {
     /// Checks the file now and reloads it if it changed.
     /// - Returns: `true` when a new value was applied.
     @discardableResult
-    package func checkNow() -> Bool {
+    func checkNow() -> Bool {
         let identity = Self.identity(of: path)
         let changed = state.withLock { state in
             guard state.identity != identity else { return false }
@@ -173,7 +173,7 @@ extension HostOverrides {
     ///   - logger: Receives the result of each reload.
     /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
     /// - Throws: ``ConfigurationError`` when the file cannot be read the first time.
-    package func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
+    func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
         OverrideTable
     > {
         let first = try HostsFile(contentsOf: path)

@@ -13,7 +13,7 @@ import HTTPDNSClients
 /// front of it, so they win. A file with errors gives no settings: callers keep what they had.
 public struct SettingsFile: Sendable {
     /// The path as given.
-    package var path: String
+    var path: String
     /// The settings, when the file (and the environment) had no errors.
     package var settings: HostResolver.Configuration?
     /// Every problem found, errors and warnings.
@@ -229,7 +229,7 @@ public struct SettingsFile: Sendable {
 
     /// The sections of a file that other modules own, as the file wrote them, and the environment variables under
     /// their prefixes; ``HostResolver/Configuration/read(_:)`` checks one against its module's keys.
-    package struct Sections: Sendable {
+    struct Sections: Sendable {
         /// The file's path, for diagnostics.
         let path: String
         /// Each section's JSON object, by top-level key.

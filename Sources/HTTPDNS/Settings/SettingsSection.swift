@@ -11,13 +11,13 @@ package import HTTPDNSCore
 /// `hostsctl config check` reports every key of the file.
 package struct SettingsSection<Value: Sendable>: Sendable {
     /// The top-level key, e.g. `interception`.
-    package let name: String
+    let name: String
     /// The section's keys, documented.
-    package let keys: [SettingKey]
+    let keys: [SettingKey]
     /// Reads the section from a configuration; missing keys take their defaults.
-    package let read: @Sendable (ConfigReader) throws(DNSError) -> Value
+    let read: @Sendable (ConfigReader) throws(DNSError) -> Value
     /// The effective values of a read section, as `hostsctl config show` prints them.
-    package let values: @Sendable (Value) -> [SettingValue]
+    let values: @Sendable (Value) -> [SettingValue]
 
     /// A section whose keys are `fields` (paths relative to `name`), read by `read` from a reader scoped to `name`
     /// (the owning type's `init(configReader:)`).
@@ -42,7 +42,7 @@ package struct SettingsSection<Value: Sendable>: Sendable {
 /// A ``SettingsSection`` of any value type: its keys, and its effective values in given settings.
 package struct AnySettingsSection: Sendable {
     /// The top-level key.
-    package let name: String
+    let name: String
     /// The section's keys, documented.
     package let keys: [SettingKey]
     /// The section's effective values in `settings`.
@@ -51,7 +51,7 @@ package struct AnySettingsSection: Sendable {
 
 /// Where a ``HostResolver.Configuration`` value was read from, kept so the modules above the resolver can read their own
 /// sections from the same place.
-package enum SettingsOrigin: Sendable {
+enum SettingsOrigin: Sendable {
     /// A configuration reader (``HostResolver/Configuration/init(configReader:)``): sections read from it as they are.
     case reader(ConfigReader)
     /// A checked settings file: the sections the loader did not know, kept for their modules.

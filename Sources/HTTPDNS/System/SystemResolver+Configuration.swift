@@ -1,34 +1,34 @@
-package import Configuration
-package import HTTPDNSCore
+import Configuration
+import HTTPDNSCore
 
 extension SystemResolver {
     /// How the operating system's resolver runs when it is asked: its threads and the TTL its answers get.
     ///
     /// Package access: the system resolver is a layer of the pipeline, not a component an adopter builds alone;
     /// the settings file's `system.*` keys reach every field.
-    package struct Configuration: Sendable, Hashable {
+    struct Configuration: Sendable, Hashable {
         /// The TTL given to the answers, which `getaddrinfo` reports none of (`system.ttlSeconds`, default 30 s).
-        package var ttl: UInt32 = 30
+        var ttl: UInt32 = 30
         /// The most lookups run at once, each blocking a thread of its own (`system.threads`, default 4).
-        package var threads: Int = 4
+        var threads: Int = 4
 
         /// The defaults: 30 s TTL, 4 threads.
-        package init() {}
+        init() {}
 
         /// Reads the `system` section (`ttlSeconds`, `threads`) from `config`, a reader scoped to it; missing keys
         /// take their defaults.
         /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-        package init(configReader config: ConfigReader) throws(DNSError) {
+        init(configReader config: ConfigReader) throws(DNSError) {
             self.init()
             try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
         }
 
         /// The section of the settings file these keys live in.
-        package static let scope = "system"
+        static let scope = "system"
 
         /// The `system` keys, bound to the properties they set: `init(configReader:)` reads through them and
         /// `hostsctl config keys` and `config show` list them.
-        package static let fields: [SettingField<Configuration>] = [
+        static let fields: [SettingField<Configuration>] = [
             .custom(
                 "ttlSeconds", .int, \.ttl, shown: "30", "TTL given to the system resolver's answers, seconds",
                 range: 0...86_400,
@@ -40,7 +40,7 @@ extension SystemResolver {
 
     /// Starts the threads `configuration` names; at most that many lookups run at once, the rest wait in turn.
     /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
-    package convenience init(configuration: Configuration) throws(DNSError) {
+    convenience init(configuration: Configuration) throws(DNSError) {
         try self.init(threads: configuration.threads, ttl: configuration.ttl)
     }
 }

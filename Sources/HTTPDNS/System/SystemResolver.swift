@@ -18,7 +18,7 @@ extension ResolutionSource {
 package final class SystemResolver: HostNameResolver {
     private let pool: NIOThreadPool
     /// The TTL given to every answer (`getaddrinfo` reports none).
-    package let ttl: UInt32
+    let ttl: UInt32
 
     /// Starts `threads` threads (1 to 1024); at most that many lookups run at once, the rest wait in turn.
     /// - Parameter ttl: The TTL given to the answers (default 0: `getaddrinfo` reports none).
@@ -56,8 +56,7 @@ package final class SystemResolver: HostNameResolver {
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
-    package static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError>
-    {
+    static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError> {
         var hints = addrinfo()
         switch family {
         case .ipv4: hints.ai_family = AF_INET

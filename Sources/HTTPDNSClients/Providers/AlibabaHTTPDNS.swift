@@ -12,7 +12,7 @@ package import HTTPDNSCore
 /// - Failure: an HTTP 4xx with `{"code":"SignatureExpired"}`, `{"code":"InvalidSignature"}`, …
 package enum AlibabaHTTPDNS {
     /// The request path and query for `host`, relative to the endpoint.
-    package static func suffix(
+    static func suffix(
         account: String,
         host: HostName,
         family: AddressFamily,

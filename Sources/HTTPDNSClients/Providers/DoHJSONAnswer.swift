@@ -29,7 +29,7 @@ package enum DoHJSONAnswer {
     /// The scope an answer to a query with `edns_client_subnet=` gives in its own `edns_client_subnet`
     /// (`ADDRESS/SCOPE`, as Google's API answers), cut to the prefix asked; `nil` when it gives none or names
     /// another network.
-    package static func scope(in body: [UInt8], asked: IPNetwork) -> Int? {
+    static func scope(in body: [UInt8], asked: IPNetwork) -> Int? {
         guard let field = try? JSONDecoder().decode(SubnetField.self, from: Data(body)).edns_client_subnet,
             let slash = field.lastIndex(of: "/"), let scope = Int(field[field.index(after: slash)...]),
             let address = IPAddress(field[..<slash]), asked.contains(address) || asked.address == address
@@ -111,14 +111,14 @@ package enum DoHJSONAnswer {
     }
 
     /// Lowercased and without the trailing dot.
-    package static func normalise(_ name: String) -> String {
+    static func normalise(_ name: String) -> String {
         var text = name.lowercased()
         if text.hasSuffix(".") { text.removeLast() }
         return text
     }
 
     /// A short description of a decoding error, without echoing the whole body.
-    package static func describe(_ error: any Error) -> String {
+    static func describe(_ error: any Error) -> String {
         switch error {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
             DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):

@@ -10,8 +10,8 @@ import NIOCore
 /// ``HTTP2DNSStreams`` when no stream of the batch is open and no more will start.
 final class HTTP2DNSBatch: @unchecked Sendable {
     /// The number of exchanges and how many may be open at once.
-    package let count: Int
-    package let window: Int
+    let count: Int
+    let window: Int
     /// Makes exchange `index` (called on the event loop, once per index, in order).
     private let make: @Sendable (Int) -> HTTP2DNSExchange
     /// Each exchange's outcome; `nil` until it ends, and for an exchange never started.
@@ -22,9 +22,9 @@ final class HTTP2DNSBatch: @unchecked Sendable {
     /// No more exchanges start: the caller was cancelled, or the connection was lost.
     private(set) var stopped = false
     private var cancelled = false
-    package var continuation: UnsafeContinuation<[Result<HTTPDNSTransport.Response, any Error>?], any Error>?
+    var continuation: UnsafeContinuation<[Result<HTTPDNSTransport.Response, any Error>?], any Error>?
 
-    package init(count: Int, window: Int, make: @escaping @Sendable (Int) -> HTTP2DNSExchange) {
+    init(count: Int, window: Int, make: @escaping @Sendable (Int) -> HTTP2DNSExchange) {
         self.count = count
         self.window = window
         self.make = make

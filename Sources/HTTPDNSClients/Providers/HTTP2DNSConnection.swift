@@ -24,7 +24,7 @@ import HTTPDNSHTTP2
 /// ``HTTPDNSTransport/Configuration/idleConnectionTimeout`` without streams.
 final class HTTP2DNSConnection: Sendable {
     /// The channel, for closing.
-    package let channel: any Channel
+    let channel: any Channel
     private let streams: NIOLoopBound<HTTP2DNSStreams>
     /// Exchanges handed over from other threads and not yet started, and whether a task to start them is on its way
     /// to the event loop: one task (and one wake-up) carries a whole burst of lookups.
@@ -58,7 +58,7 @@ final class HTTP2DNSConnection: Sendable {
 
     /// Connects to `address` (or the endpoint's host through the system resolver), completes TLS with ALPN `h2`
     /// for the endpoint's host name, and sets up HTTP/2. The whole of it is bounded by `timeout`.
-    package static func connect(
+    static func connect(
         endpoint: HTTPDNSEndpoint,
         address: IPAddress?,
         sslContext: NIOSSLContext,
@@ -211,20 +211,20 @@ final class HTTP2DNSConnection: Sendable {
 
 /// Whether a connection still takes new streams; written on its event loop, read by the transport anywhere.
 final class HTTP2ConnectionHealth: Sendable {
-    package let usable = Atomic(true)
+    let usable = Atomic(true)
 }
 
 /// The server did not select HTTP/2 in the TLS handshake.
 struct HTTP2NotOffered: Error {
-    package var negotiated: String?
+    var negotiated: String?
 }
 
 /// The connection ended or refused a stream before its answer came. Every HTTP DNS exchange is a query without
 /// side effects, so `retryable` ones may be sent again on a new connection.
 struct HTTP2ConnectionLost: Error, CustomStringConvertible {
-    package var message: String
+    var message: String
     var retryable: Bool
-    package var description: String { message }
+    var description: String { message }
 }
 
 /// One exchange on an ``HTTP2DNSConnection``.
@@ -233,27 +233,27 @@ struct HTTP2ConnectionLost: Error, CustomStringConvertible {
 /// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, when the
 /// exchange leaves the handler's table or is refused before entering it.
 final class HTTP2DNSExchange: @unchecked Sendable {
-    package let method: String
-    package let authority: String
+    let method: String
+    let authority: String
     /// The path in parts: a leading slash when the others lack one, the endpoint's base path and the request's
     /// suffix.
-    package let path: (slash: StaticString, base: String, suffix: String)
+    let path: (slash: StaticString, base: String, suffix: String)
     /// Header fields after the pseudo-header fields, as the request gave them (the session adds `user-agent`, and
     /// `content-length` for a body, and drops any `content-length` given here).
-    package let headers: [(String, String)]
-    package let body: [UInt8]?
-    package let timeout: TimeAmount
-    package let limit: Int
-    package let server: String
-    package var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
+    let headers: [(String, String)]
+    let body: [UInt8]?
+    let timeout: TimeAmount
+    let limit: Int
+    let server: String
+    var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
     /// The batch the exchange belongs to, instead of a continuation, and its place in it.
-    package var batch: HTTP2DNSBatch?
-    package var index = 0
-    package var streamID: Int32?
-    package var deadline = NIODeadline.distantFuture
-    package var cancelled = false
+    var batch: HTTP2DNSBatch?
+    var index = 0
+    var streamID: Int32?
+    var deadline = NIODeadline.distantFuture
+    var cancelled = false
 
-    package init(
+    init(
         method: String, authority: String, path: (slash: StaticString, base: String, suffix: String),
         headers: [(String, String)], body: [UInt8]?,
         timeout: TimeAmount, limit: Int, server: String
@@ -268,7 +268,7 @@ final class HTTP2DNSExchange: @unchecked Sendable {
         self.server = server
     }
 
-    package func finish(_ result: Result<HTTPDNSTransport.Response, any Error>) {
+    func finish(_ result: Result<HTTPDNSTransport.Response, any Error>) {
         if let batch {
             self.batch = nil
             batch.finished(index, result)

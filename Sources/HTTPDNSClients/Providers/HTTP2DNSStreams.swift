@@ -11,8 +11,8 @@ import HTTPDNSHTTP2
 /// handler decrypted to it, and matches the answers it reports to the waiting exchanges by stream ID. Lives in the
 /// channel pipeline after the TLS handler and runs only on the channel's event loop.
 final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
-    package typealias InboundIn = ByteBuffer
-    package typealias OutboundOut = ByteBuffer
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     // The closures this handler gives its event loop (the flush, the timer, a write's failure) hold it strongly:
     // each ends when it runs or is cancelled (shutDown cancels the timer), and a weak reference would give the
@@ -37,20 +37,20 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
     /// before it.
     var whenReady: ((Result<Void, any Error>) -> Void)?
 
-    package init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, settings: HTTP2ClientSession.Settings) throws {
+    init(idleTimeout: TimeAmount, health: HTTP2ConnectionHealth, settings: HTTP2ClientSession.Settings) throws {
         self.idleTimeout = idleTimeout
         self.health = health
         session = nil
         session = try HTTP2ClientSession(settings: settings, delegate: self)
     }
 
-    package func handlerAdded(context: ChannelHandlerContext) {
+    func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         // The connection preface, the SETTINGS and the connection window.
         sendPending()
     }
 
-    package func handlerRemoved(context: ChannelHandlerContext) {
+    func handlerRemoved(context: ChannelHandlerContext) {
         shutDown(HTTP2ConnectionLost(message: "the HTTP/2 connection closed", retryable: true))
         self.context = nil
     }
@@ -58,7 +58,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
     // MARK: Requests
 
     /// Opens a stream for `exchange`, its deadline counted from `now`.
-    package func start(_ exchange: HTTP2DNSExchange, now: NIODeadline) {
+    func start(_ exchange: HTTP2DNSExchange, now: NIODeadline) {
         guard !exchange.cancelled else {
             exchange.finish(.failure(CancellationError()))
             return
@@ -90,7 +90,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
         if timerDeadline.map({ $0 > exchange.deadline }) ?? true { arm(at: exchange.deadline) }
     }
 
-    package func cancel(_ exchange: HTTP2DNSExchange) {
+    func cancel(_ exchange: HTTP2DNSExchange) {
         exchange.cancelled = true
         guard let id = exchange.streamID, active[id] === exchange else { return }
         complete(id, .failure(CancellationError()))
@@ -98,13 +98,13 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
     }
 
     /// Starts `batch`: as many of its exchanges as its window allows, more as they end.
-    package func run(_ batch: HTTP2DNSBatch) {
+    func run(_ batch: HTTP2DNSBatch) {
         batches.append(batch)
         refillBatches()
     }
 
     /// Cancels `batch`: nothing more starts, its open streams are reset, and its caller gets `CancellationError`.
-    package func cancel(_ batch: HTTP2DNSBatch) {
+    func cancel(_ batch: HTTP2DNSBatch) {
         batch.cancel()
         for (id, exchange) in active where exchange.batch === batch {
             complete(id, .failure(CancellationError()))
@@ -139,7 +139,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
 
     // MARK: Bytes
 
-    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard let session, !closed else { return }
         reading = true
         do {
@@ -152,7 +152,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
         }
     }
 
-    package func channelReadComplete(context: ChannelHandlerContext) {
+    func channelReadComplete(context: ChannelHandlerContext) {
         refillBatches()
         reading = false
         // Acknowledgements, window updates and resets made while reading go out in one write.
@@ -160,19 +160,19 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
         context.fireChannelReadComplete()
     }
 
-    package func channelInactive(context: ChannelHandlerContext) {
+    func channelInactive(context: ChannelHandlerContext) {
         shutDown(HTTP2ConnectionLost(message: "the HTTP/2 connection closed before the answer", retryable: true))
         context.fireChannelInactive()
     }
 
-    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
         shutDown(error)
         context.close(promise: nil)
     }
 
     // MARK: HTTP2ClientSessionDelegate (called while reading)
 
-    package func settingsReceived() {
+    func settingsReceived() {
         guard let whenReady else { return }
         self.whenReady = nil
         // A new connection gets a grace period before its first stream: on a loaded machine the lookup that asked
@@ -182,19 +182,19 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
         whenReady(.success(()))
     }
 
-    package func responseReceived(stream: Int32, status: Int, contentType: String?, body: [UInt8]) {
+    func responseReceived(stream: Int32, status: Int, contentType: String?, body: [UInt8]) {
         guard let exchange = active[stream] else { return }
         complete(
             stream,
             .success(.init(status: status, contentType: contentType, body: body, server: exchange.server)))
     }
 
-    package func responseTooLarge(stream: Int32) {
+    func responseTooLarge(stream: Int32) {
         guard let exchange = active[stream] else { return }
         complete(stream, .failure(NIOTooManyBytesError(maxBytes: exchange.limit)))
     }
 
-    package func streamFailed(stream: Int32, code: UInt32) {
+    func streamFailed(stream: Int32, code: UInt32) {
         guard active[stream] != nil else { return }
         let refused = code == HTTP2ClientSession.refusedStream
         complete(
@@ -207,7 +207,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
                     retryable: refused)))
     }
 
-    package func goAwayReceived(lastStream: Int32, code: UInt32) {
+    func goAwayReceived(lastStream: Int32, code: UInt32) {
         // The streams after lastStream are closed by nghttp2 as refused (sent again on a new connection).
         retire()
     }

@@ -9,7 +9,7 @@ public import HTTPDNSCore
 /// addresses a host name is resolved by the system resolver; an IP literal host is used as it is.
 public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `https` or `http`.
-    package enum Scheme: String, Sendable, Hashable {
+    enum Scheme: String, Sendable, Hashable {
         /// HTTP over TLS; the default.
         case https
         /// Plain HTTP; only when a URL says `http://` explicitly.
@@ -19,22 +19,22 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The scheme.
-    package let scheme: Scheme
+    let scheme: Scheme
     /// The host name or IP literal of the URL, lowercased, IPv6 without brackets.
-    package let host: String
+    let host: String
     /// The TCP port.
-    package let port: Int
+    let port: Int
     /// The path of the URL without a trailing slash (may be empty), e.g. `/dns-query`.
-    package let path: String
+    let path: String
     /// The addresses to connect to instead of resolving the URL's host; tried in order.
-    package let bootstrapAddresses: [IPAddress]
+    let bootstrapAddresses: [IPAddress]
     /// `address:port` for each bootstrap address, or `host:port` without them: the servers a request is sent to,
     /// as errors and answers name them (made once, not per request).
-    package let servers: [String]
+    let servers: [String]
     /// The address each of ``servers`` connects to (`nil`: the host, resolved by the system), in the same order.
-    package let targets: [IPAddress?]
+    let targets: [IPAddress?]
     /// Whether the host is an IP literal (read on every exchange, so decided once).
-    package let hostIsIPAddress: Bool
+    let hostIsIPAddress: Bool
 
     /// Parses an endpoint.
     ///

@@ -14,7 +14,7 @@ package struct HTTPDNSPreset: Sendable, Hashable {
     /// The endpoint with its bootstrap addresses.
     package var endpoint: HTTPDNSEndpoint
     /// Free text for people (what the service needs, e.g. an account ID).
-    package var notes: String?
+    var notes: String?
 
     private struct Entry: Decodable {
         var api: String

@@ -18,18 +18,18 @@ package struct HTTPDNSProviders: Sendable, Hashable {
         /// Endpoint URLs, tried in order.
         package var urls: [String]
         /// Bootstrap IPs for the endpoints' host names.
-        package var bootstrap: [IPAddress]
+        var bootstrap: [IPAddress]
         /// RFC 8484 method for `doh`.
-        package var method: HTTPDNSResolver.API.DoHMethod
+        var method: HTTPDNSResolver.API.DoHMethod
         /// The vendor account ID.
-        package var account: String?
+        var account: String?
         /// The environment variable that holds the provider's secret.
-        package var secretVariable: String
+        var secretVariable: String
         /// Accept private, loopback and link-local answers; `nil` takes the pipeline's `guard.allowPrivateAnswers`.
-        package var allowPrivateAnswers: Bool?
+        var allowPrivateAnswers: Bool?
 
         /// A provider configured in code, with the defaults of its settings keys for what is not given.
-        package init(
+        init(
             name: String, api: String, urls: [String], bootstrap: [IPAddress] = [],
             method: HTTPDNSResolver.API.DoHMethod = .get, account: String? = nil,
             secretVariable: String = "HOSTSCTL_HTTPDNS_SECRET", allowPrivateAnswers: Bool? = nil
@@ -66,7 +66,7 @@ package struct HTTPDNSProviders: Sendable, Hashable {
     }
 
     /// The defaults: no provider, 2 s per connect, 5 s per exchange and per lookup, the system's trust roots.
-    package static var `default`: HTTPDNSProviders {
+    static var `default`: HTTPDNSProviders {
         // Reading from an empty provider gives every default; it cannot fail.
         try! HTTPDNSProviders(configReader: defaultsReader)
     }
@@ -131,7 +131,7 @@ package struct HTTPDNSProviders: Sendable, Hashable {
 
 extension HTTPDNSProviders.Provider {
     /// The `httpdns.provider.*.…` keys.
-    package static let keys = (
+    static let keys = (
         api: SettingKey(
             "provider.*.api", .string, default: "required", "doh, doh-json, alibaba or tencent",
             allowed: HTTPDNSPreset.apiNames),
@@ -157,7 +157,7 @@ extension HTTPDNSProviders.Provider {
     )
 
     /// Reads provider `name`'s keys from `reader`, scoped to the `httpdns` section.
-    package init(name: String, reader: SettingsReader) throws(DNSError) {
+    init(name: String, reader: SettingsReader) throws(DNSError) {
         let prefix = "provider.\(name)."
         let keys = Self.keys
         guard reader.config.string(forKey: ConfigKey(prefix + "api")) != nil else {
@@ -184,7 +184,7 @@ extension HTTPDNSProviders.Provider {
 
     /// This provider's effective values, relative to the `httpdns` section (never its secret, only the variable
     /// that holds it).
-    package var rows: [(String, String)] {
+    var rows: [(String, String)] {
         let prefix = "provider.\(name)."
         return [
             (prefix + "api", api),

@@ -1,7 +1,7 @@
 extension HTTPDNSResolver {
     /// The wire protocol of an HTTP DNS service.
     public struct API: Sendable, CustomStringConvertible {
-        package enum Kind: Sendable {
+        enum Kind: Sendable {
             case dnsMessage(DoHMethod)
             case dnsJSON
             case alibaba(account: String, secret: HTTPDNSSecret?, signatureLifetime: Duration)
@@ -16,7 +16,7 @@ extension HTTPDNSResolver {
             case post
         }
 
-        package let kind: Kind
+        let kind: Kind
 
         /// DNS-over-HTTPS, RFC 8484 wire format (`application/dns-message`).
         public static func dnsMessage(method: DoHMethod = .get) -> API { API(kind: .dnsMessage(method)) }

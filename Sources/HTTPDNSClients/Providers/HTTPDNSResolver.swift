@@ -21,7 +21,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// The configuration the resolver was created with.
     package let configuration: Configuration
     /// The source that answers from this resolver carry.
-    package let source: ResolutionSource
+    let source: ResolutionSource
     let transport: HTTPDNSTransport
     /// Whether the resolver made ``transport`` itself, and so closes it at ``shutdown()``.
     private let ownsTransport: Bool
@@ -364,7 +364,7 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// `prefix` (ASCII) followed by unpadded base64url (RFC 4648 §5) of `bytes`, as RFC 8484 asks for `?dns=`: one
     /// string, written in place.
-    package static func base64URL(_ bytes: [UInt8], prefix: StaticString = "") -> String {
+    static func base64URL(_ bytes: [UInt8], prefix: StaticString = "") -> String {
         let alphabet = base64URLAlphabet
         let length = prefix.utf8CodeUnitCount + (bytes.count * 4 + 2) / 3
         return String(unsafeUninitializedCapacity: length) { out in

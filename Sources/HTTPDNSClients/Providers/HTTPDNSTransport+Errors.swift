@@ -1,10 +1,10 @@
 import NIOCore
-package import HTTPDNSCore
+import HTTPDNSCore
 import HTTPDNSPinnedClients
 
 extension HTTPDNSTransport {
     /// Maps an error from the HTTP stack to a ``DNSError``.
-    package static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> DNSError {
+    static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> DNSError {
         func make(_ code: DNSError.Code, _ message: String) -> DNSError {
             DNSError(code: code, message: "\(endpoint.url): \(message)", host: host.name, source: error)
         }

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 package import Logging
 package import NIOCore
-package import NIOHTTP1
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
@@ -26,15 +26,15 @@ package final class HTTPDNSTransport: Sendable {
     package struct Configuration: Sendable {
         /// The time one HTTP exchange may take, from sending the request to the last byte of the body
         /// (default 5 s). A server that stalls, even one that drips bytes, fails with `DNSError.Code.timeout`.
-        package var requestTimeout: Duration
+        var requestTimeout: Duration
         /// The time a TCP connect plus TLS handshake may take (default 2 s).
-        package var connectTimeout: Duration
+        var connectTimeout: Duration
         /// PEM files with extra trusted CA certificates, added to the system roots (for private CAs).
-        package var additionalTrustRoots: [String]
+        var additionalTrustRoots: [String]
         /// Larger response bodies fail with `DNSError.Code.responseTooLarge` (default 64 KiB).
-        package var maximumResponseBytes: Int
+        var maximumResponseBytes: Int
         /// How long an idle connection is kept open for reuse (default 60 s).
-        package var idleConnectionTimeout: Duration
+        var idleConnectionTimeout: Duration
 
         /// Creates a configuration; every parameter has the documented default.
         package init(
@@ -52,27 +52,27 @@ package final class HTTPDNSTransport: Sendable {
         }
 
         /// The defaults.
-        package static var `default`: Configuration { Configuration() }
+        static var `default`: Configuration { Configuration() }
     }
 
     /// One HTTP request relative to an endpoint's base URL.
     package struct Request: Sendable {
-        package var method: HTTPMethod = .GET
+        var method: HTTPMethod = .GET
         /// Appended to the endpoint's base URL: a path and/or query, e.g. `?dns=…` or `/123/d?host=…`.
-        package var suffix: String
-        package var headers: [(String, String)] = []
-        package var body: [UInt8]? = nil
+        var suffix: String
+        var headers: [(String, String)] = []
+        var body: [UInt8]? = nil
         /// A redacted form of `suffix` for logs and errors, when `suffix` carries something sensitive.
         var loggableSuffix: String? = nil
     }
 
     /// A response with its whole body.
     package struct Response: Sendable {
-        package var status: Int
-        package var contentType: String?
-        package var body: [UInt8]
+        var status: Int
+        var contentType: String?
+        var body: [UInt8]
         /// The address the response came from, `IP:PORT` or `host:port`.
-        package var server: String
+        var server: String
     }
 
     /// Which pinned client serves a connection target.
@@ -102,7 +102,7 @@ package final class HTTPDNSTransport: Sendable {
     }
 
     /// The settings this transport was created with.
-    package let configuration: Configuration
+    let configuration: Configuration
     /// Where the HTTP/1.1 clients come from: the resolver's pool when built from settings, else one of its own.
     private let pool: PinnedClientPool
     private let ownsPool: Bool

@@ -13,7 +13,7 @@ package import HTTPDNSCore
 ///   supported.
 package enum TencentHTTPDNS {
     /// The query for `host`, relative to the endpoint.
-    package static func suffix(host: HostName, family: AddressFamily, account: String?, key: SymmetricKey?)
+    static func suffix(host: HostName, family: AddressFamily, account: String?, key: SymmetricKey?)
         throws(DNSError)
         -> String
     {
@@ -96,7 +96,7 @@ package enum TencentHTTPDNS {
     }
 
     /// `IV || AES-CBC(plaintext)` with a random IV.
-    package static func encrypt(_ plaintext: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
+    static func encrypt(_ plaintext: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
         let iv = AES._CBC.IV()
         do {
             return Array(iv) + Array(try AES._CBC.encrypt(plaintext, using: key, iv: iv))
@@ -106,7 +106,7 @@ package enum TencentHTTPDNS {
     }
 
     /// Splits `IV || ciphertext` and decrypts.
-    package static func decrypt(_ sealed: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
+    static func decrypt(_ sealed: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
         guard sealed.count >= 32, sealed.count % 16 == 0 else {
             throw DNSError(code: .decryptionFailed, message: "the encrypted HTTPDNS answer has a bad length")
         }
@@ -122,7 +122,7 @@ package enum TencentHTTPDNS {
 
 extension Array where Element == UInt8 {
     /// Decodes hexadecimal text (either case); `nil` for odd lengths or other characters.
-    package init?(hex text: String) {
+    init?(hex text: String) {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         func value(_ c: UInt8) -> UInt8? {

@@ -6,11 +6,11 @@ package import Configuration
 /// it, and ``HostResolver/Configuration/effectiveValues`` (`hostsctl config show`) prints through it.
 package struct SettingField<Section>: Sendable {
     /// The documented key.
-    package let key: SettingKey
+    let key: SettingKey
     /// Reads the key (or its default) into the section.
-    package let read: @Sendable (SettingsReader, inout Section) throws(DNSError) -> Void
+    let read: @Sendable (SettingsReader, inout Section) throws(DNSError) -> Void
     /// The effective values as (dotted path, text) rows; most keys give one.
-    package let show: @Sendable (Section) -> [(String, String)]
+    let show: @Sendable (Section) -> [(String, String)]
 
     /// A key whose value is decoded by `decode` (which applies the default) and printed by `describe`.
     package static func custom<Value>(
@@ -192,7 +192,7 @@ package struct SettingsReader {
     package let config: ConfigReader
     /// The section's path in the settings file (`cares`), which errors name in front of a relative key; `nil` at
     /// the top level.
-    package let scope: String?
+    let scope: String?
 
     /// A reader of `config`, a reader scoped to `scope`.
     package init(config: ConfigReader, scope: String? = nil) {
@@ -201,7 +201,7 @@ package struct SettingsReader {
     }
 
     /// `path` under `scope`: `cares` and `timeoutMs` make `cares.timeoutMs`.
-    package static func path(_ path: String, under scope: String?) -> String {
+    static func path(_ path: String, under scope: String?) -> String {
         scope.map { "\($0).\(path)" } ?? path
     }
 
@@ -265,7 +265,7 @@ package struct SettingsReader {
     }
 
     /// An integer array, each element checked against the key's range.
-    package func ints(_ key: SettingKey, default fallback: [Int]) throws(DNSError) -> [Int] {
+    func ints(_ key: SettingKey, default fallback: [Int]) throws(DNSError) -> [Int] {
         let values = config.intArray(forKey: ConfigKey(key.path)) ?? fallback
         for value in values {
             if let problem = key.problem(with: value) { throw invalid(key.path, problem) }

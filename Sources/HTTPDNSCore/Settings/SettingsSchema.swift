@@ -30,7 +30,7 @@ package struct SettingKey: Sendable, Hashable {
     /// The range an integer (or each element of an integer array) must be in, if limited.
     package var range: ClosedRange<Int>?
     /// Checks one string or string element; returns what is wrong, or `nil`.
-    package var check: (@Sendable (String) -> String?)?
+    var check: (@Sendable (String) -> String?)?
 
     /// The environment variable that overrides this key (not for keys under a provider name):
     /// `HOSTSCTL_` and the path in upper case, camel case split with `_`, e.g. `HOSTSCTL_CARES_TIMEOUT_MS`.

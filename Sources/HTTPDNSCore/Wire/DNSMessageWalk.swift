@@ -78,7 +78,7 @@ package enum DNSMessageWalk {
     /// label escaped with a backslash, as c-ares writes names; the root is ""), and where it ends in the record that holds it (after its last label
     /// or its first pointer); `nil` when a label or pointer runs past the end, a label is not followed by another
     /// byte of the message, or the name takes more than ``maximumPointers`` pointers.
-    package static func name(in message: UnsafeBufferPointer<UInt8>, at start: Int) -> (text: String, end: Int)? {
+    static func name(in message: UnsafeBufferPointer<UInt8>, at start: Int) -> (text: String, end: Int)? {
         var position = start
         var end: Int?
         var pointers = 0

@@ -6,7 +6,7 @@ package enum EDNSClientSubnet {
     /// Why an ECS option cannot be used (RFC 7871 §7.1.1: the query is answered with FORMERR).
     package struct Malformed: Error, Hashable {
         /// What is wrong, for the logs.
-        package var reason: String
+        var reason: String
     }
 
     /// The option's data for `subnet` with `scope` (family, source and scope prefix lengths, then only the address

@@ -10,11 +10,11 @@ import Foundation
 /// away). Counters are totals since the start; a reader takes rates from two readings and their ``time``.
 package struct ServiceStats: Codable, Sendable, Hashable {
     /// One sample of a metric: its labels and value.
-    package struct Sample: Codable, Sendable, Hashable {
+    struct Sample: Codable, Sendable, Hashable {
         /// The labels, e.g. `["transport": "udp"]`.
-        package var labels: [String: String]
+        var labels: [String: String]
         /// The value.
-        package var value: Double
+        var value: Double
     }
 
     /// Requests answered by one endpoint with one status.
@@ -30,13 +30,13 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     /// The cache's hits and misses since the start.
     package struct Cache: Codable, Sendable, Hashable {
         /// Fresh answers from the cache.
-        package var hits: Double
+        var hits: Double
         /// Lookups the cache could not answer.
-        package var misses: Double
+        var misses: Double
         /// Expired answers served while a refresh ran.
-        package var staleServes: Double
+        var staleServes: Double
         /// Cached NXDOMAIN or no-data answers.
-        package var negativeHits: Double
+        var negativeHits: Double
         /// Hits (fresh, stale and negative) over all lookups, 0 before the first.
         package var hitRatio: Double
     }
@@ -44,7 +44,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     /// Answer times, from the `httpdns_serve_request_duration_seconds` histogram of every answering endpoint.
     package struct Latency: Codable, Sendable, Hashable {
         /// Requests measured.
-        package var count: Double
+        var count: Double
         /// The median, milliseconds (linear within its bucket, as Prometheus's `histogram_quantile`).
         package var p50Milliseconds: Double?
         /// The 99th percentile, milliseconds.
@@ -124,7 +124,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     /// Lookups waiting for an upstream now.
     package var upstreamInFlight: Double
     /// Every sample `/metrics` served, by metric name.
-    package var metrics: [String: [Sample]]
+    var metrics: [String: [Sample]]
     /// The steering of the name asked for, if one was.
     package var steering: Steering?
     /// The names asked for most, most first (sampled: see `BusyNames`; not a metric, so not in ``metrics``).
@@ -141,7 +141,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     }
 
     /// The picture the exposition text `text` gives at `time`.
-    package init(exposition text: String, time: Double) {
+    init(exposition text: String, time: Double) {
         let metrics = Self.parse(text)
         self.time = time
         self.metrics = metrics
@@ -194,7 +194,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     static let operatorEndpoints: Set<String> = ["metrics", "stats.json", "dashboard", "healthz", "readyz"]
 
     /// The JSON body of `/stats.json`: keys sorted, so two readings compare line by line.
-    package var json: [UInt8] {
+    var json: [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         // Every field is a string, a finite number or a collection of them: encoding cannot fail.
@@ -203,7 +203,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
 
     /// The samples of the Prometheus text exposition format (version 0.0.4): `name{label="value",…} value`, one a
     /// line; comments, blank lines and lines that do not parse are skipped.
-    package static func parse(_ text: String) -> [String: [Sample]] {
+    static func parse(_ text: String) -> [String: [Sample]] {
         var metrics: [String: [Sample]] = [:]
         for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
             guard line.first != "#", let sample = sample(line) else { continue }

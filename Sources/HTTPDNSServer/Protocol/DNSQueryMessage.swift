@@ -1,4 +1,4 @@
-package import HTTPDNS
+import HTTPDNS
 
 /// A DNS query as a DoH client sends it (RFC 8484 §4.1, RFC 1035 §4.1): the header and its one question.
 ///
@@ -7,20 +7,20 @@ package import HTTPDNS
 /// question (EDNS options, other records) is ignored.
 package struct DNSQueryMessage: Sendable, Hashable {
     /// The query ID, echoed in the answer.
-    package var id: UInt16
+    var id: UInt16
     /// The opcode (0 is a standard query).
-    package var opcode: UInt8
+    var opcode: UInt8
     /// Whether the client asked for recursion (echoed).
-    package var recursionDesired: Bool
+    var recursionDesired: Bool
     /// The name asked for, ASCII letters lower-cased, without the trailing dot; empty when a label holds a dot (the
     /// service refuses it).
-    package var name: String
+    var name: String
     /// The question section exactly as sent (name, type, class), echoed in the answer.
     package var question: [UInt8]
     /// The record type (1 = A, 28 = AAAA, …).
-    package var type: UInt16
+    var type: UInt16
     /// The class (1 = IN).
-    package var questionClass: UInt16
+    var questionClass: UInt16
     /// Whether the query carries an EDNS OPT record (RFC 6891): the answer then carries one too.
     var usesEDNS: Bool
 
@@ -29,7 +29,7 @@ package struct DNSQueryMessage: Sendable, Hashable {
 
     /// Why a message cannot be read; the service answers HTTP 400 with it.
     package struct Malformed: Error, Hashable {
-        package var reason: String
+        var reason: String
     }
 
     /// Reads `bytes`.
@@ -78,9 +78,9 @@ package struct DNSQueryMessage: Sendable, Hashable {
 }
 
 /// The answer to a ``DNSQueryMessage``, as RFC 1035 wire bytes.
-package enum DNSAnswerMessage {
+enum DNSAnswerMessage {
     /// RCODEs the service answers with.
-    package enum ResponseCode: UInt16, Error, Sendable {
+    enum ResponseCode: UInt16, Error, Sendable {
         case noError = 0
         case formatError = 1
         case serverFailure = 2
@@ -90,11 +90,11 @@ package enum DNSAnswerMessage {
     }
 
     /// One address record.
-    package struct Record: Sendable, Hashable {
+    struct Record: Sendable, Hashable {
         /// The address bytes: 4 for A, 16 for AAAA.
-        package var data: [UInt8]
+        var data: [UInt8]
         /// The TTL in seconds.
-        package var ttl: UInt32
+        var ttl: UInt32
     }
 
     /// The UDP payload size the server's OPT record announces (the DNS Flag Day 2020 value, which fits every path

@@ -7,7 +7,7 @@ package enum DNSTransportWire {
     /// How much larger than its query a UDP answer may be: a spoofed query may make the server send at most this
     /// many times its size to the victim (an A or AAAA answer of 8 addresses is 5–9 times a plain query). A larger
     /// answer is sent truncated (TC), and a real client asks again over TCP.
-    package static let amplificationFactor = 10
+    static let amplificationFactor = 10
 
     /// The DNS message to send for `response`, the service's answer to `query`: the answer itself; REFUSED for a
     /// request the service refuses (rate limit, accounts only); SERVFAIL when too many lookups wait for upstreams

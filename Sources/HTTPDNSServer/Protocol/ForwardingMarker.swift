@@ -9,7 +9,7 @@ import HTTPDNS
 /// again. A query forwarded on keeps the count of the marker it came with, plus one, under this server's token.
 package struct ForwardingMarker: Sendable {
     /// The option code (local use).
-    package static let optionCode: UInt16 = 65_284
+    static let optionCode: UInt16 = 65_284
     /// The most marking forwarders a query may pass.
     static let maximumHops = 8
 

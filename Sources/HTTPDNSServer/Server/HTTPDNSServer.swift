@@ -156,18 +156,18 @@ public final class HTTPDNSServer: Sendable {
 
     /// Connections accepted, how many of the TLS ones negotiated HTTP/2 and HTTP/1.1, how often the connection
     /// limit stopped accepting, and how many connections the per-client limit closed.
-    package struct ProtocolCounts: Sendable, Hashable {
-        package var accepted = 0
-        package var pauses = 0
-        package var refusedPerClient = 0
-        package var http2 = 0
-        package var http1OverTLS = 0
+    struct ProtocolCounts: Sendable, Hashable {
+        var accepted = 0
+        var pauses = 0
+        var refusedPerClient = 0
+        var http2 = 0
+        var http1OverTLS = 0
         /// Connections accepted by each event loop's listener.
-        package var acceptedPerLoop: [ObjectIdentifier: Int] = [:]
+        var acceptedPerLoop: [ObjectIdentifier: Int] = [:]
     }
 
     /// The connections accepted so far by protocol.
-    package var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
+    var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
 
     /// Starts listening.
     /// - Throws: `DNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.

@@ -13,30 +13,30 @@
 /// The answer then differs from the full path's only in its ID, which is the client's. Rate limits, metrics and
 /// the access log still see every request.
 package final class AnswerMemo {
-    package struct Entry {
-        package var response: ServiceResponse
+    struct Entry {
+        var response: ServiceResponse
         /// The queried name, for the access log.
-        package var name: String?
-        package var generation: UInt64
-        package var until: ContinuousClock.Instant
+        var name: String?
+        var generation: UInt64
+        var until: ContinuousClock.Instant
     }
 
     /// A query message as a key: every byte but the ID (the first two), compared and hashed in place, so a lookup
     /// copies nothing.
-    package struct Key: Hashable {
-        package var message: [UInt8]
+    struct Key: Hashable {
+        var message: [UInt8]
 
-        package static func == (lhs: Key, rhs: Key) -> Bool {
+        static func == (lhs: Key, rhs: Key) -> Bool {
             lhs.message.count == rhs.message.count && lhs.message[2...].elementsEqual(rhs.message[2...])
         }
 
-        package func hash(into hasher: inout Hasher) {
+        func hash(into hasher: inout Hasher) {
             message.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[2...])) }
         }
     }
 
     /// The most entries a table holds; past it, expired entries go, and if none has, every entry.
-    package let capacity: Int
+    let capacity: Int
     /// The longest query kept (a query is some 30–100 bytes, 128 or 468 with EDNS padding; a client may send up to
     /// the body limit): with ``capacity`` it bounds a table to a few MiB.
     static let maximumQueryBytes = 512
@@ -46,7 +46,7 @@ package final class AnswerMemo {
         self.capacity = max(capacity, 1)
     }
 
-    package var count: Int { entries.count }
+    var count: Int { entries.count }
 
     /// The kept answer to `message` (a whole query, ID included), with the message's ID, if it is still good.
     package func answer(to message: [UInt8], generation: UInt64, now: ContinuousClock.Instant) -> (

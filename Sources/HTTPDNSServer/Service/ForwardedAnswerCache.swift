@@ -20,7 +20,7 @@ package final class ForwardedAnswerCache: Sendable {
     }
 
     /// The most answers kept.
-    package let capacity: Int
+    let capacity: Int
     /// The largest answer kept: with ``capacity``, at most 16 MiB are held.
     static let maximumAnswerBytes = 4_096
     private let entries = Locked([[UInt8]: Entry]())

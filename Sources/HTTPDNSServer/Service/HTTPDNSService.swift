@@ -20,7 +20,7 @@ public final class HTTPDNSService: Sendable {
     /// The resolver answers come from.
     public let resolver: HostResolver
     /// The configuration in force.
-    package var configuration: Configuration { settings.withLock { $0 } }
+    var configuration: Configuration { settings.withLock { $0 } }
     let settings: Locked<Configuration>
     let logger: Logger
     let draining = Locked(false)

@@ -168,13 +168,13 @@ extension NetworkScores {
     /// The file's contents: when it was written (wall clock, seconds since 1970) and the records.
     package struct Snapshot: Codable, Sendable {
         /// The format's version.
-        package var version = 1
+        var version = 1
         /// When the file was written.
         package var savedAt: Double
         /// The boot it was written in (absent in files of older releases).
-        package var bootID: String?
+        var bootID: String?
         /// The boot clock when it was written (absent in files of older releases).
-        package var bootSeconds: Double?
+        var bootSeconds: Double?
         /// Every measurement.
         package var scores: [Record]
 

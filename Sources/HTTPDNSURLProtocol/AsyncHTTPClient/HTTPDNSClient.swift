@@ -127,7 +127,7 @@ public final class HTTPDNSClient: Sendable {
     /// How many pinned (host, IP) clients with this front's client settings (trust roots, timeouts, limits) are
     /// open now, at most `ConnectionPolicy.maximumPinnedClients`. The clients come from the resolver's pool: HTTP DNS
     /// and other fronts on the same resolver with the same settings use the same ones.
-    package var pinnedClientCount: Int { transport.clientCount }
+    var pinnedClientCount: Int { transport.clientCount }
 
     /// Gives up this front's pinned clients: closed unless another user of the resolver's pool shares their
     /// settings (the resolver's own shutdown closes every one). Later requests fail with ``InterceptionError/Code/shutdown``.

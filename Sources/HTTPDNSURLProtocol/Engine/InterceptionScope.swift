@@ -22,13 +22,13 @@ public struct InterceptionScope: Sendable, Hashable {
     public static var everyHost: InterceptionScope { InterceptionScope() }
 
     /// Whether `host` is inside the patterns (the IP-literal and `localhost` rule is not applied here).
-    package func contains(_ host: HostName) -> Bool {
+    func contains(_ host: HostName) -> Bool {
         if exclude.contains(where: { $0.matches(host) }) { return false }
         return include.isEmpty || include.contains(where: { $0.matches(host) })
     }
 
     /// Whether a request to the URL host `host` (brackets removed) is rewritten, given the resolver's overrides.
-    package func intercepts(host: String, overrides: HostOverrides?) -> Bool {
+    func intercepts(host: String, overrides: HostOverrides?) -> Bool {
         let name = try? HostName(host)
         return intercepts(
             name: name, isLiteral: IPAddress(host) != nil || name?.isLocalhost == true, overrides: overrides)

@@ -15,11 +15,11 @@ package struct ProxyEnvironment: Sendable, Hashable {
     /// A proxy server.
     package struct Proxy: Sendable, Hashable, CustomStringConvertible {
         /// `http` for an HTTP proxy (CONNECT tunnels), or another scheme such as `socks5`.
-        package var scheme: String
+        var scheme: String
         /// The proxy's host name or address.
-        package var host: String
+        var host: String
         /// The proxy's port (libcurl's default is 1080).
-        package var port: Int
+        var port: Int
 
         /// Creates a proxy description.
         package init(scheme: String, host: String, port: Int) {
@@ -39,7 +39,7 @@ package struct ProxyEnvironment: Sendable, Hashable {
     /// The proxy for any scheme without its own.
     package var all: Proxy?
     /// The `no_proxy` entries, lower case, without leading dots.
-    package var exceptions: [String]
+    var exceptions: [String]
 
     /// Reads the variables from `environment` (`nil`: the process's).
     package init(environment: [String: String]? = nil) {

@@ -2,8 +2,8 @@
     public import FoundationNetworking
 #endif
 import AsyncHTTPClient
-package import Foundation
-package import HTTPDNS
+import Foundation
+import HTTPDNS
 import NIOCore
 import NIOHTTP1
 
@@ -21,10 +21,10 @@ public enum RequestRewriting {
     /// (``HTTPDNSInterceptor/intercepts(_:)``): URLSession's own HTTP support would send it as it is.
     public static let traceTagHeader = "X-HTTPDNS-Trace-Tag"
     /// The URLProtocol property key also honoured as the tag where properties round-trip.
-    package static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
+    static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
 
     /// Whether `request` carries the handled tag (the header, or the URLProtocol property).
-    package static func isHandled(_ request: URLRequest) -> Bool {
+    static func isHandled(_ request: URLRequest) -> Bool {
         request.value(forHTTPHeaderField: handledHeader) != nil
             || URLProtocol.property(forKey: handledPropertyKey, in: request) != nil
     }
@@ -35,20 +35,20 @@ public enum RequestRewriting {
     }
 
     /// Removes the handled tag, so the request is resolved and rewritten again (redirect hops do this).
-    package static func clearHandled(_ request: inout URLRequest) {
+    static func clearHandled(_ request: inout URLRequest) {
         // Looking is cheaper than writing: a write copies the whole request when it is shared, as most are.
         guard request.value(forHTTPHeaderField: handledHeader) != nil else { return }
         request.setValue(nil, forHTTPHeaderField: handledHeader)
     }
 
     /// The host of `url` as written, without IPv6 brackets.
-    package static func host(of url: URL) -> String? {
+    static func host(of url: URL) -> String? {
         guard let host = url.host, !host.isEmpty else { return nil }
         return host
     }
 
     /// `host[:port]` as the `Host` header names the origin of `url` (the port only when the URL has one).
-    package static func hostHeader(for url: URL) -> String? {
+    static func hostHeader(for url: URL) -> String? {
         guard let host = host(of: url) else { return nil }
         let literal = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
         return url.port.map { "\(literal):\($0)" } ?? literal
@@ -57,7 +57,7 @@ public enum RequestRewriting {
     /// Rewrites `request` to go to `address`: the URL's host becomes the IP (port kept, IPv6 in brackets), the
     /// `Host` header names the original `host[:port]`, and the request is tagged handled.
     /// - Throws: ``InterceptionError/Code/badURL`` when the URL has no host.
-    package static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
+    static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
         guard let url = request.url, let hostHeader = hostHeader(for: url),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else {

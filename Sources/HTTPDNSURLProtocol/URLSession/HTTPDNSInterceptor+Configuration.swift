@@ -3,9 +3,9 @@
 #endif
 import CoreMetrics
 import Foundation
-package import Configuration
+import Configuration
 public import HTTPDNS
-package import HTTPDNSCore
+import HTTPDNSCore
 import Logging
 import AsyncHTTPClient
 import NIOHTTP1
@@ -42,7 +42,7 @@ extension HTTPDNSInterceptor {
         /// The environment's proxies (`http_proxy`, `https_proxy`, `all_proxy`, `no_proxy`), read when the
         /// configuration is made and again when the settings are applied. Package access: proxies come from the
         /// process environment, as for libcurl; tests set them here.
-        package var proxies = ProxyEnvironment()
+        var proxies = ProxyEnvironment()
         /// Called before each redirect is followed, with the 3xx answer and the request the rules made for the next
         /// hop: return it (or a changed one) to follow, or `nil` to stop and deliver the 3xx answer as it is. For
         /// the URL protocol's loads it is called on an event loop thread: it must return quickly and never block.
@@ -109,7 +109,7 @@ extension HTTPDNSInterceptor.Configuration {
     /// The defaults with the keys of the `interception` section, read from `config`, a reader scoped to it;
     /// missing keys take their defaults.
     /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    package init(configReader config: ConfigReader) throws(DNSError) {
+    init(configReader config: ConfigReader) throws(DNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: "interception", into: &self)
     }

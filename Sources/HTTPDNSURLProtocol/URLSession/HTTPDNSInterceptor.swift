@@ -88,7 +88,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
     /// proxies (read again). Trust roots, timeouts and limits keep their values until the interceptor is made again.
-    package func apply(_ edited: Configuration) {
+    func apply(_ edited: Configuration) {
         live.withLock { $0.follow(edited) }
     }
 

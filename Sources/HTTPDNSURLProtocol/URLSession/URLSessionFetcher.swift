@@ -25,15 +25,15 @@ package final class URLSessionFetcher: Sendable {
     /// A request to make.
     package struct Request: Sendable {
         /// The URL, `http` or `https`.
-        package var url: String
+        var url: String
         /// The method (default `GET`).
-        package var method: String
+        var method: String
         /// Extra header fields.
-        package var headers: [(name: String, value: String)]
+        var headers: [(name: String, value: String)]
         /// The body, if any.
-        package var body: [UInt8]?
+        var body: [UInt8]?
         /// The request's `timeoutInterval` (default 60 s).
-        package var timeout: Duration
+        var timeout: Duration
 
         /// Creates a request.
         package init(
@@ -53,9 +53,9 @@ package final class URLSessionFetcher: Sendable {
         /// The HTTP status.
         package var status: Int
         /// The URL of the answer (the last hop's, with the real host).
-        package var url: String
+        var url: String
         /// The response headers.
-        package var headers: [String: String]
+        var headers: [String: String]
         /// The body.
         package var body: [UInt8]
         /// What the protocol did; `nil` when the request was not intercepted (an IP literal, a host outside the
@@ -66,7 +66,7 @@ package final class URLSessionFetcher: Sendable {
     }
 
     /// The interceptor behind the protocol.
-    package let interceptor: HTTPDNSInterceptor
+    let interceptor: HTTPDNSInterceptor
     private let session: URLSession
     private let ownsSession: Bool
     private let traces: PendingTraces
