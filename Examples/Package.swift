@@ -17,6 +17,10 @@ let samples: [(name: String, products: [String], other: [Target.Dependency])] = 
     ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"], []),
     ("SettingsFile", ["HTTPDNS"], []),
     ("AsyncHTTPClientFront", ["HTTPDNS", "HTTPDNSURLProtocol"], [.product(name: "AsyncHTTPClient", package: "async-http-client")]),
+    ("GRPCFront", ["HTTPDNS", "HTTPDNSGRPC"], [
+        .product(name: "GRPCCore", package: "grpc-swift-2"),
+        .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
+    ]),
 ]
 
 let package = Package(
@@ -25,6 +29,8 @@ let package = Package(
         .package(name: "swift-httpdns", path: ".."),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
     ],
     targets: samples.map { sample in
         .executableTarget(

@@ -5,7 +5,7 @@ import Logging
 import Synchronization
 
 /// The push-mode name sequence of one target: the first list as soon as the host resolves, then a new list each
-/// time the ranking changes enough to matter (see ``NameResolvers/HTTPDNS``). It never ends on its own; gRPC
+/// time the ranking changes enough to matter (see `NameResolvers.HTTPDNS`). It never ends on its own; gRPC
 /// cancels the task reading it when the channel closes.
 struct EndpointUpdates: AsyncSequence, Sendable {
     typealias Element = NameResolutionResult

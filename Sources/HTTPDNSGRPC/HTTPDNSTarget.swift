@@ -19,7 +19,7 @@ extension ResolvableTargets {
 }
 
 extension ResolvableTarget where Self == ResolvableTargets.HTTPDNS {
-    /// A target resolved by HTTPDNS (``NameResolvers/HTTPDNS``): `host`'s ranked addresses, dialled on `port`.
+    /// A target resolved by HTTPDNS (`NameResolvers.HTTPDNS`): `host`'s ranked addresses, dialled on `port`.
     public static func httpdns(host: String, port: Int = 443) -> Self {
         ResolvableTargets.HTTPDNS(host: host, port: port)
     }

@@ -4,14 +4,14 @@ public import HTTPDNS
 public import Logging
 
 extension NameResolvers {
-    /// A gRPC name resolver factory for ``GRPCNIOTransportCore/ResolvableTargets/HTTPDNS`` targets: the endpoint
+    /// A gRPC name resolver factory for `ResolvableTargets.HTTPDNS` targets: the endpoint
     /// list comes from a `HostResolver` (overrides, the scored cache, HTTP DNS, c-ares, the system resolver, NAT64
     /// synthesis), in its ranking, and is pushed again when it changes.
     ///
     /// A list is pushed when the answer's addresses change (a refresh, an override set at run time), when the
-    /// scores move another address first by more than ``Configuration/reorderThreshold`` (pick-first only; round
+    /// scores move another address first by more than `Configuration.reorderThreshold` (pick-first only; round
     /// robin uses every address anyway), and after a change of the host's network; never more often than
-    /// ``Configuration/updateInterval``. The authority stays the host name, so TLS sends it as SNI and checks the
+    /// `Configuration.updateInterval`. The authority stays the host name, so TLS sends it as SNI and checks the
     /// certificate for it, never for an address.
     ///
     /// Register it in the transport's `NameResolverRegistry`, or build the transport with
