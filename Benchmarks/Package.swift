@@ -18,6 +18,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
+        .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
     ],
     targets: [
         // The ceiling of hostsctl serve's HTTP/2 stack: a fixed answer behind swift-nio-http2 and NIOSSL (serve.sh).
@@ -95,6 +97,32 @@ let package = Package(
                 "BenchSupport",
             ],
             path: "Benchmarks/URLProtocolBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v6)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // The gRPC side of the latency lab (latency-lab.sh --grpc): servers inside the lab, calls through HTTPDNS.
+        .executableTarget(
+            name: "GRPCLab",
+            dependencies: [
+                .product(name: "HTTPDNS", package: rootPackage),
+                .product(name: "HTTPDNSGRPC", package: rootPackage),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+            ],
+            path: "Sources/GRPCLab",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        // Unary gRPC calls through the HTTPDNS name resolver beside gRPC's own dns: resolver (one in-process server).
+        .executableTarget(
+            name: "GRPCBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "HTTPDNS", package: rootPackage),
+                .product(name: "HTTPDNSGRPC", package: rootPackage),
+                .product(name: "GRPCCore", package: "grpc-swift-2"),
+                .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
+            ],
+            path: "Benchmarks/GRPCBenchmarks",
             swiftSettings: [.swiftLanguageMode(.v6)],
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),

@@ -6,7 +6,13 @@
 # the median latency against the direct client.
 #
 #   sudo Benchmarks/latency-lab.sh [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N]
-#                                  [--baseline PATH]
+#                                  [--baseline PATH] [--grpc]
+#
+# --grpc: after the HTTP sides, the gRPC front in the same lab. A grpc-swift server answers on every lab address
+# (port 9090; Benchmarks/Sources/GRPCLab, release build), and a client calls lab.test (the four addresses, dead one
+# first, fastest last, from an override) through the HTTPDNS name resolver, --requests calls one at a time, --rounds
+# times, each a process of its own: the share of calls after --warmup that reached the fastest address, the first
+# call's time and the median.
 #
 # The four sides (overrides, DNS, URLSession alone and curl to the fastest address) run --rounds times (default 5),
 # each round in another order, --requests requests each time; the ratios are per round, so the spread says how far
@@ -29,6 +35,7 @@ rounds=5
 hostsctl=""
 race_runs=5
 baseline=""
+grpc=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -37,7 +44,8 @@ while [ $# -gt 0 ]; do
         --hostsctl) hostsctl="$2"; shift 2 ;;
         --race-runs) race_runs="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
-        *) echo "usage: $0 [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH]" >&2; exit 64 ;;
+        --grpc) grpc=1; shift ;;
+        *) echo "usage: $0 [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH] [--grpc]" >&2; exit 64 ;;
     esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "the lab makes a network namespace and TUN devices: run it as root" >&2; exit 1; }
@@ -230,3 +238,25 @@ for label in labels:
     print(f"{label:<10} {median:>10.1f} {shown:<36} {'/'.join(map(str, dials_live)):>20} "
           f"{'/'.join(map(str, dials_dead)):>12} {raced:>3}/{runs}")
 PY
+
+if [ -n "$grpc" ]; then
+    swift build -c release --package-path "$here" --product GRPCLab >&2
+    lab="$(swift build -c release --package-path "$here" --show-bin-path)/GRPCLab"
+    ip netns exec "$ns" "$lab" serve 9090 10.77.0.1 10.77.0.2 10.77.0.3 10.77.0.4 >"$work/grpc-serve.log" 2>&1 &
+    pids+=($!)
+    sleep 1
+    echo "gRPC through the HTTPDNS resolver: $rounds runs of $requests calls, one at a time, shares after $warmup" >&2
+    for run in $(seq "$rounds"); do
+        "$lab" call 9090 "$requests" "$warmup" 10.77.0.1 10.77.0.2 10.77.0.3 10.77.0.4 > "$work/grpc-$run.json"
+    done
+    python3 - "$work" "$rounds" <<'PY'
+import json, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+print(f"{'gRPC run':<9} {'calls':>6} {'failed':>6} {'first ms':>9} {'median ms':>10} {'on the fastest (10.77.0.4)':>27}")
+for run in range(1, rounds + 1):
+    report = json.load(open(f"{work}/grpc-{run}.json"))
+    share = report["shares"].get("10.77.0.4", 0)
+    print(f"{run:<9} {report['calls']:>6} {report['failed']:>6} {report['firstMs']:>9.1f} {report['medianMs']:>10.2f} "
+          f"{share * 100:>26.1f}%")
+PY
+fi

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist's DoH listener, side by side in one run, on loopback, release build.
 #   Benchmarks/serve.sh [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp]
-#                       [--flood QPS] [--no-ceiling]
+#                       [--flood QPS] [--no-ceiling] [--console]
+#
+# --console gives hostsctl serve an admin listener and polls it as the dashboard page does, once a second
+# (/stats.json, and /stats.json?name=n0.test for a name's steering), for the whole run; the baseline server gets
+# none. With --baseline naming the same binary, "against the baseline build" is then the console's cost.
 #
 # --no-ceiling leaves H2Ceiling out (its release build compiles SwiftNIO once more, in Benchmarks/.build).
 #
@@ -47,6 +51,7 @@ baseline=""
 profile=""
 flood=""
 ceiling_too=1
+console=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -56,7 +61,8 @@ while [ "$#" -gt 0 ]; do
         --profile) profile="$2"; shift 2 ;;
         --flood) flood="$2"; shift 2 ;;
         --no-ceiling) ceiling_too=""; shift ;;
-        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp] [--flood QPS] [--no-ceiling]" >&2
+        --console) console=1; shift ;;
+        *) echo "usage: $0 [--requests N] [--rounds R] [--seconds S] [--baseline HOSTSCTL] [--profile one|many|dot|udp] [--flood QPS] [--no-ceiling] [--console]" >&2
            exit 64 ;;
     esac
 done
@@ -127,9 +133,23 @@ serve_settings serve "127.0.0.1:$dnsmasq_port" "$serve_port" "$serve_dns_port" "
 # No admin listener (its default port would be shared by both servers; a build from before it warns of the
 # unknown variable and goes on).
 export HOSTSCTL_SERVE_ADMIN_LISTEN=none
-HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" >"$work/serve.log" 2>&1 &
+serve_admin="none"
+[ -z "$console" ] || serve_admin="127.0.0.1:$(free_port)"
+HOSTSCTL_SERVE_ADMIN_LISTEN="$serve_admin" HOSTSCTL_LOG_LEVEL=warning "$hostsctl" serve --config "$work/serve.json" \
+    >"$work/serve.log" 2>&1 &
 pids+=($!)
 pid_of[serve]=$!
+if [ -n "$console" ]; then
+    # What an open dashboard asks, once a second, until this script ends.
+    (
+        while kill -0 $$ 2>/dev/null; do
+            curl -s -o /dev/null "http://$serve_admin/stats.json" || true
+            curl -s -o /dev/null "http://$serve_admin/stats.json?name=n0.test" || true
+            sleep 1
+        done
+    ) &
+    pids+=($!)
+fi
 servers="dnsdist serve${ceiling_too:+ ceiling}"
 if [ -n "$baseline" ]; then
     baseline_port="$(free_port)"

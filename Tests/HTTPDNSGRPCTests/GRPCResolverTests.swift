@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
@@ -202,5 +203,31 @@ struct GRPCResolverTests {
         let roundRobin = NameResolvers.HTTPDNS.Configuration(
             serviceConfig: ServiceConfig(loadBalancingConfig: [.roundRobin]))
         #expect(!Iterator.shouldPush(better, after: pushed, networkChanged: true, configuration: roundRobin))
+    }
+}
+
+@Suite("gRPC front settings")
+struct GRPCSettingsTests {
+    @Test("the grpc section sets the policy, the interval, the threshold and the family; bad values name their key")
+    func readsTheSection() throws {
+        let reader = ConfigReader(
+            provider: InMemoryProvider(values: [
+                "grpc.loadBalancing": "roundRobin", "grpc.updateIntervalMs": 250, "grpc.reorderPercent": 35,
+                "grpc.family": "ipv6", "cares.tries": 3,
+            ]))
+        let configuration = try NameResolvers.HTTPDNS.Configuration(configReader: reader.scoped(to: "grpc"))
+        #expect(configuration.isRoundRobin)
+        #expect(configuration.updateInterval == .milliseconds(250))
+        #expect(configuration.reorderThreshold == 0.35)
+        #expect(configuration.family == .ipv6)
+        let defaults = try NameResolvers.HTTPDNS.Configuration(
+            configReader: ConfigReader(provider: InMemoryProvider(values: [:])))
+        #expect(!defaults.isRoundRobin && defaults.updateInterval == .seconds(1) && defaults.reorderThreshold == 0.2)
+        let bad = ConfigReader(provider: InMemoryProvider(values: ["grpc.updateIntervalMs": 0]))
+        #expect {
+            _ = try NameResolvers.HTTPDNS.Configuration(configReader: bad.scoped(to: "grpc"))
+        } throws: { error in
+            "\(error)".contains("grpc.updateIntervalMs")
+        }
     }
 }

@@ -87,6 +87,12 @@ final class WhoServer: Sendable {
 
     static func name(of ip: String) -> String { String(ip.split(separator: ".").last ?? "") }
 
+    /// Dies: the serving task is cancelled, which closes the listener and every connection at once.
+    func kill() async {
+        serving.cancel()
+        _ = try? await serving.value
+    }
+
     /// Stops accepting and closes the connections once their calls end.
     func stop() async {
         server.beginGracefulShutdown()
@@ -95,9 +101,12 @@ final class WhoServer: Sendable {
 }
 
 /// One call to ``WhoService``: the name of the server that answered.
-func who(_ client: GRPCClient<some ClientTransport>, timeout: Duration = .seconds(10)) async throws -> String {
+func who(
+    _ client: GRPCClient<some ClientTransport>, timeout: Duration = .seconds(10), waitForReady: Bool? = nil
+) async throws -> String {
     var options = CallOptions.defaults
     options.timeout = timeout
+    options.waitForReady = waitForReady
     return try await client.unary(
         request: ClientRequest(message: []), descriptor: WhoService.method, serializer: BytesCoder(),
         deserializer: BytesCoder(), options: options
