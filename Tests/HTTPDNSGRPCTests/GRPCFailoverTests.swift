@@ -76,11 +76,9 @@ struct GRPCFailoverTests {
         var httpdns = Outcome()
         var baseline = Outcome()
         do {
-            try await withGRPCClient(
-                transport: .httpdns(
-                    host: GRPCResolverTests.host, port: ours.relays[0].port, resolver: resolver,
-                    transportSecurity: .plaintext, configuration: GRPCResolverTests.fast)
-            ) { client in httpdns = await Self.run(client, first: ours.relays[0]) }
+            try await GRPCResolverTests.withClient(resolver, port: ours.relays[0].port) { client in
+                httpdns = await Self.run(client, first: ours.relays[0])
+            }
             try await withGRPCClient(
                 transport: .http2NIOPosix(
                     target: .ipv4(pairs: theirs.relays.map { (host: $0.ip, port: $0.port) }),

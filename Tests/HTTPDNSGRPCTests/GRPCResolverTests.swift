@@ -26,6 +26,19 @@ struct GRPCResolverTests {
 
     static let fast = NameResolvers.HTTPDNS.Configuration(updateInterval: .milliseconds(100))
 
+    /// Runs `body` with a client on `.httpdns(host:...)` to `port`, resolved by `resolver`.
+    static func withClient<Result: Sendable>(
+        _ resolver: HostResolver, port: Int, configuration: NameResolvers.HTTPDNS.Configuration = fast,
+        security: HTTP2ClientTransport.Posix.TransportSecurity = .plaintext,
+        isolation: isolated (any Actor)? = #isolation,
+        _ body: (GRPCClient<HTTP2ClientTransport.Posix>) async throws -> Result
+    ) async throws -> Result {
+        try await withGRPCClient(
+            transport: .httpdns(
+                host: host, port: port, resolver: resolver, transportSecurity: security, configuration: configuration),
+            handleClient: body)
+    }
+
     @Test("pick-first skips a refused address, reports it, and it sinks in the resolver's ranking")
     func deadAddressSinks() async throws {
         let servers = try await WhoServer.start(["127.0.0.141", "127.0.0.142"])
@@ -33,11 +46,7 @@ struct GRPCResolverTests {
         let (resolver, _) = try Self.resolver(["127.0.0.143", "127.0.0.141", "127.0.0.142"])
         var answered: [String] = []
         do {
-            try await withGRPCClient(
-                transport: .httpdns(
-                    host: Self.host, port: servers[0].port, resolver: resolver, transportSecurity: .plaintext,
-                    configuration: Self.fast)
-            ) { client in
+            try await Self.withClient(resolver, port: servers[0].port) { client in
                 for _ in 0..<30 { answered.append(try await who(client)) }
             }
         } catch {
@@ -62,11 +71,7 @@ struct GRPCResolverTests {
         var after: [String] = []
         var moved = false
         do {
-            try await withGRPCClient(
-                transport: .httpdns(
-                    host: Self.host, port: servers[0].port, resolver: resolver, transportSecurity: .plaintext,
-                    configuration: Self.fast)
-            ) { client in
+            try await Self.withClient(resolver, port: servers[0].port) { client in
                 for _ in 0..<10 { before.append(try await who(client)) }
                 overrides.set([try #require(IPAddress("127.0.0.145"))], for: try HostPattern(Self.host))
                 let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(10))
@@ -98,11 +103,7 @@ struct GRPCResolverTests {
             serviceConfig: ServiceConfig(loadBalancingConfig: [.roundRobin]), updateInterval: .milliseconds(100))
         var answered: [String: Int] = [:]
         do {
-            try await withGRPCClient(
-                transport: .httpdns(
-                    host: Self.host, port: servers[0].port, resolver: resolver, transportSecurity: .plaintext,
-                    configuration: configuration)
-            ) { client in
+            try await Self.withClient(resolver, port: servers[0].port, configuration: configuration) { client in
                 // Round robin starts with the subchannels that are ready: wait until both live ones answered.
                 _ = try await waitUntil {
                     let name = (try? await who(client)) ?? ""
@@ -133,20 +134,16 @@ struct GRPCResolverTests {
             $0.trustRoots = .certificates([.file(path: certificates.caPath, format: .pem)])
         }
         let (resolver, _) = try Self.resolver(["127.0.0.149"])
-        let answer = try await withGRPCClient(
-            transport: .httpdns(
-                host: Self.host, port: right.port, resolver: resolver, transportSecurity: security,
-                configuration: Self.fast)
-        ) { client in try await who(client) }
+        let answer = try await Self.withClient(resolver, port: right.port, security: security) { client in
+            try await who(client)
+        }
         #expect(answer == "right")
 
         let (misled, _) = try Self.resolver(["127.0.0.150"])
         await #expect(throws: RPCError.self) {
-            try await withGRPCClient(
-                transport: .httpdns(
-                    host: Self.host, port: right.port, resolver: misled, transportSecurity: security,
-                    configuration: Self.fast)
-            ) { client in _ = try await who(client, timeout: .seconds(3)) }
+            try await Self.withClient(misled, port: right.port, security: security) { client in
+                _ = try await who(client, timeout: .seconds(3))
+            }
         }
         await right.stop()
         await wrong.stop()

@@ -2,38 +2,41 @@ import Foundation
 import Glibc
 import HTTPDNS
 import Synchronization
-import TestSupport
 
 /// A TCP relay on one loopback address that forwards every connection to a server elsewhere, and can die as a
 /// process does: ``kill()`` stops listening and resets every connection at once (RST), which a server that is
 /// shut down from inside the process does not do. One thread per direction, blocking sockets: a test tool.
-final class TCPRelay: Sendable {
-    let ip: String
-    let port: Int
+public final class TCPRelay: Sendable {
+    /// The address listened on.
+    public let ip: String
+    /// The port listened on.
+    public let port: Int
     private let target: Int
     private let listener: Int32
     private let sockets = Locked<Set<Int32>>([])
     private let dead = Atomic<Bool>(false)
 
     /// Listens on `ip:port` and forwards to `127.0.0.1:target`.
-    init(ip: String, port: Int, target: Int) throws {
+    public init(ip: String, port: Int, target: Int) throws {
         self.ip = ip
         self.port = port
         self.target = target
-        listener = try Self.socket(bindingTo: ip, port: port)
-        guard listen(listener, 64) == 0 else { throw TestServerError("listen on \(ip):\(port): errno \(errno)") }
+        listener = try boundTCPSocket(ip: ip, port: UInt16(port), backlog: 64).0
         Thread { [self] in acceptLoop() }.start()
     }
 
     /// Stops listening (later connects are refused) and resets every relayed connection.
-    func kill() {
+    public func kill() {
         guard !dead.exchange(true, ordering: .relaxed) else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        for fd in sockets.withLock({ $0 }) {
-            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-            shutdown(fd, Int32(SHUT_RDWR))
+        // Under the lock: a socket still in the set is still open (a connection leaves the set before it closes).
+        sockets.withLock { sockets in
+            for fd in sockets {
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                shutdown(fd, Int32(SHUT_RDWR))
+            }
         }
     }
 
@@ -44,7 +47,8 @@ final class TCPRelay: Sendable {
                 if errno == EINTR { continue }
                 return
             }
-            guard let upstream = try? Self.connected(to: target) else {
+            // No receive timeout: a relayed connection may idle for as long as its peers like.
+            guard let upstream = try? LoopbackTCP.connect(port: target, receiveTimeout: .zero) else {
                 close(client)
                 continue
             }
@@ -82,45 +86,5 @@ final class TCPRelay: Sendable {
             if sent < count { break }
         }
         shutdown(destination, Int32(SHUT_WR))
-    }
-
-    private static func address(_ ip: String, _ port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr(ip)
-        return address
-    }
-
-    private static func socket(bindingTo ip: String, port: Int) throws -> Int32 {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = address(ip, port)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0 else {
-            close(fd)
-            throw TestServerError("bind \(ip):\(port): errno \(errno)")
-        }
-        return fd
-    }
-
-    private static func connected(to port: Int) throws -> Int32 {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        var address = address("127.0.0.1", port)
-        let status = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard status == 0 else {
-            close(fd)
-            throw TestServerError("connect 127.0.0.1:\(port): errno \(errno)")
-        }
-        return fd
     }
 }
