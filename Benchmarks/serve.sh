@@ -4,8 +4,9 @@
 #                       [--flood QPS] [--no-ceiling] [--console]
 #
 # --console gives hostsctl serve an admin listener and polls it as the dashboard page does, once a second
-# (/stats.json, and /stats.json?name=n0.test for a name's steering), for the whole run; the baseline server gets
-# none. With --baseline naming the same binary, "against the baseline build" is then the console's cost.
+# (/stats.json, and /stats.json?name=n0.test for a name's steering), for the whole run; the baseline server gets an
+# admin listener too, never asked. With --baseline naming the same binary, "against the baseline build" is then what
+# the polling costs.
 #
 # --no-ceiling leaves H2Ceiling out (its release build compiles SwiftNIO once more, in Benchmarks/.build).
 #
@@ -157,7 +158,11 @@ if [ -n "$baseline" ]; then
     baseline_dot_port="$(free_port)"
     serve_settings baseline "127.0.0.1:$dnsmasq_port" "$baseline_port" "$baseline_dns_port" "$baseline_dot_port" \
         > "$work/baseline.json"
-    HOSTSCTL_LOG_LEVEL=warning "$baseline" serve --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
+    # With --console the baseline has an admin listener too, never asked: the difference is the polling alone.
+    baseline_admin="none"
+    [ -z "$console" ] || baseline_admin="127.0.0.1:$(free_port)"
+    HOSTSCTL_SERVE_ADMIN_LISTEN="$baseline_admin" HOSTSCTL_LOG_LEVEL=warning "$baseline" serve \
+        --config "$work/baseline.json" >"$work/baseline.log" 2>&1 &
     pids+=($!)
     pid_of[baseline]=$!
     servers="$servers baseline"
