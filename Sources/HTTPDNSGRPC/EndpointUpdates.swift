@@ -55,6 +55,8 @@ struct EndpointUpdates: AsyncSequence, Sendable {
                 {
                     return push(answer.addresses, generation: generation)
                 }
+                // A network change is weighed once: a list it did not change is not pushed later for it.
+                pushedGeneration = generation
             }
         }
 
