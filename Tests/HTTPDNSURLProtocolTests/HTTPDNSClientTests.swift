@@ -22,7 +22,8 @@ struct HTTPDNSClientTests {
         init(configure: (inout HTTPDNSClient.Configuration) -> Void = { _ in }) throws {
             resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
             var configuration = HTTPDNSClient.Configuration()
-            configuration.connectTimeout = TestTiming.scaled(.seconds(2))
+            // Generous, as in ProtocolFixture: live loopback servers must never miss it on a loaded machine.
+            configuration.connectTimeout = TestTiming.scaled(.seconds(10))
             let log = self.log
             configuration.traceHandler = { log.append($0) }
             configure(&configuration)

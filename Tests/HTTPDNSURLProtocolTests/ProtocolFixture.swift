@@ -39,9 +39,10 @@ final class ProtocolFixture: Sendable {
             forGroupContainerIdentifier: "httpdns-tests-\(UUID().uuidString)")
         cookies.cookieAcceptPolicy = .always
         var configuration = HTTPDNSInterceptor.Configuration(cookieStorage: cookies)
-        // Live loopback servers must never miss the connect timeout: scaled for sanitizer runs, where a loaded
-        // machine once took more than the default 2 s. Tests about timeouts set their own.
-        configuration.connectTimeout = TestTiming.scaled(.seconds(2))
+        // Live loopback servers must never miss the connect timeout. A loaded 2-core CI machine once took more than
+        // 2 s to see a loopback connect complete (its event loop busy with a parallel test's flood), so the fixture
+        // gives 10 s, scaled for sanitizer runs. Tests about timeouts set their own.
+        configuration.connectTimeout = TestTiming.scaled(.seconds(10))
         let recorded = TraceLog()
         configuration.traceHandler = { trace in recorded.append(trace) }
         configure(&configuration)
