@@ -26,6 +26,7 @@ struct UpstreamWorkTests {
     struct Lab {
         let sink: BoundUDPSocket
         let resolver: HostResolver
+        let service: HTTPDNSService
         let server: HTTPDNSServer
         var dnsPort: Int { server.dnsPort ?? 0 }
 
@@ -47,7 +48,7 @@ struct UpstreamWorkTests {
                     port: 0, certificatePath: tls?.certificatePath, privateKeyPath: tls?.keyPath,
                     dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
                 logger: logger)
-            return Lab(sink: sink, resolver: resolver, server: server)
+            return Lab(sink: sink, resolver: resolver, service: service, server: server)
         }
 
         func stop() async {
@@ -338,9 +339,9 @@ struct UpstreamWorkTests {
             askers.append(try Self.sendUDP(lab.dnsPort, DNSTransportTests.query("u\(index).udp.test", id: 1)))
         }
         defer { for fd in askers { close(fd) } }
-        // Time for the four to be admitted, stretched like every wait here (under the sanitizer 300 ms was not
-        // always enough, and the fifth then took a place and waited on the silent upstream).
-        try await Task.sleep(for: TestTiming.scaled(.milliseconds(300)))
+        // Until the four hold their places: a fixed wait was not always enough on a loaded machine (300 ms, in a CI run
+        // of the whole suite), and the fifth then took a place and waited on the silent upstream.
+        #expect(try await waitUntil { lab.service.upstreamBudget.inFlight == 4 }, "the four are waiting")
         let refused = try #require(
             try await DNSTransportTests.udp(lab.dnsPort, DNSTransportTests.query("u4.udp.test", id: 2)))
         #expect(refused[3] & 0x0F == 2, "SERVFAIL at the network's bound")
