@@ -26,6 +26,13 @@ let package = Package(
         // The command tree as a library, for embedding and for the benchmarks that measure `hostsctl bench` itself.
         .library(name: "HostsCTLCommands", targets: ["HostsCTLCommands"]),
     ],
+    traits: [
+        // hostsctl's OpenTelemetry export (the `otel` section) through swift-otel; on by default. Without it
+        // (`--disable-default-traits`) hostsctl builds without swift-otel and swift-protobuf, and refuses an
+        // `otel.endpoint`. CI's sanitized build goes without it (scripts/sanitize.sh).
+        .trait(name: "OTLPExport", description: "OpenTelemetry export (OTLP/HTTP) in hostsctl serve and fetch"),
+        .default(enabledTraits: ["OTLPExport"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -41,6 +48,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/grpc/grpc-swift-2", from: "2.4.3"),
         .package(url: "https://github.com/grpc/grpc-swift-nio-transport", from: "2.9.2"),
+        // OTLP export for hostsctl (the `otel` section): OTLP/HTTP only, so gRPC's protobuf code is not built.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // The system c-ares library. Only HTTPDNSCAres imports it.
@@ -191,6 +200,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -209,8 +219,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLPExport"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
@@ -344,6 +356,8 @@ let package = Package(
             name: "HTTPDNSServerTests",
             dependencies: [
                 "HTTPDNSServer",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 "HTTPDNS",
                 "TestSupport",

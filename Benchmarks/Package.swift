@@ -37,6 +37,13 @@ let package = Package(
         ),
         // CPU time per request beside the rates (getrusage).
         .target(name: "BenchSupport", path: "Sources/BenchSupport", swiftSettings: [.swiftLanguageMode(.v6)]),
+        // What the gRPC benchmark and the gRPC lab share (raw-bytes messages), apart so other benchmarks link no gRPC.
+        .target(
+            name: "GRPCBenchSupport",
+            dependencies: [.product(name: "GRPCCore", package: "grpc-swift-2")],
+            path: "Sources/GRPCBenchSupport",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         // The C baseline: c-ares driven directly from epoll, the same way the Swift resolver drives it.
         .target(
             name: "CAresDriver",
@@ -104,6 +111,7 @@ let package = Package(
         .executableTarget(
             name: "GRPCLab",
             dependencies: [
+                "GRPCBenchSupport",
                 .product(name: "HTTPDNS", package: rootPackage),
                 .product(name: "HTTPDNSGRPC", package: rootPackage),
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
@@ -116,6 +124,7 @@ let package = Package(
         .executableTarget(
             name: "GRPCBenchmarks",
             dependencies: [
+                "GRPCBenchSupport",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "HTTPDNS", package: rootPackage),
                 .product(name: "HTTPDNSGRPC", package: rootPackage),

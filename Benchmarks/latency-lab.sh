@@ -6,13 +6,13 @@
 # the median latency against the direct client.
 #
 #   sudo Benchmarks/latency-lab.sh [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N]
-#                                  [--baseline PATH] [--grpc]
+#                                  [--baseline PATH] [--grpc | --grpc-only]
 #
 # --grpc: after the HTTP sides, the gRPC front in the same lab. A grpc-swift server answers on every lab address
 # (port 9090; Benchmarks/Sources/GRPCLab, release build), and a client calls lab.test (the four addresses, dead one
 # first, fastest last, from an override) through the HTTPDNS name resolver, --requests calls one at a time, --rounds
 # times, each a process of its own: the share of calls after --warmup that reached the fastest address, the first
-# call's time and the median.
+# call's time and the median. --grpc-only: the gRPC side alone (no hostsctl build, no HTTP sides, no race runs).
 #
 # The four sides (overrides, DNS, URLSession alone and curl to the fastest address) run --rounds times (default 5),
 # each round in another order, --requests requests each time; the ratios are per round, so the spread says how far
@@ -36,6 +36,7 @@ hostsctl=""
 race_runs=5
 baseline=""
 grpc=""
+grpc_only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -45,14 +46,15 @@ while [ $# -gt 0 ]; do
         --race-runs) race_runs="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
         --grpc) grpc=1; shift ;;
-        *) echo "usage: $0 [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH] [--grpc]" >&2; exit 64 ;;
+        --grpc-only) grpc=1; grpc_only=1; shift ;;
+        *) echo "usage: $0 [--requests N] [--rounds N] [--warmup N] [--hostsctl PATH] [--race-runs N] [--baseline PATH] [--grpc | --grpc-only]" >&2; exit 64 ;;
     esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "the lab makes a network namespace and TUN devices: run it as root" >&2; exit 1; }
 "$root/scripts/install-deps.sh" benchmarks
 command -v curl >/dev/null || { apt-get install -y -qq curl >/dev/null; }
 command -v ip >/dev/null || { apt-get install -y -qq iproute2 >/dev/null; }
-if [ -z "$hostsctl" ]; then
+if [ -z "$hostsctl" ] && [ -z "$grpc_only" ]; then
     swift build -c release --package-path "$root" --product hostsctl >&2
     hostsctl="$(swift build -c release --package-path "$root" --show-bin-path)/hostsctl"
 fi
@@ -121,6 +123,7 @@ for i in 2 3 4; do
 done
 
 # dnsmasq on loopback answers fast.test with the four addresses.
+if [ -z "$grpc_only" ]; then
 dns_port="$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 printf '10.77.0.1 fast.test\n10.77.0.2 fast.test\n10.77.0.3 fast.test\n10.77.0.4 fast.test\n' > "$work/hosts"
 dnsmasq --keep-in-foreground --port="$dns_port" --listen-address=127.0.0.1 --bind-interfaces --no-resolv --no-hosts \
@@ -238,6 +241,8 @@ for label in labels:
     print(f"{label:<10} {median:>10.1f} {shown:<36} {'/'.join(map(str, dials_live)):>20} "
           f"{'/'.join(map(str, dials_dead)):>12} {raced:>3}/{runs}")
 PY
+
+fi  # the HTTP sides and the race runs, left out by --grpc-only
 
 if [ -n "$grpc" ]; then
     swift build -c release --package-path "$here" --product GRPCLab >&2

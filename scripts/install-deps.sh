@@ -25,15 +25,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ "${1:-run}" = test ] && ! python3 -c "import dns.query, httpx2" 2>/dev/null; then
-    # dnspython's DoH client (HTTP/2 through httpx2), from PyPI: Debian's python3-dnspython is too old for it.
-    echo "Installing: dnspython[doh] (PyPI)" >&2
+if [ "${1:-run}" = test ] \
+    && ! python3 -c "import dns.query, httpx2, opentelemetry.proto.collector.trace.v1.trace_service_pb2" 2>/dev/null
+then
+    # From PyPI: dnspython's DoH client (HTTP/2 through httpx2; Debian's python3-dnspython is too old for it), and the
+    # official OTLP schema (opentelemetry-proto) the telemetry tests' receiver decodes exports with.
+    python_packages=("dnspython[doh]==2.9.2" "opentelemetry-proto==1.45.2")
+    echo "Installing: ${python_packages[*]} (PyPI)" >&2
     python3 -m pip --version >/dev/null 2>&1 || {
         $sudo apt-get update -qq
         DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
     }
-    python3 -m pip install --quiet "dnspython[doh]==2.9.2" 2>/dev/null \
-        || python3 -m pip install --quiet --break-system-packages "dnspython[doh]==2.9.2"
+    python3 -m pip install --quiet "${python_packages[@]}" 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages "${python_packages[@]}"
 fi
 if ! command -v swift >/dev/null; then
     echo "Swift 6.1 or later is required (https://www.swift.org/install/)." >&2

@@ -11,13 +11,17 @@
 #   of two. The tests run the same either way.
 # --stress-reruns N: after the whole suite, the concurrency stress suite and the URLSession API forms matrix N more
 #   times under the sanitizer (a race there can hide from one run).
+# The sanitized build leaves out the package's default trait OTLPExport (hostsctl's OpenTelemetry export): it would
+#   compile swift-otel and swift-protobuf once more, instrumented, for a few dozen lines of the project's own glue,
+#   which the plain build's TelemetryExportTests cover; the span the server makes per request (ServiceSpanTests) is
+#   built and tested here either way.
 # Installs what the tests need first, like scripts/test.sh. Exits with the first failing run's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${1:-thread}"
 shift || true
 case "$sanitizer" in thread|address) ;; *) echo "usage: $0 thread|address [--in-build] [--fuzz] [--stress-reruns N] [arguments...]" >&2; exit 64 ;; esac
-flags=()
+flags=(--disable-default-traits)
 reruns=0
 in_build=false
 while [ $# -gt 0 ]; do
@@ -40,7 +44,7 @@ fi
 scripts/install-deps.sh test
 # The linker's "Cannot export local symbol" notes about the sanitizer runtime are noise; a failed build still fails.
 build_status=0
-swift build --build-tests "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} 2>&1 \
+swift build --build-tests "${sanitize[@]}" --scratch-path "$scratch" "${flags[@]}" 2>&1 \
     | { grep -v "Cannot export local symbol" || true; } || build_status=$?
 [ "$build_status" -eq 0 ] || { echo "the sanitized build failed" >&2; exit "$build_status"; }
 # halt_on_error: a report fails the run instead of scrolling by.
@@ -60,9 +64,9 @@ export HTTPDNS_TEST_TIME_SCALE="${HTTPDNS_TEST_TIME_SCALE:-5}"
 # the NIO singleton's loops (servers, clients, the URL protocol's loads), so a flooding test beside a TLS handshake
 # could hold the handshake past its (already scaled) time limit.
 export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
-swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} "$@"
+swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" "${flags[@]}" "$@"
 for run in $(seq 1 "$reruns"); do
     echo "Concurrency stress suite and the URLSession API forms matrix under the sanitizer, rerun $run of $reruns"
-    swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" ${flags[@]+"${flags[@]}"} \
+    swift test --skip-build --disable-xctest "${sanitize[@]}" --scratch-path "$scratch" "${flags[@]}" \
         --filter "ConcurrencyStressTests|URLSessionFormsTests"
 done

@@ -134,8 +134,13 @@ public struct FetchCommand: AsyncParsableCommand {
         )
         var interception = try HTTPDNSInterceptor.Configuration(settings: settings)
         interception.additionalTrustRoots += trustCA
+        // OpenTelemetry export (the `otel` section), off by default: the requests' spans and the resolver's metrics.
+        let telemetry = try Telemetry.start(
+            settings.read(Telemetry.Configuration.section), logger: CommandLogging.logger())
+        interception.tracer = telemetry.tracer
         let resolver = try ResolveCommand.usage {
-            try HostResolver(configuration: settings, logger: CommandLogging.logger())
+            try HostResolver(
+                configuration: settings, logger: CommandLogging.logger(), metricsFactory: telemetry.metricsFactory)
         }
         interception.followRedirects = !noFollow
         interception.cookieStorage = nil
@@ -147,7 +152,9 @@ public struct FetchCommand: AsyncParsableCommand {
             await resolver.shutdown()
             throw ValidationError(error.description)
         }
-        let summary = await fetchAll(request, through: fetcher)
+        let summary = await telemetry.whileExporting(logger: CommandLogging.logger()) {
+            await fetchAll(request, through: fetcher)
+        }
         if `repeat` > 1 {
             if json { print(summary.json.serialized(pretty: false)) } else { print(summary.text) }
         }

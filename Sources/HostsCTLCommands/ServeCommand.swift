@@ -2,6 +2,7 @@ public import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSServer
+import CoreMetrics
 import Logging
 import Prometheus
 import ServiceLifecycle
@@ -50,11 +51,10 @@ public struct ServeCommand: AsyncParsableCommand {
         Self.raiseDescriptorLimit(
             for: listener.maximumConnections + (listener.adminListen == nil ? 0 : listener.maximumAdminConnections),
             logger: logger)
-        // The process's own registry, handed to the resolver and the service (the global MetricsSystem is left
-        // alone, so the command also works inside a process that bootstrapped its own).
+        // The process's own registry, for the resolver and the service (MetricsSystem is left alone).
         let registry = PrometheusCollectorRegistry()
-        let metrics = Self.metricsFactory(registry)
         let memory = ProcessMemory(registry: registry)
+        let (metrics, telemetry) = try Self.observability(loaded, registry: registry, logger: logger)
         let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
         let forwarder: CAresResolver
         do {
@@ -69,7 +69,7 @@ public struct ServeCommand: AsyncParsableCommand {
             metricsExporter: {
                 memory.update()
                 return registry.emitToBuffer()
-            })
+            }, tracer: telemetry.tracer)
         // What client networks reported lives beside the cache file, saved with it (at the resolver's save
         // interval and on shutdown).
         let scoresPath = resolver.configuration.cachePath.map(NetworkScores.path(forCache:))
@@ -104,9 +104,12 @@ public struct ServeCommand: AsyncParsableCommand {
             path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
             service: service, logger: logger)
         reloader.start(interval: settings.files.reloadIntervalMilliseconds)
+        // A group shuts its services down last to first: the server stops answering, then the exporters send what is
+        // left.
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: telemetry.services.map { .init(service: $0) } + [.init(service: server)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
@@ -164,6 +167,20 @@ public struct ServeCommand: AsyncParsableCommand {
         served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false
         return served
+    }
+
+    /// Where the command's metrics go (`registry`, and OpenTelemetry export's factory too when the `otel` section
+    /// turns it on), and the export itself (off by default), whose tracer gets a span per request.
+    static func observability(
+        _ settings: HostResolver.Configuration, registry: PrometheusCollectorRegistry, logger: Logger
+    ) throws -> (any MetricsFactory, Telemetry) {
+        let telemetry = try Telemetry.start(
+            settings.read(Telemetry.Configuration.section),
+            durationBuckets: ["httpdns_serve_request_duration_seconds": answerTimeBuckets], logger: logger)
+        let prometheus = metricsFactory(registry)
+        let metrics: any MetricsFactory =
+            telemetry.metricsFactory.map { MultiplexMetricsHandler(factories: [prometheus, $0]) } ?? prometheus
+        return (metrics, telemetry)
     }
 
     /// The factory of the process's metrics, over `registry`. Answers from the cache take tens of microseconds: the

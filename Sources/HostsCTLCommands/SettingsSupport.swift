@@ -9,9 +9,12 @@ enum SettingsLoading {
     /// The environment variable naming a settings file when `--config` is not given.
     static let configVariable = "HOSTSCTL_CONFIG"
 
-    /// The sections of the settings file that the modules above the resolver own: the fronts' `interception` and
-    /// the server's `serve`. `hostsctl` checks, lists and shows them with the resolver's keys.
-    static let sections = [HTTPDNSInterceptor.Configuration.section.erased, ServeCommand.Configuration.section.erased]
+    /// The sections of the settings file that the modules above the resolver own: the fronts' `interception`, the
+    /// server's `serve` and the commands' `otel`. `hostsctl` checks, lists and shows them with the resolver's keys.
+    static let sections = [
+        HTTPDNSInterceptor.Configuration.section.erased, ServeCommand.Configuration.section.erased,
+        Telemetry.Configuration.section.erased,
+    ]
 
     /// Every documented key: the resolver's, then the sections'.
     static var keys: [SettingKey] { HostResolver.Configuration.keys + sections.flatMap(\.keys) }

@@ -1,5 +1,6 @@
 import Benchmark
 import Foundation
+import GRPCBenchSupport
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
 import HTTPDNS
@@ -22,14 +23,6 @@ extension BenchmarkMetric {
     static let rateRatio = BenchmarkMetric.custom("HTTPDNS/dns: %", polarity: .prefersLarger, useScalingFactor: false)
     static let httpdnsP50 = BenchmarkMetric.custom("HTTPDNS resolver p50 (us)", useScalingFactor: false)
     static let dnsP50 = BenchmarkMetric.custom("dns: resolver p50 (us)", useScalingFactor: false)
-}
-
-/// Messages as raw bytes.
-struct RawBytes: MessageSerializer, MessageDeserializer {
-    func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
-    func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
-        serializedMessageBytes.withUnsafeBytes { Array($0) }
-    }
 }
 
 /// Echoes each request.

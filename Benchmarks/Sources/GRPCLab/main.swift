@@ -1,4 +1,5 @@
 import Foundation
+import GRPCBenchSupport
 import GRPCCore
 import GRPCNIOTransportHTTP2Posix
 import HTTPDNS
@@ -11,13 +12,6 @@ import HTTPDNSGRPC
 //                                resolver (pick-first, background probes on), lab.test answering IP... in that order
 //                                from an override; prints one JSON line: calls, failures, the first call's time,
 //                                the share of calls after WARMUP on each address, and their median time.
-
-struct RawBytes: MessageSerializer, MessageDeserializer {
-    func serialize<Bytes: GRPCContiguousBytes>(_ message: [UInt8]) throws -> Bytes { Bytes(message) }
-    func deserialize<Bytes: GRPCContiguousBytes>(_ serializedMessageBytes: Bytes) throws -> [UInt8] {
-        serializedMessageBytes.withUnsafeBytes { Array($0) }
-    }
-}
 
 let method = MethodDescriptor(fullyQualifiedService: "lab.Who", method: "Address")
 

@@ -61,7 +61,7 @@ enum SettingsOrigin: Sendable {
 extension HostResolver.Configuration {
     /// Top-level keys of the settings file that other modules own; the loader keeps them for those modules
     /// (``SettingsSection``) instead of calling them unknown.
-    static let sectionsOfOtherModules: Set<String> = ["interception", "serve", "grpc"]
+    static let sectionsOfOtherModules: Set<String> = ["interception", "serve", "grpc", "otel"]
 
     /// Reads a section another module owns from where these settings came from.
     ///

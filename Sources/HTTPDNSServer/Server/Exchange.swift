@@ -47,13 +47,13 @@ struct Exchange: Sendable {
                     response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor,
                     now: started)
             }
-            service.finished(request, plan: plan, response: response, started: started)
+            service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response
         }
         let service = self.service
         guard let ticket = service.admitUpstream(request) else {
             let response = HTTPDNSService.upstreamBusy
-            service.finished(request, plan: plan, response: response, started: started)
+            service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response
         }
         guard let later = later() else {
@@ -67,7 +67,7 @@ struct Exchange: Sendable {
             promise.succeed(response)
         }
         promise.futureResult.whenSuccess { [request] response in
-            service.finished(request, plan: plan, response: response, started: started)
+            service.finished(request, plan: plan, response: response, started: started, waited: true)
             later.value(response)
         }
         waiting(UpstreamWait(task: task))

@@ -3,6 +3,7 @@ import Foundation
 public import HTTPDNS
 package import Logging
 import Synchronization
+package import Tracing
 
 /// HTTP DNS answered from a `HostResolver`: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
@@ -30,6 +31,8 @@ public final class HTTPDNSService: Sendable {
     let metrics: ServiceMetrics
     let forwarder: (any DNSMessageForwarder)?
     let exporter: (@Sendable () -> [UInt8])?
+    /// Where a server span per request goes (OpenTelemetry export); `nil`, the default, makes none.
+    let tracer: (any Tracer)?
     /// The last `/metrics` text and when it was made: rendered at most once a second, whoever asks.
     let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
     let reports = ReportAggregator()
@@ -65,21 +68,23 @@ public final class HTTPDNSService: Sendable {
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - forwarder: Where queries for other types go when ``Configuration-swift.struct/otherTypes`` says so.
     ///   - metricsExporter: The text `/metrics` serves (Prometheus exposition format); without it `/metrics` is 404.
+    ///   - tracer: Where a server span per request goes (see `ServiceSpan`); `nil` makes none.
     package convenience init(
         resolver: HostResolver, configuration: Configuration = .init(), logger: Logger,
         metricsFactory: (any MetricsFactory)? = nil, forwarder: (any DNSMessageForwarder)? = nil,
-        metricsExporter: (@Sendable () -> [UInt8])? = nil
+        metricsExporter: (@Sendable () -> [UInt8])? = nil, tracer: (any Tracer)? = nil
     ) {
         self.init(
             resolver: resolver, configuration: configuration, logger: logger, metricsFactory: metricsFactory,
-            forwarder: forwarder, metricsExporter: metricsExporter, now: { Int64(Date().timeIntervalSince1970) })
+            forwarder: forwarder, metricsExporter: metricsExporter, tracer: tracer,
+            now: { Int64(Date().timeIntervalSince1970) })
     }
 
     package init(
         resolver: HostResolver, configuration: Configuration, logger: Logger,
         metricsFactory: (any MetricsFactory)? = nil,
         forwarder: (any DNSMessageForwarder)? = nil, metricsExporter: (@Sendable () -> [UInt8])? = nil,
-        now: @escaping @Sendable () -> Int64
+        tracer: (any Tracer)? = nil, now: @escaping @Sendable () -> Int64
     ) {
         self.resolver = resolver
         self.settings = Locked(configuration)
@@ -89,6 +94,7 @@ public final class HTTPDNSService: Sendable {
         self.metrics = ServiceMetrics(factory: metricsFactory)
         self.forwarder = forwarder
         self.exporter = metricsExporter
+        self.tracer = tracer
     }
 
     /// Replaces the configuration while serving (a settings reload); connections and requests in progress carry on.
@@ -111,7 +117,7 @@ public final class HTTPDNSService: Sendable {
         takeForwardedClient(&request)
         let plan = plan(request)
         let response = await complete(plan)
-        finished(request, plan: plan, response: response, started: started)
+        finished(request, plan: plan, response: response, started: started, waited: nil)
         return response
     }
 
@@ -304,34 +310,6 @@ public final class HTTPDNSService: Sendable {
             for lookup in lookups { results.append(await self.lookup(lookup)) }
             return render(results)
         }
-    }
-
-    /// Counts the request and writes its access log line.
-    func finished(_ request: ServiceRequest, plan: Plan, response: ServiceResponse, started: ContinuousClock.Instant) {
-        let duration = ContinuousClock.now - started
-        metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
-        // Queries by transport count the public listeners' requests, not the operator's scrapes.
-        if request.listener == .service {
-            metrics.received(over: request.transport)
-            if let name = plan.name { busyNames.observe(name) }
-        }
-        logger.info(
-            "request",
-            metadata: [
-                "transport": "\(request.transport.rawValue)",
-                "endpoint": "\(plan.endpoint)", "method": "\(HostName.printable(request.method))",
-                "status": "\(response.status)", "name": "\(plan.name.map(HostName.printable) ?? "-")",
-                "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",
-            ])
-    }
-
-    func clientText(_ client: IPAddress?) -> String {
-        guard let client else { return "-" }
-        if configuration.logFullClientAddresses { return client.description }
-        var bytes = client.bytes
-        let kept = bytes.count == 4 ? 3 : 6
-        for index in kept..<bytes.count { bytes[index] = 0 }
-        return "\(IPAddress(bytes: bytes)?.description ?? "-")/\(kept * 8)"
     }
 
     // MARK: - Lookups

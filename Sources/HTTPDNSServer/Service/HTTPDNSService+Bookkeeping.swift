@@ -1,0 +1,41 @@
+import HTTPDNS
+import Logging
+
+extension HTTPDNSService {
+    /// Counts the request, writes its access log line and, with a tracer, its span. `waited` says whether the answer
+    /// waited for an upstream (a cache miss) or came at once from a local layer or the cache; `nil`: not known.
+    func finished(
+        _ request: ServiceRequest, plan: Plan, response: ServiceResponse, started: ContinuousClock.Instant,
+        waited: Bool?
+    ) {
+        let duration = ContinuousClock.now - started
+        metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
+        // Queries by transport, and spans, are the public listeners' requests, not the operator's scrapes.
+        if request.listener == .service {
+            if let tracer {
+                ServiceSpan.record(
+                    request, plan: plan, status: response.status, duration: duration, waited: waited,
+                    prefixes: configuration.clientPrefixes, tracer: tracer)
+            }
+            metrics.received(over: request.transport)
+            if let name = plan.name { busyNames.observe(name) }
+        }
+        logger.info(
+            "request",
+            metadata: [
+                "transport": "\(request.transport.rawValue)",
+                "endpoint": "\(plan.endpoint)", "method": "\(HostName.printable(request.method))",
+                "status": "\(response.status)", "name": "\(plan.name.map(HostName.printable) ?? "-")",
+                "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",
+            ])
+    }
+
+    func clientText(_ client: IPAddress?) -> String {
+        guard let client else { return "-" }
+        if configuration.logFullClientAddresses { return client.description }
+        var bytes = client.bytes
+        let kept = bytes.count == 4 ? 3 : 6
+        for index in kept..<bytes.count { bytes[index] = 0 }
+        return "\(IPAddress(bytes: bytes)?.description ?? "-")/\(kept * 8)"
+    }
+}
