@@ -27,15 +27,33 @@ struct EndpointUpdates: AsyncSequence, Sendable {
         var pushed: [RankedAddress]?
         /// The network generation the last list was made in.
         var pushedGeneration = 0
+        /// Until when the first list is provisional: it went out in the answer's order, its first address not yet
+        /// measured (see ``provisionalPoll``).
+        var provisionalUntil: ContinuousClock.Instant?
+
+        /// How often the ranking is looked at during the first `updateInterval` after a first list pushed before its
+        /// first address was measured. The first list cannot wait for probes (most hosts answer at their first
+        /// address), but when its first address is the wrong one (a dead address ahead of live ones leaves pick-first
+        /// connecting to nothing), the ranking replaces it as the probes land, instead of an interval later; from then
+        /// on lists follow the interval's cadence.
+        static let provisionalPoll = Duration.milliseconds(50)
 
         mutating func next() async throws -> NameResolutionResult? {
             guard let pushed else {
                 // The first list: a lookup that fails throws, and gRPC asks again after its back-off.
                 let answer = try await lookUp()
+                if answer.addresses.first?.isMeasured == false {
+                    provisionalUntil = .now + updates.configuration.updateInterval
+                }
                 return push(answer.addresses, generation: network.current)
             }
             while true {
-                try await Task.sleep(for: updates.configuration.updateInterval)
+                let interval = updates.configuration.updateInterval
+                if let until = provisionalUntil {
+                    try await Task.sleep(for: Swift.min(Self.provisionalPoll, Swift.max(until - .now, .zero)))
+                } else {
+                    try await Task.sleep(for: interval)
+                }
                 let generation = network.current
                 let answer: RankedResolution
                 do {
@@ -49,6 +67,15 @@ struct EndpointUpdates: AsyncSequence, Sendable {
                         metadata: ["host": "\(updates.target.host)", "error": "\(error)"])
                     continue
                 }
+                if let until = provisionalUntil, ContinuousClock.now < until {
+                    // While the first measurements come in: a measured address replaces an unmeasured first one,
+                    // and a clearly better one replaces it in turn (the probes of a round land one by one).
+                    if Self.measuredFirst(answer.addresses, replaces: pushed, configuration: updates.configuration) {
+                        return push(answer.addresses, generation: generation)
+                    }
+                    continue
+                }
+                provisionalUntil = nil
                 if Self.shouldPush(
                     answer.addresses, after: pushed, networkChanged: generation != pushedGeneration,
                     configuration: updates.configuration)
@@ -97,6 +124,22 @@ struct EndpointUpdates: AsyncSequence, Sendable {
 
         static func socketAddress(_ ip: IPAddress, port: Int) -> GRPCNIOTransportCore.SocketAddress {
             ip.family == .ipv6 ? .ipv6(host: ip.description, port: port) : .ipv4(host: ip.description, port: port)
+        }
+
+        /// Whether `latest`, over the same addresses as a provisional list `pushed`, is led by a measured address that
+        /// should replace the one pushed first: at once when that one is unmeasured, else by the usual threshold
+        /// (pick-first only).
+        static func measuredFirst(
+            _ latest: [RankedAddress], replaces pushed: [RankedAddress],
+            configuration: NameResolvers.HTTPDNS.Configuration
+        ) -> Bool {
+            guard !configuration.isRoundRobin, Set(latest.map(\.ip)) == Set(pushed.map(\.ip)),
+                let best = latest.first, best.ip != pushed.first?.ip, best.isMeasured, !best.isBackingOff
+            else { return false }
+            guard let current = latest.first(where: { $0.ip == pushed.first?.ip }), current.isMeasured else {
+                return true
+            }
+            return shouldPush(latest, after: pushed, networkChanged: false, configuration: configuration)
         }
 
         /// Whether `latest` differs from the list last pushed enough to push it: other addresses, a network

@@ -11,8 +11,10 @@ extension NameResolvers {
     /// A list is pushed when the answer's addresses change (a refresh, an override set at run time), when the
     /// scores move another address first by more than `Configuration.reorderThreshold` (pick-first only; round
     /// robin uses every address anyway), and after a change of the host's network; never more often than
-    /// `Configuration.updateInterval`. The authority stays the host name, so TLS sends it as SNI and checks the
-    /// certificate for it, never for an address.
+    /// `Configuration.updateInterval`, but in the first interval: a first list whose first address was not measured
+    /// yet (the answer's order) is provisional, and as the probes land a measured address replaces its first one at
+    /// once, and a clearly better one in turn. The authority stays the host name, so TLS sends it as SNI and checks
+    /// the certificate for it, never for an address.
     ///
     /// Register it in the transport's `NameResolverRegistry`, or build the transport with
     /// `.httpdns(host:port:resolver:transportSecurity:configuration:config:eventLoopGroup:)`, which also reports
