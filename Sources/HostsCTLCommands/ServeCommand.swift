@@ -104,12 +104,7 @@ public struct ServeCommand: AsyncParsableCommand {
             path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
             service: service, logger: logger)
         reloader.start(interval: settings.files.reloadIntervalMilliseconds)
-        // A group shuts its services down last to first: the server stops answering, then the exporters send what is
-        // left.
-        let group = ServiceGroup(
-            configuration: .init(
-                services: telemetry.services.map { .init(service: $0) } + [.init(service: server)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let group = Self.serviceGroup(server, exporters: telemetry.services, logger: logger)
         do {
             try await group.run()
         } catch {
@@ -119,6 +114,20 @@ public struct ServeCommand: AsyncParsableCommand {
         if let scoresPath { Self.save(service, to: scoresPath, logger: logger) }
         forwarder.shutdown()
         await resolver.shutdown()
+    }
+
+    /// The server and the telemetry exporters, stopped by SIGTERM or SIGINT. A group shuts its services down last to
+    /// first: the server stops answering, then the exporters send what is left. An exporter that ends or fails never
+    /// takes the server down with it.
+    static func serviceGroup(_ server: HTTPDNSServer, exporters: [any Service], logger: Logger) -> ServiceGroup {
+        let exporters = exporters.map {
+            ServiceGroupConfiguration.ServiceConfiguration(
+                service: $0, successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore)
+        }
+        return ServiceGroup(
+            configuration: .init(
+                services: exporters + [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
     }
 
     private static func save(_ service: HTTPDNSService, to path: String, logger: Logger) {

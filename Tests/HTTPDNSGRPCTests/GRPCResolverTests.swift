@@ -26,6 +26,22 @@ struct GRPCResolverTests {
 
     static let fast = NameResolvers.HTTPDNS.Configuration(updateInterval: .milliseconds(100))
 
+    /// `fast` with a retry policy for UNAVAILABLE, as an adopter who moves a service between addresses sets: a call
+    /// that starts as pick-first swaps connections can land on the one being closed and fail UNAVAILABLE (seen once
+    /// in a CI run, "Stream unexpectedly closed"); gRPC's retry sends it again on the new connection.
+    static let fastRetrying = NameResolvers.HTTPDNS.Configuration(
+        serviceConfig: ServiceConfig(
+            methodConfig: [
+                MethodConfig(
+                    names: [MethodConfig.Name(service: "")],
+                    executionPolicy: .retry(
+                        RetryPolicy(
+                            maxAttempts: 3, initialBackoff: .milliseconds(10), maxBackoff: .milliseconds(100),
+                            backoffMultiplier: 2, retryableStatusCodes: [.unavailable])))
+            ],
+            loadBalancingConfig: [.pickFirst(shuffleAddressList: false)]),
+        updateInterval: .milliseconds(100))
+
     /// Runs `body` with a client on `.httpdns(host:...)` to `port`, resolved by `resolver`.
     static func withClient<Result: Sendable>(
         _ resolver: HostResolver, port: Int, configuration: NameResolvers.HTTPDNS.Configuration = fast,
@@ -72,7 +88,7 @@ struct GRPCResolverTests {
         var after: [String] = []
         var moved = false
         do {
-            try await Self.withClient(resolver, port: servers[0].port) { client in
+            try await Self.withClient(resolver, port: servers[0].port, configuration: Self.fastRetrying) { client in
                 for _ in 0..<10 { before.append(try await who(client)) }
                 overrides.set([try #require(IPAddress("127.0.0.145"))], for: try HostPattern(Self.host))
                 let deadline = ContinuousClock.now + TestTiming.scaled(.seconds(10))

@@ -170,6 +170,40 @@ struct TelemetryExportTests {
             #expect(try await offThePool { process.wait() } == 0, "\(logText(log))")
         }
 
+        @Test(
+            "a receiver that refuses connections or never answers costs no answer, and the server still stops cleanly")
+        func receiverDown() async throws {
+            // 127.0.0.95:PORT refuses; 127.0.0.96:PORT accepts into a backlog and never reads or answers.
+            let silent = try TCPListener(ip: "127.0.0.96")
+            defer { silent.close() }
+            let refusing = try TCPListener(ip: "127.0.0.95", port: silent.port, listening: false)
+            defer { refusing.close() }
+            for receiver in ["127.0.0.95", "127.0.0.96"] {
+                let port = try FreePort.tcp()
+                let overrides = try TemporaryFiles.file("127.0.0.88 otel.test\n", name: "hosts")
+                let settings = try TemporaryFiles.file(
+                    """
+                    {
+                      "sources": { "order": ["overrides"], "systemFallback": false },
+                      "overrides": { "file": "\(overrides)" },
+                      "serve": { "listen": "127.0.0.1:\(port)" },
+                      "otel": { "endpoint": "http://\(receiver):\(silent.port)", "metricsIntervalMs": 200, "timeoutMs": 1000 }
+                    }
+                    """, name: "hostsctl.json")
+                let (process, log) = try await ServeCommandTests.startServe(
+                    settings, port: port, log: "serve-otel-down.log")
+                defer { process.stop() }
+                let client = try await offThePool { try KeepAliveConnection(port: Int(port)) }
+                for _ in 0..<20 {
+                    #expect(try await offThePool { try client.get("/resolve?name=otel.test&type=A") }.status == 200)
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(process.isRunning, "\(logText(log))")
+                kill(process.pid, SIGTERM)
+                #expect(try await offThePool { process.wait() } == 0, "\(receiver): \(logText(log))")
+            }
+        }
+
         @Test("fetch exports its request's spans before it exits; without an endpoint nothing is sent")
         func fetchExports() async throws {
             let receiver = try await Receiver.start()
