@@ -48,6 +48,9 @@ failed=0
 printf '%-12s %12s %8s %12s %8s\n' target inputs seconds inputs/s crashes
 for target in "${targets[@]}"; do
     mkdir -p "$work/$target"
+    # Artifacts of earlier runs stay in the directory (the corpus grows there too): only this run's count.
+    started="$work/$target.started"
+    touch "$started"
     limit=(-runs="$runs")
     [ -z "$seconds" ] || limit=(-max_total_time="$seconds")
     log="$work/$target.log"
@@ -57,7 +60,8 @@ for target in "${targets[@]}"; do
     done_line=$(grep -E '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
     inputs=$(echo "$done_line" | awk '{print $2}')
     took=$(echo "$done_line" | awk '{print $5}')
-    crashes=$(find "$work/$target" -maxdepth 1 -name 'crash-*' -o -maxdepth 1 -name 'timeout-*' -o -maxdepth 1 -name 'leak-*' | wc -l)
+    crashes=$(find "$work/$target" -maxdepth 1 \( -name 'crash-*' -o -name 'timeout-*' -o -name 'leak-*' \) \
+        -newer "$started" | wc -l)
     if [ "$status" -ne 0 ] || [ -z "$done_line" ]; then
         crashes=$((crashes > 0 ? crashes : 1))
         echo "$target failed (exit $status); see $log" >&2
