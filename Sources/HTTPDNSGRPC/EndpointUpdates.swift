@@ -42,7 +42,8 @@ struct EndpointUpdates: AsyncSequence, Sendable {
             guard let pushed else {
                 // The first list: a lookup that fails throws, and gRPC asks again after its back-off.
                 let answer = try await lookUp()
-                if answer.addresses.first?.isMeasured == false {
+                // Round robin uses every address whatever its rank: nothing to replace early.
+                if !updates.configuration.isRoundRobin, answer.addresses.first?.isMeasured == false {
                     provisionalUntil = .now + updates.configuration.updateInterval
                 }
                 return push(answer.addresses, generation: network.current)
