@@ -46,8 +46,8 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     let wakeups = Atomic<Int>(0)
 
     /// Creates the channel and starts its thread.
-    /// - Throws: ``DNSError`` when c-ares rejects the options or the servers, or the thread cannot start.
-    init(configuration options: CAresResolver.Configuration) throws(DNSError) {
+    /// - Throws: `HTTPDNSError` when c-ares rejects the options or the servers, or the thread cannot start.
+    init(configuration options: CAresResolver.Configuration) throws(HTTPDNSError) {
         CAresLibrary.initializeOnce()
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
@@ -55,7 +55,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
             let code = errno
             if epollFD >= 0 { close(epollFD) }
             if wakeFD >= 0 { close(wakeFD) }
-            throw DNSError(code: .internalError, message: "cannot create epoll or eventfd: errno \(code)")
+            throw HTTPDNSError(code: .internalError, message: "cannot create epoll or eventfd: errno \(code)")
         }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
@@ -91,7 +91,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         guard status == ARES_SUCCESS, let channel else {
             close(epollFD)
             close(wakeFD)
-            throw DNSError(aresStatus: status, host: nil, servers: options.servers.map(\.description))
+            throw HTTPDNSError(aresStatus: status, host: nil, servers: options.servers.map(\.description))
         }
         if !options.servers.isEmpty {
             let csv = options.servers.map(\.description).joined(separator: ",")
@@ -100,7 +100,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
                 ares_destroy(channel)
                 close(epollFD)
                 close(wakeFD)
-                throw DNSError(
+                throw HTTPDNSError(
                     code: .invalidServer,
                     message: "c-ares rejected the server list '\(csv)' (status \(status))",
                     servers: options.servers.map(\.description)
@@ -122,7 +122,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
             }, retained)
         guard created == 0 else {
             Unmanaged<CAresEventLoop>.fromOpaque(retained).release()
-            throw DNSError(code: .internalError, message: "cannot start the c-ares thread: error \(created)")
+            throw HTTPDNSError(code: .internalError, message: "cannot start the c-ares thread: error \(created)")
         }
         inbox.withLock { $0.thread = thread }
     }
@@ -167,7 +167,7 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         if !accepted { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
     }
 
-    /// Stops the loop: pending queries fail with ``DNSError/Code/shutdown``. Waits for the thread unless called on it.
+    /// Stops the loop: pending queries fail with `HTTPDNSError.Code.shutdown`. Waits for the thread unless called on it.
     func shutdown() {
         let thread = inbox.withLock { inbox -> pthread_t? in
             inbox.stopRequested = true

@@ -19,13 +19,13 @@ package enum CAresReference {
     }
 
     /// The query `ares_create_query` makes for `name` and `type`, with ID 0.
-    /// - Throws: ``DNSError/Code/badName`` when c-ares cannot encode the name.
-    static func query(for name: HostName, type: DNSRecordType) throws(DNSError) -> [UInt8] {
+    /// - Throws: `HTTPDNSError.Code.badName` when c-ares cannot encode the name.
+    static func query(for name: HostName, type: DNSRecordType) throws(HTTPDNSError) -> [UInt8] {
         var buffer: UnsafeMutablePointer<UInt8>?
         var length: Int32 = 0
         let status = ares_create_query(name.name, DNSWireMessage.classIN, type.rawValue, 0, 1, &buffer, &length, 0)
         guard status == ARES_SUCCESS, let buffer else {
-            throw DNSError(aresStatus: status, host: name.name, servers: [])
+            throw HTTPDNSError(aresStatus: status, host: name.name, servers: [])
         }
         defer { ares_free_string(buffer) }
         return Array(UnsafeBufferPointer(start: buffer, count: Int(length)))

@@ -5,8 +5,8 @@ extension CAresResolver.Configuration {
     /// Reads the `cares` section (`servers`, `timeoutMs`, `tries`, `tcp`, `search`, `ndots`) from `config`, a
     /// reader scoped to it (`config.scoped(to: "cares")` for the settings file's layout); missing keys take their
     /// defaults.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
     }
@@ -23,8 +23,9 @@ extension CAresResolver.Configuration {
             check: { text in
                 (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP[:PORT]" : nil
             },
-            decode: { reader, key throws(DNSError) in
-                try reader.strings(key, default: []).map { text throws(DNSError) in try ServerAddress(parsing: text) }
+            decode: { reader, key throws(HTTPDNSError) in
+                try reader.strings(key, default: []).map { text throws(HTTPDNSError) in try ServerAddress(parsing: text)
+                }
             },
             describe: { $0.isEmpty ? "[] (system)" : SettingsReader.list($0.map(\.description)) }),
         .milliseconds(
@@ -36,7 +37,7 @@ extension CAresResolver.Configuration {
             "search domains tried for short names, in order; [] turns search off",
             check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a domain name" : nil
             },
-            decode: { reader, key throws(DNSError) in
+            decode: { reader, key throws(HTTPDNSError) in
                 reader.config.stringArray(forKey: ConfigKey(key.path)) == nil
                     ? nil : try reader.strings(key, default: [])
             },
@@ -44,7 +45,7 @@ extension CAresResolver.Configuration {
         .custom(
             "ndots", .int, \.ndots, shown: "the system's (resolv.conf, RES_OPTIONS; else 1)",
             "names with fewer dots try the search domains first", range: 0...15,
-            decode: { reader, key throws(DNSError) in
+            decode: { reader, key throws(HTTPDNSError) in
                 reader.isSet(key.path) ? try reader.int(key, default: 1) : nil
             },
             describe: { $0.map(String.init) ?? "(system)" }),

@@ -22,7 +22,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         /// How long to wait for an answer on the first try (default 2 s). c-ares doubles it on each later
         /// round through the servers.
         public var timeout: Duration
-        /// How many times each query is sent before it fails with `DNSError.Code.timeout` (default 2).
+        /// How many times each query is sent before it fails with `HTTPDNSError.Code.timeout` (default 2).
         public var tries: Int
         /// The UDP socket receive buffer size in bytes (default 4 MiB) so that bursts of answers are not
         /// dropped; the kernel caps it at `net.core.rmem_max`. 0 keeps the system default.
@@ -67,16 +67,16 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         }
 
         /// Checks the ranges: a timeout from 1 ms to 1 hour, 1 to 16 tries, a non-negative buffer size.
-        func validate() throws(DNSError) {
+        func validate() throws(HTTPDNSError) {
             guard timeout >= .milliseconds(1), timeout <= .seconds(3600) else {
-                throw DNSError(
+                throw HTTPDNSError(
                     code: .invalidConfiguration, message: "timeout must be between 1 ms and 1 hour, not \(timeout)")
             }
             guard (1...16).contains(tries) else {
-                throw DNSError(code: .invalidConfiguration, message: "tries must be between 1 and 16, not \(tries)")
+                throw HTTPDNSError(code: .invalidConfiguration, message: "tries must be between 1 and 16, not \(tries)")
             }
             guard socketReceiveBufferSize >= 0 else {
-                throw DNSError(code: .invalidConfiguration, message: "socketReceiveBufferSize must not be negative")
+                throw HTTPDNSError(code: .invalidConfiguration, message: "socketReceiveBufferSize must not be negative")
             }
         }
     }
@@ -104,12 +104,12 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     /// - Parameters:
     ///   - configuration: Servers, timeout, tries; see ``Configuration``.
     ///   - logger: Where to log; by default nothing is logged.
-    /// - Throws: `DNSError` with `DNSError.Code.invalidConfiguration` or `DNSError.Code.invalidServer`
+    /// - Throws: `HTTPDNSError` with `HTTPDNSError.Code.invalidConfiguration` or `HTTPDNSError.Code.invalidServer`
     ///   for bad options, or the c-ares initialisation error.
     public init(
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "httpdns.cares", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         try configuration.validate()
         self.loop = try CAresEventLoop(configuration: configuration)
         self.longestQuery = Self.longestQuery(
@@ -131,7 +131,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         loop.shutdown()
     }
 
-    /// Stops the event thread. Queries still in flight fail with `DNSError.Code.shutdown`, and so do later
+    /// Stops the event thread. Queries still in flight fail with `HTTPDNSError.Code.shutdown`, and so do later
     /// calls. Called automatically when the resolver is released; calling it twice is harmless.
     public func shutdown() {
         loop.shutdown()
@@ -141,8 +141,8 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     ///
     /// For `AddressFamily.any` both queries run in parallel; the answer holds the IPv4 addresses first. If one
     /// family fails and the other has addresses, those are returned; if both fail, the more telling error wins
-    /// (`DNSError.Code.notFound` over `DNSError.Code.noData` over the rest).
-    /// - Throws: `DNSError` with the host and servers as context, or `CancellationError`.
+    /// (`HTTPDNSError.Code.notFound` over `HTTPDNSError.Code.noData` over the rest).
+    /// - Throws: `HTTPDNSError` with the host and servers as context, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         switch family {
         case .ipv4:
@@ -162,23 +162,23 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         case .addresses(let addresses):
             return addresses
         case .message:
-            throw DNSError(aresStatus: ARES_EBADRESP, host: host.name, servers: loop.servers)
+            throw HTTPDNSError(aresStatus: ARES_EBADRESP, host: host.name, servers: loop.servers)
         case .failure(let status):
-            throw DNSError(aresStatus: status, host: host.name, servers: loop.servers)
+            throw HTTPDNSError(aresStatus: status, host: host.name, servers: loop.servers)
         }
     }
 
     /// Sends a whole DNS message to the configured servers (with c-ares's retries, timeouts and server rotation) and
     /// returns the whole answer, whatever its record types; c-ares replaces the message's ID with its own.
-    /// - Throws: ``DNSError`` when no server answered, or `CancellationError`.
+    /// - Throws: `HTTPDNSError` when no server answered, or `CancellationError`.
     package func send(message: [UInt8]) async throws -> [UInt8] {
         switch try await exchange(CAresQuery(message: message)) {
         case .message(let answer):
             return answer
         case .addresses:
-            throw DNSError(aresStatus: ARES_EBADRESP, host: "", servers: loop.servers)
+            throw HTTPDNSError(aresStatus: ARES_EBADRESP, host: "", servers: loop.servers)
         case .failure(let status):
-            throw DNSError(aresStatus: status, host: "", servers: loop.servers)
+            throw HTTPDNSError(aresStatus: status, host: "", servers: loop.servers)
         }
     }
 
@@ -201,7 +201,7 @@ extension CAresResolver: ClientSubnetResolver {
     /// through c-ares like any query (its servers, retries and timeouts), and reads the scope from the answer's
     /// option: an answer without one holds for every client (scope 0), and a scope longer than the subnet sent is
     /// cut to it. For ``AddressFamily/any`` both queries run and the longer scope of the two is the answer's.
-    /// - Throws: ``DNSError`` as ``resolve(_:family:)``; `badResponse` when the answer's option names another
+    /// - Throws: `HTTPDNSError` as ``resolve(_:family:)``; `badResponse` when the answer's option names another
     ///   network than the query's.
     package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> ScopedResolution

@@ -1,7 +1,7 @@
 import CAres
 import HTTPDNSCore
 
-extension DNSError.Code {
+extension HTTPDNSError.Code {
     /// Maps a c-ares status code (`ARES_E…`) to an error code. This is the only place that does.
     /// - Returns: `nil` for `ARES_SUCCESS`.
     init?(aresStatus status: Int32) {
@@ -17,7 +17,7 @@ extension DNSError.Code {
         case ARES_EBADNAME: self = .badName
         case ARES_EBADFAMILY: self = .badFamily
         case ARES_EBADRESP: self = .badResponse
-        case ARES_ECONNREFUSED: self = .connectionRefused
+        case ARES_ECONNREFUSED: self = .connectionFailed
         case ARES_ETIMEOUT: self = .timeout
         case ARES_EOF: self = .endOfFile
         case ARES_EFILE: self = .fileError
@@ -35,7 +35,7 @@ extension DNSError.Code {
     }
 }
 
-extension DNSError {
+extension HTTPDNSError {
     /// Creates the error for a failed c-ares call, with c-ares's own description of the status.
     init(aresStatus status: Int32, host: String?, servers: [String]) {
         let code = Code(aresStatus: status) ?? .internalError

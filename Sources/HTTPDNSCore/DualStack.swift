@@ -3,7 +3,7 @@ package import Logging
 /// Merges the answers of parallel `A` and `AAAA` lookups into one, for every resolver that asks separately.
 package enum DualStack {
     /// IPv4 addresses first, then IPv6. If one family fails and the other has addresses, those are returned;
-    /// if both fail, the more telling error wins (``DNSError/Code/notFound`` over ``DNSError/Code/noData``
+    /// if both fail, the more telling error wins (``HTTPDNSError/Code/notFound`` over ``HTTPDNSError/Code/noData``
     /// over the rest). Cancellation always wins.
     package static func merge(
         _ v4: Result<[ResolvedAddress], any Error>,
@@ -17,15 +17,15 @@ package enum DualStack {
         case (.failure(let error as CancellationError), _), (_, .failure(let error as CancellationError)):
             throw error
         case (.success(let a), .failure(let error)), (.failure(let error), .success(let a)):
-            if let error = error as? DNSError, error.code != .noData {
+            if let error = error as? HTTPDNSError, error.code != .noData {
                 logger.debug("one address family failed", metadata: ["host": "\(host)", "error": "\(error)"])
             }
             return a
         case (.failure(let first), .failure(let second)):
-            let codes = [first, second].compactMap { ($0 as? DNSError)?.code }
-            if codes.contains(.notFound) { throw [first, second].first { ($0 as? DNSError)?.code == .notFound }! }
+            let codes = [first, second].compactMap { ($0 as? HTTPDNSError)?.code }
+            if codes.contains(.notFound) { throw [first, second].first { ($0 as? HTTPDNSError)?.code == .notFound }! }
             if codes.allSatisfy({ $0 == .noData }) { throw first }
-            throw (first as? DNSError)?.code == .noData ? second : first
+            throw (first as? HTTPDNSError)?.code == .noData ? second : first
         }
     }
 }

@@ -10,20 +10,20 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     /// Validates and normalises `text`.
     ///
     /// One trailing dot (the fully qualified form) is accepted and removed.
-    /// - Throws: ``DNSError`` with code ``DNSError/Code/badName`` and a message that says what is wrong.
-    public init(_ text: some StringProtocol) throws(DNSError) {
+    /// - Throws: ``HTTPDNSError`` with code ``HTTPDNSError/Code/badName`` and a message that says what is wrong.
+    public init(_ text: some StringProtocol) throws(HTTPDNSError) {
         var text = String(text)
-        let result = text.withUTF8 { bytes in Result { () throws(DNSError) in try HostName(utf8: bytes) } }
+        let result = text.withUTF8 { bytes in Result { () throws(HTTPDNSError) in try HostName(utf8: bytes) } }
         self = try result.get()
     }
 
     /// Validates and normalises raw bytes; the only allocation is the resulting string (none up to 15 bytes).
-    package init(utf8 input: UnsafeBufferPointer<UInt8>) throws(DNSError) {
+    package init(utf8 input: UnsafeBufferPointer<UInt8>) throws(HTTPDNSError) {
         var bytes = input
         if bytes.last == UInt8(ascii: ".") { bytes = UnsafeBufferPointer(rebasing: bytes.dropLast()) }
-        func fail(_ reason: String) -> DNSError {
+        func fail(_ reason: String) -> HTTPDNSError {
             let text = HostName.printable(String(decoding: input, as: UTF8.self))
-            return DNSError(code: .badName, message: "invalid host name: \(reason)", host: text)
+            return HTTPDNSError(code: .badName, message: "invalid host name: \(reason)", host: text)
         }
         guard !bytes.isEmpty else { throw fail("the name is empty") }
         guard bytes.count <= 253 else { throw fail("the name is \(bytes.count) bytes long; at most 253 are allowed") }

@@ -59,7 +59,7 @@ public struct Resolution: Hashable, Sendable {
 
 /// Something that resolves host names to IP addresses.
 ///
-/// Implementations throw ``DNSError`` for resolution failures and `CancellationError` when the calling task
+/// Implementations throw ``HTTPDNSError`` for resolution failures and `CancellationError` when the calling task
 /// is cancelled. They must be safe to call from many tasks at once.
 public protocol HostNameResolver: Sendable {
     /// Resolves `host` to addresses of `family`.
@@ -67,7 +67,7 @@ public protocol HostNameResolver: Sendable {
     ///   - host: A validated host name.
     ///   - family: Which address family to ask for; ``AddressFamily/any`` asks for both.
     /// - Returns: The addresses with their TTLs; never empty.
-    /// - Throws: ``DNSError`` when resolution fails, `CancellationError` when the task is cancelled.
+    /// - Throws: ``HTTPDNSError`` when resolution fails, `CancellationError` when the task is cancelled.
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution
 }
 
@@ -75,10 +75,10 @@ extension HostNameResolver {
     /// Resolves a host given as text, which may also be an IP literal or `localhost`.
     ///
     /// - IP literals (`192.0.2.1`, `2001:db8::1`, `[2001:db8::1]`) are returned as they are with source
-    ///   ``ResolutionSource/literal`` and no query; a literal of the other family gives ``DNSError/Code/noData``.
+    ///   ``ResolutionSource/literal`` and no query; a literal of the other family gives ``HTTPDNSError/Code/noData``.
     /// - `localhost` and names under `.localhost` answer `127.0.0.1` and `::1` without a query (RFC 6761).
     /// - Anything else must be a valid ``HostName``.
-    /// - Throws: ``DNSError`` (``DNSError/Code/badName`` for malformed names), `CancellationError`.
+    /// - Throws: ``HTTPDNSError`` (``HTTPDNSError/Code/badName`` for malformed names), `CancellationError`.
     public func resolve(_ text: String, family: AddressFamily = .any) async throws -> Resolution {
         if let literal = try LocalAnswers.answer(for: text, family: family) { return literal }
         return try await resolve(try HostName(text), family: family)
@@ -96,17 +96,18 @@ package protocol UncancellableQueries: Sendable {
 
 /// Answers that need no query: IP literals and `localhost`.
 package enum LocalAnswers {
-    package static func answer(for text: String, family: AddressFamily) throws(DNSError) -> Resolution? {
+    package static func answer(for text: String, family: AddressFamily) throws(HTTPDNSError) -> Resolution? {
         try answer(for: text, name: { try? HostName(text) }, family: family)
     }
 
     /// As ``answer(for:family:)``, with the name parsed by the caller (`name` is asked only for a non-literal).
-    package static func answer(for text: String, name parse: () -> HostName?, family: AddressFamily) throws(DNSError)
+    package static func answer(for text: String, name parse: () -> HostName?, family: AddressFamily)
+        throws(HTTPDNSError)
         -> Resolution?
     {
         if let ip = IPAddress(text) {
             guard family == .any || family == ip.family else {
-                throw DNSError(
+                throw HTTPDNSError(
                     code: .noData,
                     message: "\(ip.family) literal cannot answer a \(family) query",
                     host: text

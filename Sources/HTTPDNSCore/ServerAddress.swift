@@ -14,11 +14,11 @@ public struct ServerAddress: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses `IP`, `IP:PORT`, `[IPv6]` or `[IPv6]:PORT`. A bare IPv6 address takes no port.
-    /// - Throws: ``DNSError`` with code `invalidServer` when the text is not one of those forms.
-    public init(parsing text: some StringProtocol) throws(DNSError) {
+    /// - Throws: ``HTTPDNSError`` with code `invalidServer` when the text is not one of those forms.
+    public init(parsing text: some StringProtocol) throws(HTTPDNSError) {
         let text = String(text)
-        func fail(_ reason: String) -> DNSError {
-            DNSError(
+        func fail(_ reason: String) -> HTTPDNSError {
+            HTTPDNSError(
                 code: .invalidServer,
                 message:
                     "invalid DNS server '\(HostName.printable(text))': \(reason); expected IP[:PORT] or [IPv6]:PORT"

@@ -7,16 +7,16 @@ extension NameResolvers.HTTPDNS.Configuration {
     /// Reads the `grpc` section (`loadBalancing`, `updateIntervalMs`, `reorderPercent`, `family`) from `config`, a
     /// reader scoped to it; missing keys take their defaults. A service config with method configs (retries,
     /// timeouts) is set in code, on ``serviceConfig``; `loadBalancing` then replaces its policy.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
     }
 
     /// The defaults with the `grpc` section of the settings `settings` were read from (the file, or the reader given
     /// to `HostResolver.Configuration(configReader:)`).
-    /// - Throws: `ConfigurationError` for an unknown `grpc` key or a bad value, with its position in the settings file.
-    public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
+    /// - Throws: `HTTPDNSError` for an unknown `grpc` key or a bad value, with its position in the settings file.
+    public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
         self = try settings.read(Self.section)
     }
 

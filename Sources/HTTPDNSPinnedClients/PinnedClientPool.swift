@@ -148,11 +148,11 @@ package final class PinnedClientPool: Sendable {
     }
 
     /// Adds a user of `profile`, reading its trust roots.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` when a trust-root file cannot be read or holds no certificate,
-    ///   or a timeout or limit is not positive; ``DNSError/Code/shutdown`` after ``shutdown()``.
-    package func register(_ profile: Profile) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no certificate,
+    ///   or a timeout or limit is not positive; `HTTPDNSError.Code.shutdown` after ``shutdown()``.
+    package func register(_ profile: Profile) throws(HTTPDNSError) {
         guard profile.connectTimeout > .zero, profile.maximumClients > 0, profile.maximumConnectionsPerHost > 0 else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration, message: "the connect timeout and connection limits must be positive")
         }
         let known = state.withLock { state -> Bool? in
@@ -161,7 +161,7 @@ package final class PinnedClientPool: Sendable {
             state.profiles[profile]!.users += 1
             return true
         }
-        guard let known else { throw DNSError(code: .shutdown, message: "the HTTP client pool was shut down") }
+        guard let known else { throw HTTPDNSError(code: .shutdown, message: "the HTTP client pool was shut down") }
         if known { return }
         let tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: profile.trustRoots)
         state.withLock { state in

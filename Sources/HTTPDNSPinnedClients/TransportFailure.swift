@@ -7,7 +7,7 @@ import HTTPDNSCore
 
 /// What went wrong in an HTTP exchange, told apart by the error's type, and whether the request may go to another
 /// address. The one classification of AsyncHTTPClient, NIO and NIOSSL errors in the package: HTTP DNS maps it to
-/// ``DNSError`` codes, the exchange engine to `InterceptionError` codes.
+/// `HTTPDNSError` codes, the exchange engine to `HTTPDNSError` codes.
 package struct TransportFailure: Sendable, Equatable {
     /// The kind of failure.
     package enum Kind: Sendable, Equatable {

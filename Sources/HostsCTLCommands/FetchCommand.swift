@@ -133,16 +133,16 @@ public struct FetchCommand: AsyncParsableCommand {
             timeout: .milliseconds(Int64((timeout * 1000).rounded(.up)))
         )
         var interception = try HTTPDNSInterceptor.Configuration(settings: settings)
-        interception.additionalTrustRoots += trustCA
+        interception.connection.additionalTrustRoots += trustCA
         // OpenTelemetry export (the `otel` section), off by default: the requests' spans and the resolver's metrics.
         let telemetry = try Telemetry.start(
             settings.read(Telemetry.Configuration.section), logger: CommandLogging.logger())
-        interception.tracer = telemetry.tracer
+        interception.connection.tracer = telemetry.tracer
         let resolver = try ResolveCommand.usage {
             try HostResolver(
                 configuration: settings, logger: CommandLogging.logger(), metricsFactory: telemetry.metricsFactory)
         }
-        interception.followRedirects = !noFollow
+        interception.connection.followRedirects = !noFollow
         interception.cookieStorage = nil
         let fetcher: URLSessionFetcher
         do {
@@ -175,7 +175,7 @@ public struct FetchCommand: AsyncParsableCommand {
                 launched += 1
                 let url = url
                 group.addTask {
-                    do throws(InterceptionError) {
+                    do throws(HTTPDNSError) {
                         let result = try await fetcher.fetch(request)
                         return (FetchReport(url: url, result: result), result.body)
                     } catch {
@@ -308,7 +308,7 @@ struct FetchReport: Sendable {
     var bytes: Int = 0
     var elapsedMilliseconds: Double = 0
     var trace: RequestTrace?
-    var error: InterceptionError?
+    var error: HTTPDNSError?
 
     init(url: String, result: URLSessionFetcher.Result) {
         self.url = url
@@ -318,7 +318,7 @@ struct FetchReport: Sendable {
         trace = result.trace
     }
 
-    init(url: String, error: InterceptionError) {
+    init(url: String, error: HTTPDNSError) {
         self.url = url
         self.error = error
         trace = nil

@@ -193,7 +193,7 @@ public struct HTTPDNSOptions: ParsableArguments {
                 Task { await transport.shutdown() }
                 throw error
             }
-        } catch let error as DNSError {
+        } catch let error as HTTPDNSError {
             throw ValidationError(error.message)
         }
     }

@@ -132,7 +132,7 @@ public struct ProbeCommand: AsyncParsableCommand {
         do {
             resolution = try await resolver.resolveRanked(host, family: family)
         } catch {
-            let dnsError = error as? DNSError ?? DNSError(code: .cancelled, message: "\(error)", host: host)
+            let dnsError = error as? HTTPDNSError ?? HTTPDNSError(code: .cancelled, message: "\(error)", host: host)
             return ProbeReport(host: host, port: port, source: nil, addresses: [], error: dnsError)
         }
         let name = try? HostName(resolution.host)
@@ -215,7 +215,7 @@ struct ProbeReport: Sendable {
     var port: Int
     var source: String?
     var addresses: [Address]
-    var error: DNSError?
+    var error: HTTPDNSError?
 
     /// Whether some address accepted a connection.
     var isReachable: Bool { addresses.contains { !$0.connectTimes.isEmpty } }

@@ -108,9 +108,9 @@ public struct ResolveCommand: AsyncParsableCommand {
         return settings
     }
 
-    /// Runs `body`, turning a ``DNSError`` into a usage error (exit 64).
+    /// Runs `body`, turning a `HTTPDNSError` into a usage error (exit 64).
     static func usage<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as DNSError { throw ValidationError(error.description) }
+        do { return try body() } catch let error as HTTPDNSError { throw ValidationError(error.description) }
     }
 
     /// Resolves `hosts` concurrently through the pipeline, timing each, and returns the reports in input order.
@@ -139,13 +139,13 @@ public struct ResolveCommand: AsyncParsableCommand {
                 group.addTask {
                     let clock = ContinuousClock()
                     let start = clock.now
-                    let outcome: Result<RankedResolution, DNSError>
+                    let outcome: Result<RankedResolution, HTTPDNSError>
                     do {
                         outcome = .success(try await resolve(host))
-                    } catch let error as DNSError {
+                    } catch let error as HTTPDNSError {
                         outcome = .failure(error)
                     } catch {
-                        outcome = .failure(DNSError(code: .cancelled, message: "\(error)", host: host))
+                        outcome = .failure(HTTPDNSError(code: .cancelled, message: "\(error)", host: host))
                     }
                     return (index, ResolveReport(host: host, outcome: outcome, elapsed: clock.now - start))
                 }

@@ -4,7 +4,7 @@ import HTTPDNS
 /// The outcome of resolving one host on the command line, printable as text or JSON.
 struct ResolveReport: Sendable {
     var host: String
-    var outcome: Result<RankedResolution, DNSError>
+    var outcome: Result<RankedResolution, HTTPDNSError>
     var elapsed: Duration
 
     /// The answer, when there is one.
@@ -13,7 +13,7 @@ struct ResolveReport: Sendable {
     /// The ranked addresses (empty on failure).
     var addresses: [RankedAddress] { resolution?.addresses ?? [] }
 
-    var error: DNSError? {
+    var error: HTTPDNSError? {
         if case .failure(let error) = outcome { return error }
         return nil
     }

@@ -74,9 +74,9 @@ extension ServeCommand {
         }
 
         /// Reads the `serve` section from `config`, a reader scoped to it; missing keys take their defaults.
-        /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value, or a certificate without a
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value, or a certificate without a
         ///   key (or the other way round).
-        init(configReader config: ConfigReader) throws(DNSError) {
+        init(configReader config: ConfigReader) throws(HTTPDNSError) {
             server = HTTPDNSServer.Configuration()
             service = HTTPDNSService.Configuration()
             probeGuardedAddresses = false
@@ -104,7 +104,7 @@ extension ServeCommand {
                     text.isEmpty || text == "none" || (try? ServerAddress(parsing: text)) != nil
                         ? nil : "'\(HostName.printable(text))' is not IP:PORT or none"
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     let text = try reader.string(key, default: value)
                     return text.isEmpty || text == "none" ? nil : try ServerAddress(parsing: text)
                 },
@@ -119,7 +119,7 @@ extension ServeCommand {
                 path, .int, field, shown: "0",
                 "most connections open at once on \(listener), within serve.maxConnections; 0: no limit of its own",
                 range: 0...1_000_000,
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     let limit = try reader.int(key, default: 0)
                     return limit > 0 ? limit : nil
                 },
@@ -136,7 +136,7 @@ extension ServeCommand {
                 check: { text in
                     (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP:PORT" : nil
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     try ServerAddress(parsing: try reader.string(key, default: "127.0.0.1:8053"))
                 },
                 describe: { $0.description }),
@@ -238,7 +238,7 @@ extension ServeCommand {
                         }
                     return valid ? nil : "'\(HostName.printable(text))' is not ACCOUNT or ACCOUNT:SECRET_ENV"
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     try reader.strings(key, default: []).map { text in
                         let parts = text.split(separator: ":").map(String.init)
                         return Account(id: parts[0], secretVariable: parts.count > 1 ? parts[1] : nil)
@@ -292,7 +292,7 @@ extension ServeCommand {
                 check: {
                     IPNetwork($0) == nil ? "'\(HostName.printable($0))' is not a network such as 10.0.0.0/8" : nil
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     try reader.strings(key, default: []).compactMap(IPNetwork.init)
                 },
                 describe: { SettingsReader.list($0.map(\.description)) })
@@ -305,7 +305,7 @@ extension ServeCommand {
         ) -> SettingField<Configuration> {
             .custom(
                 path, .int, field, shown: "\(value)", help, range: range,
-                decode: { reader, key throws(DNSError) in Double(try reader.int(key, default: value)) },
+                decode: { reader, key throws(HTTPDNSError) in Double(try reader.int(key, default: value)) },
                 describe: { "\(Int($0))" })
         }
     }

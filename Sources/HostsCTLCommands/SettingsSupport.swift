@@ -66,7 +66,7 @@ enum SettingsReport {
 
     /// Every effective value with where it came from; after each provider's `secretEnv` row, whether that
     /// variable is set (never its value).
-    /// - Throws: `ConfigurationError` when a section does not read (the file was checked, so it does).
+    /// - Throws: `HTTPDNSError` when a section does not read (the file was checked, so it does).
     static func rows(_ settings: HostResolver.Configuration, file: SettingsFile) throws -> [Row] {
         var rows: [Row] = []
         var values = settings.effectiveValues

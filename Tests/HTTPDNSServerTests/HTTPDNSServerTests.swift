@@ -92,7 +92,7 @@ struct HTTPDNSServerTests {
                 #expect(both.addresses.allSatisfy { $0.ttl > 0 && $0.ttl <= 300 }, "\(api): remaining TTLs")
                 let pinned = try await client.resolve("pinned.test", family: .ipv4)
                 #expect(Self.addresses(pinned) == ["127.0.0.77"], "\(api): overrides are served")
-                await #expect(throws: DNSError.self, "\(api): no address for a missing name") {
+                await #expect(throws: HTTPDNSError.self, "\(api): no address for a missing name") {
                     try await client.resolve("missing.test", family: .ipv4)
                 }
                 await transport.shutdown()
@@ -102,11 +102,11 @@ struct HTTPDNSServerTests {
             do {
                 _ = try await doh.resolve("missing.test", family: .ipv4)
                 Issue.record("a missing name answered")
-            } catch let error as DNSError { #expect(error.code == .notFound) }
+            } catch let error as HTTPDNSError { #expect(error.code == .notFound) }
             do {
                 _ = try await doh.resolve("v4only.test", family: .ipv6)
                 Issue.record("no AAAA answered")
-            } catch let error as DNSError { #expect(error.code == .noData) }
+            } catch let error as HTTPDNSError { #expect(error.code == .noData) }
             await transport.shutdown()
         } catch {
             await lab.stop()
@@ -141,7 +141,7 @@ struct HTTPDNSServerTests {
             #expect(counts.accepted == 2 && counts.http2 == 2 && counts.http1OverTLS == 0, "\(counts)")
             // A client that does not trust the CA refuses the server.
             let (untrusting, transport) = try Self.client(.dnsMessage(method: .get), url, bootstrap: [loopback])
-            await #expect(throws: DNSError.self) { try await untrusting.resolve("multi.test", family: .ipv4) }
+            await #expect(throws: HTTPDNSError.self) { try await untrusting.resolve("multi.test", family: .ipv4) }
             await transport.shutdown()
         } catch {
             await lab.stop()

@@ -119,7 +119,7 @@ struct ServedNamesTests {
                 answer[2] |= 0x80
                 return answer
             case .refuse:
-                throw DNSError(code: .refused, message: "every upstream refused")
+                throw HTTPDNSError(code: .refused, message: "every upstream refused")
             case .wait(let delay):
                 try await Task.sleep(for: delay)
                 var answer = query
@@ -292,7 +292,7 @@ struct ServedNamesTests {
         let probed = Locked<[IPAddress]>([])
         func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome {
             probed.withLock { $0.append(ip) }
-            return .failed(.connectionRefused)
+            return .failed(.connectionFailed)
         }
     }
 

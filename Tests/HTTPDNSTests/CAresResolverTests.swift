@@ -51,13 +51,13 @@ struct CAresResolverTests {
     func negativeAnswers() async throws {
         try await DNSMasq.with { server in
             let resolver = try Self.resolver([server.address])
-            await #expect(throws: DNSError.self) {
+            await #expect(throws: HTTPDNSError.self) {
                 try await resolver.resolve(try HostName("nope.test"), family: .ipv4)
             }
             do {
                 _ = try await resolver.resolve(try HostName("nope.test"), family: .any)
                 Issue.record("expected NXDOMAIN")
-            } catch let error as DNSError {
+            } catch let error as HTTPDNSError {
                 #expect(error.code == .notFound)
                 #expect(error.host == "nope.test")
                 #expect(error.servers == [server.address.description])
@@ -113,11 +113,11 @@ struct CAresResolverTests {
         #expect(silent.questions(during: .milliseconds(50)) == ["slow.test", "slow.test", "slow.test"], "one per try")
     }
 
-    @Test("a closed port gives connectionRefused")
+    @Test("a closed port gives connectionFailed")
     func closedPort() async throws {
         let port = try FreePort.udp()
         let resolver = try Self.resolver([ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: port)], tries: 1)
-        await expectDNSError(.connectionRefused) { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
+        await expectDNSError(.connectionFailed) { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
     }
 
     @Test("a dead server is skipped in favour of the next one")
@@ -266,13 +266,13 @@ struct CAresResolverTests {
         let silent = try BoundUDPSocket()
         defer { silent.close() }
         let resolver = try Self.resolver([silent.address], timeout: .seconds(3600), tries: 1)
-        let task = Task(executorPreference: resolver.executor) { () -> DNSError.Code? in
+        let task = Task(executorPreference: resolver.executor) { () -> HTTPDNSError.Code? in
             do {
                 _ = try await resolver.resolve(try HostName("a.test"), family: .ipv4)
                 return nil
             } catch {
                 // Runs after the loop is gone: this continuation must be scheduled somewhere else.
-                return (error as? DNSError)?.code
+                return (error as? HTTPDNSError)?.code
             }
         }
         try await Task.sleep(for: .milliseconds(100))
@@ -326,7 +326,7 @@ struct CAresResolverTests {
             #expect {
                 try CAresResolver(configuration: options)
             } throws: { error in
-                (error as? DNSError)?.code == .invalidConfiguration
+                (error as? HTTPDNSError)?.code == .invalidConfiguration
             }
         }
     }

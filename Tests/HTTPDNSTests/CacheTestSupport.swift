@@ -67,7 +67,7 @@ final class ManualClock: Sendable {
 final class FakeUpstream: HostNameResolver {
     enum Behavior: Sendable {
         case answer([String: [String]], ttl: UInt32)
-        case fail(DNSError.Code)
+        case fail(HTTPDNSError.Code)
     }
 
     private struct State {
@@ -114,13 +114,13 @@ final class FakeUpstream: HostNameResolver {
         }
         switch state.withLock({ $0.behavior }) {
         case .fail(let code):
-            throw DNSError(code: code, message: "fake \(code)", host: host.name)
+            throw HTTPDNSError(code: code, message: "fake \(code)", host: host.name)
         case .answer(let table, let ttl):
             guard let texts = table[host.name] else {
-                throw DNSError(code: .notFound, message: "fake NXDOMAIN", host: host.name)
+                throw HTTPDNSError(code: .notFound, message: "fake NXDOMAIN", host: host.name)
             }
             let ips = texts.compactMap(IPAddress.init).filter { family == .any || $0.family == family }
-            guard !ips.isEmpty else { throw DNSError(code: .noData, message: "fake no data", host: host.name) }
+            guard !ips.isEmpty else { throw HTTPDNSError(code: .noData, message: "fake no data", host: host.name) }
             return Resolution(host: host.name, addresses: ips.map { ResolvedAddress(ip: $0, ttl: ttl, source: source) })
         }
     }

@@ -34,7 +34,7 @@ struct HostNameTests {
         #expect {
             try HostName(input)
         } throws: { error in
-            (error as? DNSError)?.code == .badName
+            (error as? HTTPDNSError)?.code == .badName
         }
     }
 
@@ -44,7 +44,7 @@ struct HostNameTests {
         let name253 = [label + "a", label + "a", label + "a", String(repeating: "b", count: 61)].joined(separator: ".")
         #expect(name253.utf8.count == 253)
         #expect(try HostName(name253).name == name253)
-        #expect(throws: DNSError.self) { try HostName(name253 + "c") }
+        #expect(throws: HTTPDNSError.self) { try HostName(name253 + "c") }
     }
 
     @Test("error messages escape control characters")
@@ -138,7 +138,7 @@ struct ServerAddressTests {
         #expect {
             try ServerAddress(parsing: input)
         } throws: { error in
-            (error as? DNSError)?.code == .invalidServer
+            (error as? HTTPDNSError)?.code == .invalidServer
         }
     }
 }

@@ -13,7 +13,7 @@ import Testing
 @Suite("DoH lookups in batches")
 struct DoHBatchTests {
     /// The addresses of each result, or its error code.
-    static func outcomes(_ results: [Result<Resolution, DNSError>]) -> [String] {
+    static func outcomes(_ results: [Result<Resolution, HTTPDNSError>]) -> [String] {
         results.map { result in
             switch result {
             case .success(let resolution): resolution.addresses.map(\.ip.description).sorted().joined(separator: ",")
@@ -39,11 +39,11 @@ struct DoHBatchTests {
                 + (0..<5).map { "n\($0).test" }
             let hosts = try names.map { try HostName($0) }
             let batch = Self.outcomes(try await doh.resolveAll(hosts, family: family, maximumInFlight: 4))
-            var single: [Result<Resolution, DNSError>] = []
+            var single: [Result<Resolution, HTTPDNSError>] = []
             for host in hosts {
                 do {
                     single.append(.success(try await doh.resolve(host, family: family)))
-                } catch let error as DNSError {
+                } catch let error as HTTPDNSError {
                     single.append(.failure(error))
                 }
             }
@@ -103,7 +103,7 @@ struct DoHBatchTests {
             let results = Self.outcomes(
                 try await resolver.resolveAll(try names.map { try HostName($0) }, family: .ipv4))
             #expect(
-                results == ["192.0.2.1", "error: timeout", "192.0.2.1", "error: transportFailure", "192.0.2.1"],
+                results == ["192.0.2.1", "error: timeout", "192.0.2.1", "error: connectionLost", "192.0.2.1"],
                 "\(results)")
             // Five in the batch, then the two failures once more each.
             #expect(server.streams == 7)

@@ -69,7 +69,7 @@ struct DoHResolverTests {
     static func outcome(_ body: () async throws -> Resolution) async -> [String] {
         do {
             return summary(try await body())
-        } catch let error as DNSError {
+        } catch let error as HTTPDNSError {
             return ["error: \(error.code)"]
         } catch {
             return ["error: \(error)"]
@@ -169,7 +169,7 @@ struct DoHResolverTests {
             await stranger.shutdown()
             var unreadable = configuration
             unreadable.additionalTrustRoots = ["/nonexistent/ca.pem"]
-            #expect(throws: DNSError.self) { try HTTPDNSResolver(configuration: unreadable) }
+            #expect(throws: HTTPDNSError.self) { try HTTPDNSResolver(configuration: unreadable) }
             await owner.shutdown()
             await expectDNSError(.shutdown) { try await owner.resolve(name, family: .ipv4) }
             await owner.shutdown()  // twice is harmless
@@ -224,7 +224,7 @@ struct DoHResolverTests {
             // request timeout here), the lookup would end in `timeout` instead.
             let allDead = try HTTPDNSResolver(
                 configuration: .init(api: .dnsMessage(), endpoints: [endpoints[0], endpoints[0]]), transport: transport)
-            let error = await expectDNSError(.transportFailure) {
+            let error = await expectDNSError(.connectionFailed) {
                 try await allDead.resolve(try HostName("v4only.test"), family: .ipv4)
             }
             #expect(error?.servers.count == 2)

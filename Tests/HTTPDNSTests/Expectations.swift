@@ -5,17 +5,17 @@ import Testing
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
 
-/// Expects `body` to fail with a ``DNSError`` of `code`, and returns the error.
+/// Expects `body` to fail with a ``HTTPDNSError`` of `code`, and returns the error.
 @discardableResult
 func expectDNSError(
-    _ code: DNSError.Code,
+    _ code: HTTPDNSError.Code,
     sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () async throws -> Resolution
-) async -> DNSError? {
+) async -> HTTPDNSError? {
     do {
         let answer = try await body()
         Issue.record("expected \(code), got \(answer)", sourceLocation: sourceLocation)
-    } catch let error as DNSError {
+    } catch let error as HTTPDNSError {
         #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
         return error
     } catch {

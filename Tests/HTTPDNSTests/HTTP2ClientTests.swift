@@ -50,7 +50,7 @@ struct HTTP2ClientTests {
                     do {
                         let answer = try await resolver.resolve(try HostName(name), family: .ipv4)
                         return answer.addresses.map(\.ip.description).joined(separator: ",")
-                    } catch let error as DNSError {
+                    } catch let error as HTTPDNSError {
                         return "error: \(error.code) \(error.message)"
                     } catch {
                         return "error: \(error)"

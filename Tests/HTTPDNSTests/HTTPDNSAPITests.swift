@@ -93,14 +93,15 @@ struct HTTPDNSAPITests {
         "hostile DoH answers give typed errors",
         .timeLimit(.minutes(1)),
         arguments: [
-            ("garbage", DNSError.Code.badResponse), ("truncated", .badResponse), ("wrong question", .questionMismatch),
+            ("garbage", HTTPDNSError.Code.badResponse), ("truncated", .badResponse),
+            ("wrong question", .questionMismatch),
             ("wrong id", .questionMismatch), ("servfail", .serverFailure), ("oversized", .responseTooLarge),
             ("oversized chunked", .responseTooLarge), ("stall", .timeout), ("5xx", .httpStatus),
-            ("html", .httpStatus), ("hang up", .transportFailure), ("query echoed", .badResponse),
+            ("html", .httpStatus), ("hang up", .connectionLost), ("query echoed", .badResponse),
             ("tc", .badResponse), ("wrong type", .questionMismatch), ("other case", .questionMismatch),
         ]
     )
-    func hostile(behaviour: String, code: DNSError.Code) async throws {
+    func hostile(behaviour: String, code: HTTPDNSError.Code) async throws {
         let handler: @Sendable (LocalHTTPServer.Request) -> LocalHTTPServer.Reply = { request in
             let query = CraftedWire.query(of: request)
             func wire(_ body: [UInt8]) -> LocalHTTPServer.Reply {
@@ -194,7 +195,7 @@ struct HTTPDNSAPITests {
     @Test(
         "JSON answers that do not fit the schema are badResponse or questionMismatch",
         arguments: [
-            ("{}", DNSError.Code.badResponse),
+            ("{}", HTTPDNSError.Code.badResponse),
             ("[1,2]", .badResponse),
             ("{\"Status\":\"0\"}", .badResponse),
             (
@@ -214,8 +215,8 @@ struct HTTPDNSAPITests {
             ("{\"Status\":0,\"TC\":true}", .badResponse),
             (String(repeating: "[", count: 100_000), .badResponse),
         ])
-    func jsonMalformed(body: String, code: DNSError.Code) throws {
-        #expect(throws: DNSError.self) {
+    func jsonMalformed(body: String, code: HTTPDNSError.Code) throws {
+        #expect(throws: HTTPDNSError.self) {
             try DoHJSONAnswer.addresses(in: Array(body.utf8), for: HostName("multi.test"), type: .a, source: "t")
         }
         do {
@@ -335,8 +336,8 @@ struct HTTPDNSAPITests {
             do {
                 _ = try await wrongKey.resolve(try HostName("multi.test"), family: .ipv4)
                 Issue.record("a wrong key resolved")
-            } catch let error as DNSError {
-                #expect([DNSError.Code.httpStatus, .decryptionFailed].contains(error.code), "\(error)")
+            } catch let error as HTTPDNSError {
+                #expect([HTTPDNSError.Code.httpStatus, .decryptionFailed].contains(error.code), "\(error)")
             }
         }
     }
@@ -361,12 +362,12 @@ struct HTTPDNSAPITests {
     @Test(
         "Tencent-style malformed or empty answers",
         arguments: [
-            ("", DNSError.Code.noData), ("0", .noData), ("0|203.0.113.1", .noData), ("0-0", .badResponse),
+            ("", HTTPDNSError.Code.noData), ("0", .noData), ("0|203.0.113.1", .noData), ("0-0", .badResponse),
             ("192.0.2.1", .badResponse),
             ("192.0.2.1,abc", .badResponse), ("2001:db8::1,60", .badResponse), ("x;y,5", .badResponse),
             ("1.2.3.4,5-6.7.8.9,5-1", .badResponse), ("<html>busy</html>", .badResponse),
         ])
-    func tencentMalformed(text: String, code: DNSError.Code) {
+    func tencentMalformed(text: String, code: HTTPDNSError.Code) {
         do {
             _ = try TencentHTTPDNS.addresses(
                 status: 200, body: Array(text.utf8), for: try HostName("a.test"), family: .ipv4, key: nil, source: "t")
@@ -386,7 +387,7 @@ struct HTTPDNSAPITests {
         // garbage that the text parser rejects; it never yields the plaintext.
         let wrong = try? TencentHTTPDNS.decrypt(sealed, key: SymmetricKeyFixture.key("fedcba9876543210"))
         #expect(wrong != Array("192.0.2.1,60".utf8))
-        #expect(throws: DNSError.self) { try TencentHTTPDNS.decrypt(Array(sealed.prefix(20)), key: key) }
+        #expect(throws: HTTPDNSError.self) { try TencentHTTPDNS.decrypt(Array(sealed.prefix(20)), key: key) }
         do {
             _ = try TencentHTTPDNS.addresses(
                 status: 200, body: Array("zz".utf8), for: try HostName("a.test"), family: .ipv4, key: key, source: "t")
@@ -405,7 +406,7 @@ struct HTTPDNSAPITests {
             "https://bad..name/", "https://dns.example:99999/",
         ])
     func badEndpoints(url: String) {
-        #expect(throws: DNSError.self) { try HTTPDNSEndpoint(url) }
+        #expect(throws: HTTPDNSError.self) { try HTTPDNSEndpoint(url) }
     }
 
     @Test("endpoint URLs normalise, and bootstrap IPs need a host name")
@@ -413,31 +414,31 @@ struct HTTPDNSAPITests {
         #expect(try HTTPDNSEndpoint("dns.example/dns-query/").url == "https://dns.example/dns-query")
         #expect(try HTTPDNSEndpoint("HTTP://DNS.example:80").url == "http://dns.example")
         #expect(try HTTPDNSEndpoint("https://[2001:db8::53]:8443/q").url == "https://[2001:db8::53]:8443/q")
-        #expect(throws: DNSError.self) {
+        #expect(throws: HTTPDNSError.self) {
             try HTTPDNSEndpoint("https://192.0.2.53/", bootstrapAddresses: [IPAddress("192.0.2.1")!])
         }
         let transport = try HTTPDNSTransport()
         try await withCleanup { () async throws in
             let endpoint = try HTTPDNSEndpoint("https://dns.example")
-            #expect(throws: DNSError.self) {
+            #expect(throws: HTTPDNSError.self) {
                 try HTTPDNSResolver(
                     configuration: .init(api: .alibaba(account: "../x"), endpoints: [endpoint]), transport: transport)
             }
-            #expect(throws: DNSError.self) {
+            #expect(throws: HTTPDNSError.self) {
                 try HTTPDNSResolver(
                     configuration: .init(api: .tencent(key: HTTPDNSSecret("0123456789abcdef")), endpoints: [endpoint]),
                     transport: transport)
             }
-            #expect(throws: DNSError.self) {
+            #expect(throws: HTTPDNSError.self) {
                 try HTTPDNSResolver(
                     configuration: .init(
                         api: .tencent(account: "1", key: HTTPDNSSecret("short")), endpoints: [endpoint]),
                     transport: transport)
             }
-            #expect(throws: DNSError.self) {
+            #expect(throws: HTTPDNSError.self) {
                 try HTTPDNSResolver(configuration: .init(api: .dnsMessage(), endpoints: []), transport: transport)
             }
-            #expect(throws: DNSError.self) {
+            #expect(throws: HTTPDNSError.self) {
                 try HTTPDNSTransport(configuration: .init(additionalTrustRoots: ["/nonexistent.pem"]))
             }
         } cleanup: {

@@ -97,16 +97,17 @@ struct HostCacheTests {
     func negative() {
         let clock = ManualClock()
         let cache = Self.cache(clock, .init(negativeTTL: 30))
-        cache.storeNegative(name("gone.test"), family: .any, error: DNSError(code: .notFound, message: "nx"))
-        cache.storeNegative(name("v4.test"), family: .ipv6, error: DNSError(code: .noData, message: "nodata"))
-        cache.storeNegative(name("down.test"), family: .any, error: DNSError(code: .serverFailure, message: "servfail"))
+        cache.storeNegative(name("gone.test"), family: .any, error: HTTPDNSError(code: .notFound, message: "nx"))
+        cache.storeNegative(name("v4.test"), family: .ipv6, error: HTTPDNSError(code: .noData, message: "nodata"))
+        cache.storeNegative(
+            name("down.test"), family: .any, error: HTTPDNSError(code: .serverFailure, message: "servfail"))
         #expect(cache.lookup(name("gone.test"), family: .any).negativeCode == .notFound)
         #expect(cache.lookup(name("v4.test"), family: .ipv6).negativeCode == .noData)
         #expect(cache.lookup(name("down.test"), family: .any).isMiss)
         clock.advance(.seconds(31))
         #expect(cache.lookup(name("gone.test"), family: .any).isMiss)
         let off = Self.cache(clock, .init(negativeTTL: 0))
-        off.storeNegative(name("gone.test"), family: .any, error: DNSError(code: .notFound, message: "nx"))
+        off.storeNegative(name("gone.test"), family: .any, error: HTTPDNSError(code: .notFound, message: "nx"))
         #expect(off.lookup(name("gone.test"), family: .any).isMiss)
     }
 
@@ -227,7 +228,7 @@ struct HostCacheTests {
         let host = name("a.test")
         cache.store(host, family: .any, addresses: ["192.0.2.1", "2001:db8::1"].map(ip), ttl: 300, origin: "doh-test")
         cache.store(name("short.test"), family: .ipv4, addresses: [ip("192.0.2.9")], ttl: 10, origin: .cares)
-        cache.storeNegative(name("gone.test"), family: .any, error: DNSError(code: .notFound, message: "nx"))
+        cache.storeNegative(name("gone.test"), family: .any, error: HTTPDNSError(code: .notFound, message: "nx"))
         cache.recordConnect(to: ip("2001:db8::1"), of: host, latency: .milliseconds(4))
         cache.setProbePort(8443, for: host)
         try cache.save(to: path)
@@ -332,7 +333,7 @@ struct HostCacheTests {
         cache.store(name("a.test"), family: .any, addresses: [ip("192.0.2.1")], ttl: 60, origin: .cares)
         try cache.save(to: directory.appendingPathComponent("nested/cache.json").path)
         #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("nested/cache.json").path))
-        #expect(throws: DNSError.self) { try cache.save(to: "/proc/version/cache.json") }
+        #expect(throws: HTTPDNSError.self) { try cache.save(to: "/proc/version/cache.json") }
     }
 }
 
@@ -347,7 +348,7 @@ extension HostCacheCore.Lookup {
         return nil
     }
 
-    var negativeCode: DNSError.Code? {
+    var negativeCode: HTTPDNSError.Code? {
         if case .negative(let error) = self { return error.code }
         return nil
     }

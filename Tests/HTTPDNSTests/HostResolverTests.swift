@@ -110,11 +110,11 @@ struct HostResolverTests {
             #expect(cached.addresses == fetched.addresses)
             #expect(try resolver.cachedRanked("b.test")?.freshness == .override)
             #expect(try resolver.cachedRanked("192.0.2.77")?.freshness == .local)
-            #expect(throws: DNSError.self) { try resolver.cachedRanked("bad..name") }
+            #expect(throws: HTTPDNSError.self) { try resolver.cachedRanked("bad..name") }
             // A cached negative answer is left to the full path, which tries the next search candidate and the
             // fallback.
             upstream.set(.fail(.notFound))
-            await #expect(throws: DNSError.self) { try await resolver.resolveRanked("c.test") }
+            await #expect(throws: HTTPDNSError.self) { try await resolver.resolveRanked("c.test") }
             #expect(try resolver.cachedRanked("c.test") == nil)
             #expect(upstream.calls == 2)
         } cleanup: {
@@ -496,7 +496,7 @@ struct HostResolverTests {
         let connected = await prober.probe(ip("127.0.0.30"), port: Int(listener.port), timeout: .seconds(30))
         #expect(connected.isSuccess)
         let refused = await prober.probe(ip("127.0.0.30"), port: Int(closed.port), timeout: .seconds(30))
-        #expect(refused == .failed(.connectionRefused))
+        #expect(refused == .failed(.connectionFailed))
         #expect(await prober.probe(ip("127.0.0.30"), port: 0, timeout: .seconds(1)) == .failed(.badQuery))
     }
 

@@ -64,7 +64,7 @@ struct NegativeAnswerTests {
                 do {
                     let answer = try await only.resolveRanked("gone.test", family: .ipv4)
                     Issue.record("expected notFound, got \(answer)")
-                } catch let error as DNSError {
+                } catch let error as HTTPDNSError {
                     #expect(error.code == .notFound)
                 }
                 await resolver.shutdown()
@@ -92,7 +92,9 @@ struct NegativeAnswerTests {
                 upstreams: [upstream], cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
             throttled.store(true, ordering: .relaxed)
             for _ in 0..<2 {
-                await #expect(throws: DNSError.self) { try await resolver.resolveRanked("v4only.test", family: .ipv4) }
+                await #expect(throws: HTTPDNSError.self) {
+                    try await resolver.resolveRanked("v4only.test", family: .ipv4)
+                }
             }
             #expect(asked.load(ordering: .relaxed) == 2, "asked again: the empty answer was not cached")
             #expect(resolver.cache?.entries().contains { $0.error != nil } == false)

@@ -124,12 +124,12 @@ struct HostsFileTests {
 
     @Test("reading a missing file or a directory is a clear error")
     func unreadable() {
-        #expect(throws: ConfigurationError.self) { try HostsFile(contentsOf: "/nonexistent/hosts") }
+        #expect(throws: HTTPDNSError.self) { try HostsFile(contentsOf: "/nonexistent/hosts") }
         do {
             _ = try HostsFile(contentsOf: "/tmp")
             Issue.record("a directory must not parse")
         } catch {
-            #expect(error.code == .unreadable)
+            #expect(error.code == .invalidConfiguration && error.diagnostics.isEmpty)
             #expect(error.message.contains("not a regular file"))
         }
     }

@@ -19,7 +19,7 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// Bounded fuzzing of every HTTP DNS parser: mutated valid inputs and random ones. A parser must either return
-/// well-formed addresses or throw a ``DNSError``; a crash, a hang or a wrong-family address fails the test.
+/// well-formed addresses or throw a ``HTTPDNSError``; a crash, a hang or a wrong-family address fails the test.
 @Suite("parser fuzzing")
 struct ParserFuzzTests {
     static let iterations = 4000
@@ -62,7 +62,7 @@ struct ParserFuzzTests {
             var successes = 0
             for iteration in 0..<Self.iterations {
                 let input = Self.mutate(seeds[iteration % seeds.count], using: &rng)
-                do throws(DNSError) {
+                do throws(HTTPDNSError) {
                     let addresses = try DNSWireMessage.addresses(in: input, for: name, type: .a, source: "fuzz")
                     Self.check(addresses, family: .ipv4)
                     #expect(input[2] & 0x80 != 0, "a message without QR must not parse")
@@ -89,7 +89,7 @@ struct ParserFuzzTests {
             let alphabet = Array("{}[]\":,0123456789.-eE abcdefnulltrueStatusAnswerTTLdatanametype\\".utf8)
             for _ in 0..<Self.iterations {
                 let input = Self.mutate(seed, using: &rng, alphabet: alphabet)
-                do throws(DNSError) {
+                do throws(HTTPDNSError) {
                     Self.check(
                         try DoHJSONAnswer.addresses(in: input, for: name, type: .a, source: "fuzz"), family: .ipv4)
                 } catch {
@@ -111,7 +111,7 @@ struct ParserFuzzTests {
             for iteration in 0..<Self.iterations {
                 let input = Self.mutate(seed, using: &rng, alphabet: alphabet)
                 let family: AddressFamily = [.ipv4, .ipv6, .any][iteration % 3]
-                do throws(DNSError) {
+                do throws(HTTPDNSError) {
                     let addresses = try AlibabaHTTPDNS.addresses(
                         status: 200, body: input, for: name, family: family, source: "fuzz")
                     Self.check(addresses, family: family)
@@ -132,7 +132,7 @@ struct ParserFuzzTests {
             for iteration in 0..<Self.iterations {
                 let input = Self.mutate(seed, using: &rng, alphabet: alphabet)
                 let family: AddressFamily = [.ipv4, .ipv6, .any][iteration % 3]
-                do throws(DNSError) {
+                do throws(HTTPDNSError) {
                     let addresses = try TencentHTTPDNS.addresses(
                         status: 200, body: input, for: name, family: family, key: nil, source: "fuzz")
                     Self.check(addresses, family: family)

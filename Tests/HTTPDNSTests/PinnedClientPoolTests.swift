@@ -60,7 +60,7 @@ struct PinnedClientPoolTests {
         #expect(pool.clientCount() == 0)
         #expect(await Self.isShutDown(a.client))
         #expect(throws: PinnedClientPool.Closed.self) { try pool.acquire(Self.target("web.test"), profile: first) }
-        #expect(throws: DNSError.self) { try pool.register(first) }
+        #expect(throws: HTTPDNSError.self) { try pool.register(first) }
     }
 
     @Test("pinned clients carry no tracer of their own: the fronts' hop spans never hold the URL's query")
@@ -130,8 +130,8 @@ struct PinnedClientPoolTests {
         let pool = PinnedClientPool(logger: Self.logger)
         var unreadable = Self.profile()
         unreadable.trustRoots = ["/nonexistent/ca.pem"]
-        #expect(throws: DNSError.self) { try pool.register(unreadable) }
-        #expect(throws: DNSError.self) { try pool.register(Self.profile(maximumClients: 0)) }
+        #expect(throws: HTTPDNSError.self) { try pool.register(unreadable) }
+        #expect(throws: HTTPDNSError.self) { try pool.register(Self.profile(maximumClients: 0)) }
         #expect(throws: PinnedClientPool.Closed.self) { try pool.acquire(Self.target("web.test"), profile: unreadable) }
     }
 }

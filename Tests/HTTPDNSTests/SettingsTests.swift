@@ -39,7 +39,7 @@ struct SettingsTests {
             _ = try missing.get()
             Issue.record("expected an error")
         } catch {
-            #expect(error.code == .unreadable)
+            #expect(error.code == .invalidConfiguration && error.diagnostics.count == 1)
         }
     }
 
@@ -80,7 +80,7 @@ struct SettingsTests {
         #expect(first.file == path)
         #expect(first.line == line && first.column == column, "\(first)")
         #expect(first.message.contains(message), "\(first)")
-        #expect(throws: ConfigurationError.self) { try file.get() }
+        #expect(throws: HTTPDNSError.self) { try file.get() }
     }
 
     @Test("each section reads its own keys, and the key table, config show and the sections agree")
@@ -138,7 +138,7 @@ struct SettingsTests {
         // A bad value is reported by the section that owns the key, naming it.
         let bad = ConfigReader(
             provider: InMemoryProvider(values: ["probe.ports": .init(.intArray([0]), isSecret: false)]))
-        #expect(throws: DNSError.self) { try HostResolver.Probing(configReader: bad.scoped(to: "probe")) }
+        #expect(throws: HTTPDNSError.self) { try HostResolver.Probing(configReader: bad.scoped(to: "probe")) }
         do {
             _ = try HostResolver.Configuration(configReader: bad)
             Issue.record("accepted port 0")

@@ -129,11 +129,11 @@ struct SystemParityTests {
             #expect(try await resolver.resolveRanked("multi.test", family: .ipv4).host == "multi.test")
             // A name that exists only under a domain is found after the name as given fails.
             #expect(try await resolver.resolveRanked("api.svc").host == "api.svc.test")
-            await #expect(throws: DNSError.self) { try await resolver.resolveRanked("orders.") }
+            await #expect(throws: HTTPDNSError.self) { try await resolver.resolveRanked("orders.") }
             do {
                 _ = try await resolver.resolveRanked("nothing-here")
                 Issue.record("a name under no domain must fail")
-            } catch let error as DNSError {
+            } catch let error as HTTPDNSError {
                 #expect(error.host == "nothing-here", "the error names the name as given")
             }
             await resolver.shutdown()
@@ -179,7 +179,7 @@ struct SystemParityTests {
                 do {
                     _ = try await resolver.resolveRanked("nowhere-at-all.test", family: .ipv4)
                     Issue.record("no layer knows the name")
-                } catch let error as DNSError {
+                } catch let error as HTTPDNSError {
                     #expect(error.code == .notFound, "the upstream's NXDOMAIN stands when the fallback fails too")
                 }
                 await resolver.shutdown()

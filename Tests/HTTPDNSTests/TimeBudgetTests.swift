@@ -60,7 +60,7 @@ struct TimeBudgetTests {
         do {
             _ = try await doh.resolve(try HostName("multi.test"), family: .ipv4)
             Issue.record("a blackholed endpoint cannot answer")
-        } catch let error as DNSError {
+        } catch let error as HTTPDNSError {
             #expect(error.code == .timeout)
             #expect(error.message.contains("budget"), "\(error)")
             #expect(error.servers == urls)

@@ -8,15 +8,15 @@ import Testing
 /// lock, with time moved by hand.
 @Suite("Upstream decisions")
 struct UpstreamDecisionTests {
-    static func failure(_ code: DNSError.Code, trusted: Bool = true) -> UpstreamFailure {
-        .single(DNSError(code: code, message: "\(code)", host: "a.test"), trustsNegativeAnswers: trusted)
+    static func failure(_ code: HTTPDNSError.Code, trusted: Bool = true) -> UpstreamFailure {
+        .single(HTTPDNSError(code: code, message: "\(code)", host: "a.test"), trustsNegativeAnswers: trusted)
     }
 
-    static func code(_ failure: UpstreamFailure) -> DNSError.Code? { (failure.error as? DNSError)?.code }
+    static func code(_ failure: UpstreamFailure) -> HTTPDNSError.Code? { (failure.error as? HTTPDNSError)?.code }
 
     @Test("a failed lookup reports NXDOMAIN over no data over the first error, wherever it came in the order")
     func errorChoice() {
-        let cases: [([DNSError.Code], DNSError.Code)] = [
+        let cases: [([HTTPDNSError.Code], HTTPDNSError.Code)] = [
             ([.timeout, .noData, .notFound], .notFound),
             ([.timeout, .noData, .serverFailure], .noData),
             ([.serverFailure, .timeout], .serverFailure),
@@ -36,13 +36,14 @@ struct UpstreamDecisionTests {
         let untrusted = UpstreamFailure.choosing([Self.failure(.timeout), Self.failure(.notFound, trusted: false)])
         #expect(Self.code(untrusted) == .notFound && !untrusted.authoritative)
         #expect(
-            UpstreamFailure.single(DNSError(code: .timeout, message: ""), trustsNegativeAnswers: true).negative == nil)
+            UpstreamFailure.single(HTTPDNSError(code: .timeout, message: ""), trustsNegativeAnswers: true).negative
+                == nil)
     }
 
     @Test("a race: the first success wins, later ones merge, failures after the winner change nothing")
     func raceWinner() {
         var race = RaceOutcome(groups: 2)
-        guard case .wait = race.failed(DNSError(code: .timeout, message: "")) else {
+        guard case .wait = race.failed(HTTPDNSError(code: .timeout, message: "")) else {
             Issue.record("one failure of two decided the race")
             return
         }
@@ -55,7 +56,7 @@ struct UpstreamDecisionTests {
             Issue.record("a later success was not merged")
             return
         }
-        guard case .wait = race.failed(DNSError(code: .notFound, message: "")) else {
+        guard case .wait = race.failed(HTTPDNSError(code: .notFound, message: "")) else {
             Issue.record("a failure after the winner decided again")
             return
         }
@@ -74,11 +75,11 @@ struct UpstreamDecisionTests {
         #expect(Self.code(failure) == .notFound && !failure.everyUpstreamDenied)
 
         var guarded = RaceOutcome(groups: 3)
-        guard case .fail(let rejection) = guarded.failed(DNSError(code: .privateAddress, message: "")) else {
+        guard case .fail(let rejection) = guarded.failed(HTTPDNSError(code: .privateAddress, message: "")) else {
             Issue.record("a guard rejection did not end the race")
             return
         }
-        #expect((rejection as? DNSError)?.code == .privateAddress)
+        #expect((rejection as? HTTPDNSError)?.code == .privateAddress)
         guard case .merge = guarded.succeeded(trusted: false) else {
             Issue.record("an answer after the rejection was not merged")
             return

@@ -108,9 +108,9 @@ struct HTTPDNSClientTests {
                 try await Task.sleep(for: TestTiming.scaled(.seconds(5)))
                 reading.cancel()
             }
-            let late = await #expect(throws: InterceptionError.self) { _ = try await reading.value }
+            let late = await #expect(throws: HTTPDNSError.self) { _ = try await reading.value }
             watchdog.cancel()
-            #expect(late?.code == .timedOut)
+            #expect(late?.code == .timeout)
             #expect(ContinuousClock.now - started < TestTiming.scaled(.seconds(5)))
             // The connection carries on for the next request: only the stalled stream was closed.
             let after = try await fixture.client.execute(get("after.test"), timeout: .seconds(10))
@@ -135,10 +135,10 @@ struct HTTPDNSClientTests {
         try await withCleanup { () async throws in
             let fixture = try Fixture {
                 $0.additionalTrustRoots = [certificates.caPath]
-                $0.raceConnections = false
+                $0.connectionAttemptDelay = .zero
             }
             try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
-            let error = await #expect(throws: InterceptionError.self) {
+            let error = await #expect(throws: HTTPDNSError.self) {
                 _ = try await fixture.client.execute(
                     HTTPClientRequest(url: "https://api.test:\(first.port)/"), timeout: .seconds(30))
             }
@@ -149,7 +149,7 @@ struct HTTPDNSClientTests {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.certificateVerification = .none
             own.tlsConfiguration = tls
-            let refused = await #expect(throws: InterceptionError.self) {
+            let refused = await #expect(throws: HTTPDNSError.self) {
                 _ = try await fixture.client.execute(own, timeout: .seconds(30))
             }
             #expect(refused?.code == .invalidRequest)
@@ -200,7 +200,7 @@ struct HTTPDNSClientTests {
             post.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
             #expect(try await fixture.text(post).1 == "landing GET 0")
 
-            let error = await #expect(throws: InterceptionError.self) {
+            let error = await #expect(throws: HTTPDNSError.self) {
                 _ = try await fixture.client.execute(
                     HTTPClientRequest(url: "https://s.test:\(secure.port)/"), timeout: .seconds(30))
             }
@@ -226,7 +226,7 @@ struct HTTPDNSClientTests {
             return .reset
         }
         try await withCleanup { () async throws in
-            let fixture = try Fixture { $0.raceConnections = false }
+            let fixture = try Fixture { $0.connectionAttemptDelay = .zero }
             try fixture.pin("fo.test", to: "127.0.0.10", "127.0.0.11")
             // The first address has nothing listening on the port: it refuses.
             let port = live.port
@@ -247,7 +247,7 @@ struct HTTPDNSClientTests {
             var post = HTTPClientRequest(url: "http://orders.test:\(resetting.port)/charge")
             post.method = .POST
             post.body = .bytes(ByteBuffer(string: "amount=100"))
-            let error = await #expect(throws: InterceptionError.self) {
+            let error = await #expect(throws: HTTPDNSError.self) {
                 _ = try await fixture.client.execute(post, timeout: .seconds(30))
             }
             #expect(reached.all == ["first POST 10"])
@@ -318,10 +318,10 @@ struct HTTPDNSClientTests {
             let started = ContinuousClock.now
             let stalled = try await fixture.client.execute(
                 HTTPClientRequest(url: "\(base)/stall"), timeout: TimeAmount(TestTiming.scaled(.seconds(1))))
-            let late = await #expect(throws: InterceptionError.self) {
+            let late = await #expect(throws: HTTPDNSError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
-            #expect(late?.code == .timedOut)
+            #expect(late?.code == .timeout)
             #expect(ContinuousClock.now - started < TestTiming.scaled(.seconds(10)))
             await fixture.shutdown()
         } cleanup: {
@@ -348,19 +348,19 @@ struct HTTPDNSClientTests {
             let stallTimeout = TimeAmount(TestTiming.scaled(.seconds(1)))
             let stalled = try await fixture.client.execute(
                 HTTPClientRequest(url: "http://t.test:\(port)/stall"), timeout: stallTimeout)
-            let late = await #expect(throws: InterceptionError.self) {
+            let late = await #expect(throws: HTTPDNSError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
-            #expect(late?.code == .timedOut)
+            #expect(late?.code == .timeout)
             // The same with a request body.
             var post = HTTPClientRequest(url: "http://t.test:\(port)/stall")
             post.method = .POST
             post.body = .bytes(ByteBuffer(string: "payload"))
             let stalledPost = try await fixture.client.execute(post, timeout: stallTimeout)
-            let latePost = await #expect(throws: InterceptionError.self) {
+            let latePost = await #expect(throws: HTTPDNSError.self) {
                 _ = try await stalledPost.body.collect(upTo: 1 << 20)
             }
-            #expect(latePost?.code == .timedOut)
+            #expect(latePost?.code == .timeout)
             // The deadline travels to the connection in a header that is taken off before the head is encoded.
             let (_, names) = try await fixture.text(
                 HTTPClientRequest(url: "http://t.test:\(port)/headers"), timeout: .seconds(10))
@@ -382,7 +382,7 @@ struct HTTPDNSClientTests {
             }
             try await Task.sleep(for: .milliseconds(200))
             held.cancel()
-            let error = await #expect(throws: InterceptionError.self) { _ = try await held.value }
+            let error = await #expect(throws: HTTPDNSError.self) { _ = try await held.value }
             #expect(error?.code == .cancelled)
             await fixture.shutdown()
         } cleanup: {
@@ -420,7 +420,7 @@ struct HTTPDNSClientTests {
                                 try? await Task.sleep(for: .milliseconds(index % 40))
                                 work.cancel()
                             }
-                            do { return try await work.value } catch let error as InterceptionError {
+                            do { return try await work.value } catch let error as HTTPDNSError {
                                 return error.code == .cancelled ? "cancelled" : "failed \(error)"
                             } catch {
                                 return "failed \(error)"
@@ -494,7 +494,7 @@ struct HTTPDNSClientTests {
             #expect(resolver.clientPool.clientCount() == 1, "the client's shutdown closes only its own clients")
             let more = try await resolver.resolve(try HostName("v4only.test"), family: .ipv4)
             #expect(more.addresses.map(\.ip) == [IPAddress("192.0.2.10")!], "HTTP DNS keeps working")
-            await #expect(throws: InterceptionError.self) {
+            await #expect(throws: HTTPDNSError.self) {
                 _ = try await client.execute(
                     HTTPClientRequest(url: "http://app.test:\(app.port)/"), timeout: .seconds(5))
             }

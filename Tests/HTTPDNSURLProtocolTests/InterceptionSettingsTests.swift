@@ -17,16 +17,20 @@ struct InterceptionSettingsTests {
     func trustRootsAreSeparate() throws {
         let both = try Self.settings(
             #"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}, "interception": {"trustCA": ["/etc/app-ca.pem"]}}"#)
-        #expect(try HTTPDNSInterceptor.Configuration(settings: both).additionalTrustRoots == ["/etc/app-ca.pem"])
+        #expect(
+            try HTTPDNSInterceptor.Configuration(settings: both).connection.additionalTrustRoots == ["/etc/app-ca.pem"])
         let dohOnly = try Self.settings(#"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}}"#)
-        #expect(try HTTPDNSInterceptor.Configuration(settings: dohOnly).additionalTrustRoots.isEmpty)
+        #expect(try HTTPDNSInterceptor.Configuration(settings: dohOnly).connection.additionalTrustRoots.isEmpty)
     }
 
     @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
     func connectTimeoutSetting() throws {
-        #expect(try HTTPDNSInterceptor.Configuration(settings: Self.settings("{}")).connectTimeout == .seconds(2))
+        #expect(
+            try HTTPDNSInterceptor.Configuration(settings: Self.settings("{}")).connection.connectTimeout == .seconds(2)
+        )
         let settings = try Self.settings(#"{"interception": {"connectTimeoutMs": 7500}}"#)
-        #expect(try HTTPDNSInterceptor.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
+        #expect(
+            try HTTPDNSInterceptor.Configuration(settings: settings).connection.connectTimeout == .milliseconds(7_500))
         #expect(try HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
     }
 
@@ -36,9 +40,9 @@ struct InterceptionSettingsTests {
             #"{"interception": {"proxy": "tunnel", "exclude": ["*.internal.test"], "connectionAttemptDelayMs": 0}}"#,
             environment: ["HOSTSCTL_INTERCEPTION_ALLOW_INSECURE_REDIRECTS": "true"])
         let configuration = try HTTPDNSInterceptor.Configuration(settings: settings)
-        #expect(configuration.proxyMode == .tunnel && !configuration.raceConnections)
-        #expect(configuration.allowsInsecureRedirects)
-        #expect(!configuration.scope.intercepts(host: "api.internal.test", overrides: nil))
+        #expect(configuration.proxyMode == .tunnel && configuration.connection.connectionAttemptDelay == .zero)
+        #expect(configuration.connection.allowsInsecureRedirects)
+        #expect(!configuration.connection.scope.intercepts(host: "api.internal.test", overrides: nil))
         #expect(try HTTPDNSClient.Configuration(settings: settings).allowsInsecureRedirects)
     }
 
@@ -56,13 +60,13 @@ struct InterceptionSettingsTests {
                 found.contains { $0.hasPrefix("3:5 ") && $0.contains("unknown key 'interception.conectTimeoutMs'") })
             #expect(found.contains { $0.hasPrefix("4:14 ") && $0.contains("'socks' is not one of bypass, tunnel") })
         }
-        #expect(throws: ConfigurationError.self) { try HTTPDNSClient.Configuration(settings: settings) }
+        #expect(throws: HTTPDNSError.self) { try HTTPDNSClient.Configuration(settings: settings) }
         // Started from the file, the library checks the section before anything starts.
         let path = try TemporaryFiles.file(json)
         do {
             _ = try HTTPDNSRuntime.start(configurationFile: path)
             Issue.record("started with a section with mistakes")
-        } catch let error as ConfigurationError {
+        } catch let error as HTTPDNSError {
             #expect(error.diagnostics.contains { $0.line == 3 && $0.column == 5 }, "\(error.diagnostics)")
         }
         // A bad value from the environment names its variable.

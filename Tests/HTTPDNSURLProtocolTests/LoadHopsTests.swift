@@ -29,7 +29,7 @@ struct LoadHopsTests {
     func cacheHitOnEventLoop() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
         let seen = Seen()
-        let fixture = try ProtocolFixture { $0.traceHandler = { _ in seen.record() } }
+        let fixture = try ProtocolFixture { $0.connection.traceHandler = { _ in seen.record() } }
         try await withCleanup { () async throws in
             try fixture.pin("api.test", to: "127.0.0.5")
             let url = URL(string: "http://api.test:\(server.port)/hop")!
@@ -54,7 +54,7 @@ struct LoadHopsTests {
     func bodyStreamOffTheLoops() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
         let seen = Seen()
-        let fixture = try ProtocolFixture { $0.traceHandler = { _ in seen.record() } }
+        let fixture = try ProtocolFixture { $0.connection.traceHandler = { _ in seen.record() } }
         try await withCleanup { () async throws in
             try fixture.pin("api.test", to: "127.0.0.5")
             var request = URLRequest(url: URL(string: "http://api.test:\(server.port)/upload")!)

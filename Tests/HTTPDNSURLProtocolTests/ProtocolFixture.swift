@@ -42,9 +42,9 @@ final class ProtocolFixture: Sendable {
         // Live loopback servers must never miss the connect timeout. A loaded 2-core CI machine once took more than
         // 2 s to see a loopback connect complete (its event loop busy with a parallel test's flood), so the fixture
         // gives 10 s, scaled for sanitizer runs. Tests about timeouts set their own.
-        configuration.connectTimeout = TestTiming.scaled(.seconds(10))
+        configuration.connection.connectTimeout = TestTiming.scaled(.seconds(10))
         let recorded = TraceLog()
-        configuration.traceHandler = { trace in recorded.append(trace) }
+        configuration.connection.traceHandler = { trace in recorded.append(trace) }
         configure(&configuration)
         interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: configuration)
         let sessionConfiguration = URLSessionConfiguration.ephemeral

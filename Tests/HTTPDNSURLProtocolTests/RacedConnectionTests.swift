@@ -28,8 +28,8 @@ struct RacedConnectionTests {
             let blackhole = try BlackholeListener(ip: "127.0.0.171", port: UInt16(live.port))
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
-                $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(3))
+                $0.connection.additionalTrustRoots = [certificates.caPath]
+                $0.connection.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("api.test", to: "127.0.0.171", "127.0.0.170")
             var request = URLRequest(url: URL(string: "https://api.test:\(live.port)/upload?x=1")!)
@@ -76,8 +76,8 @@ struct RacedConnectionTests {
             let blackhole = try BlackholeListener(ip: "127.0.0.178", port: UInt16(server.port))
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
-                $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(3))
+                $0.connection.additionalTrustRoots = [certificates.caPath]
+                $0.connection.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("h2only.test", to: "127.0.0.178", "127.0.0.1")
             // Without a `dns` parameter the DoH server answers 400: an answer all the same.
@@ -104,14 +104,14 @@ struct RacedConnectionTests {
             let blackhole = try BlackholeListener(ip: "127.0.0.173", port: UInt16(live.port))
             defer { blackhole.close() }
             let fixture = try ProtocolFixture {
-                $0.additionalTrustRoots = [certificates.caPath]
-                $0.connectTimeout = TestTiming.scaled(.seconds(3))
+                $0.connection.additionalTrustRoots = [certificates.caPath]
+                $0.connection.connectTimeout = TestTiming.scaled(.seconds(3))
             }
             try fixture.pin("api.test", to: "127.0.0.173", "127.0.0.172")
             let error = await #expect(throws: URLError.self) {
                 try await fixture.session.data(for: URLRequest(url: URL(string: "https://api.test:\(live.port)/")!))
             }
-            #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
+            #expect(error.flatMap { HTTPDNSError($0) }?.code == .certificateRejected)
             let hop = try #require(fixture.traces.last?.hops.first)
             #expect(hop.raced && hop.failedAttempts.count == 1)
             #expect(live.connections == 1, "the rejected certificate was not asked for again")
@@ -160,10 +160,10 @@ struct RacedConnectionTests {
             // (which the race's 250 ms attempt delay, on a loaded machine more, comes out of).
             let stalled = try await fixture.client.execute(
                 HTTPClientRequest(url: "http://stall.test:\(live.port)/stall"), timeout: .seconds(3))
-            let late = await #expect(throws: InterceptionError.self) {
+            let late = await #expect(throws: HTTPDNSError.self) {
                 _ = try await stalled.body.collect(upTo: 1 << 20)
             }
-            #expect(late?.code == .timedOut)
+            #expect(late?.code == .timeout)
             #expect(live.connections == 2)
             await fixture.shutdown()
         } cleanup: {

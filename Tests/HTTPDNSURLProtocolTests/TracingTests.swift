@@ -86,7 +86,7 @@ struct TracingTests {
         try await withCleanup { () async throws in
             let fixture = try HTTPDNSClientTests.Fixture {
                 $0.tracer = tracer
-                $0.raceConnections = false
+                $0.connectionAttemptDelay = .zero
             }
             try fixture.pin("api.test", to: "127.0.0.92", "127.0.0.93")
             let (status, _) = try await fixture.text(HTTPClientRequest(url: "http://api.test:\(server.port)/"))
@@ -107,7 +107,7 @@ struct TracingTests {
         let server = try await LocalHTTPServer(host: "127.0.0.94") { _ in .text("via URLSession") }
         let tracer = InMemoryTracer()
         try await withCleanup { () async throws in
-            let fixture = try ProtocolFixture { $0.tracer = tracer }
+            let fixture = try ProtocolFixture { $0.connection.tracer = tracer }
             try fixture.pin("api.test", to: "127.0.0.94")
             let (data, _) = try await fixture.session.data(
                 from: URL(string: "http://api.test:\(server.port)/page?session=s3cr3t")!)

@@ -48,7 +48,7 @@ struct URLProtocolTests {
         let server = try await LocalHTTPServer(
             host: "127.0.0.6", tls: try certificates.leaf(for: "api.test"), handler: echo)
         try await withCleanup { () async throws in
-            let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+            let fixture = try ProtocolFixture { $0.connection.additionalTrustRoots = [certificates.caPath] }
             try fixture.pin("api.test", to: "127.0.0.6")
             let url = URL(string: "https://api.test:\(server.port)/secure")!
             let (data, response) = try await fixture.session.data(for: URLRequest(url: url))
@@ -70,8 +70,8 @@ struct URLProtocolTests {
         try await withCleanup { () async throws in
             // No connection race, so the servers count only the exchange's own connections.
             let fixture = try ProtocolFixture {
-                $0.additionalTrustRoots = [certificates.caPath]
-                $0.raceConnections = false
+                $0.connection.additionalTrustRoots = [certificates.caPath]
+                $0.connection.connectionAttemptDelay = .zero
             }
             try fixture.pin("api.test", to: "127.0.0.12", "127.0.0.13")
             let url = URL(string: "https://api.test:\(first.port)/")!
@@ -79,7 +79,7 @@ struct URLProtocolTests {
                 try await fixture.session.data(for: URLRequest(url: url))
             }
             #expect(error?.code == .serverCertificateUntrusted)
-            #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
+            #expect(error.flatMap { HTTPDNSError($0) }?.code == .certificateRejected)
             #expect(first.connections + second.connections == 1)
             await fixture.shutdown()
         } cleanup: {
@@ -100,7 +100,7 @@ struct URLProtocolTests {
             let error = await #expect(throws: URLError.self) {
                 try await fixture.session.data(for: URLRequest(url: url))
             }
-            #expect(error.flatMap { InterceptionError($0) }?.code == .certificateRejected)
+            #expect(error.flatMap { HTTPDNSError($0) }?.code == .certificateRejected)
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
@@ -168,7 +168,7 @@ struct URLProtocolTests {
     func redirectLimitAndOptOut() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.7") { _ in .redirect(to: "/again") }
         try await withCleanup { () async throws in
-            let looping = try ProtocolFixture { $0.maximumRedirects = 3 }
+            let looping = try ProtocolFixture { $0.connection.maximumRedirects = 3 }
             try looping.pin("a.test", to: "127.0.0.7")
             let url = URL(string: "http://a.test:\(server.port)/")!
             let error = await #expect(throws: URLError.self) {
@@ -178,7 +178,7 @@ struct URLProtocolTests {
             #expect(looping.traces.last?.hops.count == 4)
             await looping.shutdown()
 
-            let delivering = try ProtocolFixture { $0.followRedirects = false }
+            let delivering = try ProtocolFixture { $0.connection.followRedirects = false }
             try delivering.pin("a.test", to: "127.0.0.7")
             let (_, response) = try await delivering.session.data(for: URLRequest(url: url))
             let http = try #require(response as? HTTPURLResponse)
@@ -226,7 +226,7 @@ struct URLProtocolTests {
             request.httpMethod = "POST"
             request.httpBodyStream = InputStream(data: Data(count: 5000))
             let error = await #expect(throws: URLError.self) { try await fixture.session.data(for: request) }
-            #expect(error.flatMap { InterceptionError($0) }?.code == .requestBodyTooLarge)
+            #expect(error.flatMap { HTTPDNSError($0) }?.code == .requestBodyTooLarge)
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
@@ -322,7 +322,7 @@ struct URLProtocolTests {
             try await withCleanup { () async throws in
                 // Not raced: under load the second address could win a race before the first connects, and this
                 // test is about which address hears the POST after a reset, so the ranked order must hold.
-                let fixture = try ProtocolFixture { $0.raceConnections = false }
+                let fixture = try ProtocolFixture { $0.connection.connectionAttemptDelay = .zero }
                 try fixture.pin("orders.test", to: "127.0.0.44", "127.0.0.45")
                 var post = URLRequest(url: URL(string: "http://orders.test:\(first.port)/charge")!)
                 post.httpMethod = "POST"
@@ -361,7 +361,7 @@ struct URLProtocolTests {
             defer { blackhole.close() }
             // The live address wins by the attempt delay, not by the timeout; the timeout only has to pass within the
             // wait below, and must not cut off a slow live connect on a loaded machine.
-            let fixture = try ProtocolFixture { $0.connectTimeout = TestTiming.scaled(.seconds(3)) }
+            let fixture = try ProtocolFixture { $0.connection.connectTimeout = TestTiming.scaled(.seconds(3)) }
             try fixture.pin("race.test", to: "127.0.0.63", "127.0.0.62")
             let url = URL(string: "http://race.test:\(live.port)/")!
             let (data, _) = try await fixture.session.data(for: URLRequest(url: url))
@@ -415,7 +415,7 @@ struct URLProtocolTests {
     @Test("the trace tag matches each trace to its request among many at once and never reaches the server")
     func traceTags() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5") { request in
-            .text("\(request.path) tag=\(request.headers[RequestRewriting.traceTagHeader.lowercased()] ?? "-")")
+            .text("\(request.path) tag=\(request.headers[RequestTrace.tagHeader.lowercased()] ?? "-")")
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture()
@@ -427,7 +427,7 @@ struct URLProtocolTests {
                     for index in 0..<64 {
                         group.addTask {
                             var request = URLRequest(url: URL(string: "http://api.test:\(port)/\(index)")!)
-                            request.setValue("tag-\(index)", forHTTPHeaderField: RequestRewriting.traceTagHeader)
+                            request.setValue("tag-\(index)", forHTTPHeaderField: RequestTrace.tagHeader)
                             let (data, _) = try await session.data(for: request)
                             return (index, text(data))
                         }
@@ -461,8 +461,8 @@ struct URLProtocolTests {
         }
         try await withCleanup { () async throws in
             let fixture = try ProtocolFixture { configuration in
-                configuration.connectTimeout = connectTimeout
-                configuration.maximumConnectionsPerHost = 2
+                configuration.connection.connectTimeout = connectTimeout
+                configuration.connection.maximumConnectionsPerHost = 2
             }
             try fixture.pin("slow.test", to: "127.0.0.5")
             let session = fixture.session
@@ -500,7 +500,7 @@ struct URLProtocolTests {
             request.path == "/hold" ? .delayed(TestTiming.scaled(.seconds(3)), .text("held")) : .text("quick")
         }
         try await withCleanup { () async throws in
-            let fixture = try ProtocolFixture { $0.maximumConnectionsPerHost = 1 }
+            let fixture = try ProtocolFixture { $0.connection.maximumConnectionsPerHost = 1 }
             try fixture.pin("queue.test", to: "127.0.0.5")
             let session = fixture.session
             let port = server.port
@@ -525,7 +525,7 @@ struct URLProtocolTests {
             }
             #expect(text(quick) == "quick")
             let trace = fixture.traces.first { $0.url.hasSuffix("/short") }
-            #expect(trace?.error?.code == .timedOut)
+            #expect(trace?.error?.code == .timeout)
             await fixture.shutdown()
         } cleanup: {
             await server.stop()
@@ -608,7 +608,7 @@ struct URLProtocolTests {
     @Test("a request tagged handled, an excluded host and an IP literal are not taken; unregistering stops it all")
     func scopeAndTag() async throws {
         let fixture = try ProtocolFixture {
-            $0.scope = InterceptionScope(exclude: [try! HostPattern("*.internal.test")])
+            $0.connection.scope = InterceptionScope(exclude: [try! HostPattern("*.internal.test")])
         }
         HTTPDNSURLProtocol.register(fixture.interceptor)
         try fixture.pin("api.test", to: "127.0.0.5")
@@ -636,7 +636,7 @@ struct URLProtocolTests {
     func boundedClients() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.5", handler: echo)
         try await withCleanup { () async throws in
-            let fixture = try ProtocolFixture { $0.maximumPinnedClients = 2 }
+            let fixture = try ProtocolFixture { $0.connection.maximumPinnedClients = 2 }
             for host in ["h1.test", "h2.test", "h3.test"] { try fixture.pin(host, to: "127.0.0.5") }
             for host in ["h1.test", "h2.test", "h3.test", "h1.test"] {
                 let (data, _) = try await fixture.session.data(
@@ -837,7 +837,7 @@ extension URLProtocolTests {
         defer { certificates.remove() }
         let server = try await LocalHTTPServer(
             host: "127.0.0.65", tls: try certificates.leaf(for: "old.test"), legacyTLSOnly: true, handler: echo)
-        let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        let fixture = try ProtocolFixture { $0.connection.additionalTrustRoots = [certificates.caPath] }
         try fixture.pin("old.test", to: "127.0.0.65")
         do {
             _ = try await fixture.session.data(from: URL(string: "https://old.test:\(server.port)/")!)
@@ -853,7 +853,7 @@ extension URLProtocolTests {
     func limitsChecked() async throws {
         let resolver = HostResolver(upstreams: [], cache: HostCache(), prober: nil)
         var redirects = HTTPDNSInterceptor.Configuration()
-        redirects.maximumRedirects = -1
+        redirects.connection.maximumRedirects = -1
         var failovers = HTTPDNSClient.Configuration()
         failovers.maximumFailovers = -1
         var body = HTTPDNSInterceptor.Configuration()
@@ -866,7 +866,7 @@ extension URLProtocolTests {
             do {
                 try attempt()
                 Issue.record("a configuration with a bad limit was taken")
-            } catch let error as InterceptionError {
+            } catch let error as HTTPDNSError {
                 #expect(error.code == .invalidConfiguration)
             }
         }
@@ -888,7 +888,7 @@ extension URLProtocolTests {
             default: .text("secure \(request.path)")
             }
         }
-        let refusing = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        let refusing = try ProtocolFixture { $0.connection.additionalTrustRoots = [certificates.caPath] }
         try refusing.pin("sec.test", to: "127.0.0.65")
         try refusing.pin("plain.test", to: "127.0.0.65")
         do {
@@ -901,8 +901,8 @@ extension URLProtocolTests {
 
         let seen = Locked<[String]>([])
         let allowing = try ProtocolFixture {
-            $0.additionalTrustRoots = [certificates.caPath]
-            $0.allowsInsecureRedirects = true
+            $0.connection.additionalTrustRoots = [certificates.caPath]
+            $0.connection.allowsInsecureRedirects = true
             $0.redirectHandler = { response, next in
                 seen.withLock { $0.append("\(response.statusCode) \(next.url?.path ?? "")") }
                 return next.url?.path == "/secure-landed" ? nil : next
@@ -962,7 +962,7 @@ extension URLProtocolTests {
         let server = try await LocalHTTPServer(host: "127.0.0.65", handler: echo)
         let fixture = try ProtocolFixture()
         try fixture.pin("cred.test", to: "127.0.0.65")
-        let error = InterceptionError(code: .connectionFailed, message: "x", url: "https://user:hunter2@cred.test/p")
+        let error = HTTPDNSError(code: .connectionFailed, message: "x", url: "https://user:hunter2@cred.test/p")
         #expect(!error.description.contains("hunter2") && error.description.contains("user:***@cred.test"))
 
         var request = URLRequest(url: URL(string: "http://user:hunter2@cred.test:\(server.port)/p")!)
@@ -995,7 +995,7 @@ extension URLProtocolTests {
             request in
             request.path == "/drip" ? .drip(bytes: 100, every: .milliseconds(50)) : .truncated
         }
-        let fixture = try ProtocolFixture { $0.additionalTrustRoots = [certificates.caPath] }
+        let fixture = try ProtocolFixture { $0.connection.additionalTrustRoots = [certificates.caPath] }
         try fixture.pin("faulty.test", to: "127.0.0.65")
         var drip = URLRequest(url: URL(string: "https://faulty.test:\(server.port)/drip")!)
         drip.timeoutInterval = 0.5
@@ -1009,9 +1009,9 @@ extension URLProtocolTests {
             _ = try await fixture.session.data(from: URL(string: "https://faulty.test:\(server.port)/cut")!)
             Issue.record("a truncated answer must fail")
         } catch let error as URLError {
-            let underlying = InterceptionError(error)
+            let underlying = HTTPDNSError(error)
             #expect(
-                underlying?.code == .connectionLost || underlying?.code == .badServerResponse
+                underlying?.code == .connectionLost || underlying?.code == .badResponse
                     || underlying?.code == .tlsFailure, "\(error)")
         }
         await server.stop()

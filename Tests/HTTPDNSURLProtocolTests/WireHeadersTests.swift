@@ -76,7 +76,7 @@ struct WireHeadersTests {
             }
             #expect(!String(describing: error).contains("secret"))
             #expect(requests.withLock { $0 } == 0)
-            await #expect(throws: InterceptionError.self) { _ = try await fixture.interceptor.load(request) }
+            await #expect(throws: HTTPDNSError.self) { _ = try await fixture.interceptor.load(request) }
             await fixture.shutdown()
         } cleanup: {
             await server.stop()

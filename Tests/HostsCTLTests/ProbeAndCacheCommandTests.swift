@@ -125,7 +125,7 @@ struct ProbeAndCacheCommandTests {
         let maximum = try #require(good["maxMs"] as? Double)
         #expect(minimum <= median && median <= maximum)
         #expect(bad["ok"] as? Int == 0 && bad["medianMs"] is NSNull)
-        #expect((bad["errors"] as? [String: Int]) == ["connectionRefused": 3])
+        #expect((bad["errors"] as? [String: Int]) == ["connectionFailed": 3])
         #expect(try #require(good["score"] as? Double) < (try #require(bad["score"] as? Double)))
 
         // The samples were saved: cache show ranks the same way and counts the connects.
@@ -184,7 +184,7 @@ struct ProbeAndCacheCommandTests {
         ])
         #expect(output.status == 1)
         #expect(output.standardOutput.contains("probe.test port \(port)"))
-        #expect(output.standardOutput.contains("connectionRefused 1"))
+        #expect(output.standardOutput.contains("connectionFailed 1"))
         #expect(output.standardOutput.contains("nope.test port \(port)"))
         #expect(output.standardOutput.contains("error notFound"))
     }

@@ -50,7 +50,7 @@ struct ServeCommandTests {
             transport: transport)
         let answer = try await client.resolve("served.test", family: .ipv4)
         #expect(answer.addresses.map(\.ip.description) == ["127.0.0.88"])
-        await #expect(throws: DNSError.self) { try await client.resolve("other.test", family: .ipv4) }
+        await #expect(throws: HTTPDNSError.self) { try await client.resolve("other.test", family: .ipv4) }
         await transport.shutdown()
         kill(process.pid, SIGTERM)
         let status = try await offThePool { process.wait() }

@@ -149,7 +149,7 @@ if last.failures > 0 { problems.append("\(last.failures) requests failed: \(firs
 if last.descriptors > start.descriptors + 32 {
     problems.append("descriptors grew from \(start.descriptors) to \(last.descriptors)")
 }
-if last.pinnedClients > interceptor.configuration.maximumPinnedClients {
+if last.pinnedClients > interceptor.configuration.connection.maximumPinnedClients {
     problems.append("pinned clients above the bound")
 }
 if last.backgroundTasks > start.backgroundTasks + 16 {

@@ -119,13 +119,13 @@ func run(_ options: Options) async throws -> Int32 {
     var configuration = HTTPDNSInterceptor.Configuration(cookieStorage: nil)
     // No connection race, so requests to failover.test really fail over from the refused address (the path under
     // test), and the back-off is what keeps later ones from it.
-    configuration.raceConnections = false
+    configuration.connection.connectionAttemptDelay = .zero
     // AsyncHTTPClient bounds a request's wait for a free connection by the connect timeout (see the README's notes),
     // and a sanitized run is several times slower: the timeout stretches with HTTPDNS_TEST_TIME_SCALE, which
     // scripts/sanitize.sh sets, so this run checks answers, not queueing.
     let scale = ProcessInfo.processInfo.environment["HTTPDNS_TEST_TIME_SCALE"].flatMap(Double.init) ?? 1
-    configuration.connectTimeout = .seconds(2 * max(1, min(scale, 20)))
-    configuration.traceHandler = { trace in
+    configuration.connection.connectTimeout = .seconds(2 * max(1, min(scale, 20)))
+    configuration.connection.traceHandler = { trace in
         if trace.hops.contains(where: { !$0.failedAttempts.isEmpty }) { failovers.add(1, ordering: .relaxed) }
     }
     let interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: configuration)

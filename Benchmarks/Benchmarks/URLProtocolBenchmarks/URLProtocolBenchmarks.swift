@@ -222,12 +222,13 @@ let benchmarks: @Sendable () -> Void = {
     let interceptor = try! HTTPDNSInterceptor(
         resolver: resolver,
         configuration: .init(
-            connection: ConnectionPolicy(maximumConnectionsPerHost: sharedConcurrency),
-            cookieStorage: nil,
-            traceHandler: { trace in
-                times.append(microseconds(trace.hops.first?.resolveTime ?? .zero))
-                exchangeTimes.append(microseconds(trace.elapsed))
-            }
+            connection: ConnectionPolicy(
+                maximumConnectionsPerHost: sharedConcurrency,
+                traceHandler: { trace in
+                    times.append(microseconds(trace.hops.first?.resolveTime ?? .zero))
+                    exchangeTimes.append(microseconds(trace.elapsed))
+                }),
+            cookieStorage: nil
         )
     )
     HTTPDNSURLProtocol.register(interceptor)
@@ -284,8 +285,8 @@ let benchmarks: @Sendable () -> Void = {
     // The AsyncHTTPClient front beside a plain HTTPClient, both with `concurrency` connections to the server.
     let frontClient = try! HTTPDNSClient(
         resolver: resolver,
-        configuration: .init(
-            connection: ConnectionPolicy(maximumConnectionsPerHost: concurrency),
+        configuration: ConnectionPolicy(
+            maximumConnectionsPerHost: concurrency,
             traceHandler: { trace in times.append(microseconds(trace.hops.first?.resolveTime ?? .zero)) }))
     var plainConfiguration = HTTPClient.Configuration()
     plainConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrency

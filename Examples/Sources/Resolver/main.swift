@@ -17,7 +17,7 @@ do {
     for address in answer.addresses {
         print(address.ip, address.ttl, address.source)           // 192.0.2.10 300 cares
     }
-} catch let error as DNSError {
+} catch let error as HTTPDNSError {
     print(error.code, error.message)                            // notFound, noData, timeout, refused, …
 }
 

@@ -27,5 +27,5 @@ let session = URLSession(configuration: configuration)
 
 // Keep one request away from rewriting, or stop interception altogether:
 var request = URLRequest(url: URL(string: "https://api.example.com/raw")!)
-RequestRewriting.markHandled(&request)
+HTTPDNSURLProtocol.markHandled(&request)
 HTTPDNSURLProtocol.unregister()

@@ -189,23 +189,25 @@ extension CacheFile.Moment {
 
 extension CacheFile {
     /// Reads and checks a cache file.
-    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read, is too large, is not JSON of this
+    /// - Throws: `HTTPDNSError.Code.fileError` when the file cannot be read, is too large, is not JSON of this
     ///   format (corrupt, truncated, another program's) or has another version.
-    static func read(from path: String) throws(DNSError) -> CacheFile {
+    static func read(from path: String) throws(HTTPDNSError) -> CacheFile {
         let data: Data
         do {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             if let size = attributes[.size] as? NSNumber, size.intValue > maximumSize {
-                throw DNSError(code: .fileError, message: "cache file \(path) is larger than \(maximumSize >> 20) MiB")
+                throw HTTPDNSError(
+                    code: .fileError, message: "cache file \(path) is larger than \(maximumSize >> 20) MiB")
             }
             data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch let error as DNSError {
+        } catch let error as HTTPDNSError {
             throw error
         } catch {
-            throw DNSError(code: .fileError, message: "cannot read cache file \(path): \(error.localizedDescription)")
+            throw HTTPDNSError(
+                code: .fileError, message: "cannot read cache file \(path): \(error.localizedDescription)")
         }
         guard data.count <= maximumSize else {
-            throw DNSError(code: .fileError, message: "cache file \(path) is larger than \(maximumSize >> 20) MiB")
+            throw HTTPDNSError(code: .fileError, message: "cache file \(path) is larger than \(maximumSize >> 20) MiB")
         }
         // Check the envelope first, so another program's JSON gets a message saying so.
         struct Envelope: Decodable {
@@ -216,13 +218,13 @@ extension CacheFile {
         do {
             envelope = try JSONDecoder().decode(Envelope.self, from: data)
         } catch {
-            throw DNSError(code: .fileError, message: "cache file \(path) is not valid JSON (corrupt or truncated)")
+            throw HTTPDNSError(code: .fileError, message: "cache file \(path) is not valid JSON (corrupt or truncated)")
         }
         guard envelope.format == formatName else {
-            throw DNSError(code: .fileError, message: "cache file \(path) is not a swift-httpdns cache")
+            throw HTTPDNSError(code: .fileError, message: "cache file \(path) is not a swift-httpdns cache")
         }
         guard envelope.version == currentVersion else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .fileError,
                 message:
                     "cache file \(path) has version \(envelope.version.map(String.init) ?? "none"), expected \(currentVersion)"
@@ -231,14 +233,14 @@ extension CacheFile {
         do {
             return try JSONDecoder().decode(CacheFile.self, from: data)
         } catch {
-            throw DNSError(code: .fileError, message: "cache file \(path) has malformed entries")
+            throw HTTPDNSError(code: .fileError, message: "cache file \(path) has malformed entries")
         }
     }
 
     /// The file's JSON, within the reader's size limit: when the whole cache would be larger, the least recently
     /// used hosts (at the end of ``hosts``) are left out until it fits, so the writer never writes what the reader
     /// would reject.
-    func encoded(limit: Int = maximumSize) throws(DNSError) -> Data {
+    func encoded(limit: Int = maximumSize) throws(HTTPDNSError) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         var file = self
@@ -247,11 +249,11 @@ extension CacheFile {
             do {
                 data = try encoder.encode(file)
             } catch {
-                throw DNSError(code: .internalError, message: "cannot encode the cache: \(error)")
+                throw HTTPDNSError(code: .internalError, message: "cannot encode the cache: \(error)")
             }
             if data.count <= limit { return data }
             guard !file.hosts.isEmpty else {
-                throw DNSError(code: .fileError, message: "the cache does not fit in \(limit) bytes")
+                throw HTTPDNSError(code: .fileError, message: "the cache does not fit in \(limit) bytes")
             }
             file.hosts.removeLast(max(file.hosts.count / 4, 1))
         }
@@ -260,8 +262,8 @@ extension CacheFile {
     /// Writes the file atomically: a temporary file in the same directory (mode 0600), flushed, renamed over
     /// `path`, and the directory flushed so the rename survives a crash. Missing directories are created (mode
     /// 0700); temporary files that an interrupted writer left behind (older than 10 minutes) are removed.
-    /// - Throws: ``DNSError/Code/fileError``.
-    func write(to path: String) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.fileError`.
+    func write(to path: String) throws(HTTPDNSError) {
         let data = try encoded()
         let url = URL(fileURLWithPath: path)
         let directory = url.deletingLastPathComponent().path
@@ -270,13 +272,14 @@ extension CacheFile {
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
             )
         } catch {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .fileError, message: "cannot create directory \(directory): \(error.localizedDescription)")
         }
         let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw DNSError(code: .fileError, message: "cannot create \(temporary): \(String(cString: strerror(errno)))")
+            throw HTTPDNSError(
+                code: .fileError, message: "cannot create \(temporary): \(String(cString: strerror(errno)))")
         }
         var failure: String?
         data.withUnsafeBytes { buffer in
@@ -296,7 +299,7 @@ extension CacheFile {
         if failure == nil, rename(temporary, path) != 0 { failure = String(cString: strerror(errno)) }
         if let failure {
             unlink(temporary)
-            throw DNSError(code: .fileError, message: "cannot write cache file \(path): \(failure)")
+            throw HTTPDNSError(code: .fileError, message: "cannot write cache file \(path): \(failure)")
         }
         let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if directoryDescriptor >= 0 {
@@ -326,7 +329,7 @@ extension CacheFile {
     /// Runs `body` holding an exclusive advisory lock (`flock`) on `path.lock`, so that processes sharing one
     /// cache file take turns reading and writing it. Without a lock file (an unwritable directory) `body` runs
     /// unlocked.
-    static func withLock<T>(on path: String, _ body: () throws(DNSError) -> T) throws(DNSError) -> T {
+    static func withLock<T>(on path: String, _ body: () throws(HTTPDNSError) -> T) throws(HTTPDNSError) -> T {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         try? FileManager.default.createDirectory(
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])

@@ -5,9 +5,9 @@ extension HostCache.Configuration {
     /// Reads the cache's keys (`cache.minTtlSeconds`, `cache.maxTtlSeconds`, `cache.negativeTtlSeconds`,
     /// `cache.maxStaleSeconds`, `cache.maxHosts`, `cache.maxRefreshesPerSecond`, `dualStack.policy`); missing keys
     /// take their defaults.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, or when the lower TTL bound is
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value, or when the lower TTL bound is
     ///   above the upper one.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, into: &self)
         guard minimumTTL <= maximumTTL else {
@@ -22,7 +22,7 @@ extension HostCache.Configuration {
     ) -> SettingField<Self> {
         .custom(
             path, .int, field, shown: "\(value)", help, range: range,
-            decode: { reader, key throws(DNSError) in UInt32(try reader.int(key, default: value)) },
+            decode: { reader, key throws(HTTPDNSError) in UInt32(try reader.int(key, default: value)) },
             describe: { "\($0)" })
     }
 

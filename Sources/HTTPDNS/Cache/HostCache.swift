@@ -97,7 +97,7 @@ public final class HostCache: Sendable {
         /// Seconds until it expires; negative when it is stale.
         package var remainingSeconds: Double
         /// The error of a negative answer.
-        package var error: DNSError.Code?
+        package var error: HTTPDNSError.Code?
     }
 
     /// What loading a persisted cache did.
@@ -209,7 +209,7 @@ public final class HostCache: Sendable {
     }
 
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
-    func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError) {
+    func storeNegative(_ host: HostName, family: AddressFamily, error: HTTPDNSError) {
         let now = clock.now()
         change { $0.storeNegative(host, family: family, error: error, now: now) }
     }
@@ -314,8 +314,8 @@ public final class HostCache: Sendable {
     /// that this cache does not hold are kept (up to the host limit), unless this cache removed them on purpose or
     /// was cleared; the least recently used hosts are left out if the file would exceed the size the reader
     /// accepts (64 MiB).
-    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
-    package func save(to path: String) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.fileError` when the file cannot be written.
+    package func save(to path: String) throws(HTTPDNSError) {
         let now = clock.now()
         let saved = clock.moment()
         let (file, maximumHosts, removed, cleared) = core.withLock { core in
@@ -324,7 +324,7 @@ public final class HostCache: Sendable {
                 core.clearedSinceSave
             )
         }
-        try CacheFile.withLock(on: path) { () throws(DNSError) in
+        try CacheFile.withLock(on: path) { () throws(HTTPDNSError) in
             // Another process may have saved since this one loaded: keep its hosts that this cache does not hold
             // (except those removed or cleared here on purpose), rather than losing them.
             var merged = file

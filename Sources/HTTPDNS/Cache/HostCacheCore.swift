@@ -11,7 +11,7 @@ package struct HostCacheCore: Sendable {
         /// ``addresses`` ranked, best first; recomputed when scores change.
         var ranked: [RankedAddress]
         /// The error of a negative answer (NXDOMAIN or no data).
-        var error: DNSError?
+        var error: HTTPDNSError?
         var origin: ResolutionSource
         /// The clamped TTL in seconds.
         var ttl: UInt32
@@ -97,7 +97,7 @@ package struct HostCacheCore: Sendable {
         /// return this same resolution (same TTL, same ranking, no refresh due) unless the cache changes (see
         /// ``HostCache/generation``); `nil` for stale answers and answers about to be refreshed.
         case hit(RankedResolution, refresh: Bool, probe: ProbeRequest?, steadyFor: Duration?)
-        case negative(DNSError)
+        case negative(HTTPDNSError)
     }
 
     /// What a probe round should connect to.
@@ -342,7 +342,7 @@ package struct HostCacheCore: Sendable {
     }
 
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.
-    mutating func storeNegative(_ host: HostName, family: AddressFamily, error: DNSError, now: CacheInstant) {
+    mutating func storeNegative(_ host: HostName, family: AddressFamily, error: HTTPDNSError, now: CacheInstant) {
         guard error.code.isNegativeAnswer, configuration.negativeTTL > 0 else { return }
         let record = takeRecord(host)
         let expiresAt = now + .seconds(Int64(configuration.negativeTTL))

@@ -27,9 +27,9 @@ extension HostNetwork {
 
         /// Reads the `network.watch` and `nat64.*` keys from `config`, a reader of the whole settings (the two
         /// sections are one component's); missing keys take their defaults.
-        /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, such as a prefix of a
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value, such as a prefix of a
         ///   length RFC 6052 does not allow.
-        package init(configReader config: ConfigReader) throws(DNSError) {
+        package init(configReader config: ConfigReader) throws(HTTPDNSError) {
             self.init()
             try SettingField.readAll(Self.fields, from: config, into: &self)
         }
@@ -50,7 +50,7 @@ extension HostNetwork {
                 check: {
                     NAT64Prefix($0) == nil ? "is not a NAT64 prefix (IPv6, length 32, 40, 48, 56, 64 or 96)" : nil
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     try reader.strings(key, default: []).compactMap(NAT64Prefix.init)
                 },
                 describe: { SettingsReader.list($0.map(\.description)) }),

@@ -23,7 +23,7 @@ package final class HostNetwork: Sendable {
         /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
         case auto
         /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with
-        /// `DNSError.Code.noRoute`.
+        /// `HTTPDNSError.Code.noRoute`.
         case off
     }
 
@@ -94,8 +94,8 @@ package final class HostNetwork: Sendable {
 
     /// `answer` as this host can use it, when that needs no waiting: unchanged when it has no IPv4 address or the
     /// host routes IPv4 (nearly always); `nil` when a NAT64 discovery must run first (``adapted(_:)``).
-    /// - Throws: ``DNSError/Code/noRoute`` when nothing in the answer is reachable and synthesis is off.
-    func adaptedIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
+    /// - Throws: `HTTPDNSError.Code.noRoute` when nothing in the answer is reachable and synthesis is off.
+    func adaptedIfReady(_ answer: RankedResolution) throws(HTTPDNSError) -> RankedResolution? {
         guard answer.addresses.contains(where: { $0.ip.family == .ipv4 }), !hasIPv4Route else { return answer }
         let known = knownPrefixes()
         if answer.addresses.contains(where: { $0.ip.family == .ipv6 }) {
@@ -107,8 +107,8 @@ package final class HostNetwork: Sendable {
     }
 
     /// `answer` as this host can use it, discovering the NAT64 prefix first when needed.
-    /// - Throws: ``DNSError/Code/noRoute`` when nothing in the answer is reachable.
-    func adapted(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
+    /// - Throws: `HTTPDNSError.Code.noRoute` when nothing in the answer is reachable.
+    func adapted(_ answer: RankedResolution) async throws(HTTPDNSError) -> RankedResolution {
         if let ready = try adaptedIfReady(answer) { return ready }
         return try synthesized(answer, prefixes: await discoveredPrefixes())
     }
@@ -177,7 +177,9 @@ package final class HostNetwork: Sendable {
     }
 
     /// The answer with IPv4 addresses replaced by IPv6 ones under the first prefix, in the same order.
-    private func synthesized(_ answer: RankedResolution, prefixes: [NAT64Prefix]) throws(DNSError) -> RankedResolution {
+    private func synthesized(_ answer: RankedResolution, prefixes: [NAT64Prefix]) throws(HTTPDNSError)
+        -> RankedResolution
+    {
         guard let prefix = prefixes.first else {
             throw noRoute(
                 answer, reason: "no NAT64 prefix was found (ipv4only.arpa has no DNS64 answer; nat64.prefixes)")
@@ -205,9 +207,9 @@ package final class HostNetwork: Sendable {
         return adapted
     }
 
-    private func noRoute(_ answer: RankedResolution, reason: String) -> DNSError {
+    private func noRoute(_ answer: RankedResolution, reason: String) -> HTTPDNSError {
         let listed = answer.addresses.prefix(4).map(\.ip.description).joined(separator: ", ")
-        return DNSError(
+        return HTTPDNSError(
             code: .noRoute,
             message: "\(answer.host) has only IPv4 addresses (\(listed)) and this host has no IPv4 route; \(reason)",
             host: answer.host)

@@ -46,20 +46,20 @@ final class NetworkMonitor: Sendable {
     ///   - namespace: A network namespace (`/var/run/netns/NAME`) to watch instead of the process's: what the tests
     ///     use to change routes and addresses of a network they made.
     ///   - debounce: How long notifications must stay quiet before the network is compared.
-    /// - Throws: ``DNSError/Code/internalError`` when the netlink socket cannot be opened or the namespace entered.
+    /// - Throws: `HTTPDNSError.Code.internalError` when the netlink socket cannot be opened or the namespace entered.
     init(
         namespace: String? = nil, debounce: Duration = .milliseconds(250),
         logger: Logger, onChange: @escaping @Sendable (NetworkChange) -> Void
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .internalError, message: "cannot make the network watcher's pipe: \(Self.error(errno))")
         }
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         wakeWrite = ends[1]
         let wakeRead = ends[0]
-        let started = Locked<Result<String, DNSError>?>(nil)
+        let started = Locked<Result<String, HTTPDNSError>?>(nil)
         let thread = Thread {
             Self.run(
                 namespace: namespace, wake: wakeRead, debounce: debounce, logger: logger, started: started,
@@ -102,14 +102,14 @@ final class NetworkMonitor: Sendable {
 
     private static func run(
         namespace: String?, wake: Int32, debounce: Duration, logger: Logger,
-        started: Locked<Result<String, DNSError>?>, onChange: @Sendable (NetworkChange) -> Void
+        started: Locked<Result<String, HTTPDNSError>?>, onChange: @Sendable (NetworkChange) -> Void
     ) {
         if let namespace {
             let status = httpdns_enter_network_namespace(namespace)
             guard status == 0 else {
                 started.withLock {
                     $0 = .failure(
-                        DNSError(
+                        HTTPDNSError(
                             code: .internalError,
                             message: "cannot enter the network namespace \(namespace): \(error(-status))"))
                 }
@@ -120,7 +120,7 @@ final class NetworkMonitor: Sendable {
         guard socket >= 0 else {
             started.withLock {
                 $0 = .failure(
-                    DNSError(code: .internalError, message: "cannot open a netlink socket: \(error(-socket))"))
+                    HTTPDNSError(code: .internalError, message: "cannot open a netlink socket: \(error(-socket))"))
             }
             return
         }

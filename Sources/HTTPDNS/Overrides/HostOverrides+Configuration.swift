@@ -24,8 +24,8 @@ extension HostOverrides {
 
         /// Reads the `overrides.*`, `hosts.file` and `reload.intervalMs` keys from `config`, a reader of the whole
         /// settings (the three sections are one component's); missing keys take their defaults.
-        /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-        init(configReader config: ConfigReader) throws(DNSError) {
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+        init(configReader config: ConfigReader) throws(HTTPDNSError) {
             // Placeholders only: every field below overwrites its property.
             overridesFile = nil
             overridesTTL = 0

@@ -18,20 +18,20 @@ public enum HostPattern: Hashable, Sendable, CustomStringConvertible {
     case wildcard(suffix: HostName)
 
     /// Parses `name` or `*.suffix`. Matching is case-insensitive and ignores one trailing dot.
-    /// - Throws: `DNSError` with `DNSError.Code.badName` saying what is wrong.
-    public init(_ text: some StringProtocol) throws(DNSError) {
+    /// - Throws: `HTTPDNSError` with `HTTPDNSError.Code.badName` saying what is wrong.
+    public init(_ text: some StringProtocol) throws(HTTPDNSError) {
         var text = String(text)
-        let result = text.withUTF8 { bytes in Result { () throws(DNSError) in try HostPattern(utf8: bytes) } }
+        let result = text.withUTF8 { bytes in Result { () throws(HTTPDNSError) in try HostPattern(utf8: bytes) } }
         self = try result.get()
     }
 
     /// Parses raw bytes; allocates only the name.
-    init(utf8 bytes: UnsafeBufferPointer<UInt8>) throws(DNSError) {
+    init(utf8 bytes: UnsafeBufferPointer<UInt8>) throws(HTTPDNSError) {
         if bytes.count >= 2, bytes[0] == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ".") {
             self = .wildcard(suffix: try HostName(utf8: UnsafeBufferPointer(rebasing: bytes.dropFirst(2))))
         } else if bytes.contains(UInt8(ascii: "*")) {
             let text = String(decoding: bytes, as: UTF8.self)
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .badName,
                 message:
                     "invalid wildcard '\(HostName.printable(text))': only a leading '*.' is allowed, as in *.example.com",

@@ -18,7 +18,7 @@ import HTTPDNSClients
 /// 198.51.100.7    *.cdn.example.com   # any name under cdn.example.com (not cdn.example.com itself)
 /// ```
 ///
-/// Parsing never fails as a whole: every bad line becomes a ``ConfigDiagnostic`` with its line and column and is
+/// Parsing never fails as a whole: every bad line becomes a `ConfigDiagnostic` with its line and column and is
 /// skipped, and the good lines are kept. Names are matched case-insensitively and without a trailing dot.
 public struct HostsFile: Sendable {
     /// One good line: an address and the names it is given to.
@@ -82,9 +82,9 @@ public struct HostsFile: Sendable {
     }
 
     /// Reads and parses the file at `path`.
-    /// - Throws: ``ConfigurationError`` with ``ConfigurationError/Code/unreadable`` when the file cannot be read.
+    /// - Throws: `HTTPDNSError` with `HTTPDNSError.Code.invalidConfiguration` when the file cannot be read.
     ///   Bad lines do not throw; they are in ``diagnostics``.
-    public init(contentsOf path: String) throws(ConfigurationError) {
+    public init(contentsOf path: String) throws(HTTPDNSError) {
         self.init(parsing: try FileBytes.contents(of: path), file: path)
     }
 
@@ -181,10 +181,9 @@ public struct HostsFile: Sendable {
 
 /// Reads whole files with a size cap.
 enum FileBytes {
-    static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(ConfigurationError) -> [UInt8]
-    {
-        func fail(_ reason: String) -> ConfigurationError {
-            ConfigurationError(code: .unreadable, message: "\(path): \(reason)")
+    static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(HTTPDNSError) -> [UInt8] {
+        func fail(_ reason: String) -> HTTPDNSError {
+            HTTPDNSError(code: .invalidConfiguration, message: "\(path): \(reason)")
         }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw fail(String(cString: strerror(errno))) }

@@ -22,7 +22,7 @@ extension HostResolver {
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - persistingCache: Whether the cache is loaded from and saved to its file (`Configuration.cachePath`
     ///     or ``HostCache/defaultPath(environment:)``); `false` keeps it in memory only, e.g. for measurements.
-    /// - Throws: `DNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for an unreadable overrides file, a bad provider or c-ares
     ///   options it cannot use.
     public convenience init(
         configuration settings: Configuration,
@@ -30,7 +30,7 @@ extension HostResolver {
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         try self.init(
             configuration: settings, upstreams: upstreams, prober: TCPConnectProber(), clock: .system, logger: logger,
             metricsFactory: metricsFactory, persistingCache: persistingCache)
@@ -46,7 +46,7 @@ extension HostResolver {
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         let overrides = HostOverrides(ttl: UInt32(settings.files.overridesTTL))
         let hosts = HostOverrides(ttl: UInt32(settings.files.overridesTTL), source: .hosts)
         let files = LocalFiles()
@@ -95,10 +95,10 @@ extension HostResolver {
     /// was; the old upstreams are closed once the lookups they are answering have had time to end. The cache keeps
     /// its entries (turning it off or on, its file and the overrides TTL take a restart). A resolver made with
     /// explicit upstreams keeps them.
-    /// - Throws: `DNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
-    public func apply(_ settings: Configuration) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
+    public func apply(_ settings: Configuration) throws(HTTPDNSError) {
         guard let files = state.withLock({ $0.localFiles }) else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
         let previous = files.settings
@@ -144,7 +144,7 @@ extension HostResolver {
     /// Builds the upstream layers of `settings` in order, and the system fallback when it is on and `system` is not
     /// a layer already. The HTTP DNS transport takes its HTTP/1.1 clients from `pool`. On failure, what was built is
     /// closed.
-    static func buildUpstreams(_ settings: Configuration, pool: PinnedClientPool, logger: Logger) throws(DNSError)
+    static func buildUpstreams(_ settings: Configuration, pool: PinnedClientPool, logger: Logger) throws(HTTPDNSError)
         -> Parts
     {
         var parts = Parts(upstreams: [], fallback: nil, cleanups: [])
@@ -201,7 +201,7 @@ extension HostResolver {
 
     private static func systemUpstream(
         _ settings: Configuration, cleanups: inout [@Sendable () async -> Void]
-    ) throws(DNSError) -> Upstream {
+    ) throws(HTTPDNSError) -> Upstream {
         let resolver = try SystemResolver(configuration: settings.system)
         cleanups.append { await resolver.shutdown() }
         return Upstream(
@@ -251,9 +251,9 @@ final class LocalFiles: Sendable {
 
     /// Loads (and watches) the files `settings` name into the two layers; a layer not in the sources, or without a
     /// file, gets an empty table. Files that did not change keep their watchers.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` when the overrides file cannot be read.
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when the overrides file cannot be read.
     func follow(_ settings: HostResolver.Configuration, overrides: HostOverrides, hosts: HostOverrides, logger: Logger)
-        throws(DNSError)
+        throws(HTTPDNSError)
     {
         let interval = Duration.milliseconds(settings.files.reloadIntervalMilliseconds)
         let previous = state.withLock { $0.settings }
@@ -266,8 +266,8 @@ final class LocalFiles: Sendable {
                 do {
                     newOverrides = .some(try overrides.watch(path: overridesPath, interval: interval, logger: logger))
                 } catch {
-                    throw DNSError(
-                        code: .invalidConfiguration, message: (error as? ConfigurationError)?.message ?? "\(error)")
+                    throw HTTPDNSError(
+                        code: .invalidConfiguration, message: (error as? HTTPDNSError)?.message ?? "\(error)")
                 }
             } else {
                 newOverrides = .some(nil)

@@ -12,7 +12,7 @@ extension HostResolver {
     enum CachedAnswer {
         /// `steadyFor`: see ``HostCacheCore/Lookup/hit(_:refresh:probe:steadyFor:)``.
         case answer(RankedResolution, steadyFor: Duration?)
-        case negative(DNSError)
+        case negative(HTTPDNSError)
         case miss
     }
 
@@ -57,10 +57,10 @@ extension HostResolver {
     /// system hosts file, or the cache (for the first search candidate the cache answers). `nil` when an upstream
     /// must be asked; ``resolveRanked(_:family:port:)`` then does it. Callers on a hot path (the URL protocol, the
     /// AsyncHTTPClient front) try this first and so skip the time limit an upstream lookup needs.
-    /// - Throws: ``DNSError`` for a name that is not valid.
+    /// - Throws: `HTTPDNSError` for a name that is not valid.
     /// - Parameter name: `text` parsed already, when the caller has it (the fronts parse a request's host once).
     package func cachedRanked(
-        _ text: String, name: Result<HostName, DNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
+        _ text: String, name: Result<HostName, HTTPDNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
     ) throws -> RankedResolution? {
         guard let answer = try cachedRankedSteadily(text, name: name, family: family, port: port)?.answer else {
             return nil
@@ -74,10 +74,10 @@ extension HostResolver {
     /// (same TTL in whole seconds, same ranking, no refresh or probe due) unless ``answerGeneration`` changes;
     /// `nil` for answers from other layers and for stale answers. What ``hostsctl serve`` keeps encoded answers by.
     package func cachedRankedSteadily(
-        _ text: String, name: Result<HostName, DNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
+        _ text: String, name: Result<HostName, HTTPDNSError>? = nil, family: AddressFamily = .any, port: Int? = nil
     ) throws -> (answer: RankedResolution, steadyFor: Duration?)? {
         // The name is parsed once for every layer (by the caller when it passes it).
-        let parsed = name ?? Result { () throws(DNSError) in try HostName(text) }
+        let parsed = name ?? Result { () throws(HTTPDNSError) in try HostName(text) }
         if let overrides, case .success(let name) = parsed,
             let answer = layerAnswer(overrides, name, family: family, port: port)
         {
@@ -111,7 +111,7 @@ extension HostResolver {
     /// Asks the fallback for the name as given, after every upstream said it does not exist; its answer is cached
     /// under that name. When it fails too, the upstreams' error stands.
     func askFallback(
-        _ fallback: Upstream, host: HostName, family: AddressFamily, upstreamError: DNSError
+        _ fallback: Upstream, host: HostName, family: AddressFamily, upstreamError: HTTPDNSError
     ) async throws -> RankedResolution {
         let clock = ContinuousClock()
         return try await flights.run(FlightKey(host: host, family: family, fallback: true)) { [self] in

@@ -26,7 +26,7 @@ extension HostResolver {
     /// are ranked by the scores the cache keeps for them.
     /// - Returns: The answer and its scope, or `nil` when no upstream can ask for a client network (the caller
     ///   then uses ``resolveRanked(_:family:)``, the server's own view).
-    /// - Throws: ``DNSError``: a trusted NXDOMAIN or no-data at once; otherwise the last upstream's failure.
+    /// - Throws: `HTTPDNSError`: a trusted NXDOMAIN or no-data at once; otherwise the last upstream's failure.
     package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> SubnetAnswer?
     {
@@ -71,7 +71,7 @@ extension HostResolver {
                 return SubnetAnswer(
                     answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
                     scope: scoped.scopePrefixLength)
-            } catch let error as DNSError where error.code.isNegativeAnswer {
+            } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
                 // A vendor API's empty answer may be throttling: the next upstream is asked.
                 if upstream.negativeAnswersAreAuthoritative { throw error }
                 lastError = error

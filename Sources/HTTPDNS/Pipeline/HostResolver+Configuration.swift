@@ -87,9 +87,9 @@ extension HostResolver {
         }
 
         /// Reads the settings; missing keys take their defaults (see `keys`). Each section reads its own keys.
-        /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a value of the wrong type or out of
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a value of the wrong type or out of
         ///   range, for example one set through an environment variable.
-        public init(configReader config: ConfigReader) throws(DNSError) {
+        public init(configReader config: ConfigReader) throws(HTTPDNSError) {
             files = try HostOverrides.Configuration(configReader: config)
             system = try SystemResolver.Configuration(
                 configReader: config.scoped(to: ConfigKey(SystemResolver.Configuration.scope)))
@@ -124,7 +124,7 @@ extension HostResolver {
             .custom(
                 "sources.order", .stringArray, \.sources, shown: "[\"overrides\", \"hosts\", \"cache\", \"cares\"]",
                 "the layers in the order they are asked", allowed: Source.allCases.map(\.rawValue),
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     let sources = try reader.strings(key, default: ["overrides", "hosts", "cache", "cares"]).compactMap(
                         Source.init(rawValue:))
                     if let problem = orderProblem(sources) { throw reader.invalid(key.path, problem) }
@@ -138,7 +138,7 @@ extension HostResolver {
                 "sources.trusted", .stringArray, \.trustedSources, shown: "[\"httpdns\"]",
                 "the upstream layers whose answers are trusted: in race mode a later answer never joins one of other trust",
                 allowed: [Source.httpdns, .cares, .system].map(\.rawValue),
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     var trusted = Set<Source>()
                     for name in try reader.strings(key, default: ["httpdns"]) {
                         guard let source = Source(rawValue: name), [.httpdns, .cares, .system].contains(source) else {

@@ -14,15 +14,15 @@ extension HostResolver {
     /// `answer` as this host can use it (call when ``needsAdapting(_:)``). Answers of the `.local` layer (IP
     /// literals, `localhost`) and answers with a non-public IPv4 address (a loopback or private service is reached
     /// directly, never through NAT64) are left as they are.
-    /// - Throws: `DNSError.Code.noRoute` when nothing in the answer is reachable.
-    func adaptedToNetwork(_ answer: RankedResolution) async throws(DNSError) -> RankedResolution {
+    /// - Throws: `HTTPDNSError.Code.noRoute` when nothing in the answer is reachable.
+    func adaptedToNetwork(_ answer: RankedResolution) async throws(HTTPDNSError) -> RankedResolution {
         if let ready = try adaptedToNetworkIfReady(answer) { return ready }
         guard let network else { return answer }
         return try await network.adapted(answer)
     }
 
     /// ``adaptedToNetwork(_:)`` when it needs no waiting; `nil` when a NAT64 discovery must run first.
-    func adaptedToNetworkIfReady(_ answer: RankedResolution) throws(DNSError) -> RankedResolution? {
+    func adaptedToNetworkIfReady(_ answer: RankedResolution) throws(HTTPDNSError) -> RankedResolution? {
         guard let network, needsAdapting(answer),
             !answer.addresses.contains(where: { $0.ip.family == .ipv4 && $0.ip.isNonPublic })
         else { return answer }

@@ -106,7 +106,7 @@ extension HostResolver {
         package var servesAnswersFromOtherUpstreams: Bool = true
         /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
         /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
-        /// address fails the lookup with `DNSError.Code.privateAddress`.
+        /// address fails the lookup with `HTTPDNSError.Code.privateAddress`.
         var guardsEveryUpstream: Bool = false
         /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
         /// answers out as they are, as a server answering other networks does. Read when the resolver is created.

@@ -61,7 +61,7 @@ extension HostResolver {
                     group.addTask {
                         // A little jitter, so rounds of many hosts do not connect in lockstep.
                         try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
-                        var outcome = ProbeOutcome.failed(.connectionRefused)
+                        var outcome = ProbeOutcome.failed(.connectionFailed)
                         // Through the NAT64 prefix on a host without an IPv4 route: the path requests take.
                         let dial = self.network?.dialAddress(for: ip) ?? ip
                         for port in ports {

@@ -45,11 +45,11 @@ extension HostResolver {
                 startProbe(probe)
             }
             return answer
-        } catch let error as DNSError where error.code == .privateAddress {
+        } catch let error as HTTPDNSError where error.code == .privateAddress {
             throw error
         } catch {
             let failure = UpstreamFailure.wrapping(error)
-            guard let error = failure.error as? DNSError else { throw failure.error }
+            guard let error = failure.error as? HTTPDNSError else { throw failure.error }
             if failure.negative != nil, failure.authoritative, failure.everyUpstreamDenied {
                 // The name is gone (or has no address of the family): that replaces whatever was cached.
                 cache?.storeNegative(host, family: family, error: error)
@@ -117,7 +117,8 @@ extension HostResolver {
                 let resolution = try await upstream.resolver.resolve(host, family: family)
                 metrics.recordUpstream(upstream.name, success: true, duration: clock.now - start)
                 guard !resolution.addresses.isEmpty else {
-                    throw DNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
+                    throw HTTPDNSError(
+                        code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
                 }
                 if guardEveryUpstream, upstream.kind != .httpDNS {
                     try Self.guardAddresses(resolution, from: upstream, host: host)
@@ -125,7 +126,7 @@ extension HostResolver {
                 return (resolution, upstream)
             } catch let error as CancellationError {
                 throw error
-            } catch let error as DNSError where error.code == .privateAddress {
+            } catch let error as HTTPDNSError where error.code == .privateAddress {
                 metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
                 throw error
             } catch {
@@ -134,16 +135,16 @@ extension HostResolver {
             }
         }
         guard !errors.isEmpty else {
-            throw DNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
+            throw HTTPDNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
         }
         throw UpstreamFailure.choosing(
             errors.map { UpstreamFailure.single($0.0, trustsNegativeAnswers: $0.1.negativeAnswersAreAuthoritative) })
     }
 
     /// The guard for upstreams other than HTTP DNS (which guard their own answers, per provider).
-    static func guardAddresses(_ resolution: Resolution, from upstream: Upstream, host: HostName) throws(DNSError) {
+    static func guardAddresses(_ resolution: Resolution, from upstream: Upstream, host: HostName) throws(HTTPDNSError) {
         guard let bad = resolution.addresses.first(where: { $0.ip.isNonPublic }) else { return }
-        throw DNSError(
+        throw HTTPDNSError(
             code: .privateAddress,
             message:
                 "\(upstream.name) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
@@ -195,7 +196,8 @@ extension HostResolver {
                 if let decision { decide.yield(decision) }
             }
             if !started {
-                decide.yield(.failure(DNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)))
+                decide.yield(
+                    .failure(HTTPDNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)))
                 break
             }
         }

@@ -232,7 +232,7 @@ public final class HostResolver: HostNameResolver {
     ///   - text: The host name or IP literal, as written in a URL (no brackets, no port).
     ///   - family: The address family to resolve.
     ///   - port: The port the caller will connect to; background probes of this host measure it.
-    /// - Throws: `DNSError` (`DNSError.Code.badName` for malformed names), `CancellationError`.
+    /// - Throws: `HTTPDNSError` (`HTTPDNSError.Code.badName` for malformed names), `CancellationError`.
     public func resolveRanked(_ text: String, family: AddressFamily = .any, port: Int? = nil) async throws
         -> RankedResolution
     {
@@ -251,8 +251,8 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Resolves `host` through the pipeline and returns the ranked answer.
-    /// - Throws: `DNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
-    ///   `DNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
+    /// - Throws: `HTTPDNSError` when no layer has an answer (a cached NXDOMAIN or no data included),
+    ///   `HTTPDNSError.Code.notCached` when the cache is the only layer and misses, `CancellationError`.
     @usableFromInline package func resolveRanked(_ host: HostName, family: AddressFamily = .any) async throws
         -> RankedResolution
     {
@@ -273,25 +273,25 @@ public final class HostResolver: HostNameResolver {
         let (candidates, fallback) = state.withLock {
             ($0.configuration.search.candidates(for: host, absolute: absolute), $0.fallback)
         }
-        var asGiven: DNSError?
-        var first: DNSError?
+        var asGiven: HTTPDNSError?
+        var first: HTTPDNSError?
         for candidate in candidates {
             do {
                 return try await resolveCandidate(candidate, family: family, probePort: probePort)
-            } catch let error as DNSError where Self.nextCandidateCodes.contains(error.code) {
+            } catch let error as HTTPDNSError where Self.nextCandidateCodes.contains(error.code) {
                 // As the system resolver does: a name that does not exist under one domain may under the next.
                 if candidate == host { asGiven = error }
                 first = first ?? error
             }
         }
-        let error = asGiven ?? first ?? DNSError(code: .notFound, message: "no candidate name", host: host.name)
+        let error = asGiven ?? first ?? HTTPDNSError(code: .notFound, message: "no candidate name", host: host.name)
         guard let fallback, error.code.isNegativeAnswer else { throw error }
         return try await askFallback(fallback, host: host, family: family, upstreamError: error)
     }
 
     /// The answers after which the next search candidate is tried (as the C library's resolver does); any other
     /// failure (a timeout, a transport error) ends the search.
-    static let nextCandidateCodes: Set<DNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
+    static let nextCandidateCodes: Set<HTTPDNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
     package func updateConfiguration(_ change: (inout Policy) -> Void) {
@@ -325,7 +325,7 @@ public final class HostResolver: HostNameResolver {
         case .miss: break
         }
         guard !upstreams.isEmpty else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .notCached, message: "no usable answer in the cache and no upstream to ask", host: host.name)
         }
         return try await flights.run(FlightKey(host: host, family: family)) { [self] in
@@ -336,7 +336,7 @@ public final class HostResolver: HostNameResolver {
     /// The best address for `host`, resolving it if needed.
     func bestAddress(for host: String, family: AddressFamily = .any) async throws -> IPAddress {
         guard let best = try await resolveRanked(host, family: family).best else {
-            throw DNSError(code: .noData, message: "no address", host: host)
+            throw HTTPDNSError(code: .noData, message: "no address", host: host)
         }
         return best
     }
@@ -384,7 +384,7 @@ public final class HostResolver: HostNameResolver {
     }
 
     /// Stops background work, saves the cache and runs the shutdown work it was given. Lookups after this fail
-    /// with `DNSError.Code.shutdown` when they need an upstream.
+    /// with `HTTPDNSError.Code.shutdown` when they need an upstream.
     public func shutdown() async {
         guard !shutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         stopWatchingNetwork()

@@ -48,7 +48,7 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// Joins the flight for `key`, starting it with `operation` when none is running, and returns its result.
     /// - Throws: The operation's error, `CancellationError` when this caller is cancelled, or
-    ///   ``DNSError/Code/shutdown`` when the owner is shutting down.
+    ///   `HTTPDNSError.Code.shutdown` when the owner is shutting down.
     func run(_ key: Key, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let id = state.withLock { $0.takeID() }
         return try await withTaskCancellationHandler {
@@ -115,8 +115,8 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         guard let task else {
             let error =
                 optional
-                ? DNSError(code: .internalError, message: "too much background work in flight; skipped")
-                : DNSError(code: .shutdown, message: "the resolver is shut down")
+                ? HTTPDNSError(code: .internalError, message: "too much background work in flight; skipped")
+                : HTTPDNSError(code: .shutdown, message: "the resolver is shut down")
             finish(key, flight, .failure(error))
             return
         }

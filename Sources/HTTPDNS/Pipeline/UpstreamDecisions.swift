@@ -11,8 +11,8 @@ struct UpstreamFailure: Error {
     var authoritative: Bool
 
     /// The chosen error when it is NXDOMAIN or no data.
-    var negative: DNSError? {
-        guard let error = error as? DNSError, error.code.isNegativeAnswer else { return nil }
+    var negative: HTTPDNSError? {
+        guard let error = error as? HTTPDNSError, error.code.isNegativeAnswer else { return nil }
         return error
     }
 
@@ -25,7 +25,7 @@ struct UpstreamFailure: Error {
     /// they were asked: NXDOMAIN over no data over the first error; every one denied only when each said so.
     /// `failures` must not be empty.
     static func choosing(_ failures: [UpstreamFailure]) -> UpstreamFailure {
-        let codes = failures.map { ($0.error as? DNSError)?.code }
+        let codes = failures.map { ($0.error as? HTTPDNSError)?.code }
         var chosen = failures[codes.firstIndex(of: .notFound) ?? codes.firstIndex(of: .noData) ?? 0]
         chosen.everyUpstreamDenied = failures.allSatisfy(\.everyUpstreamDenied)
         return chosen
@@ -33,7 +33,7 @@ struct UpstreamFailure: Error {
 
     /// The failure of one upstream: `error`, and whether a negative answer from it is trusted.
     static func single(_ error: any Error, trustsNegativeAnswers: Bool) -> UpstreamFailure {
-        let negative = (error as? DNSError)?.code.isNegativeAnswer ?? false
+        let negative = (error as? HTTPDNSError)?.code.isNegativeAnswer ?? false
         return UpstreamFailure(
             error: error, everyUpstreamDenied: negative, authoritative: negative && trustsNegativeAnswers)
     }
@@ -93,7 +93,7 @@ struct RaceOutcome {
     mutating func failed(_ error: any Error) -> Step {
         failures.append(.wrapping(error))
         guard !isDecided else { return .wait }
-        if (error as? DNSError)?.code == .privateAddress {
+        if (error as? HTTPDNSError)?.code == .privateAddress {
             isDecided = true
             return .fail(error)
         }

@@ -9,7 +9,7 @@ package enum ProbeOutcome: Sendable, Hashable {
     /// The connection was established after this long (and closed at once, unless it was dialled to be kept).
     case connected(Duration)
     /// The connect failed: refused, unreachable or timed out.
-    case failed(DNSError.Code)
+    case failed(HTTPDNSError.Code)
 
     /// Whether the connect succeeded.
     var isSuccess: Bool {
@@ -22,7 +22,7 @@ package enum ProbeOutcome: Sendable, Hashable {
 package protocol ConnectProber: Sendable {
     /// Connects to `ip` on `port`, measures the time to the established connection, and closes it.
     /// - Parameters:
-    ///   - timeout: The connect is abandoned (as ``DNSError/Code/timeout``) after this long.
+    ///   - timeout: The connect is abandoned (as `HTTPDNSError.Code.timeout`) after this long.
     func probe(_ ip: IPAddress, port: Int, timeout: Duration) async -> ProbeOutcome
 
     /// Connects to `ip` on `port` as ``probe(_:port:timeout:)`` does, but keeps an established connection for the
@@ -114,9 +114,9 @@ package struct TCPConnectProber: ConnectProber {
             return (.connected(clock.now - start), DialedConnection(address: ip, channel: channel))
         } catch let error as ChannelError {
             if case .connectTimeout = error { return (.failed(.timeout), nil) }
-            return (.failed(.connectionRefused), nil)
+            return (.failed(.connectionFailed), nil)
         } catch {
-            return (.failed(.connectionRefused), nil)
+            return (.failed(.connectionFailed), nil)
         }
     }
 }

@@ -4,8 +4,8 @@ public import HTTPDNSCore
 extension HostResolver.Probing {
     /// Reads the `probe` section (`ports`, `intervalSeconds`, `timeoutMs`) from `config`, a reader scoped to it;
     /// missing keys take their defaults. Whether probing runs at all is `probe.enabled` (`HostResolver.Configuration.probeEnabled`).
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    public init(configReader config: ConfigReader) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
         if ports.isEmpty { ports = [443] }

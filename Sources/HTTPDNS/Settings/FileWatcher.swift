@@ -172,7 +172,7 @@ extension HostOverrides {
     ///   - strict: Whether an edit with a bad line is rejected as a whole (default `true`).
     ///   - logger: Receives the result of each reload.
     /// - Returns: The watcher; keep it alive as long as the overrides should follow the file.
-    /// - Throws: ``ConfigurationError`` when the file cannot be read the first time.
+    /// - Throws: `HTTPDNSError` when the file cannot be read the first time.
     func watch(path: String, interval: Duration, strict: Bool = true, logger: Logger) throws -> FileWatcher<
         OverrideTable
     > {
@@ -187,8 +187,8 @@ extension HostOverrides {
             load: { path in
                 let file = try HostsFile(contentsOf: path)
                 guard !strict || file.diagnostics.filter({ $0.severity == .error }).isEmpty else {
-                    throw ConfigurationError(
-                        code: .invalid, message: "\(path) has errors", diagnostics: file.diagnostics)
+                    throw HTTPDNSError(
+                        code: .invalidConfiguration, message: "\(path) has errors", diagnostics: file.diagnostics)
                 }
                 return file.table
             },

@@ -32,11 +32,11 @@ public struct SettingsFile: Sendable {
     package var errors: [ConfigDiagnostic] { diagnostics.filter { $0.severity == .error } }
 
     /// The settings, or the reason there are none.
-    /// - Throws: ``ConfigurationError`` with every diagnostic.
-    public func get() throws(ConfigurationError) -> HostResolver.Configuration {
+    /// - Throws: `HTTPDNSError` with every diagnostic.
+    public func get() throws(HTTPDNSError) -> HostResolver.Configuration {
         guard let settings, errors.isEmpty else {
-            throw ConfigurationError(
-                code: isUnreadable ? .unreadable : .invalid,
+            throw HTTPDNSError(
+                code: .invalidConfiguration,
                 message: "\(path): \(errors.count) error\(errors.count == 1 ? "" : "s")",
                 diagnostics: diagnostics
             )
@@ -216,7 +216,7 @@ public struct SettingsFile: Sendable {
             fileKeys.merge(checked.positions) { first, _ in first }
             environmentOverrides.merge(checked.environmentOverrides) { first, _ in first }
             if checked.diagnostics.allSatisfy({ $0.severity != .error }) {
-                do throws(ConfigurationError) {
+                do throws(HTTPDNSError) {
                     _ = try section.values(settings)
                 } catch {
                     // The check's warnings are in already; the read adds the errors of values it refused.

@@ -15,7 +15,7 @@ package struct SettingsSection<Value: Sendable>: Sendable {
     /// The section's keys, documented.
     let keys: [SettingKey]
     /// Reads the section from a configuration; missing keys take their defaults.
-    let read: @Sendable (ConfigReader) throws(DNSError) -> Value
+    let read: @Sendable (ConfigReader) throws(HTTPDNSError) -> Value
     /// The effective values of a read section, as `hostsctl config show` prints them.
     let values: @Sendable (Value) -> [SettingValue]
 
@@ -23,11 +23,11 @@ package struct SettingsSection<Value: Sendable>: Sendable {
     /// (the owning type's `init(configReader:)`).
     package init(
         _ name: String, fields: [SettingField<Value>],
-        read: @escaping @Sendable (ConfigReader) throws(DNSError) -> Value
+        read: @escaping @Sendable (ConfigReader) throws(HTTPDNSError) -> Value
     ) {
         self.name = name
         self.keys = SettingField.keys(fields, under: name)
-        self.read = { config throws(DNSError) in try read(config.scoped(to: ConfigKey(name))) }
+        self.read = { config throws(HTTPDNSError) in try read(config.scoped(to: ConfigKey(name))) }
         self.values = { SettingField.values(fields, of: $0, under: name) }
     }
 
@@ -35,7 +35,7 @@ package struct SettingsSection<Value: Sendable>: Sendable {
     package var erased: AnySettingsSection {
         AnySettingsSection(
             name: name, keys: keys,
-            values: { [self] settings throws(ConfigurationError) in values(try settings.read(self)) })
+            values: { [self] settings throws(HTTPDNSError) in values(try settings.read(self)) })
     }
 }
 
@@ -46,7 +46,7 @@ package struct AnySettingsSection: Sendable {
     /// The section's keys, documented.
     package let keys: [SettingKey]
     /// The section's effective values in `settings`.
-    package let values: @Sendable (HostResolver.Configuration) throws(ConfigurationError) -> [SettingValue]
+    package let values: @Sendable (HostResolver.Configuration) throws(HTTPDNSError) -> [SettingValue]
 }
 
 /// Where a ``HostResolver.Configuration`` value was read from, kept so the modules above the resolver can read their own
@@ -67,15 +67,15 @@ extension HostResolver.Configuration {
     ///
     /// From a file, the section is checked against its keys first (unknown keys, wrong types and values out of
     /// range, with their line and column); its `HOSTSCTL_` variables override the file as they do for every key.
-    /// - Throws: ``ConfigurationError`` with every problem found.
-    package func read<Value>(_ section: SettingsSection<Value>) throws(ConfigurationError) -> Value {
+    /// - Throws: `HTTPDNSError` with every problem found.
+    package func read<Value>(_ section: SettingsSection<Value>) throws(HTTPDNSError) -> Value {
         switch origin {
         case .reader(let config):
             do {
                 return try section.read(config)
             } catch {
-                throw ConfigurationError(
-                    code: .invalid, message: error.message,
+                throw HTTPDNSError(
+                    code: .invalidConfiguration, message: error.message,
                     diagnostics: [ConfigDiagnostic(file: "settings", line: 0, column: 0, message: error.message)])
             }
         case .file(let sections):
@@ -90,8 +90,8 @@ extension HostResolver.Configuration {
                 }
             }
             let errors = diagnostics.filter { $0.severity == .error }.count
-            throw ConfigurationError(
-                code: .invalid,
+            throw HTTPDNSError(
+                code: .invalidConfiguration,
                 message: "\(sections.path): \(errors) error\(errors == 1 ? "" : "s") in \(section.name)",
                 diagnostics: diagnostics)
         }

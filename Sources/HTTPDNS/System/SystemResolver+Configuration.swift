@@ -17,8 +17,8 @@ extension SystemResolver {
 
         /// Reads the `system` section (`ttlSeconds`, `threads`) from `config`, a reader scoped to it; missing keys
         /// take their defaults.
-        /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-        init(configReader config: ConfigReader) throws(DNSError) {
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+        init(configReader config: ConfigReader) throws(HTTPDNSError) {
             self.init()
             try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
         }
@@ -32,15 +32,15 @@ extension SystemResolver {
             .custom(
                 "ttlSeconds", .int, \.ttl, shown: "30", "TTL given to the system resolver's answers, seconds",
                 range: 0...86_400,
-                decode: { reader, key throws(DNSError) in UInt32(try reader.int(key, default: 30)) },
+                decode: { reader, key throws(HTTPDNSError) in UInt32(try reader.int(key, default: 30)) },
                 describe: { "\($0)" }),
             .int("threads", \.threads, default: 4, "most system resolver lookups at once", range: 1...256),
         ]
     }
 
     /// Starts the threads `configuration` names; at most that many lookups run at once, the rest wait in turn.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
-    convenience init(configuration: Configuration) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for a thread count out of range.
+    convenience init(configuration: Configuration) throws(HTTPDNSError) {
         try self.init(threads: configuration.threads, ttl: configuration.ttl)
     }
 }

@@ -22,10 +22,11 @@ package final class SystemResolver: HostNameResolver {
 
     /// Starts `threads` threads (1 to 1024); at most that many lookups run at once, the rest wait in turn.
     /// - Parameter ttl: The TTL given to the answers (default 0: `getaddrinfo` reports none).
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for a thread count out of range.
-    package init(threads: Int = 8, ttl: UInt32 = 0) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for a thread count out of range.
+    package init(threads: Int = 8, ttl: UInt32 = 0) throws(HTTPDNSError) {
         guard (1...1024).contains(threads) else {
-            throw DNSError(code: .invalidConfiguration, message: "threads must be between 1 and 1024, not \(threads)")
+            throw HTTPDNSError(
+                code: .invalidConfiguration, message: "threads must be between 1 and 1024, not \(threads)")
         }
         self.ttl = ttl
         pool = NIOThreadPool(numberOfThreads: threads)
@@ -36,27 +37,27 @@ package final class SystemResolver: HostNameResolver {
         pool.shutdownGracefully { _ in }
     }
 
-    /// Stops the threads once the lookups in flight end; later lookups fail with ``DNSError/Code/shutdown``.
+    /// Stops the threads once the lookups in flight end; later lookups fail with `HTTPDNSError.Code.shutdown`.
     package func shutdown() async {
         try? await pool.shutdownGracefully()
     }
 
     /// Resolves `host` with `getaddrinfo`, one address per IP (stream sockets), in the system's order.
-    /// - Throws: ``DNSError`` (`notFound`, `noData`, `timeout` for a temporary failure, `shutdown`, …) with the
+    /// - Throws: `HTTPDNSError` (`notFound`, `noData`, `timeout` for a temporary failure, `shutdown`, …) with the
     ///   host as context.
     package func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        let result: Result<Resolution, DNSError>
+        let result: Result<Resolution, HTTPDNSError>
         do {
             let ttl = self.ttl
             result = try await pool.runIfActive { Self.lookup(host, family: family, ttl: ttl) }
         } catch {
-            throw DNSError(code: .shutdown, message: "the system resolver was shut down", host: host.name)
+            throw HTTPDNSError(code: .shutdown, message: "the system resolver was shut down", host: host.name)
         }
         return try result.get()
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.
-    static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, DNSError> {
+    static func lookup(_ host: HostName, family: AddressFamily, ttl: UInt32 = 0) -> Result<Resolution, HTTPDNSError> {
         var hints = addrinfo()
         switch family {
         case .ipv4: hints.ai_family = AF_INET
@@ -69,7 +70,7 @@ package final class SystemResolver: HostNameResolver {
         guard status == 0 else {
             let reason = String(cString: gai_strerror(status))
             return .failure(
-                DNSError(code: code(forLookupStatus: status), message: "getaddrinfo: \(reason)", host: host.name))
+                HTTPDNSError(code: code(forLookupStatus: status), message: "getaddrinfo: \(reason)", host: host.name))
         }
         defer { freeaddrinfo(list) }
         var addresses: [ResolvedAddress] = []
@@ -82,7 +83,7 @@ package final class SystemResolver: HostNameResolver {
             cursor = entry.pointee.ai_next
         }
         guard !addresses.isEmpty else {
-            return .failure(DNSError(code: .noData, message: "getaddrinfo returned no address", host: host.name))
+            return .failure(HTTPDNSError(code: .noData, message: "getaddrinfo returned no address", host: host.name))
         }
         let ordered = addresses.filter { $0.ip.family == .ipv4 } + addresses.filter { $0.ip.family != .ipv4 }
         return .success(Resolution(host: host.name, addresses: ordered))
@@ -101,8 +102,8 @@ package final class SystemResolver: HostNameResolver {
     private static let glibcNoData: Int32 = -5
     private static let glibcAddressFamily: Int32 = -9
 
-    /// The ``DNSError/Code`` for a `getaddrinfo` status.
-    static func code(forLookupStatus status: Int32) -> DNSError.Code {
+    /// The `HTTPDNSError.Code` for a `getaddrinfo` status.
+    static func code(forLookupStatus status: Int32) -> HTTPDNSError.Code {
         switch status {
         case EAI_NONAME: .notFound
         case glibcNoData, glibcAddressFamily: .noData

@@ -52,7 +52,7 @@ package enum AlibabaHTTPDNS {
     }
 
     /// Interprets a response.
-    /// - Throws: ``DNSError``: `signatureExpired`, `invalidSignature`, `httpStatus`, `badResponse`,
+    /// - Throws: `HTTPDNSError`: `signatureExpired`, `invalidSignature`, `httpStatus`, `badResponse`,
     ///   `questionMismatch` or `noData`.
     package static func addresses(
         status: Int,
@@ -60,9 +60,9 @@ package enum AlibabaHTTPDNS {
         for host: HostName,
         family: AddressFamily,
         source: ResolutionSource
-    ) throws(DNSError) -> [ResolvedAddress] {
-        func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
-            DNSError(code: code, message: message, host: host.name)
+    ) throws(HTTPDNSError) -> [ResolvedAddress] {
+        func fail(_ code: HTTPDNSError.Code, _ message: String) -> HTTPDNSError {
+            HTTPDNSError(code: code, message: message, host: host.name)
         }
         guard status == 200 else {
             let code = try? JSONDecoder().decode(Failure.self, from: Data(body)).code

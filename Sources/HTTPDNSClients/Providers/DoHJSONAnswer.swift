@@ -41,16 +41,16 @@ package enum DoHJSONAnswer {
     static let maximumChain = 16
 
     /// Extracts the addresses of `type` for `name`.
-    /// - Throws: ``DNSError``: `badResponse` for malformed JSON or records, `questionMismatch`, an RCODE code,
+    /// - Throws: `HTTPDNSError`: `badResponse` for malformed JSON or records, `questionMismatch`, an RCODE code,
     ///   or `noData`.
     package static func addresses(
         in body: [UInt8],
         for name: HostName,
         type: DNSRecordType,
         source: ResolutionSource
-    ) throws(DNSError) -> [ResolvedAddress] {
-        func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
-            DNSError(code: code, message: message, host: name.name)
+    ) throws(HTTPDNSError) -> [ResolvedAddress] {
+        func fail(_ code: HTTPDNSError.Code, _ message: String) -> HTTPDNSError {
+            HTTPDNSError(code: code, message: message, host: name.name)
         }
         let message: Message
         do {

@@ -122,7 +122,7 @@ final class HTTP2DNSConnection: Sendable {
     }
 
     /// Sends one request and returns the whole answer.
-    /// - Throws: ``DNSError`` (timeout, response too large), ``HTTP2ConnectionLost``, `CancellationError`.
+    /// - Throws: `HTTPDNSError` (timeout, response too large), ``HTTP2ConnectionLost``, `CancellationError`.
     nonisolated(nonsending) package func execute(
         _ request: HTTPDNSTransport.Request,
         timeout: Duration,

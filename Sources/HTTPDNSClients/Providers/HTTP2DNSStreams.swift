@@ -292,7 +292,7 @@ final class HTTP2DNSStreams: ChannelInboundHandler, HTTP2ClientSessionDelegate {
                 complete(
                     id,
                     .failure(
-                        DNSError(
+                        HTTPDNSError(
                             code: .timeout,
                             message: "no complete HTTP answer within \(Duration.nanoseconds(limit.nanoseconds))")))
                 reset(id)

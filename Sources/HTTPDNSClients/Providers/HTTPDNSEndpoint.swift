@@ -42,10 +42,11 @@ public struct HTTPDNSEndpoint: Sendable, Hashable, CustomStringConvertible {
     ///   - url: `https://host[:port][/path]` or, explicitly, `http://…`. A URL without a scheme gets `https://`.
     ///     User names, passwords, query strings and fragments are rejected.
     ///   - bootstrapAddresses: Fixed addresses for the host; not allowed when the host is an IP literal.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming what is wrong.
-    public init(_ url: String, bootstrapAddresses: [IPAddress] = []) throws(DNSError) {
-        func invalid(_ reason: String) -> DNSError {
-            DNSError(code: .invalidConfiguration, message: "HTTP DNS endpoint \(HostName.printable(url)): \(reason)")
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming what is wrong.
+    public init(_ url: String, bootstrapAddresses: [IPAddress] = []) throws(HTTPDNSError) {
+        func invalid(_ reason: String) -> HTTPDNSError {
+            HTTPDNSError(
+                code: .invalidConfiguration, message: "HTTP DNS endpoint \(HostName.printable(url)): \(reason)")
         }
         var text = url.trimmingCharacters(in: .whitespaces)
         if !text.contains("://") { text = "https://" + text }

@@ -27,20 +27,21 @@ package struct HTTPDNSPreset: Sendable, Hashable {
     static let apiNames = ["doh", "doh-json", "alibaba", "tencent"]
 
     /// Reads every preset of a presets file, sorted by name.
-    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be read; ``DNSError/Code/invalidConfiguration``
+    /// - Throws: `HTTPDNSError.Code.fileError` when the file cannot be read; `HTTPDNSError.Code.invalidConfiguration`
     ///   naming the preset and field for malformed JSON, an unknown API, a bad URL or a bad bootstrap address.
-    package static func load(contentsOf path: String) throws(DNSError) -> [HTTPDNSPreset] {
+    package static func load(contentsOf path: String) throws(HTTPDNSError) -> [HTTPDNSPreset] {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            throw DNSError(code: .fileError, message: "cannot read presets file \(path): \(error.localizedDescription)")
+            throw HTTPDNSError(
+                code: .fileError, message: "cannot read presets file \(path): \(error.localizedDescription)")
         }
         let entries: [String: Entry]
         do {
             entries = try JSONDecoder().decode([String: Entry].self, from: data)
         } catch {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration,
                 message: "\(path): not a presets file: \(DoHJSONAnswer.describe(error))"
             )
@@ -48,7 +49,7 @@ package struct HTTPDNSPreset: Sendable, Hashable {
         var presets: [HTTPDNSPreset] = []
         for (name, entry) in entries.sorted(by: { $0.key < $1.key }) {
             guard apiNames.contains(entry.api) else {
-                throw DNSError(
+                throw HTTPDNSError(
                     code: .invalidConfiguration,
                     message: "\(path): preset \(name): api must be one of \(apiNames.joined(separator: ", "))"
                 )
@@ -56,7 +57,7 @@ package struct HTTPDNSPreset: Sendable, Hashable {
             var bootstrap: [IPAddress] = []
             for text in entry.bootstrap ?? [] {
                 guard let ip = IPAddress(text) else {
-                    throw DNSError(
+                    throw HTTPDNSError(
                         code: .invalidConfiguration,
                         message: "\(path): preset \(name): bootstrap address \(HostName.printable(text)) is not an IP"
                     )
@@ -67,7 +68,7 @@ package struct HTTPDNSPreset: Sendable, Hashable {
                 let endpoint = try HTTPDNSEndpoint(entry.url, bootstrapAddresses: bootstrap)
                 presets.append(HTTPDNSPreset(name: name, api: entry.api, endpoint: endpoint, notes: entry.notes))
             } catch {
-                throw DNSError(code: .invalidConfiguration, message: "\(path): preset \(name): \(error.message)")
+                throw HTTPDNSError(code: .invalidConfiguration, message: "\(path): preset \(name): \(error.message)")
             }
         }
         return presets

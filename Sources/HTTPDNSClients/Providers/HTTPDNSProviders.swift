@@ -72,9 +72,9 @@ package struct HTTPDNSProviders: Sendable, Hashable {
     }
 
     /// Reads the `httpdns` section from `config`, a reader scoped to it; missing keys take their defaults.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value, a listed provider without
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value, a listed provider without
     ///   an API or URLs.
-    package init(configReader config: ConfigReader) throws(DNSError) {
+    package init(configReader config: ConfigReader) throws(HTTPDNSError) {
         // Placeholders only: every field below overwrites its property.
         providers = []
         timeoutMilliseconds = 0
@@ -100,8 +100,8 @@ package struct HTTPDNSProviders: Sendable, Hashable {
                     }
                     ? "provider names are letters, digits, - and _" : nil
             },
-            decode: { reader, key throws(DNSError) in
-                try reader.strings(key, default: []).map { name throws(DNSError) in
+            decode: { reader, key throws(HTTPDNSError) in
+                try reader.strings(key, default: []).map { name throws(HTTPDNSError) in
                     try Provider(name: name, reader: reader)
                 }
             },
@@ -138,7 +138,7 @@ extension HTTPDNSProviders.Provider {
         urls: SettingKey(
             "provider.*.urls", .stringArray, default: "required", "endpoint URLs, tried in order",
             check: { text in
-                do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as DNSError {
+                do { _ = try HTTPDNSEndpoint(text); return nil } catch let error as HTTPDNSError {
                     return error.message
                 } catch { return "\(error)" }
             }),
@@ -157,7 +157,7 @@ extension HTTPDNSProviders.Provider {
     )
 
     /// Reads provider `name`'s keys from `reader`, scoped to the `httpdns` section.
-    init(name: String, reader: SettingsReader) throws(DNSError) {
+    init(name: String, reader: SettingsReader) throws(HTTPDNSError) {
         let prefix = "provider.\(name)."
         let keys = Self.keys
         guard reader.config.string(forKey: ConfigKey(prefix + "api")) != nil else {
@@ -199,8 +199,8 @@ extension HTTPDNSProviders.Provider {
 
     /// The resolver configuration this provider describes, with its secret read from ``secretVariable``;
     /// `guardDefault` is whether private answers are accepted when the provider does not say.
-    /// - Throws: ``DNSError/Code/invalidConfiguration`` for a bad URL or a vendor API without an account.
-    package func resolverConfiguration(allowingPrivateAnswers guardDefault: Bool) throws(DNSError)
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for a bad URL or a vendor API without an account.
+    package func resolverConfiguration(allowingPrivateAnswers guardDefault: Bool) throws(HTTPDNSError)
         -> HTTPDNSResolver.Configuration
     {
         let secret = HTTPDNSSecret(environmentVariable: secretVariable)
@@ -210,7 +210,7 @@ extension HTTPDNSProviders.Provider {
         case "doh-json": api = .dnsJSON
         case "alibaba":
             guard let account else {
-                throw DNSError(code: .invalidConfiguration, message: "provider \(name): alibaba needs an account")
+                throw HTTPDNSError(code: .invalidConfiguration, message: "provider \(name): alibaba needs an account")
             }
             api = .alibaba(account: account, secret: secret)
         default: api = .tencent(account: account, key: secret)

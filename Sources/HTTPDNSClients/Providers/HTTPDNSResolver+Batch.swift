@@ -21,11 +21,11 @@ extension HTTPDNSResolver {
     /// - Returns: One result per name, in the order of `hosts`.
     /// - Throws: `CancellationError` when the task is cancelled; every other failure is its name's result.
     public func resolveAll(_ hosts: [HostName], family: AddressFamily, maximumInFlight: Int = 100) async throws
-        -> [Result<Resolution, DNSError>]
+        -> [Result<Resolution, HTTPDNSError>]
     {
         guard !hosts.isEmpty else { return [] }
         let window = max(1, maximumInFlight)
-        var results = [Result<Resolution, DNSError>?](repeating: nil, count: hosts.count)
+        var results = [Result<Resolution, HTTPDNSError>?](repeating: nil, count: hosts.count)
         if case .dnsMessage = configuration.api.kind, let endpoint = configuration.endpoints.first {
             try await resolveBatch(hosts, family: family, endpoint: endpoint, window: window, into: &results)
         }
@@ -36,7 +36,7 @@ extension HTTPDNSResolver {
     /// The batch over the first endpoint's HTTP/2 connection: fills in the results it can decide.
     private func resolveBatch(
         _ hosts: [HostName], family: AddressFamily, endpoint: HTTPDNSEndpoint, window: Int,
-        into results: inout [Result<Resolution, DNSError>?]
+        into results: inout [Result<Resolution, HTTPDNSError>?]
     ) async throws {
         let types: [DNSRecordType] = family == .any ? [.a, .aaaa] : family == .ipv4 ? [.a] : [.aaaa]
         let perHost = types.count
@@ -46,11 +46,11 @@ extension HTTPDNSResolver {
                 make: { index in self.dohRequest(hosts[index / perHost], types[index % perHost], nil).request })
         else { return }
         hosts: for (position, host) in hosts.enumerated() {
-            var answers: [Result<[ResolvedAddress], DNSError>] = []
+            var answers: [Result<[ResolvedAddress], HTTPDNSError>] = []
             for (offset, type) in types.enumerated() {
                 // Not sent, or no answer from this address: left for resolve(_:family:).
                 guard case .success(let response)? = responses[position * perHost + offset] else { continue hosts }
-                do throws(DNSError) {
+                do throws(HTTPDNSError) {
                     let answer = try dohAnswer(
                         response, endpoint: endpoint, host: host, type: type, subnet: nil, query: nil)
                     try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
@@ -60,7 +60,7 @@ extension HTTPDNSResolver {
                     answers.append(.failure(error))
                 }
             }
-            results[position] = Result { () throws(DNSError) in
+            results[position] = Result { () throws(HTTPDNSError) in
                 let addresses: [ResolvedAddress]
                 if answers.count == 1 {
                     addresses = try answers[0].get()
@@ -69,7 +69,8 @@ extension HTTPDNSResolver {
                         addresses = try DualStack.merge(
                             answers[0].mapError { $0 }, answers[1].mapError { $0 }, host: host, logger: logger)
                     } catch {
-                        throw error as? DNSError ?? DNSError(code: .internalError, message: "\(error)", host: host.name)
+                        throw error as? HTTPDNSError
+                            ?? HTTPDNSError(code: .internalError, message: "\(error)", host: host.name)
                     }
                 }
                 return Resolution(host: host.name, addresses: addresses)
@@ -79,11 +80,11 @@ extension HTTPDNSResolver {
 
     /// ``resolve(_:family:)`` for each name without a result yet, `window` at a time.
     private func resolveEach(
-        _ hosts: [HostName], family: AddressFamily, window: Int, into results: inout [Result<Resolution, DNSError>?]
+        _ hosts: [HostName], family: AddressFamily, window: Int, into results: inout [Result<Resolution, HTTPDNSError>?]
     ) async throws {
         let pending = results.indices.filter { results[$0] == nil }
         guard !pending.isEmpty else { return }
-        try await withThrowingTaskGroup(of: (Int, Result<Resolution, DNSError>).self) { group in
+        try await withThrowingTaskGroup(of: (Int, Result<Resolution, HTTPDNSError>).self) { group in
             var next = 0
             func add() {
                 let position = pending[next]
@@ -91,7 +92,7 @@ extension HTTPDNSResolver {
                 group.addTask {
                     do {
                         return (position, .success(try await self.resolve(hosts[position], family: family)))
-                    } catch let error as DNSError {
+                    } catch let error as HTTPDNSError {
                         return (position, .failure(error))
                     }
                 }

@@ -68,12 +68,12 @@ extension HTTPDNSResolver {
         /// Accept answers with private, loopback, link-local or unspecified addresses (default `false`).
         public var allowNonPublicAddresses: Bool
         /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
-        /// which it fails with `DNSError.Code.timeout` so the pipeline asks its next source; `nil` (the default)
+        /// which it fails with `HTTPDNSError.Code.timeout` so the pipeline asks its next source; `nil` (the default)
         /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
         /// connect timeout per address in a row.
         public var budget: Duration?
         /// The time one HTTP exchange may take, from sending the request to the last byte of the body (default
-        /// 5 s). A server that stalls, even one that drips bytes, fails with `DNSError.Code.timeout`.
+        /// 5 s). A server that stalls, even one that drips bytes, fails with `HTTPDNSError.Code.timeout`.
         public var requestTimeout: Duration
         /// The time a TCP connect plus TLS handshake may take (default 2 s).
         public var connectTimeout: Duration

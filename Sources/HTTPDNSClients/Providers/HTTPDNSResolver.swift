@@ -15,7 +15,7 @@ import HTTPDNSPinnedClients
 /// a rejected signature) ends the lookup.
 ///
 /// By default an answer that maps a name to a private, loopback, link-local or unspecified address is
-/// rejected with `DNSError.Code.privateAddress` (DNS rebinding and SSRF protection); set
+/// rejected with `HTTPDNSError.Code.privateAddress` (DNS rebinding and SSRF protection); set
 /// ``Configuration/allowNonPublicAddresses`` for services that legitimately answer with such addresses.
 public final class HTTPDNSResolver: HostNameResolver {
     /// The configuration the resolver was created with.
@@ -34,13 +34,13 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// - Parameters:
     ///   - configuration: API, endpoints, guard, timeouts, trust roots.
     ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
-    /// - Throws: `DNSError.Code.invalidConfiguration` for no endpoints, a malformed account ID, a Tencent key
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for no endpoints, a malformed account ID, a Tencent key
     ///   without an account or of the wrong length, a non-positive signature lifetime or timeout, or a trust-root
     ///   file that cannot be read or holds no certificate.
     public convenience init(
         configuration: Configuration,
         logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         let transport = try HTTPDNSTransport(
             configuration: .init(
                 requestTimeout: configuration.requestTimeout, connectTimeout: configuration.connectTimeout,
@@ -56,7 +56,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         configuration: Configuration,
         transport: HTTPDNSTransport,
         logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         try self.init(configuration: configuration, transport: transport, logger: logger) {
             Int64(Date().timeIntervalSince1970)
         }
@@ -69,9 +69,9 @@ public final class HTTPDNSResolver: HostNameResolver {
         logger: Logger,
         ownsTransport: Bool = false,
         now: @escaping @Sendable () -> Int64
-    ) throws(DNSError) {
-        func invalid(_ reason: String) -> DNSError {
-            DNSError(code: .invalidConfiguration, message: "HTTP DNS provider \(configuration.name): \(reason)")
+    ) throws(HTTPDNSError) {
+        func invalid(_ reason: String) -> HTTPDNSError {
+            HTTPDNSError(code: .invalidConfiguration, message: "HTTP DNS provider \(configuration.name): \(reason)")
         }
         guard !configuration.endpoints.isEmpty else { throw invalid("no endpoint is configured") }
         var aesKey: SymmetricKey?
@@ -109,7 +109,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// Closes the connections the resolver made itself (``init(configuration:logger:)``); its later lookups fail with
-    /// `DNSError.Code.shutdown`. A resolver that shares its connections with other providers (those of a settings
+    /// `HTTPDNSError.Code.shutdown`. A resolver that shares its connections with other providers (those of a settings
     /// file, built by `HostResolver(configuration:)`) leaves them to their owner. Calling it twice is harmless.
     public func shutdown() async {
         if ownsTransport { await transport.shutdown() }
@@ -121,7 +121,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// first); the vendor APIs answer both families in one request. For many names at once,
     /// ``resolveAll(_:family:maximumInFlight:)`` takes one hand-over instead of one a name (about 40 % less CPU a
     /// name in the DoH benchmark).
-    /// - Throws: `DNSError` with the endpoint addresses tried, or `CancellationError`.
+    /// - Throws: `HTTPDNSError` with the endpoint addresses tried, or `CancellationError`.
     public func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
         try await resolve(host, family: family, subnet: nil).resolution
     }
@@ -148,7 +148,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         let servers = configuration.endpoints.map(\.url)
         return try await withTimeLimit(
             budget,
-            orThrow: DNSError(
+            orThrow: HTTPDNSError(
                 code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name,
                 servers: servers)
         ) {
@@ -190,7 +190,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// Whether an error ends the lookup rather than moving on to the next endpoint.
-    static func isDefinite(_ code: DNSError.Code) -> Bool {
+    static func isDefinite(_ code: HTTPDNSError.Code) -> Bool {
         [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
     }
 
@@ -200,13 +200,13 @@ public final class HTTPDNSResolver: HostNameResolver {
         _ lookup: (HTTPDNSEndpoint) async throws -> Answer
     ) async throws -> Answer {
         var servers: [String] = []
-        var lastError: DNSError?
+        var lastError: HTTPDNSError?
         for endpoint in configuration.endpoints {
             do {
                 let answer = try await lookup(endpoint)
                 try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
                 return answer
-            } catch var error as DNSError {
+            } catch var error as HTTPDNSError {
                 servers += error.servers.isEmpty ? [endpoint.url] : error.servers
                 error.servers = servers
                 if Self.isDefinite(error.code) { throw error }
@@ -222,12 +222,12 @@ public final class HTTPDNSResolver: HostNameResolver {
 
     /// The private-address guard.
     func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
-        throws(DNSError)
+        throws(HTTPDNSError)
     {
         guard !configuration.allowNonPublicAddresses,
             let bad = addresses.first(where: { $0.ip.isNonPublic })
         else { return }
-        throw DNSError(
+        throw HTTPDNSError(
             code: .privateAddress,
             message:
                 "\(source) answered with the \(bad.ip.scope) address \(bad.ip); rejected by the private-address guard",
@@ -272,9 +272,9 @@ public final class HTTPDNSResolver: HostNameResolver {
     func dohAnswer(
         _ response: HTTPDNSTransport.Response, endpoint: HTTPDNSEndpoint, host: HostName, type: DNSRecordType,
         subnet: IPNetwork?, query: [UInt8]?
-    ) throws(DNSError) -> Answer {
+    ) throws(HTTPDNSError) -> Answer {
         guard response.status == 200 else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .httpStatus,
                 message: "\(endpoint.url) answered HTTP \(response.status)",
                 host: host.name,
@@ -295,7 +295,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         }
         let mediaType = Self.mediaType(response.contentType)
         if mediaType != "application/dns-message" {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .httpStatus,
                 message: "\(endpoint.url) answered with content type \(HostName.printable(mediaType ?? "none"))",
                 host: host.name,

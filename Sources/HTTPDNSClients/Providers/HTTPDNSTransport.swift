@@ -25,13 +25,13 @@ package final class HTTPDNSTransport: Sendable {
     /// Transport settings.
     package struct Configuration: Sendable {
         /// The time one HTTP exchange may take, from sending the request to the last byte of the body
-        /// (default 5 s). A server that stalls, even one that drips bytes, fails with `DNSError.Code.timeout`.
+        /// (default 5 s). A server that stalls, even one that drips bytes, fails with `HTTPDNSError.Code.timeout`.
         var requestTimeout: Duration
         /// The time a TCP connect plus TLS handshake may take (default 2 s).
         var connectTimeout: Duration
         /// PEM files with extra trusted CA certificates, added to the system roots (for private CAs).
         var additionalTrustRoots: [String]
-        /// Larger response bodies fail with `DNSError.Code.responseTooLarge` (default 64 KiB).
+        /// Larger response bodies fail with `HTTPDNSError.Code.responseTooLarge` (default 64 KiB).
         var maximumResponseBytes: Int
         /// How long an idle connection is kept open for reuse (default 60 s).
         var idleConnectionTimeout: Duration
@@ -119,13 +119,13 @@ package final class HTTPDNSTransport: Sendable {
     ///   - configuration: Timeouts, trust roots, size cap.
     ///   - eventLoopGroup: The NIO event loops to run connections on (default: the shared singleton).
     ///   - logger: For connection-level events; request logs go to the resolver's logger.
-    /// - Throws: `DNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no
     ///   certificate, or a timeout is not positive.
     package convenience init(
         configuration: Configuration = .default,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.transport", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         try self.init(
             configuration: configuration, pool: PinnedClientPool(eventLoopGroup: eventLoopGroup, logger: logger),
             ownsPool: true, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -135,11 +135,11 @@ package final class HTTPDNSTransport: Sendable {
     package init(
         configuration: Configuration, pool: PinnedClientPool, ownsPool: Bool, eventLoopGroup: any EventLoopGroup,
         logger: Logger
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         guard configuration.requestTimeout > .zero, configuration.connectTimeout > .zero,
             configuration.maximumResponseBytes > 0
         else {
-            throw DNSError(code: .invalidConfiguration, message: "HTTP DNS timeouts and size cap must be positive")
+            throw HTTPDNSError(code: .invalidConfiguration, message: "HTTP DNS timeouts and size cap must be positive")
         }
         let tls = try TLSConfiguration.verifiedClient(additionalTrustRoots: configuration.additionalTrustRoots)
         var http2TLS = tls
@@ -150,7 +150,7 @@ package final class HTTPDNSTransport: Sendable {
         do {
             self.http2Context = try NIOSSLContext(configuration: http2TLS)
         } catch {
-            throw DNSError(code: .invalidConfiguration, message: "cannot set up TLS: \(error)", source: error)
+            throw HTTPDNSError(code: .invalidConfiguration, message: "cannot set up TLS: \(error)", source: error)
         }
         let profile = PinnedClientPool.Profile(
             trustRoots: configuration.additionalTrustRoots, connectTimeout: configuration.connectTimeout,
@@ -182,7 +182,7 @@ package final class HTTPDNSTransport: Sendable {
         }
     }
 
-    /// Closes every connection. Later requests fail with `DNSError.Code.shutdown`. Calling it twice is harmless.
+    /// Closes every connection. Later requests fail with `HTTPDNSError.Code.shutdown`. Calling it twice is harmless.
     package func shutdown() async {
         let (http2, first) = state.withLock { state in
             defer {
@@ -212,7 +212,7 @@ package final class HTTPDNSTransport: Sendable {
     ///
     /// Connection failures, timeouts, TLS failures and 5xx answers move on to the next address; any other
     /// response is returned as it is, for the provider to interpret.
-    /// - Throws: ``DNSError`` (the last failure, with every address tried in `servers`) or `CancellationError`.
+    /// - Throws: `HTTPDNSError` (the last failure, with every address tried in `servers`) or `CancellationError`.
     ///
     /// Like the resolver's helpers that lead here, it runs on its caller's executor (`nonisolated(nonsending)`):
     /// entering a plain nonisolated async function costs the runtime an executor check, about 2 % of a lookup.
@@ -222,14 +222,14 @@ package final class HTTPDNSTransport: Sendable {
         -> Response
     {
         var tried = 0
-        var lastError = DNSError(code: .internalError, message: "no address to try", host: host.name)
+        var lastError = HTTPDNSError(code: .internalError, message: "no address to try", host: host.name)
         for (address, server) in zip(endpoint.targets, endpoint.servers) {
             try Task.checkCancellation()
             tried += 1
             do {
                 let response = try await exchange(request, endpoint: endpoint, address: address, server: server)
                 if response.status >= 500 {
-                    lastError = DNSError(
+                    lastError = HTTPDNSError(
                         code: .httpStatus,
                         message: "\(endpoint.url) answered HTTP \(response.status)",
                         host: host.name
@@ -339,7 +339,7 @@ package final class HTTPDNSTransport: Sendable {
         while true {
             let slot: HTTP2Slot? = try state.withLock { state in
                 guard !state.isShutdown else {
-                    throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+                    throw HTTPDNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
                 }
                 if let slot = state.http2[key] {
                     if case .ready(_, let connection) = slot, !connection.isUsable {
@@ -401,7 +401,7 @@ package final class HTTPDNSTransport: Sendable {
             guard !state.withLock({ $0.isShutdown }) else { throw PinnedClientPool.Closed() }
             lease = try pool.acquire(.init(host: endpoint.host, address: address), profile: profile)
         } catch {
-            throw DNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+            throw HTTPDNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
         }
         defer { pool.release(lease) }
         let client = lease.client
@@ -417,7 +417,7 @@ package final class HTTPDNSTransport: Sendable {
         let timeout = configuration.requestTimeout
         let requestCopy = httpRequest
         return try await withTimeLimit(
-            timeout, orThrow: DNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")
+            timeout, orThrow: HTTPDNSError(code: .timeout, message: "no complete HTTP answer within \(timeout)")
         ) {
             let response = try await client.execute(requestCopy, timeout: TimeAmount(timeout))
             if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {

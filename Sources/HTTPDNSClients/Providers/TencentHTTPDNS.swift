@@ -14,7 +14,7 @@ package import HTTPDNSCore
 package enum TencentHTTPDNS {
     /// The query for `host`, relative to the endpoint.
     static func suffix(host: HostName, family: AddressFamily, account: String?, key: SymmetricKey?)
-        throws(DNSError)
+        throws(HTTPDNSError)
         -> String
     {
         var dn = host.name
@@ -34,7 +34,7 @@ package enum TencentHTTPDNS {
     }
 
     /// Interprets a response body (already decrypted for the AES variant).
-    /// - Throws: ``DNSError``: `httpStatus`, `badResponse`, `decryptionFailed` or `noData`.
+    /// - Throws: `HTTPDNSError`: `httpStatus`, `badResponse`, `decryptionFailed` or `noData`.
     package static func addresses(
         status: Int,
         body: [UInt8],
@@ -42,9 +42,9 @@ package enum TencentHTTPDNS {
         family: AddressFamily,
         key: SymmetricKey?,
         source: ResolutionSource
-    ) throws(DNSError) -> [ResolvedAddress] {
-        func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
-            DNSError(code: code, message: message, host: host.name)
+    ) throws(HTTPDNSError) -> [ResolvedAddress] {
+        func fail(_ code: HTTPDNSError.Code, _ message: String) -> HTTPDNSError {
+            HTTPDNSError(code: code, message: message, host: host.name)
         }
         guard status == 200 else { throw fail(.httpStatus, "the HTTPDNS server answered HTTP \(status)") }
         var text = String(decoding: body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -75,9 +75,9 @@ package enum TencentHTTPDNS {
         family: AddressFamily,
         host: HostName,
         source: ResolutionSource
-    ) throws(DNSError) -> [ResolvedAddress] {
-        func malformed() -> DNSError {
-            DNSError(
+    ) throws(HTTPDNSError) -> [ResolvedAddress] {
+        func malformed() -> HTTPDNSError {
+            HTTPDNSError(
                 code: .badResponse, message: "the HTTPDNS answer \(HostName.printable(String(part))) is malformed",
                 host: host.name)
         }
@@ -96,25 +96,25 @@ package enum TencentHTTPDNS {
     }
 
     /// `IV || AES-CBC(plaintext)` with a random IV.
-    static func encrypt(_ plaintext: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
+    static func encrypt(_ plaintext: [UInt8], key: SymmetricKey) throws(HTTPDNSError) -> [UInt8] {
         let iv = AES._CBC.IV()
         do {
             return Array(iv) + Array(try AES._CBC.encrypt(plaintext, using: key, iv: iv))
         } catch {
-            throw DNSError(code: .internalError, message: "AES-CBC encryption failed: \(error)")
+            throw HTTPDNSError(code: .internalError, message: "AES-CBC encryption failed: \(error)")
         }
     }
 
     /// Splits `IV || ciphertext` and decrypts.
-    static func decrypt(_ sealed: [UInt8], key: SymmetricKey) throws(DNSError) -> [UInt8] {
+    static func decrypt(_ sealed: [UInt8], key: SymmetricKey) throws(HTTPDNSError) -> [UInt8] {
         guard sealed.count >= 32, sealed.count % 16 == 0 else {
-            throw DNSError(code: .decryptionFailed, message: "the encrypted HTTPDNS answer has a bad length")
+            throw HTTPDNSError(code: .decryptionFailed, message: "the encrypted HTTPDNS answer has a bad length")
         }
         do {
             let iv = try AES._CBC.IV(ivBytes: sealed.prefix(16))
             return Array(try AES._CBC.decrypt(sealed.dropFirst(16), using: key, iv: iv))
         } catch {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .decryptionFailed, message: "the encrypted HTTPDNS answer does not decrypt with the key")
         }
     }

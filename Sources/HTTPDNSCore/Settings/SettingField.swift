@@ -8,7 +8,7 @@ package struct SettingField<Section>: Sendable {
     /// The documented key.
     let key: SettingKey
     /// Reads the key (or its default) into the section.
-    let read: @Sendable (SettingsReader, inout Section) throws(DNSError) -> Void
+    let read: @Sendable (SettingsReader, inout Section) throws(HTTPDNSError) -> Void
     /// The effective values as (dotted path, text) rows; most keys give one.
     let show: @Sendable (Section) -> [(String, String)]
 
@@ -17,14 +17,14 @@ package struct SettingField<Section>: Sendable {
         _ path: String, _ kind: SettingKey.Kind, _ field: any WritableKeyPath<Section, Value> & Sendable,
         shown defaultText: String, _ help: String, allowed: [String]? = nil, range: ClosedRange<Int>? = nil,
         check: (@Sendable (String) -> String?)? = nil,
-        decode: @escaping @Sendable (SettingsReader, SettingKey) throws(DNSError) -> Value,
+        decode: @escaping @Sendable (SettingsReader, SettingKey) throws(HTTPDNSError) -> Value,
         describe: @escaping @Sendable (Value) -> String
     ) -> SettingField {
         let key = SettingKey(
             path, kind, default: defaultText, help, allowed: allowed, range: range, check: check)
         return SettingField(
             key: key,
-            read: { reader, section throws(DNSError) in section[keyPath: field] = try decode(reader, key) },
+            read: { reader, section throws(HTTPDNSError) in section[keyPath: field] = try decode(reader, key) },
             show: { section in [(path, describe(section[keyPath: field]))] })
     }
 
@@ -35,7 +35,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .int, field, shown: "\(value)", help, range: range,
-            decode: { reader, key throws(DNSError) in try reader.int(key, default: value) }, describe: { "\($0)" })
+            decode: { reader, key throws(HTTPDNSError) in try reader.int(key, default: value) }, describe: { "\($0)" })
     }
 
     /// A duration key written in whole milliseconds (`…Ms`).
@@ -64,7 +64,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .int, field, shown: "\(value)", help, range: range,
-            decode: { reader, key throws(DNSError) in from(try reader.int(key, default: value)) },
+            decode: { reader, key throws(HTTPDNSError) in from(try reader.int(key, default: value)) },
             describe: { "\(number($0))" })
     }
 
@@ -74,7 +74,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .bool, field, shown: "\(value)", help,
-            decode: { reader, key throws(DNSError) in try reader.bool(key, default: value) }, describe: { "\($0)" })
+            decode: { reader, key throws(HTTPDNSError) in try reader.bool(key, default: value) }, describe: { "\($0)" })
     }
 
     /// A string key whose empty value (the default) means "none"; `none` is how that is printed.
@@ -84,7 +84,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .string, field, shown: defaultText, help,
-            decode: { reader, key throws(DNSError) in
+            decode: { reader, key throws(HTTPDNSError) in
                 let text = try reader.string(key, default: "")
                 return text.isEmpty ? nil : text
             }, describe: { $0 ?? none })
@@ -96,7 +96,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .string, field, shown: value, help,
-            decode: { reader, key throws(DNSError) in try reader.string(key, default: value) }, describe: { $0 })
+            decode: { reader, key throws(HTTPDNSError) in try reader.string(key, default: value) }, describe: { $0 })
     }
 
     /// An integer array key.
@@ -108,7 +108,8 @@ package struct SettingField<Section>: Sendable {
             path, .intArray, default: SettingsReader.list(value.map(String.init)), help, range: range)
         return SettingField(
             key: key,
-            read: { reader, section throws(DNSError) in section[keyPath: field] = try reader.ints(key, default: value)
+            read: { reader, section throws(HTTPDNSError) in
+                section[keyPath: field] = try reader.ints(key, default: value)
             },
             show: { section in [(path, SettingsReader.list(section[keyPath: field].map(String.init)))] })
     }
@@ -119,7 +120,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField where Value.RawValue == String {
         custom(
             path, .string, field, shown: value.rawValue, help, allowed: Value.allCases.map(\.rawValue),
-            decode: { reader, key throws(DNSError) in
+            decode: { reader, key throws(HTTPDNSError) in
                 Value(rawValue: try reader.string(key, default: value.rawValue)) ?? value
             }, describe: { $0.rawValue })
     }
@@ -131,7 +132,7 @@ package struct SettingField<Section>: Sendable {
     ) -> SettingField {
         custom(
             path, .stringArray, field, shown: defaultText ?? SettingsReader.list(value), help, check: check,
-            decode: { reader, key throws(DNSError) in try reader.strings(key, default: value) },
+            decode: { reader, key throws(HTTPDNSError) in try reader.strings(key, default: value) },
             describe: { SettingsReader.list($0) })
     }
 
@@ -151,7 +152,7 @@ package struct SettingField<Section>: Sendable {
     /// paths are relative to `scope` (`nil` for keys at the top level), which errors name in front of them.
     package static func readAll(
         _ fields: [SettingField], from config: ConfigReader, scope: String? = nil, into section: inout Section
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         let reader = SettingsReader(config: config, scope: scope)
         for field in fields { try field.read(reader, &section) }
     }
@@ -206,9 +207,9 @@ package struct SettingsReader {
     }
 
     /// The error for a bad value of `path` (relative to the scope).
-    package func invalid(_ path: String, _ reason: String) -> DNSError {
+    package func invalid(_ path: String, _ reason: String) -> HTTPDNSError {
         let path = Self.path(path, under: scope)
-        return DNSError(
+        return HTTPDNSError(
             code: .invalidConfiguration,
             message: "setting \(path) (\(SettingKey.environmentVariable(for: path))): \(reason)")
     }
@@ -222,7 +223,8 @@ package struct SettingsReader {
     }
 
     /// A string, checked against the key's allowed values and check.
-    package func string(_ key: SettingKey, at path: String? = nil, default fallback: String) throws(DNSError) -> String
+    package func string(_ key: SettingKey, at path: String? = nil, default fallback: String) throws(HTTPDNSError)
+        -> String
     {
         let path = path ?? key.path
         let value = config.string(forKey: ConfigKey(path)) ?? fallback
@@ -231,7 +233,7 @@ package struct SettingsReader {
     }
 
     /// An integer, checked against the key's range.
-    package func int(_ key: SettingKey, at path: String? = nil, default fallback: Int) throws(DNSError) -> Int {
+    package func int(_ key: SettingKey, at path: String? = nil, default fallback: Int) throws(HTTPDNSError) -> Int {
         let path = path ?? key.path
         if let text = config.string(forKey: ConfigKey(path)), Int(text) == nil,
             config.int(forKey: ConfigKey(path)) == nil
@@ -244,7 +246,7 @@ package struct SettingsReader {
     }
 
     /// `true` or `false`.
-    package func bool(_ key: SettingKey, at path: String? = nil, default fallback: Bool) throws(DNSError) -> Bool {
+    package func bool(_ key: SettingKey, at path: String? = nil, default fallback: Bool) throws(HTTPDNSError) -> Bool {
         let path = path ?? key.path
         if let text = config.string(forKey: ConfigKey(path)), config.bool(forKey: ConfigKey(path)) == nil {
             throw invalid(path, "'\(HostName.printable(text))' is not true or false")
@@ -253,7 +255,7 @@ package struct SettingsReader {
     }
 
     /// A string array, each element checked.
-    package func strings(_ key: SettingKey, at path: String? = nil, default fallback: [String]) throws(DNSError)
+    package func strings(_ key: SettingKey, at path: String? = nil, default fallback: [String]) throws(HTTPDNSError)
         -> [String]
     {
         let path = path ?? key.path
@@ -265,7 +267,7 @@ package struct SettingsReader {
     }
 
     /// An integer array, each element checked against the key's range.
-    func ints(_ key: SettingKey, default fallback: [Int]) throws(DNSError) -> [Int] {
+    func ints(_ key: SettingKey, default fallback: [Int]) throws(HTTPDNSError) -> [Int] {
         let values = config.intArray(forKey: ConfigKey(key.path)) ?? fallback
         for value in values {
             if let problem = key.problem(with: value) { throw invalid(key.path, problem) }

@@ -40,7 +40,7 @@ package enum DNSWireMessage {
     /// Checks an answer to the query ``query(for:type:)`` built and extracts its addresses.
     ///
     /// - Returns: The addresses with TTLs (the smallest TTL along a CNAME chain).
-    /// - Throws: ``DNSError`` with `badResponse` (malformed, truncated, not a response), `questionMismatch`,
+    /// - Throws: ``HTTPDNSError`` with `badResponse` (malformed, truncated, not a response), `questionMismatch`,
     ///   `notFound` (NXDOMAIN), `serverFailure`, `refused`, `formatError`, `notImplemented`, or `noData`
     ///   (success without a record of the type asked for, e.g. a CNAME-only answer).
     /// - Parameter query: The query sent, when the caller has it: an answer whose question is the query's (ASCII
@@ -51,18 +51,18 @@ package enum DNSWireMessage {
         type: DNSRecordType,
         source: ResolutionSource,
         query: [UInt8]? = nil
-    ) throws(DNSError) -> [ResolvedAddress] {
+    ) throws(HTTPDNSError) -> [ResolvedAddress] {
         let result = message.withUnsafeBufferPointer { bytes in
-            Result { () throws(DNSError) -> [ResolvedAddress] in
+            Result { () throws(HTTPDNSError) -> [ResolvedAddress] in
                 try check(bytes, name: name, type: type, query: query)
                 guard
                     let addresses = DNSAnswerWalk.addresses(
                         in: bytes, type: type, source: source, limit: maximumAddresses)
                 else {
-                    throw DNSError(code: .badResponse, message: "DNS response is malformed", host: name.name)
+                    throw HTTPDNSError(code: .badResponse, message: "DNS response is malformed", host: name.name)
                 }
                 guard !addresses.isEmpty else {
-                    throw DNSError(
+                    throw HTTPDNSError(
                         code: .noData, message: "DNS response has no \(type == .a ? "A" : "AAAA") record",
                         host: name.name)
                 }
@@ -75,9 +75,9 @@ package enum DNSWireMessage {
     /// Validates header, question and RCODE.
     private static func check(
         _ bytes: UnsafeBufferPointer<UInt8>, name: HostName, type: DNSRecordType, query: [UInt8]?
-    ) throws(DNSError) {
-        func fail(_ code: DNSError.Code, _ message: String) -> DNSError {
-            DNSError(code: code, message: message, host: name.name)
+    ) throws(HTTPDNSError) {
+        func fail(_ code: HTTPDNSError.Code, _ message: String) -> HTTPDNSError {
+            HTTPDNSError(code: code, message: message, host: name.name)
         }
         guard bytes.count >= headerLength else {
             throw fail(.badResponse, "DNS message of \(bytes.count) bytes is shorter than a header")
@@ -137,17 +137,17 @@ package enum DNSWireMessage {
         _ bytes: UnsafeBufferPointer<UInt8>,
         name: HostName,
         type: DNSRecordType
-    ) throws(DNSError) {
+    ) throws(HTTPDNSError) {
         guard let (asked, end) = DNSMessageWalk.name(in: bytes, at: headerLength) else {
-            throw DNSError(code: .badResponse, message: "DNS response has a malformed question", host: name.name)
+            throw HTTPDNSError(code: .badResponse, message: "DNS response has a malformed question", host: name.name)
         }
         guard end + 4 <= bytes.count else {
-            throw DNSError(code: .badResponse, message: "DNS response question is truncated", host: name.name)
+            throw HTTPDNSError(code: .badResponse, message: "DNS response question is truncated", host: name.name)
         }
         let questionType = Int32(bytes[end]) << 8 | Int32(bytes[end + 1])
         let questionClass = Int32(bytes[end + 2]) << 8 | Int32(bytes[end + 3])
         guard asked == name.name, questionType == type.rawValue, questionClass == classIN else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .questionMismatch,
                 message:
                     "DNS response answers \(HostName.printable(asked)) type \(questionType) class \(questionClass), "

@@ -89,16 +89,16 @@ package enum EDNSClientSubnet {
 
     /// The scope of an answer to a query for `asked` (RFC 7871 §7.3): 0 without an option, at most the prefix
     /// sent.
-    package static func scope(of answer: [UInt8], asked: IPNetwork, host: HostName) throws(DNSError) -> Int {
+    package static func scope(of answer: [UInt8], asked: IPNetwork, host: HostName) throws(HTTPDNSError) -> Int {
         let option: (subnet: IPNetwork, scope: Int)?
         do {
             option = try EDNSClientSubnet.find(in: answer)
         } catch {
-            throw DNSError(code: .badResponse, message: error.reason, host: host.name)
+            throw HTTPDNSError(code: .badResponse, message: error.reason, host: host.name)
         }
         guard let option else { return 0 }
         guard option.subnet == asked else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .badResponse,
                 message: "the answer's client subnet \(option.subnet) is not the \(asked) asked for", host: host.name)
         }

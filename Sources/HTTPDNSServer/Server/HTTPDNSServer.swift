@@ -170,7 +170,7 @@ public final class HTTPDNSServer: Sendable {
     var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
 
     /// Starts listening.
-    /// - Throws: `DNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.
     public static func start(
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -178,7 +178,8 @@ public final class HTTPDNSServer: Sendable {
         let tls = try Self.tlsContext(configuration, protocols: ["h2", "http/1.1"])
         let dotTLS = configuration.dotListen == nil ? nil : try Self.tlsContext(configuration, protocols: ["dot"])
         if configuration.dotListen != nil, dotTLS == nil {
-            throw DNSError(code: .invalidConfiguration, message: "DNS over TLS needs a certificate and a private key")
+            throw HTTPDNSError(
+                code: .invalidConfiguration, message: "DNS over TLS needs a certificate and a private key")
         }
         let limits = [
             configuration.maximumConnections, configuration.maximumConnectionsPerClient,
@@ -188,7 +189,7 @@ public final class HTTPDNSServer: Sendable {
             configuration.listenerLimits.http, configuration.listenerLimits.dns, configuration.listenerLimits.dot,
         ]
         guard limits.allSatisfy({ $0 > 0 }), listenerLimits.allSatisfy({ $0 ?? 1 > 0 }) else {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration,
                 message:
                     "maximumConnections, maximumConnectionsPerClient, maximumAdminConnections and listenerLimits must be positive, not \(limits) and \(listenerLimits)"

@@ -38,7 +38,7 @@ extension HTTPDNSServer {
             tls.shutdownTimeout = Self.tlsShutdownTimeout
             return try NIOSSLContext(configuration: tls)
         } catch {
-            throw DNSError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration,
                 message: "cannot use the certificate \(certificatePath) and key \(keyPath): \(error)")
         }

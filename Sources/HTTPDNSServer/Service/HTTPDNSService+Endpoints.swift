@@ -199,7 +199,7 @@ extension HTTPDNSService {
             }
             let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
             return respond(answer, ttl: ttl, scope: scope)
-        } catch let error as DNSError where error.code == .refused {
+        } catch let error as HTTPDNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.
             return Self.dnsResponse(query, .refused, [])
         } catch {

@@ -6,14 +6,15 @@ import Logging
 /// and the answers kept for it, and what each network reported (kept, persisted, and used to order its answers).
 extension HTTPDNSService {
     /// Writes what each client network reported (see `NetworkScores`) to `path`, replacing it atomically.
-    /// - Throws: ``DNSError/Code/fileError`` when the file cannot be written.
-    package func saveNetworkScores(to path: String) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.fileError` when the file cannot be written.
+    package func saveNetworkScores(to path: String) throws(HTTPDNSError) {
         let snapshot = networkScores.snapshot(at: CacheClock.system.moment())
         do {
             let data = try JSONEncoder().encode(snapshot)
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
-            throw DNSError(code: .fileError, message: "cannot write \(path): \(error.localizedDescription)", host: "")
+            throw HTTPDNSError(
+                code: .fileError, message: "cannot write \(path): \(error.localizedDescription)", host: "")
         }
     }
 

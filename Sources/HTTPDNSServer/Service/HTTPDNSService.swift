@@ -331,7 +331,7 @@ public final class HTTPDNSService: Sendable {
                         // With the trailing dot the name is absolute: no search domain is ever tried.
                         let host = try HostName(lookup.name + ".")
                         if let answer = try await subnetLookup(lookup, subnet: subnet, host: host) { return answer }
-                    } catch let error as DNSError where error.code.isNegativeAnswer {
+                    } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
                         // A name without addresses is so for everyone: the resolver's negative cache answers next.
                         subnetAnswers.keepShared(key, ttl: 30, now: .now)
                         throw error
@@ -344,7 +344,7 @@ public final class HTTPDNSService: Sendable {
             }
             // With the trailing dot the name is absolute: no search domain is ever tried for a client's name.
             return result(try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), lookup)
-        } catch let error as DNSError {
+        } catch let error as HTTPDNSError {
             switch error.code {
             case .noData: return .success(([], 0, 0))
             // A name whose answer the private-address guard withheld looks like one that does not exist: the

@@ -6,6 +6,7 @@ public import Logging
 public import NIOCore
 import NIOHTTP1
 public import NIOPosix
+import HTTPDNSCore
 
 /// AsyncHTTPClient with the fastest address: executes an `HTTPClientRequest` like `HTTPClient.execute` does, through
 /// the same exchange engine as the URL protocol.
@@ -29,39 +30,11 @@ public import NIOPosix
 /// verified (a request's own `tlsConfiguration` is refused, use `ConnectionPolicy.additionalTrustRoots`), and
 /// redirects follow the URL protocol's rules (`ConnectionPolicy.followRedirects`).
 public final class HTTPDNSClient: Sendable {
-    /// Client settings; every property has a documented default. The connection policy's properties
-    /// (``ConnectionPolicy``: scope, redirects, failover, the race, timeouts, trust roots, client limits) read and
-    /// write through this value too, e.g. `configuration.connectTimeout = .seconds(5)`.
-    @dynamicMemberLookup
-    public struct Configuration: Sendable {
-        /// How hosts are reached, shared with ``HTTPDNSInterceptor``. Hosts outside its scope go to an unpinned
-        /// client that resolves them itself, as `HTTPClient` would.
-        public var connection: ConnectionPolicy
-        /// Called once per request with its trace: when the body has been read to its end (or failed, or was
-        /// dropped), or when the request failed before an answer.
-        public var traceHandler: (@Sendable (RequestTrace) -> Void)?
-
-        /// Creates a configuration; every parameter has the documented default.
-        public init(
-            connection: ConnectionPolicy = ConnectionPolicy(), traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
-        ) {
-            self.connection = connection
-            self.traceHandler = traceHandler
-        }
-
-        /// The defaults with the connection policy of `settings`, the settings the URL protocol also takes
-        /// (``ConnectionPolicy/init(settings:)``).
-        /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value.
-        public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
-            self.init(connection: try ConnectionPolicy(settings: settings))
-        }
-
-        /// A property of the connection policy.
-        public subscript<Value>(dynamicMember keyPath: WritableKeyPath<ConnectionPolicy, Value>) -> Value {
-            get { connection[keyPath: keyPath] }
-            set { connection[keyPath: keyPath] = newValue }
-        }
-    }
+    /// Client settings: the ``ConnectionPolicy`` the URL protocol's interceptor also holds (scope, redirects,
+    /// failover, the race, timeouts, trust roots, client limits, traces); every property has a documented default,
+    /// and `Configuration(settings:)` reads the settings file's `interception` section. Hosts outside its scope go to
+    /// an unpinned client that resolves them itself, as `HTTPClient` would.
+    public typealias Configuration = ConnectionPolicy
 
     /// The resolver hosts are resolved through.
     public let resolver: HostResolver
@@ -80,7 +53,7 @@ public final class HTTPDNSClient: Sendable {
     ///   - logger: For per-request events (debug and trace levels); the library never bootstraps logging.
     ///   - metricsFactory: Where the request, failover, race and redirect counters go (default: the bootstrapped
     ///     factory); the same instruments as the URL protocol's.
-    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for an unreadable trust-root file or a limit that
     ///   is not positive.
     public init(
         resolver: HostResolver,
@@ -88,29 +61,29 @@ public final class HTTPDNSClient: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.client", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
-    ) throws(InterceptionError) {
+    ) throws(HTTPDNSError) {
         self.resolver = resolver
         self.configuration = configuration
         self.engine = try ExchangeEngine(
-            resolver: resolver, policy: configuration.connection, eventLoopGroup: eventLoopGroup, logger: logger,
+            resolver: resolver, policy: configuration, eventLoopGroup: eventLoopGroup, logger: logger,
             metricsFactory: metricsFactory)
     }
 
     /// Executes `request` within `timeout` (connect, sending and the whole body), as `HTTPClient.execute` does.
     /// - Returns: The answer of the last hop; its body streams and may not have arrived yet.
-    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    /// - Throws: `HTTPDNSError`; `HTTPDNSError.Code.cancelled` when the task is cancelled.
     public func execute(
         _ request: HTTPClientRequest, timeout: TimeAmount, logger: Logger? = nil
-    ) async throws(InterceptionError) -> HTTPClientResponse {
+    ) async throws(HTTPDNSError) -> HTTPClientResponse {
         try await execute(request, deadline: .now() + timeout, logger: logger)
     }
 
     /// Executes `request` by `deadline` (connect, sending and the whole body), as `HTTPClient.execute` does.
     /// - Returns: The answer of the last hop; its body streams and may not have arrived yet.
-    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
+    /// - Throws: `HTTPDNSError`; `HTTPDNSError.Code.cancelled` when the task is cancelled.
     public func execute(
         _ request: HTTPClientRequest, deadline: NIODeadline, logger: Logger? = nil
-    ) async throws(InterceptionError) -> HTTPClientResponse {
+    ) async throws(HTTPDNSError) -> HTTPClientResponse {
         let started = ContinuousClock.now
         var trace = RequestTrace(url: Redaction.url(request.url), hops: [], status: nil, bytes: 0, elapsed: .zero)
         do {
@@ -130,7 +103,7 @@ public final class HTTPDNSClient: Sendable {
     var pinnedClientCount: Int { transport.clientCount }
 
     /// Gives up this front's pinned clients: closed unless another user of the resolver's pool shares their
-    /// settings (the resolver's own shutdown closes every one). Later requests fail with ``InterceptionError/Code/shutdown``.
+    /// settings (the resolver's own shutdown closes every one). Later requests fail with `HTTPDNSError.Code.shutdown`.
     public func shutdown() async {
         await transport.shutdown()
     }
@@ -139,9 +112,9 @@ public final class HTTPDNSClient: Sendable {
 
     private func run(
         _ original: HTTPClientRequest, deadline: NIODeadline, logger: Logger?, trace: inout RequestTrace
-    ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
+    ) async throws(HTTPDNSError) -> PinnedTransport.StreamedResponse {
         guard original.tlsConfiguration == nil else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .invalidRequest,
                 message:
                     "a request's own tlsConfiguration is not taken (certificates are always checked for the real host); "
@@ -165,7 +138,7 @@ public final class HTTPDNSClient: Sendable {
                 from: url, to: step.target, allowed: configuration.allowsInsecureRedirects)
             redirects += 1
             guard redirects <= configuration.maximumRedirects else {
-                throw InterceptionError(
+                throw HTTPDNSError(
                     code: .tooManyRedirects, message: "more than \(configuration.maximumRedirects) redirects",
                     url: Redaction.url(original.url))
             }
@@ -187,9 +160,9 @@ public final class HTTPDNSClient: Sendable {
     private func send(
         _ request: HTTPClientRequest, url: URL, host: String, deadline: NIODeadline, logger: Logger?,
         trace: inout RequestTrace
-    ) async throws(InterceptionError) -> PinnedTransport.StreamedResponse {
+    ) async throws(HTTPDNSError) -> PinnedTransport.StreamedResponse {
         guard let target = HopTarget(url, host: host) else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .badURL, message: "the URL has no host", url: Redaction.url(url.absoluteString))
         }
         let urlText = url.absoluteString
@@ -200,11 +173,11 @@ public final class HTTPDNSClient: Sendable {
         defer { trace.hops.append(hop) }
         let remaining = Duration.nanoseconds(max((deadline - .now()).nanoseconds, 0))
         let spans = HopSpans(
-            policy: configuration.connection, method: request.method.rawValue, url: url, target: target)
+            policy: configuration, method: request.method.rawValue, url: url, target: target)
         let streamed: PinnedTransport.StreamedResponse
         do {
             let candidates = try await engine.candidates(
-                target, url: urlText, resolve: true, policy: configuration.connection,
+                target, url: urlText, resolve: true, policy: configuration,
                 budget: remaining, deadline: deadline, spans: spans, hop: &hop)
             let transport = self.transport
             streamed = try await engine.attempt(
@@ -225,7 +198,7 @@ public final class HTTPDNSClient: Sendable {
     }
 
     /// The hop's URL with its host lowercased (the pinned client matches the name exactly), and that host.
-    private static func target(of text: String) throws(InterceptionError) -> (URL, String) {
+    private static func target(of text: String) throws(HTTPDNSError) -> (URL, String) {
         // The common case, an http(s) URL whose host is lowercase already and has no fragment, is used as parsed.
         if let url = URL(string: text, encodingInvalidCharacters: false), let host = url.host, !host.isEmpty,
             !host.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }), url.fragment == nil,
@@ -236,18 +209,18 @@ public final class HTTPDNSClient: Sendable {
         guard var components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .badURL, message: "not an absolute http or https URL", url: Redaction.url(text))
         }
         guard scheme == "http" || scheme == "https" else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .unsupportedURL, message: "only http and https are handled", url: Redaction.url(text))
         }
         let lowered = host.lowercased()
         if lowered != host, IPAddress(host) == nil { components.percentEncodedHost = lowered }
         components.fragment = nil
         guard let url = components.url else {
-            throw InterceptionError(code: .badURL, message: "invalid URL", url: Redaction.url(text))
+            throw HTTPDNSError(code: .badURL, message: "invalid URL", url: Redaction.url(text))
         }
         return (url, lowered)
     }

@@ -1,5 +1,6 @@
 public import HTTPDNS
 public import Tracing
+import HTTPDNSCore
 
 /// How both fronts (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for AsyncHTTPClient) reach a host:
 /// which hosts they resolve, how far a request fails over and when it races connects, their redirects, timeouts,
@@ -11,10 +12,10 @@ public struct ConnectionPolicy: Sendable {
     public var scope: InterceptionScope
     /// Follow redirects (default `true`), each hop resolved again; `false` returns the 3xx answer as it is.
     public var followRedirects: Bool
-    /// Redirects followed before the request fails with ``InterceptionError/Code/tooManyRedirects`` (default 16).
+    /// Redirects followed before the request fails with `HTTPDNSError.Code.tooManyRedirects` (default 16).
     public var maximumRedirects: Int
     /// Follow a redirect from `https` to `http` (default `false`: it fails with
-    /// ``InterceptionError/Code/insecureRedirect``, so nothing the TLS connection protected goes out in clear).
+    /// `HTTPDNSError.Code.insecureRedirect`, so nothing the TLS connection protected goes out in clear).
     public var allowsInsecureRedirects: Bool
     /// How many further addresses a hop may try after the first fails to connect (default 2).
     public var maximumFailovers: Int
@@ -29,10 +30,9 @@ public struct ConnectionPolicy: Sendable {
     /// HTTP/1.1 connections to one pinned address at once (default 8; 100 streams once it speaks HTTP/2); more
     /// requests queue, in arrival order, until their deadline.
     public var maximumConnectionsPerHost: Int
-    /// Race TCP connects to the ranked addresses when the best one has not proven itself (default `true`), so a
-    /// dead first address costs ``connectionAttemptDelay`` rather than a connect timeout.
-    public var raceConnections: Bool
-    /// The connection race's delay between attempts (default 250 ms).
+    /// The connection race's delay between attempts (default 250 ms; `.zero` turns racing off). TCP connects to the
+    /// ranked addresses race when the best one has not proven itself, so a dead first address costs this delay
+    /// rather than a connect timeout.
     public var connectionAttemptDelay: Duration
     /// Where each hop's spans go (swift-distributed-tracing): `nil` (the default) uses the process's
     /// `InstrumentationSystem.tracer`, which records nothing unless the application bootstrapped one (swift-otel,
@@ -40,10 +40,14 @@ public struct ConnectionPolicy: Sendable {
     /// `httpdns.race` and one `httpdns.attempt` per address tried under it; no attribute holds the URL's query or
     /// a header value.
     public var tracer: (any Tracer)? = nil
+    /// Called once per request with its trace: when it finished (for a streamed body, when the body was read to its
+    /// end, failed or was dropped) or failed before an answer. It may be called on an event loop thread: it must
+    /// return quickly and never block.
+    public var traceHandler: (@Sendable (RequestTrace) -> Void)?
 
     /// Creates a policy; every parameter has the documented default.
     public init(
-        scope: InterceptionScope = .everyHost,
+        scope: InterceptionScope = InterceptionScope(),
         followRedirects: Bool = true,
         maximumRedirects: Int = 16,
         allowsInsecureRedirects: Bool = false,
@@ -53,8 +57,8 @@ public struct ConnectionPolicy: Sendable {
         additionalTrustRoots: [String] = [],
         maximumPinnedClients: Int = 64,
         maximumConnectionsPerHost: Int = 8,
-        raceConnections: Bool = true,
-        connectionAttemptDelay: Duration = .milliseconds(250)
+        connectionAttemptDelay: Duration = .milliseconds(250),
+        traceHandler: (@Sendable (RequestTrace) -> Void)? = nil
     ) {
         self.scope = scope
         self.followRedirects = followRedirects
@@ -66,34 +70,33 @@ public struct ConnectionPolicy: Sendable {
         self.additionalTrustRoots = additionalTrustRoots
         self.maximumPinnedClients = maximumPinnedClients
         self.maximumConnectionsPerHost = maximumConnectionsPerHost
-        self.raceConnections = raceConnections
         self.connectionAttemptDelay = connectionAttemptDelay
+        self.traceHandler = traceHandler
     }
 
     /// The defaults with the `interception.*` settings: the scope (`include`, `exclude`), the connection race
     /// (`connectionAttemptDelayMs`; 0 turns it off), the connect timeout (`connectTimeoutMs`), insecure redirects
     /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
-    /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in the
+    /// - Throws: `HTTPDNSError` for an unknown `interception` key or a bad value, with its position in the
     ///   settings file.
-    public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
+    public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
         self = try settings.read(HTTPDNSInterceptor.Configuration.section).connection
     }
+
+    /// Whether connects race (a positive ``connectionAttemptDelay``).
+    var racesConnections: Bool { connectionAttemptDelay > .zero }
 
     /// The connection race's delay in whole milliseconds, 0 when racing is off: what
     /// `interception.connectionAttemptDelayMs` sets.
     var connectionAttemptDelayMilliseconds: Int {
-        get { raceConnections ? Int(connectionAttemptDelay.roundedUpMilliseconds) : 0 }
-        set {
-            raceConnections = newValue > 0
-            connectionAttemptDelay = .milliseconds(max(newValue, 1))
-        }
+        get { racesConnections ? Int(connectionAttemptDelay.roundedUpMilliseconds) : 0 }
+        set { connectionAttemptDelay = .milliseconds(max(newValue, 0)) }
     }
 
     /// Takes the settings a running front follows from `edited` (trust roots, the connect timeout and limits, fixed
     /// in its pinned clients, take a restart).
     mutating func follow(_ edited: ConnectionPolicy) {
         scope = edited.scope
-        raceConnections = edited.raceConnections
         connectionAttemptDelay = edited.connectionAttemptDelay
         allowsInsecureRedirects = edited.allowsInsecureRedirects
     }

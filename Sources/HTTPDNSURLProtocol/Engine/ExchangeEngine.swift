@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import Tracing
 import HTTPDNSPinnedClients
+import HTTPDNSCore
 
 /// The part of a hop that both fronts share (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for
 /// AsyncHTTPClient): resolve the host to ranked candidates, race connects when the best one has not proven itself,
@@ -32,15 +33,15 @@ struct ExchangeEngine: Sendable {
 
     /// An engine whose pinned clients, limited by `policy`, come from the resolver's pool (shared with its HTTP DNS
     /// upstreams), or from a pool of its own when `eventLoopGroup` is not the pool's.
-    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for an unreadable trust-root file or a limit that
     ///   is not positive.
     init(
         resolver: HostResolver, policy: ConnectionPolicy, eventLoopGroup: any EventLoopGroup,
         logger: Logger,
         metricsFactory: (any MetricsFactory)?
-    ) throws(InterceptionError) {
+    ) throws(HTTPDNSError) {
         guard policy.maximumRedirects >= 0, policy.maximumFailovers >= 0 else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .invalidConfiguration, message: "redirect and failover limits must not be negative")
         }
         self.resolver = resolver
@@ -54,13 +55,13 @@ struct ExchangeEngine: Sendable {
 
     /// Resolves `host` when `resolve` is set and the scope takes it, and orders the candidates (a connection race may
     /// move its winner first). Records the freshness, the resolution time and the race in `hop`.
-    /// - Throws: ``InterceptionError`` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
+    /// - Throws: `HTTPDNSError` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
     ///   `cancelled`.
     func candidates(
         _ target: HopTarget, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,
         deadline: NIODeadline, spans: HopSpans,
         hop: inout RequestTrace.Hop
-    ) async throws(InterceptionError) -> Candidates {
+    ) async throws(HTTPDNSError) -> Candidates {
         let resolveStart = ContinuousClock.now
         // The target was read from the URL once, for the scope check, the cache lookup and the score feedback (only
         // URLProtocol.canInit checks the scope on its own, earlier, from the URL).
@@ -79,7 +80,7 @@ struct ExchangeEngine: Sendable {
             throw error
         }
         guard !ranked.addresses.isEmpty else {
-            throw InterceptionError(code: .resolutionFailed, message: "\(host) has no address", url: url)
+            throw HTTPDNSError(code: .resolutionFailed, message: "\(host) has no address", url: url)
         }
         hop.freshness = ranked.freshness
         hop.resolveTime = ContinuousClock.now - resolveStart
@@ -103,27 +104,25 @@ struct ExchangeEngine: Sendable {
     /// The ranked answer for `host`: from the overrides or the cache without waiting, else through the pipeline
     /// within `budget`.
     private func resolved(
-        _ host: String, parsed: Result<HostName, DNSError>, port: Int, url: String, budget: Duration
-    ) async throws(InterceptionError) -> RankedResolution {
+        _ host: String, parsed: Result<HostName, HTTPDNSError>, port: Int, url: String, budget: Duration
+    ) async throws(HTTPDNSError) -> RankedResolution {
         let resolver = self.resolver
+        let outlasted = HTTPDNSError(
+            code: .timeout, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url
+        )
         do {
             // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
             if let cached = try resolver.cachedRanked(host, name: parsed, family: .any, port: port) { return cached }
-            return try await withTimeLimit(
-                budget,
-                orThrow: InterceptionError(
-                    code: .timedOut,
-                    message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url)
-            ) {
+            return try await withTimeLimit(budget, orThrow: outlasted) {
                 try await resolver.resolveRanked(host, family: .any, port: port)
             }
-        } catch let error as DNSError {
-            throw InterceptionError(
-                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
-        } catch let error as InterceptionError {
+        } catch let error as HTTPDNSError where error == outlasted {
             throw error
+        } catch let error as HTTPDNSError {
+            throw HTTPDNSError(
+                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
         } catch {
-            throw InterceptionError(code: .cancelled, message: "the request was cancelled", url: url)
+            throw HTTPDNSError(code: .cancelled, message: "the request was cancelled", url: url)
         }
     }
 
@@ -138,12 +137,12 @@ struct ExchangeEngine: Sendable {
         _ candidates: Candidates, method: String, url: String, deadline: NIODeadline, spans: HopSpans,
         hop: inout RequestTrace.Hop,
         send: (IPAddress?, DialedConnection?) async throws -> (answer: Answer, headLatency: Duration)
-    ) async throws(InterceptionError) -> Answer {
+    ) async throws(HTTPDNSError) -> Answer {
         // A race's connection that no attempt took (or that the request could not use) does not stay open.
         defer { candidates.connection?.close() }
         guard NIODeadline.now() < deadline else {
-            throw InterceptionError(
-                code: .timedOut, message: "the request's time limit ran out before connecting", url: url)
+            throw HTTPDNSError(
+                code: .timeout, message: "the request's time limit ran out before connecting", url: url)
         }
         let sendStart = ContinuousClock.now
         let addresses = candidates.addresses
@@ -172,8 +171,8 @@ struct ExchangeEngine: Sendable {
                 let tried = addresses[...index].compactMap { $0?.description }
                 // An invalid header is reported without its value (it may be a credential), and without the
                 // underlying error, whose description quotes it.
-                let failure = InterceptionError(
-                    code: code, message: message, url: url, addressesTried: tried,
+                let failure = HTTPDNSError(
+                    code: code, message: message, url: url, servers: tried,
                     source: code == .invalidRequest ? nil : underlying)
                 hop.failedAttempts.append(
                     .init(address: candidate, error: failure, elapsed: ContinuousClock.now - attemptStart))
@@ -203,9 +202,9 @@ struct ExchangeEngine: Sendable {
                     metadata: ["url": "\(url)", "ip": "\(candidate?.description ?? "-")", "error": "\(code)"])
             }
         }
-        throw InterceptionError(
+        throw HTTPDNSError(
             code: .connectionFailed, message: "no address to try", url: url,
-            addressesTried: addresses.compactMap { $0?.description })
+            servers: addresses.compactMap { $0?.description })
     }
 
     /// Methods that may be sent again to another address after some of the request went out (RFC 9110 9.2.2).
@@ -220,7 +219,7 @@ struct ExchangeEngine: Sendable {
         spans: HopSpans
     ) async -> (IPAddress, DialedConnection?)? {
         // Without a cache nothing is learned, so every request would race: the ranked order is used as it is.
-        guard policy.raceConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,
+        guard policy.racesConnections, resolver.cache != nil, addresses.count > 1, let best = addresses.first,
             !best.isProven
         else { return nil }
         // The race's connects count against the request's time too.
@@ -272,7 +271,7 @@ extension ExchangeEngine {
 
     /// Reports a request that failed before its answer: the trace with the error, the metric, a debug log.
     func reportFailure(
-        _ error: InterceptionError, trace: inout RequestTrace, started: ContinuousClock.Instant,
+        _ error: HTTPDNSError, trace: inout RequestTrace, started: ContinuousClock.Instant,
         handler: (@Sendable (RequestTrace) -> Void)?
     ) {
         trace.error = error

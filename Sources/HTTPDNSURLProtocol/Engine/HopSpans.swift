@@ -1,6 +1,7 @@
 import Foundation
 import HTTPDNS
 import Tracing
+import HTTPDNSCore
 
 /// The spans of one hop (swift-distributed-tracing), following AsyncHTTPClient's conventions for its own: the hop is
 /// a client span named by its method with OpenTelemetry's HTTP attributes (`http.request.method`, `server.address`,
@@ -67,7 +68,7 @@ struct HopSpans: Sendable {
     }
 
     /// Ends an attempt's span: the address it went to and, when it failed, why.
-    static func endAttempt(_ span: (any Span)?, address: IPAddress?, error: InterceptionError?) {
+    static func endAttempt(_ span: (any Span)?, address: IPAddress?, error: HTTPDNSError?) {
         guard let span else { return }
         if let address { span.attributes["network.peer.address"] = address.description }
         if let error { fail(span, error) }
@@ -90,9 +91,7 @@ struct HopSpans: Sendable {
     /// Marks `span` failed with the error's code only: an error's description may quote the URL, query included,
     /// so it is not recorded.
     private static func fail(_ span: any Span, _ error: any Error) {
-        let code =
-            (error as? InterceptionError)?.code.description ?? (error as? DNSError)?.code.description
-            ?? "\(type(of: error))"
+        let code = (error as? HTTPDNSError)?.code.description ?? "\(type(of: error))"
         span.attributes["error.type"] = code
         span.setStatus(SpanStatus(code: .error, message: code))
     }

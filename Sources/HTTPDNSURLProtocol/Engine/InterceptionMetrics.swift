@@ -1,4 +1,5 @@
 import CoreMetrics
+import HTTPDNSCore
 
 /// The swift-metrics instruments of both fronts (they count the same things).
 final class InterceptionMetrics: Sendable {
@@ -16,7 +17,7 @@ final class InterceptionMetrics: Sendable {
         redirects = Counter(label: "httpdns_redirects", factory: factory)
     }
 
-    func failed(_ code: InterceptionError.Code) {
+    func failed(_ code: HTTPDNSError.Code) {
         Counter(label: "httpdns_intercepted_requests", dimensions: [("outcome", code.description)], factory: factory)
             .increment()
     }

@@ -18,9 +18,6 @@ public struct InterceptionScope: Sendable, Hashable {
         self.exclude = exclude
     }
 
-    /// Every host.
-    public static var everyHost: InterceptionScope { InterceptionScope() }
-
     /// Whether `host` is inside the patterns (the IP-literal and `localhost` rule is not applied here).
     func contains(_ host: HostName) -> Bool {
         if exclude.contains(where: { $0.matches(host) }) { return false }

@@ -8,6 +8,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 import HTTPDNSPinnedClients
+import HTTPDNSCore
 
 /// HTTP exchanges pinned to chosen IPs, over AsyncHTTPClient clients from the resolver's ``PinnedClientPool``.
 ///
@@ -62,7 +63,7 @@ final class PinnedTransport: Sendable {
     /// pool of its own when that one runs on another event loop group.
     init(
         policy: ConnectionPolicy, sharedPool: PinnedClientPool, eventLoopGroup: any EventLoopGroup, logger: Logger
-    ) throws(InterceptionError) {
+    ) throws(HTTPDNSError) {
         let ownsPool = sharedPool.eventLoopGroup !== eventLoopGroup
         let pool = ownsPool ? PinnedClientPool(eventLoopGroup: eventLoopGroup, logger: logger) : sharedPool
         let profile = PinnedClientPool.Profile(
@@ -72,7 +73,7 @@ final class PinnedTransport: Sendable {
         do {
             try pool.register(profile)
         } catch {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: error.code == .shutdown ? .shutdown : .invalidConfiguration, message: error.message,
                 source: error)
         }
@@ -144,7 +145,7 @@ final class PinnedTransport: Sendable {
     ///
     /// The request goes through AsyncHTTPClient's async `execute`, whose deadline ends at the response head; the
     /// connection holds the rest of the exchange to `deadline` (``ExchangeDeadline``), so a body that stalls fails
-    /// with ``InterceptionError/Code/timedOut`` without a task of its own. Only connect-phase errors
+    /// with `HTTPDNSError.Code.timedOut` without a task of its own. Only connect-phase errors
     /// (``isConnectPhase(_:)``) count as nothing sent: AsyncHTTPClient hands a request to a connection once it is
     /// established.
     ///
@@ -232,13 +233,13 @@ final class PinnedTransport: Sendable {
     }
 
     /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
-    static func interceptionError(_ error: any Error, url: String) -> InterceptionError {
-        if let error = error as? InterceptionError { return error }
+    static func interceptionError(_ error: any Error, url: String) -> HTTPDNSError {
+        if let error = error as? HTTPDNSError { return error }
         if error is CancellationError {
-            return InterceptionError(code: .cancelled, message: "the body read was cancelled", url: url)
+            return HTTPDNSError(code: .cancelled, message: "the body read was cancelled", url: url)
         }
         let (code, message, _) = classify(error)
-        return InterceptionError(code: code, message: message, url: url, source: error)
+        return HTTPDNSError(code: code, message: message, url: url, source: error)
     }
 
     /// Whether `error` comes from making the connection (TCP connect, TLS handshake): AsyncHTTPClient hands a request
@@ -250,8 +251,8 @@ final class PinnedTransport: Sendable {
         case .cancelled:
             return CancellationError()
         case .deadlineExceeded:
-            return InterceptionError(
-                code: .timedOut,
+            return HTTPDNSError(
+                code: .timeout,
                 message:
                     "every connection to \(host) stayed busy until the request's time ran out (at most \(limit) per address)"
             )
@@ -259,7 +260,7 @@ final class PinnedTransport: Sendable {
     }
 
     /// Gives this transport's clients up (the pool closes them once their requests end) and waits for the closing;
-    /// later requests fail with ``InterceptionError/Code/shutdown``.
+    /// later requests fail with `HTTPDNSError.Code.shutdown`.
     func shutdown() async {
         guard !isShutdown.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if ownsPool {
@@ -270,18 +271,18 @@ final class PinnedTransport: Sendable {
         }
     }
 
-    private func acquire(_ target: PinnedClientPool.Target) throws(InterceptionError) -> PinnedClientPool.Lease {
+    private func acquire(_ target: PinnedClientPool.Target) throws(HTTPDNSError) -> PinnedClientPool.Lease {
         do {
             guard !isShutdown.load(ordering: .acquiring) else { throw PinnedClientPool.Closed() }
             return try pool.acquire(target, profile: profile)
         } catch {
-            throw InterceptionError(code: .shutdown, message: "the interceptor was shut down")
+            throw HTTPDNSError(code: .shutdown, message: "the interceptor was shut down")
         }
     }
 
-    /// Maps an error from AsyncHTTPClient, NIO or the transport to an ``InterceptionError`` and says whether the
+    /// Maps an error from AsyncHTTPClient, NIO or the transport to an `HTTPDNSError` and says whether the
     /// attempt may move on to another address.
-    static func classify(_ error: any Error) -> (InterceptionError.Code, String, Retry) {
+    static func classify(_ error: any Error) -> (HTTPDNSError.Code, String, Retry) {
         if let failure = error as? AttemptFailure {
             let (code, message, retry) = classify(failure.underlying)
             switch (failure.requestSent, retry) {
@@ -297,7 +298,7 @@ final class PinnedTransport: Sendable {
             }
         }
         switch error {
-        case let error as InterceptionError:
+        case let error as HTTPDNSError:
             return (error.code, error.message, .never)
         case is CancellationError:
             return (.cancelled, "the request was cancelled", .never)
@@ -307,18 +308,18 @@ final class PinnedTransport: Sendable {
             guard let failure = TransportFailure.classify(error) else {
                 return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
             }
-            let code: InterceptionError.Code
+            let code: HTTPDNSError.Code
             switch failure.kind {
             case .cancelled: code = .cancelled
             case .tooLarge: code = .responseTooLarge
             case .certificateRejected: code = .certificateRejected
             case .tlsFailure: code = .tlsFailure
-            case .connectTimeout, .exchangeTimeout: code = .timedOut
+            case .connectTimeout, .exchangeTimeout: code = .timeout
             case .connectionClosed: code = .connectionLost
             case .shutdown: code = .shutdown
             case .badURL: code = .badURL
             case .invalidRequest: code = .invalidRequest
-            case .badResponse: code = .badServerResponse
+            case .badResponse: code = .badResponse
             case .connectionFailed: code = .connectionFailed
             }
             return (code, failure.message, failure.retry)

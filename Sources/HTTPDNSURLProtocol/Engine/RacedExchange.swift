@@ -343,7 +343,7 @@ extension PinnedTransport {
                 on: channel, tls: tls, handshakeTimeout: profile.connectTimeout, deadline: deadline)
         } catch let failure as AttemptFailure where !failure.requestSent && !Task.isCancelled {
             let (code, _, _) = Self.classify(failure)
-            guard code != .certificateRejected, code != .timedOut else { throw failure }
+            guard code != .certificateRejected, code != .timeout else { throw failure }
             logger.debug(
                 "the race's connection could not carry the request; dialling again",
                 metadata: ["host": "\(raced.tlsHost ?? "-")", "error": "\(code)"])

@@ -3,6 +3,7 @@
 #endif
 import Foundation
 import NIOCore
+import HTTPDNSCore
 
 /// How a 3xx answer turns into the next hop (RFC 9110 section 15.4, as browsers and curl apply it).
 enum RedirectRule {
@@ -30,10 +31,10 @@ enum RedirectRule {
 
     /// Refuses a hop from `https` at `url` to `http` at `target` unless `allowed`, so nothing the TLS connection
     /// protected goes out in clear.
-    /// - Throws: ``InterceptionError/Code/insecureRedirect``.
-    static func checkDowngrade(from url: URL, to target: URL?, allowed: Bool) throws(InterceptionError) {
+    /// - Throws: `HTTPDNSError.Code.insecureRedirect`.
+    static func checkDowngrade(from url: URL, to target: URL?, allowed: Bool) throws(HTTPDNSError) {
         guard !allowed, url.scheme?.lowercased() == "https", target?.scheme?.lowercased() == "http" else { return }
-        throw InterceptionError(
+        throw HTTPDNSError(
             code: .insecureRedirect, message: "refused a redirect from https to \(target?.absoluteString ?? "http")",
             url: url.absoluteString)
     }
@@ -41,18 +42,18 @@ enum RedirectRule {
     /// The redirect after `status` with `location` for a `method` request sent to `url`, or `nil` when the answer is
     /// not a redirect to follow.
     /// - 301 and 302 turn POST into GET; 303 turns anything but HEAD into GET; 307 and 308 keep method and body.
-    /// - Throws: ``InterceptionError/Code/unsupportedURL`` when the target is not http or https,
-    ///   ``InterceptionError/Code/badServerResponse`` when `location` is not a URL.
-    static func step(status: Int, location: String?, method: String, from url: URL) throws(InterceptionError) -> Step? {
+    /// - Throws: `HTTPDNSError.Code.unsupportedURL` when the target is not http or https,
+    ///   `HTTPDNSError.Code.badResponse` when `location` is not a URL.
+    static func step(status: Int, location: String?, method: String, from url: URL) throws(HTTPDNSError) -> Step? {
         guard statuses.contains(status), let location, !location.isEmpty else { return nil }
         guard let target = URL(string: location, relativeTo: url)?.absoluteURL, RequestRewriting.host(of: target) != nil
         else {
-            throw InterceptionError(
-                code: .badServerResponse, message: "the redirect target '\(location)' is not a valid URL",
+            throw HTTPDNSError(
+                code: .badResponse, message: "the redirect target '\(location)' is not a valid URL",
                 url: url.absoluteString)
         }
         guard let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .unsupportedURL, message: "redirect to an unsupported scheme", url: target.absoluteString)
         }
         let method = method.uppercased()
@@ -76,7 +77,7 @@ enum RedirectRule {
         status: Int,
         location: String?,
         from url: URL
-    ) throws(InterceptionError) -> (request: URLRequest, body: ByteBuffer?)? {
+    ) throws(HTTPDNSError) -> (request: URLRequest, body: ByteBuffer?)? {
         guard let step = try step(status: status, location: location, method: request.httpMethod ?? "GET", from: url)
         else { return nil }
         var next = request

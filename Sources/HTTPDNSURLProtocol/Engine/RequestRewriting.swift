@@ -1,25 +1,22 @@
 #if canImport(FoundationNetworking)
-    public import FoundationNetworking
+    package import FoundationNetworking
 #endif
 import AsyncHTTPClient
 import Foundation
 import HTTPDNS
 import NIOCore
 import NIOHTTP1
+import HTTPDNSCore
 
 /// Rewriting a request to a chosen IP, and the "handled" tag that keeps a request from being rewritten twice.
 ///
 /// On this platform `URLProtocol.setProperty(_:forKey:in:)` does not survive the bridge from `NSMutableURLRequest`
 /// to `URLRequest`, so the tag is a reserved header, ``handledHeader``. The protocol's transport removes it before
-/// anything goes on the wire. An application can set it (``markHandled(_:)``) to keep one request away from
-/// rewriting; such a request is loaded by URLSession's built-in HTTP support, which sends the header as it is.
-public enum RequestRewriting {
+/// anything goes on the wire. An application sets it with `HTTPDNSURLProtocol.markHandled(_:)` to keep one request
+/// away from rewriting; such a request is loaded by URLSession's built-in HTTP support, which sends the header as it is.
+package enum RequestRewriting {
     /// The reserved header that tags a request as handled.
-    public static let handledHeader = "X-HTTPDNS-Handled"
-    /// A reserved header whose value the interceptor copies into ``RequestTrace/tag`` and never sends: the way to
-    /// match traces to requests when many run at once. Set it only on requests the protocol takes
-    /// (``HTTPDNSInterceptor/intercepts(_:)``): URLSession's own HTTP support would send it as it is.
-    public static let traceTagHeader = "X-HTTPDNS-Trace-Tag"
+    package static let handledHeader = "X-HTTPDNS-Handled"
     /// The URLProtocol property key also honoured as the tag where properties round-trip.
     static let handledPropertyKey = "HTTPDNSURLProtocolHandled"
 
@@ -30,7 +27,7 @@ public enum RequestRewriting {
     }
 
     /// Tags `request` as handled.
-    public static func markHandled(_ request: inout URLRequest) {
+    package static func markHandled(_ request: inout URLRequest) {
         request.setValue("1", forHTTPHeaderField: handledHeader)
     }
 
@@ -56,16 +53,16 @@ public enum RequestRewriting {
 
     /// Rewrites `request` to go to `address`: the URL's host becomes the IP (port kept, IPv6 in brackets), the
     /// `Host` header names the original `host[:port]`, and the request is tagged handled.
-    /// - Throws: ``InterceptionError/Code/badURL`` when the URL has no host.
-    static func rewrite(_ request: URLRequest, to address: IPAddress) throws(InterceptionError) -> URLRequest {
+    /// - Throws: `HTTPDNSError.Code.badURL` when the URL has no host.
+    static func rewrite(_ request: URLRequest, to address: IPAddress) throws(HTTPDNSError) -> URLRequest {
         guard let url = request.url, let hostHeader = hostHeader(for: url),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else {
-            throw InterceptionError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
+            throw HTTPDNSError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
         }
         components.percentEncodedHost = address.urlHost
         guard let rewritten = components.url else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .badURL, message: "cannot rewrite the URL to \(address)", url: url.absoluteString)
         }
         var result = request
@@ -79,7 +76,7 @@ public enum RequestRewriting {
     /// the application's request to the wire.
     static let transportHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
-        "proxy-connection", handledHeader.lowercased(), traceTagHeader.lowercased(),
+        "proxy-connection", handledHeader.lowercased(), RequestTrace.tagHeader.lowercased(),
     ]
 }
 
@@ -88,11 +85,11 @@ extension PinnedTransport.Exchange {
     /// one rewritten by ``RequestRewriting/rewrite(_:to:)`` (an IP in the URL, the real host in `Host`; the client
     /// is pinned to the IP).
     /// The handled tag and hop-by-hop headers are dropped; `body` is the request's body, read already.
-    init(_ request: URLRequest, body: ByteBuffer?) throws(InterceptionError) {
+    init(_ request: URLRequest, body: ByteBuffer?) throws(HTTPDNSError) {
         guard let url = request.url, let urlHost = RequestRewriting.host(of: url),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else {
-            throw InterceptionError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
+            throw HTTPDNSError(code: .badURL, message: "the URL has no host", url: request.url?.absoluteString)
         }
         var host = urlHost.lowercased()
         var address: IPAddress?
@@ -109,7 +106,7 @@ extension PinnedTransport.Exchange {
         }
         components.fragment = nil
         guard let parsed = components.url else {
-            throw InterceptionError(code: .badURL, message: "invalid URL", url: url.absoluteString)
+            throw HTTPDNSError(code: .badURL, message: "invalid URL", url: url.absoluteString)
         }
         var wire = HTTPClientRequest(url: parsed.absoluteString)
         wire.method = HTTPMethod(rawValue: request.httpMethod ?? "GET")
@@ -119,7 +116,7 @@ extension PinnedTransport.Exchange {
             // Checked here, by rule rather than by the client's error text, and reported without the value: it
             // may be a credential.
             guard Self.isToken(name), Self.isFieldValue(value) else {
-                throw InterceptionError(
+                throw HTTPDNSError(
                     code: .invalidRequest,
                     message:
                         "the header field '\(Self.isToken(name) ? name : "(invalid name)")' has a name or value that is not valid HTTP",

@@ -1,4 +1,5 @@
 public import HTTPDNS
+import HTTPDNSCore
 
 /// What happened to one intercepted request: its hops (the first request and each redirect), the address each
 /// hop reached, the attempts that failed over, the status and the timings.
@@ -8,7 +9,7 @@ public struct RequestTrace: Sendable {
         /// The address tried; `nil` when the host was not rewritten.
         public var address: IPAddress?
         /// Why it failed.
-        public var error: InterceptionError
+        public var error: HTTPDNSError
         /// How long the attempt took.
         public var elapsed: Duration
     }
@@ -40,6 +41,11 @@ public struct RequestTrace: Sendable {
         public var synthesizedFrom: IPAddress? = nil
     }
 
+    /// A reserved header whose value the URL protocol copies into ``tag`` and never sends: the way to match traces
+    /// to requests when many run at once. Set it only on requests the protocol takes
+    /// (``HTTPDNSInterceptor/intercepts(_:)``): URLSession's own HTTP support would send it as it is.
+    public static let tagHeader = "X-HTTPDNS-Trace-Tag"
+
     /// The URL the application asked for.
     public var url: String
     /// The hops, in order.
@@ -51,8 +57,8 @@ public struct RequestTrace: Sendable {
     /// From the start of the load to the whole answer.
     public var elapsed: Duration
     /// The error the request ended with, if any.
-    public var error: InterceptionError?
-    /// The value of the application's ``RequestRewriting/traceTagHeader`` on the request, so a caller making many
+    public var error: HTTPDNSError?
+    /// The value of the request's ``tagHeader``, so a caller making many
     /// requests at once can match each trace to its request; the header itself never goes on the wire.
     public var tag: String? = nil
 

@@ -3,12 +3,13 @@ import HTTPDNS
 import NIOCore
 import Synchronization
 import HTTPDNSPinnedClients
+import HTTPDNSCore
 
 /// A streamed response body as the fronts hand it out: AsyncHTTPClient's body, read in the caller's own task, with
 /// its bytes counted and its end (read to the end, failed, or dropped) reported once through ``BodyEnd``.
 ///
 /// The deadline is held by the connection (``ExchangeDeadline``): a stalled body fails there, and the reader sees
-/// ``InterceptionError/Code/timedOut``. Dropping the body (or its iterator) unread cancels the exchange, as
+/// `HTTPDNSError.Code.timedOut`. Dropping the body (or its iterator) unread cancels the exchange, as
 /// AsyncHTTPClient does, and ends it as cancelled.
 struct StreamedBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer
@@ -48,8 +49,8 @@ struct StreamedBody: AsyncSequence, Sendable {
                 let visible =
                     error is ExchangeDeadline.Exceeded
                         || (!(error is CancellationError) && NIODeadline.now() >= deadline)
-                    ? InterceptionError(
-                        code: .timedOut, message: "the body did not arrive within the request's time limit", url: url)
+                    ? HTTPDNSError(
+                        code: .timeout, message: "the body did not arrive within the request's time limit", url: url)
                     : PinnedTransport.interceptionError(error, url: url)
                 end.finish(visible)
                 throw visible
@@ -70,13 +71,13 @@ final class BodyEnd: Sendable {
     }
 
     /// Ends the exchange: `nil` when the whole body arrived.
-    func finish(_ error: InterceptionError?) {
+    func finish(_ error: HTTPDNSError?) {
         lease.end()
         watch.end(error)
     }
 
     deinit {
-        finish(InterceptionError(code: .cancelled, message: "the body was dropped before its end"))
+        finish(HTTPDNSError(code: .cancelled, message: "the body was dropped before its end"))
     }
 }
 

@@ -14,10 +14,9 @@ import NIOPosix
 import Synchronization
 
 extension HTTPDNSInterceptor {
-    /// Interceptor settings; every property has a documented default. The connection policy's properties
-    /// (``ConnectionPolicy``: scope, redirects, failover, the race, timeouts, trust roots, client limits) read and
-    /// write through this value too, e.g. `configuration.connectTimeout = .seconds(5)`.
-    @dynamicMemberLookup
+    /// Interceptor settings; every property has a documented default. How hosts are reached (scope, redirects,
+    /// failover, the race, timeouts, trust roots, client limits, traces) is the ``connection`` policy, e.g.
+    /// `configuration.connection.connectTimeout = .seconds(5)`.
     public struct Configuration: Sendable {
         /// How hosts are reached, shared with ``HTTPDNSClient``. Its trust roots are for the intercepted traffic
         /// (settings: `interception.trustCA`; the HTTP DNS endpoints' own roots, `httpdns.trustCA`, are not used here).
@@ -31,9 +30,6 @@ extension HTTPDNSInterceptor {
         /// `HTTPCookieStorage.shared`, the storage of the default session configuration); `nil` turns cookie
         /// handling off. Cookies are always stored against the real host, never the IP.
         public var cookieStorage: HTTPCookieStorage?
-        /// Called once per request with its trace, when it finishes or fails. For the URL protocol's loads it is
-        /// called on an event loop thread: it must return quickly and never block.
-        public var traceHandler: (@Sendable (RequestTrace) -> Void)?
         /// What happens to a request the environment sends through a proxy: by default
         /// (`ProxyMode.bypass`) the protocol does not take it, so URLSession sends it through the
         /// proxy exactly as without the library; `ProxyMode.tunnel` sends it through the proxy
@@ -54,7 +50,6 @@ extension HTTPDNSInterceptor {
             maximumRequestBodyBytes: Int = 64 << 20,
             maximumResponseBytes: Int = 256 << 20,
             cookieStorage: HTTPCookieStorage? = .shared,
-            traceHandler: (@Sendable (RequestTrace) -> Void)? = nil,
             proxyMode: ProxyMode = .bypass,
             redirectHandler: (@Sendable (HTTPURLResponse, URLRequest) -> URLRequest?)? = nil
         ) {
@@ -62,23 +57,16 @@ extension HTTPDNSInterceptor {
             self.maximumRequestBodyBytes = maximumRequestBodyBytes
             self.maximumResponseBytes = maximumResponseBytes
             self.cookieStorage = cookieStorage
-            self.traceHandler = traceHandler
             self.proxyMode = proxyMode
             self.redirectHandler = redirectHandler
         }
 
         /// The defaults with the connection policy of `settings` (``ConnectionPolicy/init(settings:)``) and its
         /// proxy mode (`interception.proxy`).
-        /// - Throws: `ConfigurationError` for an unknown `interception` key or a bad value, with its position in
+        /// - Throws: `HTTPDNSError` for an unknown `interception` key or a bad value, with its position in
         ///   the settings file.
-        public init(settings: HostResolver.Configuration) throws(ConfigurationError) {
+        public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
             self = try settings.read(Self.section)
-        }
-
-        /// A property of the connection policy.
-        public subscript<Value>(dynamicMember keyPath: WritableKeyPath<ConnectionPolicy, Value>) -> Value {
-            get { connection[keyPath: keyPath] }
-            set { connection[keyPath: keyPath] = newValue }
         }
 
         /// Takes the settings a running interceptor follows from `edited`: scope, connection race, insecure
@@ -108,8 +96,8 @@ extension HTTPDNSInterceptor.Configuration {
 
     /// The defaults with the keys of the `interception` section, read from `config`, a reader scoped to it;
     /// missing keys take their defaults.
-    /// - Throws: `DNSError.Code.invalidConfiguration` naming the key for a bad value.
-    init(configReader config: ConfigReader) throws(DNSError) {
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+    init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: "interception", into: &self)
     }
@@ -148,8 +136,8 @@ extension HTTPDNSInterceptor.Configuration {
             check: { text in
                 (try? HostPattern(text)) == nil ? "'\(HostName.printable(text))' is not a host or *.suffix" : nil
             },
-            decode: { reader, key throws(DNSError) in
-                try reader.strings(key, default: []).map { text throws(DNSError) in try HostPattern(text) }
+            decode: { reader, key throws(HTTPDNSError) in
+                try reader.strings(key, default: []).map { text throws(HTTPDNSError) in try HostPattern(text) }
             },
             describe: { SettingsReader.list($0.map(\.description)) })
     }

@@ -10,6 +10,7 @@ import NIOHTTP1
 public import NIOCore
 public import NIOPosix
 import Synchronization
+import HTTPDNSCore
 
 /// The engine behind ``HTTPDNSURLProtocol``: resolves a request's host to its ranked IPs through a
 /// `HostResolver`, sends the request to the best one (failing over to the next ones when a connection cannot be
@@ -51,7 +52,7 @@ public final class HTTPDNSInterceptor: Sendable {
     ///   - logger: For per-request events (debug and trace levels); the library never bootstraps logging.
     ///   - metricsFactory: Where `httpdns_intercepted_requests{outcome}`, `httpdns_failovers` and
     ///     `httpdns_redirects` go (default: the bootstrapped factory).
-    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` for an unreadable trust-root file or a limit that
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for an unreadable trust-root file or a limit that
     ///   is not positive.
     public init(
         resolver: HostResolver,
@@ -59,9 +60,9 @@ public final class HTTPDNSInterceptor: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.urlprotocol", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
-    ) throws(InterceptionError) {
+    ) throws(HTTPDNSError) {
         guard configuration.maximumRequestBodyBytes > 0, configuration.maximumResponseBytes > 0 else {
-            throw InterceptionError(code: .invalidConfiguration, message: "interceptor body limits must be positive")
+            throw HTTPDNSError(code: .invalidConfiguration, message: "interceptor body limits must be positive")
         }
         self.resolver = resolver
         self.live = Locked(configuration)
@@ -83,7 +84,7 @@ public final class HTTPDNSInterceptor: Sendable {
             // Only HTTP proxies can be tunnelled here; any other kind stays URLSession's.
             return configuration.proxyMode == .tunnel && proxy.scheme == "http"
         }
-        return configuration.scope.intercepts(host: host, overrides: resolver.overrides)
+        return configuration.connection.scope.intercepts(host: host, overrides: resolver.overrides)
     }
 
     /// Follows edited settings: the interception scope, the connection race, the proxy mode and the environment's
@@ -96,13 +97,13 @@ public final class HTTPDNSInterceptor: Sendable {
     ///
     /// The body is collected whole (up to ``Configuration/maximumResponseBytes``). A hop's time limit is the
     /// request's `timeoutInterval`, covering connect, sending and the whole answer.
-    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
-    public func load(_ request: URLRequest) async throws(InterceptionError) -> Response {
+    /// - Throws: `HTTPDNSError`; `HTTPDNSError.Code.cancelled` when the task is cancelled.
+    public func load(_ request: URLRequest) async throws(HTTPDNSError) -> Response {
         try await load(request, willRedirect: nil)
     }
 
     /// ``load(_:)`` with `willRedirect` asked before each redirect is followed.
-    func load(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> Response {
+    func load(_ request: URLRequest, willRedirect: RedirectHook?) async throws(HTTPDNSError) -> Response {
         let started = ContinuousClock.now
         var trace = Self.trace(of: request)
         let transport = self.transport
@@ -123,10 +124,10 @@ public final class HTTPDNSInterceptor: Sendable {
             trace.bytes = body.count
             trace.elapsed = ContinuousClock.now - started
             metrics.succeeded.increment()
-            configuration.traceHandler?(trace)
+            configuration.connection.traceHandler?(trace)
             return Response(response: response, body: body, trace: trace)
         } catch {
-            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
+            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.connection.traceHandler)
             throw error
         }
     }
@@ -135,7 +136,7 @@ public final class HTTPDNSInterceptor: Sendable {
     private static func trace(of request: URLRequest) -> RequestTrace {
         RequestTrace(
             url: Redaction.url(request.url?.absoluteString ?? ""), hops: [], status: nil, bytes: 0, elapsed: .zero,
-            tag: request.value(forHTTPHeaderField: RequestRewriting.traceTagHeader))
+            tag: request.value(forHTTPHeaderField: RequestTrace.tagHeader))
     }
 
     /// Asked before each redirect is followed, after ``Configuration/redirectHandler``: the next request, changed, or
@@ -156,8 +157,8 @@ public final class HTTPDNSInterceptor: Sendable {
     /// hop's response head and hands the body over as it arrives, without a size limit: nothing is kept.
     ///
     /// Failover ends at the response head: a body that fails midway is an error of the request, never sent again.
-    /// - Throws: ``InterceptionError``; ``InterceptionError/Code/cancelled`` when the task is cancelled.
-    func stream(_ request: URLRequest, willRedirect: RedirectHook?) async throws(InterceptionError) -> StreamedAnswer {
+    /// - Throws: `HTTPDNSError`; `HTTPDNSError.Code.cancelled` when the task is cancelled.
+    func stream(_ request: URLRequest, willRedirect: RedirectHook?) async throws(HTTPDNSError) -> StreamedAnswer {
         let started = ContinuousClock.now
         var trace = Self.trace(of: request)
         let transport = self.transport
@@ -172,10 +173,10 @@ public final class HTTPDNSInterceptor: Sendable {
             }
             trace.status = response.statusCode
             engine.reportWhenBodyEnds(
-                answer.streamed, trace: trace, started: started, handler: configuration.traceHandler)
+                answer.streamed, trace: trace, started: started, handler: configuration.connection.traceHandler)
             return StreamedAnswer(response: response, body: answer.streamed.response.body)
         } catch {
-            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.traceHandler)
+            engine.reportFailure(error, trace: &trace, started: started, handler: configuration.connection.traceHandler)
             throw error
         }
     }
@@ -186,7 +187,7 @@ public final class HTTPDNSInterceptor: Sendable {
     package var pinnedClientCount: Int { transport.clientCount }
 
     /// Gives up this front's pinned clients: closed unless another user of the resolver's pool shares their
-    /// settings (the resolver's own shutdown closes every one). Later loads fail with ``InterceptionError/Code/shutdown``.
+    /// settings (the resolver's own shutdown closes every one). Later loads fail with `HTTPDNSError.Code.shutdown`.
     public func shutdown() async {
         await transport.shutdown()
     }
@@ -202,7 +203,7 @@ public final class HTTPDNSInterceptor: Sendable {
     private func run<Answer: HopAnswer>(
         _ original: URLRequest, configuration: Configuration, willRedirect: RedirectHook?, trace: inout RequestTrace,
         perform: @escaping Perform<Answer>
-    ) async throws(InterceptionError) -> (HTTPURLResponse, Answer) {
+    ) async throws(HTTPDNSError) -> (HTTPURLResponse, Answer) {
         var body = try Self.readBody(of: original, limit: configuration.maximumRequestBodyBytes)
         var hop = original
         RequestRewriting.clearHandled(&hop)
@@ -210,10 +211,10 @@ public final class HTTPDNSInterceptor: Sendable {
         while true {
             // A URL without a host is refused by `send`, where the hop's target is read.
             guard let url = hop.url else {
-                throw InterceptionError(code: .badURL, message: "the request has no URL", url: nil)
+                throw HTTPDNSError(code: .badURL, message: "the request has no URL", url: nil)
             }
             guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-                throw InterceptionError(
+                throw HTTPDNSError(
                     code: .unsupportedURL, message: "only http and https are handled", url: url.absoluteString)
             }
             var sent = hop
@@ -221,7 +222,7 @@ public final class HTTPDNSInterceptor: Sendable {
             let answer = try await send(
                 sent, body: body, url: url, configuration: configuration, trace: &trace, perform: perform)
             await Self.storeCookies(from: answer.headers, for: url, request: hop, in: configuration.cookieStorage)
-            if configuration.followRedirects,
+            if configuration.connection.followRedirects,
                 var next = try RedirectRule.next(
                     after: hop, body: body, status: answer.status,
                     location: answer.headers.first(name: "Location"), from: url),
@@ -231,10 +232,10 @@ public final class HTTPDNSInterceptor: Sendable {
             {
                 next.request = followed
                 redirects += 1
-                guard redirects <= configuration.maximumRedirects else {
-                    throw InterceptionError(
+                guard redirects <= configuration.connection.maximumRedirects else {
+                    throw HTTPDNSError(
                         code: .tooManyRedirects,
-                        message: "more than \(configuration.maximumRedirects) redirects",
+                        message: "more than \(configuration.connection.maximumRedirects) redirects",
                         url: original.url?.absoluteString
                     )
                 }
@@ -252,8 +253,8 @@ public final class HTTPDNSInterceptor: Sendable {
                     headerFields: Self.headerFields(answer.headers)
                 )
             else {
-                throw InterceptionError(
-                    code: .badServerResponse, message: "cannot represent the answer", url: url.absoluteString)
+                throw HTTPDNSError(
+                    code: .badResponse, message: "cannot represent the answer", url: url.absoluteString)
             }
             return (response, answer)
         }
@@ -263,9 +264,9 @@ public final class HTTPDNSInterceptor: Sendable {
     private func send<Answer: HopAnswer>(
         _ request: URLRequest, body: ByteBuffer?, url: URL, configuration: Configuration, trace: inout RequestTrace,
         perform: @escaping Perform<Answer>
-    ) async throws(InterceptionError) -> Answer {
+    ) async throws(HTTPDNSError) -> Answer {
         guard let target = HopTarget(url) else {
-            throw InterceptionError(
+            throw HTTPDNSError(
                 code: .badURL, message: "the URL has no host", url: Redaction.url(url.absoluteString))
         }
         let method = (request.httpMethod ?? "GET").uppercased()
@@ -314,7 +315,7 @@ public final class HTTPDNSInterceptor: Sendable {
 
     /// The request body: `httpBody`, or the whole `httpBodyStream` up to `limit` bytes, in the buffer that goes on
     /// the wire.
-    static func readBody(of request: URLRequest, limit: Int) throws(InterceptionError) -> ByteBuffer? {
+    static func readBody(of request: URLRequest, limit: Int) throws(HTTPDNSError) -> ByteBuffer? {
         if let body = request.httpBody { return ByteBuffer(bytes: body) }
         guard let stream = request.httpBodyStream else { return nil }
         stream.open()
@@ -324,14 +325,14 @@ public final class HTTPDNSInterceptor: Sendable {
         while true {
             let count = chunk.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
             if count < 0 {
-                throw InterceptionError(
+                throw HTTPDNSError(
                     code: .invalidRequest,
                     message: "the request body stream failed: \(stream.streamError.map { "\($0)" } ?? "read error")",
                     url: request.url?.absoluteString)
             }
             if count == 0 { break }
             guard body.readableBytes + count <= limit else {
-                throw InterceptionError(
+                throw HTTPDNSError(
                     code: .requestBodyTooLarge, message: "the request body stream is larger than \(limit) bytes",
                     url: request.url?.absoluteString)
             }
@@ -361,8 +362,9 @@ public final class HTTPDNSInterceptor: Sendable {
     private static func redirect(
         to next: URLRequest, from url: URL, answer: some HopAnswer, configuration: Configuration,
         willRedirect: RedirectHook?
-    ) async throws(InterceptionError) -> URLRequest? {
-        try RedirectRule.checkDowngrade(from: url, to: next.url, allowed: configuration.allowsInsecureRedirects)
+    ) async throws(HTTPDNSError) -> URLRequest? {
+        try RedirectRule.checkDowngrade(
+            from: url, to: next.url, allowed: configuration.connection.allowsInsecureRedirects)
         guard configuration.redirectHandler != nil || willRedirect != nil,
             let response = HTTPURLResponse(
                 url: url, statusCode: answer.status, httpVersion: answer.version,

@@ -6,6 +6,7 @@ import Foundation
 public import HTTPDNS
 public import Logging
 import Synchronization
+import HTTPDNSCore
 
 /// The library, started with one call: the resolver and the interceptor built from a settings file, the URL
 /// protocol registered for `URLSession.shared` and the default configurations, the settings file followed while
@@ -33,7 +34,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// The interceptor behind the URL protocol.
     public let interceptor: HTTPDNSInterceptor
     /// The settings file followed, if any.
-    public let configurationFile: String?
+    let configurationFile: String?
     private let logger: Logger
     private let watcher: Locked<FileWatcher<HostResolver.Configuration>?>
     private let stopped = Atomic<Bool>(false)
@@ -52,8 +53,8 @@ public final class HTTPDNSRuntime: Sendable {
     ///   - configurationFile: The JSON settings file; `nil` for the defaults with environment overrides.
     ///   - logger: Where the library logs (nothing by default; the library never bootstraps logging).
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
-    /// - Throws: `ConfigurationError` with positioned diagnostics for a settings file with errors;
-    ///   `DNSError` or ``InterceptionError`` when the pipeline cannot be built.
+    /// - Throws: `HTTPDNSError` with positioned diagnostics for a settings file with errors;
+    ///   `HTTPDNSError` or `HTTPDNSError` when the pipeline cannot be built.
     public static func start(
         configurationFile: String?,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
@@ -148,7 +149,7 @@ public final class HTTPDNSRuntime: Sendable {
 
     /// Applies `settings` to the running resolver (`HostResolver.apply(_:)`) and interceptor
     /// (the interceptor's `apply(_:)`, from the settings' `interception` section).
-    /// - Throws: `ConfigurationError` for a bad `interception` section, `DNSError` when the resolver cannot use
+    /// - Throws: `HTTPDNSError` for a bad `interception` section, `HTTPDNSError` when the resolver cannot use
     ///   them; then nothing changed.
     public func apply(_ settings: HostResolver.Configuration) throws {
         let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
@@ -157,25 +158,25 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// Reads the settings file and the `HOSTSCTL_*` environment again now and applies them.
-    /// - Throws: `ConfigurationError` with positioned diagnostics, or `DNSError`; the last good settings stay.
+    /// - Throws: `HTTPDNSError` with positioned diagnostics, or `HTTPDNSError`; the last good settings stay.
     public func reload() throws {
         try apply(try Self.load(configurationFile))
     }
 
     /// The settings of `file` with its `interception` section checked too (`nil`: the defaults).
-    private static func load(_ file: String?) throws(ConfigurationError) -> HostResolver.Configuration {
+    private static func load(_ file: String?) throws(HTTPDNSError) -> HostResolver.Configuration {
         try SettingsFile.load(path: file, sections: [HTTPDNSInterceptor.Configuration.section.erased]).get()
     }
 
     /// Gives `host` (a name or a `*.suffix` pattern) exactly these addresses, over every other layer, until
     /// ``removeOverride(_:)`` (NSEtcHosts-style).
-    /// - Throws: `DNSError` for a bad pattern or address.
+    /// - Throws: `HTTPDNSError` for a bad pattern or address.
     public func setOverride(_ addresses: [String], for host: String) throws {
         let pattern = try HostPattern(host)
         var ips: [IPAddress] = []
         for text in addresses {
             guard let ip = IPAddress(text) else {
-                throw DNSError(code: .invalidConfiguration, message: "'\(text)' is not an IP address", host: host)
+                throw HTTPDNSError(code: .invalidConfiguration, message: "'\(text)' is not an IP address", host: host)
             }
             ips.append(ip)
         }
@@ -183,7 +184,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// Removes a run-time override set with ``setOverride(_:for:)``.
-    /// - Throws: `DNSError` for a bad pattern.
+    /// - Throws: `HTTPDNSError` for a bad pattern.
     public func removeOverride(_ host: String) throws {
         resolver.overrides?.remove(try HostPattern(host))
     }

@@ -8,6 +8,7 @@ import Foundation
 import HTTPDNS
 import NIOCore
 import Synchronization
+import HTTPDNSCore
 
 /// A `URLProtocol` that sends URLSession's http and https requests to the fastest IP of their host.
 ///
@@ -66,7 +67,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
         case response(HTTPURLResponse)
         case data(Data)
         case finished
-        case failed(InterceptionError)
+        case failed(HTTPDNSError)
     }
 
     /// The process's interceptor; `nil` until ``register(_:)`` or ``install(_:into:)``.
@@ -96,7 +97,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
     ///
     /// When no process-wide interceptor is registered, `interceptor` becomes it (as with ``register(_:)``, without
     /// registering the class globally). When another one is, it stays: the configuration gets a protocol class of
-    /// its own bound to `interceptor` (up to ``maximumSessionInterceptors`` interceptors at once; one that is
+    /// its own bound to `interceptor` (up to eight such interceptors at once; one that is
     /// released frees its class). A configuration with a proxy (`connectionProxyDictionary`) is left unchanged, so
     /// its sessions go through the proxy as without the library.
     /// - Returns: Whether the protocol was inserted.
@@ -118,8 +119,15 @@ public class HTTPDNSURLProtocol: URLProtocol {
         return true
     }
 
+    /// Tags `request` so that the protocol leaves it to URLSession's own HTTP support, unresolved and unrewritten.
+    /// The tag is a reserved header (this platform loses URLProtocol properties on the way); URLSession sends it as it
+    /// is.
+    public static func markHandled(_ request: inout URLRequest) {
+        RequestRewriting.markHandled(&request)
+    }
+
     /// How many interceptors other than the process's can be installed into session configurations at once.
-    public static var maximumSessionInterceptors: Int { SessionProtocols.classes.count }
+    static var maximumSessionInterceptors: Int { SessionProtocols.classes.count }
 
     /// Stops interception everywhere: unregisters the class and forgets the interceptor, so sessions that still list
     /// the class let every request through to URLSession's own HTTP support. Requests in flight finish.
@@ -177,7 +185,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
             return
         }
         guard let interceptor = Self.boundInterceptor else {
-            let error = InterceptionError(
+            let error = HTTPDNSError(
                 code: .shutdown, message: "no interceptor is registered", url: request.url?.absoluteString)
             clientQueue.async { _ = handle.instance.deliver(.failed(error)) }
             return
@@ -188,7 +196,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
         let load: Task<Void, Never>
         if form == .streamed {
             load = Task(executorPreference: executor) {
-                do throws(InterceptionError) {
+                do throws(HTTPDNSError) {
                     let answer = try await interceptor.stream(request, willRedirect: willRedirect)
                     guard await clientQueue.run({ handle.instance.deliver(.response(answer.response)) }) else { return }
                     do {
@@ -207,7 +215,7 @@ public class HTTPDNSURLProtocol: URLProtocol {
             }
         } else {
             load = Task(executorPreference: executor) {
-                do throws(InterceptionError) {
+                do throws(HTTPDNSError) {
                     let answer = try await interceptor.load(request, willRedirect: willRedirect)
                     clientQueue.async {
                         let instance = handle.instance

@@ -5,13 +5,14 @@ import Foundation
 package import HTTPDNS
 package import Logging
 import Synchronization
+import HTTPDNSCore
 
 /// Performs requests through URLSession with ``HTTPDNSURLProtocol`` in front, and reports what the protocol did
 /// (the IP of each hop, failovers, timings). Used by `hostsctl fetch`; its types keep FoundationNetworking out of
 /// callers.
 ///
 /// Any number of requests may run at once: each result carries its own request's trace (matched through
-/// ``RequestRewriting/traceTagHeader``, which never goes on the wire).
+/// ``RequestTrace/tagHeader``, which never goes on the wire).
 package final class URLSessionFetcher: Sendable {
     /// Which URLSession requests go through.
     package enum SessionKind: Sendable {
@@ -72,17 +73,17 @@ package final class URLSessionFetcher: Sendable {
     private let traces: PendingTraces
 
     /// Creates the interceptor and registers it (``SessionKind/shared``) or installs it into a session of its own.
-    /// - Throws: ``InterceptionError/Code/invalidConfiguration`` from the interceptor.
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` from the interceptor.
     package init(
         resolver: HostResolver,
         configuration: HTTPDNSInterceptor.Configuration,
         session kind: SessionKind = .shared,
         logger: Logger = Logger(label: "httpdns.fetch", factory: { _ in SwiftLogNoOpLogHandler() })
-    ) throws(InterceptionError) {
+    ) throws(HTTPDNSError) {
         let traces = PendingTraces()
         var configuration = configuration
-        let userHandler = configuration.traceHandler
-        configuration.traceHandler = { trace in
+        let userHandler = configuration.connection.traceHandler
+        configuration.connection.traceHandler = { trace in
             traces.deliver(trace)
             userHandler?(trace)
         }
@@ -103,11 +104,11 @@ package final class URLSessionFetcher: Sendable {
     }
 
     /// Performs `request` through URLSession.
-    /// - Throws: ``InterceptionError``: the protocol's own, or one made from URLSession's error for a request the
+    /// - Throws: `HTTPDNSError`: the protocol's own, or one made from URLSession's error for a request the
     ///   protocol did not take.
-    package func fetch(_ request: Request) async throws(InterceptionError) -> Result {
+    package func fetch(_ request: Request) async throws(HTTPDNSError) -> Result {
         guard let url = URL(string: request.url), url.host != nil else {
-            throw InterceptionError(code: .badURL, message: "not an absolute URL", url: request.url)
+            throw HTTPDNSError(code: .badURL, message: "not an absolute URL", url: request.url)
         }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method
@@ -115,14 +116,14 @@ package final class URLSessionFetcher: Sendable {
         if let body = request.body { urlRequest.httpBody = Data(body) }
         urlRequest.timeoutInterval = request.timeout.fractionalSeconds
         let tag = interceptor.intercepts(urlRequest) ? traces.open() : nil
-        if let tag { urlRequest.setValue(tag, forHTTPHeaderField: RequestRewriting.traceTagHeader) }
+        if let tag { urlRequest.setValue(tag, forHTTPHeaderField: RequestTrace.tagHeader) }
         defer { if let tag { traces.close(tag) } }
         let started = ContinuousClock.now
         do {
             let (data, response) = try await session.data(for: urlRequest)
             let elapsed = ContinuousClock.now - started
             guard let http = response as? HTTPURLResponse else {
-                throw InterceptionError(code: .badServerResponse, message: "not an HTTP response", url: request.url)
+                throw HTTPDNSError(code: .badResponse, message: "not an HTTP response", url: request.url)
             }
             var headers: [String: String] = [:]
             for (name, value) in http.allHeaderFields {
@@ -132,11 +133,11 @@ package final class URLSessionFetcher: Sendable {
                 status: http.statusCode, url: http.url?.absoluteString ?? request.url, headers: headers,
                 body: Array(data),
                 trace: tag.flatMap(traces.trace), elapsed: elapsed)
-        } catch let error as InterceptionError {
+        } catch let error as HTTPDNSError {
             throw error
         } catch {
-            if let intercepted = InterceptionError(error) { throw intercepted }
-            throw InterceptionError(
+            if let intercepted = HTTPDNSError(error) { throw intercepted }
+            throw HTTPDNSError(
                 code: Self.code(for: (error as? URLError)?.code), message: "\(error.localizedDescription)",
                 url: request.url, source: error)
         }
@@ -149,9 +150,9 @@ package final class URLSessionFetcher: Sendable {
         await interceptor.shutdown()
     }
 
-    private static func code(for code: URLError.Code?) -> InterceptionError.Code {
+    private static func code(for code: URLError.Code?) -> HTTPDNSError.Code {
         switch code {
-        case .timedOut?: .timedOut
+        case .timedOut?: .timeout
         case .cannotFindHost?, .dnsLookupFailed?: .resolutionFailed
         case .cancelled?: .cancelled
         case .badURL?: .badURL

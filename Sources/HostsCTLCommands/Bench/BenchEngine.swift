@@ -44,7 +44,7 @@ public struct BenchResult: Sendable {
     public var queries: Int
     /// Queries answered with addresses.
     public var ok: Int
-    /// Failed queries by ``DNSError/Code`` name.
+    /// Failed queries by `HTTPDNSError.Code` name.
     public var errors: [String: Int]
     /// From the first measured query sent to the last one finished: nothing before it (making the resolver,
     /// preparing, the warm-up, starting the workers) and nothing after it (collecting the tallies) is counted.
@@ -156,7 +156,7 @@ enum BenchEngine {
                             tally.last = done
                             tally.ok += 1
                             tally.latenciesMs.append((done - sent).fractionalMilliseconds)
-                        } catch let error as DNSError {
+                        } catch let error as HTTPDNSError {
                             tally.last = clock.now
                             tally.failed += 1
                             tally.errors[error.code.description, default: 0] += 1

@@ -41,8 +41,8 @@ extension Telemetry {
         }
 
         /// Reads the `otel` section from `config`, a reader scoped to it; missing keys take their defaults.
-        /// - Throws: ``DNSError/Code/invalidConfiguration`` naming the key for a bad value.
-        init(configReader config: ConfigReader) throws(DNSError) {
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+        init(configReader config: ConfigReader) throws(HTTPDNSError) {
             endpoint = nil
             exportProtocol = .httpProtobuf
             sampleOneIn = 1
@@ -68,7 +68,7 @@ extension Telemetry {
                     text.isEmpty || text == "none" || Telemetry.isReceiverURL(text)
                         ? nil : "'\(HostName.printable(text))' is not an http or https URL with a host"
                 },
-                decode: { reader, key throws(DNSError) in
+                decode: { reader, key throws(HTTPDNSError) in
                     let text = try reader.string(key, default: "none")
                     return text.isEmpty || text == "none" ? nil : text
                 },

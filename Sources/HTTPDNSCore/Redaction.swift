@@ -2,9 +2,9 @@ import Foundation
 
 /// Keeps secrets out of errors, traces and logs: the password of a URL's user information is replaced, so
 /// `https://user:secret@api.example.com/` is reported as `https://user:***@api.example.com/`.
-enum Redaction {
+package enum Redaction {
     /// `text` with the URL password replaced by `***`; text that is not a URL with a password is returned as it is.
-    static func url(_ text: String) -> String {
+    package static func url(_ text: String) -> String {
         guard text.utf8.contains(UInt8(ascii: "@")), var components = URLComponents(string: text),
             components.password != nil
         else { return text }
