@@ -108,7 +108,7 @@ public struct ResolveCommand: AsyncParsableCommand {
         return settings
     }
 
-    /// Runs `body`, turning a `HTTPDNSError` into a usage error (exit 64).
+    /// Runs `body`, turning an `HTTPDNSError` into a usage error (exit 64).
     static func usage<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let error as HTTPDNSError { throw ValidationError(error.description) }
     }

@@ -5,7 +5,7 @@ import Testing
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
 
-/// Expects `body` to fail with a ``HTTPDNSError`` of `code`, and returns the error.
+/// Expects `body` to fail with an ``HTTPDNSError`` of `code`, and returns the error.
 @discardableResult
 func expectDNSError(
     _ code: HTTPDNSError.Code,

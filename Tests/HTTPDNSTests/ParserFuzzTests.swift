@@ -19,7 +19,7 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// Bounded fuzzing of every HTTP DNS parser: mutated valid inputs and random ones. A parser must either return
-/// well-formed addresses or throw a ``HTTPDNSError``; a crash, a hang or a wrong-family address fails the test.
+/// well-formed addresses or throw an ``HTTPDNSError``; a crash, a hang or a wrong-family address fails the test.
 @Suite("parser fuzzing")
 struct ParserFuzzTests {
     static let iterations = 4000

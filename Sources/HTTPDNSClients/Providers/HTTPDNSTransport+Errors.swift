@@ -3,7 +3,7 @@ import HTTPDNSCore
 import HTTPDNSPinnedClients
 
 extension HTTPDNSTransport {
-    /// Maps an error from the HTTP stack to a `HTTPDNSError`.
+    /// Maps an error from the HTTP stack to an `HTTPDNSError`.
     static func classify(_ error: any Error, endpoint: HTTPDNSEndpoint, host: HostName) -> HTTPDNSError {
         func make(_ code: HTTPDNSError.Code, _ message: String) -> HTTPDNSError {
             HTTPDNSError(code: code, message: "\(endpoint.url): \(message)", host: host.name, source: error)
