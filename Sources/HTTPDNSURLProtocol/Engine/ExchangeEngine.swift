@@ -107,20 +107,29 @@ struct ExchangeEngine: Sendable {
         _ host: String, parsed: Result<HostName, HTTPDNSError>, port: Int, url: String, budget: Duration
     ) async throws(HTTPDNSError) -> RankedResolution {
         let resolver = self.resolver
+        func failed(_ error: HTTPDNSError) -> HTTPDNSError {
+            HTTPDNSError(
+                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
+        }
+        // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
+        do {
+            if let cached = try resolver.cachedRanked(host, name: parsed, family: .any, port: port) { return cached }
+        } catch let error as HTTPDNSError {
+            throw failed(error)
+        } catch {
+            throw HTTPDNSError(code: .cancelled, message: "the request was cancelled", url: url)
+        }
         let outlasted = HTTPDNSError(
             code: .timeout, message: "resolving \(host) took longer than the request's time limit (\(budget))", url: url
         )
         do {
-            // Overrides and cache hits need no waiting, so no time limit (a task and a timer) either.
-            if let cached = try resolver.cachedRanked(host, name: parsed, family: .any, port: port) { return cached }
             return try await withTimeLimit(budget, orThrow: outlasted) {
                 try await resolver.resolveRanked(host, family: .any, port: port)
             }
         } catch let error as HTTPDNSError where error == outlasted {
             throw error
         } catch let error as HTTPDNSError {
-            throw HTTPDNSError(
-                code: .resolutionFailed, message: "cannot resolve \(host): \(error.message)", url: url, source: error)
+            throw failed(error)
         } catch {
             throw HTTPDNSError(code: .cancelled, message: "the request was cancelled", url: url)
         }
