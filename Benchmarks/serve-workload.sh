@@ -177,13 +177,17 @@ pids+=($!)
 pid_of[unbound]=$!
 
 # hostsctl serve: its defaults; its cache, then c-ares to its PowerDNS (serve_settings, lab/common.sh).
-export HOSTSCTL_SERVE_ADMIN_LISTEN=none
+# Each has an admin listener of its own, asked only at the end: its count of queries refused by the per-network bound
+# on upstream lookups (serve.maxUpstreamLookupsPerNetwork) says how many of its SERVFAIL answers that bound gave.
+declare -A admin_port_of
 for name in serve ${baseline:+baseline}; do
     binary="$hostsctl"
     [ "$name" = serve ] || binary="$baseline"
+    admin_port_of[$name]="$(free_port)"
     serve_settings "$name" "127.0.0.1:${pdns_port_of[$name]}" "${doh_port_of[$name]}" "${udp_port_of[$name]}" \
         "${dot_port_of[$name]}" > "$work/$name.json"
-    HOSTSCTL_LOG_LEVEL=warning "$binary" serve --config "$work/$name.json" >"$work/$name.log" 2>&1 &
+    HOSTSCTL_SERVE_ADMIN_LISTEN="127.0.0.1:${admin_port_of[$name]}" HOSTSCTL_LOG_LEVEL=warning \
+        "$binary" serve --config "$work/$name.json" >"$work/$name.log" 2>&1 &
     pids+=($!)
     pid_of[$name]=$!
 done
@@ -361,4 +365,11 @@ for name in $servers; do
     printf '| %s | %d MiB | %d MiB | %.0f bytes | %d | %d | %.3f |\n' "$name" $((end / 1024)) \
         $(((end - ${rss_start[$name]}) / 1024)) "$(echo "($end - ${rss_start[$name]}) * 1024 / $distinct" | bc -l)" \
         "$upstream" "${answered[$name]}" "$(echo "1 - $upstream / ${answered[$name]}" | bc -l)"
+done
+echo
+for name in serve ${baseline:+baseline}; do
+    refused="$(curl -s --max-time 5 "http://127.0.0.1:${admin_port_of[$name]}/metrics" \
+        | awk '/^httpdns_serve_upstream_refused_total/ { print $2 }')"
+    printf '%s: %s queries answered SERVFAIL by the per-network bound on upstream lookups (%.2f %% of those answered)\n' \
+        "$name" "${refused:-?}" "$(echo "${refused:-0} * 100 / ${answered[$name]}" | bc -l)"
 done
