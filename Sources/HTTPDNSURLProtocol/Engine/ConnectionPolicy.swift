@@ -4,8 +4,9 @@ import HTTPDNSCore
 
 /// How both fronts (``HTTPDNSInterceptor`` for URLSession, ``HTTPDNSClient`` for AsyncHTTPClient) reach a host:
 /// which hosts they resolve, how far a request fails over and when it races connects, their redirects, timeouts,
-/// trust roots and pinned-client limits. One value, read by the exchange engine and the pinned transport as it is;
-/// each front's `Configuration` holds one and adds what only that front has.
+/// trust roots, pinned-client limits, and where each request's trace and spans go. One value, read by the exchange
+/// engine and the pinned transport as it is: `HTTPDNSClient.Configuration` is this type, and
+/// `HTTPDNSInterceptor.Configuration` holds one as `connection` beside what only URLSession needs.
 public struct ConnectionPolicy: Sendable {
     /// Which hosts are resolved here (default: every host but IP literals and `localhost`); others are left to the
     /// client's own resolution.
