@@ -957,6 +957,36 @@ extension URLProtocolTests {
 }
 
 extension URLProtocolTests {
+    @Test(
+        "a host that cannot be resolved fails as resolutionFailed carrying the resolver's error; URLSession: cannotFindHost"
+    )
+    func unresolvableHost() async throws {
+        // A DNS server's port with nothing behind it: c-ares is refused at once (ICMP port unreachable on loopback).
+        let dnsServer = ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: try FreePort.udp())
+        let fixture = try ProtocolFixture(dnsServer: dnsServer)
+        let request = URLRequest(url: URL(string: "http://nowhere.test:8080/p?q=1")!)
+        do {
+            _ = try await fixture.interceptor.load(request)
+            Issue.record("nothing can resolve nowhere.test")
+        } catch {
+            #expect(error.code == .resolutionFailed, "\(error)")
+            #expect(error.url == "http://nowhere.test:8080/p?q=1" && error.servers.isEmpty, "\(error)")
+            let cause = try #require(error.source as? HTTPDNSError, "\(error)")
+            #expect(cause.code == .connectionFailed && cause.host == "nowhere.test", "\(cause)")
+            #expect(cause.servers == [dnsServer.description], "\(cause)")
+        }
+        do {
+            _ = try await fixture.session.data(for: request)
+            Issue.record("nothing can resolve nowhere.test")
+        } catch let error as URLError {
+            #expect(error.code == .cannotFindHost, "\(error)")
+            #expect(HTTPDNSError(error)?.code == .resolutionFailed, "\(error)")
+        }
+        await fixture.shutdown()
+    }
+}
+
+extension URLProtocolTests {
     @Test("URL passwords and Authorization values never reach errors or traces")
     func secretsRedacted() async throws {
         let server = try await LocalHTTPServer(host: "127.0.0.65", handler: echo)
