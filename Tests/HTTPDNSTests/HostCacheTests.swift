@@ -138,6 +138,36 @@ struct HostCacheTests {
         #expect(big.lookup(name("h1.test"), family: .any).isMiss, "the least recently used stayed")
     }
 
+    @Test("eviction order: stored again goes to the back, used gets one second chance, the queue stays bounded")
+    func evictionOrder() throws {
+        var core = HostCacheCore(configuration: .init(maximumHosts: 4))
+        let now = CacheInstant(nanoseconds: 1_000_000_000)
+        func store(_ host: String) throws {
+            _ = core.store(
+                try HostName(host), family: .any, addresses: [ip("192.0.2.1")], ttl: 60, origin: .cares, now: now)
+        }
+        func cached() -> Set<String> { Set(core.records.keys.map(\.name)) }
+        for host in ["a.test", "b.test", "c.test", "d.test"] { try store(host) }
+        // Stored again: b moves behind d. Used: c gets one pass.
+        try store("b.test")
+        _ = core.lookup(try HostName("c.test"), family: .any, now: now)
+        try store("e.test")
+        #expect(cached() == ["b.test", "c.test", "d.test", "e.test"], "a was the oldest")
+        try store("f.test")
+        #expect(cached() == ["b.test", "c.test", "e.test", "f.test"], "c was passed over once, d went")
+        try store("g.test")
+        #expect(cached() == ["c.test", "e.test", "f.test", "g.test"], "then b, stored before c's second turn")
+        try store("h.test")
+        #expect(cached() == ["c.test", "f.test", "g.test", "h.test"], "then e, queued before c's second turn")
+        try store("i.test")
+        #expect(cached() == ["f.test", "g.test", "h.test", "i.test"], "c's second chance is spent")
+        // The same host stored over and over leaves stale places behind; they are dropped, not kept for ever.
+        for _ in 0..<10_000 { try store("i.test") }
+        #expect(core.order.count <= 2 * core.count + 64)
+        core.removeAll()
+        #expect(core.order.isEmpty && core.count == 0)
+    }
+
     @Test("measured latency ranks addresses; a failure drops one until its penalty decays")
     func scoring() {
         let clock = ManualClock()

@@ -77,6 +77,7 @@ extension HostCacheCore {
     /// Removes every host.
     mutating func removeAll() {
         records.removeAll()
+        order.removeAll()
         clearedSinceSave = true
     }
 

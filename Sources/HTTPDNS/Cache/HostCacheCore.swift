@@ -1,6 +1,7 @@
 import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
+import NIOCore
 /// The cache's state and rules as a plain value: no locks, no I/O, time passed in. ``HostCache`` wraps it in a
 /// mutex; tests drive it directly with made-up instants.
 package struct HostCacheCore: Sendable {
@@ -85,6 +86,8 @@ package struct HostCacheCore: Sendable {
     struct Entry: Sendable {
         var record: Record
         var lastUsed: UInt64
+        /// The tick of the entry's one live place in ``HostCacheCore/order``.
+        var queued: UInt64
         var fast: FastPath
     }
 
@@ -113,6 +116,10 @@ package struct HostCacheCore: Sendable {
     /// Whether the whole cache was cleared since the last save: then the file's hosts are not merged at all.
     var clearedSinceSave = false
     var records: [HostName: Entry] = [:]
+    /// The hosts in the order they were put in, for eviction: a place whose tick is not its entry's `queued` was left
+    /// behind when the host was stored again or removed, and is skipped. Rebuilt without those when they outnumber
+    /// the hosts.
+    var order = CircularBuffer<(host: HostName, tick: UInt64)>()
     /// The network the scores were measured on (``switchNetwork(to:now:)``); `nil` until the first change is seen.
     var networkKey: String?
     /// Scores measured on other networks, the most recently left last.
@@ -370,25 +377,31 @@ package struct HostCacheCore: Sendable {
     }
 
     mutating func putRecord(_ record: Record, for host: HostName) {
-        records[host] = Entry(record: record, lastUsed: nextTick(), fast: FastPath(record))
+        let tick = nextTick()
+        records[host] = Entry(record: record, lastUsed: tick, queued: tick, fast: FastPath(record))
+        order.append((host, tick))
+        if order.count > 2 * records.count + 64 {
+            var live = CircularBuffer<(host: HostName, tick: UInt64)>(initialCapacity: records.count)
+            for place in order where records[place.host]?.queued == place.tick { live.append(place) }
+            order = live
+        }
     }
 
-    /// Makes room for one more host: when full, the least recently used sixteenth (at least one) goes.
+    /// Makes room for one more host. The eviction order approximates least recently used with a second chance
+    /// (CLOCK): hosts leave in the order they were stored, except that one used since it was queued goes to the back
+    /// once. Each host is looked at a bounded number of times between uses, so making room costs O(1) amortized, and
+    /// a lookup pays nothing for it but the tick it writes anyway; no scan or sort of the whole cache.
     mutating func evictIfFull() {
-        guard records.count >= configuration.maximumHosts else { return }
-        let excess = records.count - configuration.maximumHosts + 1
-        let batch = max(excess, configuration.maximumHosts / 16, 1)
-        // The batch-th oldest use (ticks are unique), found among the bare ticks: no host name is copied or
-        // compared but the victims'.
-        var ticks: [UInt64] = []
-        ticks.reserveCapacity(records.count)
-        for entry in records.values { ticks.append(entry.lastUsed) }
-        ticks.sort()
-        let newestVictim = ticks[min(batch, ticks.count) - 1]
-        var victims: [HostName] = []
-        victims.reserveCapacity(batch)
-        for (host, entry) in records where entry.lastUsed <= newestVictim { victims.append(host) }
-        for host in victims { records.removeValue(forKey: host) }
+        while records.count >= configuration.maximumHosts, let (host, tick) = order.popFirst() {
+            guard let index = records.index(forKey: host), records.values[index].queued == tick else { continue }
+            let lastUsed = records.values[index].lastUsed
+            if lastUsed > tick {
+                records.values[index].queued = lastUsed
+                order.append((host, lastUsed))
+            } else {
+                records.remove(at: index)
+            }
+        }
     }
 
     /// Drops scores of addresses no answer mentions any more.

@@ -69,28 +69,56 @@ final class ClientSubnetCache: Sendable {
     /// with answers by network, and their networks, are counted as states change (`/metrics` reads them after
     /// every answer kept, so a scan of the table there would cost a miss O(names)).
     private struct Table {
-        private(set) var states: [Key: State] = [:]
+        struct Slot {
+            var state: State
+            /// Looked up since it entered the queue or was last passed over.
+            var referenced = false
+        }
+
+        private(set) var states: [Key: Slot] = [:]
         var order = CircularBuffer<Key>()
-        /// The names looked up since they entered the queue or were last passed over.
-        var referenced = Set<Key>()
         private(set) var byNetworkNames = 0
         private(set) var byNetworkNetworks = 0
 
         subscript(key: Key) -> State? {
-            get { states[key] }
+            get { states[key]?.state }
             set {
-                let old = states[key]
-                if old == nil, newValue != nil { order.append(key) }
-                if case .byNetwork(let entries) = old {
-                    byNetworkNames -= 1
-                    byNetworkNetworks -= entries.count
+                guard let newValue else {
+                    if let old = states.removeValue(forKey: key) { count(old.state, -1) }
+                    return
                 }
-                if case .byNetwork(let entries) = newValue {
-                    byNetworkNames += 1
-                    byNetworkNetworks += entries.count
+                if update(key, { $0.state = newValue }) == nil {
+                    order.append(key)
+                    states[key] = Slot(state: newValue)
+                    count(newValue, 1)
                 }
-                states[key] = newValue
             }
+        }
+
+        /// Runs `body` on the slot of `key` in place (one hash of the name; an answer list taken out of the state
+        /// while it changes is not copied), keeping the counts; `nil` when the name is not in the table.
+        mutating func update<Result>(_ key: Key, _ body: (inout Slot) -> Result) -> Result? {
+            guard let index = states.index(forKey: key) else { return nil }
+            count(states.values[index].state, -1)
+            let result = body(&states.values[index])
+            count(states.values[index].state, 1)
+            return result
+        }
+
+        private mutating func count(_ state: State, _ sign: Int) {
+            guard case .byNetwork(let entries) = state else { return }
+            byNetworkNames += sign
+            byNetworkNetworks += sign * entries.count
+        }
+
+        /// Takes the oldest name off the queue: `false` when it was referenced (its flag is cleared then).
+        mutating func takeOldest() -> (key: Key, referenced: Bool)? {
+            guard let oldest = order.popFirst() else { return nil }
+            let referenced = update(oldest) { slot in
+                defer { slot.referenced = false }
+                return slot.referenced
+            }
+            return (oldest, referenced ?? false)
         }
 
         var count: Int { states.count }
@@ -114,36 +142,39 @@ final class ClientSubnetCache: Sendable {
     /// What is known of `name` for clients in `subnet`.
     func lookup(_ key: Key, subnet: IPNetwork, now: ContinuousClock.Instant) -> Lookup {
         table.withLock { table in
-            switch table[key] {
-            case nil:
-                return .miss
-            case .shared(let until, let revalidating):
-                table.referenced.insert(key)
-                guard until <= now, !revalidating else { return .shared(revalidate: false) }
-                // One background check at a time: later lookups keep the shared answer until it reports.
-                table[key] = .shared(until: until, revalidating: true)
-                return .shared(revalidate: true)
-            case .byNetwork(var entries):
-                var best: Int?
-                for index in entries.indices where entries[index].serves(subnet) {
-                    if best.map({ entries[index].network.prefixLength > entries[$0].network.prefixLength }) ?? true {
-                        best = index
+            table.update(key) { slot -> Lookup in
+                switch slot.state {
+                case .shared(let until, let revalidating):
+                    slot.referenced = true
+                    guard until <= now, !revalidating else { return .shared(revalidate: false) }
+                    // One background check at a time: later lookups keep the shared answer until it reports.
+                    slot.state = .shared(until: until, revalidating: true)
+                    return .shared(revalidate: true)
+                case .byNetwork(var entries):
+                    // Taken out while it changes, so the list is changed in place, not copied.
+                    slot.state = .byNetwork([])
+                    defer { slot.state = .byNetwork(entries) }
+                    var best: Int?
+                    for index in entries.indices where entries[index].serves(subnet) {
+                        if best.map({ entries[index].network.prefixLength > entries[$0].network.prefixLength })
+                            ?? true
+                        {
+                            best = index
+                        }
                     }
+                    guard let best, entries[best].expires > now else { return .miss }
+                    slot.referenced = true
+                    entries[best].used = now
+                    let remaining = entries[best].expires - now
+                    // Hot names stay hot: the first lookup in the last tenth of the TTL asks again in the background.
+                    let prefetch =
+                        !entries[best].prefetching && remaining * 10 <= .seconds(Int64(entries[best].answer.ttl))
+                    if prefetch { entries[best].prefetching = true }
+                    return .answer(
+                        entries[best].answer, scope: entries[best].network.prefixLength,
+                        ttl: UInt32(clamping: remaining.components.seconds), prefetch: prefetch)
                 }
-                guard let best, entries[best].expires > now else { return .miss }
-                table.referenced.insert(key)
-                entries[best].used = now
-                let remaining = entries[best].expires - now
-                // Hot names stay hot: the first lookup in the last tenth of the TTL asks again in the background.
-                let prefetch =
-                    !entries[best].prefetching && remaining * 10 <= .seconds(Int64(entries[best].answer.ttl))
-                if prefetch { entries[best].prefetching = true }
-                let entry = entries[best]
-                table[key] = .byNetwork(entries)
-                return .answer(
-                    entry.answer, scope: entry.network.prefixLength,
-                    ttl: UInt32(clamping: remaining.components.seconds), prefetch: prefetch)
-            }
+            } ?? .miss
         }
     }
 
@@ -213,15 +244,14 @@ final class ClientSubnetCache: Sendable {
     static let secondChances = 8
 
     private func makeRoom(_ table: inout Table, for key: Key, now: ContinuousClock.Instant) {
-        guard table[key] == nil, table.count >= limits.maximumNames else { return }
+        guard table.count >= limits.maximumNames, table[key] == nil else { return }
         var passedOver = 0
-        while let oldest = table.order.popFirst() {
-            if passedOver < Self.secondChances, table.referenced.remove(oldest) != nil {
+        while let (oldest, referenced) = table.takeOldest() {
+            if passedOver < Self.secondChances, referenced {
                 table.order.append(oldest)
                 passedOver += 1
                 continue
             }
-            table.referenced.remove(oldest)
             table[oldest] = nil
             return
         }
