@@ -265,9 +265,12 @@ final class LocalFiles: Sendable {
             if let overridesPath {
                 do {
                     newOverrides = .some(try overrides.watch(path: overridesPath, interval: interval, logger: logger))
+                } catch var error as HTTPDNSError {
+                    // The file's own error, with its positions and cause: only the code is the settings' one.
+                    error.code = .invalidConfiguration
+                    throw error
                 } catch {
-                    throw HTTPDNSError(
-                        code: .invalidConfiguration, message: (error as? HTTPDNSError)?.message ?? "\(error)")
+                    throw HTTPDNSError(code: .invalidConfiguration, message: "\(error)", source: error)
                 }
             } else {
                 newOverrides = .some(nil)

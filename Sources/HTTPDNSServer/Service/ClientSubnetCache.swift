@@ -122,6 +122,9 @@ final class ClientSubnetCache: Sendable {
         }
 
         var count: Int { states.count }
+
+        /// Whether `key` is in the table (its slot is not copied).
+        func contains(_ key: Key) -> Bool { states.index(forKey: key) != nil }
     }
 
     private let table = Locked(Table())
@@ -244,7 +247,7 @@ final class ClientSubnetCache: Sendable {
     static let secondChances = 8
 
     private func makeRoom(_ table: inout Table, for key: Key, now: ContinuousClock.Instant) {
-        guard table.count >= limits.maximumNames, table[key] == nil else { return }
+        guard table.count >= limits.maximumNames, !table.contains(key) else { return }
         var passedOver = 0
         while let (oldest, referenced) = table.takeOldest() {
             if passedOver < Self.secondChances, referenced {
