@@ -10,8 +10,8 @@ import HTTPDNSClients
 ///
 /// Lookups take a mutex and a dictionary probe; rankings are computed when answers or scores change, not on
 /// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
-/// data are cached for ``Configuration/negativeTTL``; the least recently used hosts are evicted beyond
-/// ``Configuration/maximumHosts``. A resolver with a cache file (``HostResolver/Policy/cachePath``) persists
+/// data are cached for ``Configuration/negativeTTL``; beyond ``Configuration/maximumHosts`` hosts are evicted
+/// about least recently used first (the oldest stored goes, unless used since: then it gets one second chance). A resolver with a cache file (``HostResolver/Policy/cachePath``) persists
 /// it across restarts.
 ///
 /// A cache is given to a ``HostResolver``, which stores its upstreams' answers in it and ranks them by what the
