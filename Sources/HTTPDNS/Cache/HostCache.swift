@@ -11,8 +11,8 @@ import HTTPDNSClients
 /// Lookups take a mutex and a dictionary probe; rankings are computed when answers or scores change, not on
 /// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
 /// data are cached for ``Configuration/negativeTTL``; beyond ``Configuration/maximumHosts`` hosts are evicted
-/// about least recently used first (the oldest stored goes, unless used since: then it gets one second chance). A resolver with a cache file (``HostResolver/Policy/cachePath``) persists
-/// it across restarts.
+/// about least recently used first (the oldest stored goes, unless used since: then it gets one second chance). A
+/// resolver with a cache file (``HostResolver/Policy/cachePath``) persists it across restarts.
 ///
 /// A cache is given to a ``HostResolver``, which stores its upstreams' answers in it and ranks them by what the
 /// fronts (and ``HostResolver/reportConnect(to:of:latency:)``) report:
@@ -32,7 +32,7 @@ public final class HostCache: Sendable {
         public var negativeTTL: UInt32
         /// How long past its TTL an answer may still be served.
         public var maximumStaleness: Duration
-        /// The most hosts kept; the least recently used are evicted first.
+        /// The most hosts kept; beyond it, about the least recently used are evicted first (a second-chance queue).
         public var maximumHosts: Int
         /// How the two families are ordered in answers to `any` lookups.
         public var dualStack: DualStackPolicy
