@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hostsctl serve against dnsdist and unbound on a realistic workload, all in one run, on loopback, release build.
 #   Benchmarks/serve-workload.sh [--rounds R] [--seconds S] [--names N] [--transports "udp tcp dot doh"]
-#                                [--rate QPS] [--baseline HOSTSCTL] [--hostsctl HOSTSCTL] [--profile TRANSPORT]
+#                                [--rate QPS] [--miss-rate QPS] [--baseline HOSTSCTL] [--hostsctl HOSTSCTL]
+#                                [--profile TRANSPORT]
 #
 # The day of a DNS service rather than its best case: N names (100,000) with Zipf popularity (s = 1) from an
 # authoritative server, TTLs from 5 s to 1 h (some expire during the run), 5 % of the queries for names never asked
@@ -28,7 +29,9 @@
 #             within 5 s) and answered SERVFAIL
 #   cpu       the server's CPU time per 1,000 queries (user + system, all threads, from /proc/PID/stat)
 # After the rounds, per transport and server, latency at a fixed rate (--rate, 5,000 queries a second by default,
-# under every server's peak) for S seconds: p50 and p99 of dnsperf's per-query times.
+# under every server's peak) for S seconds: p50 and p99 of dnsperf's per-query times. Then the same for misses alone
+# (--miss-rate, 1,000 a second by default): every query a name never asked before, so the latency of the path to the
+# upstream and back, which is what the workload's p99 is made of (about a quarter of its queries miss in serve).
 # At the end, per server: resident memory (VmRSS) and its growth since the start, per distinct name asked; the
 # cache hit ratio as 1 - (queries its PowerDNS saw) / (queries it answered).
 #
@@ -43,6 +46,7 @@ seconds=10
 names=100000
 transports="udp tcp dot doh"
 rate=5000
+miss_rate=1000
 baseline=""
 hostsctl=""
 profile=""
@@ -53,11 +57,12 @@ while [ $# -gt 0 ]; do
         --names) names="$2"; shift 2 ;;
         --transports) transports="$2"; shift 2 ;;
         --rate) rate="$2"; shift 2 ;;
+        --miss-rate) miss_rate="$2"; shift 2 ;;
         --baseline) baseline="$2"; shift 2 ;;
         --hostsctl) hostsctl="$2"; shift 2 ;;
         --profile) profile="$2"; shift 2 ;;
         *)
-            echo "usage: $0 [--rounds R] [--seconds S] [--names N] [--transports LIST] [--rate QPS] [--baseline HOSTSCTL] [--hostsctl HOSTSCTL] [--profile TRANSPORT]" >&2
+            echo "usage: $0 [--rounds R] [--seconds S] [--names N] [--transports LIST] [--rate QPS] [--miss-rate QPS] [--baseline HOSTSCTL] [--hostsctl HOSTSCTL] [--profile TRANSPORT]" >&2
             exit 64 ;;
     esac
 done
@@ -294,25 +299,41 @@ for round in $(seq "$rounds"); do
 done
 
 percentiles='{ v[NR] = $1 } END { a = int(NR * 0.5); b = int(NR * 0.99); if (a < 1) a = 1; if (b < 1) b = 1; printf "%.3f %.3f\n", v[a], v[b] }'
-# Latency at a fixed rate: dnsperf -v prints one line per answer, its time last; h2load's log one line per request,
-# its duration (microseconds) third.
+# Latency at a fixed rate: prints "P50 P99" in milliseconds for TRANSPORT against server NAME, from FILE (a query file;
+# for DoH its .NAME.uris beside it) at RATE queries a second for S seconds. dnsperf -v prints one line per answer, its
+# time last; h2load's log one line per request, its duration (microseconds) third.
+latency() {
+    local transport="$1" name="$2" file="$3" rate="$4"
+    if [ "$transport" = doh ]; then
+        h2load -c 4 -t 1 -m 25 --rps "$((rate / 4))" -D "$seconds" --input-file "${file%.bin}.$name.uris" \
+            --log-file "$work/h2load.log" >/dev/null 2>&1
+        awk '{ print $3 / 1000 }' "$work/h2load.log" | sort -n | awk "$percentiles"
+    else
+        # shellcheck disable=SC2046
+        dnsperf -B -d "$file" -s 127.0.0.1 $(target "$transport" "$name") -c 4 -q 100 \
+            -Q "$rate" -l "$seconds" -t 5 -v 2>/dev/null | awk '/^> / { print $NF * 1000 }' | sort -n \
+            | awk "$percentiles"
+    fi
+    answered[$name]=$((${answered[$name]} + rate * seconds))
+}
 for transport in $transports; do
     for name in $servers; do
+        latency "$transport" "$name" "$work/r1$transport.bin" "$rate" > "$work/$name.$transport.latency"
+    done
+done
+# Misses alone: every query at --miss-rate asks a name never asked before (a file per transport, the same for every
+# server), so p50 and p99 are those of a miss: the server's path to its PowerDNS and back.
+for transport in $transports; do
+    python3 "$here/lab/workload.py" queries --names "$names" --count $((miss_rate * seconds * 2)) --new 1 \
+        --tag "m$transport" --out "$work/m$transport.bin"
+    if [ "$transport" = doh ]; then
+        python3 "$here/lab/workload.py" paths --from "$work/mdoh.bin" > "$work/mdoh.paths"
+    fi
+    for name in $servers; do
         if [ "$transport" = doh ]; then
-            h2load -c 4 -t 1 -m 25 --rps "$((rate / 4))" -D "$seconds" --input-file "$work/r1doh.$name.uris" \
-                --log-file "$work/$name.doh.log" >/dev/null 2>&1
-            awk '{ print $3 / 1000 }' "$work/$name.doh.log" | sort -n \
-                | awk "$percentiles" \
-                > "$work/$name.doh.latency"
-            answered[$name]=$((${answered[$name]} + rate * seconds))
-            continue
+            sed "s|^|https://127.0.0.1:${doh_port_of[$name]}|" "$work/mdoh.paths" > "$work/mdoh.$name.uris"
         fi
-        # shellcheck disable=SC2046
-        dnsperf -B -d "$work/r1$transport.bin" -s 127.0.0.1 $(target "$transport" "$name") -c 4 -q 100 \
-            -Q "$rate" -l "$seconds" -t 5 -v 2>/dev/null | awk '/^> / { print $NF * 1000 }' | sort -n \
-            | awk "$percentiles" \
-            > "$work/$name.$transport.latency"
-        answered[$name]=$((${answered[$name]} + rate * seconds))
+        latency "$transport" "$name" "$work/m$transport.bin" "$miss_rate" > "$work/$name.$transport.misslatency"
     done
 done
 
@@ -341,19 +362,21 @@ echo
 echo "Medians of $rounds rounds, $seconds s each; $names names (Zipf s = 1), 5 % never-seen names, half with ECS (300 /24s)."
 echo "q/s at 100 outstanding on 4 sockets or connections; lost: no answer within 5 s (DoH: none by the end);"
 echo "SERVFAIL (DoH: not 200); CPU per 1,000 queries;"
-echo "p50/p99 at $rate q/s. Memory: resident at the end, growth since the start per distinct name asked ($distinct)."
+echo "p50/p99 at $rate q/s; misses alone (every name never asked before) at $miss_rate q/s. Memory: resident at the end, growth since the start per distinct name asked ($distinct)."
 echo "Hit ratio: 1 - (queries its PowerDNS saw) / (queries it answered)."
 echo
-printf '| transport | server | q/s | vs dnsdist | lost | SERVFAIL | CPU per 1,000 | p50 | p99 |\n'
-printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+printf '| transport | server | q/s | vs dnsdist | lost | SERVFAIL | CPU per 1,000 | p50 | p99 | miss p50 | miss p99 |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
 for transport in $transports; do
     reference="$(median < "$work/dnsdist.$transport.qps")"
     for name in $servers; do
         qps="$(median < "$work/$name.$transport.qps")"
         read -r p50 p99 < "$work/$name.$transport.latency"
-        printf '| %s | %s | %.0f | %.2fx | %s %% | %s %% | %.2f ms | %s ms | %s ms |\n' "$transport" "$name" "$qps" \
-            "$(echo "$qps / $reference" | bc -l)" "$(median < "$work/$name.$transport.lost")" \
-            "$(median < "$work/$name.$transport.servfail")" "$(median < "$work/$name.$transport.cpu")" "$p50" "$p99"
+        read -r miss50 miss99 < "$work/$name.$transport.misslatency"
+        printf '| %s | %s | %.0f | %.2fx | %s %% | %s %% | %.2f ms | %s ms | %s ms | %s ms | %s ms |\n' "$transport" \
+            "$name" "$qps" "$(echo "$qps / $reference" | bc -l)" "$(median < "$work/$name.$transport.lost")" \
+            "$(median < "$work/$name.$transport.servfail")" "$(median < "$work/$name.$transport.cpu")" "$p50" "$p99" \
+            "$miss50" "$miss99"
     done
 done
 echo

@@ -73,7 +73,8 @@ final class FakeUpstream: HostNameResolver {
     private struct State {
         var behavior: Behavior
         var calls = 0
-        var held: [CheckedContinuation<Void, Never>] = []
+        var held: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextHold = 0
         var holding = false
     }
 
@@ -97,21 +98,31 @@ final class FakeUpstream: HostNameResolver {
     func release() {
         let held = state.withLock { state in
             state.holding = false
-            defer { state.held = [] }
+            defer { state.held = [:] }
             return state.held
         }
-        for continuation in held { continuation.resume() }
+        for continuation in held.values { continuation.resume() }
     }
 
+    /// Like a real upstream, a held query ends at once with `CancellationError` when its task is cancelled.
     func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        state.withLock { $0.calls += 1 }
-        await withCheckedContinuation { continuation in
-            let wait = state.withLock { state in
-                if state.holding { state.held.append(continuation) }
-                return state.holding
-            }
-            if !wait { continuation.resume() }
+        let id = state.withLock { state in
+            state.calls += 1
+            defer { state.nextHold += 1 }
+            return state.nextHold
         }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let wait = state.withLock { state in
+                    if state.holding, !Task.isCancelled { state.held[id] = continuation }
+                    return state.held[id] != nil
+                }
+                if !wait { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.held.removeValue(forKey: id) }?.resume()
+        }
+        try Task.checkCancellation()
         switch state.withLock({ $0.behavior }) {
         case .fail(let code):
             throw HTTPDNSError(code: code, message: "fake \(code)", host: host.name)

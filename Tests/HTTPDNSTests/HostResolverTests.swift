@@ -178,27 +178,41 @@ struct HostResolverTests {
         }
     }
 
-    @Test("a cancelled caller stops waiting without failing the others")
+    @Test("a cancelled caller stops waiting without failing the others; a cancelled leader's query is asked again")
     func cancellation() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         upstream.hold()
         let resolver = Self.resolver([upstream])
         try await withCleanup { () async throws in
-            let cancelled = Task { try await resolver.resolveRanked("a.test") }
+            // A caller who joined the query leaves: the query goes on for the one who asked it.
             let patient = Task { try await resolver.resolveRanked("a.test") }
+            await eventually { upstream.waiting == 1 }
+            let cancelled = Task { try await resolver.resolveRanked("a.test") }
             await eventually { resolver.waitingCallers == 2 }
             cancelled.cancel()
             await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
             upstream.release()
             #expect(try await patient.value.best == ip("192.0.2.1"))
             #expect(upstream.calls == 1)
+            // The caller who asked leaves: its query is cancelled with it, and asked again for the one who joined.
+            upstream.hold()
+            let leader = Task { try await resolver.resolveRanked("b.test") }
+            await eventually { upstream.waiting == 1 }
+            let joined = Task { try await resolver.resolveRanked("b.test") }
+            await eventually { resolver.waitingCallers == 2 }
+            leader.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await leader.value }
+            await eventually { upstream.calls == 3 && upstream.waiting == 1 }
+            upstream.release()
+            #expect(try await joined.value.best == ip("198.51.100.1"))
+            #expect(upstream.calls == 3)
         } cleanup: {
             await resolver.shutdown()
         }
     }
 
     @Test(
-        "a flight nobody waits for any more is cancelled and forgotten (the next caller starts afresh); one caller left keeps it; a background refresh runs on"
+        "the first caller runs the flight; a cancelled leader's run starts again for the others; a flight nobody waits for any more is cancelled and forgotten; a background refresh runs on"
     )
     func abandonedFlight() async throws {
         let tasks = BackgroundTasks()
@@ -215,30 +229,39 @@ struct HostResolverTests {
             }
             return 1
         }
-        // Two callers; one leaves: the flight goes on for the other.
+        // The first caller leads; the second joins. The leader leaves: its run stops and starts again for the other.
         let first = Task { try await flights.run("k", operation) }
+        await eventually { started.withLock { $0 } == 1 && flights.waiting == 1 }
         let second = Task { try await flights.run("k", operation) }
-        await eventually { flights.waiting == 2 && started.withLock { $0 } == 1 }
+        await eventually { flights.waiting == 2 }
         first.cancel()
         await #expect(throws: CancellationError.self) { _ = try await first.value }
+        await eventually { started.withLock { $0 } == 2 }
+        #expect(cancelled.withLock { $0 } == 1 && flights.inFlight == 1)
+        // A caller joins and leaves: the flight goes on for the other.
+        let third = Task { try await flights.run("k", operation) }
+        await eventually { flights.waiting == 2 }
+        third.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await third.value }
         try await Task.sleep(for: .milliseconds(100))
-        #expect(cancelled.withLock { $0 } == 0 && flights.inFlight == 1)
+        #expect(cancelled.withLock { $0 } == 1 && flights.inFlight == 1 && started.withLock { $0 } == 2)
         // The last one leaves: the work is cancelled and the flight forgotten.
         second.cancel()
         await #expect(throws: CancellationError.self) { _ = try await second.value }
-        await eventually { cancelled.withLock { $0 } == 1 }
+        await eventually { cancelled.withLock { $0 } == 2 }
         #expect(flights.inFlight == 0)
-        // The next caller starts a new flight, and gets its result.
-        let third = Task { try await flights.run("k") { 7 } }
-        #expect(try await third.value == 7)
+        // The next caller starts a new flight, and gets its result; so does one that finds it failed.
+        #expect(try await flights.run("k") { 7 } == 7)
+        await #expect(throws: CancellationError.self) { try await flights.run("k") { throw CancellationError() } }
+        #expect(flights.inFlight == 0 && flights.waiting == 0)
         // A background refresh is not a caller's: one who joins and leaves does not stop it.
         flights.launchIfIdle("refresh", operation)
         let joiner = Task { try await flights.run("refresh", operation) }
-        await eventually { flights.waiting == 1 && started.withLock { $0 } == 2 }
+        await eventually { flights.waiting == 1 && started.withLock { $0 } == 3 }
         joiner.cancel()
         await #expect(throws: CancellationError.self) { _ = try await joiner.value }
         try await Task.sleep(for: .milliseconds(100))
-        #expect(cancelled.withLock { $0 } == 1 && flights.inFlight == 1)
+        #expect(cancelled.withLock { $0 } == 2 && flights.inFlight == 1)
         await tasks.shutdown()
     }
 

@@ -5,11 +5,14 @@ import HTTPDNSClients
 
 /// Shares one run of an operation among every caller that asks for the same key while it is in flight.
 ///
-/// The operation runs in a background task, not in any caller, so a caller that is cancelled stops waiting
-/// (with `CancellationError`) without failing the others. When the last caller of a flight stops waiting, nobody
-/// wants its result any more: the flight is cancelled (its c-ares query or HTTP DNS request with it) and forgotten,
-/// and the next caller for the key starts a new one. So upstream work follows the askers: a client that asks and
-/// goes away (a reset HTTP/2 stream, a closed connection) leaves nothing running. Background flights
+/// The first caller leads: it runs the operation itself, in its own task, so a miss costs no task of its own and no
+/// thread hand-off on the way back. Callers that come while it runs wait for its result. A waiter that is cancelled
+/// stops waiting (with `CancellationError`) without failing the others. A leader that is cancelled stops its
+/// operation (its c-ares query or HTTP DNS request) and leaves; when others wait, the flight starts again for them
+/// in a background task, which runs while one of them still waits. When the last caller of a flight stops waiting,
+/// nobody wants its result any more: the flight is cancelled and forgotten, and the next caller for the key starts
+/// a new one. So upstream work follows the askers: a client that asks and goes away (a reset HTTP/2 stream, a closed
+/// connection) leaves nothing running, and each caller starts at most one run. Background flights
 /// (``launchIfIdle(_:_:)``: refreshes nobody waits for) run to the end whoever joins and leaves them.
 final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private typealias Waiter = CheckedContinuation<Value, any Error>
@@ -19,6 +22,8 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var waiters: [Int: Waiter] = [:]
         /// Started without a caller: never cancelled for want of one.
         var background = false
+        /// Run by a caller in its own task (the leader), who is not among `waiters`.
+        var led = false
         /// The running operation, once started.
         var task: Task<Void, Never>?
     }
@@ -43,13 +48,56 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// The number of keys in flight.
     var inFlight: Int { state.withLock { $0.flights.count } }
 
-    /// The number of callers waiting on flights.
-    var waiting: Int { state.withLock { $0.flights.values.reduce(0) { $0 + $1.waiters.count } } }
+    /// The number of callers waiting on flights, leaders included.
+    var waiting: Int { state.withLock { $0.flights.values.reduce(0) { $0 + $1.waiters.count + ($1.led ? 1 : 0) } } }
 
-    /// Joins the flight for `key`, starting it with `operation` when none is running, and returns its result.
+    /// Joins the flight for `key`, or leads one with `operation` when none is running, and returns its result.
     /// - Throws: The operation's error, `CancellationError` when this caller is cancelled, or
     ///   `HTTPDNSError.Code.shutdown` when the owner is shutting down.
     func run(_ key: Key, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        try Task.checkCancellation()
+        let led = state.withLock { state -> Int? in
+            guard state.flights[key] == nil else { return nil }
+            let flight = state.takeID()
+            state.flights[key] = Flight(id: flight, led: true)
+            return flight
+        }
+        if let led { return try await lead(key, led, operation) }
+        return try await join(key, operation)
+    }
+
+    /// Runs the flight `flight` in the caller's task and hands its result to those who joined it.
+    private func lead(
+        _ key: Key, _ flight: Int, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let result: Result<Value, any Error>
+        do {
+            result = .success(try await operation())
+        } catch {
+            result = .failure(error)
+        }
+        guard case .failure = result, Task.isCancelled else {
+            finish(key, flight, result)
+            return try result.get()
+        }
+        // The leader was cancelled, and its operation with it: the others are not, so theirs starts again.
+        let again = state.withLock { state -> Int? in
+            guard var running = state.flights[key], running.id == flight else { return nil }
+            guard !running.waiters.isEmpty else {
+                state.flights[key] = nil
+                return nil
+            }
+            running.id = state.takeID()
+            running.led = false
+            state.flights[key] = running
+            return running.id
+        }
+        if let again { launch(key, again, operation) }
+        throw CancellationError()
+    }
+
+    /// Waits for the flight for `key`, starting it in the background if it ended in the meantime.
+    private func join(_ key: Key, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let id = state.withLock { $0.takeID() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: Waiter) in
@@ -73,7 +121,7 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 guard var flight = state.flights[key], let waiter = flight.waiters.removeValue(forKey: id) else {
                     return (nil, nil)
                 }
-                guard flight.waiters.isEmpty, !flight.background else {
+                guard flight.waiters.isEmpty, !flight.background, !flight.led else {
                     state.flights[key] = flight
                     return (waiter, nil)
                 }
