@@ -5,7 +5,6 @@
 #include <ares.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <sys/prctl.h>
 
 // prctl is variadic, which Swift cannot call: name the calling thread (at most 15 bytes are kept).

@@ -10,43 +10,34 @@ import HTTPDNSCore
 
 /// Owns one c-ares channel and the thread that drives it from epoll readiness events.
 ///
-/// c-ares 1.18 is not thread-safe, so every call on the channel happens under ``channelLock``. A query is sent by the
-/// thread that asks for it (`ares_send` writes the datagram at once), so sending costs no wake-up of the loop
-/// thread; the loop thread sleeps in `epoll_wait` until a socket c-ares watches is ready, a job arrives, or the
-/// `timerfd` armed for c-ares's next timeout (`ares_timeout`) expires. Nothing is armed while no query is pending,
+/// c-ares 1.18 is not thread-safe, so every call on the channel happens on the loop thread. The thread sleeps in
+/// `epoll_wait` with the timeout c-ares asks for (`ares_timeout`), or without any timeout when no query is pending,
 /// so an idle resolver never wakes up. c-ares reports which sockets it wants watched through
-/// `ARES_OPT_SOCK_STATE_CB`.
+/// `ARES_OPT_SOCK_STATE_CB`; other threads hand queries over through ``inbox`` and an `eventfd`.
 ///
 /// The loop is also a `TaskExecutor`: tasks that prefer it run on the loop thread between socket events, so a caller
 /// can keep a query's whole round trip (send, answer, resumption, next send) on one thread.
 ///
-/// `@unchecked Sendable`: `channel`, `watcher`, `armed` and `stopping` are touched only while holding
-/// `channelLock` (the loop thread and the senders alike; callbacks c-ares makes run inside those calls, so under the
-/// lock too). Everything else shared with other threads is in `inbox` (behind its lock), in atomics, or immutable
-/// (`epollFD`, `wakeFD`, `timerFD`, `servers`).
+/// `@unchecked Sendable`: `channel` and `watcher` are touched only on the loop thread (after `init` hands the
+/// channel over by starting the thread). Everything shared with other threads is in `inbox` (behind its lock),
+/// in atomics, or immutable (`epollFD`, `wakeFD`, `servers`).
 final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
     private struct Inbox {
+        var pending: [CAresQuery] = []
         /// Jobs of tasks that prefer this loop as their executor.
         var jobs: [UnownedJob] = []
         /// The loop thread has exited; jobs go to the global concurrent executor from now on.
         var stopped = false
         var stopRequested = false
-        /// The loop thread is (about to be) blocked in `epoll_wait` and needs the eventfd to see new jobs.
+        /// The loop thread is (about to be) blocked in `epoll_wait` and needs the eventfd to see new queries.
         var sleeping = false
         var thread: pthread_t?
     }
 
     private var channel: ares_channel?
     private let watcher: SocketWatcher
-    /// The `CLOCK_MONOTONIC` nanosecond at which `timerFD` fires, or `nil` when it is disarmed.
-    private var armed: Int64?
-    /// Set by ``shutdown()``: no query is sent any more.
-    private var stopping = false
-    /// Held for every call on `channel` (see the type's comment).
-    private let channelLock = Locked(())
     private let epollFD: Int32
     private let wakeFD: Int32
-    private let timerFD: Int32
     private let inbox = Locked(Inbox())
 
     /// The servers of the channel as `IP:PORT`, for error context.
@@ -60,18 +51,16 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         CAresLibrary.initializeOnce()
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
         wakeFD = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
-        timerFD = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_CLOEXEC | TFD_NONBLOCK))
-        guard epollFD >= 0, wakeFD >= 0, timerFD >= 0 else {
+        guard epollFD >= 0, wakeFD >= 0 else {
             let code = errno
-            for fd in [epollFD, wakeFD, timerFD] where fd >= 0 { close(fd) }
-            throw HTTPDNSError(code: .internalError, message: "cannot create epoll, eventfd or timerfd: errno \(code)")
+            if epollFD >= 0 { close(epollFD) }
+            if wakeFD >= 0 { close(wakeFD) }
+            throw HTTPDNSError(code: .internalError, message: "cannot create epoll or eventfd: errno \(code)")
         }
-        for fd in [wakeFD, timerFD] {
-            var event = epoll_event()
-            event.events = EPOLLIN.rawValue
-            event.data.fd = fd
-            _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
-        }
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = wakeFD
+        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
 
         var aresOptions = ares_options()
         var mask: Int32 = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_SOCK_STATE_CB
@@ -100,7 +89,8 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         var channel: ares_channel?
         let status = ares_init_options(&channel, &aresOptions, mask)
         guard status == ARES_SUCCESS, let channel else {
-            for fd in [epollFD, wakeFD, timerFD] { close(fd) }
+            close(epollFD)
+            close(wakeFD)
             throw HTTPDNSError(aresStatus: status, host: nil, servers: options.servers.map(\.description))
         }
         if !options.servers.isEmpty {
@@ -108,7 +98,8 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
             let status = ares_set_servers_ports_csv(channel, csv)
             guard status == ARES_SUCCESS else {
                 ares_destroy(channel)
-                for fd in [epollFD, wakeFD, timerFD] { close(fd) }
+                close(epollFD)
+                close(wakeFD)
                 throw HTTPDNSError(
                     code: .invalidServer,
                     message: "c-ares rejected the server list '\(csv)' (status \(status))",
@@ -138,20 +129,23 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
     deinit {
         if let channel { ares_destroy(channel) }
-        for fd in [epollFD, wakeFD, timerFD] { close(fd) }
+        close(epollFD)
+        close(wakeFD)
     }
 
-    /// Sends a query from the calling thread; its answer comes through the loop thread.
+    /// Hands a query to the loop thread.
     /// - Returns: `false` when the loop is shutting down.
     func submit(_ query: CAresQuery) -> Bool {
-        channelLock.withLock { _ in
-            guard !stopping, let channel else { return false }
-            start(query, on: channel)
-            // The loop thread may sleep without a deadline (nothing was pending) or a later one: the timer
-            // wakes it for this query's timeout, with no wake-up now.
-            armTimer(channel, earlierOnly: true)
-            return true
+        let (accepted, wake) = inbox.withLock { inbox -> (Bool, Bool) in
+            guard !inbox.stopRequested else { return (false, false) }
+            inbox.pending.append(query)
+            // A busy loop drains the inbox before it sleeps again; only a sleeping one needs the (costly) eventfd.
+            guard inbox.sleeping else { return (true, false) }
+            inbox.sleeping = false
+            return (true, true)
         }
+        if wake { signal() }
+        return accepted
     }
 
     /// Whether the caller runs on the loop thread.
@@ -175,7 +169,6 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
     /// Stops the loop: pending queries fail with `HTTPDNSError.Code.shutdown`. Waits for the thread unless called on it.
     func shutdown() {
-        channelLock.withLock { _ in stopping = true }
         let thread = inbox.withLock { inbox -> pthread_t? in
             inbox.stopRequested = true
             defer { inbox.thread = nil }
@@ -201,61 +194,54 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         _ = httpdns_set_thread_name("httpdns-cares")
         let capacity: Int32 = 128
         var events = [epoll_event](repeating: epoll_event(), count: Int(capacity))
-        while true {
-            // Sleep only when no job is waiting; c-ares's next timeout is the timer's.
+        while let channel {
+            // Sleep only when no query is waiting to be sent; otherwise just collect ready sockets.
             let idle = inbox.withLock { inbox -> Bool in
-                inbox.sleeping = inbox.jobs.isEmpty && !inbox.stopRequested
+                inbox.sleeping = inbox.pending.isEmpty && inbox.jobs.isEmpty && !inbox.stopRequested
                 return inbox.sleeping
             }
-            let count = events.withUnsafeMutableBufferPointer {
-                epoll_wait(epollFD, $0.baseAddress, capacity, idle ? -1 : 0)
-            }
+            let timeout = idle ? Self.nextTimeout(channel) : 0
+            let count = events.withUnsafeMutableBufferPointer { epoll_wait(epollFD, $0.baseAddress, capacity, timeout) }
             if idle { inbox.withLock { $0.sleeping = false } }
             wakeups.add(1, ordering: .relaxed)
-            if count < 0, errno == EINTR { continue }
-            let running = channelLock.withLock { _ -> Bool in
-                guard let channel else { return false }
-                // epoll itself broke: fail everything rather than spin.
-                guard count >= 0 else {
-                    stopLoop(channel)
-                    return false
-                }
-                process(events.prefix(Int(count)), on: channel)
-                return true
+            if count < 0 {
+                if errno == EINTR { continue }
+                // epoll itself broke; fail everything rather than spin.
+                stopLoop(channel)
+                return
             }
-            guard running else { return }
-            // Tasks running here (answers resumed them above) send their next queries themselves.
-            runJobs()
-            if inbox.withLock({ $0.stopRequested }) {
-                channelLock.withLock { _ in
-                    if let channel { stopLoop(channel) }
+            var handledSocket = false
+            for index in 0..<Int(count) {
+                let fd = events[index].data.fd
+                let flags = events[index].events
+                if fd == wakeFD {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, MemoryLayout<UInt64>.size)
+                    continue
                 }
+                let readable = flags & (EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
+                let writable = flags & EPOLLOUT.rawValue != 0
+                ares_process_fd(channel, readable ? fd : ARES_SOCKET_BAD, writable ? fd : ARES_SOCKET_BAD)
+                handledSocket = true
+            }
+            if !handledSocket {
+                // A timeout (or only new queries): let c-ares expire and retry queries.
+                ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD)
+            }
+            // Tasks running here (answers resumed them above) send their next queries into the inbox.
+            runJobs()
+            let (batch, stop) = inbox.withLock { inbox -> ([CAresQuery], Bool) in
+                defer { inbox.pending.removeAll(keepingCapacity: true) }
+                return (inbox.pending, inbox.stopRequested)
+            }
+            for query in batch {
+                start(query, on: channel)
+            }
+            if stop {
+                stopLoop(channel)
                 return
             }
         }
-    }
-
-    /// Hands c-ares the ready sockets (and its timeouts), then sets the timer to its next timeout. Under the lock.
-    private func process(_ events: ArraySlice<epoll_event>, on channel: ares_channel) {
-        var handledSocket = false
-        for event in events {
-            let fd = event.data.fd
-            if fd == wakeFD || fd == timerFD {
-                var value: UInt64 = 0
-                _ = read(fd, &value, MemoryLayout<UInt64>.size)
-                if fd == timerFD { armed = nil }
-                continue
-            }
-            let readable = event.events & (EPOLLIN.rawValue | EPOLLERR.rawValue | EPOLLHUP.rawValue) != 0
-            let writable = event.events & EPOLLOUT.rawValue != 0
-            ares_process_fd(channel, readable ? fd : ARES_SOCKET_BAD, writable ? fd : ARES_SOCKET_BAD)
-            handledSocket = true
-        }
-        if !handledSocket {
-            // A timeout (or only a job): let c-ares expire and retry queries.
-            ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD)
-        }
-        armTimer(channel, earlierOnly: false)
     }
 
     private func runJobs() {
@@ -269,20 +255,22 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    /// Under the lock.
     private func stopLoop(_ channel: ares_channel) {
         // Fails every pending query with ARES_EDESTRUCTION through its callback.
-        stopping = true
         ares_destroy(channel)
         self.channel = nil
-        let jobs = inbox.withLock { inbox in
+        let (orphans, jobs) = inbox.withLock { inbox in
             inbox.stopRequested = true
             inbox.stopped = true
-            defer { inbox.jobs.removeAll() }
-            return inbox.jobs
+            defer {
+                inbox.pending.removeAll()
+                inbox.jobs.removeAll()
+            }
+            return (inbox.pending, inbox.jobs)
         }
         // Tasks that preferred this loop carry on elsewhere rather than hang.
         for job in jobs { globalConcurrentExecutor.enqueue(ExecutorJob(job)) }
+        for query in orphans { query.complete(.failure(ARES_EDESTRUCTION)) }
     }
 
     private func start(_ query: CAresQuery, on channel: ares_channel) {
@@ -325,31 +313,12 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    /// Sets the timer to c-ares's next timeout (`ares_timeout`), or disarms it when no query is pending. With
-    /// `earlierOnly` (a query was just sent) it only ever moves the timer earlier: a later deadline is found when the
-    /// timer fires, and the loop thread sets the exact one after every round. Under the lock.
-    private func armTimer(_ channel: ares_channel, earlierOnly: Bool) {
+    /// Milliseconds until c-ares needs to handle a timeout, rounded up; -1 (sleep until woken) when nothing is pending.
+    private static func nextTimeout(_ channel: ares_channel) -> Int32 {
         var storage = timeval()
-        var deadline: Int64?
-        if let next = ares_timeout(channel, nil, &storage) {
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let wait = Int64(next.pointee.tv_sec) * 1_000_000_000 + Int64(next.pointee.tv_usec) * 1000
-            deadline = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec) + wait
-        }
-        if earlierOnly {
-            guard let new = deadline, armed.map({ new < $0 }) ?? true else { return }
-        } else if deadline == armed {
-            return
-        }
-        // Absolute on CLOCK_MONOTONIC; an all-zero value disarms. A deadline already passed fires at once.
-        var value = itimerspec()
-        if let deadline {
-            let at = max(deadline, 1)
-            value.it_value = timespec(tv_sec: Int(at / 1_000_000_000), tv_nsec: Int(at % 1_000_000_000))
-        }
-        _ = timerfd_settime(timerFD, Int32(TFD_TIMER_ABSTIME), &value, nil)
-        armed = deadline
+        guard let next = ares_timeout(channel, nil, &storage) else { return -1 }
+        let micros = Int64(next.pointee.tv_sec) * 1_000_000 + Int64(next.pointee.tv_usec)
+        return Int32(clamping: (micros + 999) / 1000)
     }
 
     /// How many servers the system configuration (resolv.conf) names.
@@ -382,7 +351,8 @@ final class CAresEventLoop: TaskExecutor, @unchecked Sendable {
 
 /// Keeps the epoll interest set in step with the sockets c-ares reports through `ARES_OPT_SOCK_STATE_CB`.
 ///
-/// `@unchecked Sendable`: used only from inside c-ares calls, which are all made under the loop's channel lock.
+/// `@unchecked Sendable`: used only on the loop thread, from inside c-ares calls; it is created before the
+/// thread starts and handed over with it.
 private final class SocketWatcher: @unchecked Sendable {
     private let epollFD: Int32
     private var watched: [ares_socket_t: UInt32] = [:]

@@ -284,7 +284,7 @@ struct CAresResolverTests {
         #expect(value == 42)
     }
 
-    @Test("an idle resolver does not wake up, and a query wakes its loop thread only for the answer")
+    @Test("an idle resolver does not wake up")
     func idle() async throws {
         try await DNSMasq.with { server in
             let resolver = try Self.resolver([server.address])
@@ -300,9 +300,6 @@ struct CAresResolverTests {
             #expect(before > 0)
             try await Task.sleep(for: .milliseconds(1500))
             #expect(resolver.loop.wakeups.load(ordering: .relaxed) == before)
-            // A query is sent by the thread that asks: the loop thread wakes once, for the answer.
-            _ = try await resolver.resolve(try HostName("multi.test"), family: .ipv4)
-            #expect(resolver.loop.wakeups.load(ordering: .relaxed) == before + 1)
         }
     }
 
