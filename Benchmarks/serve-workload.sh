@@ -30,8 +30,9 @@
 #   cpu       the server's CPU time per 1,000 queries (user + system, all threads, from /proc/PID/stat)
 # After the rounds, per transport and server, latency at a fixed rate (--rate, 5,000 queries a second by default,
 # under every server's peak) for S seconds: p50 and p99 of dnsperf's per-query times. Then the same for misses alone
-# (--miss-rate, 1,000 a second by default): every query a name never asked before, so the latency of the path to the
-# upstream and back, which is what the workload's p99 is made of (about a quarter of its queries miss in serve).
+# (--miss-rate, 1,000 a second by default): every query a name never asked before, so the latency of a miss (the path
+# to the upstream and back, which is what the workload's p99 is made of: about a quarter of its queries miss in
+# serve), and the server's CPU time per miss.
 # At the end, per server: resident memory (VmRSS) and its growth since the start, per distinct name asked; the
 # cache hit ratio as 1 - (queries its PowerDNS saw) / (queries it answered).
 #
@@ -322,7 +323,8 @@ for transport in $transports; do
     done
 done
 # Misses alone: every query at --miss-rate asks a name never asked before (a file per transport, the same for every
-# server), so p50 and p99 are those of a miss: the server's path to its PowerDNS and back.
+# server), so p50 and p99 are those of a miss: the server's path to its PowerDNS and back; and the server's CPU time
+# per miss (microseconds).
 for transport in $transports; do
     python3 "$here/lab/workload.py" queries --names "$names" --count $((miss_rate * seconds * 2)) --new 1 \
         --tag "m$transport" --out "$work/m$transport.bin"
@@ -333,7 +335,10 @@ for transport in $transports; do
         if [ "$transport" = doh ]; then
             sed "s|^|https://127.0.0.1:${doh_port_of[$name]}|" "$work/mdoh.paths" > "$work/mdoh.$name.uris"
         fi
+        before="$(cpu_ms "${pid_of[$name]}")"
         latency "$transport" "$name" "$work/m$transport.bin" "$miss_rate" > "$work/$name.$transport.misslatency"
+        after="$(cpu_ms "${pid_of[$name]}")"
+        echo "($after - $before) * 1000 / ($miss_rate * $seconds)" | bc -l > "$work/$name.$transport.misscpu"
     done
 done
 
@@ -362,21 +367,22 @@ echo
 echo "Medians of $rounds rounds, $seconds s each; $names names (Zipf s = 1), 5 % never-seen names, half with ECS (300 /24s)."
 echo "q/s at 100 outstanding on 4 sockets or connections; lost: no answer within 5 s (DoH: none by the end);"
 echo "SERVFAIL (DoH: not 200); CPU per 1,000 queries;"
-echo "p50/p99 at $rate q/s; misses alone (every name never asked before) at $miss_rate q/s. Memory: resident at the end, growth since the start per distinct name asked ($distinct)."
+echo "p50/p99 at $rate q/s; misses alone (every name never asked before) at $miss_rate q/s, and CPU per miss. Memory: resident at the end, growth since the start per distinct name asked ($distinct)."
 echo "Hit ratio: 1 - (queries its PowerDNS saw) / (queries it answered)."
 echo
-printf '| transport | server | q/s | vs dnsdist | lost | SERVFAIL | CPU per 1,000 | p50 | p99 | miss p50 | miss p99 |\n'
-printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+printf '| transport | server | q/s | vs dnsdist | lost | SERVFAIL | CPU per 1,000 | p50 | p99 | miss p50 | miss p99 | CPU per miss |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
 for transport in $transports; do
     reference="$(median < "$work/dnsdist.$transport.qps")"
     for name in $servers; do
         qps="$(median < "$work/$name.$transport.qps")"
         read -r p50 p99 < "$work/$name.$transport.latency"
         read -r miss50 miss99 < "$work/$name.$transport.misslatency"
-        printf '| %s | %s | %.0f | %.2fx | %s %% | %s %% | %.2f ms | %s ms | %s ms | %s ms | %s ms |\n' "$transport" \
-            "$name" "$qps" "$(echo "$qps / $reference" | bc -l)" "$(median < "$work/$name.$transport.lost")" \
-            "$(median < "$work/$name.$transport.servfail")" "$(median < "$work/$name.$transport.cpu")" "$p50" "$p99" \
-            "$miss50" "$miss99"
+        printf '| %s | %s | %.0f | %.2fx | %s %% | %s %% | %.2f ms | %s ms | %s ms | %s ms | %s ms | %.0f µs |\n' \
+            "$transport" "$name" "$qps" "$(echo "$qps / $reference" | bc -l)" \
+            "$(median < "$work/$name.$transport.lost")" "$(median < "$work/$name.$transport.servfail")" \
+            "$(median < "$work/$name.$transport.cpu")" "$p50" "$p99" "$miss50" "$miss99" \
+            "$(cat "$work/$name.$transport.misscpu")"
     done
 done
 echo

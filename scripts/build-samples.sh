@@ -19,4 +19,7 @@ trap 'rm -rf "$workload"' EXIT
 python3 Benchmarks/lab/workload.py zone --names 300 > "$workload/zone"
 grep -q '^w200 [0-9]* IN LUA A "view(' "$workload/zone"
 python3 Benchmarks/lab/workload.py queries --names 300 --count 2000 --tag ci --out "$workload/queries.bin"
+# The file of misses alone: every name new.
+python3 Benchmarks/lab/workload.py queries --names 300 --count 500 --new 1 --tag cim --out "$workload/misses.bin" 2>&1 \
+    | grep -q '^500 queries, 500 distinct names, 100.0 % new'
 [ "$(python3 Benchmarks/lab/workload.py paths --from "$workload/queries.bin" | grep -c '^/dns-query?dns=')" = 2000 ]
