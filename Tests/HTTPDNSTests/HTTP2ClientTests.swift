@@ -162,6 +162,41 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test(
+        "lookups waiting for a connection whose handshake never ends stop at once when cancelled; the attempt stays for the next caller"
+    )
+    func cancellationWhileConnecting() async throws {
+        // A listener that takes TCP connections (the kernel's backlog) and never answers the TLS client hello.
+        let silent = try TCPListener(ip: "127.0.0.1", port: 0)
+        defer { silent.close() }
+        // Shutting the transport down waits out the attempt (10 s); the lookups must not.
+        let transport = try HTTPDNSTransport(
+            configuration: .init(requestTimeout: .seconds(10), connectTimeout: .seconds(10)))
+        let resolver = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsMessage(method: .get),
+                endpoints: [
+                    try HTTPDNSEndpoint(
+                        "https://doh.test:\(silent.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                ]),
+            transport: transport)
+        try await withCleanup { () async throws in
+            let first = Task { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
+            #expect(try await waitUntil { transport.connectionsBeingSetUp == 1 }, "the first lookup is connecting")
+            let second = Task { try await resolver.resolve(try HostName("b.test"), family: .ipv4) }
+            first.cancel()
+            second.cancel()
+            for task in [first, second] {
+                let result = await task.result
+                #expect(throws: CancellationError.self) { try result.get() }
+            }
+            // Not failed by its timeout yet, so the lookups ended on their cancellation.
+            #expect(transport.connectionsBeingSetUp == 1, "the attempt is still there for the next caller")
+        } cleanup: {
+            await transport.shutdown()
+        }
+    }
+
     @Test("a stream the server resets fails alone with its error code named; the connection keeps serving")
     func serverResetsOneStream() async throws {
         var behaviour = LocalHTTP2DoHServer.Behaviour()

@@ -14,6 +14,10 @@ import HTTPDNSClients
 /// a new one. So upstream work follows the askers: a client that asks and goes away (a reset HTTP/2 stream, a closed
 /// connection) leaves nothing running, and each caller starts at most one run. Background flights
 /// (``launchIfIdle(_:_:)``: refreshes nobody waits for) run to the end whoever joins and leaves them.
+///
+/// A leader returns when its operation does, so operations end at once when their task is cancelled. The package's
+/// upstreams do: a c-ares query, an HTTP DNS request, a wait for an HTTP/2 connection being set up, and a system
+/// lookup (its `getaddrinfo`, which cannot be interrupted, finishes unwatched).
 final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private typealias Waiter = CheckedContinuation<Value, any Error>
 

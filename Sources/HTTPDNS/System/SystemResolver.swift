@@ -45,15 +45,20 @@ package final class SystemResolver: HostNameResolver {
     /// Resolves `host` with `getaddrinfo`, one address per IP (stream sockets), in the system's order.
     /// - Throws: `HTTPDNSError` (`notFound`, `noData`, `timeout` for a temporary failure, `shutdown`, …) with the
     ///   host as context.
+    ///   A cancelled caller gets `CancellationError` at once; its `getaddrinfo` call, which nothing can interrupt,
+    ///   runs on in its thread and its answer is dropped.
     package func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
-        let result: Result<Resolution, HTTPDNSError>
-        do {
-            let ttl = self.ttl
-            result = try await pool.runIfActive { Self.lookup(host, family: family, ttl: ttl) }
-        } catch {
-            throw HTTPDNSError(code: .shutdown, message: "the system resolver was shut down", host: host.name)
+        let ttl = self.ttl
+        return try await CancellableWait<Resolution>.value { wait in
+            pool.submit { state in
+                guard case .active = state else {
+                    let error = HTTPDNSError(
+                        code: .shutdown, message: "the system resolver was shut down", host: host.name)
+                    return wait.finish(.failure(error))
+                }
+                wait.finish(Self.lookup(host, family: family, ttl: ttl).mapError { $0 })
+            }
         }
-        return try result.get()
     }
 
     /// Resolves on the calling thread, blocking it until `getaddrinfo` returns.

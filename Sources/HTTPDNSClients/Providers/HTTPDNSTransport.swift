@@ -112,6 +112,13 @@ package final class HTTPDNSTransport: Sendable {
     private let http2Context: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
     private let state = Locked(State())
+
+    /// How many HTTP/2 connections are being set up (for tests).
+    var connectionsBeingSetUp: Int {
+        state.withLock { state in
+            state.http2.values.count { if case .connecting = $0 { true } else { false } }
+        }
+    }
     private let logger: Logger
 
     /// Creates a transport.
@@ -366,7 +373,12 @@ package final class HTTPDNSTransport: Sendable {
             case .connecting(let id, let future):
                 let connection: HTTP2DNSConnection
                 do {
-                    connection = try await future.get()
+                    // A cancelled lookup leaves at once; the attempt goes on for the others and the next caller.
+                    connection = try await CancellableWait<HTTP2DNSConnection>.value { wait in
+                        future.whenComplete { wait.finish($0.mapError { $0 }) }
+                    }
+                } catch let error as CancellationError {
+                    throw error
                 } catch {
                     state.withLock { state in if state.http2[key]?.id == id { state.http2[key] = nil } }
                     throw error
