@@ -29,9 +29,9 @@ enum TaskForm: Equatable, Sendable {
         ///
         /// Download and upload tasks are told by their class. For a data task, corelibs keeps what its events go to
         /// (completion handler, per-task delegate, the session's delegate) only in the session's private task
-        /// registry, which is read here by reflection. Anything this reading does not recognise (another version of
-        /// corelibs laid out differently) is passed through, so the worst a change there can do is lose the faster
-        /// path, never a callback.
+        /// registry, which is read here by reflection (``StoredField``, ``EnumCase``). Anything this reading
+        /// does not recognise (another version of corelibs laid out differently) is passed through, so the worst a
+        /// change there can do is lose the faster path, never a callback.
         /// - Parameter session: The task's session, from ``session(of:)`` (read once by the caller, which needs it too).
         static func of(_ task: URLSessionTask, in session: URLSession?) -> TaskForm {
             if task is URLSessionDownloadTask { return .passThrough("a download task") }
@@ -39,22 +39,18 @@ enum TaskForm: Equatable, Sendable {
             guard task is URLSessionDataTask else { return .passThrough("not a data task") }
             guard let session,
                 let registry = registry(of: session),
-                let behaviours = field("behaviours", of: registry) as? any TaskBehaviours,
-                let behaviour = behaviours.behaviour(of: task.taskIdentifier)
+                let behaviours = StoredField.value("behaviours", of: registry) as? any TaskBehaviours,
+                let behaviour = behaviours.behaviour(of: task.taskIdentifier),
+                let (name, payload) = EnumCase.of(behaviour)
             else { return .passThrough("the task's behaviour could not be read") }
-            let mirror = Mirror(reflecting: behaviour)
-            guard let payload = mirror.children.first else {
-                guard String(describing: behaviour) == "callDelegate" else {
-                    return .passThrough("an unknown task behaviour")
-                }
+            switch name {
+            case "callDelegate":
                 return session.delegate is any URLSessionTaskDelegate ? .streamed : .collected
-            }
-            switch payload.label {
             case "dataCompletionHandler":
                 return .collected
             case "dataCompletionHandlerWithTaskDelegate":
                 // (completion, delegate?): the async API with `delegate: nil` is a plain completion handler.
-                guard let parts = payload.value as? (Any, (any URLSessionTaskDelegate)?) else {
+                guard let parts = payload as? (Any, (any URLSessionTaskDelegate)?) else {
                     return .passThrough("an unknown task behaviour")
                 }
                 return parts.1 == nil ? .collected : .passThrough("a per-task delegate")
@@ -65,7 +61,7 @@ enum TaskForm: Equatable, Sendable {
 
         /// The session `task` belongs to (corelibs keeps it private), `nil` when it cannot be read.
         static func session(of task: URLSessionTask) -> URLSession? {
-            field("session", of: task) as? URLSession
+            StoredField.value("session", of: task) as? URLSession
         }
 
         /// A session's task registry, read once per session (it is a constant of the session) and kept while the
@@ -75,46 +71,13 @@ enum TaskForm: Equatable, Sendable {
             if let known = KnownRegistry.table.withLock({ $0[key] }), known.session === session {
                 return known.registry
             }
-            guard let found = field("taskRegistry", of: session) else { return nil }
+            guard let found = StoredField.value("taskRegistry", of: session) else { return nil }
             let registry = found as AnyObject
             KnownRegistry.table.withLock { registries in
                 if registries.count >= 64 { registries = registries.filter { $0.value.session != nil } }
                 registries[key] = KnownRegistry(session: session, registry: registry)
             }
             return registry
-        }
-
-        /// The stored property `name` of `subject` or of one of its superclasses, unwrapped when optional.
-        ///
-        /// Reading a reflected field costs a look-up of its type by mangled name, so walking a type's fields on every
-        /// request is dear (tens of microseconds for a task). The position of `name` among its type's fields is
-        /// found once and kept (``FieldPositions``); later reads go straight to it, and check its label.
-        private static func field(_ name: String, of subject: Any) -> Any? {
-            var mirror: Mirror? = Mirror(reflecting: subject)
-            while let current = mirror {
-                let key = FieldPositions.Key(type: ObjectIdentifier(current.subjectType), name: name)
-                let known = FieldPositions.table.withLock { $0[key] }
-                let children = current.children
-                if let known {
-                    if known >= 0, known < children.count {
-                        let child = children[children.index(children.startIndex, offsetBy: known)]
-                        if child.label == name { return unwrapped(child.value) }
-                    }
-                } else {
-                    let position = children.firstIndex { $0.label == name }
-                    let offset = position.map { children.distance(from: children.startIndex, to: $0) } ?? -1
-                    FieldPositions.table.withLock { $0[key] = offset }
-                    if let position { return unwrapped(children[position].value) }
-                }
-                mirror = current.superclassMirror
-            }
-            return nil
-        }
-
-        private static func unwrapped(_ value: Any) -> Any? {
-            let mirror = Mirror(reflecting: value)
-            guard mirror.displayStyle == .optional else { return value }
-            return mirror.children.first?.value
         }
     #else
         /// Apple's URL loading system gives a protocol's client every form: each is served.
@@ -151,17 +114,5 @@ enum TaskForm: Equatable, Sendable {
             self.session = session
             self.registry = registry
         }
-    }
-#endif
-
-#if canImport(FoundationNetworking)
-    /// Where each reflected field was found among its type's fields (-1: not there), by type and name.
-    private enum FieldPositions {
-        struct Key: Hashable {
-            var type: ObjectIdentifier
-            var name: String
-        }
-
-        static let table = Locked([Key: Int]())
     }
 #endif
