@@ -162,16 +162,11 @@ struct HTTP2ClientTests {
         }
     }
 
-    @Test(
-        "lookups waiting for a connection whose handshake never ends stop at once when cancelled; the attempt stays for the next caller"
-    )
-    func cancellationWhileConnecting() async throws {
-        // A listener that takes TCP connections (the kernel's backlog) and never answers the TLS client hello.
+    /// A listener that takes TCP connections (the kernel's backlog) and never answers the TLS client hello, and a
+    /// DoH resolver on a transport of its own asking it, with `timeout` for connecting and for each request.
+    static func silentServer(timeout: Duration) throws -> (TCPListener, HTTPDNSTransport, HTTPDNSResolver) {
         let silent = try TCPListener(ip: "127.0.0.1", port: 0)
-        defer { silent.close() }
-        // Shutting the transport down waits out the attempt (10 s); the lookups must not.
-        let transport = try HTTPDNSTransport(
-            configuration: .init(requestTimeout: .seconds(10), connectTimeout: .seconds(10)))
+        let transport = try HTTPDNSTransport(configuration: .init(requestTimeout: timeout, connectTimeout: timeout))
         let resolver = try HTTPDNSResolver(
             configuration: .init(
                 api: .dnsMessage(method: .get),
@@ -180,6 +175,16 @@ struct HTTP2ClientTests {
                         "https://doh.test:\(silent.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])
                 ]),
             transport: transport)
+        return (silent, transport, resolver)
+    }
+
+    @Test(
+        "lookups waiting for a connection whose handshake never ends stop at once when cancelled; the attempt stays for the next caller"
+    )
+    func cancellationWhileConnecting() async throws {
+        // The lookups must end on their cancellation, well before the attempt's timeout.
+        let (silent, transport, resolver) = try Self.silentServer(timeout: .seconds(10))
+        defer { silent.close() }
         try await withCleanup { () async throws in
             let first = Task { try await resolver.resolve(try HostName("a.test"), family: .ipv4) }
             #expect(try await waitUntil { transport.connectionsBeingSetUp == 1 }, "the first lookup is connecting")
@@ -194,6 +199,42 @@ struct HTTP2ClientTests {
             #expect(transport.connectionsBeingSetUp == 1, "the attempt is still there for the next caller")
         } cleanup: {
             await transport.shutdown()
+        }
+    }
+
+    @Test(
+        "shutting down gives up a connection whose handshake never ends: its waiting lookups fail as shut down, not at its timeout",
+        .timeLimit(.minutes(1))
+    )
+    func shutdownWhileConnecting() async throws {
+        // Timeouts past the test's time limit: a lookup that waited them out would fail the test.
+        let (silent, transport, resolver) = try Self.silentServer(timeout: .seconds(600))
+        defer { silent.close() }
+        // The lookups are child tasks, so that the time limit, if it is reached, cancels them and the test ends.
+        let (codes, shutdown) = try await withThrowingTaskGroup(of: HTTPDNSError.Code?.self) { group in
+            for index in 0..<3 {
+                group.addTask {
+                    do {
+                        _ = try await resolver.resolve(try HostName("n\(index).test"), family: .ipv4)
+                        return nil
+                    } catch let error as HTTPDNSError {
+                        return error.code
+                    } catch {
+                        return nil
+                    }
+                }
+            }
+            #expect(try await waitUntil { transport.connectionsBeingSetUp == 1 }, "the lookups wait for one attempt")
+            let shutdown = Task { await transport.shutdown() }
+            return (try await group.reduce(into: []) { $0.append($1) }, shutdown)
+        }
+        #expect(codes == [.shutdown, .shutdown, .shutdown])
+        // Had the lookups waited out the attempt, so would the shutdown: it is not waited for then.
+        guard codes == [.shutdown, .shutdown, .shutdown] else { return }
+        await shutdown.value
+        #expect(transport.connectionsBeingSetUp == 0)
+        await #expect(throws: HTTPDNSError.self) {
+            try await resolver.resolve(try HostName("late.test"), family: .ipv4)
         }
     }
 

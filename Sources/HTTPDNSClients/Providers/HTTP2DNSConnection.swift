@@ -66,7 +66,7 @@ final class HTTP2DNSConnection: Sendable {
         timeout: Duration,
         idleTimeout: Duration,
         maximumResponseBytes: Int
-    ) -> EventLoopFuture<HTTP2DNSConnection> {
+    ) -> Attempt {
         let eventLoop = group.next()
         let ready = eventLoop.makePromise(of: HTTP2DNSConnection.self)
         let health = HTTP2ConnectionHealth()
@@ -100,7 +100,8 @@ final class HTTP2DNSConnection: Sendable {
                 connected = bootstrap.connect(
                     to: try SocketAddress(ipAddress: address.description, port: endpoint.port))
             } catch {
-                return eventLoop.makeFailedFuture(error)
+                ready.fail(error)
+                return Attempt(ready: ready)
             }
         } else {
             connected = bootstrap.connect(host: endpoint.host, port: endpoint.port)
@@ -118,7 +119,23 @@ final class HTTP2DNSConnection: Sendable {
             }
         }
         ready.futureResult.whenComplete { _ in expiry.cancel() }
-        return ready.futureResult
+        return Attempt(ready: ready)
+    }
+
+    /// A connection being made: its outcome, and a way to give it up before it is made.
+    struct Attempt: Sendable {
+        fileprivate let ready: EventLoopPromise<HTTP2DNSConnection>
+
+        /// The connection once it is made and the server's settings have arrived, or why it was not.
+        var future: EventLoopFuture<HTTP2DNSConnection> { ready.futureResult }
+
+        /// Fails the attempt with `error` at once, unless it has already ended: whoever waits for it is told, and the
+        /// channel is closed as soon as there is one (at once when TCP is up; when its connect ends otherwise). A
+        /// connection already made is closed.
+        func abandon(_ error: any Error) {
+            ready.fail(error)
+            ready.futureResult.whenSuccess { $0.channel.close(promise: nil) }
+        }
     }
 
     /// Sends one request and returns the whole answer.

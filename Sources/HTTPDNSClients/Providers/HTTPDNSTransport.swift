@@ -83,7 +83,7 @@ package final class HTTPDNSTransport: Sendable {
 
     /// An HTTP/2 connection being made or made.
     private enum HTTP2Slot {
-        case connecting(id: UInt64, EventLoopFuture<HTTP2DNSConnection>)
+        case connecting(id: UInt64, HTTP2DNSConnection.Attempt)
         case ready(id: UInt64, HTTP2DNSConnection)
 
         var id: UInt64 {
@@ -115,9 +115,7 @@ package final class HTTPDNSTransport: Sendable {
 
     /// How many HTTP/2 connections are being set up (for tests).
     var connectionsBeingSetUp: Int {
-        state.withLock { state in
-            state.http2.values.count { if case .connecting = $0 { true } else { false } }
-        }
+        state.withLock { $0.http2.values.count { if case .connecting = $0 { true } else { false } } }
     }
     private let logger: Logger
 
@@ -184,12 +182,17 @@ package final class HTTPDNSTransport: Sendable {
 
     private static func close(_ slot: HTTP2Slot) {
         switch slot {
-        case .connecting(_, let future): future.whenSuccess { $0.channel.close(promise: nil) }
+        case .connecting(_, let attempt): attempt.abandon(shutDown)
         case .ready(_, let connection): connection.channel.close(promise: nil)
         }
     }
 
-    /// Closes every connection. Later requests fail with `HTTPDNSError.Code.shutdown`. Calling it twice is harmless.
+    /// What requests after ``shutdown()``, and lookups waiting for a connection it gives up, fail with.
+    private static let shutDown = HTTPDNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+
+    /// Closes every connection. Connections still being set up are given up at once (one made meanwhile is closed):
+    /// the lookups waiting for them fail with `HTTPDNSError.Code.shutdown`, as later requests do. Calling it twice
+    /// is harmless.
     package func shutdown() async {
         let (http2, first) = state.withLock { state in
             defer {
@@ -200,8 +203,9 @@ package final class HTTPDNSTransport: Sendable {
         }
         for slot in http2 {
             switch slot {
-            case .connecting(_, let future):
-                if let connection = try? await future.get() { try? await connection.channel.close() }
+            case .connecting(_, let attempt):
+                attempt.abandon(Self.shutDown)
+                if let connection = try? await attempt.future.get() { try? await connection.channel.close() }
             case .ready(_, let connection):
                 try? await connection.channel.close()
             }
@@ -345,9 +349,7 @@ package final class HTTPDNSTransport: Sendable {
     {
         while true {
             let slot: HTTP2Slot? = try state.withLock { state in
-                guard !state.isShutdown else {
-                    throw HTTPDNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
-                }
+                guard !state.isShutdown else { throw Self.shutDown }
                 if let slot = state.http2[key] {
                     if case .ready(_, let connection) = slot, !connection.isUsable {
                         state.http2[key] = nil
@@ -357,11 +359,11 @@ package final class HTTPDNSTransport: Sendable {
                 }
                 if state.http1Only.contains(key) { return nil }
                 state.nextSlotID += 1
-                let future = HTTP2DNSConnection.connect(
+                let attempt = HTTP2DNSConnection.connect(
                     endpoint: endpoint, address: key.address, sslContext: http2Context, group: eventLoopGroup,
                     timeout: configuration.connectTimeout, idleTimeout: configuration.idleConnectionTimeout,
                     maximumResponseBytes: configuration.maximumResponseBytes)
-                let slot = HTTP2Slot.connecting(id: state.nextSlotID, future)
+                let slot = HTTP2Slot.connecting(id: state.nextSlotID, attempt)
                 state.http2[key] = slot
                 return slot
             }
@@ -370,12 +372,12 @@ package final class HTTPDNSTransport: Sendable {
                 return nil
             case .ready(_, let connection):
                 return connection
-            case .connecting(let id, let future):
+            case .connecting(let id, let attempt):
                 let connection: HTTP2DNSConnection
                 do {
                     // A cancelled lookup leaves at once; the attempt goes on for the others and the next caller.
                     connection = try await CancellableWait<HTTP2DNSConnection>.value { wait in
-                        future.whenComplete { wait.finish($0.mapError { $0 }) }
+                        attempt.future.whenComplete { wait.finish($0.mapError { $0 }) }
                     }
                 } catch let error as CancellationError {
                     throw error
@@ -413,7 +415,7 @@ package final class HTTPDNSTransport: Sendable {
             guard !state.withLock({ $0.isShutdown }) else { throw PinnedClientPool.Closed() }
             lease = try pool.acquire(.init(host: endpoint.host, address: address), profile: profile)
         } catch {
-            throw HTTPDNSError(code: .shutdown, message: "the HTTP DNS transport was shut down")
+            throw Self.shutDown
         }
         defer { pool.release(lease) }
         let client = lease.client
