@@ -109,8 +109,9 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// Closes the connections the resolver made itself (``init(configuration:logger:)``); its later lookups, and those
-    /// waiting for a connection still being set up, fail with `HTTPDNSError.Code.shutdown` at once. A resolver that shares its connections with other providers (those of a settings
-    /// file, built by `HostResolver(configuration:)`) leaves them to their owner. Calling it twice is harmless.
+    /// waiting for a connection still being set up, fail with `HTTPDNSError.Code.shutdown` at once. A resolver that
+    /// shares its connections with other providers (those of a settings file, built by `HostResolver(configuration:)`)
+    /// leaves them to their owner. Calling it twice is harmless.
     public func shutdown() async {
         if ownsTransport { await transport.shutdown() }
     }
