@@ -70,8 +70,14 @@ struct GRPCResolverTests {
         } catch {
             Issue.record("a call failed: \(error)")
         }
-        #expect(Set(answered) == ["141"], "every call on the first live address, never the refused one")
+        #expect(Set(answered).isSubset(of: ["141", "142"]), "no call reached the refused address")
         let ranked = try await resolver.resolveRanked(Self.host, port: servers[0].port)
+        // Every call stays on the first live address, unless a connect to it failed (a loaded machine's timeout),
+        // which sinks it in the ranking too and moves pick-first to the next one (seen once in a 50 s local run).
+        let first = ranked.addresses.first { $0.ip.description == "127.0.0.141" }
+        if first?.failures == 0 {
+            #expect(Set(answered) == ["141"], "every call on the first live address")
+        }
         let refused = try #require(ranked.addresses.first { $0.ip.description == "127.0.0.143" })
         // Reported as a failure (its back-off, 5 s, may be over by now on a loaded machine).
         #expect(refused.failures >= 1, "gRPC's refused connect reached the scores")

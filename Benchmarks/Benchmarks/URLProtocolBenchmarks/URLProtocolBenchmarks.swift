@@ -48,6 +48,15 @@ extension BenchmarkMetric {
         "engine exchange / curl %", polarity: .prefersSmaller, useScalingFactor: false)
 }
 
+extension Benchmark {
+    /// Records a side's p50 against its baseline's: the difference (``BenchmarkMetric/addedP50``, kept only when the
+    /// side is slower) and the ratio (``BenchmarkMetric/latencyRatio``, always).
+    func compareLatency(_ side: Double, to baseline: Double) {
+        measurement(.addedP50, Int((side - baseline).rounded()))
+        measurement(.latencyRatio, Int((side / baseline * 100).rounded()))
+    }
+}
+
 /// The benchmark's only upstream: answers `web.bench` with 127.0.0.1 for an hour, so every later lookup is a hit.
 struct BenchUpstream: HostNameResolver {
     static let loopback = IPAddress("127.0.0.1")!
@@ -256,7 +265,8 @@ let benchmarks: @Sendable () -> Void = {
         Benchmark(
             name,
             configuration: .init(metrics: [
-                .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+                .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .latencyRatio,
+                .resolveP50,
                 .protocolCPU, .plainCPU,
             ])
         ) { benchmark in
@@ -281,7 +291,7 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(.rateRatio, Int((protocolRate / plainRate * 100).rounded()))
             benchmark.measurement(.protocolP50, Int(protocolP50.rounded()))
             benchmark.measurement(.plainP50, Int(plainP50.rounded()))
-            benchmark.measurement(.addedP50, Int((protocolP50 - plainP50).rounded()))
+            benchmark.compareLatency(protocolP50, to: plainP50)
             benchmark.measurement(.resolveP50, Int(times.median().rounded()))
         }
     }
@@ -300,7 +310,8 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "HTTPDNSClient vs AsyncHTTPClient alone: 1 KiB keep-alive, \(concurrency) concurrent",
         configuration: .init(metrics: [
-            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .resolveP50,
+            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .latencyRatio,
+            .resolveP50,
             .protocolCPU, .plainCPU,
         ])
     ) { benchmark in
@@ -331,7 +342,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(.rateRatio, Int((frontRate / plainRate * 100).rounded()))
         benchmark.measurement(.protocolP50, Int(frontP50.rounded()))
         benchmark.measurement(.plainP50, Int(plainP50.rounded()))
-        benchmark.measurement(.addedP50, Int((frontP50 - plainP50).rounded()))
+        benchmark.compareLatency(frontP50, to: plainP50)
         benchmark.measurement(.resolveP50, Int(times.median().rounded()))
     }
 
@@ -363,8 +374,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(.plainP50, Int(medians[1].rounded()))
         benchmark.measurement(.floorP50, Int(medians[2].rounded()))
         benchmark.measurement(.curlP50, Int(curl.rounded()))
-        benchmark.measurement(.addedP50, Int((medians[0] - medians[1]).rounded()))
-        benchmark.measurement(.latencyRatio, Int((medians[0] / medians[1] * 100).rounded()))
+        benchmark.compareLatency(medians[0], to: medians[1])
         benchmark.measurement(.overFloorP50, Int((medians[0] - medians[2]).rounded()))
         benchmark.measurement(.exchangeP50, Int(exchangeTimes.median().rounded()))
         benchmark.measurement(.exchangeToCurl, Int((exchangeTimes.median() / curl * 100).rounded()))
@@ -386,7 +396,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark(
         "HTTPDNSClient as the README sets it up vs HTTPClient.shared: 1 KiB keep-alive, \(concurrency) tasks, 4 alternating rounds",
         configuration: .init(metrics: [
-            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50,
+            .wallClock, .protocolRate, .plainRate, .rateRatio, .protocolP50, .plainP50, .addedP50, .latencyRatio,
         ])
     ) { benchmark in
         let viaFront: @Sendable () async throws -> Int = {
@@ -412,7 +422,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(.rateRatio, Int((frontRate / aloneRate * 100).rounded()))
         benchmark.measurement(.protocolP50, Int(frontP50.rounded()))
         benchmark.measurement(.plainP50, Int(aloneP50.rounded()))
-        benchmark.measurement(.addedP50, Int((frontP50 - aloneP50).rounded()))
+        benchmark.compareLatency(frontP50, to: aloneP50)
     }
 
     pair(
