@@ -97,13 +97,15 @@
         let inject: Inject
 
         /// Metadata kinds: an enum, an `Optional`.
-        private static let enumKinds: Set<Int> = [0x201, 0x202]
+        private static let enumKind = 0x201
+        private static let optionalKind = 0x202
         /// The value witness flag that says the table has the enum functions.
         private static let hasEnumWitnesses: UInt32 = 0x0020_0000
 
         init?(_ type: Any.Type) {
             metadata = unsafeBitCast(type, to: UnsafeRawPointer.self)
-            guard Self.enumKinds.contains(metadata.load(as: Int.self)) else { return nil }
+            let kind = metadata.load(as: Int.self)
+            guard kind == Self.enumKind || kind == Self.optionalKind else { return nil }
             let word = MemoryLayout<Int>.size
             let table = metadata.load(fromByteOffset: -word, as: UnsafeRawPointer.self)
             guard table.load(fromByteOffset: 10 * word, as: UInt32.self) & Self.hasEnumWitnesses != 0 else {

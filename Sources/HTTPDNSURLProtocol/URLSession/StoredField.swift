@@ -36,10 +36,12 @@
 
         /// The value at this field of `object`, copied (a reference in it retained), unwrapped when optional.
         private func load(from object: AnyObject) -> Any? {
-            withExtendedLifetime(object) {
-                let address = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()).advanced(by: offset)
-                return _openExistential(type, do: reader)(address)
-            }
+            withExtendedLifetime(object) { _openExistential(type, do: reader)(address(in: object)) }
+        }
+
+        /// Where this field is in `object`, valid while the caller keeps `object` alive.
+        private func address(in object: AnyObject) -> UnsafeRawPointer {
+            UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()).advanced(by: offset)
         }
 
         /// Finds `name` among the fields of `object`'s class and superclasses, and keeps it only when a `Mirror`
@@ -75,10 +77,7 @@
         /// Whether this field of `object` holds `value`, of the declared type, bit for bit.
         private func holds(_ value: Any, in object: AnyObject) -> Bool {
             guard Swift.type(of: value) == type else { return false }
-            return withExtendedLifetime(object) {
-                let address = UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()).advanced(by: offset)
-                return _openExistential(type, do: bytesEqual)(value, address)
-            }
+            return withExtendedLifetime(object) { _openExistential(type, do: bytesEqual)(value, address(in: object)) }
         }
 
         /// A field's place in the table: where it is, or that it cannot be read.

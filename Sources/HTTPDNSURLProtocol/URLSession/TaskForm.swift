@@ -64,20 +64,9 @@ enum TaskForm: Equatable, Sendable {
             StoredField.value("session", of: task) as? URLSession
         }
 
-        /// A session's task registry, read once per session (it is a constant of the session) and kept while the
-        /// session lives.
+        /// A session's task registry (a constant of the session), `nil` when it cannot be read.
         private static func registry(of session: URLSession) -> AnyObject? {
-            let key = ObjectIdentifier(session)
-            if let known = KnownRegistry.table.withLock({ $0[key] }), known.session === session {
-                return known.registry
-            }
-            guard let found = StoredField.value("taskRegistry", of: session) else { return nil }
-            let registry = found as AnyObject
-            KnownRegistry.table.withLock { registries in
-                if registries.count >= 64 { registries = registries.filter { $0.value.session != nil } }
-                registries[key] = KnownRegistry(session: session, registry: registry)
-            }
-            return registry
+            StoredField.value("taskRegistry", of: session).map { $0 as AnyObject }
         }
     #else
         /// Apple's URL loading system gives a protocol's client every form: each is served.
@@ -97,22 +86,5 @@ enum TaskForm: Equatable, Sendable {
 
     extension Dictionary: TaskBehaviours where Key == Int {
         fileprivate func behaviour(of task: Int) -> Any? { self[task] }
-    }
-#endif
-
-#if canImport(FoundationNetworking)
-    /// A session's registry, remembered without keeping the session alive.
-    private final class KnownRegistry: @unchecked Sendable {
-        // Sendable: both fields are set once; the registry is only read on its session's work queue.
-        weak var session: URLSession?
-        let registry: AnyObject
-
-        /// The registries read so far, by session.
-        static let table = Locked([ObjectIdentifier: KnownRegistry]())
-
-        init(session: URLSession, registry: AnyObject) {
-            self.session = session
-            self.registry = registry
-        }
     }
 #endif
