@@ -12,7 +12,8 @@ private func serviceRequest(_ message: [UInt8], client: IPAddress?) -> ServiceRe
 
 /// Plain DNS over UDP (RFC 1035): one datagram, one answer, to the address it came from.
 ///
-/// Answers that need no waiting are written at once and flushed once per read burst. Nothing is queued without
+/// Answers that need no waiting are written at once and flushed once per read burst; answers from upstreams are
+/// flushed once per batch of the event loop's tasks (see ``LateAnswerFlushing``). Nothing is queued without
 /// bound: while the socket cannot take more, answers are dropped (UDP may lose them anyway, and the client asks
 /// again), and at most ``maximumWaiting`` queries wait for an upstream at once (more are dropped; the service's upstream
 /// budget also bounds them per network, apart from verified transports). A query still waiting after ``askerTimeout``
@@ -24,7 +25,7 @@ private func serviceRequest(_ message: [UInt8], client: IPAddress?) -> ServiceRe
 /// name do not cost it its TCP, DNS-over-TLS or HTTPS allowance. A datagram that
 /// is a response, or too short for a header, gets nothing (no reflection loops between servers); an answer larger
 /// than the client's EDNS size or ``DNSTransportWire/amplificationFactor`` times the query goes out truncated.
-final class DNSDatagramHandler: ChannelInboundHandler {
+final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     typealias OutboundOut = AddressedEnvelope<ByteBuffer>
 
@@ -32,16 +33,21 @@ final class DNSDatagramHandler: ChannelInboundHandler {
     static let maximumWaiting = 1_024
     /// One rate-limited query in this many is answered TC instead of dropped.
     static let slip = 2
-    /// How long a query waits for an upstream before it is given up.
+    /// How long a query waits for an upstream before it is given up (checked by one timer for the socket, which
+    /// looks at most every ``sweepInterval``: a query may wait that much longer).
     static let askerTimeout = TimeAmount.seconds(5)
+    /// The least time between two looks for queries past ``askerTimeout``.
+    static let sweepInterval = TimeAmount.milliseconds(250)
 
     private let exchange: Exchange
-    private var waiting = 0
-    /// The queries waiting for an upstream, by a number of their own, with their deadlines; a query not here was
-    /// given up.
-    private var deadlines: [Int: (timer: Scheduled<Void>, wait: UpstreamWait)] = [:]
+    /// The queries waiting for an upstream, by a number of their own, with the time they are given up; a query not
+    /// here was given up (or answered). At most ``maximumWaiting``.
+    private var waits: [Int: (wait: UpstreamWait, deadline: NIODeadline)] = [:]
+    /// Gives up the queries past their deadline; armed while any query waits (one timer, not one a query).
+    private var sweep: Scheduled<Void>?
     private var nextWait = 0
     private var wrote = false
+    var lateFlushQueued = false
     private let rateLimited: RateLimitedCount
 
     /// The rate-limited queries of one UDP listener, counted across its sockets (one per event loop, on one port), so
@@ -73,34 +79,26 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         // Everything for a wait is made in these two closures, which only a query that waits calls: a cache hit
         // allocates nothing for it.
         let later = { [self] () -> NIOLoopBound<(ServiceResponse) -> Void>? in
-            // At the bound, a query that needs an upstream is dropped: the client asks again.
-            guard waiting < Self.maximumWaiting else {
+            // At the bound, a query that needs an upstream is dropped: the client asks again. (The exchange hands
+            // over the wait of each query it calls this for before it returns.)
+            guard waits.count < Self.maximumWaiting else {
                 self.exchange.service.metrics.udpDropped.increment()
                 return nil
             }
-            waiting += 1
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             return NIOLoopBound<(ServiceResponse) -> Void>(
                 { response in
                     let (handler, context) = bound.value
-                    // Given up already: its place went back then, and nobody waits for this answer.
-                    guard let deadline = handler.deadlines.removeValue(forKey: waitID) else { return }
-                    deadline.timer.cancel()
-                    handler.waiting -= 1
+                    // Given up already: nobody waits for this answer.
+                    guard handler.waits.removeValue(forKey: waitID) != nil else { return }
                     handler.send(response, to: query, remote: remote, context: context)
-                    handler.flushIfWritten(context: context)
+                    handler.flushAfterLoopTasks(context: context)
                 }, eventLoop: context.eventLoop)
         }
         let onWait = { [self] (wait: UpstreamWait) in
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let timer = context.eventLoop.scheduleTask(in: Self.askerTimeout) {
-                let (handler, _) = bound.value
-                guard handler.deadlines.removeValue(forKey: waitID) != nil else { return }
-                handler.waiting -= 1
-                handler.exchange.service.metrics.udpDropped.increment()
-                wait.cancel()
-            }
-            deadlines[waitID] = (timer, wait)
+            let deadline = NIODeadline.now() + Self.askerTimeout
+            waits[waitID] = (wait, deadline)
+            if sweep == nil { armSweep(at: deadline, context: context) }
         }
         if let response = exchange.answer(
             serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later, waiting: onWait)
@@ -109,22 +107,46 @@ final class DNSDatagramHandler: ChannelInboundHandler {
         }
     }
 
+    /// Gives up, at `deadline`, the queries past theirs, and looks again at the next deadline while any wait.
+    private func armSweep(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        sweep = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = bound.value
+            handler.sweep = nil
+            let now = NIODeadline.now()
+            var next: NIODeadline?
+            var overdue: [Int] = []
+            for (waitID, entry) in handler.waits {
+                if entry.deadline <= now {
+                    overdue.append(waitID)
+                } else {
+                    next = min(next ?? entry.deadline, entry.deadline)
+                }
+            }
+            for waitID in overdue {
+                // Its lookup is cancelled unless another asker shares it, and its place comes back.
+                handler.waits.removeValue(forKey: waitID)?.wait.cancel()
+                handler.exchange.service.metrics.udpDropped.increment()
+            }
+            if let next { handler.armSweep(at: max(next, now + Self.sweepInterval), context: context) }
+        }
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         // The socket closed (shutdown): nothing waiting can be answered any more.
-        for deadline in deadlines.values {
-            deadline.timer.cancel()
-            deadline.wait.cancel()
-        }
-        deadlines = [:]
+        sweep?.cancel()
+        sweep = nil
+        for entry in waits.values { entry.wait.cancel() }
+        waits = [:]
         context.fireChannelInactive()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        flushIfWritten(context: context)
+        flushLateAnswers(context: context)
         context.fireChannelReadComplete()
     }
 
-    private func flushIfWritten(context: ChannelHandlerContext) {
+    func flushLateAnswers(context: ChannelHandlerContext) {
         guard wrote else { return }
         wrote = false
         context.flush()
@@ -157,7 +179,7 @@ final class DNSDatagramHandler: ChannelInboundHandler {
 /// (the client's further queries wait in its socket), and the guard in front holds reads while answers are queued
 /// unsent, so a client that sends without reading costs a bounded amount. The guard also times the TLS handshake, a
 /// message that arrives too slowly (as a request head) and the idle time after the last answer.
-final class DNSStreamHandler: ChannelDuplexHandler {
+final class DNSStreamHandler: ChannelDuplexHandler, LateAnswerFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -181,6 +203,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
     @exclusivity(unchecked) private var wrote = false
     @exclusivity(unchecked) private var reading = false
     @exclusivity(unchecked) private var closed = false
+    @exclusivity(unchecked) var lateFlushQueued = false
 
     init(_ exchange: Exchange, connectionGuard: ConnectionGuard) {
         self.exchange = exchange
@@ -196,7 +219,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         reading = false
-        flushIfWritten(context: context)
+        flushLateAnswers(context: context)
         context.fireChannelReadComplete()
     }
 
@@ -243,7 +266,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
                     let (handler, context) = bound.value
                     handler.waits[waitID] = nil
                     handler.send(response, to: query, context: context)
-                    handler.flushIfWritten(context: context)
+                    handler.flushAfterLoopTasks(context: context)
                 }, eventLoop: context.eventLoop)
         }
         if let response = exchange.answer(
@@ -274,7 +297,7 @@ final class DNSStreamHandler: ChannelDuplexHandler {
         }
     }
 
-    private func flushIfWritten(context: ChannelHandlerContext) {
+    func flushLateAnswers(context: ChannelHandlerContext) {
         guard wrote else { return }
         wrote = false
         context.flush()

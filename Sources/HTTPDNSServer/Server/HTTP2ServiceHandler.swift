@@ -6,7 +6,8 @@ import NIOCore
 /// HTTP/2 on nghttp2 (`HTTP2ServerSession`), behind NIOSSL: the decrypted bytes of a read burst go to the session,
 /// requests come back as they complete and are answered at once when the cache or a local layer knows the answer,
 /// and everything the session has to send then leaves in one write at the end of the burst, so the answers to many
-/// streams share TLS records and system calls. Answers that wait for an upstream are written when they come.
+/// streams share TLS records and system calls. Answers that wait for an upstream leave together too, once per batch
+/// of the event loop's tasks (see ``LateAnswerFlushing``).
 ///
 /// While the channel is not writable, complete requests wait unanswered (the connection guard also stops reading);
 /// their streams stay open, so the concurrent-stream limit bounds them. A stream that closes while its answer waits
@@ -17,7 +18,7 @@ import NIOCore
 /// closed. On server shutdown
 /// (``ServerDrainingEvent``) a GOAWAY tells the client to open no more streams; the open ones are answered, then
 /// the connection closes.
-final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelegate {
+final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelegate, LateAnswerFlushing {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -40,6 +41,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
     /// Inside a read burst: output waits for its end.
     private var reading = false
     private var closing = false
+    var lateFlushQueued = false
 
     init(
         _ exchange: Exchange, connectionGuard: ConnectionGuard, settings: HTTP2ServerSession.Settings,
@@ -205,7 +207,7 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
                         return
                     }
                     handler.respond(stream, response, withoutBody: isHead)
-                    if !handler.reading { handler.sendPending(context: context) }
+                    if !handler.reading { handler.flushAfterLoopTasks(context: context) }
                 }, eventLoop: context.eventLoop)
         }
         var wait: UpstreamWait?
@@ -223,6 +225,12 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
             stream: stream, status: response.status, contentType: response.contentType, maxAge: response.maxAge,
             headers: response.headers,
             body: response.body, withoutBody: withoutBody)
+    }
+
+    func flushLateAnswers(context: ChannelHandlerContext) {
+        // A read burst since the flush was queued sent everything already; the channel may have gone since.
+        guard self.context != nil else { return }
+        sendPending(context: context)
     }
 
     /// Writes and flushes what the session has to send, in one buffer; closes the connection when the session is over.
