@@ -246,8 +246,9 @@ struct ListenerSetup: Sendable {
     }
 
     /// DNS over UDP: one socket on each event loop of the group, all bound to one port with `SO_REUSEPORT` (the
-    /// kernel spreads the clients over them by address and port, and admits to the group only sockets of this
-    /// process's user), so that UDP is answered on every core as TCP is. With port 0 the first socket picks it.
+    /// kernel admits to the group only sockets of this process's user), so that UDP is answered on every core as TCP
+    /// is. Each datagram goes to a socket at random (``DatagramSpread``), not by the client's address and port. With
+    /// port 0 the first socket picks it.
     private func datagramListeners(_ address: ServerAddress) async throws -> [any Channel] {
         var channels: [any Channel] = []
         let rateLimited = DNSDatagramHandler.RateLimitedCount()
@@ -262,6 +263,13 @@ struct ListenerSetup: Sendable {
         } catch {
             for channel in channels { try? await channel.close() }
             throw error
+        }
+        do {
+            if let first = channels.first { try await DatagramSpread.attach(to: first, sockets: channels.count) }
+        } catch {
+            logger.notice(
+                "UDP queries go to the event loops by client address and port: the kernel refused to spread them",
+                metadata: ["error": "\(error)"])
         }
         return channels
     }
