@@ -60,15 +60,14 @@ struct Exchange: Sendable {
             service.releaseUpstream(ticket)
             return nil
         }
-        let promise = eventLoop.makePromise(of: ServiceResponse.self)
-        let task = Task {
+        // The answer goes back to the event loop as one task (no promise and callback list to build for it).
+        let task = Task { [request] in
             let response = await service.complete(plan)
             service.releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
-            promise.succeed(response)
-        }
-        promise.futureResult.whenSuccess { [request] response in
-            service.finished(request, plan: plan, response: response, started: started, waited: true)
-            later.value(response)
+            eventLoop.execute {
+                service.finished(request, plan: plan, response: response, started: started, waited: true)
+                later.value(response)
+            }
         }
         waiting(UpstreamWait(task: task))
         return nil
