@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 import TestSupport
 import Testing
 
@@ -32,10 +33,14 @@ struct DatagramSpreadTests {
         try await withCleanup { () async throws in
             let port = try #require(server.dnsPort)
             let held = TestTiming.scaled(.seconds(2))
-            // One loop sleeps: what reaches its socket waits until it wakes.
+            // One loop sleeps: what reaches its socket waits until it wakes. The queries go once it sleeps.
             let loops = Array(group.makeIterator())
-            let waking = loops[0].submit { _ = usleep(UInt32(held / .microseconds(1))) }
-            try await Task.sleep(for: .milliseconds(50))
+            let sleeping = Flag()
+            let waking = loops[0].submit {
+                sleeping.raised.store(true, ordering: .releasing)
+                _ = usleep(UInt32(held / .microseconds(1)))
+            }
+            while !sleeping.raised.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(5)) }
             let answered = try await offThePool {
                 try Self.exchange(port: port, count: 40, early: held / 2, late: held * 2)
             }
@@ -49,6 +54,11 @@ struct DatagramSpreadTests {
             await resolver.shutdown()
             try? await group.shutdownGracefully()
         }
+    }
+
+    /// Raised from another thread.
+    final class Flag: Sendable {
+        let raised = Atomic<Bool>(false)
     }
 
     /// Sends `count` queries for `spread.test` from one socket and counts the distinct answers that arrive within

@@ -17,6 +17,8 @@ import NIOCore
 /// kernel refuses the program, the hash stays.
 enum DatagramSpread {
     /// One classic BPF instruction (`struct sock_filter` of `<linux/filter.h>`: code, two jump offsets, a constant).
+    /// Swift lays these fields out as C does (in order, each at its natural alignment: 8 bytes); a kernel that read
+    /// them otherwise would refuse the program, and the test of the spread would fail.
     private struct Instruction {
         var code: UInt16
         var jumpIfTrue: UInt8 = 0

@@ -228,7 +228,8 @@ final class HTTP2ServiceHandler: ChannelInboundHandler, HTTP2ServerSessionDelega
     }
 
     func flushLateAnswers(context: ChannelHandlerContext) {
-        // A read burst since the flush was queued sent everything already; the channel may have gone since.
+        // The handler may have been removed since the flush was queued; a read burst since then may have sent
+        // everything already, and `sendPending` then writes nothing.
         guard self.context != nil else { return }
         sendPending(context: context)
     }
