@@ -170,8 +170,40 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
 
     /// Sends a whole DNS message to the configured servers (with c-ares's retries, timeouts and server rotation) and
     /// returns the whole answer, whatever its record types; c-ares replaces the message's ID with its own.
-    /// - Throws: `HTTPDNSError` when no server answered, or `CancellationError`.
+    ///
+    /// The question's name goes out in a random mix of cases (DNS 0x20, ``DNSCaseRandomization``) and the answer
+    /// is taken only when its question echoes that mix byte for byte: c-ares 1.18 matches answers by ID and a
+    /// question compared without case, from one source port, so this is what tells a forged answer apart. The
+    /// answer comes back with the caller's question bytes. An answer that does not echo the question is dropped
+    /// and the query asked once more with a new mix; a second such answer fails.
+    /// - Throws: `HTTPDNSError` when no server answered (`questionMismatch` when the answers did not echo the
+    ///   question), or `CancellationError`.
     package func send(message: [UInt8]) async throws -> [UInt8] {
+        guard DNSCaseRandomization.randomized(message) != nil else { return try await sendAsIs(message) }
+        for _ in 1...2 {
+            guard let (asked, questionEnd) = DNSCaseRandomization.randomized(message) else { break }
+            var answer = try await sendAsIs(asked)
+            // FORMERR and NOTIMP may come without the question: nothing to check, and nothing in them to keep.
+            if answer.count >= 12, answer[4] == 0, answer[5] == 0, answer[3] & 0x0F != 0,
+                answer[6...11].allSatisfy({ $0 == 0 })
+            {
+                return answer
+            }
+            if DNSCaseRandomization.echoesQuestion(answer, of: asked, questionEnd: questionEnd) {
+                answer.replaceSubrange(12..<questionEnd, with: message[12..<questionEnd])
+                return answer
+            }
+            logger.notice(
+                "dropped an upstream answer whose question does not echo the query's case (forged, or a server that folds case)"
+            )
+        }
+        throw HTTPDNSError(
+            code: .questionMismatch, message: "the upstream answers did not echo the question's case (DNS 0x20)",
+            host: "", servers: loop.servers)
+    }
+
+    /// Sends `message` as it is and returns the answer c-ares matched to it.
+    private func sendAsIs(_ message: [UInt8]) async throws -> [UInt8] {
         switch try await exchange(CAresQuery(message: message)) {
         case .message(let answer):
             return answer

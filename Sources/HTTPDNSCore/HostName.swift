@@ -75,7 +75,11 @@ public struct HostName: Hashable, Sendable, CustomStringConvertible, Comparable 
     package static func printable(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars.prefix(300) {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
+            // C0 and C1 controls (ESC and CSI start terminal sequences) and the bidirectional overrides, which can
+            // make a terminal or a page show text in another order than it has.
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || (0x202A...0x202E).contains(scalar.value)
+                || (0x2066...0x2069).contains(scalar.value)
+            {
                 out += "\\u{\(String(scalar.value, radix: 16))}"
             } else {
                 out.unicodeScalars.append(scalar)

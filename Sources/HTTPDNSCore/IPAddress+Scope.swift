@@ -24,8 +24,9 @@ package enum AddressScope: String, Sendable, Hashable, CustomStringConvertible {
 extension IPAddress {
     /// The scope of the address. IPv6 forms that carry an IPv4 address have the scope of that address, so the
     /// guard cannot be sidestepped by writing a private address in IPv6 form: IPv4-mapped (`::ffff:a.b.c.d`),
-    /// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`, RFC 6052) and 6to4 (`2002:aabb:ccdd::/48`,
-    /// RFC 3056).
+    /// IPv4-translated (`::ffff:0:a.b.c.d`, RFC 2765), IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`,
+    /// RFC 6052) and 6to4 (`2002:aabb:ccdd::/48`, RFC 3056). The local-use NAT64 prefix `64:ff9b:1::/48`
+    /// (RFC 8215) is a private network's, and the discard-only `100::/64` (RFC 6666) is reserved.
     package var scope: AddressScope {
         switch storage {
         case .v4(let value):
@@ -33,12 +34,14 @@ extension IPAddress {
         case .v6(let high, let low):
             if high == 0, low == 0 { return .unspecified }
             if high == 0, low == 1 { return .loopback }
-            if high == 0, low >> 32 == 0xffff || low >> 32 == 0 {
+            if high == 0, low >> 32 == 0xffff || low >> 32 == 0 || low >> 32 == 0xffff_0000 {
                 return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low))
             }
             if high == 0x0064_ff9b_0000_0000, low >> 32 == 0 {
                 return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: low))
             }
+            if high >> 16 == 0x0064_ff9b_0001 { return .privateNetwork }
+            if high == 0x0100_0000_0000_0000 { return .reserved }
             let top = high >> 48
             if top == 0x2002 { return Self.scope(ofIPv4: UInt32(truncatingIfNeeded: high >> 16)) }
             if top & 0xfe00 == 0xfc00 { return .privateNetwork }

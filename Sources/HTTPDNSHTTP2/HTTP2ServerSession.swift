@@ -35,9 +35,14 @@ package protocol HTTP2ServerSessionDelegate: AnyObject {
 
 /// The server side of one HTTP/2 connection on nghttp2: bytes in (``receive(_:)``), requests out to the delegate,
 /// answers in (``respond(stream:status:contentType:maxAge:headers:body:withoutBody:)``), bytes out (``pendingOutput(into:)``).
-/// nghttp2 keeps the connection's and streams' state, HPACK, SETTINGS, PING, flow control (consumed DATA is given
-/// back with WINDOW_UPDATE as it is read) and its own protections: rapid reset, CONTINUATION and ACK floods, header
-/// sizes. This folder is the only one that imports nghttp2 (the server's and the DoH client's sessions); no C type
+/// nghttp2 keeps the connection's and streams' state, HPACK, SETTINGS, PING, flow control and its own protections:
+/// rapid reset, CONTINUATION and ACK floods, header sizes.
+///
+/// Flow control bounds what a connection holds: nghttp2's automatic WINDOW_UPDATE is off, and the bytes of a
+/// request body are given back to the connection's window only once the body has left the session (its request is
+/// complete and handed to the delegate, or its stream closed, or its bytes dropped). So the request bodies held at
+/// once on one connection never pass the connection's receive window, the protocol's 65,535 bytes, however many
+/// streams send bodies that never end (with automatic updates, 100 such streams held 6.5 MB). This folder is the only one that imports nghttp2 (the server's and the DoH client's sessions); no C type
 /// leaves it.
 ///
 /// Confined to the connection's event loop: not `Sendable`, every call on that loop.
@@ -78,6 +83,9 @@ package final class HTTP2ServerSession: HTTP2Session {
         @exclusivity(unchecked) var resetAfterAnswer = false
         @exclusivity(unchecked) var answer = OutgoingBody()
     }
+
+    /// Request body bytes received and not yet given back to the connection's window (see the type's comment).
+    package private(set) var heldBodyBytes = 0
 
     private let settings: Settings
     private unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
@@ -189,15 +197,35 @@ package final class HTTP2ServerSession: HTTP2Session {
     }
 
     override func data(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let state = streams[stream], state.receiving, !state.tooLarge else { return }
+        guard let state = streams[stream], state.receiving, !state.tooLarge else { return giveBack(bytes.count) }
         guard state.request.body.count + bytes.count <= settings.maximumBodyBytes else {
             state.tooLarge = true
+            giveBack(state.request.body.count + bytes.count)
             state.request.body = []
             state.resetAfterAnswer = true
             delegate.requestBodyTooLarge(stream: stream)
             return
         }
         state.request.body.append(contentsOf: bytes)
+        heldBodyBytes += bytes.count
+    }
+
+    /// Gives `count` body bytes back to the connection's receive window (they are no longer held): nghttp2 sends
+    /// WINDOW_UPDATE once enough are back. The stream's own window is not given back: a request body is taken
+    /// whole within it.
+    private func giveBack(_ count: Int) {
+        guard count > 0 else { return }
+        heldBodyBytes = max(heldBodyBytes - count, 0)
+        nghttp2_session_consume_connection(session, count)
+    }
+
+    /// Gives back every byte `state`'s body holds, and clears it.
+    private func release(_ state: Stream) {
+        let held = state.request.body.count
+        state.request.body = []
+        // Bytes dropped earlier (past the limit) were given back when they came.
+        heldBodyBytes = max(heldBodyBytes - held, 0)
+        if held > 0 { nghttp2_session_consume_connection(session, held) }
     }
 
     override func frameReceived(_ stream: Int32, type: UInt8, flags: UInt8, isRequestHead: Bool) {
@@ -210,6 +238,11 @@ package final class HTTP2ServerSession: HTTP2Session {
             guard !state.tooLarge else { return }
             let request = state.request
             state.request = HTTP2Request()
+            // The body is the delegate's now: counted against the stream (and the upstream places) from here on.
+            if !request.body.isEmpty {
+                heldBodyBytes = max(heldBodyBytes - request.body.count, 0)
+                nghttp2_session_consume_connection(session, request.body.count)
+            }
             delegate.requestReceived(stream: stream, request)
         } else if isRequestHead, type == UInt8(NGHTTP2_HEADERS.rawValue) {
             delegate.requestHeadReceived(stream: stream)
@@ -243,6 +276,7 @@ package final class HTTP2ServerSession: HTTP2Session {
 
     override func closed(_ stream: Int32, code: UInt32) {
         guard let state = streams.removeValue(forKey: stream) else { return }
+        release(state)
         delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
     }
 
@@ -261,8 +295,8 @@ package final class HTTP2SessionOptions: @unchecked Sendable {
     /// The options every session of a server shares: the client's header blocks bounded (CONTINUATION frames, the
     /// HPACK table kept for answers), at most 1,000 queued SETTINGS/PING acknowledgements, and at most 1,000 resets
     /// at once then 33 a second (rapid reset, CVE-2023-44487) before the connection is closed with GOAWAY. Each
-    /// stream's receive window is its SETTINGS value; the connection's is the protocol's 64 KiB, given back as DATA is
-    /// read (automatic WINDOW_UPDATE).
+    /// stream's receive window is its SETTINGS value; the connection's is the protocol's 65,535 bytes, given back
+    /// only as request bodies leave the session (automatic WINDOW_UPDATE off: see ``HTTP2ServerSession``).
     package init() {
         var created: OpaquePointer?
         precondition(nghttp2_option_new(&created) == 0 && created != nil, "nghttp2 could not allocate its options")
@@ -273,6 +307,7 @@ package final class HTTP2SessionOptions: @unchecked Sendable {
         nghttp2_option_set_max_continuations(pointer, 8)
         nghttp2_option_set_max_send_header_block_length(pointer, 16_384)
         nghttp2_option_set_max_deflate_dynamic_table_size(pointer, 4_096)
+        nghttp2_option_set_no_auto_window_update(pointer, 1)
     }
 
     deinit {

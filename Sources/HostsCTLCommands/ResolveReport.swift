@@ -113,10 +113,12 @@ struct ResolveReport: Sendable {
     }
 }
 
-/// Plain-text columns, left-aligned unless named in `rightAligned` (for numbers), two spaces apart.
+/// Plain-text columns, left-aligned unless named in `rightAligned` (for numbers), two spaces apart. Every cell is
+/// shown as ``HostName/printable(_:)`` makes it: tables show names and text from servers and files, and a control
+/// character among them must never reach the terminal as itself.
 enum TextTable {
     static func render(header: [String], rows: [[String]], indent: Int, rightAligned: Set<Int> = []) -> String {
-        let all = [header] + rows
+        let all = [header] + rows.map { $0.map(HostName.printable) }
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         let pad = String(repeating: " ", count: indent)
         return all.map { row in

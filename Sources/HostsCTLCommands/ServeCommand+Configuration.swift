@@ -155,6 +155,12 @@ extension ServeCommand {
                 "admin.listen", \.server.adminListen, default: "127.0.0.1:8054",
                 "IP:PORT where /metrics, /healthz and /readyz are served over plain HTTP (never /metrics on serve.listen); none: nowhere"
             ),
+            .custom(
+                "admin.hostNames", .stringArray, \.server.adminHostNames, shown: "[]",
+                "names the admin listener answers for in Host besides loopback, localhost and its address (else 421)",
+                check: { (try? HostName($0)) == nil ? "'\(HostName.printable($0))' is not a host name" : nil },
+                decode: { reader, key throws(HTTPDNSError) in try reader.strings(key, default: []) },
+                describe: { SettingsReader.list($0) }),
             .int(
                 "admin.maxConnections", \.server.maximumAdminConnections, default: 64,
                 "most connections open at once on the admin listener, apart from serve.maxConnections",
@@ -164,16 +170,17 @@ extension ServeCommand {
             listenerLimit("dot.maxConnections", \.server.listenerLimits.dot, "DNS over TLS (serve.dot.listen)"),
             .int("maxAnswers", \.service.maximumAnswers, default: 8, "most addresses in one answer", range: 1...64),
             .int(
-                "maxBodyBytes", \.server.maximumBodyBytes, default: 65_535, "largest request body, bytes",
+                "maxBodyBytes", \.server.maximumBodyBytes, default: 4_096, "largest request body, bytes (a DoH query)",
                 range: 512...65_535),
             .milliseconds(
                 "idleTimeoutMs", \.server.idleTimeout, default: 30_000,
                 "an idle connection is closed after this, milliseconds", range: 100...3_600_000),
             .int(
-                "maxConnections", \.server.maximumConnections, default: 10_000,
-                "most connections open at once; past it new ones wait in the listen backlog", range: 1...1_000_000),
+                "maxConnections", \.server.maximumConnections, default: 1_024,
+                "most connections open at once; past it a new one takes the longest-idle one's place, or waits in the listen backlog (docs/security.md)",
+                range: 1...1_000_000),
             .int(
-                "maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 1_000,
+                "maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 64,
                 "most connections open at once from one client network (serve.clientPrefixV4/V6); past it new ones are closed",
                 range: 1...1_000_000),
             .milliseconds(
@@ -195,10 +202,10 @@ extension ServeCommand {
                 "most answer bytes queued on one connection; past it the connection is closed",
                 range: 65_536...(64 << 20)),
             .int(
-                "clientPrefixV4", \.clientPrefixes.ipv4, default: 32,
+                "clientPrefixV4", \.clientPrefixes.ipv4, default: 24,
                 "IPv4 clients are counted by this prefix for rate and connection limits", range: 8...32),
             .int(
-                "clientPrefixV6", \.clientPrefixes.ipv6, default: 56,
+                "clientPrefixV6", \.clientPrefixes.ipv6, default: 48,
                 "IPv6 clients are counted by this prefix for rate and connection limits", range: 16...128),
             .seconds(
                 "signatureWindowSeconds", \.service.signatureWindow, default: 600,
@@ -252,6 +259,14 @@ extension ServeCommand {
             perSecond(
                 "rateLimitBurst", \.service.rateLimitBurst, default: 200,
                 "requests a client may make at once before the rate applies", range: 1...10_000_000),
+            perSecond(
+                "udpRateLimitPerSecond", \.service.udpRateLimitPerSecond, default: 500,
+                "UDP queries per second per client network, apart from its other transports (past it dropped, or TC one in two); 0 turns it off",
+                range: 0...10_000_000),
+            perSecond(
+                "udpRateLimitBurst", \.service.udpRateLimitBurst, default: 1_000,
+                "UDP queries a client network may send at once before serve.udpRateLimitPerSecond applies",
+                range: 1...10_000_000),
             .choice(
                 "otherTypes", \.service.otherTypes, default: .notImplemented,
                 "queries for types other than A and AAAA: notimp answers NOTIMP, forward sends them through c-ares"),

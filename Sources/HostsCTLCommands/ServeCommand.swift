@@ -56,16 +56,16 @@ public struct ServeCommand: AsyncParsableCommand {
         let memory = ProcessMemory(registry: registry)
         let (metrics, telemetry) = try Self.observability(loaded, registry: registry, logger: logger)
         let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
-        let forwarder: CAresResolver
+        let forwarder: ReloadingCAresForwarder
         do {
-            forwarder = try CAresResolver(configuration: settings.cares, logger: logger)
+            forwarder = try ReloadingCAresForwarder(configuration: settings.cares, logger: logger)
         } catch {
             await resolver.shutdown()
             throw error
         }
         let service = HTTPDNSService(
             resolver: resolver, configuration: serve.service(accounts: accounts), logger: logger,
-            metricsFactory: metrics, forwarder: CAresForwarder(resolver: forwarder),
+            metricsFactory: metrics, forwarder: forwarder,
             metricsExporter: {
                 memory.update()
                 return registry.emitToBuffer()
@@ -102,7 +102,7 @@ public struct ServeCommand: AsyncParsableCommand {
 
         let reloader = SettingsReloader(
             path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
-            service: service, logger: logger)
+            service: service, forwarder: forwarder, logger: logger)
         reloader.start(interval: settings.files.reloadIntervalMilliseconds)
         let group = Self.serviceGroup(server, exporters: telemetry.services, logger: logger)
         do {
@@ -232,6 +232,8 @@ final class SettingsReloader: Sendable {
     private let path: String?
     private let resolver: HostResolver
     private let service: HTTPDNSService
+    /// The relay of other types, moved to the new `cares.*` settings with the resolver.
+    private let forwarder: ReloadingCAresForwarder?
     private let logger: Logger
     private let watcher: FileWatcher<HostResolver.Configuration>?
     /// The `serve` section last applied, to tell which edits wait for a restart.
@@ -240,11 +242,12 @@ final class SettingsReloader: Sendable {
 
     init(
         path: String?, initial: HostResolver.Configuration, serve: ServeCommand.Configuration, resolver: HostResolver,
-        service: HTTPDNSService, logger: Logger
+        service: HTTPDNSService, forwarder: ReloadingCAresForwarder? = nil, logger: Logger
     ) {
         self.path = path
         self.resolver = resolver
         self.service = service
+        self.forwarder = forwarder
         self.logger = logger
         self.applied = Locked(serve)
         let reload = Locked<(@Sendable (HostResolver.Configuration) -> Void)?>(nil)
@@ -288,6 +291,7 @@ final class SettingsReloader: Sendable {
             let settings = ServeCommand.served(edited, serve: after)
             let accounts = try ServeCommand.accounts(after)
             try resolver.apply(settings)
+            try forwarder?.apply(settings.cares)
             service.apply(after.service(accounts: accounts))
             let before = applied.withLock { previous in
                 defer { previous = after }

@@ -180,7 +180,7 @@ public struct TopCommand: AsyncParsableCommand {
                 }, indent: 0, rightAligned: [1, 2])
         }
         if let steering = stats.steering {
-            out += "\n\(steering.host): "
+            out += "\n\(HostName.printable(steering.host)): "
             out += steering.addresses.isEmpty ? "not in the cache\n" : "the server's order\n"
             out += TextTable.render(
                 header: ["ADDRESS", "RANK", "SCORE", "CONNECT"],

@@ -234,7 +234,7 @@ struct AnswerMemoTests {
         do {
             func ask(id: UInt16) async throws -> [UInt8] {
                 let target = Self.get(Self.query("multi.test", id: id)).target
-                let request = Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+                let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
                 let reply = try await Self.exchange(port: server.port, request)
                 let end = try #require(reply.firstRange(of: Array("\r\n\r\n".utf8)))
                 #expect(String(decoding: reply[..<end.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200"))

@@ -200,10 +200,25 @@ struct ClientSubnetTests {
         }
     }
 
-    @Test("an answer for every network (scope 0) is shared through the resolver's cache and echoed with scope 0")
+    @Test(
+        "an answer for every network (scope 0) is shared through the resolver's cache and echoed with scope 0; one to a network the client only stated (chosen) is not"
+    )
     func sharedAnswers() async throws {
         try await Lab.with { lab in
-            let network = try Self.network("198.51.100.0/24")
+            let key = ClientSubnetCache.Key(name: "flat.ecs.test", family: .ipv4)
+            // 127.0.0.1 states 198.51.100.0/24, a network it is not in: the scope-0 answer serves that statement
+            // only (before, it became every network's answer for its TTL).
+            let chosen = try await Self.udp(
+                lab.dnsPort, Self.query("flat.ecs.test", subnet: try Self.network("198.51.100.0/24")))
+            #expect(try Self.addresses(chosen, "flat.ecs.test") == ["192.0.2.50"])
+            #expect(lab.resolver.cache?.resolution(for: try HostName("flat.ecs.test"), family: .ipv4) == nil)
+            if case .shared = lab.service.subnetAnswers.lookup(
+                key, subnet: try Self.network("203.0.113.0/24"), now: .now)
+            {
+                Issue.record("a chosen network's answer marked the name shared")
+            }
+            // Its own network (a private one stated is never sent upstream: the client's own address stands in).
+            let network = try Self.network("127.0.0.0/24")
             let answer = try await Self.udp(lab.dnsPort, Self.query("flat.ecs.test", subnet: network))
             #expect(try Self.addresses(answer, "flat.ecs.test") == ["192.0.2.50"])
             #expect(try EDNSClientSubnet.find(in: answer)?.scope == 0)
@@ -211,7 +226,6 @@ struct ClientSubnetTests {
             #expect(
                 lab.resolver.cache?.resolution(for: try HostName("flat.ecs.test"), family: .ipv4)?.best?.description
                     == "192.0.2.50")
-            let key = ClientSubnetCache.Key(name: "flat.ecs.test", family: .ipv4)
             guard
                 case .shared = lab.service.subnetAnswers.lookup(
                     key, subnet: try Self.network("203.0.113.0/24"), now: .now)

@@ -40,6 +40,8 @@ struct HTTP2FrameTests {
         let frames = Locked<[Received]>([])
         /// Frames the client's own HTTP/2 handler refused to send, with why.
         let refused = Locked<[String]>([])
+        /// The connection-level window the server gave back (WINDOW_UPDATE on stream 0), in bytes.
+        let connectionWindowGiven = Locked(0)
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let frame = unwrapInboundIn(data)
@@ -63,6 +65,8 @@ struct HTTP2FrameTests {
                 frames.withLock { $0.append(Received(stream: 0, goAway: (code, Int(Int32(last))))) }
             case .settings(.settings(let settings)):
                 frames.withLock { $0.append(Received(stream: 0, settings: settings)) }
+            case .windowUpdate(let increment) where stream == 0:
+                connectionWindowGiven.withLock { $0 += increment }
             default:
                 break
             }

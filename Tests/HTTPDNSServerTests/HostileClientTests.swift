@@ -94,20 +94,20 @@ struct HostileClientTests {
         let port = target.server.port
         let limit = TestTiming.scaled(.seconds(20))
         let head = Array(
-            "GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 4000))\r\n\r\n"
+            "GET /resolve?name=fast.test HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: \(String(repeating: "a", count: 4000))\r\n\r\n"
                 .utf8)
         #expect(
             try await Self.trickle(head, to: port, every: .milliseconds(40), for: limit), "a trickled head is cut off")
         // A body promised whole, trickled: cut off by the body deadline.
         let post = Array(
-            "POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\nContent-Length: 9000\r\n\r\n"
+            "POST /dns-query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/dns-message\r\nContent-Length: 9000\r\n\r\n"
                 .utf8)
         #expect(
             try await Self.trickle(
                 [UInt8](repeating: 0, count: 8000), to: port, every: .milliseconds(40), for: limit, after: post),
             "a trickled body is cut off")
         // After a complete request, bytes that never make the next one do not keep the connection.
-        let answered = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let answered = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         #expect(
             try await Self.trickle(
                 [UInt8](repeating: 0x20, count: 8000), to: port, every: .milliseconds(40), for: limit, after: answered),
@@ -116,7 +116,8 @@ struct HostileClientTests {
         let silent = try await HTTPDNSServerTests.exchange(port: port, [], timeout: TestTiming.scaled(.seconds(20)))
         #expect(silent.closedByServer)
         let fine = try await HTTPDNSServerTests.exchange(
-            port: port, Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            port: port,
+            Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
         #expect(
             fine.reply.hasPrefix("HTTP/1.1 200") && fine.reply.contains("127.0.0.5"),
             "\(fine.reply.prefix(300)) closed: \(fine.closedByServer)")
@@ -129,8 +130,8 @@ struct HostileClientTests {
         let reply = try await HTTPDNSServerTests.exchange(
             port: target.server.port,
             Array(
-                ("HEAD /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\n\r\n"
-                    + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").utf8))
+                ("HEAD /resolve?name=fast.test HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").utf8))
         let responses = reply.reply.components(separatedBy: "HTTP/1.1 ").dropFirst()
         #expect(responses.count == 2, "\(reply.reply)")
         let first = responses.first ?? ""
@@ -157,7 +158,7 @@ struct HostileClientTests {
     func pipelinedBurst() async throws {
         let target = try await Target.start(deadline: .seconds(10))
         let count = 20_000
-        let one = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let one = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         let answers = try await offThePool { () -> Int in
             let fd = try LoopbackTCP.connect(port: target.server.port, receiveTimeout: TestTiming.scaled(.seconds(20)))
             defer { close(fd) }
@@ -210,13 +211,14 @@ struct HostileClientTests {
         let port = try #require(target.server.adminPort)
         // The public listener has no /metrics at all.
         let onPublic = try await HTTPDNSServerTests.exchange(
-            port: target.server.port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            port: target.server.port,
+            Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
         #expect(onPublic.reply.hasPrefix("HTTP/1.1 404"))
         let outcome = try await offThePool { () -> (sentBytes: Int, closed: Bool) in
             let fd = try LoopbackTCP.connect(
                 port: port, receiveTimeout: .seconds(1), receiveBuffer: 4096, sendTimeout: .milliseconds(200))
             defer { close(fd) }
-            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 100).utf8)
+            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", count: 100).utf8)
             var sent = 0
             let started = ContinuousClock.now
             while ContinuousClock.now - started < TestTiming.scaled(.seconds(6)) {
@@ -232,10 +234,10 @@ struct HostileClientTests {
         #expect(outcome.sentBytes < 8 << 20, "the server stopped reading: \(outcome.sentBytes) bytes went in")
         let other = try await HTTPDNSServerTests.exchange(
             port: target.server.port,
-            Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            Array("GET /resolve?name=fast.test HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
         #expect(other.reply.hasPrefix("HTTP/1.1 200"))
         let scrape = try await HTTPDNSServerTests.exchange(
-            port: port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8))
+            port: port, Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
         #expect(scrape.reply.hasPrefix("HTTP/1.1 200"), "another scrape is answered")
         await target.stop()
     }

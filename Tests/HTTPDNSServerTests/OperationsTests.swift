@@ -67,17 +67,20 @@ struct OperationsTests {
         #expect(
             await service.handle(ServiceRequest(method: "GET", target: "/healthz", client: request.client)).status
                 == 200)
-        // Another IPv4 address is another client; IPv6 addresses in one /56 are one client, another /56 another.
+        // Another address of the same /24 is the same client (the default unit), another /24 another; IPv6
+        // addresses in one /48 are one client, another /48 another.
         request.client = IPAddress("127.0.0.10")
+        #expect(await service.handle(request).status == 429, "the same /24")
+        request.client = IPAddress("127.0.1.10")
         #expect(await service.handle(request).status == 200)
         var v6 = ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("2001:db8::1"))
         for _ in 0..<3 { _ = await service.handle(v6) }
         v6.client = IPAddress("2001:db8::ffff")
         #expect(await service.handle(v6).status == 429)
-        v6.client = IPAddress("2001:db8:0:1::1")
-        #expect(await service.handle(v6).status == 429, "another /64 of the same /56")
         v6.client = IPAddress("2001:db8:0:100::1")
-        #expect(await service.handle(v6).status == 200, "another /56")
+        #expect(await service.handle(v6).status == 429, "another /56 of the same /48")
+        v6.client = IPAddress("2001:db8:1::1")
+        #expect(await service.handle(v6).status == 200, "another /48")
         // /metrics answers on the admin listener only, and is never limited there (the operator's scraper); on the
         // public listener it is no endpoint at all.
         #expect(
@@ -112,17 +115,20 @@ struct OperationsTests {
         #expect(limiter.admit(flooder) != nil)
     }
 
-    @Test("clients are counted by network: an IPv4 address (mapped or not), an IPv6 /56 by default, prefixes set")
+    @Test("clients are counted by network: an IPv4 /24 (mapped or not), an IPv6 /48 by default, prefixes set")
     func clientNetworks() throws {
         func network(_ text: String, _ prefixes: ClientPrefixes = ClientPrefixes()) throws -> ClientNetwork {
             ClientNetwork(IPAddress(text), prefixes: prefixes)
         }
         #expect(try network("192.0.2.7") == network("::ffff:192.0.2.7"))
-        #expect(try network("192.0.2.7") != network("192.0.2.8"))
-        #expect(try network("::ffff:192.0.2.7") != network("::ffff:192.0.2.8"))
+        #expect(try network("192.0.2.7") == network("192.0.2.8"), "one /24")
+        #expect(try network("::ffff:192.0.2.7") != network("::ffff:192.0.3.8"))
         #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:2:ffff::9"))
-        #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:ff::1"), "one /56")
-        #expect(try network("2001:db8:1:2::1") != network("2001:db8:1:102::1"), "another /56")
+        #expect(try network("2001:db8:1:2::1") == network("2001:db8:1:ff02::1"), "one /48")
+        #expect(try network("2001:db8:1:2::1") != network("2001:db8:2:2::1"), "another /48")
+        let old = ClientPrefixes(ipv4: 32, ipv6: 56)
+        #expect(try network("192.0.2.7", old) != network("192.0.2.8", old))
+        #expect(try network("2001:db8:1:2::1", old) != network("2001:db8:1:102::1", old), "another /56")
         let wide = ClientPrefixes(ipv4: 24, ipv6: 48)
         #expect(try network("2001:db8:1:2::1", wide) == network("2001:db8:1:ff02::1", wide), "one /48")
         #expect(try network("2001:db8:1:2::1", wide) != network("2001:db8:2:2::1", wide))
@@ -133,11 +139,11 @@ struct OperationsTests {
         // The limiter keeps two mapped IPv4 clients apart, as it does unmapped ones.
         let limiter = RateLimiter(limits: .init(perSecond: 0.001, burst: 1))
         #expect(limiter.admit(IPAddress("::ffff:192.0.2.7")) == nil)
-        #expect(limiter.admit(IPAddress("::ffff:192.0.2.8")) == nil)
+        #expect(limiter.admit(IPAddress("::ffff:192.0.3.8")) == nil)
         #expect(limiter.admit(IPAddress("192.0.2.7")) != nil, "the same client as ::ffff:192.0.2.7")
-        // Many addresses of one /56 share one bucket.
+        // Many addresses of one /48 share one bucket.
         #expect(limiter.admit(IPAddress("2001:db8:7:1::1")) == nil)
-        #expect(limiter.admit(IPAddress("2001:db8:7:2::99")) != nil, "the same /56")
+        #expect(limiter.admit(IPAddress("2001:db8:7:ff02::99")) != nil, "the same /48")
     }
 
     @Test("over a real connection the limit applies to the connection's peer address")
@@ -149,7 +155,7 @@ struct OperationsTests {
         let server = try await HTTPDNSServer.start(
             service: service, configuration: .init(port: 0, idleTimeout: TestTiming.scaled(.milliseconds(500))),
             logger: Self.logger)
-        let one = "GET /resolve?name=multi.test HTTP/1.1\r\nHost: x\r\n\r\n"
+        let one = "GET /resolve?name=multi.test HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         let reply = try await HTTPDNSServerTests.exchange(port: server.port, Array((one + one).utf8))
         #expect(reply.reply.components(separatedBy: "HTTP/1.1 200").count == 2, "\(reply.reply.prefix(200))")
         #expect(reply.reply.contains("HTTP/1.1 429") && reply.reply.lowercased().contains("retry-after: "))

@@ -46,7 +46,7 @@ struct ForgedSourceTests {
         http_answers = 0
         for _ in range(5):
             with socket.create_connection((server, http_port), timeout=10, source_address=(victim, 0)) as http:
-                http.sendall(b"GET /resolve?name=served.test HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                http.sendall(b"GET /resolve?name=served.test HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
                 reply = b""
                 while chunk := http.recv(4096):
                     reply += chunk

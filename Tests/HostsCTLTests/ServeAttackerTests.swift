@@ -198,8 +198,14 @@ struct ServeAttackerTests {
             #expect(try await offThePool { try connection.get("/healthz") }.status == 200)
             http.append(connection)
         }
+        // Every HTTP connection busy (a request head on its way), and the DNS one starts another query right after
+        // its answer: nobody idle gives way (ThirdWaveTests has the idle case).
+        for connection in http { connection.startRequest() }
+        try await Task.sleep(for: .milliseconds(200))
         let dns = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: timeout) }
         #expect(try await offThePool { askDNS(dns) } > 12)
+        _ = [UInt8(0), 40].withUnsafeBytes { send(dns, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+        try await Task.sleep(for: .milliseconds(200))
         // A fifth connection, to DNS: the limit is reached, so it waits (or is closed) unanswered.
         let waiting = try await offThePool {
             try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: .seconds(1))

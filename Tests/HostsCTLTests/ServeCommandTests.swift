@@ -164,7 +164,7 @@ struct ServeNonReaderTests {
                 port: Int(adminPort), receiveTimeout: .seconds(1), receiveBuffer: 4096,
                 sendTimeout: .milliseconds(100))
             defer { close(fd) }
-            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", count: 200).utf8)
+            let request = Array(String(repeating: "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", count: 200).utf8)
             var sent = 0
             let started = ContinuousClock.now
             while ContinuousClock.now - started < .seconds(5) {
@@ -200,6 +200,13 @@ final class KeepAliveConnection: Sendable {
 
     deinit { close(fd) }
 
+    /// Starts a request head and leaves it unfinished: the connection is busy (a request in progress), so the
+    /// server never sheds it to make room for a newcomer.
+    func startRequest() {
+        let partial = Array("GET /healthz HTTP/1.1\r\n".utf8)
+        _ = partial.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
     /// Sends `GET target` and returns the status and body; throws when the server closed the connection.
     func get(_ target: String) throws -> (status: Int, body: String) {
         let response = try exchange(target)
@@ -208,7 +215,7 @@ final class KeepAliveConnection: Sendable {
 
     /// Sends `GET target` and returns the status, the head's header lines (names in lower case) and the body.
     func exchange(_ target: String) throws -> (status: Int, headers: [String: String], body: String) {
-        let request = Array("GET \(target) HTTP/1.1\r\nHost: serve.test\r\n\r\n".utf8)
+        let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
         else {
             throw TestServerError("send failed: the connection is gone")

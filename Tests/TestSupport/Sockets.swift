@@ -148,6 +148,39 @@ public final class BoundUDPSocket: Sendable {
         throw TestServerError("no query for \(name) arrived within \(timeout)")
     }
 
+    /// Waits up to `timeout` for one datagram and returns it with its source port on 127.0.0.1 (for a fake upstream
+    /// that answers, or forges, by hand); `nil` when none came.
+    public func receive(within timeout: Duration) -> (message: [UInt8], source: UInt16)? {
+        let deadline = ContinuousClock.now + timeout
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        while ContinuousClock.now < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 20) == 1 else { continue }
+            var source = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let count = withUnsafeMutablePointer(to: &source) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(fd, &buffer, buffer.count, 0, $0, &length)
+                }
+            }
+            if count > 0 { return (Array(buffer[0..<count]), UInt16(bigEndian: source.sin_port)) }
+        }
+        return nil
+    }
+
+    /// Sends `message` from this socket to `port` on 127.0.0.1.
+    public func send(_ message: [UInt8], to port: UInt16) {
+        var destination = sockaddr_in()
+        destination.sin_family = sa_family_t(AF_INET)
+        destination.sin_addr.s_addr = inet_addr("127.0.0.1")
+        destination.sin_port = port.bigEndian
+        _ = withUnsafePointer(to: &destination) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, message, message.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+    }
+
     /// Reads queries for `duration` without answering any, and returns their question names in arrival order
     /// (a retried query appears once per datagram).
     public func questions(during duration: Duration) -> [String] {

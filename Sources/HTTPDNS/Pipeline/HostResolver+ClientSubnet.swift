@@ -15,6 +15,7 @@ extension HostResolver {
         var host: HostName
         var family: AddressFamily
         var subnet: IPNetwork
+        var sharing: Bool
     }
 
     /// Resolves `host` (fully qualified: no search domain is tried) for clients in `clientSubnet`, as a server
@@ -24,16 +25,18 @@ extension HostResolver {
     /// client (scope 0) is stored in the cache as any upstream answer is (so later lookups without a network find
     /// it); a scoped one is not (it holds for the scope only, which the caller keeps by network), and its addresses
     /// are ranked by the scores the cache keeps for them.
+    /// `sharing: false` (a network a client chose rather than its own) stores nothing: a scope-0 answer to it is
+    /// that client's alone.
     /// - Returns: The answer and its scope, or `nil` when no upstream can ask for a client network (the caller
     ///   then uses ``resolveRanked(_:family:)``, the server's own view).
     /// - Throws: `HTTPDNSError`: a trusted NXDOMAIN or no-data at once; otherwise the last upstream's failure.
-    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
-        -> SubnetAnswer?
+    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool = true)
+        async throws -> SubnetAnswer?
     {
         if let answer = localAnswer(host, family: family) { return SubnetAnswer(answer: answer, scope: 0) }
-        let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet)
+        let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         return try await subnetFlights.run(key) { [self] in
-            try await askForSubnet(host, family: family, clientSubnet: clientSubnet)
+            try await askForSubnet(host, family: family, clientSubnet: clientSubnet, sharing: sharing)
         }
     }
 
@@ -46,8 +49,8 @@ extension HostResolver {
         return nil
     }
 
-    private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
-        -> SubnetAnswer?
+    private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool)
+        async throws -> SubnetAnswer?
     {
         let (upstreams, guardEveryUpstream, race) = state.withLock {
             ($0.upstreams, $0.configuration.guardsEveryUpstream, $0.configuration.race)
@@ -64,6 +67,10 @@ extension HostResolver {
                 let scoped = try await resolver.resolve(host, family: family, clientSubnet: clientSubnet)
                 if guardEveryUpstream { try Self.guardAddresses(scoped.resolution, from: upstream, host: host) }
                 guard scoped.scopePrefixLength > 0 else {
+                    guard sharing else {
+                        return SubnetAnswer(
+                            answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream), scope: 0)
+                    }
                     let stored = store(
                         scoped.resolution, host: host, family: family, upstream: upstream.identity, merge: false)
                     return SubnetAnswer(answer: stored, scope: 0)

@@ -54,8 +54,9 @@ extension HostResolver {
         /// Whether HTTP DNS providers that do not say accept private, loopback and link-local answers
         /// (`guard.allowPrivateAnswers`, default `false`).
         package var allowsPrivateAnswers: Bool
-        /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only HTTP DNS
-        /// (`guard.everyUpstream`, default `false`).
+        /// Apply the private-address guard to every upstream (c-ares, the system resolver, and HTTP DNS providers
+        /// whatever their `allowPrivateAnswers`), not only HTTP DNS (`guard.everyUpstream`, default `false`;
+        /// `hostsctl serve` sets it unless `serve.probeGuardedAddresses`).
         package var guardsEveryUpstream: Bool
         /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
         /// ``sources``).

@@ -120,9 +120,9 @@ extension HostResolver {
                     throw HTTPDNSError(
                         code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
                 }
-                if guardEveryUpstream, upstream.kind != .httpDNS {
-                    try Self.guardAddresses(resolution, from: upstream, host: host)
-                }
+                // Every upstream, HTTP DNS too: a provider allowed private answers (`allowPrivateAnswers`, for an
+                // internal provider an application asks) is still guarded when the pipeline serves others.
+                if guardEveryUpstream { try Self.guardAddresses(resolution, from: upstream, host: host) }
                 return (resolution, upstream)
             } catch let error as CancellationError {
                 throw error

@@ -5,10 +5,11 @@ import Synchronization
 ///
 /// Names cannot be metric labels (a label per name would grow `/metrics` without bound), so this is the one count the
 /// console keeps apart from the metrics. It costs the answer path one relaxed atomic add per request: one request in
-/// ``sampleEvery`` is counted in a table of at most ``capacity`` names. A full table halves every count and drops
-/// those that reach zero before it takes a new name, so names asked often stay and a flood of new names (a random
-/// subdomain attack) only churns the bottom of the table; the work of a halving is spread over the sampled requests
-/// that fill the table again.
+/// ``sampleEvery`` is counted in a table of at most ``capacity`` names. A full table gives a new name the place of
+/// the least counted one, which it inherits the count of plus one (the "space-saving" summary of Metwally et al.):
+/// one entry goes, never more, so names asked often stay and a flood of new names (a random subdomain attack) only
+/// churns the bottom of the table. Only host names are counted: a question that is not one (control characters,
+/// escape sequences for the operator's terminal, bytes past ASCII) never reaches the console.
 final class BusyNames: Sendable {
     /// One name and how often it was asked.
     struct Entry: Sendable, Hashable {
@@ -41,19 +42,21 @@ final class BusyNames: Sendable {
     func observe(_ name: String) {
         let count = requests.wrappingAdd(1, ordering: .relaxed).newValue
         guard count % sampleEvery == 0 else { return }
+        guard let host = try? HostName(name) else { return }
         let capacity = self.capacity
-        let name = name.lowercased()
+        let name = host.name
         table.withLock { table in
             table.sampled += 1
             if let known = table.counts[name] {
                 table.counts[name] = known + 1
                 return
             }
-            if table.counts.count >= capacity {
-                table.counts = table.counts.compactMapValues { $0 > 1 ? $0 / 2 : nil }
-                if table.counts.count >= capacity { return }
+            var inherited: UInt64 = 0
+            if table.counts.count >= capacity, let least = table.counts.min(by: { $0.value < $1.value }) {
+                table.counts[least.key] = nil
+                inherited = least.value
             }
-            table.counts[name] = 1
+            table.counts[name] = inherited + 1
         }
     }
 

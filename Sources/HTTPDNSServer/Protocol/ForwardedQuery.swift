@@ -1,7 +1,9 @@
 package import HTTPDNS
 
-/// What the service does to a query before relaying it to the forwarder: a client's EDNS Client Subnet option is
-/// removed (the server's own network is what upstreams see), and reverse lookups into guarded ranges are refused.
+/// What the service does to a query before relaying it to the forwarder: every EDNS option of the client is removed
+/// (its subnet: the server chooses what upstreams see; its cookie, padding and the rest: they belong to the client's
+/// hop, and the relay cache's key does not hold them, so what went upstream must not depend on them), and reverse
+/// lookups into guarded ranges are refused.
 package enum ForwardedQuery {
     /// Why a message cannot be relayed.
     package struct Unreadable: Error {}
@@ -9,13 +11,20 @@ package enum ForwardedQuery {
     /// `message` without any EDNS Client Subnet option (code 8) in its OPT record; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
     package static func strippingClientSubnet(_ message: [UInt8], questionEnd: Int) throws(Unreadable) -> [UInt8] {
-        try strippingOptions(message, questionEnd: questionEnd, codes: [EDNSClientSubnet.optionCode])
+        try strippingOptions(message, questionEnd: questionEnd) { $0 == EDNSClientSubnet.optionCode }
     }
 
-    /// `message` without the EDNS options of `codes` in its OPT record; the rest byte for byte.
+    /// `message` with an OPT record that carries no option but a forwarding marker (``ForwardingMarker``, which
+    /// must travel on for loops to be seen), its payload size and flags kept, as relayed.
+    /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
+    package static func strippingEveryOption(_ message: [UInt8], questionEnd: Int) throws(Unreadable) -> [UInt8] {
+        try strippingOptions(message, questionEnd: questionEnd) { $0 != ForwardingMarker.optionCode }
+    }
+
+    /// `message` without the EDNS options whose code `removes` says; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
     static func strippingOptions(
-        _ message: [UInt8], questionEnd: Int, codes: Set<UInt16>
+        _ message: [UInt8], questionEnd: Int, removing removes: (UInt16) -> Bool
     ) throws(Unreadable) -> [UInt8] {
         guard message.count >= 12 else { throw Unreadable() }
         func count(_ at: Int) -> Int { Int(message[at]) << 8 | Int(message[at + 1]) }
@@ -44,7 +53,7 @@ package enum ForwardedQuery {
                 let code = count(cursor)
                 let length = count(cursor + 2)
                 guard cursor + 4 + length <= dataStart + dataLength else { throw Unreadable() }
-                if !codes.contains(UInt16(code)) { options += message[cursor..<cursor + 4 + length] }
+                if !removes(UInt16(code)) { options += message[cursor..<cursor + 4 + length] }
                 cursor += 4 + length
             }
             out += message[start..<offset + 8]

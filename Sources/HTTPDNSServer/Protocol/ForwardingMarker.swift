@@ -51,7 +51,7 @@ package struct ForwardingMarker: Sendable {
         let hops = min((Self.read(message)?.hops ?? 0) + 1, 255)
         guard
             let stripped = try? ForwardedQuery.strippingOptions(
-                message, questionEnd: questionEnd, codes: [Self.optionCode])
+                message, questionEnd: questionEnd, removing: { $0 == Self.optionCode })
         else { return nil }
         let option = [UInt8(Self.optionCode >> 8), UInt8(Self.optionCode & 0xFF), 0, 9] + token + [UInt8(hops)]
         guard let options = DNSMessageWalk.optOptions(stripped) else {

@@ -41,6 +41,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let limits: Limits
     private let onClose: (Reason) -> Void
+    /// Where ``Connections`` reads whether the connection is idle (to shed the longest-idle one at the limit).
+    private let activity: ConnectionActivity?
+    /// What `activity` was last told: idle (no request in progress, handshake done).
+    private var toldIdle = false
     private var handshaking: Bool
     private var isHTTP2 = false
     private var servedAny = false
@@ -62,10 +66,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// - Parameters:
     ///   - tls: Whether a TLS handshake comes first.
+    ///   - activity: Told whether the connection is idle.
     ///   - onClose: Told why, when the guard closes the connection.
-    init(limits: Limits, tls: Bool, onClose: @escaping (Reason) -> Void) {
+    init(limits: Limits, tls: Bool, activity: ConnectionActivity? = nil, onClose: @escaping (Reason) -> Void) {
         self.limits = limits
         self.handshaking = tls
+        self.activity = activity
         self.onClose = onClose
         self.quietSince = .now()
     }
@@ -74,6 +80,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = context
         quietSince = .now()
         rearm(context: context)
+        tellActivity()
+    }
+
+    /// Tells ``activity`` when the connection turns idle or busy (a store only on a change).
+    private func tellActivity() {
+        guard let activity else { return }
+        let idle = !handshaking && headStarted == nil && receiving.isEmpty && answering == 0
+        guard idle != toldIdle else { return }
+        toldIdle = idle
+        if idle { activity.idle(since: quietSince) } else { activity.busy() }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -95,6 +111,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if !isHTTP2, !handshaking, headStarted == nil, receiving.isEmpty, answering == 0 {
             headStarted = .now()
             rearm(context: context)
+            tellActivity()
         }
         context.fireChannelRead(data)
     }
@@ -105,6 +122,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             isHTTP2 = negotiated == "h2"
             quietSince = .now()
             rearm(context: context)
+            tellActivity()
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -121,6 +139,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 earlier = quietSince + limits.idleTimeout < armedFor
             }
             if earlier || timer == nil, let context { rearm(context: context) }
+            tellActivity()
         }
         switch event {
         case .http2:

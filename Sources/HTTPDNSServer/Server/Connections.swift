@@ -2,11 +2,16 @@ import CoreMetrics
 import HTTPDNS
 import Logging
 import NIOCore
+import Synchronization
 
 /// The open connections, for graceful shutdown and the connection limits.
 ///
-/// At the total limit, accepting stops by turning `autoRead` off on the listening channel (the kernel keeps queueing
-/// connections in the backlog) and starts again when one closes. The listeners (HTTP, DNS over TCP, DNS over TLS)
+/// At the total limit a new connection takes the place of the longest-idle one (no request in progress, handshake
+/// done; see ``ConnectionActivity``), which is closed: well-behaved keep-alive connections that hold places while
+/// doing nothing give way to newcomers, so a few networks each at their own limit cannot lock everyone else out.
+/// Only when every connection has a request in progress does accepting stop, by turning `autoRead` off on the
+/// listening channel (the kernel keeps queueing connections in the backlog); it starts again when one closes, or
+/// when a check a second later finds one idle. The listeners (HTTP, DNS over TCP, DNS over TLS)
 /// share the limit: each one that accepts a connection while the limit is reached is paused too (that connection is
 /// closed), and every paused listener is resumed when the count falls below the limit, whichever listener's
 /// connection closed. A listener with a limit of its own (`HTTPDNSServer.Configuration.ListenerLimits`) is paused the
@@ -16,8 +21,15 @@ import NIOCore
 /// hold one client's connections back while serving others'); the table of counts only holds networks with a
 /// connection open.
 final class Connections: Sendable {
+    private struct Entry {
+        var channel: any Channel
+        var activity: ConnectionActivity
+    }
+
     private struct State {
-        var open: [ObjectIdentifier: any Channel] = [:]
+        var open: [ObjectIdentifier: Entry] = [:]
+        /// Connections closed to make room, still open until their close completes: they count no more.
+        var shed: Set<ObjectIdentifier> = []
         var perClient: [ClientNetwork: Int] = [:]
         /// Connections open by listening channel, for the listeners with a limit of their own.
         var perListener: [ObjectIdentifier: Int] = [:]
@@ -46,32 +58,49 @@ final class Connections: Sendable {
 
     var count: Int { state.withLock { $0.open.count } }
 
-    var all: [any Channel] { state.withLock { Array($0.open.values) } }
+    var all: [any Channel] { state.withLock { $0.open.values.map(\.channel) } }
 
-    /// Counts `channel` from `client` as open until it closes; `false` (and nothing counted) when the total limit,
-    /// its listener's `listenerLimit` or the client's is already reached.
-    func admit(_ channel: any Channel, client: ClientNetwork, listenerLimit: Int? = nil) -> Bool {
+    /// Counts `channel` from `client` as open until it closes, and returns where its guard tells whether it is
+    /// idle; `nil` (and nothing counted) when its listener's `listenerLimit` or the client's is already reached, or
+    /// the total is and no connection is idle to make room.
+    func admit(_ channel: any Channel, client: ClientNetwork, listenerLimit: Int? = nil) -> ConnectionActivity? {
         let key = ObjectIdentifier(channel)
         let listenerKey = channel.parent.map { ObjectIdentifier($0) }
         // Connections without an address to go by (not TCP) count only towards the total.
         let counted = client != .shared
-        let (admitted, paused, overClientLimit) = state.withLock { state in
+        let activity = ConnectionActivity()
+        let (admitted, paused, overClientLimit, shed) = state.withLock {
+            state -> (Bool, Bool, Bool, (any Channel)?) in
             let ownCount = listenerKey.map { state.perListener[$0, default: 0] } ?? 0
-            guard state.open.count < limit, ownCount < listenerLimit ?? .max else {
-                // Another listener reached the total first, or this one accepted past its own limit: it waits too.
-                return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false)
+            guard ownCount < listenerLimit ?? .max else {
+                // This listener accepted past its own limit: it waits.
+                return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false, nil)
             }
-            if counted {
-                let current = state.perClient[client, default: 0]
-                guard current < perClientLimit else { return (false, false, true) }
-                state.perClient[client] = current + 1
+            if counted, state.perClient[client, default: 0] >= perClientLimit { return (false, false, true, nil) }
+            var shed: (any Channel)?
+            if state.open.count - state.shed.count >= limit {
+                // Full: the longest-idle connection makes room, else accepting waits for one to close.
+                guard let victim = Self.longestIdle(state) else {
+                    return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false, nil)
+                }
+                state.shed.insert(victim)
+                shed = state.open[victim]?.channel
             }
-            state.open[key] = channel
+            if counted { state.perClient[client, default: 0] += 1 }
+            state.open[key] = Entry(channel: channel, activity: activity)
             if let listenerKey { state.perListener[listenerKey] = ownCount + 1 }
             // Recorded under the lock, so the gauge's last value is the last count.
-            metrics?.connectionsOpen.record(state.open.count)
-            guard state.open.count == limit || ownCount + 1 == listenerLimit else { return (true, false, false) }
-            return (true, Self.pause(channel.parent, limit: listenerLimit, &state), false)
+            metrics?.connectionsOpen.record(state.open.count - state.shed.count)
+            // Full now with nobody idle to give way: the next clients wait in the backlog (looked at again each
+            // second, and when a connection closes), rather than being accepted and closed.
+            let full = state.open.count - state.shed.count >= limit && Self.longestIdle(state) == nil
+            guard ownCount + 1 == listenerLimit || full else { return (true, false, false, shed) }
+            return (true, Self.pause(channel.parent, limit: listenerLimit, &state), false, shed)
+        }
+        if let shed {
+            counts.withLock { $0.shed += 1 }
+            metrics?.connectionsShed.increment()
+            shed.close(promise: nil)
         }
         if overClientLimit {
             counts.withLock { $0.refusedPerClient += 1 }
@@ -81,17 +110,19 @@ final class Connections: Sendable {
                 metadata: ["limit": "\(perClientLimit)"])
         }
         if paused {
+            resumeWhenIdle(on: channel.eventLoop)
             counts.withLock { $0.pauses += 1 }
             metrics?.acceptPauses.increment()
             logger.notice(
                 "connection limit reached; new connections wait in the backlog",
                 metadata: ["limit": "\(limit)", "listenerLimit": "\(listenerLimit.map(String.init) ?? "none")"])
         }
-        guard admitted else { return false }
+        guard admitted else { return nil }
         channel.closeFuture.whenComplete { [self] _ in
             state.withLock { state in
                 state.open[key] = nil
-                metrics?.connectionsOpen.record(state.open.count)
+                state.shed.remove(key)
+                metrics?.connectionsOpen.record(state.open.count - state.shed.count)
                 if counted {
                     let remaining = state.perClient[client, default: 1] - 1
                     state.perClient[client] = remaining > 0 ? remaining : nil
@@ -103,13 +134,38 @@ final class Connections: Sendable {
                 Self.resume(&state, limit: limit)
             }
         }
-        return true
+        return activity
+    }
+
+    /// The connection idle the longest (not shed already), if any is idle. A scan: it runs only at the limit, and
+    /// the limit is a few thousand connections (docs/security.md).
+    private static func longestIdle(_ state: State) -> ObjectIdentifier? {
+        var oldest: (key: ObjectIdentifier, since: UInt64)?
+        for (key, entry) in state.open {
+            guard let since = entry.activity.idleSince, !state.shed.contains(key) else { continue }
+            if since < oldest?.since ?? .max { oldest = (key, since) }
+        }
+        return oldest?.key
+    }
+
+    /// Resumes the listeners paused at the total limit if a connection has become idle since (so a new one can take
+    /// its place); else looks again a second later. Paused listeners are otherwise resumed when a connection closes.
+    private func resumeWhenIdle(on eventLoop: any EventLoop) {
+        eventLoop.scheduleTask(in: .seconds(1)) { [self] in
+            let again = state.withLock { state -> Bool in
+                guard !state.paused.isEmpty else { return false }
+                guard Self.longestIdle(state) != nil else { return true }
+                Self.resume(&state, limit: .max)
+                return false
+            }
+            if again { resumeWhenIdle(on: eventLoop) }
+        }
     }
 
     /// Resumes every paused listener that fits again: below the total limit and below its own. Call it under the
     /// lock.
     private static func resume(_ state: inout State, limit: Int) {
-        guard !state.paused.isEmpty, state.open.count < limit else { return }
+        guard !state.paused.isEmpty, state.open.count - state.shed.count < limit else { return }
         for (key, paused) in state.paused where state.perListener[key, default: 0] < paused.limit ?? .max {
             paused.listener.setOption(.autoRead, value: true).whenFailure { _ in }
             state.paused[key] = nil
@@ -123,4 +179,26 @@ final class Connections: Sendable {
         listener.setOption(.autoRead, value: false).whenFailure { _ in }
         return true
     }
+}
+
+/// Whether one connection is between requests, and since when: its ``ConnectionGuard`` writes it on the
+/// connection's event loop as requests come and go, and ``Connections`` reads it from the accepting thread when it
+/// must make room. One atomic word: a store per change of state, a load per look.
+final class ConnectionActivity: Sendable {
+    private static let busy = UInt64.max
+    /// `NIODeadline.uptimeNanoseconds` of when the connection became idle; ``busy`` while a request is in progress
+    /// or the TLS handshake is not done (a new connection starts busy).
+    private let since = Atomic<UInt64>(ConnectionActivity.busy)
+
+    /// When the connection became idle, `nil` while it is busy.
+    var idleSince: UInt64? {
+        let value = since.load(ordering: .relaxed)
+        return value == Self.busy ? nil : value
+    }
+
+    /// The connection has no request in progress since `moment`.
+    func idle(since moment: NIODeadline) { since.store(moment.uptimeNanoseconds, ordering: .relaxed) }
+
+    /// A request (or the handshake) is in progress.
+    func busy() { since.store(Self.busy, ordering: .relaxed) }
 }

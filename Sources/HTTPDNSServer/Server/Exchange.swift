@@ -21,6 +21,8 @@ struct Exchange: Sendable {
     var memo: NIOLoopBoundBox<AnswerMemo>?
     /// Which listener accepted the connection.
     var listener: ServiceRequest.Listener = .service
+    /// The admin listener's DNS rebinding defences (`nil` on the public listeners).
+    var adminOrigin: AdminOrigin?
 
     /// Answers `request`. When nothing needs waiting (an error, or every lookup answered by a local layer or the
     /// cache) the answer is returned at once, on the event loop, without a task switch. Otherwise `nil` comes back
@@ -51,7 +53,9 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
-        guard let ticket = service.admitUpstream(request) else {
+        var relays = false
+        if case .forward = plan.work { relays = true }
+        guard let ticket = service.admitUpstream(request, relay: relays) else {
             let response = HTTPDNSService.upstreamBusy
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response

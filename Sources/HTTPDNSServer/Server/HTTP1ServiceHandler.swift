@@ -126,6 +126,20 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
             needsFlush = true
             return
         }
+        if let origin = exchange.adminOrigin {
+            if !origin.allows(host: head.headers.first(name: "host")) {
+                write(context: context, head: head, .text(421, "this listener does not answer for that Host"))
+                needsFlush = true
+                return
+            }
+            if RequestTarget(head.uri).path == "/stats.json",
+                !AdminOrigin.allowsStats(fetchSite: head.headers.first(name: "sec-fetch-site"))
+            {
+                write(context: context, head: head, .text(403, "/stats.json is not for other sites' pages"))
+                needsFlush = true
+                return
+            }
+        }
         // HEAD is answered as GET without the body.
         let method = head.method == .HEAD ? "GET" : head.method.rawValue
         var serviceRequest = ServiceRequest(

@@ -28,7 +28,8 @@ public final class HTTPDNSServer: Sendable {
         public var certificatePath: String?
         /// The PEM private key file.
         public var privateKeyPath: String?
-        /// The largest request body (a DoH POST); larger ones get 413.
+        /// The largest request body (a DoH POST); larger ones get 413. 4 KiB by default: a DNS query with every
+        /// EDNS option a client sends (subnet, cookie, padding to 128 bytes) is a few hundred bytes.
         public var maximumBodyBytes: Int
         /// A connection with no request in progress is closed this long after its last complete request (bytes
         /// that do not make a request do not restart it).
@@ -68,6 +69,9 @@ public final class HTTPDNSServer: Sendable {
         /// network), counted apart from ``maximumConnections``, so that clients filling the public listeners never
         /// lock the operator out.
         public var maximumAdminConnections: Int
+        /// Names besides loopback literals, `localhost` and its own address that the admin listener answers for in
+        /// `Host` (any other gets 421: a DNS rebinding defence, see docs/security.md).
+        public var adminHostNames: [String] = []
         /// Limits of each public listener's own, within ``maximumConnections``.
         public var listenerLimits: ListenerLimits
 
@@ -93,8 +97,8 @@ public final class HTTPDNSServer: Sendable {
         /// Creates a configuration; plain HTTP on 127.0.0.1:8053 by default.
         public init(
             host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
-            privateKeyPath: String? = nil, maximumBodyBytes: Int = 65_535, idleTimeout: Duration = .seconds(30),
-            maximumConnections: Int = 10_000, maximumConnectionsPerClient: Int = 1_000,
+            privateKeyPath: String? = nil, maximumBodyBytes: Int = 4_096, idleTimeout: Duration = .seconds(30),
+            maximumConnections: Int = 1_024, maximumConnectionsPerClient: Int = 64,
             handshakeTimeout: Duration = .seconds(10), requestHeadTimeout: Duration = .seconds(10),
             requestBodyTimeout: Duration = .seconds(10), writeTimeout: Duration = .seconds(10),
             maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes(),
@@ -155,10 +159,12 @@ public final class HTTPDNSServer: Sendable {
     private let logger: Logger
 
     /// Connections accepted, how many of the TLS ones negotiated HTTP/2 and HTTP/1.1, how often the connection
-    /// limit stopped accepting, and how many connections the per-client limit closed.
+    /// limit stopped accepting, how many idle connections were closed to make room, and how many connections the
+    /// per-client limit closed.
     struct ProtocolCounts: Sendable, Hashable {
         var accepted = 0
         var pauses = 0
+        var shed = 0
         var refusedPerClient = 0
         var http2 = 0
         var http1OverTLS = 0
@@ -201,7 +207,9 @@ public final class HTTPDNSServer: Sendable {
             counts: counts)
         // The admin listener first: it has a fixed port by default, the likeliest to be taken.
         var admin: (any Channel)?
-        if let address = configuration.adminListen { admin = try await setup.bindAdmin(address) }
+        if let address = configuration.adminListen {
+            admin = try await setup.bindAdmin(address, hostNames: configuration.adminHostNames)
+        }
         let listener: any Channel
         let dns: ListenerSetup.DNSListeners
         do {

@@ -107,23 +107,31 @@ struct ListenerSetup: Sendable {
     /// Admits a new connection from its client's network. Returns the client's address (itself `nil` when the
     /// channel has none), or `nil` when the connection is refused: over the client's own limit, or accepted in the
     /// same burst as the one that reached the total limit, before accepting stopped. The caller closes it then.
-    private func admit(_ channel: any Channel, to table: Connections, listenerLimit: Int?) -> IPAddress?? {
+    private func admit(_ channel: any Channel, to table: Connections, listenerLimit: Int?) -> Admitted? {
         let client = Exchange.clientAddress(channel)
-        guard table.admit(channel, client: ClientNetwork(client, prefixes: prefixes), listenerLimit: listenerLimit)
+        guard
+            let activity = table.admit(
+                channel, client: ClientNetwork(client, prefixes: prefixes), listenerLimit: listenerLimit)
         else { return nil }
-        return .some(client)
+        return Admitted(client: client, activity: activity)
+    }
+
+    /// An admitted connection's client and where its guard says whether it is idle.
+    private struct Admitted {
+        var client: IPAddress?
+        var activity: ConnectionActivity
     }
 
     /// The exchange and deadlines of a connection accepted on `channel`.
     private func exchange(
-        _ channel: any Channel, client: IPAddress?, transport: ServiceRequest.Transport, tls: Bool,
+        _ channel: any Channel, _ admitted: Admitted, transport: ServiceRequest.Transport, tls: Bool,
         listener: ServiceRequest.Listener = .service
     ) -> (Exchange, ConnectionGuard) {
         let metrics = service.metrics
         let exchange = Exchange(
-            service: service, limits: limits, logger: logger, client: client, transport: transport,
+            service: service, limits: limits, logger: logger, client: admitted.client, transport: transport,
             memo: listener == .service ? memos[ObjectIdentifier(channel.eventLoop)] : nil, listener: listener)
-        let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls) { reason in
+        let connectionGuard = ConnectionGuard(limits: guardLimits, tls: tls, activity: admitted.activity) { reason in
             metrics.closedByGuard(reason.rawValue)
         }
         return (exchange, connectionGuard)
@@ -140,12 +148,13 @@ struct ListenerSetup: Sendable {
                     $0.accepted += 1
                     $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
                 }
-                guard let client = setup.admit(channel, to: setup.connections, listenerLimit: setup.listenerLimits.http)
+                guard
+                    let admitted = setup.admit(channel, to: setup.connections, listenerLimit: setup.listenerLimits.http)
                 else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let (exchange, connectionGuard) = setup.exchange(
-                        channel, client: client, transport: tls == nil ? .http : .https, tls: tls != nil)
+                        channel, admitted, transport: tls == nil ? .http : .https, tls: tls != nil)
                     if let tls {
                         try sync.addHandler(NIOSSLServerHandler(context: tls))
                         try sync.addHandler(connectionGuard)
@@ -162,16 +171,18 @@ struct ListenerSetup: Sendable {
 
     /// The admin listener: plain HTTP/1.1 for the operator's endpoints, with the same deadlines as the public one
     /// but a table of connections of its own.
-    func bindAdmin(_ address: ServerAddress) async throws -> any Channel {
+    func bindAdmin(_ address: ServerAddress, hostNames: [String]) async throws -> any Channel {
         let setup = self
+        let origin = AdminOrigin(listen: address.ip, names: hostNames)
         return try await streamBootstrap()
             .childChannelInitializer { channel in
-                guard let client = setup.admit(channel, to: setup.adminConnections, listenerLimit: nil) else {
+                guard let admitted = setup.admit(channel, to: setup.adminConnections, listenerLimit: nil) else {
                     return channel.close()
                 }
                 return channel.eventLoop.makeCompletedFuture {
-                    let (exchange, connectionGuard) = setup.exchange(
-                        channel, client: client, transport: .http, tls: false, listener: .admin)
+                    var (exchange, connectionGuard) = setup.exchange(
+                        channel, admitted, transport: .http, tls: false, listener: .admin)
+                    exchange.adminOrigin = origin
                     try channel.pipeline.syncOperations.addHandler(connectionGuard)
                     try Self.http1(channel.pipeline, exchange, connectionGuard)
                 }
@@ -230,13 +241,13 @@ struct ListenerSetup: Sendable {
         return try await streamBootstrap()
             .childChannelInitializer { channel in
                 let limit = context == nil ? setup.listenerLimits.dns : setup.listenerLimits.dot
-                guard let client = setup.admit(channel, to: setup.connections, listenerLimit: limit) else {
+                guard let admitted = setup.admit(channel, to: setup.connections, listenerLimit: limit) else {
                     return channel.close()
                 }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let (exchange, connectionGuard) = setup.exchange(
-                        channel, client: client, transport: context == nil ? .tcp : .tls, tls: context != nil)
+                        channel, admitted, transport: context == nil ? .tcp : .tls, tls: context != nil)
                     if let context { try sync.addHandler(NIOSSLServerHandler(context: context)) }
                     try sync.addHandler(connectionGuard)
                     try sync.addHandler(DNSStreamHandler(exchange, connectionGuard: connectionGuard))

@@ -2,17 +2,18 @@ import HTTPDNS
 
 /// How much of a client's address names its network for rate and connection limits.
 ///
-/// An IPv6 end site usually gets a /56 or a /48 and can use every address in it, so counting IPv6 clients by /64
-/// would let one site take 256 or 65,536 places; by default an IPv6 client is its /56 and an IPv4 client its own
-/// address.
+/// One client network is the unit of every bound of docs/security.md: an IPv4 /24 and an IPv6 /48 by default, the
+/// same for connections, rate buckets and upstream places. An IPv6 end site usually gets a /56 or a /48 and can use
+/// every address in it, and one IPv4 holder often has a whole /24, so counting by anything longer would let one
+/// site take 256 or 65,536 places.
 public struct ClientPrefixes: Sendable, Hashable {
     /// The prefix length an IPv4 client is counted by (8 to 32).
     public var ipv4: Int
     /// The prefix length an IPv6 client is counted by (16 to 128).
     public var ipv6: Int
 
-    /// IPv4 /32 and IPv6 /56 by default.
-    public init(ipv4: Int = 32, ipv6: Int = 56) {
+    /// IPv4 /24 and IPv6 /48 by default.
+    public init(ipv4: Int = 24, ipv6: Int = 48) {
         self.ipv4 = min(max(ipv4, 8), 32)
         self.ipv6 = min(max(ipv6, 16), 128)
     }

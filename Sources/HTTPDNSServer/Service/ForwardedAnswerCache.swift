@@ -6,7 +6,7 @@ package import HTTPDNS
 /// A kept answer is served with every TTL lowered by the seconds it has been kept, and the client's ID. Only
 /// NOERROR and NXDOMAIN answers with at least one record (so a TTL: the records', or the SOA's for a negative
 /// answer, RFC 2308) and no EDNS options (a cookie belongs to one client, RFC 7873) are kept, at most
-/// ``capacity`` of them (past it, expired entries go first, then all). The key is the question as the client wrote it
+/// ``capacity`` of them (past it, the one kept longest makes room: one entry, never all). The key is the question as the client wrote it
 /// with ASCII case folded, its RD and CD flags and its DO bit: what can change the answer after the client's subnet
 /// option is stripped.
 package final class ForwardedAnswerCache: Sendable {
@@ -23,7 +23,18 @@ package final class ForwardedAnswerCache: Sendable {
     let capacity: Int
     /// The largest answer kept: with ``capacity``, at most 16 MiB are held.
     static let maximumAnswerBytes = 4_096
-    private let entries = Locked([[UInt8]: Entry]())
+    private struct State {
+        var entries: [[UInt8]: Entry] = [:]
+        /// Keys in the order they were kept, from `head` on (a key kept again appears twice: the older copy removes
+        /// nothing, or the newer entry a little early).
+        var order: [[UInt8]] = []
+        var head = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Answers kept now.
+    var count: Int { state.withLock { $0.entries.count } }
 
     package init(capacity: Int = 4_096) {
         self.capacity = max(capacity, 1)
@@ -36,10 +47,10 @@ package final class ForwardedAnswerCache: Sendable {
         -> (answer: [UInt8], ttl: UInt32)?
     {
         guard let key = Self.key(query, network: network) else { return nil }
-        let found = entries.withLock { entries -> Entry? in
-            guard let entry = entries[key] else { return nil }
+        let found = state.withLock { state -> Entry? in
+            guard let entry = state.entries[key] else { return nil }
             guard now - entry.kept < .seconds(Int64(entry.lifetime)) else {
-                entries[key] = nil
+                state.entries[key] = nil
                 return nil
             }
             return entry
@@ -73,12 +84,19 @@ package final class ForwardedAnswerCache: Sendable {
         guard code == 0 || code == 3, let ttls = Self.recordTTLs(answer), let lifetime = ttls.map(\.ttl).min(),
             lifetime > 0
         else { return }
-        entries.withLock { entries in
-            if entries.count >= capacity {
-                entries = entries.filter { now - $0.value.kept < .seconds(Int64($0.value.lifetime)) }
-                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+        state.withLock { state in
+            if state.entries[key] == nil {
+                while state.entries.count >= capacity, state.head < state.order.count {
+                    state.entries[state.order[state.head]] = nil
+                    state.head += 1
+                }
+                if state.head > capacity {
+                    state.order.removeFirst(state.head)
+                    state.head = 0
+                }
+                state.order.append(key)
             }
-            entries[key] = Entry(answer: answer, ttls: ttls, kept: now, lifetime: lifetime)
+            state.entries[key] = Entry(answer: answer, ttls: ttls, kept: now, lifetime: lifetime)
         }
     }
 

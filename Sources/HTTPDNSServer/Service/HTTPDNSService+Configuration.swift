@@ -39,10 +39,18 @@ extension HTTPDNSService {
         /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
         /// account with a secret only signed requests are answered).
         package var accounts: [String: HTTPDNSSecret?]
-        /// Requests per second each client network (IPv4 /32, IPv6 /64) may make; 0 turns the limit off.
+        /// Requests per second each client network (``clientPrefixes``) may make over TCP, DNS over TLS and HTTP;
+        /// 0 (the default) turns the limit off.
         package var rateLimitPerSecond: Double
         /// How many requests a client may make at once before the rate applies.
         package var rateLimitBurst: Double
+        /// UDP queries per second each client network may make (a bucket apart from its other transports, since
+        /// UDP sources can be forged); past it a query is dropped, or answered truncated one time in two so that a
+        /// real client asks again over TCP. On by default, so that a plain DNS listener facing the internet is no
+        /// open amplifier; 0 turns it off.
+        package var udpRateLimitPerSecond: Double
+        /// How many UDP queries a client network may send at once before ``udpRateLimitPerSecond`` applies.
+        package var udpRateLimitBurst: Double
         /// What happens to DNS queries for other types.
         package var otherTypes: OtherTypes
         /// Whether access logs carry the whole client address rather than its network (/24 or /48).
@@ -101,8 +109,11 @@ extension HTTPDNSService {
             clientSubnetPrefixes: ClientPrefixes = ClientPrefixes(ipv4: 24, ipv6: 56), trustedProxies: [IPNetwork] = [],
             trustedProxyHeader: ProxyHeader = .xForwardedFor, steeringRegions: [IPNetwork] = [],
             maximumUpstreamLookups: Int = 1_024, maximumUpstreamLookupsPerNetwork: Int = 64,
-            guardsForwardedAddresses: Bool = true
+            guardsForwardedAddresses: Bool = true, udpRateLimitPerSecond: Double = 500,
+            udpRateLimitBurst: Double = 1_000
         ) {
+            self.udpRateLimitPerSecond = max(udpRateLimitPerSecond, 0)
+            self.udpRateLimitBurst = max(udpRateLimitBurst, udpRateLimitPerSecond > 0 ? 1 : 0)
             self.guardsForwardedAddresses = guardsForwardedAddresses
             self.maximumUpstreamLookups = max(maximumUpstreamLookups, 1)
             self.maximumUpstreamLookupsPerNetwork = max(maximumUpstreamLookupsPerNetwork, 1)
@@ -127,7 +138,9 @@ extension HTTPDNSService {
         }
 
         var limits: RateLimiter.Limits {
-            .init(perSecond: rateLimitPerSecond, burst: rateLimitBurst, prefixes: clientPrefixes)
+            .init(
+                perSecond: rateLimitPerSecond, burst: rateLimitBurst, udpPerSecond: udpRateLimitPerSecond,
+                udpBurst: udpRateLimitBurst, prefixes: clientPrefixes)
         }
     }
 }

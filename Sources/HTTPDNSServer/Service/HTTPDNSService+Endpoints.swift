@@ -86,7 +86,7 @@ extension HTTPDNSService {
                 return answer(.formatError)
             }
         }
-        let subnet = clientSubnet(stated: stated, client: client, configuration)
+        let network = clientNetwork(stated: stated, client: client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
             guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
             // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
@@ -97,16 +97,19 @@ extension HTTPDNSService {
                 return answer(.refused)
             }
             guard
-                let relayed = try? ForwardedQuery.strippingClientSubnet(
+                let relayed = try? ForwardedQuery.strippingEveryOption(
                     message, questionEnd: 12 + parsed.question.count)
             else { return answer(.formatError) }
             return Plan(
                 endpoint: "dns-query", name: parsed.name,
-                work: .forward(Relay(query: parsed, message: relayed, subnet: subnet, stated: stated)))
+                work: .forward(
+                    Relay(
+                        query: parsed, message: relayed, subnet: network.subnet, chosen: network.chosen,
+                        stated: stated)))
         }
         let lookup = Lookup(
             name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
-            subnet: subnet)
+            network: network)
         return Plan(
             endpoint: "dns-query", name: parsed.name,
             work: .lookups([lookup]) { [stated] results in
@@ -135,39 +138,39 @@ extension HTTPDNSService {
     /// The key of relayed answers asked without a client network while ECS is on.
     static let askedWithoutNetwork = IPNetwork(IPAddress(ipv4: 0, 0, 0, 0), prefixLength: 0)
 
+    /// A relayed answer for `relay` still kept: for every network (the global key), then for this client's network,
+    /// or (asked without a network while ECS is on: a client that sent a /0) for clients asked that way only; with
+    /// the client's own ECS option echoed with the scope it holds for.
+    func keptRelayAnswer(_ relay: Relay) -> ServiceResponse? {
+        let now = ContinuousClock.now
+        let mode = configuration.clientSubnetMode
+        let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
+        if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
+            return Self.relayResponse(answer, ttl: ttl, scope: 0, stated: relay.stated)
+        }
+        if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
+            return Self.relayResponse(answer, ttl: ttl, scope: ownKey.prefixLength, stated: relay.stated)
+        }
+        return nil
+    }
+
+    /// A relayed answer as the client gets it: its own ECS option (`stated`) echoed with the answer's scope.
+    static func relayResponse(_ answer: [UInt8], ttl: UInt32, scope: Int, stated: IPNetwork?) -> ServiceResponse {
+        var body = answer
+        if let stated {
+            body = EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
+        }
+        return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
+    }
+
     /// Relays a query of another type to the forwarder, with the client's ID put back: with the client's network
     /// as an ECS option when there is one, the answer kept for the scope the upstream gave (for every network, or
     /// for the network sent only) and the client's own option echoed with that scope.
     func forward(_ relay: Relay) async -> ServiceResponse {
         let query = relay.query
         guard let forwarder else { return Self.dnsResponse(query, .notImplemented, []) }
-        func respond(_ answer: [UInt8], ttl: UInt32, scope: Int) -> ServiceResponse {
-            var body = answer
-            if let stated = relay.stated {
-                body =
-                    EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
-            }
-            return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
-        }
-        let now = ContinuousClock.now
-        // Kept answers: for every network (the global key), then for this client's network, or (asked without a
-        // network while ECS is on: a client that sent a /0) for clients asked that way only.
+        if let kept = keptRelayAnswer(relay) { return kept }
         let mode = configuration.clientSubnetMode
-        let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
-        if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
-            return respond(answer, ttl: ttl, scope: 0)
-        }
-        if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
-            return respond(answer, ttl: ttl, scope: ownKey.prefixLength)
-        }
-        let limit = configuration.maximumForwardedQueries
-        let admitted = forwarding.withLock { count in
-            guard count < limit else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else { return Self.dnsResponse(query, .serverFailure, []) }
-        defer { forwarding.withLock { $0 -= 1 } }
         let withSubnet = relay.subnet.flatMap { subnet in
             EDNSClientSubnet.settingOption(in: relay.message, subnet).map { (subnet, $0) }
         }
@@ -189,7 +192,9 @@ extension HTTPDNSService {
                     return Self.dnsResponse(query, .serverFailure, [])
                 }
                 (answer, scope) = (stripped, scoped)
-                forwardedAnswers.keep(answer, to: relay.message, network: scope > 0 ? subnet : nil, now: .now)
+                // A chosen network's answer, scope 0 included, is kept for that network only.
+                forwardedAnswers.keep(
+                    answer, to: relay.message, network: scope > 0 || relay.chosen ? subnet : nil, now: .now)
             } else {
                 // Asked as the server: with ECS off its view is every client's; with ECS on (a client that sent a
                 // /0) only clients asked the same way get it: an authoritative that tailors answers went by the
@@ -198,7 +203,7 @@ extension HTTPDNSService {
                     answer, to: relay.message, network: mode == .off ? nil : Self.askedWithoutNetwork, now: .now)
             }
             let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
-            return respond(answer, ttl: ttl, scope: scope)
+            return Self.relayResponse(answer, ttl: ttl, scope: scope, stated: relay.stated)
         } catch let error as HTTPDNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.
             return Self.dnsResponse(query, .refused, [])
@@ -260,7 +265,7 @@ extension HTTPDNSService {
         }
         let lookup = Lookup(
             name: normalised, family: type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
-            subnet: clientSubnet(stated: stated, client: client, configuration))
+            network: clientNetwork(stated: stated, client: client, configuration))
         return Plan(
             endpoint: "resolve", name: normalised,
             work: .lookups([lookup]) { [stated] results in
@@ -325,13 +330,13 @@ extension HTTPDNSService {
         default: return failure(400, "InvalidQuery")
         }
         guard let stated = Self.statedClientAddress(query) else { return failure(400, "InvalidIP") }
-        let subnet = clientSubnet(stated: stated, client: client, configuration)
+        let network = clientNetwork(stated: stated, client: client, configuration)
         let hostName = host.name
         return Plan(
             endpoint: "alibaba", name: hostName,
             work: .lookups(
                 families.map {
-                    Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                    Lookup(name: hostName, family: $0, limit: configuration.maximumAnswers, network: network)
                 }
             ) {
                 results in
@@ -369,12 +374,12 @@ extension HTTPDNSService {
         }
         let withTTL = query["ttl"] == "1"
         guard let stated = Self.statedClientAddress(query) else { return failure("ip must be an IP address") }
-        let subnet = clientSubnet(stated: stated, client: client, configuration)
+        let network = clientNetwork(stated: stated, client: client, configuration)
         return Plan(
             endpoint: "tencent", name: host.name,
             work: .lookups(
                 families.map {
-                    Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers, subnet: subnet)
+                    Lookup(name: host.name, family: $0, limit: configuration.maximumAnswers, network: network)
                 }
             ) {
                 results in

@@ -75,19 +75,37 @@ extension HTTPDNSService {
     /// prefix and never longer than stated. `nil` when the mode is off, there is no address, or the client stated a
     /// /0 (it asked that its network not be used).
     func clientSubnet(stated: IPNetwork?, client: IPAddress?, _ configuration: Configuration) -> IPNetwork? {
+        clientNetwork(stated: stated, client: client, configuration).subnet
+    }
+
+    /// As ``clientSubnet(stated:client:_:)``, and whether the network is *chosen*: stated by a client that is not
+    /// in it, or wider than the configured prefix (RFC 7871 §11.3). A chosen network's answers serve that statement
+    /// only: none of them, scope 0 included, is kept for other networks or marks a name the same for everyone, so a
+    /// client cannot choose what another network is answered. A stated network that is not global (private,
+    /// loopback, documentation and the other guarded ranges) is never sent upstream: the client's own address
+    /// stands in for it.
+    func clientNetwork(stated: IPNetwork?, client: IPAddress?, _ configuration: Configuration)
+        -> (subnet: IPNetwork?, chosen: Bool)
+    {
         let network: IPNetwork
+        var chosen = false
+        let prefixes = configuration.clientSubnetPrefixes
         switch configuration.clientSubnetMode {
         case .off:
-            return nil
-        case .on where stated != nil:
+            return (nil, false)
+        case .on where stated != nil && !stated!.address.isNonPublic:
             network = stated!
-            guard network.prefixLength > 0 else { return nil }
+            guard network.prefixLength > 0 else { return (nil, false) }
+            let configured = network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6
+            chosen = network.prefixLength < configured || !(client.map { network.contains($0) } ?? false)
+        case .on where stated != nil && stated!.prefixLength == 0:
+            return (nil, false)
         default:
-            guard let client else { return nil }
+            guard let client else { return (nil, false) }
             network = IPNetwork(client, prefixLength: 128)
         }
-        let prefixes = configuration.clientSubnetPrefixes
-        return network.truncated(to: network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6)
+        let subnet = network.truncated(to: network.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6)
+        return (subnet, chosen)
     }
 
     /// Asks the upstreams for `lookup` on behalf of its network and keeps what they say: an answer for every
@@ -95,16 +113,17 @@ extension HTTPDNSService {
     /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
     func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
         let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
-        guard let answer = try await resolver.resolve(host, family: lookup.family, clientSubnet: subnet) else {
+        guard
+            let answer = try await resolver.resolve(
+                host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen)
+        else {
             return nil
         }
         let now = ContinuousClock.now
-        // A network the client chose wider than the configured prefix speaks for that client alone (RFC 7871
-        // §11.3): its answer is kept only for askers stating the same network, and a scope-0 answer to it does not
-        // mark the name the same for everyone (which would drop every network's own answers).
-        let prefixes = configuration.clientSubnetPrefixes
-        let configured = subnet.address.family == .ipv4 ? prefixes.ipv4 : prefixes.ipv6
-        let chosen = subnet.prefixLength < configured ? subnet : nil
+        // A chosen network (see `clientNetwork`) speaks for that client alone: its answer is kept only for askers
+        // stating the same network, and a scope-0 answer to it neither marks the name the same for everyone nor
+        // reaches the shared cache (which would replace every network's own answers).
+        let chosen = lookup.chosen ? subnet : nil
         guard answer.scope > 0 else {
             if chosen == nil { subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now) }
             return result(answer.answer, lookup)

@@ -2,15 +2,25 @@ import CoreMetrics
 import HTTPDNS
 
 extension HTTPDNSService {
-    /// Takes a place among the requests waiting for upstreams for `request`'s client network; `nil` (counted) when
-    /// its network or the server has the most waiting already (``Configuration-swift.struct/maximumUpstreamLookups``
-    /// and ``Configuration-swift.struct/maximumUpstreamLookupsPerNetwork``).
-    func admitUpstream(_ request: ServiceRequest) -> UpstreamBudget.Ticket? {
+    /// Takes a place among the requests waiting for upstreams for `request`'s client network, a relay's place for
+    /// a `relay`; `nil` (counted) when its network or the server has the most waiting already
+    /// (``Configuration-swift.struct/maximumUpstreamLookups`` and
+    /// ``Configuration-swift.struct/maximumUpstreamLookupsPerNetwork``; for relays
+    /// ``Configuration-swift.struct/maximumForwardedQueries`` and a sixteenth of it per network).
+    func admitUpstream(_ request: ServiceRequest, relay: Bool = false) -> UpstreamBudget.Ticket? {
         let configuration = self.configuration
+        let bounds =
+            relay
+            ? UpstreamBudget.Bounds(
+                total: configuration.maximumForwardedQueries,
+                perNetwork: max(configuration.maximumForwardedQueries / 16, 1))
+            : UpstreamBudget.Bounds(
+                total: configuration.maximumUpstreamLookups,
+                perNetwork: configuration.maximumUpstreamLookupsPerNetwork)
         guard
             let ticket = upstreamBudget.admit(
-                request.client, unverified: request.transport == .udp, total: configuration.maximumUpstreamLookups,
-                perNetwork: configuration.maximumUpstreamLookupsPerNetwork)
+                request.client, unverified: request.unverified,
+                kind: relay ? .relay : .lookup, bounds: bounds, prefixes: configuration.clientPrefixes)
         else {
             metrics.upstreamRefused.increment()
             return nil
@@ -42,7 +52,7 @@ extension HTTPDNSService {
     }
 
     /// The answer to a request that found no place among those waiting for upstreams: 503 with `Retry-After`
-    /// (SERVFAIL over plain DNS and DNS over TLS).
+    /// (SERVFAIL over TCP and DNS over TLS; over UDP a truncated answer, so the client asks again over TCP).
     static let upstreamBusy = ServiceResponse.text(
         503, "too many lookups from this network are waiting for upstreams; ask again shortly",
         headers: ["Retry-After": "1"])

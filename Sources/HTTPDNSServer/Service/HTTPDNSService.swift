@@ -36,7 +36,6 @@ public final class HTTPDNSService: Sendable {
     /// The last `/metrics` text and when it was made: rendered at most once a second, whoever asks.
     let renderedMetrics = Locked<(text: [UInt8], made: ContinuousClock.Instant)?>(nil)
     let reports = ReportAggregator()
-    let forwarding = Locked(0)
     /// Relayed answers of other types, kept while their TTLs run.
     let forwardedAnswers = ForwardedAnswerCache()
     let configurationChanges = Atomic<UInt64>(0)
@@ -110,13 +109,26 @@ public final class HTTPDNSService: Sendable {
     /// Whether ``drain()`` was called: connections that start now are told at once to go elsewhere.
     var isDraining: Bool { draining.withLock { $0 } }
 
-    /// Answers one request.
+    /// Answers one request, with the same limits as the server's listeners: a request that must wait for an
+    /// upstream takes a place of its client network first (``upstreamBusy`` without one).
     public func handle(_ request: ServiceRequest) async -> ServiceResponse {
         let started = ContinuousClock.now
         var request = request
         takeForwardedClient(&request)
         let plan = plan(request)
-        let response = await complete(plan)
+        let response: ServiceResponse
+        if let (immediate, _) = immediateResponse(plan) {
+            response = immediate
+        } else {
+            var relay = false
+            if case .forward = plan.work { relay = true }
+            if let ticket = admitUpstream(request, relay: relay) {
+                response = await complete(plan)
+                releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
+            } else {
+                response = Self.upstreamBusy
+            }
+        }
         finished(request, plan: plan, response: response, started: started, waited: nil)
         return response
     }
@@ -145,6 +157,8 @@ public final class HTTPDNSService: Sendable {
         var query: DNSQueryMessage
         var message: [UInt8]
         var subnet: IPNetwork?
+        /// Whether `subnet` was chosen by the client (see `clientNetwork`): its answers are kept for it only.
+        var chosen = false
         var stated: IPNetwork?
     }
 
@@ -157,6 +171,17 @@ public final class HTTPDNSService: Sendable {
         /// The client's network to resolve for (EDNS Client Subnet), already cut to what may be sent upstream;
         /// `nil` for the server's own view.
         var subnet: IPNetwork?
+        /// Whether `subnet` was chosen by the client rather than its own (see `clientNetwork`): its answers serve
+        /// that statement only.
+        var chosen = false
+
+        init(name: String, family: AddressFamily, limit: Int, network: (subnet: IPNetwork?, chosen: Bool)) {
+            self.name = name
+            self.family = family
+            self.limit = limit
+            self.subnet = network.subnet
+            self.chosen = network.chosen
+        }
     }
 
     /// The addresses, their TTL, and the prefix length of the client's network the answer holds for (0: every
@@ -266,7 +291,7 @@ public final class HTTPDNSService: Sendable {
     /// and cost nothing; everything else the public listener answers is limited (the admin listener is not).
     func rateLimited(_ request: ServiceRequest, endpoint: String) -> Plan? {
         guard endpoint != "healthz", endpoint != "readyz",
-            let wait = limiter.admit(request.client, unverified: request.transport == .udp)
+            let wait = limiter.admit(request.client, unverified: request.unverified)
         else { return nil }
         metrics.rateLimited.increment()
         let seconds = max(1, wait.roundedUpMilliseconds / 1000 + (wait.roundedUpMilliseconds % 1000 == 0 ? 0 : 1))
@@ -283,8 +308,9 @@ public final class HTTPDNSService: Sendable {
         switch plan.work {
         case .done(let response):
             return (response, nil)
-        case .forward:
-            return nil
+        case .forward(let relay):
+            // A relayed answer still kept is answered at once: it takes no upstream place.
+            return keptRelayAnswer(relay).map { ($0, nil) }
         case .lookups(let lookups, let render):
             var results: [LookupResult] = []
             results.reserveCapacity(lookups.count)
@@ -332,8 +358,8 @@ public final class HTTPDNSService: Sendable {
                         let host = try HostName(lookup.name + ".")
                         if let answer = try await subnetLookup(lookup, subnet: subnet, host: host) { return answer }
                     } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
-                        // A name without addresses is so for everyone: the resolver's negative cache answers next.
-                        subnetAnswers.keepShared(key, ttl: 30, now: .now)
+                        // A negative answer for one network says nothing of the others (an authoritative that
+                        // tailors answers may have addresses for them): it is not made everyone's.
                         throw error
                     }
                     // No upstream asks for a network: the server's own view is every network's.

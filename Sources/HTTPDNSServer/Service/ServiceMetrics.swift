@@ -24,6 +24,8 @@ final class ServiceMetrics: Sendable {
     let connectionsRefused: Counter
     /// Times the total connection limit stopped accepting.
     let acceptPauses: Counter
+    /// Idle connections closed to make room for a new one at the total connection limit.
+    let connectionsShed: Counter
     private let guardClosures = Locked([String: Counter]())
     /// Requests by transport, made up front (read without a lock on every request).
     private let byTransport: [ServiceRequest.Transport: Counter]
@@ -62,6 +64,7 @@ final class ServiceMetrics: Sendable {
         connectionsRefused = Counter(
             label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
         acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
+        connectionsShed = Counter(label: "httpdns_serve_connections_shed_total", dimensions: [], factory: factory)
         byTransport = Dictionary(
             uniqueKeysWithValues: ServiceRequest.Transport.allCases.map { transport in
                 (

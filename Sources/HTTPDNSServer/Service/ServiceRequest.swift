@@ -24,6 +24,13 @@ public struct ServiceRequest: Sendable {
     /// Which of the server's listeners the request came in on: the operator's endpoints (`/metrics`) answer only on
     /// ``Listener/admin``, and the admin listener answers nothing else but the health checks.
     public var listener: Listener = .service
+    /// Whether a UDP query's source address is known to be its sender's: it returned a valid server cookie (DNS
+    /// cookies, RFC 7873 and RFC 9018). Such a query counts as verified for the rate limit and the upstream places,
+    /// as TCP, DNS over TLS and HTTPS always do.
+    public var verifiedSource = false
+
+    /// Whether the request's source may be forged (UDP without a valid cookie), for the limits.
+    var unverified: Bool { transport == .udp && !verifiedSource }
 
     /// The listener a request came in on.
     public enum Listener: String, Sendable, Hashable {

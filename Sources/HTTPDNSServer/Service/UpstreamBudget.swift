@@ -1,30 +1,57 @@
 import HTTPDNS
 
-/// The bound on upstream work: requests that wait for an upstream (a cache miss, a forwarded query) at once, in
-/// total and per client network: its /24 or /48 whatever the rate limit counts by, so that one site cannot take
-/// every place with its many addresses.
+/// The bound on upstream work: requests that wait for an upstream at once, in total and per client network (its
+/// /24 or /48, the unit of every bound in docs/security.md), for two kinds of places counted apart: lookups (an A or
+/// AAAA cache miss) and relays (a query of another type forwarded as it came). A flood of one kind never takes the
+/// places of the other, and a relayed answer still in the relay cache takes no place at all (it is answered before
+/// admission).
 ///
-/// UDP sources can be forged, so UDP requests are counted apart from the same network's verified ones (TCP, DNS
-/// over TLS, HTTPS) and may take at most half of the total: queries forged in a network's name, or from many
-/// networks at once, never take the places of requests whose source completed a handshake.
+/// Each kind is split into a verified and an unverified share. UDP sources can be forged, so UDP requests (without
+/// a valid DNS cookie, RFC 7873) are unverified, counted apart from the same network's verified ones (TCP, DNS over
+/// TLS, HTTPS, UDP with a server cookie) and may take at most half of the kind's total: queries forged in a
+/// network's name, or from many made-up networks at once, never take the places of requests whose source is known.
+/// A UDP query refused a place is answered truncated (TC), so a real client asks again over TCP, in the verified
+/// share, instead of getting SERVFAIL.
 ///
 /// A request is admitted before its lookups start and leaves when its answer is ready or it is cancelled (its
-/// client went away). Past either bound the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over
-/// DNS. So a flood of names no cache holds from one network costs at most its share of upstream queries, and the
-/// cached and local answers of every other network never wait behind it (they need no admission at all).
+/// client went away). Past a bound the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over TCP
+/// and TLS, TC over UDP. So a flood of names no cache holds from one network costs at most its share of upstream
+/// queries, and the cached and local answers of every other network never wait behind it (they need no admission).
 final class UpstreamBudget: Sendable {
-    /// The network a client's upstream work is counted by.
-    static let prefixes = ClientPrefixes(ipv4: 24, ipv6: 48)
+    /// What a place is for.
+    enum Kind: Sendable, Hashable {
+        /// A lookup of addresses (a cache miss).
+        case lookup
+        /// A query of another type relayed to the forwarder.
+        case relay
+    }
+
+    /// The bounds of one kind: in total, and for one client network (verified and unverified counted apart).
+    struct Bounds: Sendable, Hashable {
+        var total: Int
+        var perNetwork: Int
+    }
 
     fileprivate struct Key: Hashable {
         var network: ClientNetwork
         var unverified: Bool
+        var kind: Kind
+    }
+
+    private struct Counts {
+        var total = 0
+        var unverified = 0
     }
 
     private struct State {
-        var total = 0
-        var unverified = 0
+        var lookups = Counts()
+        var relays = Counts()
         var perNetwork: [Key: Int] = [:]
+
+        subscript(kind: Kind) -> Counts {
+            get { kind == .lookup ? lookups : relays }
+            set { if kind == .lookup { lookups = newValue } else { relays = newValue } }
+        }
     }
 
     private let state = Locked(State())
@@ -34,21 +61,31 @@ final class UpstreamBudget: Sendable {
         fileprivate let key: Key
     }
 
-    /// Requests waiting for upstreams now.
-    var inFlight: Int { state.withLock { $0.total } }
+    /// Requests waiting for upstreams now, both kinds.
+    var inFlight: Int { state.withLock { $0.lookups.total + $0.relays.total } }
 
-    /// Takes a place for a request from `client` (`unverified`: its source may be forged, as over UDP); `nil` when
-    /// the total, the unverified share of it, or the client network's bound is reached.
-    func admit(_ client: IPAddress?, unverified: Bool, total: Int, perNetwork: Int) -> Ticket? {
-        let key = Key(network: ClientNetwork(client, prefixes: Self.prefixes), unverified: unverified)
+    /// Requests of `kind` waiting now, and how many of them are unverified.
+    func waiting(_ kind: Kind) -> (total: Int, unverified: Int) {
+        state.withLock { ($0[kind].total, $0[kind].unverified) }
+    }
+
+    /// Takes a place of `kind` for a request from `client` (`unverified`: its source may be forged, as over UDP),
+    /// counted by its network cut to `prefixes`; `nil` when the kind's total, the unverified half of it, or the
+    /// client network's share is reached.
+    func admit(
+        _ client: IPAddress?, unverified: Bool, kind: Kind, bounds: Bounds, prefixes: ClientPrefixes = ClientPrefixes()
+    ) -> Ticket? {
+        let key = Key(network: ClientNetwork(client, prefixes: prefixes), unverified: unverified, kind: kind)
         return state.withLock { state in
             let current = state.perNetwork[key, default: 0]
-            guard state.total < total, current < perNetwork else { return nil }
+            var counts = state[kind]
+            guard counts.total < bounds.total, current < bounds.perNetwork else { return nil }
             if unverified {
-                guard state.unverified < max(total / 2, 1) else { return nil }
-                state.unverified += 1
+                guard counts.unverified < max(bounds.total / 2, 1) else { return nil }
+                counts.unverified += 1
             }
-            state.total += 1
+            counts.total += 1
+            state[kind] = counts
             state.perNetwork[key] = current + 1
             return Ticket(key: key)
         }
@@ -57,8 +94,8 @@ final class UpstreamBudget: Sendable {
     /// Gives a place back.
     func release(_ ticket: Ticket) {
         state.withLock { state in
-            state.total -= 1
-            if ticket.key.unverified { state.unverified -= 1 }
+            state[ticket.key.kind].total -= 1
+            if ticket.key.unverified { state[ticket.key.kind].unverified -= 1 }
             let remaining = state.perNetwork[ticket.key, default: 1] - 1
             state.perNetwork[ticket.key] = remaining > 0 ? remaining : nil
         }

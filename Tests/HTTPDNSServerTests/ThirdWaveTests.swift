@@ -1,0 +1,341 @@
+import Foundation
+import Glibc
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSCAres
+@testable import HTTPDNSCore
+@testable import HTTPDNSServer
+
+/// The third wave of attacks on `hostsctl serve` (docs/security.md), each driven over real sockets: request bodies
+/// held open on HTTP/2, well-behaved keep-alive connections holding every place, forged UDP sources taking the relay
+/// places, forged upstream answers (DNS 0x20), a DNS rebinding page reading the admin listener, and the tables and
+/// guards an outsider fills or slips past.
+@Suite("HTTP DNS server against the third wave of attacks")
+struct ThirdWaveTests {
+    static let logger = Logger(label: "third-wave-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    // MARK: - HTTP/2 request bodies
+
+    @Test(
+        "HTTP/2 bodies that never end hold at most the connection's window: the server gives none of it back until a body ends, then answers and gives it back"
+    )
+    func http2HeldBodies() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let (server, resolver, slow) = try await HTTP2FrameTests.slowUpstreamServer(
+            leaf: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+        let recorder = client.recorder
+        // 60 streams of 1,000 body bytes each, none ended: 60,000 of the window's 65,535 bytes. With automatic
+        // window updates nghttp2 gave them back as they came (and so took 100 streams x 65,000 bytes).
+        var frames: [HTTP2Frame] = []
+        for index in 0..<60 {
+            let stream = 1 + 2 * index
+            frames.append(
+                client.headers(
+                    "POST", "/dns-query", stream: stream, end: false, extra: ["content-type": "application/dns-message"]
+                ))
+            frames.append(client.data([UInt8](repeating: 0, count: 1_000), stream: stream, end: false))
+        }
+        client.send(frames)
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(recorder.connectionWindowGiven.withLock { $0 } == 0, "window given back while no body ended")
+        // Each body ends (an empty DATA frame needs no window): each is answered (400: not a DNS message), and the
+        // connection's window comes back.
+        client.send((0..<60).map { client.data([], stream: 1 + 2 * $0, end: true) })
+        let answered = try await waitUntil {
+            (0..<60).allSatisfy { recorder.status(1 + 2 * $0) != nil }
+        }
+        #expect(answered)
+        #expect(recorder.status(1) == "400")
+        let given = try await waitUntil {
+            recorder.connectionWindowGiven.withLock { $0 } >= 30_000
+        }
+        #expect(given, "window given back: \(recorder.connectionWindowGiven.withLock { $0 })")
+        try? await client.channel.close()
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        await slow.stop()
+    }
+
+    // MARK: - Connection places
+
+    /// One HTTP/1.1 keep-alive request on `fd`; the status, or `nil` when the connection is closed or silent.
+    static func get(_ fd: Int32, _ path: String, host: String = "127.0.0.1") -> Int? {
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\n\r\n".utf8)
+        guard send(fd, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 4_096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        guard count > 12 else { return nil }
+        return Int(String(decoding: buffer[9..<12], as: UTF8.self))
+    }
+
+    @Test(
+        "well-behaved keep-alive connections holding every place give way: a newcomer is served, the longest-idle connection is closed for it"
+    )
+    func idleConnectionsShed() async throws {
+        let resolver = HostResolver(upstreams: [], overrides: HostOverrides(), cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service,
+            configuration: .init(
+                port: 0, maximumConnections: 8, maximumConnectionsPerClient: 8,
+                clientPrefixes: ClientPrefixes(ipv4: 32)),
+            logger: Self.logger)
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        // Eight connections of one address, each asking once and then idle (as a /healthz every 18 s would be).
+        for _ in 0..<8 {
+            let fd = try LoopbackTCP.connect(port: server.port, receiveTimeout: .seconds(3), from: "127.0.0.2")
+            held.append(fd)
+            #expect(try await offThePool { Self.get(fd, "/healthz") } == 200)
+        }
+        // The newcomer (before: it waited in the backlog until a connection closed, 30 s at best).
+        let newcomer = try LoopbackTCP.connect(port: server.port, receiveTimeout: .seconds(3), from: "127.0.0.3")
+        held.append(newcomer)
+        #expect(try await offThePool { Self.get(newcomer, "/healthz") } == 200)
+        // The first connection, idle the longest, was closed to make room.
+        let oldest = held[0]
+        let read = try await offThePool {
+            var byte: UInt8 = 0
+            return recv(oldest, &byte, 1, 0)
+        }
+        #expect(read == 0, "the longest-idle connection is closed")
+        #expect(server.protocolCounts.shed == 1)
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+    }
+
+    // MARK: - Forged UDP sources and the relay places
+
+    @Test(
+        "forged UDP sources of 20 networks take at most the unverified half of the relay places (the rest get TC): a TCP client's relayed query still reaches the upstream"
+    )
+    func forgedSourcesLeaveVerifiedRelays() async throws {
+        let sink = try BoundUDPSocket()
+        let cares = try CAresResolver(
+            configuration: .init(servers: [sink.address], timeout: TestTiming.scaled(.seconds(5)), tries: 1))
+        let resolver = HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], overrides: HostOverrides(),
+            cache: HostCache(), prober: nil, onShutdown: [{ cares.shutdown() }])
+        let service = HTTPDNSService(
+            resolver: resolver,
+            configuration: .init(otherTypes: .forward, maximumForwardedQueries: 32, udpRateLimitPerSecond: 0),
+            logger: Self.logger, forwarder: CAresForwarder(resolver: cares))
+        let server = try await HTTPDNSServer.start(
+            service: service,
+            configuration: .init(port: 0, dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
+            logger: Self.logger)
+        let port = try #require(server.dnsPort)
+        async let seen = offThePool { sink.questions(during: TestTiming.scaled(.seconds(3))) }
+        // 20 networks (127.20.N.0/24) x 2 TXT queries for new names: 40 wanted places, 16 unverified ones.
+        var truncated = 0
+        try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
+            for network in 0..<20 {
+                for index in 0..<2 {
+                    group.addTask {
+                        try await DNSTransportTests.udp(
+                            port, DNSTransportTests.query("f\(network)-\(index).forged.test", type: 16, id: 7),
+                            from: "127.20.\(network).1", wait: TestTiming.scaled(.seconds(1)))
+                    }
+                }
+            }
+            for try await answer in group where answer.map({ $0.count >= 4 && $0[2] & 0x02 != 0 }) ?? false {
+                truncated += 1
+            }
+        }
+        #expect(truncated >= 20, "UDP past the unverified share is told to use TCP: \(truncated) TC answers")
+        // A verified client's relayed query (TCP) reaches the upstream: before, one counter for every transport
+        // was full and it got SERVFAIL without being sent.
+        let (fd, _) = try await offThePool {
+            try UpstreamWorkTests.pipeline(port, ["tcp.verified.test"], type: 16, wait: .milliseconds(500))
+        }
+        close(fd)
+        let asked = try await seen
+        #expect(asked.contains("tcp.verified.test"), "the TCP client's query went upstream")
+        #expect(Set(asked.filter { $0.hasSuffix("forged.test") }).count <= 16)
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        sink.close()
+    }
+
+    // MARK: - Forged upstream answers (DNS 0x20)
+
+    @Test(
+        "every query serve relays goes out in a random mix of cases; an answer that does not echo it byte for byte is dropped, and the client is never given it"
+    )
+    func caseRandomisedQueries() async throws {
+        let upstream = try BoundUDPSocket()
+        let cares = try CAresResolver(
+            configuration: .init(servers: [upstream.address], timeout: TestTiming.scaled(.seconds(3)), tries: 1))
+        defer { cares.shutdown() }
+        let name = "mixedcaseletters.forged.test"
+        let query = DNSTransportTests.query(name, type: 16, id: 0)
+        // The upstream answers with the question lower-cased, as a forger who did not see the query would.
+        let forged = Task { try await cares.send(message: query) }
+        var asked: [[UInt8]] = []
+        for _ in 0..<2 {
+            let received = try await offThePool { upstream.receive(within: TestTiming.scaled(.seconds(3))) }
+            let (message, source) = try #require(received)
+            asked.append(message)
+            var answer = message
+            answer[2] = 0x81
+            answer[3] = 0x80
+            for index in 12..<(12 + name.utf8.count + 2) where (65...90).contains(answer[index]) {
+                answer[index] |= 0x20
+            }
+            upstream.send(answer, to: source)
+        }
+        let outcome = await forged.result
+        #expect(throws: HTTPDNSError.self) { try outcome.get() }
+        // The names went out with upper-case letters (2^-26 that a random mix has none), each mix its own.
+        let questions = asked.map { String(decoding: $0[13..<(13 + 16)], as: UTF8.self) }
+        #expect(questions.allSatisfy { $0 != $0.lowercased() }, "\(questions)")
+        // An answer that echoes the mix is taken, and comes back with the caller's question.
+        let honest = Task { try await cares.send(message: query) }
+        let received = try await offThePool { upstream.receive(within: TestTiming.scaled(.seconds(3))) }
+        let (message, source) = try #require(received)
+        var answer = message
+        answer[2] = 0x81
+        answer[3] = 0x80
+        upstream.send(answer, to: source)
+        let taken = try await honest.value
+        #expect(Array(taken[12..<query.count]) == Array(query[12...]))
+    }
+
+    // MARK: - The admin listener and DNS rebinding
+
+    @Test(
+        "the admin listener answers only its own names in Host (421 for a rebinding page's), and /stats.json refuses a cross-site fetch"
+    )
+    func adminRebinding() async throws {
+        let resolver = HostResolver(upstreams: [], overrides: HostOverrides(), cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger, metricsExporter: { [] })
+        var configuration = HTTPDNSServer.Configuration(
+            port: 0, adminListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0))
+        configuration.adminHostNames = ["dns-admin.internal"]
+        let server = try await HTTPDNSServer.start(service: service, configuration: configuration, logger: Self.logger)
+        let port = try #require(server.adminPort)
+        func status(_ path: String, host: String, extra: String = "") async throws -> Int? {
+            try await offThePool {
+                let fd = try LoopbackTCP.connect(port: port, receiveTimeout: .seconds(3))
+                defer { close(fd) }
+                let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\n\(extra)\r\n".utf8)
+                _ = send(fd, request, request.count, Int32(MSG_NOSIGNAL))
+                var buffer = [UInt8](repeating: 0, count: 8_192)
+                let count = recv(fd, &buffer, buffer.count, 0)
+                return count > 12 ? Int(String(decoding: buffer[9..<12], as: UTF8.self)) : nil
+            }
+        }
+        #expect(try await status("/stats.json", host: "rebind.attacker.example:\(port)") == 421)
+        #expect(try await status("/healthz", host: "rebind.attacker.example") == 421)
+        #expect(try await status("/healthz", host: "localhost:9000") == 200, "an ssh tunnel's other port")
+        #expect(try await status("/healthz", host: "127.0.0.1:\(port)") == 200)
+        #expect(try await status("/healthz", host: "[::1]:\(port)") == 200)
+        #expect(try await status("/healthz", host: "DNS-Admin.internal.") == 200)
+        #expect(try await status("/stats.json", host: "localhost", extra: "Sec-Fetch-Site: cross-site\r\n") == 403)
+        #expect(try await status("/stats.json", host: "localhost", extra: "Sec-Fetch-Site: same-origin\r\n") != 403)
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+    }
+
+    // MARK: - Tables, guards and escapes
+
+    @Test("a name that is not a host name never reaches the busiest names; a full table evicts one name, not all")
+    func busyNames() {
+        let names = BusyNames(sampleEvery: 1, capacity: 8)
+        for _ in 0..<64 { names.observe("evil\u{1b}]0;title\u{07}\u{1b}[2J.test") }
+        #expect(names.top(10).isEmpty)
+        for _ in 0..<50 { names.observe("popular.test") }
+        for index in 0..<100 { names.observe("r\(index).flood.test") }
+        let top = names.top(10)
+        #expect(top.count == 8)
+        #expect(top.first?.name == "popular.test", "a flood of new names churns the bottom only: \(top)")
+        #expect(HostName.printable("a\u{1b}[2Jb\u{9b}c") == "a\\u{1b}[2Jb\\u{9b}c")
+    }
+
+    @Test("a full relay cache makes room by one answer, the oldest; the rest stay")
+    func relayCacheEvictsOne() {
+        let cache = ForwardedAnswerCache(capacity: 3)
+        let now = ContinuousClock.now
+        func txt(_ name: String) -> (query: [UInt8], answer: [UInt8]) {
+            let query = DNSTransportTests.query(name, type: 16, id: 1)
+            let answer =
+                [0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0] + Array(query[12...])
+                + [0xC0, 0x0C, 0, 16, 0, 1, 0, 0, 0x0E, 0x10, 0, 2, 1, 0x61]
+            return (query, answer)
+        }
+        for index in 0..<4 {
+            let (query, answer) = txt("t\(index).cache.test")
+            cache.keep(answer, to: query, now: now)
+        }
+        #expect(cache.count == 3)
+        #expect(cache.answer(to: txt("t0.cache.test").query, now: now) == nil)
+        #expect(cache.answer(to: txt("t3.cache.test").query, now: now) != nil)
+        #expect(cache.answer(to: txt("t1.cache.test").query, now: now) != nil)
+    }
+
+    @Test("IPv6 forms of guarded IPv4 space and the special IPv6 ranges are not public")
+    func guardedForms() throws {
+        for text in ["::ffff:0:10.0.0.7", "64:ff9b:1::a00:7", "100::1", "::ffff:10.0.0.7", "64:ff9b::a00:7"] {
+            #expect(try #require(IPAddress(text)).isNonPublic, "\(text)")
+        }
+        #expect(try #require(IPAddress("2606:4700::1")).isNonPublic == false)
+    }
+
+    @Test("forged UDP sources fill only the UDP tables: a verified client's bucket survives a flood of networks")
+    func rateTablesApart() {
+        let limiter = RateLimiter(
+            limits: .init(perSecond: 0.001, burst: 2, udpPerSecond: 0.001, udpBurst: 2), maximumClients: 160)
+        let quiet = IPAddress(ipv4: 198, 51, 100, 7)
+        #expect(limiter.admit(quiet) == nil)
+        for index in 0..<10_000 {
+            _ = limiter.admit(IPAddress(ipv4: 10, UInt8(index / 256 % 256), UInt8(index % 256), 1), unverified: true)
+        }
+        #expect(limiter.admit(quiet) == nil, "its second token: the bucket was kept")
+        #expect(limiter.admit(quiet) != nil, "and it is spent now")
+    }
+
+    @Test(
+        "a stated network the client is not in is chosen (its answers serve that statement only); a non-global one is never sent upstream"
+    )
+    func chosenNetworks() throws {
+        let resolver = HostResolver(upstreams: [], overrides: HostOverrides(), cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let configuration = service.configuration
+        let client = try #require(IPAddress("203.0.113.9"))
+        let own = service.clientNetwork(stated: IPNetwork("203.0.113.0/24"), client: client, configuration)
+        #expect(own.subnet == IPNetwork("203.0.113.0/24") && !own.chosen)
+        let other = service.clientNetwork(stated: IPNetwork("198.51.100.0/24"), client: client, configuration)
+        #expect(other.subnet == IPNetwork("198.51.100.0/24") && other.chosen)
+        let wide = service.clientNetwork(stated: IPNetwork("203.0.0.0/16"), client: client, configuration)
+        #expect(wide.chosen)
+        let guarded = service.clientNetwork(stated: IPNetwork("10.9.9.0/24"), client: client, configuration)
+        #expect(guarded.subnet == IPNetwork("203.0.113.0/24") && !guarded.chosen, "the client's own, not 10.9.9.0/24")
+    }
+
+    @Test("a reload of cares.* moves relayed queries to the new servers")
+    func relayFollowsReload() async throws {
+        let old = try BoundUDPSocket()
+        let new = try BoundUDPSocket()
+        defer {
+            old.close()
+            new.close()
+        }
+        let forwarder = try ReloadingCAresForwarder(
+            configuration: .init(servers: [old.address], timeout: .milliseconds(300), tries: 1), logger: Self.logger)
+        defer { forwarder.shutdown() }
+        try forwarder.apply(.init(servers: [new.address], timeout: .milliseconds(300), tries: 1))
+        async let newSeen = offThePool { new.questions(during: .seconds(1)) }
+        async let oldSeen = offThePool { old.questions(during: .seconds(1)) }
+        _ = try? await forwarder.forward(DNSTransportTests.query("moved.reload.test", type: 16, id: 0))
+        #expect(try await newSeen.contains("moved.reload.test"))
+        #expect(try await oldSeen.isEmpty)
+    }
+}
