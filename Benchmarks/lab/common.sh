@@ -55,6 +55,8 @@ stop_lab() {
 # no listeners); DoH with the lab's certificate ($work/doh.pem), plain DNS and DoT on 127.0.0.1. The zones' addresses
 # are loopback ones, which a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses
 # lets them through (a build from before that key would refuse them, and so measure its upstream path).
+# The load comes from one address standing for a whole fleet, as dnsdist (which has neither limit by default)
+# sees it: the per-network UDP rate limit and connection share, which would throttle that one address, are lifted.
 serve_settings() {
     cat <<SETTINGS
 {
@@ -64,7 +66,8 @@ serve_settings() {
   "probe": { "enabled": false },
   "cache": { "path": "$work/$1-cache.json" },
   "serve": { "listen": "127.0.0.1:$3", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
-             "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }, "probeGuardedAddresses": true }
+             "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }, "probeGuardedAddresses": true,
+             "udpRateLimitPerSecond": 0, "maxConnectionsPerClient": 1024 }
 }
 SETTINGS
 }
