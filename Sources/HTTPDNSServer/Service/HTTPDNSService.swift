@@ -110,7 +110,7 @@ public final class HTTPDNSService: Sendable {
     var isDraining: Bool { draining.withLock { $0 } }
 
     /// Answers one request, with the same limits as the server's listeners: a request that must wait for an
-    /// upstream takes a place of its client network first (``upstreamBusy`` without one).
+    /// upstream takes a place of its client network first (503 with `Retry-After` without one).
     public func handle(_ request: ServiceRequest) async -> ServiceResponse {
         let started = ContinuousClock.now
         var request = request
