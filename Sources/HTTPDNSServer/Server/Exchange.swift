@@ -53,9 +53,7 @@ struct Exchange: Sendable {
             return response
         }
         let service = self.service
-        var relays = false
-        if case .forward = plan.work { relays = true }
-        guard let ticket = service.admitUpstream(request, relay: relays) else {
+        guard let ticket = service.admitUpstream(request, relay: plan.relays) else {
             let response = HTTPDNSService.upstreamBusy
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response

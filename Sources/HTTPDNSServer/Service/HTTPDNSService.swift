@@ -120,9 +120,7 @@ public final class HTTPDNSService: Sendable {
         if let (immediate, _) = immediateResponse(plan) {
             response = immediate
         } else {
-            var relay = false
-            if case .forward = plan.work { relay = true }
-            if let ticket = admitUpstream(request, relay: relay) {
+            if let ticket = admitUpstream(request, relay: plan.relays) {
                 response = await complete(plan)
                 releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
             } else {
@@ -149,6 +147,12 @@ public final class HTTPDNSService: Sendable {
         /// For an RFC 8484 query the cache may answer: the message and the generation read before the lookup, so
         /// the answer can be kept in an `AnswerMemo`.
         package var memoizable: (message: [UInt8], generation: UInt64)?
+
+        /// Whether the work is a relay (it takes a relay's upstream place, not a lookup's).
+        var relays: Bool {
+            if case .forward = work { return true }
+            return false
+        }
     }
 
     /// A query of another type to relay: the message with the client's ECS option removed, the network to send in
