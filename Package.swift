@@ -283,7 +283,7 @@ let package = Package(
         .executableTarget(
             name: "httpdns-fuzz",
             dependencies: [
-                "HTTPDNS", "HTTPDNSServer", "FuzzDriver",
+                "HTTPDNS", "HTTPDNSServer", "HTTPDNSHTTP2", "FuzzDriver",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -56,7 +56,8 @@ stop_lab() {
 # are loopback ones, which a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses
 # lets them through (a build from before that key would refuse them, and so measure its upstream path).
 # The load comes from one address standing for a whole fleet, as dnsdist (which has neither limit by default)
-# sees it: the per-network UDP rate limit and connection share, which would throttle that one address, are lifted.
+# sees it: the per-network UDP rate limit, connection share and TLS handshake rate, which would throttle that one
+# address, are lifted.
 serve_settings() {
     cat <<SETTINGS
 {
@@ -67,7 +68,7 @@ serve_settings() {
   "cache": { "path": "$work/$1-cache.json" },
   "serve": { "listen": "127.0.0.1:$3", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
              "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }, "probeGuardedAddresses": true,
-             "udpRateLimitPerSecond": 0, "maxConnectionsPerClient": 1024 }
+             "udpRateLimitPerSecond": 0, "maxConnectionsPerClient": 1024, "tlsHandshakesPerSecond": 1000000 }
 }
 SETTINGS
 }

@@ -246,7 +246,9 @@ extension CAresResolver: ClientSubnetResolver {
         case .any:
             async let v4 = Result(catching: { try await self.query(host, type: .a, subnet: clientSubnet) })
             let v6 = await Result(catching: { try await self.query(host, type: .aaaa, subnet: clientSubnet) })
-            let (four, six) = await (v4, v6)
+            // Both families together: the merge weighs plain errors, and the longer scope is taken anyway.
+            let plain = { (error: any Error) -> any Error in (error as? ScopedNegativeAnswer)?.error ?? error }
+            let (four, six) = await (v4.mapError(plain), v6.mapError(plain))
             let scope = max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0)
             let addresses = try DualStack.merge(
                 four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
@@ -262,7 +264,16 @@ extension CAresResolver: ClientSubnetResolver {
         var answer = try await send(message: query)
         // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
         if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
-        let addresses = try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
-        return (addresses, try EDNSClientSubnet.scope(of: answer, asked: subnet, host: host))
+        let source = self.source
+        let parsed = Result { () throws(HTTPDNSError) in
+            try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
+        }
+        if case .failure(let error) = parsed, error.code.isNegativeAnswer {
+            // Kept by the scope the upstream gave, like an answer with addresses (the network asked when the
+            // option cannot be read: never wider than what is known).
+            let scope = (try? EDNSClientSubnet.scope(of: answer, asked: subnet, host: host)) ?? subnet.prefixLength
+            throw ScopedNegativeAnswer(error: error, scopePrefixLength: scope)
+        }
+        return (try parsed.get(), try EDNSClientSubnet.scope(of: answer, asked: subnet, host: host))
     }
 }

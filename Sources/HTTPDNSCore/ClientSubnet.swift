@@ -14,11 +14,28 @@ package struct ScopedResolution: Sendable {
     }
 }
 
+/// A negative answer (no such name, or no address of the family) to a query for a client network, with the part of
+/// the network it holds for: an authoritative server that tailors answers may have none for one network and some for
+/// another, so a negative answer is every network's only when its scope is 0.
+package struct ScopedNegativeAnswer: Error, Sendable {
+    /// The negative answer.
+    package var error: HTTPDNSError
+    /// The RFC 7871 scope of the answer (the network asked, when the answer said nothing that can be read).
+    package var scopePrefixLength: Int
+
+    /// A negative answer holding for `scopePrefixLength` bits of the network asked.
+    package init(error: HTTPDNSError, scopePrefixLength: Int) {
+        self.error = error
+        self.scopePrefixLength = max(scopePrefixLength, 0)
+    }
+}
+
 /// A resolver that can ask on behalf of a client network, so that an authoritative server tailoring answers by
 /// network (a CDN) answers for that network rather than for the resolver's own address.
 package protocol ClientSubnetResolver: HostNameResolver {
     /// Resolves `host` for clients in `clientSubnet` (an address with its prefix length, already cut to what may be
-    /// disclosed) and says for which part of that network the answer holds.
+    /// disclosed) and says for which part of that network the answer holds. A negative answer may come as a
+    /// ``ScopedNegativeAnswer`` (or as a plain `HTTPDNSError`, whose scope is then not known).
     func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws -> ScopedResolution
 }
 

@@ -162,6 +162,10 @@ extension ServeCommand {
                 decode: { reader, key throws(HTTPDNSError) in try reader.strings(key, default: []) },
                 describe: { SettingsReader.list($0) }),
             .int(
+                "tlsHandshakesPerSecond", \.server.maximumHandshakesPerSecond, default: 1_024,
+                "new TLS connections a second in all (a sixteenth per client network); past it closed before the handshake",
+                range: 16...1_000_000),
+            .int(
                 "admin.maxConnections", \.server.maximumAdminConnections, default: 64,
                 "most connections open at once on the admin listener, apart from serve.maxConnections",
                 range: 1...100_000),

@@ -1,5 +1,7 @@
 import HTTPDNS
+import HTTPDNSHTTP2
 import HTTPDNSServer
+import NIOCore
 import Logging
 
 /// Entry points for coverage-guided fuzzing of what the server reads from clients (`Tests/Fuzz`,
@@ -9,7 +11,9 @@ import Logging
 /// get an HTTP answer, never a crash or a hang; a broken promise traps.
 enum ServerFuzzTargets {
     /// The targets, by name.
-    static let names = ["serve-request", "serve-dns-message", "forwarded-answer", "dns-stream"]
+    static let names = [
+        "serve-request", "serve-dns-message", "forwarded-answer", "dns-stream", "http2-server", "relay",
+    ]
 
     /// A service on a resolver that only has an override (no upstream, nothing leaves the process), with accounts,
     /// reports, forwarding and a rate limit switched on so that every path is reachable.
@@ -73,6 +77,10 @@ enum ServerFuzzTargets {
             forwardedAnswer(bytes)
         case "dns-stream":
             dnsStream(bytes)
+        case "http2-server":
+            http2Server(bytes)
+        case "relay":
+            relay(bytes)
         default:
             return false
         }
@@ -223,5 +231,77 @@ enum ServerFuzzTargets {
         // Within its time (the TTL has not ticked down since) a kept answer is the full path's, byte for byte.
         precondition(
             kept == full || ContinuousClock.now >= made + steadyFor, "a kept answer differs from the full path's")
+    }
+
+    /// What an HTTP/2 server session hands its connection, recorded.
+    private final class Requests: HTTP2ServerSessionDelegate {
+        var complete = 0
+        func requestHeadReceived(stream: Int32) {}
+        func requestReceived(stream: Int32, _ request: HTTP2Request) {
+            complete += 1
+            precondition(request.body.count <= 4_096, "a body of \(request.body.count) bytes past the limit")
+        }
+        func requestBodyTooLarge(stream: Int32) {}
+        func streamClosed(stream: Int32, receiving: Bool) {}
+        func sessionError(_ message: String) {}
+    }
+
+    private static let http2Options = HTTP2SessionOptions()
+
+    /// `bytes` after the client preface as an HTTP/2 client's frames, in reads of varying sizes (byte 0 seeds
+    /// them), into the server's session with `serve`'s settings: it never crashes or hangs, and the request bodies it
+    /// holds never pass the connection's receive window (automatic WINDOW_UPDATE is off: docs/security.md).
+    private static func http2Server(_ bytes: [UInt8]) {
+        guard let seed = bytes.first else { return }
+        let delegate = Requests()
+        guard
+            let session = try? HTTP2ServerSession(
+                settings: .init(maximumBodyBytes: 4_096), options: http2Options, delegate: delegate)
+        else { return }
+        let stream = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + bytes.dropFirst()
+        var position = 0
+        var read = 0
+        var output = ByteBuffer()
+        while position < stream.count {
+            let size = min(stream.count - position, 1 + (Int(seed) &* (read + 1)) % 512)
+            do {
+                try session.receive(ByteBuffer(bytes: stream[position..<position + size]))
+            } catch {
+                return
+            }
+            precondition(session.heldBodyBytes <= 65_535, "\(session.heldBodyBytes) body bytes held")
+            output.clear()
+            guard (try? session.pendingOutput(into: &output)) != nil else { return }
+            position += size
+            read += 1
+        }
+    }
+
+    /// `bytes` as a query to relay: stripped of every EDNS option but the forwarding marker (and stripping again
+    /// changes nothing), its cookie found and taken out exactly, and its name sent in a random mix of cases that
+    /// reads as the same name and echoes itself.
+    private static func relay(_ bytes: [UInt8]) {
+        guard let query = try? DNSQueryMessage(bytes) else { return }
+        let questionEnd = 12 + query.question.count
+        if let stripped = try? ForwardedQuery.strippingEveryOption(bytes, questionEnd: questionEnd) {
+            precondition(stripped.count <= bytes.count, "stripping made the message longer")
+            precondition(
+                (try? ForwardedQuery.strippingEveryOption(stripped, questionEnd: questionEnd)) == stripped,
+                "a relayed query still changes when stripped again")
+            if let options = DNSMessageWalk.optOptions(stripped) {
+                precondition(
+                    options.isEmpty || ForwardingMarker.read(stripped) != nil, "an option left that is not the marker")
+            }
+        }
+        if case .cookie(let client, let server, let stripped) = DNSCookies.find(in: bytes) {
+            precondition(client.count == 8 && stripped.count == bytes.count - 12 - (server?.count ?? 0))
+            precondition(DNSCookies.find(in: stripped) != .malformed, "stripping a cookie left a malformed one")
+        }
+        if let (randomized, end) = DNSCaseRandomization.randomized(bytes) {
+            precondition(end == questionEnd, "the question ends elsewhere")
+            precondition(
+                randomized[12..<end].map { $0 | 0x20 } == bytes[12..<end].map { $0 | 0x20 }, "the name changed")
+            precondition(DNSCaseRandomization.echoesQuestion(randomized, of: randomized, questionEnd: end))
+        }
     }
 }

@@ -201,6 +201,32 @@ struct ClientSubnetTests {
     }
 
     @Test(
+        "a negative answer scoped to one network stays that network's: another network still gets its own answer; a scope-0 negative is every network's"
+    )
+    func scopedNegativeAnswers() async throws {
+        try await Lab.with { lab in
+            // part.ecs.test is, for 127.0.1.0/24, a CNAME to a name without addresses (NODATA, scope /24), and has an
+            // address of its own for 127.0.2.0/24.
+            let empty = try await Self.udp(lab.dnsPort, Self.query("part.ecs.test", subnet: nil), from: "127.0.1.1")
+            #expect(empty[3] & 0x0F == 0 && empty[7] == 0, "NODATA for 127.0.1.0/24: rcode \(empty[3] & 0x0F)")
+            // Before, that NODATA marked the name the same for every network for 30 s, and 127.0.2.0/24 got the
+            // server's own view (192.0.2.60).
+            let other = try await Self.udp(lab.dnsPort, Self.query("part.ecs.test", subnet: nil), from: "127.0.2.1")
+            #expect(try Self.addresses(other, "part.ecs.test") == ["192.0.2.61"])
+            // flat.ecs.test has no AAAA for anyone: scope 0, so the name is marked the same for every network.
+            _ = try await Self.udp(lab.dnsPort, Self.query("flat.ecs.test", type: 28, subnet: nil), from: "127.0.1.1")
+            let key = ClientSubnetCache.Key(name: "flat.ecs.test", family: .ipv6)
+            guard
+                case .shared = lab.service.subnetAnswers.lookup(
+                    key, subnet: try Self.network("203.0.113.0/24"), now: .now)
+            else {
+                Issue.record("a scope-0 negative answer did not mark the name shared")
+                return
+            }
+        }
+    }
+
+    @Test(
         "an answer for every network (scope 0) is shared through the resolver's cache and echoed with scope 0; one to a network the client only stated (chosen) is not"
     )
     func sharedAnswers() async throws {

@@ -322,6 +322,37 @@ struct ThirdWaveTests {
         #expect(guarded.subnet == IPNetwork("203.0.113.0/24") && !guarded.chosen, "the client's own, not 10.9.9.0/24")
     }
 
+    @Test("TLS handshakes: one network gets a sixteenth of the rate, the others still theirs; the total holds too")
+    func handshakeRates() throws {
+        let budget = HandshakeBudget(perSecond: 160, prefixes: ClientPrefixes())
+        let now = ContinuousClock.now
+        let one = try #require(IPAddress("198.51.100.7"))
+        // A network's share is a sixteenth (10 a second), with a burst of twice that: 20 at once, then none.
+        let taken = (0..<100).filter { _ in budget.admit(one, now: now) }.count
+        #expect(taken == 20)
+        #expect(budget.admit(try #require(IPAddress("198.51.100.200")), now: now) == false, "the same /24")
+        // Other networks have their own shares, until the total's burst (320) is spent.
+        var others = 0
+        for network in 0..<40 {
+            for _ in 0..<20 where budget.admit(IPAddress(ipv4: 203, 0, UInt8(network), 1), now: now) { others += 1 }
+        }
+        #expect(others == 300, "the total's burst of 320, 20 of them taken by the first network")
+        // A second later each network's share has come back.
+        #expect(budget.admit(one, now: now + .seconds(1)))
+    }
+
+    @Test("report signatures: each is taken once, expired ones make room without a scan, a full table refuses")
+    func replaySignatures() {
+        let replays = ReplayGuard(capacity: 3)
+        #expect(replays.first("a", expiry: 100, now: 50))
+        #expect(!replays.first("a", expiry: 100, now: 60), "a replay")
+        #expect(replays.first("b", expiry: 110, now: 60))
+        #expect(replays.first("c", expiry: 120, now: 60))
+        #expect(!replays.first("d", expiry: 130, now: 60), "full of unexpired signatures: refused")
+        #expect(replays.first("d", expiry: 130, now: 101), "a expired and made room")
+        #expect(replays.count == 3)
+    }
+
     @Test("a reload of cares.* moves relayed queries to the new servers")
     func relayFollowsReload() async throws {
         let old = try BoundUDPSocket()
@@ -339,5 +370,102 @@ struct ThirdWaveTests {
         _ = try? await forwarder.forward(DNSTransportTests.query("moved.reload.test", type: 16, id: 0))
         #expect(try await newSeen.contains("moved.reload.test"))
         #expect(try await oldSeen.isEmpty)
+    }
+
+    // MARK: - DNS cookies
+
+    @Test("SipHash-2-4 and RFC 9018's server cookie give their published test vectors")
+    func cookieVectors() throws {
+        // SipHash-2-4, key 00..0f, message 00..0e (the reference implementation's vectors).
+        let key = (UInt64(0x0706_0504_0302_0100), UInt64(0x0f0e_0d0c_0b0a_0908))
+        #expect(SipHash24.hash(Array(0..<15), key: key) == 0xa129_ca61_49be_45e5)
+        #expect(SipHash24.hash([], key: key) == 0x726f_db47_dd0e_0e31)
+        // RFC 9018 appendix A.1: client cookie 2464c4abcf10c957 from 198.51.100.100, secret
+        // e5e973e5a6b2a43f48e7dc849e37bfcf, timestamp 1559731985.
+        let secret: [UInt8] = [
+            0xe5, 0xe9, 0x73, 0xe5, 0xa6, 0xb2, 0xa4, 0x3f, 0x48, 0xe7, 0xdc, 0x84, 0x9e, 0x37, 0xbf, 0xcf,
+        ]
+        func word(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+            bytes.reversed().reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        let cookies = DNSCookies(key: (word(secret[0..<8]), word(secret[8..<16])))
+        let client: [UInt8] = [0x24, 0x64, 0xc4, 0xab, 0xcf, 0x10, 0xc9, 0x57]
+        let option = cookies.option(client: client, address: IPAddress("198.51.100.100"), now: 1_559_731_985)
+        let server: [UInt8] = [0x01, 0, 0, 0, 0x5c, 0xf7, 0x9f, 0x11, 0x1f, 0x81, 0x30, 0xc3, 0xee, 0xe2, 0x94, 0x80]
+        #expect(Array(option[12...]) == server)
+        #expect(
+            cookies.isValid(server: server, client: client, address: IPAddress("198.51.100.100"), now: 1_559_733_000))
+        #expect(
+            !cookies.isValid(server: server, client: client, address: IPAddress("198.51.100.101"), now: 1_559_733_000))
+        #expect(
+            !cookies.isValid(server: server, client: client, address: IPAddress("198.51.100.100"), now: 1_559_740_000))
+    }
+
+    /// A query for `name` with an OPT record carrying `cookie` (client cookie, then the server cookie if any).
+    static func query(_ name: String, cookie: [UInt8], id: UInt16) -> [UInt8] {
+        var message = DNSTransportTests.query(name, id: id, edns: 1_232)
+        message += [0, 10, 0, UInt8(cookie.count)] + cookie
+        message[message.count - cookie.count - 6] = 0
+        message[message.count - cookie.count - 5] = UInt8(4 + cookie.count)
+        return message
+    }
+
+    /// The COOKIE option's data in an answer, if any.
+    static func cookie(in answer: [UInt8]) -> [UInt8]? {
+        guard let options = DNSMessageWalk.optOptions(answer) else { return nil }
+        var offset = options.lowerBound
+        while offset + 4 <= options.upperBound {
+            let length = Int(answer[offset + 2]) << 8 | Int(answer[offset + 3])
+            if answer[offset] == 0, answer[offset + 1] == 10 { return Array(answer[offset + 4..<offset + 4 + length]) }
+            offset += 4 + length
+        }
+        return nil
+    }
+
+    @Test(
+        "a UDP client that returns its server cookie is verified (past the UDP rate limit), a forged source replaying it is not, a malformed cookie gets FORMERR"
+    )
+    func cookiesVerifyUDP() async throws {
+        let overrides = HostOverrides()
+        overrides.set([IPAddress(ipv4: 127, 0, 0, 5)], for: try HostPattern("fast.test"))
+        let resolver = HostResolver(upstreams: [], overrides: overrides, cache: nil, prober: nil)
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(udpRateLimitPerSecond: 0.01, udpRateLimitBurst: 1),
+            logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service,
+            configuration: .init(port: 0, dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
+            logger: Self.logger)
+        let port = try #require(server.dnsPort)
+        let client: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        func answered(_ answer: [UInt8]?) -> Bool {
+            guard let answer, answer.count > 12 else { return false }
+            return answer[2] & 0x02 == 0 && answer[7] == 1
+        }
+        // The first query (the bucket's one token) learns the server cookie.
+        let first = try await DNSTransportTests.udp(port, Self.query("fast.test", cookie: client, id: 1))
+        #expect(answered(first))
+        let firstAnswer = try #require(first)
+        let learnt = try #require(Self.cookie(in: firstAnswer))
+        #expect(learnt.count == 24 && Array(learnt[0..<8]) == client, "the client cookie and a 16-byte server cookie")
+        // Without it the client is over its UDP rate now; with it, verified, it is answered every time.
+        let plain = try await DNSTransportTests.udp(
+            port, DNSTransportTests.query("fast.test", id: 2), wait: .milliseconds(500))
+        #expect(!answered(plain))
+        for id in 3..<8 {
+            let answer = try await DNSTransportTests.udp(port, Self.query("fast.test", cookie: learnt, id: UInt16(id)))
+            #expect(answered(answer), "query \(id) with the server cookie")
+        }
+        // Another address replaying the cookie is not verified: past its one token it is limited.
+        _ = try await DNSTransportTests.udp(port, DNSTransportTests.query("fast.test", id: 8), from: "127.0.1.1")
+        let replayed = try await DNSTransportTests.udp(
+            port, Self.query("fast.test", cookie: learnt, id: 9), from: "127.0.1.1", wait: .milliseconds(500))
+        #expect(!answered(replayed))
+        // A cookie of 10 bytes is malformed (RFC 7873 §5.2.2).
+        let malformed = try await DNSTransportTests.udp(
+            port, Self.query("fast.test", cookie: Array(repeating: 9, count: 10), id: 10), from: "127.0.2.1")
+        #expect(malformed.map { $0[3] & 0x0F } == 1)
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
     }
 }

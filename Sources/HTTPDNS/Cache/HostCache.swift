@@ -126,7 +126,7 @@ public final class HostCache: Sendable {
         return core.withLock(body)
     }
     /// The cache's configuration.
-    var configuration: Configuration { core.withLock { $0.configuration } }
+    package var configuration: Configuration { core.withLock { $0.configuration } }
 
     /// Creates an empty cache.
     /// - Parameter configuration: Limits and policies.

@@ -29,7 +29,8 @@ extension HostResolver {
     /// that client's alone.
     /// - Returns: The answer and its scope, or `nil` when no upstream can ask for a client network (the caller
     ///   then uses ``resolveRanked(_:family:)``, the server's own view).
-    /// - Throws: `HTTPDNSError`: a trusted NXDOMAIN or no-data at once; otherwise the last upstream's failure.
+    /// - Throws: `HTTPDNSError`, or `ScopedNegativeAnswer` (a trusted NXDOMAIN or no-data with its scope), at once;
+    ///   otherwise the last upstream's failure.
     package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool = true)
         async throws -> SubnetAnswer?
     {
@@ -78,6 +79,9 @@ extension HostResolver {
                 return SubnetAnswer(
                     answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
                     scope: scoped.scopePrefixLength)
+            } catch let negative as ScopedNegativeAnswer {
+                if upstream.negativeAnswersAreAuthoritative { throw negative }
+                lastError = negative.error
             } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
                 // A vendor API's empty answer may be throttling: the next upstream is asked.
                 if upstream.negativeAnswersAreAuthoritative { throw error }

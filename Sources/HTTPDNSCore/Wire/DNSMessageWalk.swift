@@ -58,6 +58,19 @@ package enum DNSMessageWalk {
         return end <= message.count ? start..<end : nil
     }
 
+    /// `message` with `option` (code, length and data, as written on the wire) added at the end of its OPT record;
+    /// `nil` when it has no OPT record, the OPT record does not end the message, or the options would pass 65,535
+    /// bytes.
+    package static func appendingOption(_ option: [UInt8], to message: [UInt8]) -> [UInt8]? {
+        guard let options = optOptions(message), options.upperBound == message.count else { return nil }
+        let length = options.count + option.count
+        guard length <= 0xFFFF else { return nil }
+        var result = message + option
+        result[options.lowerBound - 2] = UInt8(length >> 8)
+        result[options.lowerBound - 1] = UInt8(length & 0xFF)
+        return result
+    }
+
     /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
     package static func skipName(_ message: [UInt8], from start: Int) -> Int? {
         var offset = start

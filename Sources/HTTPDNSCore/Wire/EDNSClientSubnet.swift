@@ -74,17 +74,10 @@ package enum EDNSClientSubnet {
     /// message is then left as it is). The message must carry no ECS option already.
     package static func settingOption(in message: [UInt8], _ subnet: IPNetwork, scope: Int = 0) -> [UInt8]? {
         guard message.count >= 12 else { return nil }
-        guard let options = DNSMessageWalk.optOptions(message) else {
+        guard DNSMessageWalk.optOptions(message) != nil else {
             return DNSMessageWalk.optRecord(message) == nil ? addingOPT(to: message, subnet: subnet, scope: scope) : nil
         }
-        guard options.upperBound == message.count else { return nil }
-        let option = option(subnet, scope: scope)
-        let length = options.count + option.count
-        guard length <= 0xFFFF else { return nil }
-        var result = message + option
-        result[options.lowerBound - 2] = UInt8(length >> 8)
-        result[options.lowerBound - 1] = UInt8(length & 0xFF)
-        return result
+        return DNSMessageWalk.appendingOption(option(subnet, scope: scope), to: message)
     }
 
     /// The scope of an answer to a query for `asked` (RFC 7871 §7.3): 0 without an option, at most the prefix

@@ -49,6 +49,8 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
     private var wrote = false
     var lateFlushQueued = false
     private let rateLimited: RateLimitedCount
+    /// The server cookies of the listener (one key for all its sockets).
+    private let cookies: DNSCookies
 
     /// The rate-limited queries of one UDP listener, counted across its sockets (one per event loop, on one port), so
     /// that one in ``slip`` slips whichever socket the kernel gave a query to.
@@ -61,19 +63,40 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
         }
     }
 
-    init(_ exchange: Exchange, rateLimited: RateLimitedCount = RateLimitedCount()) {
+    init(_ exchange: Exchange, rateLimited: RateLimitedCount = RateLimitedCount(), cookies: DNSCookies = DNSCookies()) {
         self.exchange = exchange
         self.rateLimited = rateLimited
+        self.cookies = cookies
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        let query = Array(envelope.data.readableBytesView)
+        let received = Array(envelope.data.readableBytesView)
         // Only queries: never answer an answer (two servers would bounce it for ever).
-        guard query.count >= 12, query[2] & 0x80 == 0 else { return }
+        guard received.count >= 12, received[2] & 0x80 == 0 else { return }
         var exchange = self.exchange
         exchange.client = Exchange.clientAddress(envelope.remoteAddress)
         let remote = envelope.remoteAddress
+        // A DNS cookie (RFC 7873): a valid server cookie proves the source; the service sees the query without the
+        // option (so kept answers are shared by every client), and the answer gets the client's cookie back with a
+        // new server cookie.
+        var query = received
+        var cookie: [UInt8]?
+        var verified = false
+        switch DNSCookies.find(in: received) {
+        case .none:
+            break
+        case .malformed:
+            send(.text(400, "malformed cookie"), to: received, remote: remote, context: context)
+            return
+        case .cookie(let client, let server, let stripped):
+            let now = UInt32(truncatingIfNeeded: exchange.service.now())
+            verified =
+                server.map { cookies.isValid(server: $0, client: client, address: exchange.client, now: now) }
+                ?? false
+            query = stripped
+            cookie = cookies.option(client: client, address: exchange.client, now: now)
+        }
         let waitID = nextWait
         nextWait &+= 1
         // Everything for a wait is made in these two closures, which only a query that waits calls: a cache hit
@@ -91,7 +114,7 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
                     let (handler, context) = bound.value
                     // Given up already: nobody waits for this answer.
                     guard handler.waits.removeValue(forKey: waitID) != nil else { return }
-                    handler.send(response, to: query, remote: remote, context: context)
+                    handler.send(response, to: received, remote: remote, cookie: cookie, context: context)
                     handler.flushAfterLoopTasks(context: context)
                 }, eventLoop: context.eventLoop)
         }
@@ -100,10 +123,10 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
             waits[waitID] = (wait, deadline)
             if sweep == nil { armSweep(at: deadline, context: context) }
         }
-        if let response = exchange.answer(
-            serviceRequest(query, client: exchange.client), on: context.eventLoop, later: later, waiting: onWait)
-        {
-            send(response, to: query, remote: remote, context: context)
+        var request = serviceRequest(query, client: exchange.client)
+        request.verifiedSource = verified
+        if let response = exchange.answer(request, on: context.eventLoop, later: later, waiting: onWait) {
+            send(response, to: received, remote: remote, cookie: cookie, context: context)
         }
     }
 
@@ -152,14 +175,17 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
         context.flush()
     }
 
+    /// Sends the answer to `query` (as received), with `cookie` (a COOKIE option) in its OPT record when given.
     private func send(
-        _ response: ServiceResponse, to query: [UInt8], remote: SocketAddress, context: ChannelHandlerContext
+        _ response: ServiceResponse, to query: [UInt8], remote: SocketAddress, cookie: [UInt8]? = nil,
+        context: ChannelHandlerContext
     ) {
         var message = DNSTransportWire.message(for: response, query: query, overUDP: true)
         if message == nil, response.status == 429 {
             if rateLimited.nextSlips() { message = DNSTransportWire.slipped(query) }
         }
-        guard let message else { return }
+        guard var message else { return }
+        if let cookie, let withCookie = DNSMessageWalk.appendingOption(cookie, to: message) { message = withCookie }
         guard context.channel.isWritable else {
             exchange.service.metrics.udpDropped.increment()
             return

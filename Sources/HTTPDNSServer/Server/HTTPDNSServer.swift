@@ -72,6 +72,10 @@ public final class HTTPDNSServer: Sendable {
         /// Names besides loopback literals, `localhost` and its own address that the admin listener answers for in
         /// `Host` (any other gets 421: a DNS rebinding defence, see docs/security.md).
         public var adminHostNames: [String] = []
+        /// New TLS connections (HTTPS and DNS over TLS) a second in all, a sixteenth of it per client network, each
+        /// with a burst of twice its rate; past it a connection is closed before its handshake (the CPU a handshake
+        /// costs, docs/security.md).
+        public var maximumHandshakesPerSecond: Int = 1_024
         /// Limits of each public listener's own, within ``maximumConnections``.
         public var listenerLimits: ListenerLimits
 

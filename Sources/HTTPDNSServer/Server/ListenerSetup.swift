@@ -60,6 +60,8 @@ struct ListenerSetup: Sendable {
     let limits: Exchange.Limits
     let guardLimits: ConnectionGuard.Limits
     let prefixes: ClientPrefixes
+    /// The rate of new TLS connections, in all and per network (the CPU of handshakes).
+    let handshakes: HandshakeBudget
     let http2: HTTP2Setup
     /// One table of kept answers per event loop, used only there.
     let memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>]
@@ -89,6 +91,8 @@ struct ListenerSetup: Sendable {
             idleTimeout: TimeAmount(configuration.idleTimeout), writeTimeout: TimeAmount(configuration.writeTimeout),
             maximumQueuedBytes: configuration.maximumQueuedBytes)
         prefixes = configuration.clientPrefixes
+        handshakes = HandshakeBudget(
+            perSecond: configuration.maximumHandshakesPerSecond, prefixes: configuration.clientPrefixes)
         http2 = HTTP2Setup(settings: HTTP2ServerSession.Settings(maximumBodyBytes: configuration.maximumBodyBytes))
         var memos: [ObjectIdentifier: NIOLoopBoundBox<AnswerMemo>] = [:]
         for loop in eventLoopGroup.makeIterator() {
@@ -107,8 +111,14 @@ struct ListenerSetup: Sendable {
     /// Admits a new connection from its client's network. Returns the client's address (itself `nil` when the
     /// channel has none), or `nil` when the connection is refused: over the client's own limit, or accepted in the
     /// same burst as the one that reached the total limit, before accepting stopped. The caller closes it then.
-    private func admit(_ channel: any Channel, to table: Connections, listenerLimit: Int?) -> Admitted? {
+    private func admit(_ channel: any Channel, to table: Connections, listenerLimit: Int?, tls: Bool = false)
+        -> Admitted?
+    {
         let client = Exchange.clientAddress(channel)
+        if tls, !handshakes.admit(client) {
+            service.metrics.handshakesRefused.increment()
+            return nil
+        }
         guard
             let activity = table.admit(
                 channel, client: ClientNetwork(client, prefixes: prefixes), listenerLimit: listenerLimit)
@@ -149,7 +159,8 @@ struct ListenerSetup: Sendable {
                     $0.acceptedPerLoop[ObjectIdentifier(channel.eventLoop), default: 0] += 1
                 }
                 guard
-                    let admitted = setup.admit(channel, to: setup.connections, listenerLimit: setup.listenerLimits.http)
+                    let admitted = setup.admit(
+                        channel, to: setup.connections, listenerLimit: setup.listenerLimits.http, tls: tls != nil)
                 else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -241,7 +252,10 @@ struct ListenerSetup: Sendable {
         return try await streamBootstrap()
             .childChannelInitializer { channel in
                 let limit = context == nil ? setup.listenerLimits.dns : setup.listenerLimits.dot
-                guard let admitted = setup.admit(channel, to: setup.connections, listenerLimit: limit) else {
+                guard
+                    let admitted = setup.admit(
+                        channel, to: setup.connections, listenerLimit: limit, tls: context != nil)
+                else {
                     return channel.close()
                 }
                 return channel.eventLoop.makeCompletedFuture {
@@ -263,11 +277,12 @@ struct ListenerSetup: Sendable {
     private func datagramListeners(_ address: ServerAddress) async throws -> [any Channel] {
         var channels: [any Channel] = []
         let rateLimited = DNSDatagramHandler.RateLimitedCount()
+        let cookies = DNSCookies()
         do {
             var port = address.port
             for loop in eventLoopGroup.makeIterator() {
                 let channel = try await datagramListener(
-                    ServerAddress(ip: address.ip, port: port), on: loop, rateLimited: rateLimited)
+                    ServerAddress(ip: address.ip, port: port), on: loop, rateLimited: rateLimited, cookies: cookies)
                 channels.append(channel)
                 port = channel.localAddress?.port.map { UInt16($0) } ?? port
             }
@@ -287,7 +302,8 @@ struct ListenerSetup: Sendable {
 
     /// One UDP socket of ``datagramListeners(_:)``, on `loop`.
     private func datagramListener(
-        _ address: ServerAddress, on loop: any EventLoop, rateLimited: DNSDatagramHandler.RateLimitedCount
+        _ address: ServerAddress, on loop: any EventLoop, rateLimited: DNSDatagramHandler.RateLimitedCount,
+        cookies: DNSCookies
     ) async throws -> any Channel {
         let (service, limits, logger, memos) = (service, limits, logger, memos)
         return try await DatagramBootstrap(group: loop)
@@ -304,7 +320,7 @@ struct ListenerSetup: Sendable {
                         service: service, limits: limits, logger: logger, client: nil, transport: .udp,
                         memo: memos[ObjectIdentifier(channel.eventLoop)])
                     try channel.pipeline.syncOperations.addHandler(
-                        DNSDatagramHandler(exchange, rateLimited: rateLimited))
+                        DNSDatagramHandler(exchange, rateLimited: rateLimited, cookies: cookies))
                 }
             }
             .bind(host: address.ip.description, port: Int(address.port)).get()

@@ -114,7 +114,7 @@ extension HTTPDNSService {
     func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
         let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
         guard
-            let answer = try await resolver.resolve(
+            var answer = try await resolver.resolve(
                 host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen)
         else {
             return nil
@@ -124,6 +124,11 @@ extension HTTPDNSService {
         // stating the same network, and a scope-0 answer to it neither marks the name the same for everyone nor
         // reaches the shared cache (which would replace every network's own answers).
         let chosen = lookup.chosen ? subnet : nil
+        // The cache's lower TTL bound holds for answers kept by network too (a TTL of 0 or 1 from an authoritative
+        // that tailors answers would otherwise send every query of the network upstream).
+        if let minimum = resolver.cache?.configuration.minimumTTL, answer.answer.ttl < minimum {
+            answer.answer.ttl = minimum
+        }
         guard answer.scope > 0 else {
             if chosen == nil { subnetAnswers.keepShared(key, ttl: answer.answer.ttl, now: now) }
             return result(answer.answer, lookup)
@@ -141,10 +146,24 @@ extension HTTPDNSService {
     }
 
     /// Asks again for a network's answer that is about to expire, so that its clients never wait for the upstream.
+    /// The prefetch takes a lookup place of that network like a client's miss (none free: it is not made, and the
+    /// next miss asks): a network whose answers all near their end at once cannot send more upstream than its share.
     func prefetchInBackground(_ lookup: Lookup, subnet: IPNetwork) {
         guard let host = try? HostName(lookup.name + ".") else { return }
+        let configuration = self.configuration
+        guard
+            let ticket = upstreamBudget.admit(
+                subnet.address, unverified: false, kind: .lookup,
+                bounds: .init(
+                    total: configuration.maximumUpstreamLookups,
+                    perNetwork: configuration.maximumUpstreamLookupsPerNetwork),
+                prefixes: configuration.clientPrefixes)
+        else { return }
         metrics.clientSubnet(.prefetch)
-        Task { [self] in _ = try? await subnetLookup(lookup, subnet: subnet, host: host) }
+        Task { [self] in
+            _ = try? await subnetLookup(lookup, subnet: subnet, host: host)
+            releaseUpstream(ticket)
+        }
     }
 
     /// Checks again, without holding up the client served the shared answer, whether a name is still the same for

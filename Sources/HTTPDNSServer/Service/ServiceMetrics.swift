@@ -26,6 +26,8 @@ final class ServiceMetrics: Sendable {
     let acceptPauses: Counter
     /// Idle connections closed to make room for a new one at the total connection limit.
     let connectionsShed: Counter
+    /// TLS connections closed before their handshake: their network, or the server, was over its handshake rate.
+    let handshakesRefused: Counter
     private let guardClosures = Locked([String: Counter]())
     /// Requests by transport, made up front (read without a lock on every request).
     private let byTransport: [ServiceRequest.Transport: Counter]
@@ -65,6 +67,8 @@ final class ServiceMetrics: Sendable {
             label: "httpdns_serve_connections_refused_total", dimensions: [], factory: factory)
         acceptPauses = Counter(label: "httpdns_serve_accept_paused_total", dimensions: [], factory: factory)
         connectionsShed = Counter(label: "httpdns_serve_connections_shed_total", dimensions: [], factory: factory)
+        handshakesRefused = Counter(
+            label: "httpdns_serve_tls_handshakes_refused_total", dimensions: [], factory: factory)
         byTransport = Dictionary(
             uniqueKeysWithValues: ServiceRequest.Transport.allCases.map { transport in
                 (

@@ -1,0 +1,36 @@
+import HTTPDNS
+import Synchronization
+
+/// The CPU a TLS handshake costs (a signature with the server's key, key agreement), bounded by accept rate: at
+/// most ``perSecond`` new TLS connections a second in all, and a sixteenth of that from one client network (its
+/// /24 or /48), each with a burst of twice its rate. A connection past either is closed at once, before any TLS
+/// work, so a network that opens connections and abandons their handshakes takes at most its share of the cores
+/// (the handshake deadline bounds how long each holds a place).
+final class HandshakeBudget: Sendable {
+    /// New TLS connections a second in all.
+    let perSecond: Double
+    private let networks: RateLimiter
+    private let total: Mutex<(tokens: Double, updated: ContinuousClock.Instant)>
+
+    /// A budget of `perSecond` handshakes a second in all; a network counted by `prefixes`.
+    init(perSecond: Int, prefixes: ClientPrefixes) {
+        self.perSecond = Double(max(perSecond, 16))
+        let share = self.perSecond / 16
+        // The network buckets are the limiter's verified kind (a TCP source completed its handshake).
+        networks = RateLimiter(limits: .init(perSecond: share, burst: share * 2, prefixes: prefixes))
+        total = Mutex((self.perSecond * 2, .now))
+    }
+
+    /// Takes one handshake for `client`; `false` when its network or the server is over its rate.
+    func admit(_ client: IPAddress?, now: ContinuousClock.Instant = .now) -> Bool {
+        guard networks.admit(client, now: now) == nil else { return false }
+        let (rate, burst) = (perSecond, perSecond * 2)
+        return total.withLock { bucket in
+            bucket.tokens = min(burst, bucket.tokens + (now - bucket.updated).fractionalSeconds * rate)
+            bucket.updated = now
+            guard bucket.tokens >= 1 else { return false }
+            bucket.tokens -= 1
+            return true
+        }
+    }
+}
