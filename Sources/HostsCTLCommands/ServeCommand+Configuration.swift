@@ -180,11 +180,11 @@ extension ServeCommand {
                 "idleTimeoutMs", \.server.idleTimeout, default: 30_000,
                 "an idle connection is closed after this, milliseconds", range: 100...3_600_000),
             .int(
-                "maxConnections", \.server.maximumConnections, default: 1_024,
+                "maxConnections", \.server.maximumConnections, default: 768,
                 "most connections open at once; past it a new one takes the longest-idle one's place, or waits in the listen backlog (docs/security.md)",
                 range: 1...1_000_000),
             .int(
-                "maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 64,
+                "maxConnectionsPerClient", \.server.maximumConnectionsPerClient, default: 48,
                 "most connections open at once from one client network (serve.clientPrefixV4/V6); past it new ones are closed",
                 range: 1...1_000_000),
             .milliseconds(

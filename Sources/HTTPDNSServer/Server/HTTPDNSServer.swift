@@ -102,7 +102,7 @@ public final class HTTPDNSServer: Sendable {
         public init(
             host: String = "127.0.0.1", port: Int = 8053, certificatePath: String? = nil,
             privateKeyPath: String? = nil, maximumBodyBytes: Int = 4_096, idleTimeout: Duration = .seconds(30),
-            maximumConnections: Int = 1_024, maximumConnectionsPerClient: Int = 64,
+            maximumConnections: Int = 768, maximumConnectionsPerClient: Int = 48,
             handshakeTimeout: Duration = .seconds(10), requestHeadTimeout: Duration = .seconds(10),
             requestBodyTimeout: Duration = .seconds(10), writeTimeout: Duration = .seconds(10),
             maximumQueuedBytes: Int = 1 << 20, clientPrefixes: ClientPrefixes = ClientPrefixes(),
