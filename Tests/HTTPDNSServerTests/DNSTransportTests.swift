@@ -143,6 +143,47 @@ struct DNSTransportTests {
         await served.stop()
     }
 
+    @Test(
+        "kdig's DNS cookies: the server answers a client cookie with a server cookie, and kdig sending both back is answered past a UDP rate limit of one query"
+    )
+    func kdigCookies() async throws {
+        let served = try await Served.start(
+            configuration: .init(maximumAnswers: 64, udpRateLimitPerSecond: 0.01, udpRateLimitBurst: 1))
+        let client = "0102030405060708"
+        let (status, first) = try await InteropTests.run(
+            "/usr/bin/kdig",
+            [
+                "@127.0.0.1", "-p", "\(served.dnsPort)", "+notcp", "+cookie=\(client)", "+timeout=5", "+retry=0",
+                "fast.test",
+            ])
+        #expect(status == 0 && first.contains("127.0.0.5"), "\(first)")
+        // kdig prints the cookie it got back: the client cookie and a 16-byte server cookie, in hex.
+        let lines = first.split(separator: "\n").map(String.init)
+        let line = try #require(lines.first { $0.contains("COOKIE:") }, "\(first)")
+        let words = line.split(separator: " ").map(String.init)
+        let cookie = try #require(words.first { $0.count == 48 }, "\(line)")
+        #expect(cookie.lowercased().hasPrefix(client))
+        // Over its one-query UDP allowance, with the cookie: verified, so answered each time.
+        for _ in 0..<3 {
+            let (again, output) = try await InteropTests.run(
+                "/usr/bin/kdig",
+                [
+                    "@127.0.0.1", "-p", "\(served.dnsPort)", "+notcp", "+cookie=\(cookie)", "+timeout=2", "+retry=0",
+                    "fast.test",
+                ])
+            #expect(again == 0 && output.contains("127.0.0.5"), "\(output)")
+        }
+        // Without a cookie the same client is over its rate: nothing, or a TC answer one time in two.
+        let (_, plain) = try await InteropTests.run(
+            "/usr/bin/kdig",
+            [
+                "@127.0.0.1", "-p", "\(served.dnsPort)", "+notcp", "+nocookie", "+timeout=1", "+retry=0", "+ignore",
+                "fast.test",
+            ])
+        #expect(!plain.contains("127.0.0.5"), "\(plain)")
+        await served.stop()
+    }
+
     @Test("stubby, a real DNS-over-TLS stub, resolves through the DoT listener with the certificate checked")
     func stubby() async throws {
         let served = try await Served.start()
