@@ -35,6 +35,11 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
         /// `RES_OPTIONS`).
         var ndots: Int?
+        /// Whether address queries too go out with DNS 0x20 (the name in a random mix of cases, the answer taken
+        /// only when it echoes it; see ``CAresResolver/send(message:)``): built here and sent whole, rather than
+        /// built by c-ares. `hostsctl serve` sets it, so every query it sends through c-ares carries it. Off by
+        /// default.
+        package var randomizesCase = false
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -87,6 +92,8 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     package let longestQuery: Duration
     let loop: CAresEventLoop
     private let logger: Logger
+    /// ``Configuration/randomizesCase``.
+    private let randomizesCase: Bool
 
     /// The resolver's event thread as a task executor.
     ///
@@ -115,6 +122,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         self.longestQuery = Self.longestQuery(
             timeout: configuration.timeout, tries: configuration.tries, servers: loop.servers.count)
         self.logger = logger
+        self.randomizesCase = configuration.randomizesCase
         logger.debug("c-ares resolver started", metadata: ["servers": "\(loop.servers.joined(separator: ","))"])
     }
 
@@ -158,6 +166,13 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
 
     /// Sends one query and parses its answer.
     func query(_ host: HostName, type: DNSRecordType) async throws -> [ResolvedAddress] {
+        if randomizesCase {
+            let query = DNSWireMessage.query(for: host, type: type)
+            var answer = try await send(message: query)
+            // c-ares sends the query under its own ID and hands the answer back with it; the checks expect 0.
+            if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
+            return try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
+        }
         switch try await exchange(CAresQuery(name: host.name, type: type)) {
         case .addresses(let addresses):
             return addresses

@@ -163,7 +163,7 @@ public struct ServeCommand: AsyncParsableCommand {
     /// must not reach it); unless `serve.probeGuardedAddresses`, the private-address guard covers every upstream
     /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
     /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
-    /// as written.
+    /// as written. Every c-ares query carries DNS 0x20.
     static func served(_ settings: HostResolver.Configuration, serve: ServeCommand.Configuration)
         -> HostResolver.Configuration
     {
@@ -172,6 +172,8 @@ public struct ServeCommand: AsyncParsableCommand {
         served.adaptsToHostNetwork = false
         served.systemFallback = false
         served.sources.removeAll { $0 == .system }
+        // Every query the server sends through c-ares carries DNS 0x20 (docs/security.md).
+        served.cares.randomizesCase = true
         guard !serve.probeGuardedAddresses else { return served }
         served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false

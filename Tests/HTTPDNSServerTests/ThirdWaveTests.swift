@@ -211,6 +211,29 @@ struct ThirdWaveTests {
         #expect(Array(taken[12..<query.count]) == Array(query[12...]))
     }
 
+    @Test("with randomizesCase (serve's setting) address queries go out in a mixed case too, and an echo is taken")
+    func caseRandomisedAddressQueries() async throws {
+        let upstream = try BoundUDPSocket()
+        var configuration = CAresResolver.Configuration(
+            servers: [upstream.address], timeout: TestTiming.scaled(.seconds(3)), tries: 1)
+        configuration.randomizesCase = true
+        let cares = try CAresResolver(configuration: configuration)
+        defer { cares.shutdown() }
+        let host = try HostName("lettersonly.forged.test")
+        let lookup = Task { try await cares.resolve(host, family: .ipv4) }
+        let received = try await offThePool { upstream.receive(within: TestTiming.scaled(.seconds(3))) }
+        let (message, source) = try #require(received)
+        let asked = String(decoding: message[13..<(13 + 11)], as: UTF8.self)
+        #expect(asked != asked.lowercased(), "\(asked)")
+        // The question as asked, then one A record pointing back at it.
+        let reply =
+            Array(message[0..<2]) + [0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0] + Array(message[12..<(12 + 25 + 4)])
+            + [0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 77]
+        upstream.send(reply, to: source)
+        let resolution = try await lookup.value
+        #expect(resolution.addresses.map(\.ip.description) == ["192.0.2.77"])
+    }
+
     // MARK: - The admin listener and DNS rebinding
 
     @Test(
