@@ -234,6 +234,47 @@ struct ThirdWaveTests {
         #expect(resolution.addresses.map(\.ip.description) == ["192.0.2.77"])
     }
 
+    @Test("a relayed answer carries no OPT record to a client that sent none, and keeps the upstream's to one that did")
+    func relayedEDNSOnlyToEDNSClients() async throws {
+        let upstream = try BoundUDPSocket()
+        let cares = try CAresResolver(
+            configuration: .init(servers: [upstream.address], timeout: TestTiming.scaled(.seconds(3)), tries: 1))
+        let resolver = HostResolver(
+            upstreams: [], overrides: HostOverrides(), cache: nil, prober: nil, onShutdown: [{ cares.shutdown() }])
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(otherTypes: .forward, udpRateLimitPerSecond: 0),
+            logger: Self.logger, forwarder: CAresForwarder(resolver: cares))
+        let server = try await HTTPDNSServer.start(
+            service: service,
+            configuration: .init(port: 0, dnsListen: ServerAddress(ip: IPAddress(ipv4: 127, 0, 0, 1), port: 0)),
+            logger: Self.logger)
+        let port = try #require(server.dnsPort)
+        /// Answers the next relayed query with one TXT record and the OPT record it came with.
+        @Sendable func answerOne() throws {
+            let (message, source) = try #require(upstream.receive(within: TestTiming.scaled(.seconds(3))))
+            let nameEnd = try #require(DNSMessageWalk.skipName(message, from: 12))
+            // The server's own OPT record, with its forwarding marker, whatever the client sent.
+            #expect(ForwardingMarker.read(message) != nil)
+            let reply =
+                Array(message[0..<2]) + [0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 1] + Array(message[12..<(nameEnd + 4)])
+                + [0xC0, 0x0C, 0, 16, 0, 1, 0, 0, 0, 60, 0, 3, 2, 0x6f, 0x6b] + [
+                    0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, 0,
+                ]
+            upstream.send(reply, to: source)
+        }
+        for (index, edns) in [(1, false), (2, true)] {
+            let query = DNSTransportTests.query("e\(index).relay.test", type: 16, id: 7, edns: edns ? 1_232 : nil)
+            async let answered = DNSTransportTests.udp(port, query)
+            try await offThePool { try answerOne() }
+            let answer = try #require(try await answered)
+            #expect(answer[7] == 1, "the TXT record")
+            #expect((DNSMessageWalk.optRecord(answer) != nil) == edns, "EDNS \(edns): \(answer)")
+        }
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        upstream.close()
+    }
+
     // MARK: - The admin listener and DNS rebinding
 
     @Test(

@@ -58,6 +58,22 @@ package enum DNSMessageWalk {
         return end <= message.count ? start..<end : nil
     }
 
+    /// `message` without its OPT record (the additional count one less); `message` itself when it has none, `nil` when
+    /// it cannot be walked.
+    package static func removingOPT(_ message: [UInt8]) -> [UInt8]? {
+        guard sectionsEnd(message) != nil else { return nil }
+        guard let opt = optRecord(message) else { return message }
+        // The OPT record's owner is the root: one byte before its type.
+        let end = opt + 10 + (Int(message[opt + 8]) << 8 | Int(message[opt + 9]))
+        let additional = Int(message[10]) << 8 | Int(message[11])
+        guard additional > 0, opt >= 13 else { return nil }
+        var out = message
+        out.removeSubrange((opt - 1)..<end)
+        out[10] = UInt8((additional - 1) >> 8)
+        out[11] = UInt8((additional - 1) & 0xFF)
+        return out
+    }
+
     /// `message` with `option` (code, length and data, as written on the wire) added at the end of its OPT record;
     /// `nil` when it has no OPT record, the OPT record does not end the message, or the options would pass 65,535
     /// bytes.

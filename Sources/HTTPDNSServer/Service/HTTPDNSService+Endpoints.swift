@@ -146,18 +146,21 @@ extension HTTPDNSService {
         let mode = configuration.clientSubnetMode
         let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
         if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
-            return Self.relayResponse(answer, ttl: ttl, scope: 0, stated: relay.stated)
+            return Self.relayResponse(answer, ttl: ttl, scope: 0, relay: relay)
         }
         if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
-            return Self.relayResponse(answer, ttl: ttl, scope: ownKey.prefixLength, stated: relay.stated)
+            return Self.relayResponse(answer, ttl: ttl, scope: ownKey.prefixLength, relay: relay)
         }
         return nil
     }
 
-    /// A relayed answer as the client gets it: its own ECS option (`stated`) echoed with the answer's scope.
-    static func relayResponse(_ answer: [UInt8], ttl: UInt32, scope: Int, stated: IPNetwork?) -> ServiceResponse {
+    /// A relayed answer as the client gets it: its own ECS option (`stated`) echoed with the answer's scope, and no
+    /// OPT record at all for a client that sent none (RFC 6891 §7: EDNS only to EDNS clients; the upstream saw the
+    /// server's OPT record, with its forwarding marker).
+    static func relayResponse(_ answer: [UInt8], ttl: UInt32, scope: Int, relay: Relay) -> ServiceResponse {
         var body = answer
-        if let stated {
+        if !relay.query.usesEDNS { body = DNSMessageWalk.removingOPT(body) ?? body }
+        if let stated = relay.stated {
             body = EDNSClientSubnet.settingOption(in: answer, stated, scope: min(scope, stated.prefixLength)) ?? answer
         }
         return ServiceResponse(status: 200, contentType: "application/dns-message", maxAge: ttl, body: body)
@@ -203,7 +206,7 @@ extension HTTPDNSService {
                     answer, to: relay.message, network: mode == .off ? nil : Self.askedWithoutNetwork, now: .now)
             }
             let ttl = ForwardedAnswerCache.recordTTLs(answer)?.map(\.ttl).min() ?? 0
-            return Self.relayResponse(answer, ttl: ttl, scope: scope, stated: relay.stated)
+            return Self.relayResponse(answer, ttl: ttl, scope: scope, relay: relay)
         } catch let error as HTTPDNSError where error.code == .refused {
             // Every upstream refused: the client hears REFUSED, not a failure of this server.
             return Self.dnsResponse(query, .refused, [])
