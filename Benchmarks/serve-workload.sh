@@ -191,7 +191,7 @@ for name in serve ${baseline:+baseline}; do
     [ "$name" = serve ] || binary="$baseline"
     admin_port_of[$name]="$(free_port)"
     serve_settings "$name" "127.0.0.1:${pdns_port_of[$name]}" "${doh_port_of[$name]}" "${udp_port_of[$name]}" \
-        "${dot_port_of[$name]}" > "$work/$name.json"
+        "${dot_port_of[$name]}" "$binary" > "$work/$name.json"
     HOSTSCTL_SERVE_ADMIN_LISTEN="127.0.0.1:${admin_port_of[$name]}" HOSTSCTL_LOG_LEVEL=warning \
         "$binary" serve --config "$work/$name.json" >"$work/$name.log" 2>&1 &
     pids+=($!)

@@ -157,7 +157,7 @@ if [ -n "$baseline" ]; then
     baseline_dns_port="$(free_dns_port)"
     baseline_dot_port="$(free_port)"
     serve_settings baseline "127.0.0.1:$dnsmasq_port" "$baseline_port" "$baseline_dns_port" "$baseline_dot_port" \
-        > "$work/baseline.json"
+        "$baseline" > "$work/baseline.json"
     # With --console the baseline has an admin listener too, never asked: the difference is the polling alone.
     baseline_admin="none"
     [ -z "$console" ] || baseline_admin="127.0.0.1:$(free_port)"

@@ -50,15 +50,19 @@ stop_lab() {
 }
 
 # The settings of a measured hostsctl serve, on stdout:
-#   serve_settings NAME UPSTREAM DOH_PORT DNS_PORT DOT_PORT
+#   serve_settings NAME UPSTREAM DOH_PORT DNS_PORT DOT_PORT [BINARY]
 # its cache (in $work/NAME-cache.json), then c-ares to UPSTREAM (ADDRESS:PORT); no probes (the zones' addresses have
 # no listeners); DoH with the lab's certificate ($work/doh.pem), plain DNS and DoT on 127.0.0.1. The zones' addresses
 # are loopback ones, which a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses
 # lets them through (a build from before that key would refuse them, and so measure its upstream path).
 # The load comes from one address standing for a whole fleet, as dnsdist (which has neither limit by default)
 # sees it: the per-network UDP rate limit, connection share and TLS handshake rate, which would throttle that one
-# address, are lifted.
+# address, are lifted, for a BINARY (a baseline build) only with the keys it knows (an unknown key is an error).
 serve_settings() {
+    local lifted='"maxConnectionsPerClient": 1024'
+    if [ -z "${6:-}" ] || "$6" config keys 2>/dev/null | grep -q 'serve.udpRateLimitPerSecond'; then
+        lifted="$lifted"', "udpRateLimitPerSecond": 0, "tlsHandshakesPerSecond": 1000000'
+    fi
     cat <<SETTINGS
 {
   "sources": { "order": ["cache", "cares"], "systemFallback": false },
@@ -68,7 +72,7 @@ serve_settings() {
   "cache": { "path": "$work/$1-cache.json" },
   "serve": { "listen": "127.0.0.1:$3", "certificate": "$work/doh.pem", "privateKey": "$work/doh.key",
              "dns": { "listen": "127.0.0.1:$4" }, "dot": { "listen": "127.0.0.1:$5" }, "probeGuardedAddresses": true,
-             "udpRateLimitPerSecond": 0, "maxConnectionsPerClient": 1024, "tlsHandshakesPerSecond": 1000000 }
+             $lifted }
 }
 SETTINGS
 }
