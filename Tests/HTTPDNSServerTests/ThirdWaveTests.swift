@@ -313,6 +313,42 @@ struct ThirdWaveTests {
 
     // MARK: - Tables, guards and escapes
 
+    @Test(
+        "under serve's guard of every upstream an HTTP DNS provider allowed private answers is guarded too: its 10.0.0.7 is withheld (NXDOMAIN), as c-ares's would be"
+    )
+    func guardCoversHTTPDNS() async throws {
+        let provider = try await LocalHTTPServer(handler: FakeHTTPDNS.dnsJSON())
+        let settings = try SettingsFile.parse(
+            Array(
+                """
+                {
+                  "sources": { "order": ["httpdns"], "systemFallback": false },
+                  "reload": { "intervalMs": 0 }, "probe": { "enabled": false }, "cache": { "enabled": false },
+                  "guard": { "everyUpstream": true },
+                  "httpdns": { "providers": ["json"],
+                               "provider": { "json": { "api": "doh-json", "urls": ["\(provider.url)/resolve"],
+                                                       "allowPrivateAnswers": true } } }
+                }
+                """.utf8), path: "guard.json", environment: [:]
+        ).get()
+        let resolver = try HostResolver(configuration: settings, logger: Self.logger)
+        // ECS off: the lookup takes the shared path (asking each upstream in turn), where the hole was; the
+        // client-subnet path guarded every upstream already.
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(clientSubnetMode: .off), logger: Self.logger)
+        let response = await service.handle(
+            ServiceRequest(method: "GET", target: "/resolve?name=private.test&type=A", client: IPAddress("203.0.113.9"))
+        )
+        let body = String(decoding: response.body, as: UTF8.self)
+        #expect(body.contains("\"Status\":3") && !body.contains("10.0.0.7"), "\(body)")
+        // A public name from the same provider is answered.
+        let public4 = await service.handle(
+            ServiceRequest(method: "GET", target: "/resolve?name=v4only.test&type=A", client: IPAddress("203.0.113.9")))
+        #expect(String(decoding: public4.body, as: UTF8.self).contains("192.0.2.10"))
+        await resolver.shutdown()
+        await provider.stop()
+    }
+
     @Test("a name that is not a host name never reaches the busiest names; a full table evicts one name, not all")
     func busyNames() {
         let names = BusyNames(sampleEvery: 1, capacity: 8)

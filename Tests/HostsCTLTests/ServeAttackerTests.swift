@@ -250,4 +250,40 @@ struct ServeAttackerTests {
         #expect(shown.standardOutput.contains("sources.systemFallback (serve)"), "\(shown.standardOutput)")
         #expect(shown.standardOutput.contains("always under hostsctl serve"), "\(shown.standardOutput)")
     }
+
+    @Test(
+        "a name holding terminal escape sequences, asked 64 times, never reaches hostsctl top's screen or the busiest names"
+    )
+    func escapesNeverReachTheTerminal() async throws {
+        let (port, dnsPort, adminPort) = (try FreePort.tcp(), try FreePort.tcp(), try FreePort.tcp())
+        let (process, _) = try await ServeCommandTests.startServe(
+            try Self.settings(port: port, dnsPort: dnsPort), port: port, log: "serve-escapes.log", adminPort: adminPort)
+        defer { process.stop() }
+        #expect(try await offThePool { FreePort.waitUntilAccepting(port: dnsPort, while: { process.isRunning }) })
+        // Window title, clear screen and colour: the bytes a hostile label carries to an operator's terminal.
+        let hostile = "evil\u{1b}]0;owned\u{07}\u{1b}[2J\u{1b}[31m.test"
+        var stream: [UInt8] = []
+        for id in 0..<64 { stream += Self.framed(Self.query(hostile, id: UInt16(id))) }
+        for id in 64..<96 { stream += Self.framed(Self.query("served.test", id: UInt16(id))) }
+        let fd = try await offThePool { try LoopbackTCP.connect(port: Int(dnsPort), receiveTimeout: .seconds(5)) }
+        defer { close(fd) }
+        _ = stream.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // Until the 96 answers are read (the hostile name's are NXDOMAIN or REFUSED; what matters is the screen).
+        _ = try await offThePool { () -> Int in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            var total = 0
+            while total < 96 * 12 {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                guard count > 0 else { break }
+                total += count
+            }
+            return total
+        }
+        let top = try await HostsCTLProcess.run(["top", "--admin", "127.0.0.1:\(adminPort)", "--count", "1", "--plain"])
+        #expect(top.status == 0, "\(top.standardError)")
+        #expect(
+            !top.standardOutput.utf8.contains(0x1B) && !top.standardOutput.utf8.contains(0x07), "\(top.standardOutput)")
+        #expect(top.standardOutput.contains("served.test"), "\(top.standardOutput)")
+        #expect(!top.standardOutput.contains("owned"), "the hostile name is not recorded at all")
+    }
 }

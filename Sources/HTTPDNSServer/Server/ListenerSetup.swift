@@ -244,10 +244,11 @@ struct ListenerSetup: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            // Reads of at most 16 KiB (a TLS record), four to a wake-up: a connection's read buffers and the TLS
-            // layer's decrypted buffer stay that size, where the adaptive default grows them to 64 KiB for a client
-            // that sends fast (docs/security.md: what a connection costs).
-            .childChannelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 16_384))
+            // Reads sized to what arrives, but never past 16 KiB (a TLS record), four to a wake-up: a connection's read
+            // buffers and the TLS layer's decrypted buffer stay at most that size, where NIO's default lets them grow
+            // to 64 KiB for a client that sends fast (docs/security.md: what a connection costs).
+            .childChannelOption(
+                .recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 2_048, maximum: 16_384))
     }
 
     /// DNS over TCP (`context` nil) or over TLS.
