@@ -199,7 +199,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
             guard let (asked, questionEnd) = DNSCaseRandomization.randomized(message) else { break }
             var answer = try await sendAsIs(asked)
             // FORMERR and NOTIMP may come without the question: nothing to check, and nothing in them to keep.
-            if answer.count >= 12, answer[4] == 0, answer[5] == 0, answer[3] & 0x0F != 0,
+            if answer.count >= 12, answer[4] == 0, answer[5] == 0, answer[3] & 0x0F == 1 || answer[3] & 0x0F == 4,
                 answer[6...11].allSatisfy({ $0 == 0 })
             {
                 return answer

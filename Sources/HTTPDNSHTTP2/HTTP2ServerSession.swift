@@ -86,6 +86,11 @@ package final class HTTP2ServerSession: HTTP2Session {
 
     /// Request body bytes received and not yet given back to the connection's window (see the type's comment).
     package private(set) var heldBodyBytes = 0
+    /// Header-list bytes (RFC 9113 sizes) of the streams still receiving their request, at most
+    /// ``maximumHeldHeaderBytes``: past it a new field resets its stream.
+    package private(set) var heldHeaderBytes = 0
+    /// The most header-list bytes the streams still receiving may hold together (four whole header lists).
+    static let maximumHeldHeaderBytes = 65_536
 
     private let settings: Settings
     private unowned(unsafe) let delegate: any HTTP2ServerSessionDelegate
@@ -173,11 +178,19 @@ package final class HTTP2ServerSession: HTTP2Session {
         if isRequest { streams[stream] = Stream() }
     }
 
-    /// `false` resets the stream: its header list is over the limit.
+    /// `false` resets the stream: its header list is over the limit, or the connection's streams still receiving
+    /// hold ``maximumHeldHeaderBytes`` of header lists already.
     override func field(_ stream: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
         guard let state = streams[stream] else { return true }
-        state.headerBytes += name.count + value.count + 32
+        let size = name.count + value.count + 32
+        state.headerBytes += size
         guard state.headerBytes <= settings.maximumHeaderListSize else { return false }
+        if state.receiving {
+            // HPACK lets a client repeat a large field for a few bytes each: what open streams hold is bounded for
+            // the connection, not only per stream.
+            heldHeaderBytes += size
+            guard heldHeaderBytes <= Self.maximumHeldHeaderBytes else { return false }
+        }
         // Trailers (after a body, or once the head is taken) are counted but not kept.
         guard state.receiving, state.request.body.isEmpty else { return true }
         if name.equals(":method") {
@@ -200,7 +213,9 @@ package final class HTTP2ServerSession: HTTP2Session {
         guard let state = streams[stream], state.receiving, !state.tooLarge else { return giveBack(bytes.count) }
         guard state.request.body.count + bytes.count <= settings.maximumBodyBytes else {
             state.tooLarge = true
-            giveBack(state.request.body.count + bytes.count)
+            // The body held so far, and this piece, which was never counted as held.
+            giveBack(state.request.body.count)
+            nghttp2_session_consume_connection(session, bytes.count)
             state.request.body = []
             state.resetAfterAnswer = true
             delegate.requestBodyTooLarge(stream: stream)
@@ -234,6 +249,7 @@ package final class HTTP2ServerSession: HTTP2Session {
         else { return }
         if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
             state.receiving = false
+            heldHeaderBytes = max(heldHeaderBytes - state.headerBytes, 0)
             state.resetAfterAnswer = false
             guard !state.tooLarge else { return }
             let request = state.request
@@ -277,6 +293,7 @@ package final class HTTP2ServerSession: HTTP2Session {
     override func closed(_ stream: Int32, code: UInt32) {
         guard let state = streams.removeValue(forKey: stream) else { return }
         release(state)
+        if state.receiving { heldHeaderBytes = max(heldHeaderBytes - state.headerBytes, 0) }
         delegate.streamClosed(stream: stream, receiving: state.receiving && !state.tooLarge)
     }
 

@@ -64,6 +64,47 @@ struct ThirdWaveTests {
         await slow.stop()
     }
 
+    @Test(
+        "HTTP/2 header lists held by streams that never end are bounded for the connection: past 64 KiB of them a new stream is reset, the first ones stay"
+    )
+    func http2HeldHeaders() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let (server, resolver, slow) = try await HTTP2FrameTests.slowUpstreamServer(
+            leaf: try certificates.leaf(for: "doh.test"))
+        let client = try await HostileClientTests.H2Client.connect(port: server.port, ca: certificates.caPath)
+        // Ten streams, each with a 15,000-byte header (under the 16 KiB a stream may have), none ended.
+        let large = String(repeating: "a", count: 15_000)
+        client.send(
+            (0..<10).map { index in
+                client.headers("POST", "/dns-query", stream: 1 + 2 * index, end: false, extra: ["x-padding": large])
+            })
+        let reset = try await waitUntil { client.recorder.reset(19) }
+        #expect(reset, "the tenth stream is reset")
+        #expect(!client.recorder.reset(1) && !client.recorder.reset(3), "the first streams are kept")
+        try? await client.channel.close()
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+        await slow.stop()
+    }
+
+    @Test("a relay cache whose names expire and are kept again keeps its order of keys bounded")
+    func relayCacheOrderBounded() {
+        let cache = ForwardedAnswerCache(capacity: 4)
+        let start = ContinuousClock.now
+        let query = DNSTransportTests.query("again.cache.test", type: 16, id: 1)
+        let answer =
+            [0, 1, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0] + Array(query[12...])
+            + [0xC0, 0x0C, 0, 16, 0, 1, 0, 0, 0, 1, 0, 2, 1, 0x61]
+        // Kept with a TTL of 1 s, looked up after it expired (which drops the entry), kept again: 1,000 times.
+        for round in 0..<1_000 {
+            let now = start + .seconds(2 * round)
+            cache.keep(answer, to: query, now: now)
+            _ = cache.answer(to: query, now: now + .seconds(1))
+        }
+        #expect(cache.orderCount <= 2 * 4 + 1, "\(cache.orderCount) keys in the order")
+    }
+
     // MARK: - Connection places
 
     /// One HTTP/1.1 keep-alive request on `fd`; the status, or `nil` when the connection is closed or silent.
@@ -430,7 +471,7 @@ struct ThirdWaveTests {
         // A network's share is a sixteenth (10 a second), with a burst of twice that: 20 at once, then none.
         let taken = (0..<100).filter { _ in budget.admit(one, now: now) }.count
         #expect(taken == 20)
-        #expect(budget.admit(try #require(IPAddress("198.51.100.200")), now: now) == false, "the same /24")
+        #expect(budget.admit(IPAddress(ipv4: 198, 51, 100, 200), now: now) == false, "the same /24")
         // Other networks have their own shares, until the total's burst (320) is spent.
         var others = 0
         for network in 0..<40 {

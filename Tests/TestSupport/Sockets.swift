@@ -117,32 +117,18 @@ public final class BoundUDPSocket: Sendable {
     /// - Throws: ``TestServerError`` when no query for `name` arrives within `timeout`.
     public func answer(_ name: String, withIPv4 ipv4: [UInt8], within timeout: Duration = .seconds(30)) throws {
         let deadline = ContinuousClock.now + timeout
-        var buffer = [UInt8](repeating: 0, count: 1_500)
         while ContinuousClock.now < deadline {
-            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 100) == 1 else { continue }
-            var source = sockaddr_in()
-            var sourceLength = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let count = withUnsafeMutablePointer(to: &source) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(fd, &buffer, buffer.count, 0, $0, &sourceLength)
-                }
-            }
-            guard count > 12, let (asked, questionEnd) = Self.question(in: buffer[..<count]),
+            guard let (message, source) = receive(within: deadline - ContinuousClock.now) else { break }
+            guard message.count > 12, let (asked, questionEnd) = Self.question(in: message[...]),
                 asked.lowercased() == name.lowercased()
             else { continue }
             // ID, then QR RD RA and NOERROR, one question, one answer; the question as asked; the answer's name
             // as a pointer to the question's (offset 12), A IN, TTL 60, four bytes of address.
             let reply =
-                Array(buffer[0..<2]) + [0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]
-                + Array(buffer[12..<questionEnd])
+                Array(message[0..<2]) + [0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]
+                + Array(message[12..<questionEnd])
                 + [0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4] + ipv4
-            let sent = withUnsafePointer(to: &source) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, reply, reply.count, 0, $0, sourceLength)
-                }
-            }
-            guard sent == reply.count else { throw TestServerError("sendto() failed: errno \(errno)") }
+            guard send(reply, to: source) else { throw TestServerError("sendto() failed: errno \(errno)") }
             return
         }
         throw TestServerError("no query for \(name) arrived within \(timeout)")
@@ -168,17 +154,19 @@ public final class BoundUDPSocket: Sendable {
         return nil
     }
 
-    /// Sends `message` from this socket to `port` on 127.0.0.1.
-    public func send(_ message: [UInt8], to port: UInt16) {
+    /// Sends `message` from this socket to `port` on 127.0.0.1; `false` when the system call failed.
+    @discardableResult
+    public func send(_ message: [UInt8], to port: UInt16) -> Bool {
         var destination = sockaddr_in()
         destination.sin_family = sa_family_t(AF_INET)
         destination.sin_addr.s_addr = inet_addr("127.0.0.1")
         destination.sin_port = port.bigEndian
-        _ = withUnsafePointer(to: &destination) { pointer in
+        let sent = withUnsafePointer(to: &destination) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 sendto(fd, message, message.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
+        return sent == message.count
     }
 
     /// Reads queries for `duration` without answering any, and returns their question names in arrival order

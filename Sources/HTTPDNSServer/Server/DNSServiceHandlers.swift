@@ -87,6 +87,8 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
         case .none:
             break
         case .malformed:
+            // FORMERR, within the UDP rate like every answer (a forged source must not get unlimited ones).
+            guard exchange.service.limiter.admit(exchange.client, unverified: true) == nil else { return }
             send(.text(400, "malformed cookie"), to: received, remote: remote, context: context)
             return
         case .cookie(let client, let server, let stripped):
@@ -185,7 +187,10 @@ final class DNSDatagramHandler: ChannelInboundHandler, LateAnswerFlushing {
             if rateLimited.nextSlips() { message = DNSTransportWire.slipped(query) }
         }
         guard var message else { return }
-        if let cookie, let withCookie = DNSMessageWalk.appendingOption(cookie, to: message) { message = withCookie }
+        // Answers only: a slipped or refused answer (TC) stays no larger than its query, cookie or not.
+        if let cookie, response.status == 200, let withCookie = DNSMessageWalk.appendingOption(cookie, to: message) {
+            message = withCookie
+        }
         guard context.channel.isWritable else {
             exchange.service.metrics.udpDropped.increment()
             return

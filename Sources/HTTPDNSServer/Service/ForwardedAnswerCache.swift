@@ -36,6 +36,9 @@ package final class ForwardedAnswerCache: Sendable {
     /// Answers kept now.
     var count: Int { state.withLock { $0.entries.count } }
 
+    /// Keys in the eviction order now (expired ones included), at most about twice ``capacity``.
+    var orderCount: Int { state.withLock { $0.order.count - $0.head } }
+
     package init(capacity: Int = 4_096) {
         self.capacity = max(capacity, 1)
     }
@@ -95,6 +98,17 @@ package final class ForwardedAnswerCache: Sendable {
                     state.head = 0
                 }
                 state.order.append(key)
+                // Keys of entries that expired (and left on a lookup) stay in the order until they reach its front;
+                // a name kept, expired and kept again many times would grow it: past twice the capacity, the order
+                // is rebuilt from the entries held, oldest first, each once.
+                if state.order.count - state.head > 2 * capacity {
+                    var seen = Set<[UInt8]>()
+                    let newestFirst = state.order[state.head...].reversed().filter { key in
+                        state.entries[key] != nil && seen.insert(key).inserted
+                    }
+                    state.order = Array(newestFirst.reversed())
+                    state.head = 0
+                }
             }
             state.entries[key] = Entry(answer: answer, ttls: ttls, kept: now, lifetime: lifetime)
         }

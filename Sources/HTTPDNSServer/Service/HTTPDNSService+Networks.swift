@@ -148,12 +148,13 @@ extension HTTPDNSService {
     /// Asks again for a network's answer that is about to expire, so that its clients never wait for the upstream.
     /// The prefetch takes a lookup place of that network like a client's miss (none free: it is not made, and the
     /// next miss asks): a network whose answers all near their end at once cannot send more upstream than its share.
+    /// It is counted in the unverified share: whoever asked may have stated the network, or forged its source.
     func prefetchInBackground(_ lookup: Lookup, subnet: IPNetwork) {
         guard let host = try? HostName(lookup.name + ".") else { return }
         let configuration = self.configuration
         guard
             let ticket = upstreamBudget.admit(
-                subnet.address, unverified: false, kind: .lookup,
+                subnet.address, unverified: true, kind: .lookup,
                 bounds: .init(
                     total: configuration.maximumUpstreamLookups,
                     perNetwork: configuration.maximumUpstreamLookupsPerNetwork),
