@@ -56,10 +56,11 @@ stop_lab() {
 # are loopback ones, which a server facing the internet refuses from upstreams unless serve.probeGuardedAddresses
 # lets them through (a build from before that key would refuse them, and so measure its upstream path).
 # The load comes from one address standing for a whole fleet, as dnsdist (which has neither limit by default)
-# sees it: the per-network UDP rate limit, connection share and TLS handshake rate, which would throttle that one
-# address, are lifted, for a BINARY (a baseline build) only with the keys it knows (an unknown key is an error).
+# sees it: the per-network rates (UDP, and the verified one of TCP, DoT and HTTP), connection share and TLS handshake
+# rate, which would throttle that one address, are lifted, for a BINARY (a baseline build) only with the keys it
+# knows (an unknown key is an error).
 serve_settings() {
-    local lifted='"maxConnectionsPerClient": 1024'
+    local lifted='"maxConnectionsPerClient": 1024, "rateLimitPerSecond": 0'
     if [ -z "${6:-}" ] || "$6" config keys 2>/dev/null | grep -q 'serve.udpRateLimitPerSecond'; then
         lifted="$lifted"', "udpRateLimitPerSecond": 0, "tlsHandshakesPerSecond": 1000000'
     fi

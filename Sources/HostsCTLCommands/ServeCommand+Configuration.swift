@@ -257,11 +257,11 @@ extension ServeCommand {
                 },
                 describe: { SettingsReader.list($0.map { $0.id + ($0.secretVariable.map { ":" + $0 } ?? "") }) }),
             perSecond(
-                "rateLimitPerSecond", \.service.rateLimitPerSecond, default: 0,
-                "requests per second per client network (serve.clientPrefixV4/V6); 0 turns the limit off",
+                "rateLimitPerSecond", \.service.rateLimitPerSecond, default: 2_000,
+                "requests per second per client network (serve.clientPrefixV4/V6) over TCP, DoT, HTTP and cookie-verified UDP; 0 turns the limit off",
                 range: 0...10_000_000),
             perSecond(
-                "rateLimitBurst", \.service.rateLimitBurst, default: 200,
+                "rateLimitBurst", \.service.rateLimitBurst, default: 4_000,
                 "requests a client may make at once before the rate applies", range: 1...10_000_000),
             perSecond(
                 "udpRateLimitPerSecond", \.service.udpRateLimitPerSecond, default: 500,

@@ -6,9 +6,15 @@ import Synchronization
 
 /// The open connections, for graceful shutdown and the connection limits.
 ///
-/// At the total limit a new connection takes the place of the longest-idle one (no request in progress, handshake
-/// done; see ``ConnectionActivity``), which is closed: well-behaved keep-alive connections that hold places while
-/// doing nothing give way to newcomers, so a few networks each at their own limit cannot lock everyone else out.
+/// At the total limit a new connection takes the place of an idle one (no request in progress, handshake done; see
+/// ``ConnectionActivity``), which is closed: well-behaved keep-alive connections that hold places while doing
+/// nothing give way to newcomers, so a few networks each at their own limit cannot lock everyone else out. The
+/// place is taken from the network holding the most connections (its longest-idle one), and only when that network
+/// holds at least two more than the newcomer's: places move towards an even share and never back, so a network
+/// that opens and drops connections (plain TCP ones cost it no handshake) cannot churn out the keep-alive
+/// connections of networks holding no more than it does. A newcomer whose network already holds its even share is
+/// closed at once. An IPv6 block of sixteen networks' width (a /32) holds at most four networks' worth of
+/// connections (``ClientNetwork/aggregateShare``), so sixteen cheap /48s cannot fill the table alone.
 /// Only when every connection has a request in progress does accepting stop, by turning `autoRead` off on the
 /// listening channel (the kernel keeps queueing connections in the backlog); it starts again when one closes, or
 /// when a check a second later finds one idle. The listeners (HTTP, DNS over TCP, DNS over TLS)
@@ -24,13 +30,28 @@ final class Connections: Sendable {
     private struct Entry {
         var channel: any Channel
         var activity: ConnectionActivity
+        var client: ClientNetwork
+    }
+
+    /// Where the place of a newcomer at the total limit comes from.
+    private enum Room {
+        /// The idle connection to close.
+        case shed(ObjectIdentifier)
+        /// Idle connections there are, but their networks hold no more than the newcomer's share.
+        case evenShare
+        /// No connection is idle.
+        case noneIdle
     }
 
     private struct State {
         var open: [ObjectIdentifier: Entry] = [:]
-        /// Connections closed to make room, still open until their close completes: they count no more.
+        /// Connections closed to make room, still open until their close completes: they count no more (neither in
+        /// the total nor in their network's count).
         var shed: Set<ObjectIdentifier> = []
+        /// Connections by network, those without an address to go by (`.shared`) included, shed ones not.
         var perClient: [ClientNetwork: Int] = [:]
+        /// Connections by IPv6 block (``ClientNetwork/aggregate(_:)``).
+        var perAggregate: [ClientNetwork: Int] = [:]
         /// Connections open by listening channel, for the listeners with a limit of their own.
         var perListener: [ObjectIdentifier: Int] = [:]
         /// The listening channels paused at a limit, with their own limits, to resume when they fit again.
@@ -40,17 +61,19 @@ final class Connections: Sendable {
     private let state = Locked(State())
     private let limit: Int
     private let perClientLimit: Int
+    private let prefixes: ClientPrefixes
     private let counts: Locked<HTTPDNSServer.ProtocolCounts>
     /// Where the public table's counts go; the admin listener's table has none.
     private let metrics: ServiceMetrics?
     private let logger: Logger
 
     init(
-        limit: Int, perClient: Int, counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics?,
-        logger: Logger
+        limit: Int, perClient: Int, prefixes: ClientPrefixes = ClientPrefixes(),
+        counts: Locked<HTTPDNSServer.ProtocolCounts>, metrics: ServiceMetrics?, logger: Logger
     ) {
         self.limit = limit
         self.perClientLimit = perClient
+        self.prefixes = prefixes
         self.counts = counts
         self.metrics = metrics
         self.logger = logger
@@ -61,13 +84,15 @@ final class Connections: Sendable {
     var all: [any Channel] { state.withLock { $0.open.values.map(\.channel) } }
 
     /// Counts `channel` from `client` as open until it closes, and returns where its guard tells whether it is
-    /// idle; `nil` (and nothing counted) when its listener's `listenerLimit` or the client's is already reached, or
-    /// the total is and no connection is idle to make room.
+    /// idle; `nil` (and nothing counted) when its listener's `listenerLimit`, the client network's limit or its IPv6
+    /// block's is already reached, or the total is and no connection of a network holding more can make room.
     func admit(_ channel: any Channel, client: ClientNetwork, listenerLimit: Int? = nil) -> ConnectionActivity? {
         let key = ObjectIdentifier(channel)
         let listenerKey = channel.parent.map { ObjectIdentifier($0) }
-        // Connections without an address to go by (not TCP) count only towards the total.
+        // Connections without an address to go by (not TCP) have no limit of their own.
         let counted = client != .shared
+        let aggregate = client.aggregate(prefixes)
+        let aggregateLimit = perClientLimit * ClientNetwork.aggregateShare
         let activity = ConnectionActivity()
         let (admitted, paused, overClientLimit, shed) = state.withLock {
             state -> (Bool, Bool, Bool, (any Channel)?) in
@@ -76,18 +101,30 @@ final class Connections: Sendable {
                 // This listener accepted past its own limit: it waits.
                 return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false, nil)
             }
-            if counted, state.perClient[client, default: 0] >= perClientLimit { return (false, false, true, nil) }
+            let held = state.perClient[client, default: 0]
+            if counted, held >= perClientLimit { return (false, false, true, nil) }
+            if let aggregate, state.perAggregate[aggregate, default: 0] >= aggregateLimit {
+                return (false, false, true, nil)
+            }
             var shed: (any Channel)?
             if state.open.count - state.shed.count >= limit {
-                // Full: the longest-idle connection makes room, else accepting waits for one to close.
-                guard let victim = Self.longestIdle(state) else {
+                switch Self.room(state, newcomerHolding: held) {
+                case .shed(let victim):
+                    state.shed.insert(victim)
+                    if let entry = state.open[victim] {
+                        shed = entry.channel
+                        Self.uncount(entry.client, &state, prefixes: prefixes)
+                    }
+                case .evenShare:
+                    return (false, false, true, nil)
+                case .noneIdle:
+                    // Full, nobody idle: accepting waits for one to close.
                     return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false, nil)
                 }
-                state.shed.insert(victim)
-                shed = state.open[victim]?.channel
             }
-            if counted { state.perClient[client, default: 0] += 1 }
-            state.open[key] = Entry(channel: channel, activity: activity)
+            state.perClient[client] = held + 1
+            if let aggregate { state.perAggregate[aggregate, default: 0] += 1 }
+            state.open[key] = Entry(channel: channel, activity: activity, client: client)
             if let listenerKey { state.perListener[listenerKey] = ownCount + 1 }
             // Recorded under the lock, so the gauge's last value is the last count.
             metrics?.connectionsOpen.record(state.open.count - state.shed.count)
@@ -97,36 +134,15 @@ final class Connections: Sendable {
             guard ownCount + 1 == listenerLimit || full else { return (true, false, false, shed) }
             return (true, Self.pause(channel.parent, limit: listenerLimit, &state), false, shed)
         }
-        if let shed {
-            counts.withLock { $0.shed += 1 }
-            metrics?.connectionsShed.increment()
-            shed.close(promise: nil)
-        }
-        if overClientLimit {
-            counts.withLock { $0.refusedPerClient += 1 }
-            metrics?.connectionsRefused.increment()
-            logger.debug(
-                "a client network is at its connection limit; closing its new connection",
-                metadata: ["limit": "\(perClientLimit)"])
-        }
-        if paused {
-            resumeWhenIdle(on: channel.eventLoop)
-            counts.withLock { $0.pauses += 1 }
-            metrics?.acceptPauses.increment()
-            logger.notice(
-                "connection limit reached; new connections wait in the backlog",
-                metadata: ["limit": "\(limit)", "listenerLimit": "\(listenerLimit.map(String.init) ?? "none")"])
-        }
+        report(
+            shed: shed, refused: overClientLimit, paused: paused, on: channel.eventLoop, listenerLimit: listenerLimit)
         guard admitted else { return nil }
         channel.closeFuture.whenComplete { [self] _ in
             state.withLock { state in
                 state.open[key] = nil
-                state.shed.remove(key)
+                // A shed connection left its network's count when it was chosen.
+                if state.shed.remove(key) == nil { Self.uncount(client, &state, prefixes: prefixes) }
                 metrics?.connectionsOpen.record(state.open.count - state.shed.count)
-                if counted {
-                    let remaining = state.perClient[client, default: 1] - 1
-                    state.perClient[client] = remaining > 0 ? remaining : nil
-                }
                 if let listenerKey {
                     let remaining = state.perListener[listenerKey, default: 1] - 1
                     state.perListener[listenerKey] = remaining > 0 ? remaining : nil
@@ -135,6 +151,64 @@ final class Connections: Sendable {
             }
         }
         return activity
+    }
+
+    /// What ``admit(_:client:listenerLimit:)`` decided, done outside the lock: the shed connection closed, the
+    /// refusal or the pause counted and logged.
+    private func report(
+        shed: (any Channel)?, refused: Bool, paused: Bool, on eventLoop: any EventLoop, listenerLimit: Int?
+    ) {
+        if let shed {
+            counts.withLock { $0.shed += 1 }
+            metrics?.connectionsShed.increment()
+            shed.close(promise: nil)
+        }
+        if refused {
+            counts.withLock { $0.refusedPerClient += 1 }
+            metrics?.connectionsRefused.increment()
+            logger.debug(
+                "a client network holds its share of connections; closing its new connection",
+                metadata: ["limit": "\(perClientLimit)"])
+        }
+        if paused {
+            resumeWhenIdle(on: eventLoop)
+            counts.withLock { $0.pauses += 1 }
+            metrics?.acceptPauses.increment()
+            logger.notice(
+                "connection limit reached; new connections wait in the backlog",
+                metadata: ["limit": "\(limit)", "listenerLimit": "\(listenerLimit.map(String.init) ?? "none")"])
+        }
+    }
+
+    /// Takes one connection of `client` out of its network's and block's counts. Call it under the lock.
+    private static func uncount(_ client: ClientNetwork, _ state: inout State, prefixes: ClientPrefixes) {
+        let remaining = state.perClient[client, default: 1] - 1
+        state.perClient[client] = remaining > 0 ? remaining : nil
+        if let aggregate = client.aggregate(prefixes) {
+            let inBlock = state.perAggregate[aggregate, default: 1] - 1
+            state.perAggregate[aggregate] = inBlock > 0 ? inBlock : nil
+        }
+    }
+
+    /// Where a newcomer whose network holds `held` connections finds a place in a full table: the longest-idle
+    /// connection of the network holding the most, if that network holds at least `held + 2` (after the move it
+    /// still holds no fewer than the newcomer's); a move between networks one apart would only swap them. A scan:
+    /// it runs only at the limit, and the limit is a few hundred connections (docs/security.md).
+    private static func room(_ state: State, newcomerHolding held: Int) -> Room {
+        var best: (key: ObjectIdentifier, holding: Int, since: UInt64)?
+        var anyIdle = false
+        for (key, entry) in state.open {
+            guard let since = entry.activity.idleSince, !state.shed.contains(key) else { continue }
+            anyIdle = true
+            let holding = state.perClient[entry.client, default: 0]
+            guard holding >= held + 2 else { continue }
+            if let current = best, current.holding > holding || (current.holding == holding && current.since <= since) {
+                continue
+            }
+            best = (key, holding, since)
+        }
+        if let best { return .shed(best.key) }
+        return anyIdle ? .evenShare : .noneIdle
     }
 
     /// The connection idle the longest (not shed already), if any is idle. A scan: it runs only at the limit, and

@@ -76,10 +76,10 @@ struct ListenerSetup: Sendable {
         self.counts = counts
         connections = Connections(
             limit: configuration.maximumConnections, perClient: configuration.maximumConnectionsPerClient,
-            counts: counts, metrics: service.metrics, logger: logger)
+            prefixes: configuration.clientPrefixes, counts: counts, metrics: service.metrics, logger: logger)
         adminConnections = Connections(
             limit: configuration.maximumAdminConnections,
-            perClient: max(1, configuration.maximumAdminConnections / 4),
+            perClient: max(1, configuration.maximumAdminConnections / 4), prefixes: configuration.clientPrefixes,
             counts: Locked(HTTPDNSServer.ProtocolCounts()),
             metrics: nil, logger: logger)
         listenerLimits = configuration.listenerLimits

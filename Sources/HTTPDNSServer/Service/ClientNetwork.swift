@@ -17,6 +17,12 @@ public struct ClientPrefixes: Sendable, Hashable {
         self.ipv4 = min(max(ipv4, 8), 32)
         self.ipv6 = min(max(ipv6, 16), 128)
     }
+
+    /// The prefix of the wider IPv6 block whose networks share a quarter of each global bound: sixteen bits
+    /// shorter than ``ipv6`` (a /32 for /48 networks), at least a /16. IPv6 networks are cheap to have (one
+    /// allocation of a /32 holds 65,536 /48s), so sixteen of them, enough to fill a global bound, must come from at
+    /// least four such blocks.
+    var ipv6Aggregate: Int { max(ipv6 - 16, 16) }
 }
 
 /// The network a client is counted by for rate and connection limits: its address cut to the configured prefix
@@ -33,9 +39,6 @@ enum ClientNetwork: Hashable, Sendable {
             return
         }
         let bytes = client.bytes
-        func mask(_ value: UInt64, keeping bits: Int) -> UInt64 {
-            bits >= 64 ? value : bits <= 0 ? 0 : value & ~(UInt64.max >> UInt64(bits))
-        }
         if bytes.count == 4 || Self.isMappedIPv4(bytes) {
             let value = bytes.suffix(4).reduce(0) { $0 << 8 | UInt32($1) }
             let bits = prefixes.ipv4
@@ -43,8 +46,25 @@ enum ClientNetwork: Hashable, Sendable {
         } else {
             let high = bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
             let low = bytes.suffix(8).reduce(0) { $0 << 8 | UInt64($1) }
-            self = .v6(mask(high, keeping: prefixes.ipv6), mask(low, keeping: prefixes.ipv6 - 64))
+            self = .v6(Self.mask(high, keeping: prefixes.ipv6), Self.mask(low, keeping: prefixes.ipv6 - 64))
         }
+    }
+
+    /// The IPv6 block this network belongs to (``ClientPrefixes/ipv6Aggregate``), whose networks together hold at
+    /// most ``aggregateShare`` times one network's bound; `nil` for IPv4 and `.shared` (an IPv4 /24 costs its holder
+    /// more, and no aggregate applies).
+    func aggregate(_ prefixes: ClientPrefixes) -> ClientNetwork? {
+        guard case .v6(let high, let low) = self else { return nil }
+        let bits = prefixes.ipv6Aggregate
+        return .v6(Self.mask(high, keeping: bits), Self.mask(low, keeping: bits - 64))
+    }
+
+    /// How many networks' worth of a bound one IPv6 block (``aggregate(_:)``) holds at most: four, a quarter of a
+    /// global bound that is sixteen networks' shares.
+    static let aggregateShare = 4
+
+    private static func mask(_ value: UInt64, keeping bits: Int) -> UInt64 {
+        bits >= 64 ? value : bits <= 0 ? 0 : value & ~(UInt64.max >> UInt64(bits))
     }
 
     private static func isMappedIPv4(_ bytes: [UInt8]) -> Bool {

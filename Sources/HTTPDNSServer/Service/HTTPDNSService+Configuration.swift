@@ -39,10 +39,12 @@ extension HTTPDNSService {
         /// Vendor accounts served on `/{account}/d` and `/{account}/sign_d`, each with its signing secret (for an
         /// account with a secret only signed requests are answered).
         package var accounts: [String: HTTPDNSSecret?]
-        /// Requests per second each client network (``clientPrefixes``) may make over TCP, DNS over TLS and HTTP;
-        /// 0 (the default) turns the limit off.
+        /// Requests per second each client network (``clientPrefixes``) may make over TCP, DNS over TLS, HTTP and
+        /// UDP with a valid server cookie (sources that cannot be forged): 2,000 by default, about a sixteenth of two
+        /// cores at the workload's cost per query (docs/security.md, "Rates"), so no one network takes more of the
+        /// CPU than of any other bound; 0 turns the limit off.
         package var rateLimitPerSecond: Double
-        /// How many requests a client may make at once before the rate applies.
+        /// How many requests a client may make at once before the rate applies (4,000 by default).
         package var rateLimitBurst: Double
         /// UDP queries per second each client network may make (a bucket apart from its other transports, since
         /// UDP sources can be forged); past it a query is dropped, or answered truncated one time in two so that a
@@ -100,8 +102,9 @@ extension HTTPDNSService {
 
         /// Creates a configuration.
         package init(
-            maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 0,
-            rateLimitBurst: Double = 0, otherTypes: OtherTypes = .notImplemented, logFullClientAddresses: Bool = false,
+            maximumAnswers: Int = 8, accounts: [String: HTTPDNSSecret?] = [:], rateLimitPerSecond: Double = 2_000,
+            rateLimitBurst: Double = 4_000, otherTypes: OtherTypes = .notImplemented,
+            logFullClientAddresses: Bool = false,
             acceptClientReports: Bool = false, reportNetworks: [IPNetwork] = [],
             signatureWindow: Duration = .seconds(600), publicEndpoints: Bool = true,
             clientPrefixes: ClientPrefixes = ClientPrefixes(), maximumForwardedQueries: Int = 256,

@@ -13,6 +13,10 @@ import HTTPDNS
 /// A UDP query refused a place is answered truncated (TC), so a real client asks again over TCP, in the verified
 /// share, instead of getting SERVFAIL.
 ///
+/// An IPv6 block of sixteen networks' width (a /32 for /48 networks) holds at most four networks' shares of each
+/// kind and verification (``ClientNetwork/aggregateShare``): sixteen /48s of one cheap allocation cannot fill a
+/// total alone.
+///
 /// A request is admitted before its lookups start and leaves when its answer is ready or it is cancelled (its
 /// client went away). Past a bound the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over TCP
 /// and TLS, TC over UDP. So a flood of names no cache holds from one network costs at most its share of upstream
@@ -47,6 +51,8 @@ final class UpstreamBudget: Sendable {
         var lookups = Counts()
         var relays = Counts()
         var perNetwork: [Key: Int] = [:]
+        /// Places by IPv6 block, kind and verification (a block's key holds the block in place of the network).
+        var perBlock: [Key: Int] = [:]
 
         subscript(kind: Kind) -> Counts {
             get { kind == .lookup ? lookups : relays }
@@ -59,6 +65,8 @@ final class UpstreamBudget: Sendable {
     /// A place taken; give it back with ``UpstreamBudget/release(_:)`` once.
     struct Ticket: Sendable {
         fileprivate let key: Key
+        /// The key of the IPv6 block's count, if the network has one.
+        fileprivate let block: Key?
     }
 
     /// Requests waiting for upstreams now, both kinds.
@@ -75,11 +83,15 @@ final class UpstreamBudget: Sendable {
     func admit(
         _ client: IPAddress?, unverified: Bool, kind: Kind, bounds: Bounds, prefixes: ClientPrefixes = ClientPrefixes()
     ) -> Ticket? {
-        let key = Key(network: ClientNetwork(client, prefixes: prefixes), unverified: unverified, kind: kind)
+        let network = ClientNetwork(client, prefixes: prefixes)
+        let key = Key(network: network, unverified: unverified, kind: kind)
+        let block = network.aggregate(prefixes).map { Key(network: $0, unverified: unverified, kind: kind) }
         return state.withLock { state in
             let current = state.perNetwork[key, default: 0]
             var counts = state[kind]
             guard counts.total < bounds.total, current < bounds.perNetwork else { return nil }
+            let inBlock = block.map { state.perBlock[$0, default: 0] } ?? 0
+            guard inBlock < bounds.perNetwork * ClientNetwork.aggregateShare else { return nil }
             if unverified {
                 guard counts.unverified < max(bounds.total / 2, 1) else { return nil }
                 counts.unverified += 1
@@ -87,7 +99,8 @@ final class UpstreamBudget: Sendable {
             counts.total += 1
             state[kind] = counts
             state.perNetwork[key] = current + 1
-            return Ticket(key: key)
+            if let block { state.perBlock[block] = inBlock + 1 }
+            return Ticket(key: key, block: block)
         }
     }
 
@@ -98,6 +111,10 @@ final class UpstreamBudget: Sendable {
             if ticket.key.unverified { state[ticket.key.kind].unverified -= 1 }
             let remaining = state.perNetwork[ticket.key, default: 1] - 1
             state.perNetwork[ticket.key] = remaining > 0 ? remaining : nil
+            if let block = ticket.block {
+                let inBlock = state.perBlock[block, default: 1] - 1
+                state.perBlock[block] = inBlock > 0 ? inBlock : nil
+            }
         }
     }
 }

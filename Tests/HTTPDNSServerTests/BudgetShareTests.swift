@@ -1,0 +1,161 @@
+import Glibc
+import Logging
+import NIOCore
+import NIOEmbedded
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSCore
+@testable import HTTPDNSServer
+
+/// The shares of docs/security.md that the third wave's review left open: places at the connection limit move
+/// towards an even share and never back (a network that opens and drops connections cannot churn out the keep-alive
+/// connections of others), an IPv6 block of sixteen /48s holds at most a quarter of each global bound, and sources
+/// that cannot be forged (TCP, TLS, HTTPS, cookie-verified UDP) have a rate by default.
+@Suite("HTTP DNS server: even shares of the global bounds")
+struct BudgetShareTests {
+    static let logger = Logger(label: "budget-share-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Whether the peer closed `fd` (a read returns 0 or fails), waiting at most the socket's receive timeout.
+    static func closedByPeer(_ fd: Int32) async throws -> Bool {
+        try await offThePool {
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, 0) <= 0
+        }
+    }
+
+    @Test(
+        "at the connection limit a network that opens and drops connections takes places only from networks holding more than it: it ends with its even share, and every other keep-alive connection stays"
+    )
+    func churnTakesOnlyAnEvenShare() async throws {
+        let resolver = HostResolver(upstreams: [], overrides: HostOverrides(), cache: nil, prober: nil)
+        let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
+        let server = try await HTTPDNSServer.start(
+            service: service,
+            configuration: .init(port: 0, maximumConnections: 8, maximumConnectionsPerClient: 4),
+            logger: Self.logger)
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        // Two networks (/24s) at their own limit, every connection idle after one request: the table is full.
+        var first: [Int32] = []
+        var second: [Int32] = []
+        for (source, into) in [("127.0.1.2", 0), ("127.0.2.2", 1)] {
+            for _ in 0..<4 {
+                let fd = try LoopbackTCP.connect(port: server.port, receiveTimeout: .seconds(3), from: source)
+                held.append(fd)
+                #expect(try await offThePool { ThirdWaveTests.get(fd, "/healthz") } == 200)
+                if into == 0 { first.append(fd) } else { second.append(fd) }
+            }
+        }
+        // The churning network: twelve new connections, each asking once, the oldest dropped at its own limit of
+        // four (before: every new connection shed the longest-idle one, whosever it was: four places moved).
+        var own: [Int32] = []
+        var answered = 0
+        for _ in 0..<12 {
+            let fd = try LoopbackTCP.connect(port: server.port, receiveTimeout: .seconds(3), from: "127.0.3.2")
+            held.append(fd)
+            if try await offThePool({ ThirdWaveTests.get(fd, "/healthz") }) == 200 {
+                answered += 1
+                own.append(fd)
+            }
+            if own.count >= 4 {
+                close(own.removeFirst())
+                // The server sees the close before the next connect.
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(answered >= 2, "the newcomer network gets places")
+        // Two places moved, one from each network (4, 4, 0 became 3, 3, 2), each that network's longest-idle.
+        #expect(server.protocolCounts.shed == 2, "\(server.protocolCounts)")
+        #expect(try await Self.closedByPeer(first[0]), "the first network's longest-idle connection gave way")
+        #expect(try await Self.closedByPeer(second[0]), "the second network's longest-idle connection gave way")
+        for fd in first.dropFirst() + second.dropFirst() {
+            #expect(try await offThePool { ThirdWaveTests.get(fd, "/healthz") } == 200, "a keep-alive connection stays")
+        }
+        await server.shutdown(grace: .milliseconds(100))
+        await resolver.shutdown()
+    }
+
+    @Test(
+        "sixteen /48s of one IPv6 /32 hold at most a quarter of the connections; other blocks and IPv4 still get theirs"
+    )
+    func ipv6BlockHoldsAQuarter() {
+        let counts = Locked(HTTPDNSServer.ProtocolCounts())
+        let table = Connections(limit: 64, perClient: 4, counts: counts, metrics: nil, logger: Self.logger)
+        var admitted = 0
+        var channels: [EmbeddedChannel] = []
+        defer { for channel in channels { _ = try? channel.finish() } }
+        // Sixteen /48s of 2001:db8::/32, four connections each: only sixteen (four networks' worth) are admitted.
+        for network in 0..<16 {
+            for host in 0..<4 {
+                let channel = EmbeddedChannel()
+                channels.append(channel)
+                let address = IPAddress("2001:db8:\(String(network, radix: 16))::\(host + 1)")
+                if table.admit(channel, client: ClientNetwork(address)) != nil { admitted += 1 }
+            }
+        }
+        #expect(admitted == 16, "a quarter of the total's share for the /32: four networks of four")
+        #expect(counts.withLock { $0.refusedPerClient } == 48)
+        // Another /32 and an IPv4 /24 are not held back by it.
+        let other = EmbeddedChannel()
+        channels.append(other)
+        #expect(table.admit(other, client: ClientNetwork(IPAddress("2001:db9:1::1"))) != nil)
+        let v4 = EmbeddedChannel()
+        channels.append(v4)
+        #expect(table.admit(v4, client: ClientNetwork(IPAddress("198.51.100.7"))) != nil)
+    }
+
+    @Test(
+        "upstream places: the /48s of one IPv6 /32 share four networks' worth of each kind; another block has its own")
+    func ipv6BlockUpstreamPlaces() throws {
+        let budget = UpstreamBudget()
+        let bounds = UpstreamBudget.Bounds(total: 1_024, perNetwork: 64)
+        var taken: [UpstreamBudget.Ticket] = []
+        for network in 0..<16 {
+            for _ in 0..<64 {
+                let address = IPAddress("2001:db8:\(String(network, radix: 16))::1")
+                if let ticket = budget.admit(address, unverified: false, kind: .lookup, bounds: bounds) {
+                    taken.append(ticket)
+                }
+            }
+        }
+        #expect(taken.count == 256, "a quarter of 1,024")
+        let elsewhere = budget.admit(IPAddress("2001:db9::1"), unverified: false, kind: .lookup, bounds: bounds)
+        #expect(elsewhere != nil)
+        // Places given back come back to the block.
+        for ticket in taken { budget.release(ticket) }
+        #expect(budget.admit(IPAddress("2001:db8:f::1"), unverified: false, kind: .lookup, bounds: bounds) != nil)
+    }
+
+    @Test("TLS handshakes: the /48s of one IPv6 /32 share four networks' rate")
+    func ipv6BlockHandshakes() throws {
+        let budget = HandshakeBudget(perSecond: 160, prefixes: ClientPrefixes())
+        let now = ContinuousClock.now
+        // A network's burst is 20 (twice a sixteenth of 160); the block's is 80.
+        var taken = 0
+        for network in 0..<16 {
+            for _ in 0..<20 where budget.admit(IPAddress("2001:db8:\(String(network, radix: 16))::1"), now: now) {
+                taken += 1
+            }
+        }
+        #expect(taken == 80)
+        #expect(budget.admit(IPAddress("2001:db9::1"), now: now), "another block")
+    }
+
+    @Test(
+        "a cookie-verified UDP client is past the UDP rate but within the verified one, which is on by default (2,000 a second, bursts of 4,000)"
+    )
+    func verifiedRateOnByDefault() throws {
+        let configuration = HTTPDNSService.Configuration()
+        #expect(configuration.rateLimitPerSecond == 2_000 && configuration.rateLimitBurst == 4_000)
+        let limiter = RateLimiter(limits: configuration.limits)
+        let now = ContinuousClock.now
+        let client = IPAddress("198.51.100.7")
+        let verified = (0..<5_000).filter { _ in limiter.admit(client, unverified: false, now: now) == nil }.count
+        #expect(verified == 4_000)
+        let udp = (0..<5_000).filter { _ in limiter.admit(client, unverified: true, now: now) == nil }.count
+        #expect(udp == 1_000, "UDP without a cookie: its own, stricter bucket")
+        #expect(limiter.admit(client, unverified: false, now: now + .seconds(1)) == nil, "2,000 more a second later")
+    }
+}
