@@ -77,37 +77,69 @@ struct BudgetShareTests {
         await resolver.shutdown()
     }
 
+    /// Admits an embedded connection from `address` to `table`, idle from now on; `nil` when refused.
+    static func admitIdle(_ address: String, _ table: Connections, into channels: inout [EmbeddedChannel])
+        -> EmbeddedChannel?
+    {
+        let channel = EmbeddedChannel()
+        channels.append(channel)
+        guard let activity = table.admit(channel, client: ClientNetwork(IPAddress(address))) else { return nil }
+        activity.idle(since: .now())
+        return channel
+    }
+
     @Test(
-        "sixteen /48s of one IPv6 /32 hold at most a quarter of the connections; other blocks and IPv4 still get theirs"
+        "at the limit the /48s of one IPv6 /32 take no place past a quarter of the connections; below it they are not held back; other blocks and IPv4 take places from them"
     )
     func ipv6BlockHoldsAQuarter() {
         let counts = Locked(HTTPDNSServer.ProtocolCounts())
         let table = Connections(limit: 64, perClient: 4, counts: counts, metrics: nil, logger: Self.logger)
-        var admitted = 0
         var channels: [EmbeddedChannel] = []
         defer { for channel in channels { _ = try? channel.finish() } }
-        // Sixteen /48s of 2001:db8::/32, four connections each: only sixteen (four networks' worth) are admitted.
+        // Sixteen /48s of 2001:db8::/32, four connections each: below the limit every one is taken (a carrier's
+        // /32 may be many customers), and the table is full.
+        var admitted = 0
         for network in 0..<16 {
             for host in 0..<4 {
-                let channel = EmbeddedChannel()
-                channels.append(channel)
-                let address = IPAddress("2001:db8:\(String(network, radix: 16))::\(host + 1)")
-                if table.admit(channel, client: ClientNetwork(address)) != nil { admitted += 1 }
+                let address = "2001:db8:\(String(network, radix: 16))::\(host + 1)"
+                if Self.admitIdle(address, table, into: &channels) != nil { admitted += 1 }
             }
         }
-        #expect(admitted == 16, "a quarter of the total's share for the /32: four networks of four")
-        #expect(counts.withLock { $0.refusedPerClient } == 48)
-        // Another /32 and an IPv4 /24 are not held back by it.
-        let other = EmbeddedChannel()
-        channels.append(other)
-        #expect(table.admit(other, client: ClientNetwork(IPAddress("2001:db9:1::1"))) != nil)
-        let v4 = EmbeddedChannel()
-        channels.append(v4)
-        #expect(table.admit(v4, client: ClientNetwork(IPAddress("198.51.100.7"))) != nil)
+        #expect(admitted == 64)
+        // Full: the block holds more than its quarter (16), so another of its /48s takes nothing.
+        #expect(Self.admitIdle("2001:db8:20::1", table, into: &channels) == nil)
+        // Another /32 and an IPv4 /24 take places from the block's networks.
+        #expect(Self.admitIdle("2001:db9:1::1", table, into: &channels) != nil)
+        #expect(Self.admitIdle("198.51.100.7", table, into: &channels) != nil)
+        #expect(counts.withLock { $0.shed } == 2)
     }
 
     @Test(
-        "upstream places: the /48s of one IPv6 /32 share four networks' worth of each kind; another block has its own")
+        "a table full of single connections from as many networks still takes newcomers (the longest-idle gives way), and a network that drops and retakes places takes at most its limit a minute"
+    )
+    func singleConnectionsAndShedBudget() {
+        let counts = Locked(HTTPDNSServer.ProtocolCounts())
+        let table = Connections(limit: 8, perClient: 4, counts: counts, metrics: nil, logger: Self.logger)
+        var channels: [EmbeddedChannel] = []
+        defer { for channel in channels { _ = try? channel.finish() } }
+        for network in 0..<8 { #expect(Self.admitIdle("198.51.\(network).7", table, into: &channels) != nil) }
+        // The churning network takes a place (a newcomer holding none displaces a network holding one), drops it,
+        // a returning client refills the table, and again.
+        var taken = 0
+        for round in 0..<6 {
+            guard let own = Self.admitIdle("203.0.113.9", table, into: &channels) else { continue }
+            taken += 1
+            _ = try? own.close().wait()
+            own.embeddedEventLoop.run()  // the table hears of the close
+            #expect(Self.admitIdle("198.51.\(20 + round).7", table, into: &channels) != nil, "refilled")
+        }
+        #expect(taken == 4, "its limit (4) of places taken from others, then refused")
+        #expect(counts.withLock { $0.shed } == 4)
+    }
+
+    @Test(
+        "upstream places: once half the total is taken, the /48s of one IPv6 /32 get no more past four networks' worth; another block still does"
+    )
     func ipv6BlockUpstreamPlaces() throws {
         let budget = UpstreamBudget()
         let bounds = UpstreamBudget.Bounds(total: 1_024, perNetwork: 64)
@@ -120,7 +152,8 @@ struct BudgetShareTests {
                 }
             }
         }
-        #expect(taken.count == 256, "a quarter of 1,024")
+        // Below half the total the block is not held back; past it, it takes nothing more (it holds 512 > 256).
+        #expect(taken.count == 512, "half of 1,024, then the block's quarter holds")
         let elsewhere = budget.admit(IPAddress("2001:db9::1"), unverified: false, kind: .lookup, bounds: bounds)
         #expect(elsewhere != nil)
         // Places given back come back to the block.
@@ -128,18 +161,19 @@ struct BudgetShareTests {
         #expect(budget.admit(IPAddress("2001:db8:f::1"), unverified: false, kind: .lookup, bounds: bounds) != nil)
     }
 
-    @Test("TLS handshakes: the /48s of one IPv6 /32 share four networks' rate")
+    @Test("TLS handshakes: once the total's bucket is down to half, the /48s of one IPv6 /32 share four networks' rate")
     func ipv6BlockHandshakes() throws {
         let budget = HandshakeBudget(perSecond: 160, prefixes: ClientPrefixes())
         let now = ContinuousClock.now
-        // A network's burst is 20 (twice a sixteenth of 160); the block's is 80.
+        // A network's burst is 20 (twice a sixteenth of 160); the block's is 80, spent as they come; the total's
+        // 320 is down to half after 160, and from then on the spent block bucket refuses.
         var taken = 0
         for network in 0..<16 {
             for _ in 0..<20 where budget.admit(IPAddress("2001:db8:\(String(network, radix: 16))::1"), now: now) {
                 taken += 1
             }
         }
-        #expect(taken == 80)
+        #expect(taken == 160)
         #expect(budget.admit(IPAddress("2001:db9::1"), now: now), "another block")
     }
 

@@ -12,9 +12,11 @@ import Synchronization
 /// place is taken from the network holding the most connections (its longest-idle one), and only when that network
 /// holds at least two more than the newcomer's: places move towards an even share and never back, so a network
 /// that opens and drops connections (plain TCP ones cost it no handshake) cannot churn out the keep-alive
-/// connections of networks holding no more than it does. A newcomer whose network already holds its even share is
-/// closed at once. An IPv6 block of sixteen networks' width (a /32) holds at most four networks' worth of
-/// connections (``ClientNetwork/aggregateShare``), so sixteen cheap /48s cannot fill the table alone.
+/// connections of networks holding no more than it does, and a network takes at most its own limit of places from
+/// others a minute. A newcomer whose network already holds its even share is closed at once. At the limit an IPv6
+/// block of sixteen networks' width (a /32) takes no place once it holds four networks' worth of connections
+/// (``ClientNetwork/aggregateShare``), so sixteen cheap /48s cannot hold the table; below the limit a block is not
+/// held back (one /32 may be a whole carrier's customers).
 /// Only when every connection has a request in progress does accepting stop, by turning `autoRead` off on the
 /// listening channel (the kernel keeps queueing connections in the backlog); it starts again when one closes, or
 /// when a check a second later finds one idle. The listeners (HTTP, DNS over TCP, DNS over TLS)
@@ -52,6 +54,13 @@ final class Connections: Sendable {
         var perClient: [ClientNetwork: Int] = [:]
         /// Connections by IPv6 block (``ClientNetwork/aggregate(_:)``).
         var perAggregate: [ClientNetwork: Int] = [:]
+        /// How many networks hold each number of connections (the keys are at most the per-network limit, for
+        /// `.shared` any): the most any network holds, without a scan.
+        var holdings: [Int: Int] = [:]
+        /// Places each network may still take from others (a burst of its limit, its limit again each minute), so
+        /// a network that closes the places it took and takes them again churns others at a bounded pace. At most
+        /// ``shedBudgetTable`` networks; a full table forgets one (that network starts again with a full budget).
+        var shedBudgets: [ClientNetwork: (tokens: Double, updated: NIODeadline)] = [:]
         /// Connections open by listening channel, for the listeners with a limit of their own.
         var perListener: [ObjectIdentifier: Int] = [:]
         /// The listening channels paused at a limit, with their own limits, to resume when they fit again.
@@ -84,8 +93,9 @@ final class Connections: Sendable {
     var all: [any Channel] { state.withLock { $0.open.values.map(\.channel) } }
 
     /// Counts `channel` from `client` as open until it closes, and returns where its guard tells whether it is
-    /// idle; `nil` (and nothing counted) when its listener's `listenerLimit`, the client network's limit or its IPv6
-    /// block's is already reached, or the total is and no connection of a network holding more can make room.
+    /// idle; `nil` (and nothing counted) when its listener's `listenerLimit` or the client network's limit is already
+    /// reached, or the total is and no connection of a network holding more can make room (or the client's IPv6
+    /// block holds its quarter, or its network has taken its share of places from others this minute).
     func admit(_ channel: any Channel, client: ClientNetwork, listenerLimit: Int? = nil) -> ConnectionActivity? {
         let key = ObjectIdentifier(channel)
         let listenerKey = channel.parent.map { ObjectIdentifier($0) }
@@ -103,12 +113,13 @@ final class Connections: Sendable {
             }
             let held = state.perClient[client, default: 0]
             if counted, held >= perClientLimit { return (false, false, true, nil) }
-            if let aggregate, state.perAggregate[aggregate, default: 0] >= aggregateLimit {
-                return (false, false, true, nil)
-            }
             var shed: (any Channel)?
             if state.open.count - state.shed.count >= limit {
-                switch Self.room(state, newcomerHolding: held) {
+                // Under pressure only: an IPv6 block past its quarter takes nothing more (it keeps what it holds).
+                if let aggregate, state.perAggregate[aggregate, default: 0] >= aggregateLimit {
+                    return (false, false, true, nil)
+                }
+                switch room(&state, for: client, holding: held) {
                 case .shed(let victim):
                     state.shed.insert(victim)
                     if let entry = state.open[victim] {
@@ -122,8 +133,7 @@ final class Connections: Sendable {
                     return (false, Self.pause(channel.parent, limit: listenerLimit, &state), false, nil)
                 }
             }
-            state.perClient[client] = held + 1
-            if let aggregate { state.perAggregate[aggregate, default: 0] += 1 }
+            Self.count(client, &state, prefixes: prefixes)
             state.open[key] = Entry(channel: channel, activity: activity, client: client)
             if let listenerKey { state.perListener[listenerKey] = ownCount + 1 }
             // Recorded under the lock, so the gauge's last value is the last count.
@@ -180,35 +190,83 @@ final class Connections: Sendable {
         }
     }
 
+    /// Adds one connection of `client` to its network's and block's counts. Call it under the lock.
+    private static func count(_ client: ClientNetwork, _ state: inout State, prefixes: ClientPrefixes) {
+        let held = state.perClient[client, default: 0]
+        state.perClient[client] = held + 1
+        moveHolding(from: held, to: held + 1, &state)
+        if let aggregate = client.aggregate(prefixes) { state.perAggregate[aggregate, default: 0] += 1 }
+    }
+
     /// Takes one connection of `client` out of its network's and block's counts. Call it under the lock.
     private static func uncount(_ client: ClientNetwork, _ state: inout State, prefixes: ClientPrefixes) {
-        let remaining = state.perClient[client, default: 1] - 1
-        state.perClient[client] = remaining > 0 ? remaining : nil
+        let held = state.perClient[client, default: 1]
+        state.perClient[client] = held > 1 ? held - 1 : nil
+        moveHolding(from: held, to: held - 1, &state)
         if let aggregate = client.aggregate(prefixes) {
             let inBlock = state.perAggregate[aggregate, default: 1] - 1
             state.perAggregate[aggregate] = inBlock > 0 ? inBlock : nil
         }
     }
 
-    /// Where a newcomer whose network holds `held` connections finds a place in a full table: the longest-idle
-    /// connection of the network holding the most, if that network holds at least `held + 2` (after the move it
-    /// still holds no fewer than the newcomer's); a move between networks one apart would only swap them. A scan:
-    /// it runs only at the limit, and the limit is a few hundred connections (docs/security.md).
-    private static func room(_ state: State, newcomerHolding held: Int) -> Room {
+    /// One network moved from holding `old` connections to `new` (0: none, not counted).
+    private static func moveHolding(from old: Int, to new: Int, _ state: inout State) {
+        if old > 0 {
+            let networks = state.holdings[old, default: 1] - 1
+            state.holdings[old] = networks > 0 ? networks : nil
+        }
+        if new > 0 { state.holdings[new, default: 0] += 1 }
+    }
+
+    /// The most networks the shed budgets follow at once.
+    static let shedBudgetTable = 4_096
+
+    /// Takes one place from `client`'s budget of places taken from others; `false` when it is spent.
+    private func takeShedBudget(_ client: ClientNetwork, _ state: inout State) -> Bool {
+        let now = NIODeadline.now()
+        let burst = Double(perClientLimit)
+        let perSecond = burst / 60
+        if state.shedBudgets[client] == nil, state.shedBudgets.count >= Self.shedBudgetTable {
+            state.shedBudgets.remove(at: state.shedBudgets.startIndex)
+        }
+        var budget = state.shedBudgets[client] ?? (burst, now)
+        let elapsed = Double((now - budget.updated).nanoseconds) / 1e9
+        budget.tokens = min(burst, budget.tokens + elapsed * perSecond)
+        budget.updated = now
+        guard budget.tokens >= 1 else {
+            state.shedBudgets[client] = budget
+            return false
+        }
+        budget.tokens -= 1
+        state.shedBudgets[client] = budget.tokens >= burst ? nil : budget
+        return true
+    }
+
+    /// Where a newcomer of `client`, whose network holds `held` connections, finds a place in a full table: the
+    /// longest-idle connection of the network holding the most, if that network holds at least `held + 2` (after
+    /// the move it still holds no fewer than the newcomer's; a move between networks one apart would only swap
+    /// them), or at least one for a newcomer holding none (else a table of single connections, one each from
+    /// hundreds of networks, would refuse everyone new), and only while the newcomer's network has places left to
+    /// take from others (``takeShedBudget(_:_:)``). Whether any network holds enough is known without a scan
+    /// (``State/holdings``); the scan for the connection runs only when one does, and the limit is a few hundred
+    /// connections (docs/security.md).
+    private func room(_ state: inout State, for client: ClientNetwork, holding held: Int) -> Room {
+        let needed = held == 0 ? 1 : held + 2
+        guard let most = state.holdings.keys.max(), most >= needed else { return .evenShare }
         var best: (key: ObjectIdentifier, holding: Int, since: UInt64)?
         var anyIdle = false
         for (key, entry) in state.open {
             guard let since = entry.activity.idleSince, !state.shed.contains(key) else { continue }
             anyIdle = true
             let holding = state.perClient[entry.client, default: 0]
-            guard holding >= held + 2 else { continue }
+            guard holding >= needed else { continue }
             if let current = best, current.holding > holding || (current.holding == holding && current.since <= since) {
                 continue
             }
             best = (key, holding, since)
         }
-        if let best { return .shed(best.key) }
-        return anyIdle ? .evenShare : .noneIdle
+        guard let best else { return anyIdle ? .evenShare : .noneIdle }
+        return takeShedBudget(client, &state) ? .shed(best.key) : .evenShare
     }
 
     /// The connection idle the longest (not shed already), if any is idle. A scan: it runs only at the limit, and

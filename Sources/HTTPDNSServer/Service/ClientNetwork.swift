@@ -18,11 +18,11 @@ public struct ClientPrefixes: Sendable, Hashable {
         self.ipv6 = min(max(ipv6, 16), 128)
     }
 
-    /// The prefix of the wider IPv6 block whose networks share a quarter of each global bound: sixteen bits
-    /// shorter than ``ipv6`` (a /32 for /48 networks), at least a /16. IPv6 networks are cheap to have (one
-    /// allocation of a /32 holds 65,536 /48s), so sixteen of them, enough to fill a global bound, must come from at
-    /// least four such blocks.
-    var ipv6Aggregate: Int { max(ipv6 - 16, 16) }
+    /// The prefix of the wider IPv6 block whose networks share a quarter of each global bound under pressure:
+    /// sixteen bits shorter than ``ipv6`` (a /32 for /48 networks), kept between /32 (an allocation to a carrier)
+    /// and /48 (one end site), and never longer than ``ipv6`` itself. IPv6 networks are cheap to have (one /32
+    /// holds 65,536 /48s), so sixteen of them, enough to fill a global bound, must come from at least four blocks.
+    var ipv6Aggregate: Int { min(min(max(ipv6 - 16, 32), 48), ipv6) }
 }
 
 /// The network a client is counted by for rate and connection limits: its address cut to the configured prefix

@@ -13,9 +13,9 @@ import HTTPDNS
 /// A UDP query refused a place is answered truncated (TC), so a real client asks again over TCP, in the verified
 /// share, instead of getting SERVFAIL.
 ///
-/// An IPv6 block of sixteen networks' width (a /32 for /48 networks) holds at most four networks' shares of each
-/// kind and verification (``ClientNetwork/aggregateShare``): sixteen /48s of one cheap allocation cannot fill a
-/// total alone.
+/// Once half of a kind's total is taken, an IPv6 block of sixteen networks' width (a /32 for /48 networks) gets no
+/// more places of it past four networks' shares (``ClientNetwork/aggregateShare``): sixteen /48s of one cheap
+/// allocation cannot fill a total alone, and a carrier's /32 is not held back while places are plentiful.
 ///
 /// A request is admitted before its lookups start and leaves when its answer is ready or it is cancelled (its
 /// client went away). Past a bound the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over TCP
@@ -91,7 +91,9 @@ final class UpstreamBudget: Sendable {
             var counts = state[kind]
             guard counts.total < bounds.total, current < bounds.perNetwork else { return nil }
             let inBlock = block.map { state.perBlock[$0, default: 0] } ?? 0
-            guard inBlock < bounds.perNetwork * ClientNetwork.aggregateShare else { return nil }
+            guard inBlock < bounds.perNetwork * ClientNetwork.aggregateShare || counts.total < bounds.total / 2 else {
+                return nil
+            }
             if unverified {
                 guard counts.unverified < max(bounds.total / 2, 1) else { return nil }
                 counts.unverified += 1
