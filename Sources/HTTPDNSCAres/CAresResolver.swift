@@ -40,6 +40,12 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         /// built by c-ares. `hostsctl serve` sets it, so every query it sends through c-ares carries it. Off by
         /// default.
         package var randomizesCase = false
+        /// Whether a server's classic queries leave on sockets of its own rather than c-ares's (`PlainDNSClient`:
+        /// random source ports per socket, rotated, random IDs, DNS 0x20, answers matched byte for byte on the
+        /// socket that asked), with these servers (or resolv.conf's), timeout, tries and `useTCP`. `hostsctl serve`
+        /// sets it; search domains and `ndots` do not apply there (a server asks fully qualified names). Off by
+        /// default: the library's stub resolution stays on c-ares.
+        package var usesOwnSockets = false
 
         /// Creates a configuration; every parameter has the documented default.
         public init(
@@ -166,13 +172,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
 
     /// Sends one query and parses its answer.
     func query(_ host: HostName, type: DNSRecordType) async throws -> [ResolvedAddress] {
-        if randomizesCase {
-            let query = DNSWireMessage.query(for: host, type: type)
-            var answer = try await send(message: query)
-            // c-ares sends the query under its own ID and hands the answer back with it; the checks expect 0.
-            if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
-            return try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
-        }
+        if randomizesCase { return try await addresses(of: host, type: type, source: source) }
         switch try await exchange(CAresQuery(name: host.name, type: type)) {
         case .addresses(let addresses):
             return addresses
@@ -243,7 +243,7 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
     }
 }
 
-extension CAresResolver: ClientSubnetResolver {
+extension CAresResolver: ClientSubnetResolver, DNSMessageExchange {
     /// Resolves `host` with queries that carry `clientSubnet` in an EDNS Client Subnet option (RFC 7871), sent
     /// through c-ares like any query (its servers, retries and timeouts), and reads the scope from the answer's
     /// option: an answer without one holds for every client (scope 0), and a scope longer than the subnet sent is
@@ -253,42 +253,6 @@ extension CAresResolver: ClientSubnetResolver {
     package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork) async throws
         -> ScopedResolution
     {
-        switch family {
-        case .ipv4, .ipv6:
-            let (addresses, scope) = try await query(host, type: family == .ipv4 ? .a : .aaaa, subnet: clientSubnet)
-            return ScopedResolution(
-                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
-        case .any:
-            async let v4 = Result(catching: { try await self.query(host, type: .a, subnet: clientSubnet) })
-            let v6 = await Result(catching: { try await self.query(host, type: .aaaa, subnet: clientSubnet) })
-            // Both families together: the merge weighs plain errors, and the longer scope is taken anyway.
-            let plain = { (error: any Error) -> any Error in (error as? ScopedNegativeAnswer)?.error ?? error }
-            let (four, six) = await (v4.mapError(plain), v6.mapError(plain))
-            let scope = max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0)
-            let addresses = try DualStack.merge(
-                four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
-            return ScopedResolution(
-                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
-        }
-    }
-
-    private func query(_ host: HostName, type: DNSRecordType, subnet: IPNetwork) async throws
-        -> (addresses: [ResolvedAddress], scope: Int)
-    {
-        let query = EDNSClientSubnet.addingOPT(to: DNSWireMessage.query(for: host, type: type), subnet: subnet)
-        var answer = try await send(message: query)
-        // c-ares sends the query under its own ID and hands the answer back with it; the checks expect the 0 asked.
-        if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
-        let source = self.source
-        let parsed = Result { () throws(HTTPDNSError) in
-            try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
-        }
-        if case .failure(let error) = parsed, error.code.isNegativeAnswer {
-            // Kept by the scope the upstream gave, like an answer with addresses (the network asked when the
-            // option cannot be read: never wider than what is known).
-            let scope = (try? EDNSClientSubnet.scope(of: answer, asked: subnet, host: host)) ?? subnet.prefixLength
-            throw ScopedNegativeAnswer(error: error, scopePrefixLength: scope)
-        }
-        return (try parsed.get(), try EDNSClientSubnet.scope(of: answer, asked: subnet, host: host))
+        try await scopedResolution(host, family: family, clientSubnet: clientSubnet, source: source, logger: logger)
     }
 }

@@ -58,7 +58,8 @@ public struct ServeCommand: AsyncParsableCommand {
         let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metrics)
         let forwarder: ReloadingCAresForwarder
         do {
-            forwarder = try ReloadingCAresForwarder(configuration: settings.cares, logger: logger)
+            forwarder = try ReloadingCAresForwarder(
+                configuration: settings.cares, logger: logger, metricsFactory: metrics)
         } catch {
             await resolver.shutdown()
             throw error
@@ -163,7 +164,7 @@ public struct ServeCommand: AsyncParsableCommand {
     /// must not reach it); unless `serve.probeGuardedAddresses`, the private-address guard covers every upstream
     /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
     /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
-    /// as written. Every c-ares query carries DNS 0x20.
+    /// as written. Classic queries leave on the server's own sockets (`PlainDNSClient`), with DNS 0x20.
     static func served(_ settings: HostResolver.Configuration, serve: ServeCommand.Configuration)
         -> HostResolver.Configuration
     {
@@ -172,8 +173,10 @@ public struct ServeCommand: AsyncParsableCommand {
         served.adaptsToHostNetwork = false
         served.systemFallback = false
         served.sources.removeAll { $0 == .system }
-        // Every query the server sends through c-ares carries DNS 0x20 (docs/security.md).
+        // Every classic query the server sends leaves on its own sockets (random ports, IDs and case; answers
+        // matched byte for byte), or through c-ares with DNS 0x20 where no server is known (docs/security.md).
         served.cares.randomizesCase = true
+        served.cares.usesOwnSockets = true
         guard !serve.probeGuardedAddresses else { return served }
         served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false

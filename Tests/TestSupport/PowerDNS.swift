@@ -14,6 +14,8 @@ public import HTTPDNS
 /// - `alias.ecs.test` CNAME: `a.ecs.test` (192.0.2.101) for 198.51.100.0/24, `b.ecs.test` (192.0.2.102) for
 ///   203.0.113.0/24, `z.ecs.test` (192.0.2.109) otherwise: another record type that depends on the network.
 /// - `web.ecs.test` HTTPS with `ipv4hint=10.0.0.8` (an internal address), `pub.ecs.test` HTTPS with a public hint.
+/// - `big.ecs.test` TXT of about 900 bytes (truncated over UDP without EDNS), `broken.ecs.test` A whose LUA fails
+///   (SERVFAIL).
 public final class PowerDNS: Sendable {
     /// The server's address, e.g. `127.0.0.1:40123`.
     public let address: ServerAddress
@@ -42,6 +44,8 @@ public final class PowerDNS: Sendable {
         z IN A 192.0.2.109
         web IN HTTPS 1 . alpn=h2 ipv4hint=10.0.0.8
         pub IN HTTPS 1 . alpn=h2 ipv4hint=93.184.216.34
+        big IN TXT "x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10" "x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11" "x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12" "x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13" "x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14" "x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15"
+        broken IN LUA A "error('no answer')"
 
         """
 

@@ -185,7 +185,7 @@ public final class BoundUDPSocket: Sendable {
     }
 
     /// The question name of a query, and where its question (name, type, class) ends.
-    private static func question(in message: ArraySlice<UInt8>) -> (String, Int)? {
+    public static func question(in message: ArraySlice<UInt8>) -> (String, Int)? {
         var labels: [String] = []
         var offset = message.startIndex + 12
         while offset < message.endIndex {

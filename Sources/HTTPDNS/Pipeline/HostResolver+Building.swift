@@ -2,8 +2,9 @@ public import CoreMetrics
 public import Logging
 import Synchronization
 public import HTTPDNSCore
-import HTTPDNSCAres
-import HTTPDNSClients
+package import HTTPDNSCAres
+package import HTTPDNSClients
+package import NIOCore
 import HTTPDNSPinnedClients
 
 extension HostResolver {
@@ -60,7 +61,8 @@ extension HostResolver {
         var parts = Parts(upstreams: upstreams ?? [], fallback: nil, cleanups: [])
         if upstreams == nil {
             do {
-                parts = try Self.buildUpstreams(settings, pool: pool, logger: logger)
+                parts = try Self.buildUpstreams(
+                    settings, pool: pool, logger: logger, metricsFactory: metricsFactory ?? MetricsSystem.factory)
             } catch {
                 files.stop()
                 throw error
@@ -102,7 +104,10 @@ extension HostResolver {
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
         let previous = files.settings
-        let parts = files.fixedUpstreams ? nil : try Self.buildUpstreams(settings, pool: clientPool, logger: logger)
+        let parts =
+            files.fixedUpstreams
+            ? nil
+            : try Self.buildUpstreams(settings, pool: clientPool, logger: logger, metricsFactory: metrics.factory)
         if let overrides, let hosts {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
@@ -144,7 +149,9 @@ extension HostResolver {
     /// Builds the upstream layers of `settings` in order, and the system fallback when it is on and `system` is not
     /// a layer already. The HTTP DNS transport takes its HTTP/1.1 clients from `pool`. On failure, what was built is
     /// closed.
-    static func buildUpstreams(_ settings: Configuration, pool: PinnedClientPool, logger: Logger) throws(HTTPDNSError)
+    static func buildUpstreams(
+        _ settings: Configuration, pool: PinnedClientPool, logger: Logger, metricsFactory: any MetricsFactory
+    ) throws(HTTPDNSError)
         -> Parts
     {
         var parts = Parts(upstreams: [], fallback: nil, cleanups: [])
@@ -173,11 +180,21 @@ extension HostResolver {
                                 trusted: settings.trustedSources.contains(.httpdns)))
                     }
                 case .cares:
-                    let resolver = try CAresResolver(configuration: settings.cares, logger: logger)
-                    parts.cleanups.append { resolver.shutdown() }
                     let servers =
                         settings.cares.servers.isEmpty
                         ? "system" : settings.cares.servers.map(\.description).joined(separator: ",")
+                    let resolver: any HostNameResolver
+                    if let plain = try ownSockets(
+                        settings.cares, eventLoopGroup: pool.eventLoopGroup, logger: logger,
+                        metricsFactory: metricsFactory)
+                    {
+                        resolver = plain
+                        parts.cleanups.append { plain.shutdown() }
+                    } else {
+                        let cares = try CAresResolver(configuration: settings.cares, logger: logger)
+                        resolver = cares
+                        parts.cleanups.append { cares.shutdown() }
+                    }
                     parts.upstreams.append(
                         Upstream(
                             name: "cares", kind: .cares, resolver: resolver, identity: "cares(\(servers))",
@@ -197,6 +214,28 @@ extension HostResolver {
             Task { for cleanup in pending { await cleanup() } }
             throw error
         }
+    }
+
+    /// The classic upstream on the server's own sockets when `cares` asks for them
+    /// (``CAresResolver/Configuration/usesOwnSockets``) and servers are known (its own, or resolv.conf's); `nil`
+    /// for c-ares.
+    /// Datagrams those sockets drop are counted in `httpdns_serve_upstream_mismatched_total` by reason (`id`: no
+    /// query waits with that ID; `question`: the ID of a waiting query with another question, as a forger who
+    /// guessed the port and ID but not the case sends).
+    package static func ownSockets(
+        _ cares: CAresResolver.Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        metricsFactory: any MetricsFactory
+    ) throws(HTTPDNSError) -> PlainDNSResolver? {
+        guard cares.usesOwnSockets else { return nil }
+        let servers = cares.servers.isEmpty ? PlainDNSResolver.systemServers() : cares.servers
+        guard !servers.isEmpty else { return nil }
+        let label = "httpdns_serve_upstream_mismatched_total"
+        let ids = Counter(label: label, dimensions: [("reason", "id")], factory: metricsFactory)
+        let questions = Counter(label: label, dimensions: [("reason", "question")], factory: metricsFactory)
+        return try PlainDNSResolver(
+            configuration: .init(servers: servers, timeout: cares.timeout, tries: cares.tries, tcpOnly: cares.useTCP),
+            eventLoopGroup: eventLoopGroup, logger: logger,
+            mismatched: { reason in (reason == .id ? ids : questions).increment() })
     }
 
     private static func systemUpstream(

@@ -28,7 +28,8 @@ struct ResolverMetrics: Sendable {
     let probeDuration: Timer
     let networkChanges: Counter
     private let upstream: [String: (success: Timer, failure: Timer)]
-    private let factory: any MetricsFactory
+    /// Where these metrics go, for the upstreams a reload builds.
+    let factory: any MetricsFactory
 
     init(sources: [String], factory: any MetricsFactory) {
         self.factory = factory

@@ -1,5 +1,7 @@
 public import HTTPDNS
 package import Logging
+package import CoreMetrics
+import NIOPosix
 
 /// Forwards DNS messages of other types (MX, TXT, SRV, HTTPS, …) through c-ares to its servers, with c-ares's
 /// timeouts, retries and server rotation.
@@ -18,36 +20,58 @@ public struct CAresForwarder: DNSMessageForwarder {
     }
 }
 
-/// A ``CAresForwarder`` whose c-ares channel follows the settings: a reload that changes `cares.*` (its servers,
-/// timeouts, tries) gives the relayed types a channel of the new settings, as the resolver's own lookups get one, so
-/// no query of any type goes on to a server the operator removed. Queries in flight finish on the channel they
-/// started on, which shuts down once the last of them is done (a `CAresResolver` stops its thread when released).
+/// A forwarder whose upstream follows the settings: a reload that changes `cares.*` (its servers, timeouts, tries)
+/// gives the relayed types an upstream of the new settings, as the resolver's own lookups get one, so no query of
+/// any type goes on to a server the operator removed. Queries in flight finish on the upstream they started on,
+/// which closes once the last of them is done (a `CAresResolver` stops its thread when released, a
+/// `PlainDNSResolver` closes its sockets). With ``CAresResolver/Configuration/usesOwnSockets`` (as `hostsctl serve`
+/// sets it) the queries leave on the server's own sockets (`PlainDNSClient`), else through c-ares.
 package final class ReloadingCAresForwarder: DNSMessageForwarder {
-    private let current: Locked<(configuration: CAresResolver.Configuration, resolver: CAresResolver)>
+    private typealias Upstream = (
+        configuration: CAresResolver.Configuration, exchange: any DNSMessageExchange, stop: @Sendable () -> Void
+    )
+    private let current: Locked<Upstream>
     private let logger: Logger
+    private let metricsFactory: any MetricsFactory
 
-    /// A forwarder with a channel of `configuration`.
-    /// - Throws: `HTTPDNSError` when c-ares cannot start with it.
-    package init(configuration: CAresResolver.Configuration, logger: Logger) throws {
+    /// A forwarder with an upstream of `configuration`; `metricsFactory` counts what its own sockets drop.
+    /// - Throws: `HTTPDNSError` when the upstream cannot start with it.
+    package init(
+        configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil
+    ) throws {
         self.logger = logger
-        current = Locked((configuration, try CAresResolver(configuration: configuration, logger: logger)))
+        self.metricsFactory = metricsFactory ?? MetricsSystem.factory
+        current = Locked(try Self.upstream(configuration, logger: logger, metricsFactory: self.metricsFactory))
     }
 
-    /// Moves to a channel of `configuration` if it differs from the one in use.
-    /// - Throws: `HTTPDNSError` when c-ares cannot start with it (the channel in use stays).
+    private static func upstream(
+        _ configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: any MetricsFactory
+    ) throws -> Upstream {
+        if let plain = try HostResolver.ownSockets(
+            configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger,
+            metricsFactory: metricsFactory)
+        {
+            return (configuration, plain, { plain.shutdown() })
+        }
+        let cares = try CAresResolver(configuration: configuration, logger: logger)
+        return (configuration, cares, { cares.shutdown() })
+    }
+
+    /// Moves to an upstream of `configuration` if it differs from the one in use.
+    /// - Throws: `HTTPDNSError` when it cannot start with it (the upstream in use stays).
     package func apply(_ configuration: CAresResolver.Configuration) throws {
         guard current.withLock({ $0.configuration != configuration }) else { return }
-        let resolver = try CAresResolver(configuration: configuration, logger: logger)
-        current.withLock { $0 = (configuration, resolver) }
+        let upstream = try Self.upstream(configuration, logger: logger, metricsFactory: metricsFactory)
+        current.withLock { $0 = upstream }
     }
 
-    /// Sends `query` on the channel of the settings in force.
+    /// Sends `query` to the upstream of the settings in force.
     package func forward(_ query: [UInt8]) async throws -> [UInt8] {
-        try await current.withLock { $0.resolver }.send(message: query)
+        try await current.withLock { $0.exchange }.send(message: query)
     }
 
-    /// Stops the channel in use: queries still in flight fail with `HTTPDNSError.Code.shutdown`.
+    /// Stops the upstream in use: queries still in flight fail with `HTTPDNSError.Code.shutdown`.
     package func shutdown() {
-        current.withLock { $0.resolver }.shutdown()
+        current.withLock { $0.stop }()
     }
 }

@@ -1,0 +1,74 @@
+package import Logging
+
+/// Something that sends a whole DNS query message to its servers and returns the answer matched to it: c-ares
+/// (`CAresResolver`) and the server's own sockets (`PlainDNSClient`). Address lookups over it, with or without a
+/// client network, are written once here, so both paths build, check and read messages the same way.
+package protocol DNSMessageExchange: Sendable {
+    /// Sends `message` (one question) and returns the answer, with `message`'s ID and question bytes.
+    func send(message: [UInt8]) async throws -> [UInt8]
+}
+
+extension DNSMessageExchange {
+    /// The addresses of `host` of `type` (A or AAAA) from one query.
+    /// - Throws: `HTTPDNSError` from the exchange or the answer (`notFound`, `noData`, `badResponse`, ...).
+    package func addresses(of host: HostName, type: DNSRecordType, source: ResolutionSource) async throws
+        -> [ResolvedAddress]
+    {
+        let query = DNSWireMessage.query(for: host, type: type)
+        var answer = try await send(message: query)
+        // The checks expect the ID asked (0); c-ares hands the answer back under its own.
+        if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
+        return try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
+    }
+
+    /// The addresses of `host` of `type` for clients in `subnet` (an EDNS Client Subnet option, RFC 7871), and the
+    /// scope the answer holds for: 0 without the option in the answer, never longer than the subnet sent.
+    /// - Throws: `ScopedNegativeAnswer` for NXDOMAIN and no-data (with the scope the upstream gave), else
+    ///   `HTTPDNSError`.
+    package func scopedAddresses(
+        of host: HostName, type: DNSRecordType, subnet: IPNetwork, source: ResolutionSource
+    ) async throws -> (addresses: [ResolvedAddress], scope: Int) {
+        let query = EDNSClientSubnet.addingOPT(to: DNSWireMessage.query(for: host, type: type), subnet: subnet)
+        var answer = try await send(message: query)
+        if answer.count >= 2 { (answer[0], answer[1]) = (0, 0) }
+        let parsed = Result { () throws(HTTPDNSError) in
+            try DNSWireMessage.addresses(in: answer, for: host, type: type, source: source, query: query)
+        }
+        if case .failure(let error) = parsed, error.code.isNegativeAnswer {
+            // Kept by the scope the upstream gave, like an answer with addresses (the network asked when the
+            // option cannot be read: never wider than what is known).
+            let scope = (try? EDNSClientSubnet.scope(of: answer, asked: subnet, host: host)) ?? subnet.prefixLength
+            throw ScopedNegativeAnswer(error: error, scopePrefixLength: scope)
+        }
+        return (try parsed.get(), try EDNSClientSubnet.scope(of: answer, asked: subnet, host: host))
+    }
+
+    /// `host` resolved for `clientSubnet` with one query a family (both in parallel for ``AddressFamily/any``,
+    /// the longer scope of the two taken).
+    package func scopedResolution(
+        _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, source: ResolutionSource, logger: Logger
+    ) async throws -> ScopedResolution {
+        switch family {
+        case .ipv4, .ipv6:
+            let (addresses, scope) = try await scopedAddresses(
+                of: host, type: family == .ipv4 ? .a : .aaaa, subnet: clientSubnet, source: source)
+            return ScopedResolution(
+                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
+        case .any:
+            async let v4 = Result(catching: {
+                try await self.scopedAddresses(of: host, type: .a, subnet: clientSubnet, source: source)
+            })
+            let v6 = await Result(catching: {
+                try await self.scopedAddresses(of: host, type: .aaaa, subnet: clientSubnet, source: source)
+            })
+            // Both families together: the merge weighs plain errors, and the longer scope is taken anyway.
+            let plain = { (error: any Error) -> any Error in (error as? ScopedNegativeAnswer)?.error ?? error }
+            let (four, six) = await (v4.mapError(plain), v6.mapError(plain))
+            let scope = max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0)
+            let addresses = try DualStack.merge(
+                four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
+            return ScopedResolution(
+                resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
+        }
+    }
+}
