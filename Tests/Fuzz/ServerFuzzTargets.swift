@@ -222,7 +222,7 @@ enum ServerFuzzTargets {
         }
         let memoPlan = service.plan(request, memo: memo)
         guard let (first, _) = service.immediateResponse(memoPlan) else { return }
-        guard let steadyFor, let (message, generation) = memoPlan.memoizable else { return }
+        guard let steadyFor, let (message, generation, _) = memoPlan.memoizable else { return }
         let made = ContinuousClock.now
         memo.keep(first, to: message, name: memoPlan.name, generation: generation, steadyFor: steadyFor, now: made)
         guard let (kept, _) = memo.answer(to: message, generation: generation, now: made),

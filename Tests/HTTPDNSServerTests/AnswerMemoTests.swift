@@ -74,8 +74,10 @@ struct AnswerMemoTests {
         var fromMemo = false
         if case .done = plan.work, plan.endpoint == "dns-query" { fromMemo = plan.name != nil }
         guard let (response, steadyFor) = service.immediateResponse(plan) else { return nil }
-        if let steadyFor, let (message, generation) = plan.memoizable {
-            memo.keep(response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor, now: now)
+        if let steadyFor, let (message, generation, stamp) = plan.memoizable {
+            memo.keep(
+                response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor, now: now,
+                stamp: stamp)
         }
         return (response, fromMemo)
     }
@@ -112,7 +114,8 @@ struct AnswerMemoTests {
         #expect(try Self.records(aaaa.response.body, type: .aaaa).count == TestZone.multiV6.count)
     }
 
-    @Test("a new cached answer, a score, an override and a configuration change each end the kept answers at once")
+    @Test(
+        "a new cached answer, a score, an override and a configuration change each end the name's kept answers at once")
     func changesEndKeptAnswers() async throws {
         let lab = try await Lab.start()
         defer { Task { await lab.stop() } }
@@ -122,8 +125,8 @@ struct AnswerMemoTests {
             let answer = try #require(Self.answer(Self.get(Self.query("multi.test", id: 2)), lab.service, memo: memo))
             return (try Self.addresses(answer.response.body), answer.fromMemo)
         }
-        // A second kept answer, of another query (its lookup first): a change ends both, and the table lets them go
-        // at once.
+        // A second kept answer, of another query of the same name (its lookup first): a change of the name ends
+        // both.
         _ = await lab.service.handle(Self.get(Self.query("multi.test", type: 28, id: 5)))
         _ = try ask()
         #expect(try ask().fromMemo)
@@ -138,7 +141,9 @@ struct AnswerMemoTests {
         let afterStore = try ask()
         #expect(!afterStore.fromMemo)
         #expect(afterStore.addresses == ["192.0.2.99"])
-        #expect(memo.count == 1, "only the answer kept since the change")
+        let otherQuery = try #require(
+            Self.answer(Self.get(Self.query("multi.test", type: 28, id: 7)), lab.service, memo: memo))
+        #expect(!otherQuery.fromMemo, "the name's other kept answer ended too")
         #expect(try ask().fromMemo)
         // A score: the ranking may change.
         cache.store(
@@ -177,7 +182,7 @@ struct AnswerMemoTests {
         let steady = try #require(steadyFor, "a fresh cache hit is steady for a while")
         #expect(steady > .zero && steady <= .seconds(1))
         let memo = AnswerMemo()
-        let (_, generation) = try #require(plan.memoizable)
+        let (_, generation, _) = try #require(plan.memoizable)
         let made = ContinuousClock.now
         memo.keep(response, to: message, name: "multi.test", generation: generation, steadyFor: steady, now: made)
         #expect(memo.answer(to: message, generation: generation, now: made) != nil)
@@ -269,6 +274,60 @@ struct AnswerMemoTests {
                 if count <= 0 { return reply }
                 reply += buffer[0..<count]
             }
+        }
+    }
+
+    @Test(
+        "a store of one name ends that name's kept answers only: another name's stays kept (before, every store ended every table)"
+    )
+    func storesEndOnlyTheirName() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        let cache = try #require(lab.resolver.cache)
+        // Two names in the cache, each kept after its first hit.
+        cache.store(
+            try HostName("one.test"), family: .ipv4, addresses: [IPAddress(ipv4: 192, 0, 2, 1)], ttl: 300,
+            origin: "test")
+        cache.store(
+            try HostName("two.test"), family: .ipv4, addresses: [IPAddress(ipv4: 192, 0, 2, 2)], ttl: 300,
+            origin: "test")
+        let memo = AnswerMemo()
+        for name in ["one.test", "two.test"] {
+            let first = try #require(Self.answer(Self.get(Self.query(name, id: 1)), lab.service, memo: memo))
+            #expect(!first.fromMemo)
+            let kept = try #require(Self.answer(Self.get(Self.query(name, id: 2)), lab.service, memo: memo))
+            #expect(kept.fromMemo, "\(name) kept")
+        }
+        // A new answer for one.test: its kept answer ends, two.test's stays.
+        cache.store(
+            try HostName("one.test"), family: .ipv4, addresses: [IPAddress(ipv4: 192, 0, 2, 9)], ttl: 300,
+            origin: "test")
+        let one = try #require(Self.answer(Self.get(Self.query("one.test", id: 3)), lab.service, memo: memo))
+        #expect(!one.fromMemo, "one.test's answer changed")
+        #expect(one.response.body.suffix(4) == [192, 0, 2, 9], "the new address, not the kept one")
+        let two = try #require(Self.answer(Self.get(Self.query("two.test", id: 4)), lab.service, memo: memo))
+        #expect(two.fromMemo || two.response.body.suffix(4) == [192, 0, 2, 2], "two.test's kept answer stays")
+        // A connect failure recorded for two.test (its ranking may change) ends its kept answer too.
+        cache.recordFailure(to: IPAddress(ipv4: 192, 0, 2, 2), of: try HostName("two.test"))
+        let after = try #require(Self.answer(Self.get(Self.query("two.test", id: 5)), lab.service, memo: memo))
+        #expect(!after.fromMemo)
+    }
+
+    @Test("a full table makes room by its oldest entry, one at a time: the newest entries stay")
+    func fullTableDropsTheOldest() {
+        let memo = AnswerMemo(capacity: 4)
+        let now = ContinuousClock.now
+        let response = ServiceResponse(status: 200, contentType: "application/dns-message", body: [0, 0, 1, 2, 3])
+        for id in 0..<6 {
+            memo.keep(
+                response, to: Self.query("n\(id).test", id: 0), name: "n\(id).test", generation: 0,
+                steadyFor: .seconds(1), now: now)
+        }
+        #expect(memo.count == 4)
+        #expect(memo.answer(to: Self.query("n0.test", id: 7), generation: 0, now: now) == nil, "the oldest went")
+        #expect(memo.answer(to: Self.query("n1.test", id: 7), generation: 0, now: now) == nil)
+        for id in 2..<6 {
+            #expect(memo.answer(to: Self.query("n\(id).test", id: 7), generation: 0, now: now) != nil)
         }
     }
 }

@@ -114,15 +114,27 @@ public final class HostCache: Sendable {
     private let clock: CacheClock
     private let changes = Atomic<UInt64>(0)
 
-    /// A number that grows with every change of what lookups return: answers stored or removed, scores recorded,
-    /// the configuration or a file loaded (lookups themselves do not count). A caller that keeps a copy of an
-    /// answer for the `steadyFor` of its hit reads this before the lookup and uses the copy only while it is
-    /// unchanged.
+    /// A number that grows with every change of what lookups of any name return: the configuration, a file
+    /// loaded, every answer marked for refresh or every negative one removed (lookups themselves do not count). A
+    /// change of one host's answers or scores counts in ``names`` instead. A caller that keeps a copy of an answer
+    /// for the `steadyFor` of its hit reads both before the lookup and uses the copy only while both are unchanged.
     var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// A counter per host (shared by a hash) that grows with every change of that host's answers or scores: stored,
+    /// removed, a connect or a failure recorded. A store of one host so leaves the kept copies of every other one.
+    package let names = NameVersions()
 
     /// Runs `body` under the lock and counts the change in ``generation`` once it is visible.
     private func change<T>(_ body: (inout sending HostCacheCore) -> sending T) -> sending T {
         defer { changes.add(1, ordering: .releasing) }
+        return core.withLock(body)
+    }
+
+    /// Runs `body`, a change of `host`'s answers or scores only, under the lock and counts it in ``names`` once it
+    /// is visible. A store that makes room evicts another host without counting it: a copy of that host's answer
+    /// is still the answer it had, and lives at most its `steadyFor` (a second at most).
+    private func change<T>(of host: HostName, _ body: (inout sending HostCacheCore) -> sending T) -> sending T {
+        defer { names.changed(host.name) }
         return core.withLock(body)
     }
     /// The cache's configuration.
@@ -201,7 +213,7 @@ public final class HostCache: Sendable {
     ) -> RankedResolution? {
         guard !addresses.isEmpty else { return nil }
         let now = clock.now()
-        return change {
+        return change(of: host) {
             $0.store(
                 host, family: family, addresses: addresses, ttl: ttl, origin: origin, upstream: upstream, merge: merge,
                 now: now)
@@ -211,7 +223,7 @@ public final class HostCache: Sendable {
     /// Caches an NXDOMAIN or no-data error for the negative TTL; any other error is ignored.
     func storeNegative(_ host: HostName, family: AddressFamily, error: HTTPDNSError) {
         let now = clock.now()
-        change { $0.storeNegative(host, family: family, error: error, now: now) }
+        change(of: host) { $0.storeNegative(host, family: family, error: error, now: now) }
     }
 
     /// A positive answer within the maximum staleness, fresh or stale, without claiming anything: what is served
@@ -232,7 +244,7 @@ public final class HostCache: Sendable {
     /// back-off ends.
     func recordConnect(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
-        change { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
+        change(of: host) { $0.recordSuccess(host, ip: ip, latency: latency, now: now) }
     }
 
     /// Passive feedback: a request to `ip` of `host` got its first response byte after `latency`. Kept apart from
@@ -240,7 +252,7 @@ public final class HostCache: Sendable {
     /// penalty is forgiven.
     func recordFirstByte(to ip: IPAddress, of host: HostName, latency: Duration) {
         let now = clock.now()
-        change { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
+        change(of: host) { $0.recordFirstByte(host, ip: ip, latency: latency, now: now) }
     }
 
     /// Ranks addresses that come from outside the cache (overrides, a hosts file) for `host` by the scores kept
@@ -260,7 +272,7 @@ public final class HostCache: Sendable {
     /// Passive feedback: connecting to `ip` of `host` failed. The address gets a penalty that decays over time.
     func recordFailure(to ip: IPAddress, of host: HostName) {
         let now = clock.now()
-        change { $0.recordFailure(host, ip: ip, now: now) }
+        change(of: host) { $0.recordFailure(host, ip: ip, now: now) }
     }
 
     /// Claims a probe round for `host` if none ran within `interval`.
@@ -295,7 +307,7 @@ public final class HostCache: Sendable {
 
     /// Removes `host`.
     package func remove(_ host: HostName) {
-        change { $0.remove(host) }
+        change(of: host) { $0.remove(host) }
     }
 
     /// Empties the cache.

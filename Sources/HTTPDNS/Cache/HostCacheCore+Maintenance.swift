@@ -72,6 +72,7 @@ extension HostCacheCore {
     mutating func remove(_ host: HostName) {
         records.removeValue(forKey: host)
         removedSinceSave.insert(host.name)
+        compactOrder()
     }
 
     /// Removes every host.

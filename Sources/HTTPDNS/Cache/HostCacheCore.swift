@@ -117,8 +117,7 @@ package struct HostCacheCore: Sendable {
     var clearedSinceSave = false
     var records: [HostName: Entry] = [:]
     /// The hosts in the order they were put in, for eviction: a place whose tick is not its entry's `queued` was left
-    /// behind when the host was stored again or removed, and is skipped. Rebuilt without those when they outnumber
-    /// the hosts.
+    /// behind when the host was removed, and is skipped (``compactOrder()``).
     var order = CircularBuffer<(host: HostName, tick: UInt64)>()
     /// The network the scores were measured on (``switchNetwork(to:now:)``); `nil` until the first change is seen.
     var networkKey: String?
@@ -370,21 +369,37 @@ package struct HostCacheCore: Sendable {
             now + configuration.refreshRetryInterval
     }
 
+    /// The record of `host` to change and put back with ``putRecord(_:for:)``: the one in place (it keeps its place
+    /// in ``order``), or a new one, for which room is made first.
     mutating func takeRecord(_ host: HostName) -> Record {
-        if let entry = records.removeValue(forKey: host) { return entry.record }
+        if let index = records.index(forKey: host) { return records.values[index].record }
         evictIfFull()
         return Record()
     }
 
+    /// Puts `record` in place for `host`. A host already there keeps its place in the eviction order, the store
+    /// counting as a use (its second chance when its turn comes), so storing again leaves no place behind and the
+    /// order never needs rebuilding for it: eviction stays O(1) under any rate of stores. Only hosts removed on
+    /// purpose leave places behind, skipped when their turn comes (``compactOrder()`` drops them if they pile up).
     mutating func putRecord(_ record: Record, for host: HostName) {
         let tick = nextTick()
+        if let index = records.index(forKey: host) {
+            records.values[index].record = record
+            records.values[index].lastUsed = tick
+            records.values[index].fast = FastPath(record)
+            return
+        }
         records[host] = Entry(record: record, lastUsed: tick, queued: tick, fast: FastPath(record))
         order.append((host, tick))
-        if order.count > 2 * records.count + 64 {
-            var live = CircularBuffer<(host: HostName, tick: UInt64)>(initialCapacity: records.count)
-            for place in order where records[place.host]?.queued == place.tick { live.append(place) }
-            order = live
-        }
+    }
+
+    /// Drops the places of hosts removed on purpose once they outnumber the hosts (only ``remove(_:)``, an
+    /// operator's flush, leaves them; stores never do).
+    mutating func compactOrder() {
+        guard order.count > 2 * records.count + 64 else { return }
+        var live = CircularBuffer<(host: HostName, tick: UInt64)>(initialCapacity: records.count)
+        for place in order where records[place.host]?.queued == place.tick { live.append(place) }
+        order = live
     }
 
     /// Makes room for one more host. The eviction order approximates least recently used with a second chance

@@ -299,13 +299,20 @@ public final class HostResolver: HostNameResolver {
         configurationChanges.add(1, ordering: .releasing)
     }
 
-    /// A number that grows whenever what ``cachedRanked(_:family:port:)`` returns may change other than by time:
-    /// the cache, the overrides, the hosts file or the configuration changed. Read it before a lookup; a copy of
+    /// A number that grows whenever what ``cachedRanked(_:family:port:)`` returns may change for any name other
+    /// than by time: the overrides, the hosts file, the configuration or the whole cache changed (one name's
+    /// changes count in ``nameVersion(_:)``). Read it before a lookup; a copy of
     /// the answer is good for the `steadyFor` that ``cachedRankedSteadily(_:family:)`` gave while it is unchanged.
     package var answerGeneration: UInt64 {
         // Each counter only grows, so their sum changes whenever one does.
         configurationChanges.load(ordering: .acquiring) &+ (cache?.generation ?? 0) &+ (overrides?.generation ?? 0)
             &+ (hosts?.generation ?? 0)
+    }
+
+    /// The counter of changes of the names at `slot` (`NameVersions.slot(for:)`) in the cache: with
+    /// ``answerGeneration``, what a kept copy of one name's answer depends on (0 without a cache).
+    package func nameVersion(_ slot: Int) -> UInt64 {
+        cache?.names.version(slot) ?? 0
     }
 
     /// The identities whose cached answers are served, or `nil` for any.

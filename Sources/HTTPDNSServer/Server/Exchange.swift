@@ -44,10 +44,10 @@ struct Exchange: Sendable {
         let memo = memo?.value
         let plan = service.plan(request, memo: memo, now: started)
         if let (response, steadyFor) = service.immediateResponse(plan) {
-            if let memo, let steadyFor, let (message, generation) = plan.memoizable {
+            if let memo, let steadyFor, let (message, generation, stamp) = plan.memoizable {
                 memo.keep(
                     response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor,
-                    now: started)
+                    now: started, stamp: stamp)
             }
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response

@@ -28,7 +28,7 @@ extension HTTPDNSService {
         var generation: UInt64 = 0
         if let memo {
             generation = answerGeneration
-            if let (response, name) = memo.answer(to: request.body, generation: generation, now: now) {
+            if let (response, name) = kept(request.body, in: memo, generation: generation, now: now) {
                 return Plan(endpoint: "dns-query", name: name, work: .done(response))
             }
         }
@@ -38,7 +38,7 @@ extension HTTPDNSService {
                 endpoint: "dns-query", work: .done(.text(403, "this service answers requests for an account only")))
         }
         var plan = dnsMessagePlan(request.body, client: request.client, configuration)
-        if memo != nil, case .lookups = plan.work { plan.memoizable = (request.body, generation) }
+        if memo != nil, case .lookups = plan.work { plan.memoizable = (request.body, generation, nameStamp(plan.name)) }
         return plan
     }
 

@@ -59,6 +59,21 @@ public final class HTTPDNSService: Sendable {
             &+ networkScores.generation
     }
 
+    /// The answer `memo` keeps for `message`, if the generation and its name's counter still allow it.
+    func kept(_ message: [UInt8], in memo: AnswerMemo, generation: UInt64, now: ContinuousClock.Instant)
+        -> (ServiceResponse, String?)?
+    {
+        memo.answer(to: message, generation: generation, now: now, versions: resolver.nameVersion)
+    }
+
+    /// Where the cache counts changes of `name` and what the counter reads now (read before the lookup, like
+    /// ``answerGeneration``); `nil` without a name.
+    func nameStamp(_ name: String?) -> AnswerMemo.NameStamp? {
+        guard let name else { return nil }
+        let slot = NameVersions.slot(for: name)
+        return AnswerMemo.NameStamp(slot: slot, version: resolver.nameVersion(slot))
+    }
+
     /// Creates the service.
     /// - Parameters:
     ///   - resolver: Where answers come from.
@@ -144,9 +159,9 @@ public final class HTTPDNSService: Sendable {
         var endpoint: String
         package var name: String?
         var work: Work
-        /// For an RFC 8484 query the cache may answer: the message and the generation read before the lookup, so
-        /// the answer can be kept in an `AnswerMemo`.
-        package var memoizable: (message: [UInt8], generation: UInt64)?
+        /// For an RFC 8484 query the cache may answer: the message, and the generation and the name's counter read
+        /// before the lookup, so the answer can be kept in an `AnswerMemo`.
+        package var memoizable: (message: [UInt8], generation: UInt64, stamp: AnswerMemo.NameStamp?)?
 
         /// Whether the work is a relay (it takes a relay's upstream place, not a lookup's).
         var relays: Bool {
@@ -220,7 +235,7 @@ public final class HTTPDNSService: Sendable {
                 ? Self.dnsParameter(target) : Self.isDNSMessage(request.contentType) ? .some(request.body) : nil
             if let memo, case .some(.some(let message)) = dns {
                 generation = answerGeneration
-                if let (response, name) = memo.answer(to: message, generation: generation, now: now) {
+                if let (response, name) = kept(message, in: memo, generation: generation, now: now) {
                     return Plan(endpoint: endpoint, name: name, work: .done(response))
                 }
             }
@@ -243,7 +258,7 @@ public final class HTTPDNSService: Sendable {
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
             var plan = dnsMessagePlan(request, dns: request.method == "GET" ? dns : nil, configuration)
             if memo != nil, case .lookups = plan.work, case .some(.some(let message)) = dns {
-                plan.memoizable = (message, generation)
+                plan.memoizable = (message, generation, nameStamp(plan.name))
             }
             return plan
         case "report":
