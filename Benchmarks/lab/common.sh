@@ -61,7 +61,11 @@ stop_lab() {
 # knows (an unknown key is an error).
 serve_settings() {
     local lifted='"maxConnectionsPerClient": 1024, "rateLimitPerSecond": 0'
-    if [ -z "${6:-}" ] || "$6" config keys 2>/dev/null | grep -q 'serve.udpRateLimitPerSecond'; then
+    # The keys are read whole first: `grep -q` stops reading at the first match, and under `pipefail` the binary's
+    # SIGPIPE would then make the test false, now and then, lifting nothing (UDP measured at its 500/s limit).
+    local keys=""
+    [ -z "${6:-}" ] || keys="$("$6" config keys 2>/dev/null || true)"
+    if [ -z "${6:-}" ] || grep -q 'serve.udpRateLimitPerSecond' <<<"$keys"; then
         lifted="$lifted"', "udpRateLimitPerSecond": 0, "tlsHandshakesPerSecond": 1000000'
     fi
     cat <<SETTINGS

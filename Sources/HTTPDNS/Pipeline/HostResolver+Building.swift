@@ -185,7 +185,7 @@ extension HostResolver {
                         ? "system" : settings.cares.servers.map(\.description).joined(separator: ",")
                     let resolver: any HostNameResolver
                     if let plain = try ownSockets(
-                        settings.cares, eventLoopGroup: pool.eventLoopGroup, logger: logger,
+                        settings.cares, eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, logger: logger,
                         metricsFactory: metricsFactory)
                     {
                         resolver = plain

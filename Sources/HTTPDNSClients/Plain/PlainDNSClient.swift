@@ -58,6 +58,11 @@ package final class PlainDNSClient: Sendable {
         case question
     }
 
+    /// The event loop serve's upstream sockets run on: one thread of their own, as c-ares had, so that a miss's
+    /// socket work never waits behind the listeners' loops, nor they behind it (measured: on the server's own loops
+    /// the workload's DNS over TLS answered 0.78x the queries a second). Never shut down, like NIO's singleton.
+    package static let upstreamEventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+
     package let configuration: Configuration
     private let engines: [ObjectIdentifier: NIOLoopBoundBox<PlainDNSEngine>]
     private let group: any EventLoopGroup

@@ -20,7 +20,6 @@ final class PlainDNSEngine {
         var socket: PlainDNSSocket?
         /// The ID of the try in flight (the socket picks it).
         var id: UInt16 = 0
-        var timer: Scheduled<Void>?
         /// The TCP connection of the try in flight, and a count of connections started, so that one that connects
         /// after its try ended is closed at once.
         var stream: (any Channel)?
@@ -47,7 +46,14 @@ final class PlainDNSEngine {
     private var current: [PlainDNSSocket?]
     private var waiting: [ObjectIdentifier: Query] = [:]
     private var closed = false
-    private var generator = SystemRandomNumberGenerator()
+    /// The tries' deadlines, in order within each round (every try of a round waits as long): a query's entry whose
+    /// attempt is not its current one was answered or moved on, and is skipped. One timer for the engine, not one
+    /// a try (NIO cancels a scheduled task with a scan of every one scheduled).
+    private var deadlines = PlainDNSDeadlines()
+    private var ticking = false
+    /// How often the deadlines are looked at while any query waits: a try may end this much past its timeout.
+    static let tick = TimeAmount.milliseconds(25)
+    private var generator = BufferedRandom()
 
     init(
         loop: any EventLoop, configuration: PlainDNSClient.Configuration, servers: [SocketAddress], logger: Logger,
@@ -67,10 +73,11 @@ final class PlainDNSEngine {
     ) {
         guard !closed else { return completion(.failure(Self.error(.shutdown, "the upstream sockets are closed"))) }
         guard !handle.isCancelled else { return completion(.failure(CancellationError())) }
-        guard let (_, questionEnd) = DNSCaseRandomization.randomized(message) else {
+        guard let (asked, questionEnd) = DNSCaseRandomization.randomized(message, using: &generator) else {
             return completion(.failure(Self.error(.badQuery, "an upstream query must have one question")))
         }
         let query = Query(handle: handle, original: message, questionEnd: questionEnd, completion: completion)
+        query.asked = asked
         waiting[ObjectIdentifier(handle)] = query
         dispatch(query)
     }
@@ -105,14 +112,13 @@ final class PlainDNSEngine {
     private func dispatch(_ query: Query) {
         let server = query.attempt % servers.count
         let round = query.attempt / servers.count
-        if let randomized = DNSCaseRandomization.randomized(query.original, using: &generator) {
+        // The first try's mix was made at the start; each later one gets a new one.
+        if query.attempt > 0, let randomized = DNSCaseRandomization.randomized(query.original, using: &generator) {
             query.asked = randomized.message
         }
         let timeout = configuration.timeout * (1 << min(round, 16))
-        query.timer = loop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) { [self] in
-            query.timer = nil
-            advance(query)
-        }
+        deadlines.add(query, attempt: query.attempt, round: round, at: .now() + TimeAmount(timeout))
+        tickIfWaiting()
         if configuration.tcpOnly {
             sendStream(query, server: server)
         } else {
@@ -120,11 +126,22 @@ final class PlainDNSEngine {
         }
     }
 
+    /// Looks at the deadlines every ``tick`` while any query waits, and moves the overdue tries on.
+    private func tickIfWaiting() {
+        guard !ticking, !waiting.isEmpty else { return }
+        ticking = true
+        loop.assumeIsolated().scheduleTask(in: Self.tick) { [self] in
+            ticking = false
+            for (query, attempt) in deadlines.overdue(at: .now()) where query.attempt == attempt {
+                advance(query)
+            }
+            tickIfWaiting()
+        }
+    }
+
     /// The try failed (timed out, or its connection did): the next one, or the query fails when none is left.
     func advance(_ query: Query) {
         guard isWaiting(query) else { return }
-        query.timer?.cancel()
-        query.timer = nil
         detach(query)
         query.attempt += 1
         guard query.attempt < servers.count * configuration.tries else {
@@ -164,8 +181,6 @@ final class PlainDNSEngine {
 
     private func finish(_ query: Query, _ result: Result<[UInt8], any Error>) {
         guard waiting.removeValue(forKey: ObjectIdentifier(query.handle)) != nil else { return }
-        query.timer?.cancel()
-        query.timer = nil
         detach(query)
         query.completion(result)
     }

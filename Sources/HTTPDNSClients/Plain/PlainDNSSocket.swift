@@ -24,6 +24,8 @@ final class PlainDNSSocket {
         DatagramBootstrap(group: engine.loop)
             // An answer to a query of ours fits the 1,232-byte EDNS payload it advertises, or 512 without EDNS.
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
+            // Room for a burst of answers (the kernel caps it at net.core.rmem_max), as c-ares's sockets had.
+            .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .connect(to: server)
             .assumeIsolated()
             .whenComplete { [self] result in

@@ -48,7 +48,7 @@ package final class ReloadingCAresForwarder: DNSMessageForwarder {
         _ configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: any MetricsFactory
     ) throws -> Upstream {
         if let plain = try HostResolver.ownSockets(
-            configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger,
+            configuration, eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, logger: logger,
             metricsFactory: metricsFactory)
         {
             return (configuration, plain, { plain.shutdown() })
