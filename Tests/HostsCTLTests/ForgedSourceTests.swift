@@ -64,6 +64,27 @@ struct ForgedSourceTests {
         print(json.dumps({"tcp": tcp_answers, "http": http_answers, "udp": udp_state}))
         """#
 
+    /// Runs `hostsctl serve --config settings` inside `namespace`, then `script` with `arguments` there, and returns
+    /// the JSON object the script printed (an issue is recorded, with the script's and the server's output, when it
+    /// printed none) and what it printed.
+    static func serveAndAsk(
+        in namespace: NetworkNamespace, settings: String, script: String, arguments: [String]
+    ) async throws -> (result: [String: Any]?, output: String) {
+        let log = TemporaryFiles.path("serve-\(namespace.name).log")
+        let serve = try ChildProcess(
+            path: "/usr/sbin/ip",
+            arguments: ["netns", "exec", namespace.name, HostsCTLProcess.executable, "serve", "--config", settings],
+            logPath: log)
+        defer { serve.stop() }
+        let file = try TemporaryFiles.file(script, name: "script.py")
+        let output = try await HostsCTLProcess.run(
+            executable: "/usr/sbin/ip", ["netns", "exec", namespace.name, "python3", file] + arguments)
+        let serveLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        let result = try? JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any]
+        #expect(result != nil, "\(output.standardOutput) \(output.standardError) \(serveLog.suffix(2_000))")
+        return (result, output.standardOutput)
+    }
+
     @Test(
         "2,000 UDP queries forged from a victim's address empty only the victim's UDP bucket: its TCP DNS and HTTP requests are all answered"
     )
@@ -79,25 +100,12 @@ struct ForgedSourceTests {
                  "serve": {"listen": "10.99.0.1:8053", "dns": {"listen": "10.99.0.1:5353"}, "admin": {"listen": "none"},
                            "rateLimitPerSecond": 1, "rateLimitBurst": 30}}
                 """, name: "hostsctl.json")
-            let log = TemporaryFiles.path("serve-forged.log")
-            let serve = try ChildProcess(
-                path: "/usr/sbin/ip",
-                arguments: [
-                    "netns", "exec", namespace.name, HostsCTLProcess.executable, "serve", "--config", settings,
-                ],
-                logPath: log)
-            defer { serve.stop() }
-            let file = try TemporaryFiles.file(Self.script, name: "forge.py")
-            let output = try await HostsCTLProcess.run(
-                executable: "/usr/sbin/ip",
-                ["netns", "exec", namespace.name, "python3", file, "10.99.0.1", "5353", "8053", "198.51.100.7", "2000"])
-            let serveLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            let result =
-                try? JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any]
-            #expect(result != nil, "\(output.standardOutput) \(output.standardError) \(serveLog)")
+            let (result, output) = try await Self.serveAndAsk(
+                in: namespace, settings: settings, script: Self.script,
+                arguments: ["10.99.0.1", "5353", "8053", "198.51.100.7", "2000"])
             // The burst of 30 and a rate of 1 a second: a shared bucket would have refused nearly all of these.
-            #expect(result?["tcp"] as? Int == 20, "\(output.standardOutput)")
-            #expect(result?["http"] as? Int == 5, "\(output.standardOutput)")
+            #expect(result?["tcp"] as? Int == 20, "\(output)")
+            #expect(result?["http"] as? Int == 5, "\(output)")
             #expect(result?["udp"] as? String != "answered", "the forged queries emptied the victim's UDP bucket")
         }
     }
@@ -237,29 +245,16 @@ struct ForgedSourceTests {
                  "serve": {"listen": "10.99.0.1:8053", "dns": {"listen": "10.99.0.1:5353"}, "admin": {"listen": "none"},
                            "otherTypes": "forward", "probeGuardedAddresses": true}}
                 """, name: "hostsctl.json")
-            let log = TemporaryFiles.path("serve-forged-networks.log")
-            let serve = try ChildProcess(
-                path: "/usr/sbin/ip",
-                arguments: [
-                    "netns", "exec", namespace.name, HostsCTLProcess.executable, "serve", "--config", settings,
-                ],
-                logPath: log)
-            defer { serve.stop() }
-            let file = try TemporaryFiles.file(Self.floodScript, name: "flood.py")
-            let output = try await HostsCTLProcess.run(
-                executable: "/usr/sbin/ip",
-                ["netns", "exec", namespace.name, "python3", file, "10.99.0.1", "5353", "8053", "198.51.100.7"])
-            let serveLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            let result =
-                try? JSONSerialization.jsonObject(with: Data(output.standardOutput.utf8)) as? [String: Any]
-            #expect(result != nil, "\(output.standardOutput) \(output.standardError) \(serveLog.suffix(2_000))")
-            #expect(result?["before"] as? Int == 10, "\(output.standardOutput)")
+            let (result, output) = try await Self.serveAndAsk(
+                in: namespace, settings: settings, script: Self.floodScript,
+                arguments: ["10.99.0.1", "5353", "8053", "198.51.100.7"])
+            #expect(result?["before"] as? Int == 10, "\(output)")
             // Before the third wave: 0 of 20 (SERVFAIL from the one counter every source shared).
-            #expect(result?["during"] as? Int == 20, "\(output.standardOutput)")
-            #expect(result?["relayed"] as? Int == 10, "\(output.standardOutput)")
+            #expect(result?["during"] as? Int == 20, "\(output)")
+            #expect(result?["relayed"] as? Int == 10, "\(output)")
             // The flood did fill the unverified places: the victim's UDP queries were answered TC, then over TCP.
-            #expect((result?["truncated"] as? Int ?? 0) > 0, "\(output.standardOutput)")
-            #expect((result?["forged"] as? Int ?? 0) >= 4_000, "the flood ran: \(output.standardOutput)")
+            #expect((result?["truncated"] as? Int ?? 0) > 0, "\(output)")
+            #expect((result?["forged"] as? Int ?? 0) >= 4_000, "the flood ran: \(output)")
         }
     }
 }
