@@ -285,4 +285,51 @@ struct UpstreamSocketTests {
         }
         #expect(socketsTimeout == caresTimeout && socketsTimeout == "error \(HTTPDNSError.Code.timeout)")
     }
+
+    @Test(
+        "every query over TCP (cares.tcp): a relayed query with the client's own ID is answered with it, as c-ares over TCP answers"
+    )
+    func tcpOnlyKeepsTheCallersID() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let plain = try PlainDNSResolver(
+            configuration: .init(servers: [pdns.address], timeout: .seconds(5), tries: 2, tcpOnly: true),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Self.logger)
+        defer { plain.shutdown() }
+        var configuration = CAresResolver.Configuration(
+            servers: [pdns.address], timeout: .seconds(5), tries: 2, useTCP: true)
+        configuration.randomizesCase = true
+        let cares = try CAresResolver(configuration: configuration)
+        defer { cares.shutdown() }
+        var query = DNSWireMessage.query(for: try HostName("big.ecs.test"), type: .a)
+        query[query.count - 3] = 16
+        (query[0], query[1]) = (0x12, 0x34)
+        let viaSockets = try await plain.send(message: query)
+        #expect(viaSockets[0] == 0x12 && viaSockets[1] == 0x34, "the caller's ID back")
+        #expect(viaSockets.count > 512 && viaSockets[3] & 0x0F == 0, "the whole TXT")
+        let viaCAres = try await cares.send(message: query)
+        #expect(Array(viaSockets[2...]) == Array(viaCAres[2...]))
+    }
+
+    @Test("with two servers a SERVFAIL from the first is not the answer: the second is asked, as c-ares does")
+    func servfailAsksTheNextServer() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let failing = try BoundUDPSocket()
+        defer { failing.close() }
+        let client = try PlainDNSClient(
+            configuration: .init(servers: [failing.address, pdns.address], timeout: .seconds(5), tries: 1),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Self.logger)
+        defer { client.shutdown() }
+        async let refusing: Bool = offThePool {
+            guard let (query, port) = failing.receive(within: .seconds(20)) else { return false }
+            var answer = query
+            answer[2] |= 0x80
+            answer[3] = (answer[3] & 0xF0) | 2
+            return failing.send(answer, to: port)
+        }
+        let answer = try await client.send(message: DNSWireMessage.query(for: try HostName("flat.ecs.test"), type: .a))
+        #expect(try await refusing, "the first server was asked and answered SERVFAIL")
+        #expect(answer[3] & 0x0F == 0 && Array(answer.suffix(4)) == [192, 0, 2, 50], "the second server's answer")
+    }
 }

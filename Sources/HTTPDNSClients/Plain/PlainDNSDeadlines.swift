@@ -2,8 +2,9 @@ import NIOCore
 
 /// The deadlines of a ``PlainDNSEngine``'s tries: one queue per round, since every try of a round waits the same
 /// time and so joins its queue in deadline order; taking the overdue ones looks only at the queues' fronts. An entry
-/// is never removed early: one whose query has moved on is skipped when its turn comes (the queues hold at most the
-/// tries started within one timeout of each round).
+/// is never removed early: one whose query has moved on or ended is skipped when its turn comes. The queues hold the
+/// tries started within one timeout of each round (the query rate times the timeout, not the upstream places: an
+/// abandoned query's entry stays until due), and are emptied whenever no query waits.
 struct PlainDNSDeadlines {
     private var rounds: [CircularBuffer<(query: PlainDNSEngine.Query, attempt: Int, deadline: NIODeadline)>] = []
 

@@ -24,6 +24,8 @@ final class PlainDNSEngine {
         /// after its try ended is closed at once.
         var stream: (any Channel)?
         var streams = 0
+        /// The last SERVFAIL, REFUSED, NOTIMP or bare FORMERR heard: the answer if no try is left.
+        var refusal: [UInt8]?
 
         init(
             handle: PlainDNSQueryHandle, original: [UInt8], questionEnd: Int,
@@ -120,6 +122,10 @@ final class PlainDNSEngine {
         deadlines.add(query, attempt: query.attempt, round: round, at: .now() + TimeAmount(timeout))
         tickIfWaiting()
         if configuration.tcpOnly {
+            // A stream carries one query, but its ID is as random as a datagram's (the caller's own, a relayed
+            // client's, would not be the one the answer is checked against).
+            query.id = randomID()
+            (query.asked[0], query.asked[1]) = (UInt8(query.id >> 8), UInt8(query.id & 0xFF))
             sendStream(query, server: server)
         } else {
             socket(for: server).send(query)
@@ -135,6 +141,8 @@ final class PlainDNSEngine {
             for (query, attempt) in deadlines.overdue(at: .now()) where query.attempt == attempt {
                 advance(query)
             }
+            // With nothing waiting every entry left is of a query that ended: none is kept until its time.
+            if waiting.isEmpty { deadlines = PlainDNSDeadlines() }
             tickIfWaiting()
         }
     }
@@ -145,6 +153,8 @@ final class PlainDNSEngine {
         detach(query)
         query.attempt += 1
         guard query.attempt < servers.count * configuration.tries else {
+            // A server's refusal heard on the way is the answer; else the tries timed out.
+            if let refusal = query.refusal { return deliver(query, refusal) }
             return finish(
                 query,
                 .failure(
@@ -155,14 +165,28 @@ final class PlainDNSEngine {
         dispatch(query)
     }
 
-    /// The answer of `query` (its ID and question checked by the caller): truncated, it is asked over TCP; else
-    /// the caller's ID and question go back on it and the query completes.
-    func answered(_ query: Query, _ answer: [UInt8], overStream: Bool) {
+    /// The answer of `query` (its ID and question checked by the caller). Truncated (by its TC bit, or cut at the
+    /// receive buffer: `cut`), it is asked over TCP. With several servers SERVFAIL, REFUSED and NOTIMP end the try,
+    /// not the query (the next server is asked, as c-ares does); so does a FORMERR without the question (it needs no
+    /// case bits to forge) with any number; the last such answer is returned only when no try is left. Else the caller's ID and question go
+    /// back on it and the query completes.
+    func answered(_ query: Query, _ answer: [UInt8], overStream: Bool, cut: Bool = false) {
         guard isWaiting(query) else { return }
-        if !overStream, answer[2] & 0x02 != 0 {
+        if !overStream, cut || answer[2] & 0x02 != 0 {
             detach(query)
             return sendStream(query, server: query.attempt % servers.count)
         }
+        let rcode = answer[3] & 0x0F
+        let refused = servers.count > 1 && (rcode == 2 || rcode == 4 || rcode == 5)
+        if refused || (rcode == 1 && answer[5] == 0) {
+            query.refusal = answer
+            return advance(query)
+        }
+        deliver(query, answer)
+    }
+
+    /// Completes `query` with `answer`, the caller's ID and question bytes put back.
+    private func deliver(_ query: Query, _ answer: [UInt8]) {
         var answer = answer
         (answer[0], answer[1]) = (query.original[0], query.original[1])
         if answer.count >= query.questionEnd, answer[5] == 1 {

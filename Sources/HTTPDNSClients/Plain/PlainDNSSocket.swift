@@ -7,7 +7,9 @@ import NIOPosix
 /// queries sent from it by ID, until it is retired (it has sent its share, or is old) and closes with its last one.
 /// Confined to the engine's loop.
 final class PlainDNSSocket {
-    private unowned let engine: PlainDNSEngine
+    private let engine: PlainDNSEngine
+    /// The largest datagram read whole; one that fills it may have been cut by the kernel and is asked over TCP.
+    static let receiveCapacity = 4_096
     private var channel: (any Channel)?
     /// Datagrams written before the socket was connected.
     private var queued: [ByteBuffer] = []
@@ -23,7 +25,9 @@ final class PlainDNSSocket {
         opened = .now()
         DatagramBootstrap(group: engine.loop)
             // An answer to a query of ours fits the 1,232-byte EDNS payload it advertises, or 512 without EDNS.
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
+            .channelOption(
+                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: PlainDNSSocket.receiveCapacity)
+            )
             // Room for a burst of answers (the kernel caps it at net.core.rmem_max), as c-ares's sockets had.
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
             .connect(to: server)
@@ -35,6 +39,7 @@ final class PlainDNSSocket {
                     do {
                         try channel.pipeline.syncOperations.addHandler(PlainDNSReceiver(socket: self))
                     } catch {
+                        channel.close(promise: nil)
                         return fail()
                     }
                     for datagram in queued { channel.write(datagram, promise: nil) }
@@ -78,11 +83,12 @@ final class PlainDNSSocket {
             return engine.mismatched(.id)
         }
         guard engine.accepts(bytes, for: query) else {
-            engine.logger.notice(
+            // Counted, not logged at notice: a forger would fill the log (the counter says it).
+            engine.logger.debug(
                 "dropped an upstream answer whose question is not the one asked (forged, or a server that folds case)")
             return engine.mismatched(.question)
         }
-        engine.answered(query, bytes, overStream: false)
+        engine.answered(query, bytes, overStream: false, cut: bytes.count >= Self.receiveCapacity)
     }
 
     /// Takes `query` off the socket (answered, given up or moved on); a retired socket closes with its last one.
@@ -104,14 +110,16 @@ final class PlainDNSSocket {
         channel = nil
     }
 
-    /// The socket could not be opened or went away: its queries try again elsewhere at once.
+    /// The socket could not be opened or went away (NIO closes a connected UDP socket on some ICMP errors, which an
+    /// off-path attacker can forge for any port): its queries leave it and wait for their deadlines, which then ask
+    /// again from a new socket. They do not move on at once, or forged ICMP would burn through every try in
+    /// milliseconds.
     func fail() {
         failed = true
         channel = nil
         queued = []
-        let stranded = Array(pending.values)
+        for query in pending.values where query.socket === self { query.socket = nil }
         pending = [:]
-        for query in stranded { engine.advance(query) }
     }
 }
 
@@ -131,8 +139,8 @@ final class PlainDNSReceiver: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // ICMP errors of a connected socket (ECONNREFUSED) come here: the queries time out and try again; an
-        // off-path attacker can forge those messages too, so they decide nothing.
+        // ICMP errors of a connected socket come here (ECONNREFUSED leaves it open; others close it, see `fail`):
+        // the queries time out and try again; an off-path attacker can forge those messages, so they decide nothing.
     }
 
     func channelInactive(context: ChannelHandlerContext) {

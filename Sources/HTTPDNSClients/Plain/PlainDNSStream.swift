@@ -14,6 +14,8 @@ enum PlainDNSStream {
             .assumeIsolated()
             .whenComplete { result in
                 guard case .success(let channel) = result else {
+                    // A failure that comes after its try ended (a later try is under way) decides nothing.
+                    guard query.streams == generation else { return }
                     return engine.advance(query)
                 }
                 // The try ended (answered, given up, cancelled) while connecting.
