@@ -77,7 +77,7 @@ struct AnswerMemoTests {
         if let steadyFor, let (message, generation, stamp) = plan.memoizable {
             memo.keep(
                 response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor, now: now,
-                stamp: stamp)
+                stamp: stamp, echoesSubnet: plan.echoesSubnet)
         }
         return (response, fromMemo)
     }
@@ -329,5 +329,64 @@ struct AnswerMemoTests {
         for id in 2..<6 {
             #expect(memo.answer(to: Self.query("n\(id).test", id: 7), generation: 0, now: now) != nil)
         }
+    }
+
+    /// A GET of multi.test with an OPT record carrying `subnet` (RFC 7871), with the ID `id`, from an address in
+    /// that network (a network stated by a client outside it is that client's alone, never kept for others).
+    static func get(stating subnet: String, id: UInt16) throws -> ServiceRequest {
+        let network = try #require(IPNetwork(subnet))
+        var request = get(EDNSClientSubnet.addingOPT(to: query("multi.test", id: id), subnet: network))
+        var host = network.address.bytes
+        host[host.count - 1] |= 9
+        request.client = IPAddress(bytes: host)
+        return request
+    }
+
+    @Test(
+        "ECS queries of a name shared by every network keep one entry, whatever network they state; each answer echoes its own"
+    )
+    func subnetQueriesShareAnEntry() async throws {
+        let lab = try await Lab.start()
+        defer { Task { await lab.stop() } }
+        // The first query asks upstream (dnsmasq cannot answer by network, so the name is everyone's).
+        _ = await lab.service.handle(try Self.get(stating: "84.17.5.0/24", id: 1))
+        let memo = AnswerMemo()
+        let first = try #require(
+            Self.answer(try Self.get(stating: "84.17.5.0/24", id: 2), lab.service, memo: memo))
+        #expect(!first.fromMemo)
+        #expect(memo.count == 1)
+        for (index, subnet) in ["62.4.9.0/24", "100.64.7.0/24", "84.17.5.0/24", "192.0.2.0/24"].enumerated() {
+            let request = try Self.get(stating: subnet, id: UInt16(10 + index))
+            let kept = try #require(Self.answer(request, lab.service, memo: memo))
+            #expect(kept.fromMemo, "\(subnet): answered from the one entry")
+            #expect(memo.count == 1)
+            let echoed = try #require(try EDNSClientSubnet.find(in: kept.response.body))
+            #expect(echoed.subnet == IPNetwork(subnet), "\(subnet): the client's own network echoed")
+            #expect(echoed.scope == 0)
+            let full = try #require(lab.service.immediateResponse(lab.service.plan(request)))
+            if full.response.body == kept.response.body || !kept.fromMemo {
+                #expect(kept.response == full.response, "\(subnet): the full path's bytes")
+            }
+        }
+        // Another source prefix length is another key (the echo would not fit the kept answer's).
+        let wider = try #require(
+            Self.answer(try Self.get(stating: "84.17.0.0/16", id: 20), lab.service, memo: memo))
+        #expect(!wider.fromMemo)
+        #expect(try EDNSClientSubnet.find(in: wider.response.body)?.subnet == IPNetwork("84.17.0.0/16"))
+    }
+
+    @Test("with the client subnet off, ECS queries share an entry and nothing is echoed")
+    func subnetQueriesWithTheModeOff() async throws {
+        let lab = try await Lab.start(configuration: .init(clientSubnetMode: .off))
+        defer { Task { await lab.stop() } }
+        _ = await lab.service.handle(try Self.get(stating: "198.51.100.0/24", id: 1))
+        let memo = AnswerMemo()
+        _ = try #require(Self.answer(try Self.get(stating: "192.0.2.0/24", id: 2), lab.service, memo: memo))
+        let kept = try #require(
+            Self.answer(try Self.get(stating: "203.0.113.0/24", id: 3), lab.service, memo: memo))
+        #expect(kept.fromMemo)
+        #expect(memo.count == 1)
+        #expect(try EDNSClientSubnet.find(in: kept.response.body) == nil, "no option echoed")
+        #expect(try Set(Self.addresses(kept.response.body)) == Set(TestZone.multiV4))
     }
 }

@@ -47,7 +47,7 @@ struct Exchange: Sendable {
             if let memo, let steadyFor, let (message, generation, stamp) = plan.memoizable {
                 memo.keep(
                     response, to: message, name: plan.name, generation: generation, steadyFor: steadyFor,
-                    now: started, stamp: stamp)
+                    now: started, stamp: stamp, echoesSubnet: plan.echoesSubnet)
             }
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response

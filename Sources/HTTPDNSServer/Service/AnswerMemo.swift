@@ -1,3 +1,5 @@
+import HTTPDNS
+
 /// Encoded RFC 8484 answers kept for as long as the full path would give the same bytes: one table per event loop,
 /// used only on that loop (no lock), so a repeated query costs a table probe instead of a name parse, a cache lookup
 /// and an encoding.
@@ -14,6 +16,12 @@
 ///
 /// The answer then differs from the full path's only in its ID, which is the client's. Rate limits, metrics and
 /// the access log still see every request.
+///
+/// A query's EDNS Client Subnet address is not part of its key. Only answers that are the same for every network are
+/// kept (an answer kept by network, or ordered by a network's reports, never is), so queries that differ only in the
+/// address they state share one entry; the client's own option is echoed (RFC 7871 §7.2.2) by writing its address
+/// bytes over the kept answer's, which end it (``DNSAnswerMessage`` writes the option last, with scope 0 for such an
+/// answer). Without this, a workload's share of ECS queries kept one entry per name and network and missed.
 package final class AnswerMemo {
     struct Entry {
         var response: ServiceResponse
@@ -24,6 +32,8 @@ package final class AnswerMemo {
         var stamp: NameStamp?
         /// When it was kept, to tell its place in ``ring`` from a later entry's of the same key.
         var sequence: UInt64
+        /// The response ends with the query's ECS address (echoed): a later query's address goes there.
+        var echoesSubnet: Bool
     }
 
     /// Where a name's changes are counted (`NameVersions`) and what the counter read before the lookup.
@@ -37,18 +47,57 @@ package final class AnswerMemo {
         }
     }
 
-    /// A query message as a key: every byte but the ID (the first two), compared and hashed in place, so a lookup
-    /// copies nothing.
+    /// A query message as a key: every byte but the ID (the first two) and the address of its ECS option, compared
+    /// and hashed in place, so a lookup copies nothing.
     struct Key: Hashable {
         var message: [UInt8]
+        /// The ECS option's address bytes (empty: none), left out; its family and source prefix length are in.
+        var subnet: Range<Int>
+
+        init(message: [UInt8]) {
+            self.message = message
+            subnet = AnswerMemo.subnetAddress(in: message)
+        }
 
         static func == (lhs: Key, rhs: Key) -> Bool {
-            lhs.message.count == rhs.message.count && lhs.message[2...].elementsEqual(rhs.message[2...])
+            guard lhs.message.count == rhs.message.count, lhs.subnet == rhs.subnet else { return false }
+            let (start, end) = (lhs.subnet.lowerBound, lhs.subnet.upperBound)
+            guard start > 2 else { return lhs.message[2...].elementsEqual(rhs.message[2...]) }
+            return lhs.message[2..<start].elementsEqual(rhs.message[2..<start])
+                && lhs.message[end...].elementsEqual(rhs.message[end...])
         }
 
         func hash(into hasher: inout Hasher) {
-            message.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[2...])) }
+            let (start, end) = (subnet.lowerBound, subnet.upperBound)
+            message.withUnsafeBytes { bytes in
+                guard start > 2 else { return hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes[2...])) }
+                hasher.combine(start)
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes[2..<start]))
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: bytes[end...]))
+            }
         }
+    }
+
+    /// Where the address of `message`'s ECS option lies (the bytes after its family and prefix lengths), or an empty
+    /// range when it has none (or one that cannot be read: such a query is answered FORMERR and never kept).
+    static func subnetAddress(in message: [UInt8]) -> Range<Int> {
+        // Most queries carry no additional record at all: nothing to walk.
+        guard message.count >= 12, message[10] | message[11] != 0,
+            let options = DNSMessageWalk.optOptions(message)
+        else { return 0..<0 }
+        var offset = options.lowerBound
+        while offset + 4 <= options.upperBound {
+            let code = UInt16(message[offset]) << 8 | UInt16(message[offset + 1])
+            let length = Int(message[offset + 2]) << 8 | Int(message[offset + 3])
+            let data = offset + 4
+            guard data + length <= options.upperBound else { break }
+            if code == EDNSClientSubnet.optionCode {
+                guard length >= 4, length - 4 == (Int(message[data + 2]) + 7) / 8 else { break }
+                return data + 4..<data + length
+            }
+            offset = data + length
+        }
+        return 0..<0
     }
 
     /// The most entries a table holds; past it, the one kept longest ago goes (a ring of keys: O(1)).
@@ -91,24 +140,39 @@ package final class AnswerMemo {
         var response = entry.response
         response.body[0] = message[0]
         response.body[1] = message[1]
+        if entry.echoesSubnet {
+            let echo = response.body.count - key.subnet.count
+            response.body.replaceSubrange(echo..., with: message[key.subnet])
+        }
         return (response, entry.name)
     }
 
     /// Keeps `response`, the answer to `message` made at `generation` (and the name's counter at `stamp`), for
-    /// `steadyFor` from `now`.
+    /// `steadyFor` from `now`. `echoesSubnet`: the response ends with the query's ECS option, echoed (the answer
+    /// must be the same for every network, as every answer with a `steadyFor` is).
     package func keep(
         _ response: ServiceResponse, to message: [UInt8], name: String?, generation: UInt64, steadyFor: Duration,
-        now: ContinuousClock.Instant, stamp: NameStamp? = nil
+        now: ContinuousClock.Instant, stamp: NameStamp? = nil, echoesSubnet: Bool = false
     ) {
         guard message.count >= 12, message.count <= Self.maximumQueryBytes, steadyFor > .zero,
             moveOn(to: generation)
         else { return }
         let key = Key(message: message)
+        // An echo is written over on every use: it must be where it is looked for, the query's address itself (a
+        // /0 has no address bytes: nothing to write).
+        let echoesSubnet = echoesSubnet && !key.subnet.isEmpty
+        if echoesSubnet {
+            guard response.body.count >= 12 + key.subnet.count,
+                response.body.suffix(key.subnet.count).elementsEqual(message[key.subnet])
+            else { return }
+        }
         if let oldest = ring[next], entries[oldest.key]?.sequence == oldest.sequence { entries[oldest.key] = nil }
         sequence += 1
         ring[next] = (key, sequence)
         next = next + 1 == capacity ? 0 : next + 1
-        entries[key] = Entry(response: response, name: name, until: now + steadyFor, stamp: stamp, sequence: sequence)
+        entries[key] = Entry(
+            response: response, name: name, until: now + steadyFor, stamp: stamp, sequence: sequence,
+            echoesSubnet: echoesSubnet)
     }
 
     /// Empties the table when `generation` is newer than its entries'; `false` when it is older (an answer made

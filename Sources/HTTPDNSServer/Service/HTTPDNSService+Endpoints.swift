@@ -110,7 +110,7 @@ extension HTTPDNSService {
         let lookup = Lookup(
             name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
             network: network)
-        return Plan(
+        var plan = Plan(
             endpoint: "dns-query", name: parsed.name,
             work: .lookups([lookup]) { [stated] results in
                 switch results[0] {
@@ -122,6 +122,8 @@ extension HTTPDNSService {
                     return Self.dnsResponse(parsed, code, [], clientSubnet: stated.map { ($0, 0) })
                 }
             })
+        plan.echoesSubnet = stated != nil
+        return plan
     }
 
     static func dnsResponse(

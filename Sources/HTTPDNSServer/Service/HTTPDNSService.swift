@@ -162,6 +162,8 @@ public final class HTTPDNSService: Sendable {
         /// For an RFC 8484 query the cache may answer: the message, and the generation and the name's counter read
         /// before the lookup, so the answer can be kept in an `AnswerMemo`.
         package var memoizable: (message: [UInt8], generation: UInt64, stamp: AnswerMemo.NameStamp?)?
+        /// The answer ends with the client's ECS option, echoed (see ``AnswerMemo``).
+        package var echoesSubnet = false
 
         /// Whether the work is a relay (it takes a relay's upstream place, not a lookup's).
         var relays: Bool {
