@@ -234,6 +234,10 @@ extension ServeCommand {
                 "maxUpstreamLookupsPerNetwork", \.service.maximumUpstreamLookupsPerNetwork, default: 64,
                 "most requests of one client network (/24 or /48) waiting for an upstream at once", range: 1...1_000_000
             ),
+            .milliseconds(
+                "upstreamQueueMs", \.service.upstreamQueueWait, default: 300,
+                "a request past its network's share waits this long for one of its places (four shares "
+                    + "may wait; 0: refused at once), milliseconds", range: 0...5_000),
             .custom(
                 "accounts", .stringArray, \.accounts, shown: "[]",
                 "vendor accounts served on /ACCOUNT/d and /ACCOUNT/sign_d: ACCOUNT, or ACCOUNT:SECRET_ENV for signed only",

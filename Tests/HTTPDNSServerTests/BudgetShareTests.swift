@@ -161,6 +161,60 @@ struct BudgetShareTests {
         #expect(budget.admit(IPAddress("2001:db8:f::1"), unverified: false, kind: .lookup, bounds: bounds) != nil)
     }
 
+    @Test(
+        "upstream queue: past its share a network waits, in order, up to four shares; a place given back goes to its first waiter, a withdrawn one gets none, unverified waiters take at most half the total"
+    )
+    func upstreamQueue() throws {
+        let budget = UpstreamBudget()
+        let bounds = UpstreamBudget.Bounds(total: 64, perNetwork: 2)
+        let client = IPAddress("198.51.100.7")
+        let granted = Locked<[Int]>([])
+        func admit(_ tag: Int, from client: IPAddress? = client, unverified: Bool = false) -> UpstreamBudget.Admission {
+            budget.admit(client, unverified: unverified, kind: .lookup, bounds: bounds, prefixes: ClientPrefixes()) {
+                _ in granted.withLock { $0.append(tag) }
+            }
+        }
+        var tickets: [UpstreamBudget.Ticket] = []
+        var places: [Int: UpstreamBudget.QueuedPlace] = [:]
+        for tag in 0..<11 {
+            switch admit(tag) {
+            case .admitted(let ticket): tickets.append(ticket)
+            case .queued(let place): places[tag] = place
+            case .refused: #expect(tag == 10, "only the eleventh is refused: 2 places, 8 waiting")
+            }
+        }
+        #expect(tickets.count == 2 && places.count == 8 && budget.queued == 8)
+        // The waiter at 3 leaves; the place given back goes to 2, the next to 4.
+        #expect(budget.withdraw(places[3]!))
+        #expect(!budget.withdraw(places[3]!), "withdrawn once")
+        budget.release(tickets[0])
+        budget.release(tickets[1])
+        #expect(granted.withLock { $0 } == [2, 4])
+        #expect(!budget.withdraw(places[2]!), "a waiter given a place is no longer in the queue")
+        #expect(budget.inFlight == 2 && budget.queued == 5, "places handed over, not given back")
+        // Another network is admitted at once meanwhile.
+        guard case .admitted = admit(99, from: IPAddress("203.0.113.9")) else {
+            Issue.record("another network waits behind this one")
+            return
+        }
+        // Unverified waiters fill at most half of the total's room to wait: 32 networks of 2 places and 8 waiting
+        // would be 256; past 32 waiting, refused.
+        let forged = UpstreamBudget()
+        var queued = 0
+        for network in 0..<32 {
+            for _ in 0..<10 {
+                let address = IPAddress("198.18.\(network).1")
+                if case .queued = forged.admit(
+                    address, unverified: true, kind: .lookup, bounds: bounds, prefixes: ClientPrefixes(),
+                    queueing: { _ in })
+                {
+                    queued += 1
+                }
+            }
+        }
+        #expect(queued == 32, "unverified waiters: half the total")
+    }
+
     @Test("TLS handshakes: once the total's bucket is down to half, the /48s of one IPv6 /32 share four networks' rate")
     func ipv6BlockHandshakes() throws {
         let budget = HandshakeBudget(perSecond: 160, prefixes: ClientPrefixes())

@@ -52,26 +52,56 @@ struct Exchange: Sendable {
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response
         }
-        let service = self.service
-        guard let ticket = service.admitUpstream(request, relay: plan.relays) else {
+        let (service, asked) = (self.service, request)
+        let ticket = service.admitUpstream(request, relay: plan.relays)
+        guard ticket != nil || service.configuration.upstreamQueueWait > .zero else {
             let response = HTTPDNSService.upstreamBusy
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response
         }
         guard let later = later() else {
-            service.releaseUpstream(ticket)
+            if let ticket { service.releaseUpstream(ticket) }
             return nil
         }
-        // The answer goes back to the event loop as one task (no promise and callback list to build for it).
-        let task = Task { [request] in
-            let response = await service.complete(plan)
-            service.releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
-            eventLoop.execute {
-                service.finished(request, plan: plan, response: response, started: started, waited: true)
+        // The lookups, once a place is taken; the answer goes back to the event loop as one task (no promise and
+        // callback list to build for it).
+        let run = { @Sendable (ticket: UpstreamBudget.Ticket, admitted: ContinuousClock.Instant) in
+            Task {
+                let response = await service.complete(plan)
+                service.releaseUpstream(ticket, admitted: admitted, abandoned: Task.isCancelled)
+                eventLoop.execute {
+                    service.finished(asked, plan: plan, response: response, started: started, waited: true)
+                    later.value(response)
+                }
+            }
+        }
+        if let ticket {
+            waiting(UpstreamWait(task: run(ticket, started)))
+            return nil
+        }
+        // The network's share is taken: wait for one of its places, briefly.
+        let queued = QueuedUpstreamStart(budget: service.upstreamBudget)
+        let admission = service.admitUpstream(request, relay: plan.relays) { ticket in
+            if !queued.start({ run(ticket, ContinuousClock.now) }) { service.releaseUpstream(ticket) }
+        }
+        switch admission {
+        case .admitted(let ticket):
+            waiting(UpstreamWait(task: run(ticket, started)))
+        case .refused:
+            let response = HTTPDNSService.upstreamBusy
+            service.finished(request, plan: plan, response: response, started: started, waited: false)
+            return response
+        case .queued(let place):
+            queued.queued(at: place)
+            waiting(UpstreamWait(queued: queued))
+            eventLoop.scheduleTask(in: TimeAmount(service.configuration.upstreamQueueWait)) {
+                guard queued.expire() else { return }
+                service.refusedAfterWaiting()
+                let response = HTTPDNSService.upstreamBusy
+                service.finished(asked, plan: plan, response: response, started: started, waited: true)
                 later.value(response)
             }
         }
-        waiting(UpstreamWait(task: task))
         return nil
     }
 

@@ -77,6 +77,9 @@ extension HTTPDNSService {
         package var maximumUpstreamLookups: Int
         /// The most requests from one client network (its /24 or /48) waiting for an upstream at once.
         package var maximumUpstreamLookupsPerNetwork: Int
+        /// How long a request past its network's share waits for one of that network's places before it is refused
+        /// (as many as the share may wait; zero: refused at once). See `UpstreamBudget`.
+        package var upstreamQueueWait: Duration
         /// Whether reverse lookups (PTR) into private, loopback, link-local and other guarded ranges are forwarded.
         package var forwardsGuardedReverseLookups: Bool
         /// Whether a relayed answer that hands out a guarded address (an A or AAAA record in any section, an SVCB or
@@ -113,8 +116,9 @@ extension HTTPDNSService {
             trustedProxyHeader: ProxyHeader = .xForwardedFor, steeringRegions: [IPNetwork] = [],
             maximumUpstreamLookups: Int = 1_024, maximumUpstreamLookupsPerNetwork: Int = 64,
             guardsForwardedAddresses: Bool = true, udpRateLimitPerSecond: Double = 500,
-            udpRateLimitBurst: Double = 1_000
+            udpRateLimitBurst: Double = 1_000, upstreamQueueWait: Duration = .milliseconds(300)
         ) {
+            self.upstreamQueueWait = max(upstreamQueueWait, .zero)
             self.udpRateLimitPerSecond = max(udpRateLimitPerSecond, 0)
             self.udpRateLimitBurst = max(udpRateLimitBurst, udpRateLimitPerSecond > 0 ? 1 : 0)
             self.guardsForwardedAddresses = guardsForwardedAddresses

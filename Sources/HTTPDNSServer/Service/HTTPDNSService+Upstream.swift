@@ -8,6 +8,17 @@ extension HTTPDNSService {
     /// ``Configuration-swift.struct/maximumUpstreamLookupsPerNetwork``; for relays
     /// ``Configuration-swift.struct/maximumForwardedQueries`` and a sixteenth of it per network).
     func admitUpstream(_ request: ServiceRequest, relay: Bool = false) -> UpstreamBudget.Ticket? {
+        guard case .admitted(let ticket) = admitUpstream(request, relay: relay, queueing: nil) else { return nil }
+        return ticket
+    }
+
+    /// As ``admitUpstream(_:relay:)``; when only the network's share is taken, `queueing` is given and
+    /// ``Configuration-swift.struct/upstreamQueueWait`` is not zero, the request waits in its network's queue (see
+    /// ``UpstreamBudget``) and `queueing` gets its place. Refusals are counted here; a queued request that is
+    /// never given a place is counted by ``refusedAfterWaiting()``.
+    func admitUpstream(
+        _ request: ServiceRequest, relay: Bool, queueing: (@Sendable (UpstreamBudget.Ticket) -> Void)?
+    ) -> UpstreamBudget.Admission {
         let configuration = self.configuration
         let bounds =
             relay
@@ -17,16 +28,44 @@ extension HTTPDNSService {
             : UpstreamBudget.Bounds(
                 total: configuration.maximumUpstreamLookups,
                 perNetwork: configuration.maximumUpstreamLookupsPerNetwork)
-        guard
-            let ticket = upstreamBudget.admit(
-                request.client, unverified: request.unverified,
-                kind: relay ? .relay : .lookup, bounds: bounds, prefixes: configuration.clientPrefixes)
-        else {
-            metrics.upstreamRefused.increment()
-            return nil
+        let admission = upstreamBudget.admit(
+            request.client, unverified: request.unverified, kind: relay ? .relay : .lookup, bounds: bounds,
+            prefixes: configuration.clientPrefixes,
+            queueing: configuration.upstreamQueueWait > .zero ? queueing : nil)
+        switch admission {
+        case .admitted: metrics.upstreamInFlight.record(upstreamBudget.inFlight)
+        case .queued: metrics.upstreamQueued.increment()
+        case .refused: metrics.upstreamRefused.increment()
         }
-        metrics.upstreamInFlight.record(upstreamBudget.inFlight)
-        return ticket
+        return admission
+    }
+
+    /// Counts a queued request that waited ``Configuration-swift.struct/upstreamQueueWait`` for no place.
+    func refusedAfterWaiting() { metrics.upstreamRefused.increment() }
+
+    /// A place for `request`, waiting in its network's queue as ``admitUpstream(_:relay:queueing:)`` allows; `nil`
+    /// when refused at once or after the wait.
+    func waitForUpstream(_ request: ServiceRequest, relay: Bool) async -> UpstreamBudget.Ticket? {
+        if let ticket = admitUpstream(request, relay: relay) { return ticket }
+        let wait = configuration.upstreamQueueWait
+        guard wait > .zero else { return nil }
+        return await withCheckedContinuation { continuation in
+            // The place comes from whoever gives one back, or the wait ends; `withdraw` decides which, once.
+            switch admitUpstream(request, relay: relay, queueing: { continuation.resume(returning: $0) }) {
+            case .admitted(let ticket):
+                continuation.resume(returning: ticket)
+            case .refused:
+                continuation.resume(returning: nil)
+            case .queued(let place):
+                Task { [self] in
+                    try? await Task.sleep(for: wait)
+                    if upstreamBudget.withdraw(place) {
+                        refusedAfterWaiting()
+                        continuation.resume(returning: nil)
+                    }
+                }
+            }
+        }
     }
 
     /// Gives back a place ``admitUpstream(_:)`` took.
@@ -59,10 +98,91 @@ extension HTTPDNSService {
 }
 
 /// A request's wait for its upstreams: cancelled when nobody waits for the answer any more (its HTTP/2 stream was
-/// reset, its connection closed), which cancels the lookups nobody else shares.
+/// reset, its connection closed), which cancels the lookups nobody else shares, or takes a request still waiting
+/// for a place out of its network's queue.
 struct UpstreamWait: Sendable {
-    let task: Task<Void, Never>
+    private enum Wait {
+        case task(Task<Void, Never>)
+        case queued(QueuedUpstreamStart)
+    }
+
+    private let wait: Wait
+
+    /// The wait of a request whose lookups run in `task`.
+    init(task: Task<Void, Never>) { wait = .task(task) }
+
+    /// The wait of a request in its network's queue.
+    init(queued: QueuedUpstreamStart) { wait = .queued(queued) }
 
     /// Stops the wait; its answer, if one still comes, is a SERVFAIL nobody reads.
-    func cancel() { task.cancel() }
+    func cancel() {
+        switch wait {
+        case .task(let task): task.cancel()
+        case .queued(let queued): queued.cancel()
+        }
+    }
+}
+
+/// A request waiting in its network's queue for an upstream place (see ``UpstreamBudget``): its lookups start when
+/// a place comes, unless it was cancelled or its wait ended first. Which of the three happens first is decided
+/// under its lock (and, between a place and the end of the wait, by ``UpstreamBudget/withdraw(_:)``).
+final class QueuedUpstreamStart: Sendable {
+    private enum State {
+        /// In the queue (at `place`, once known).
+        case waiting(UpstreamBudget.QueuedPlace?)
+        case started(Task<Void, Never>)
+        case ended
+    }
+
+    private let state = Locked(State.waiting(nil))
+    private let budget: UpstreamBudget
+
+    init(budget: UpstreamBudget) {
+        self.budget = budget
+    }
+
+    /// Where the request waits.
+    func queued(at place: UpstreamBudget.QueuedPlace) {
+        state.withLock { state in
+            if case .waiting = state { state = .waiting(place) }
+        }
+    }
+
+    /// A place came: runs `start` (which makes the lookups' task) unless the request was cancelled; `false` then
+    /// (the caller gives the place back).
+    func start(_ start: () -> Task<Void, Never>) -> Bool {
+        state.withLock { state in
+            guard case .waiting = state else { return false }
+            state = .started(start())
+            return true
+        }
+    }
+
+    /// The wait ended: `true` when the request was still in the queue (it is taken out and gets no place).
+    func expire() -> Bool {
+        let place = state.withLock { state -> UpstreamBudget.QueuedPlace? in
+            guard case .waiting(let place) = state else { return nil }
+            return place
+        }
+        guard let place, budget.withdraw(place) else { return false }
+        state.withLock { $0 = .ended }
+        return true
+    }
+
+    /// The client went away: out of the queue, or the lookups cancelled.
+    func cancel() {
+        let place = state.withLock { state -> UpstreamBudget.QueuedPlace? in
+            switch state {
+            case .waiting(let place):
+                state = .ended
+                return place
+            case .started(let task):
+                task.cancel()
+                return nil
+            case .ended:
+                return nil
+            }
+        }
+        if let place { _ = budget.withdraw(place) }
+    }
 }

@@ -135,7 +135,7 @@ public final class HTTPDNSService: Sendable {
         if let (immediate, _) = immediateResponse(plan) {
             response = immediate
         } else {
-            if let ticket = admitUpstream(request, relay: plan.relays) {
+            if let ticket = await waitForUpstream(request, relay: plan.relays) {
                 response = await complete(plan)
                 releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
             } else {

@@ -35,6 +35,8 @@ final class ServiceMetrics: Sendable {
     let udpDropped: Counter
     /// Requests answered at once because their network, or the server, had the most upstream lookups waiting.
     let upstreamRefused: Counter
+    /// Requests that waited for a place of their network (`UpstreamBudget`'s queue), whatever came of it.
+    let upstreamQueued: Counter
     /// Requests waiting for an upstream now.
     let upstreamInFlight: Gauge
 
@@ -80,6 +82,7 @@ final class ServiceMetrics: Sendable {
             })
         udpDropped = Counter(label: "httpdns_serve_udp_dropped_total", dimensions: [], factory: factory)
         upstreamRefused = Counter(label: "httpdns_serve_upstream_refused_total", dimensions: [], factory: factory)
+        upstreamQueued = Counter(label: "httpdns_serve_upstream_queued_total", dimensions: [], factory: factory)
         upstreamInFlight = Gauge(label: "httpdns_serve_upstream_in_flight", dimensions: [], factory: factory)
         subnetOutcomes = Dictionary(
             uniqueKeysWithValues: SubnetOutcome.allCases.map { outcome in

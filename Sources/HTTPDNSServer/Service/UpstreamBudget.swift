@@ -18,9 +18,15 @@ import HTTPDNS
 /// allocation cannot fill a total alone, and a carrier's /32 is not held back while places are plentiful.
 ///
 /// A request is admitted before its lookups start and leaves when its answer is ready or it is cancelled (its
-/// client went away). Past a bound the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over TCP
-/// and TLS, TC over UDP. So a flood of names no cache holds from one network costs at most its share of upstream
-/// queries, and the cached and local answers of every other network never wait behind it (they need no admission).
+/// client went away). A request that finds only its network's share taken (the total and the unverified half have
+/// room) waits in that network's queue, at most ``queueShare`` times the share, in order, for a place of its network
+/// to come back: a busy network's misses arrive in bursts, and its places turn over in milliseconds, so a heavy
+/// legitimate client (a cluster's forwarder is one client network) is answered a little later instead of refused,
+/// and still asks the upstream no more than its share at once. The queues hold at most the kind's total in all
+/// (unverified requests half of it), and a request waits at most `serve.upstreamQueueMs`. Past a bound, or at the end of that wait, the request is answered at once: HTTP 503
+/// with `Retry-After`, SERVFAIL over TCP and TLS, TC over UDP. So a flood of names no cache holds from one network
+/// costs at most its share of upstream queries (plus as many waiting), and the cached and local answers of every
+/// other network never wait behind it (they need no admission).
 final class UpstreamBudget: Sendable {
     /// What a place is for.
     enum Kind: Sendable, Hashable {
@@ -47,12 +53,36 @@ final class UpstreamBudget: Sendable {
         var unverified = 0
     }
 
+    /// A request waiting for a place of its network; `grant` takes the place (called outside the lock, on the
+    /// thread that gave the place back).
+    private struct Waiter {
+        var id: Int
+        var grant: @Sendable (Ticket) -> Void
+    }
+
     private struct State {
         var lookups = Counts()
         var relays = Counts()
         var perNetwork: [Key: Int] = [:]
         /// Places by IPv6 block, kind and verification (a block's key holds the block in place of the network).
         var perBlock: [Key: Int] = [:]
+        /// The requests waiting for a place, by network (in order), and how many wait in all (by kind).
+        var queues: [Key: [Waiter]] = [:]
+        var queued = Counts()
+        var queuedRelays = Counts()
+        var nextWaiter = 0
+
+        func queuedCounts(_ kind: Kind) -> Counts { kind == .lookup ? queued : queuedRelays }
+
+        mutating func countQueued(_ kind: Kind, unverified: Bool, _ sign: Int) {
+            if kind == .lookup {
+                queued.total += sign
+                if unverified { queued.unverified += sign }
+            } else {
+                queuedRelays.total += sign
+                if unverified { queuedRelays.unverified += sign }
+            }
+        }
 
         subscript(kind: Kind) -> Counts {
             get { kind == .lookup ? lookups : relays }
@@ -69,8 +99,30 @@ final class UpstreamBudget: Sendable {
         fileprivate let block: Key?
     }
 
+    /// A request waiting in its network's queue; ``UpstreamBudget/withdraw(_:)`` takes it out.
+    struct QueuedPlace: Sendable {
+        fileprivate let key: Key
+        fileprivate let id: Int
+    }
+
+    /// How many times its share of places a network may have waiting in its queue.
+    static let queueShare = 4
+
+    /// What ``admit(_:unverified:kind:bounds:prefixes:queueing:)`` did.
+    enum Admission {
+        /// A place is taken.
+        case admitted(Ticket)
+        /// The network's share is taken: the request waits for one of its places.
+        case queued(QueuedPlace)
+        /// No place, and no room to wait.
+        case refused
+    }
+
     /// Requests waiting for upstreams now, both kinds.
     var inFlight: Int { state.withLock { $0.lookups.total + $0.relays.total } }
+
+    /// Requests waiting for a place of their network now, both kinds.
+    var queued: Int { state.withLock { $0.queued.total + $0.queuedRelays.total } }
 
     /// Requests of `kind` waiting now, and how many of them are unverified.
     func waiting(_ kind: Kind) -> (total: Int, unverified: Int) {
@@ -83,32 +135,85 @@ final class UpstreamBudget: Sendable {
     func admit(
         _ client: IPAddress?, unverified: Bool, kind: Kind, bounds: Bounds, prefixes: ClientPrefixes = ClientPrefixes()
     ) -> Ticket? {
+        guard
+            case .admitted(let ticket) = admit(
+                client, unverified: unverified, kind: kind, bounds: bounds,
+                prefixes: prefixes, queueing: nil)
+        else { return nil }
+        return ticket
+    }
+
+    /// As ``admit(_:unverified:kind:bounds:prefixes:)``; when only the client network's share is taken and
+    /// `queueing` is given, the request waits in its network's queue (at most the share waiting there, at most the
+    /// kind's total waiting in all, unverified requests half of it) and `queueing` gets the place when one of the
+    /// network's comes back, unless ``withdraw(_:)`` took the request out first.
+    func admit(
+        _ client: IPAddress?, unverified: Bool, kind: Kind, bounds: Bounds, prefixes: ClientPrefixes = ClientPrefixes(),
+        queueing: (@Sendable (Ticket) -> Void)?
+    ) -> Admission {
         let network = ClientNetwork(client, prefixes: prefixes)
         let key = Key(network: network, unverified: unverified, kind: kind)
         let block = network.aggregate(prefixes).map { Key(network: $0, unverified: unverified, kind: kind) }
         return state.withLock { state in
             let current = state.perNetwork[key, default: 0]
             var counts = state[kind]
-            guard counts.total < bounds.total, current < bounds.perNetwork else { return nil }
+            guard counts.total < bounds.total else { return .refused }
             let inBlock = block.map { state.perBlock[$0, default: 0] } ?? 0
             guard inBlock < bounds.perNetwork * ClientNetwork.aggregateShare || counts.total < bounds.total / 2 else {
-                return nil
+                return .refused
             }
             if unverified {
-                guard counts.unverified < max(bounds.total / 2, 1) else { return nil }
-                counts.unverified += 1
+                guard counts.unverified < max(bounds.total / 2, 1) else { return .refused }
             }
+            guard current < bounds.perNetwork else {
+                return Self.enqueue(key, bounds: bounds, queueing: queueing, &state)
+            }
+            if unverified { counts.unverified += 1 }
             counts.total += 1
             state[kind] = counts
             state.perNetwork[key] = current + 1
             if let block { state.perBlock[block] = inBlock + 1 }
-            return Ticket(key: key, block: block)
+            return .admitted(Ticket(key: key, block: block))
         }
     }
 
-    /// Gives a place back.
-    func release(_ ticket: Ticket) {
+    private static func enqueue(
+        _ key: Key, bounds: Bounds, queueing: (@Sendable (Ticket) -> Void)?, _ state: inout State
+    ) -> Admission {
+        let waiting = state.queuedCounts(key.kind)
+        guard let queueing, state.queues[key, default: []].count < bounds.perNetwork * Self.queueShare,
+            waiting.total < bounds.total,
+            !key.unverified || waiting.unverified < max(bounds.total / 2, 1)
+        else { return .refused }
+        let id = state.nextWaiter
+        state.nextWaiter &+= 1
+        state.queues[key, default: []].append(Waiter(id: id, grant: queueing))
+        state.countQueued(key.kind, unverified: key.unverified, 1)
+        return .queued(QueuedPlace(key: key, id: id))
+    }
+
+    /// Takes a waiting request out of its queue; `false` when it is not there (it was given a place already).
+    func withdraw(_ place: QueuedPlace) -> Bool {
         state.withLock { state in
+            guard var queue = state.queues[place.key], let index = queue.firstIndex(where: { $0.id == place.id })
+            else { return false }
+            queue.remove(at: index)
+            state.queues[place.key] = queue.isEmpty ? nil : queue
+            state.countQueued(place.key.kind, unverified: place.key.unverified, -1)
+            return true
+        }
+    }
+
+    /// Gives a place back: to the first request waiting in its network's queue, if any (the counts stay), else to
+    /// the budget.
+    func release(_ ticket: Ticket) {
+        let next = state.withLock { state -> Waiter? in
+            if var queue = state.queues[ticket.key], !queue.isEmpty {
+                let first = queue.removeFirst()
+                state.queues[ticket.key] = queue.isEmpty ? nil : queue
+                state.countQueued(ticket.key.kind, unverified: ticket.key.unverified, -1)
+                return first
+            }
             state[ticket.key.kind].total -= 1
             if ticket.key.unverified { state[ticket.key.kind].unverified -= 1 }
             let remaining = state.perNetwork[ticket.key, default: 1] - 1
@@ -117,6 +222,8 @@ final class UpstreamBudget: Sendable {
                 let inBlock = state.perBlock[block, default: 1] - 1
                 state.perBlock[block] = inBlock > 0 ? inBlock : nil
             }
+            return nil
         }
+        next?.grant(ticket)
     }
 }
