@@ -162,7 +162,7 @@ struct BudgetShareTests {
     }
 
     @Test(
-        "upstream queue: past its share a network waits, in order, up to four shares; a place given back goes to its first waiter, a withdrawn one gets none, unverified waiters take at most half the total"
+        "upstream queue: past its share a network waits, in order, up to four shares; a place given back goes to its first waiter, a withdrawn one gets none, unverified (UDP) requests never wait"
     )
     func upstreamQueue() throws {
         let budget = UpstreamBudget()
@@ -197,22 +197,36 @@ struct BudgetShareTests {
             Issue.record("another network waits behind this one")
             return
         }
-        // Unverified waiters fill at most half of the total's room to wait: 32 networks of 2 places and 8 waiting
-        // would be 256; past 32 waiting, refused.
-        let forged = UpstreamBudget()
-        var queued = 0
-        for network in 0..<32 {
-            for _ in 0..<10 {
-                let address = IPAddress("198.18.\(network).1")
-                if case .queued = forged.admit(
-                    address, unverified: true, kind: .lookup, bounds: bounds, prefixes: ClientPrefixes(),
-                    queueing: { _ in })
+        // Unverified (UDP) requests never wait: refused at the share (TC: the client asks again over TCP).
+        let udp = (0..<3).map { admit(100 + $0, from: IPAddress("198.18.0.1"), unverified: true) }
+        let outcomes = udp.map { admission -> String in
+            switch admission {
+            case .admitted: "admitted"
+            case .queued: "queued"
+            case .refused: "refused"
+            }
+        }
+        #expect(outcomes == ["admitted", "admitted", "refused"])
+    }
+
+    @Test("upstream queue: a network waits with at most an eighth of the total; eight networks are needed to fill it")
+    func upstreamQueueCap() throws {
+        let budget = UpstreamBudget()
+        let bounds = UpstreamBudget.Bounds(total: 256, perNetwork: 16)
+        #expect(UpstreamBudget.queueCap(bounds) == 32, "an eighth of 256, under four shares (64)")
+        var queued: [Int: Int] = [:]
+        for network in 0..<9 {
+            for _ in 0..<100 {
+                if case .queued = budget.admit(
+                    IPAddress("203.0.\(network).1"), unverified: false, kind: .lookup, bounds: bounds,
+                    prefixes: ClientPrefixes(), queueing: { _ in })
                 {
-                    queued += 1
+                    queued[network, default: 0] += 1
                 }
             }
         }
-        #expect(queued == 32, "unverified waiters: half the total")
+        #expect(queued.values.allSatisfy { $0 == 32 } && queued.count == 8, "eight networks of 32 fill 256: \(queued)")
+        #expect(budget.queued == 256)
     }
 
     @Test("TLS handshakes: once the total's bucket is down to half, the /48s of one IPv6 /32 share four networks' rate")

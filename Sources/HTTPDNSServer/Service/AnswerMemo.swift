@@ -92,7 +92,9 @@ package final class AnswerMemo {
             let data = offset + 4
             guard data + length <= options.upperBound else { break }
             if code == EDNSClientSubnet.optionCode {
-                guard length >= 4, length - 4 == (Int(message[data + 2]) + 7) / 8 else { break }
+                // Only an option the full path takes (no bits past the prefix, no IPv4-mapped IPv6 and the rest of
+                // RFC 7871's rules): a kept answer must never answer what the full path calls FORMERR.
+                guard (try? EDNSClientSubnet.read(message[data..<data + length])) != nil else { break }
                 return data + 4..<data + length
             }
             offset = data + length

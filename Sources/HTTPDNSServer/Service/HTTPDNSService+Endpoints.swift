@@ -38,7 +38,9 @@ extension HTTPDNSService {
                 endpoint: "dns-query", work: .done(.text(403, "this service answers requests for an account only")))
         }
         var plan = dnsMessagePlan(request.body, client: request.client, configuration)
-        if memo != nil, case .lookups = plan.work { plan.memoizable = (request.body, generation, nameStamp(plan.name)) }
+        if memo != nil, plan.keepable, case .lookups = plan.work {
+            plan.memoizable = (request.body, generation, nameStamp(plan.name))
+        }
         return plan
     }
 
@@ -123,6 +125,7 @@ extension HTTPDNSService {
                 }
             })
         plan.echoesSubnet = stated != nil
+        plan.keepable = stated.map { $0.prefixLength == 0 || network.subnet != nil } ?? true
         return plan
     }
 

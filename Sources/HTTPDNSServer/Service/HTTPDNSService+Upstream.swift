@@ -7,8 +7,12 @@ extension HTTPDNSService {
     /// (``Configuration-swift.struct/maximumUpstreamLookups`` and
     /// ``Configuration-swift.struct/maximumUpstreamLookupsPerNetwork``; for relays
     /// ``Configuration-swift.struct/maximumForwardedQueries`` and a sixteenth of it per network).
+    /// With a queue wait configured, a refusal here is not counted: the caller asks again with a queue
+    /// (``admitUpstream(_:relay:queueing:)``), which counts.
     func admitUpstream(_ request: ServiceRequest, relay: Bool = false) -> UpstreamBudget.Ticket? {
-        guard case .admitted(let ticket) = admitUpstream(request, relay: relay, queueing: nil) else { return nil }
+        let counted = configuration.upstreamQueueWait == .zero
+        guard case .admitted(let ticket) = admitUpstream(request, relay: relay, queueing: nil, countingRefusal: counted)
+        else { return nil }
         return ticket
     }
 
@@ -17,7 +21,8 @@ extension HTTPDNSService {
     /// ``UpstreamBudget``) and `queueing` gets its place. Refusals are counted here; a queued request that is
     /// never given a place is counted by ``refusedAfterWaiting()``.
     func admitUpstream(
-        _ request: ServiceRequest, relay: Bool, queueing: (@Sendable (UpstreamBudget.Ticket) -> Void)?
+        _ request: ServiceRequest, relay: Bool, queueing: (@Sendable (UpstreamBudget.Ticket) -> Void)?,
+        countingRefusal: Bool = true
     ) -> UpstreamBudget.Admission {
         let configuration = self.configuration
         let bounds =
@@ -35,7 +40,7 @@ extension HTTPDNSService {
         switch admission {
         case .admitted: metrics.upstreamInFlight.record(upstreamBudget.inFlight)
         case .queued: metrics.upstreamQueued.increment()
-        case .refused: metrics.upstreamRefused.increment()
+        case .refused: if countingRefusal { metrics.upstreamRefused.increment() }
         }
         return admission
     }
@@ -43,29 +48,46 @@ extension HTTPDNSService {
     /// Counts a queued request that waited ``Configuration-swift.struct/upstreamQueueWait`` for no place.
     func refusedAfterWaiting() { metrics.upstreamRefused.increment() }
 
-    /// A place for `request`, waiting in its network's queue as ``admitUpstream(_:relay:queueing:)`` allows; `nil`
-    /// when refused at once or after the wait.
-    func waitForUpstream(_ request: ServiceRequest, relay: Bool) async -> UpstreamBudget.Ticket? {
-        if let ticket = admitUpstream(request, relay: relay) { return ticket }
+    /// A place for `request` and when it was taken, waiting in its network's queue as
+    /// ``admitUpstream(_:relay:queueing:countingRefusal:)`` allows; `nil` when refused at once or after the wait, or
+    /// when the caller's task is cancelled while it waits (it leaves the queue then).
+    func waitForUpstream(_ request: ServiceRequest, relay: Bool) async
+        -> (ticket: UpstreamBudget.Ticket, admitted: ContinuousClock.Instant)?
+    {
+        if let ticket = admitUpstream(request, relay: relay) { return (ticket, .now) }
         let wait = configuration.upstreamQueueWait
-        guard wait > .zero else { return nil }
-        return await withCheckedContinuation { continuation in
-            // The place comes from whoever gives one back, or the wait ends; `withdraw` decides which, once.
-            switch admitUpstream(request, relay: relay, queueing: { continuation.resume(returning: $0) }) {
-            case .admitted(let ticket):
-                continuation.resume(returning: ticket)
-            case .refused:
-                continuation.resume(returning: nil)
-            case .queued(let place):
-                Task { [self] in
-                    try? await Task.sleep(for: wait)
-                    if upstreamBudget.withdraw(place) {
-                        refusedAfterWaiting()
-                        continuation.resume(returning: nil)
+        guard wait > .zero, !Task.isCancelled else { return nil }
+        typealias Waiting = (
+            place: UpstreamBudget.QueuedPlace, continuation: CheckedContinuation<UpstreamBudget.Ticket?, Never>
+        )
+        let waiting = Locked<Waiting?>(nil)
+        let ticket = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<UpstreamBudget.Ticket?, Never>) in
+                // The place comes from whoever gives one back, or the wait or the task ends: `withdraw` decides
+                // which, once, and only the one that decided resumes.
+                switch admitUpstream(request, relay: relay, queueing: { continuation.resume(returning: $0) }) {
+                case .admitted(let ticket):
+                    continuation.resume(returning: ticket)
+                case .refused:
+                    continuation.resume(returning: nil)
+                case .queued(let place):
+                    waiting.withLock { $0 = (place, continuation) }
+                    Task { [self] in
+                        try? await Task.sleep(for: wait)
+                        if upstreamBudget.withdraw(place) {
+                            refusedAfterWaiting()
+                            continuation.resume(returning: nil)
+                        }
                     }
+                    if Task.isCancelled, upstreamBudget.withdraw(place) { continuation.resume(returning: nil) }
                 }
             }
+        } onCancel: {
+            if let (place, continuation) = waiting.withLock({ $0 }), upstreamBudget.withdraw(place) {
+                continuation.resume(returning: nil)
+            }
         }
+        return ticket.map { ($0, .now) }
     }
 
     /// Gives back a place ``admitUpstream(_:)`` took.

@@ -135,9 +135,9 @@ public final class HTTPDNSService: Sendable {
         if let (immediate, _) = immediateResponse(plan) {
             response = immediate
         } else {
-            if let ticket = await waitForUpstream(request, relay: plan.relays) {
+            if let (ticket, admitted) = await waitForUpstream(request, relay: plan.relays) {
                 response = await complete(plan)
-                releaseUpstream(ticket, admitted: started, abandoned: Task.isCancelled)
+                releaseUpstream(ticket, admitted: admitted, abandoned: Task.isCancelled)
             } else {
                 response = Self.upstreamBusy
             }
@@ -164,6 +164,10 @@ public final class HTTPDNSService: Sendable {
         package var memoizable: (message: [UInt8], generation: UInt64, stamp: AnswerMemo.NameStamp?)?
         /// The answer ends with the client's ECS option, echoed (see ``AnswerMemo``).
         package var echoesSubnet = false
+        /// Whether the answer may be kept in an `AnswerMemo` at all: not when the client stated a network that no
+        /// lookup used (no client address to stand in for a non-public one), since the memo's key leaves the
+        /// stated address out and the server's own view must not answer other networks' statements.
+        package var keepable = true
 
         /// Whether the work is a relay (it takes a relay's upstream place, not a lookup's).
         var relays: Bool {
@@ -259,7 +263,7 @@ public final class HTTPDNSService: Sendable {
         case "dns-query":
             guard request.method == "GET" || request.method == "POST" else { return notAllowed("GET, POST") }
             var plan = dnsMessagePlan(request, dns: request.method == "GET" ? dns : nil, configuration)
-            if memo != nil, case .lookups = plan.work, case .some(.some(let message)) = dns {
+            if memo != nil, plan.keepable, case .lookups = plan.work, case .some(.some(let message)) = dns {
                 plan.memoizable = (message, generation, nameStamp(plan.name))
             }
             return plan

@@ -1,4 +1,5 @@
 import HTTPDNS
+import NIOCore
 
 /// The bound on upstream work: requests that wait for an upstream at once, in total and per client network (its
 /// /24 or /48, the unit of every bound in docs/security.md), for two kinds of places counted apart: lookups (an A or
@@ -18,15 +19,17 @@ import HTTPDNS
 /// allocation cannot fill a total alone, and a carrier's /32 is not held back while places are plentiful.
 ///
 /// A request is admitted before its lookups start and leaves when its answer is ready or it is cancelled (its
-/// client went away). A request that finds only its network's share taken (the total and the unverified half have
-/// room) waits in that network's queue, at most ``queueShare`` times the share, in order, for a place of its network
-/// to come back: a busy network's misses arrive in bursts, and its places turn over in milliseconds, so a heavy
-/// legitimate client (a cluster's forwarder is one client network) is answered a little later instead of refused,
-/// and still asks the upstream no more than its share at once. The queues hold at most the kind's total in all
-/// (unverified requests half of it), and a request waits at most `serve.upstreamQueueMs`. Past a bound, or at the end of that wait, the request is answered at once: HTTP 503
-/// with `Retry-After`, SERVFAIL over TCP and TLS, TC over UDP. So a flood of names no cache holds from one network
-/// costs at most its share of upstream queries (plus as many waiting), and the cached and local answers of every
-/// other network never wait behind it (they need no admission).
+/// client went away). A verified request that finds only its network's share taken (the total has room) waits in
+/// that network's queue, in order, for a place of its network to come back, at most `serve.upstreamQueueMs`: a busy
+/// network's misses arrive in bursts, and its places turn over in milliseconds, so a heavy legitimate client (a
+/// cluster's forwarder is one client network) is answered a little later instead of refused, and still asks the
+/// upstream no more than its share at once. A network may have ``queueShare`` shares waiting, at most an eighth of
+/// the kind's total (``queueCap(_:)``); all queues together hold the kind's total; once half of that waits, an IPv6
+/// block waits with four networks' worth at most. Unverified (UDP) requests never wait. Past a bound, or at the end of
+/// the wait, the request is answered at once: HTTP 503 with `Retry-After`, SERVFAIL over TCP and TLS, TC over UDP.
+/// So a flood of names no cache holds from one network costs at most its share of upstream queries (plus its
+/// waiting ones), and the cached and local answers of every other network never wait behind it (they need no
+/// admission).
 final class UpstreamBudget: Sendable {
     /// What a place is for.
     enum Kind: Sendable, Hashable {
@@ -58,6 +61,8 @@ final class UpstreamBudget: Sendable {
     private struct Waiter {
         var id: Int
         var grant: @Sendable (Ticket) -> Void
+        /// The IPv6 block it is counted in, if any.
+        var block: Key?
     }
 
     private struct State {
@@ -66,27 +71,37 @@ final class UpstreamBudget: Sendable {
         var perNetwork: [Key: Int] = [:]
         /// Places by IPv6 block, kind and verification (a block's key holds the block in place of the network).
         var perBlock: [Key: Int] = [:]
-        /// The requests waiting for a place, by network (in order), and how many wait in all (by kind).
-        var queues: [Key: [Waiter]] = [:]
-        var queued = Counts()
-        var queuedRelays = Counts()
+        /// The requests waiting for a place, by network (in order), how many wait by kind, and by IPv6 block.
+        var queues: [Key: CircularBuffer<Waiter>] = [:]
+        var queuedLookups = 0
+        var queuedRelays = 0
+        var queuedPerBlock: [Key: Int] = [:]
         var nextWaiter = 0
-
-        func queuedCounts(_ kind: Kind) -> Counts { kind == .lookup ? queued : queuedRelays }
-
-        mutating func countQueued(_ kind: Kind, unverified: Bool, _ sign: Int) {
-            if kind == .lookup {
-                queued.total += sign
-                if unverified { queued.unverified += sign }
-            } else {
-                queuedRelays.total += sign
-                if unverified { queuedRelays.unverified += sign }
-            }
-        }
 
         subscript(kind: Kind) -> Counts {
             get { kind == .lookup ? lookups : relays }
             set { if kind == .lookup { lookups = newValue } else { relays = newValue } }
+        }
+
+        func queued(_ kind: Kind) -> Int { kind == .lookup ? queuedLookups : queuedRelays }
+
+        mutating func countQueued(_ key: Key, block: Key?, _ sign: Int) {
+            if key.kind == .lookup { queuedLookups += sign } else { queuedRelays += sign }
+            if let block {
+                let count = queuedPerBlock[block, default: 0] + sign
+                queuedPerBlock[block] = count > 0 ? count : nil
+            }
+        }
+
+        /// Takes the waiter `id` (every one when `nil`: the first) out of `key`'s queue, in place.
+        mutating func takeWaiter(_ key: Key, id: Int?) -> Waiter? {
+            guard let queue = queues[key],
+                let index = id.map({ id in queue.firstIndex { $0.id == id } }) ?? queue.indices.first
+            else { return nil }
+            let waiter = queues[key]!.remove(at: index)
+            if queues[key]!.isEmpty { queues[key] = nil }
+            countQueued(key, block: waiter.block, -1)
+            return waiter
         }
     }
 
@@ -122,7 +137,7 @@ final class UpstreamBudget: Sendable {
     var inFlight: Int { state.withLock { $0.lookups.total + $0.relays.total } }
 
     /// Requests waiting for a place of their network now, both kinds.
-    var queued: Int { state.withLock { $0.queued.total + $0.queuedRelays.total } }
+    var queued: Int { state.withLock { $0.queuedLookups + $0.queuedRelays } }
 
     /// Requests of `kind` waiting now, and how many of them are unverified.
     func waiting(_ kind: Kind) -> (total: Int, unverified: Int) {
@@ -144,9 +159,9 @@ final class UpstreamBudget: Sendable {
     }
 
     /// As ``admit(_:unverified:kind:bounds:prefixes:)``; when only the client network's share is taken and
-    /// `queueing` is given, the request waits in its network's queue (at most the share waiting there, at most the
-    /// kind's total waiting in all, unverified requests half of it) and `queueing` gets the place when one of the
-    /// network's comes back, unless ``withdraw(_:)`` took the request out first.
+    /// `queueing` is given, a verified request waits in its network's queue (see ``queueCap(_:)``, the type's
+    /// bounds) and `queueing` gets the place when one of the network's comes back, unless ``withdraw(_:)`` took the
+    /// request out first.
     func admit(
         _ client: IPAddress?, unverified: Bool, kind: Kind, bounds: Bounds, prefixes: ClientPrefixes = ClientPrefixes(),
         queueing: (@Sendable (Ticket) -> Void)?
@@ -166,7 +181,7 @@ final class UpstreamBudget: Sendable {
                 guard counts.unverified < max(bounds.total / 2, 1) else { return .refused }
             }
             guard current < bounds.perNetwork else {
-                return Self.enqueue(key, bounds: bounds, queueing: queueing, &state)
+                return Self.enqueue(key, block: block, bounds: bounds, queueing: queueing, &state)
             }
             if unverified { counts.unverified += 1 }
             counts.total += 1
@@ -178,42 +193,44 @@ final class UpstreamBudget: Sendable {
     }
 
     private static func enqueue(
-        _ key: Key, bounds: Bounds, queueing: (@Sendable (Ticket) -> Void)?, _ state: inout State
+        _ key: Key, block: Key?, bounds: Bounds, queueing: (@Sendable (Ticket) -> Void)?, _ state: inout State
     ) -> Admission {
-        let waiting = state.queuedCounts(key.kind)
-        guard let queueing, state.queues[key, default: []].count < bounds.perNetwork * Self.queueShare,
-            waiting.total < bounds.total,
-            !key.unverified || waiting.unverified < max(bounds.total / 2, 1)
-        else { return .refused }
+        // Unverified (UDP) requests never wait: a forged source must not hold the room verified ones wait in, and a
+        // refused UDP query is answered TC, so a real client asks again over TCP and may wait there.
+        let waiting = state.queued(key.kind)
+        let cap = queueCap(bounds)
+        guard let queueing, !key.unverified, state.queues[key]?.count ?? 0 < cap, waiting < bounds.total else {
+            return .refused
+        }
+        // Once half the room is taken, an IPv6 block waits with at most four networks' worth.
+        if let block, waiting >= bounds.total / 2,
+            state.queuedPerBlock[block, default: 0] >= cap * ClientNetwork.aggregateShare
+        {
+            return .refused
+        }
         let id = state.nextWaiter
         state.nextWaiter &+= 1
-        state.queues[key, default: []].append(Waiter(id: id, grant: queueing))
-        state.countQueued(key.kind, unverified: key.unverified, 1)
+        state.queues[key, default: CircularBuffer()].append(Waiter(id: id, grant: queueing, block: block))
+        state.countQueued(key, block: block, 1)
         return .queued(QueuedPlace(key: key, id: id))
+    }
+
+    /// How many requests one network may have waiting: ``queueShare`` times its share of places, and never more
+    /// than an eighth of the kind's total, so that eight networks at least are needed to fill the room.
+    static func queueCap(_ bounds: Bounds) -> Int {
+        max(min(bounds.perNetwork * queueShare, bounds.total / 8), 1)
     }
 
     /// Takes a waiting request out of its queue; `false` when it is not there (it was given a place already).
     func withdraw(_ place: QueuedPlace) -> Bool {
-        state.withLock { state in
-            guard var queue = state.queues[place.key], let index = queue.firstIndex(where: { $0.id == place.id })
-            else { return false }
-            queue.remove(at: index)
-            state.queues[place.key] = queue.isEmpty ? nil : queue
-            state.countQueued(place.key.kind, unverified: place.key.unverified, -1)
-            return true
-        }
+        state.withLock { $0.takeWaiter(place.key, id: place.id) != nil }
     }
 
     /// Gives a place back: to the first request waiting in its network's queue, if any (the counts stay), else to
     /// the budget.
     func release(_ ticket: Ticket) {
         let next = state.withLock { state -> Waiter? in
-            if var queue = state.queues[ticket.key], !queue.isEmpty {
-                let first = queue.removeFirst()
-                state.queues[ticket.key] = queue.isEmpty ? nil : queue
-                state.countQueued(ticket.key.kind, unverified: ticket.key.unverified, -1)
-                return first
-            }
+            if let first = state.takeWaiter(ticket.key, id: nil) { return first }
             state[ticket.key.kind].total -= 1
             if ticket.key.unverified { state[ticket.key.kind].unverified -= 1 }
             let remaining = state.perNetwork[ticket.key, default: 1] - 1
