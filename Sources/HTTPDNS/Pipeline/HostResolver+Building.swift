@@ -5,6 +5,7 @@ public import HTTPDNSCore
 package import HTTPDNSCAres
 package import HTTPDNSClients
 package import NIOCore
+import NIOPosix
 import HTTPDNSPinnedClients
 
 extension HostResolver {
@@ -222,8 +223,13 @@ extension HostResolver {
     /// Datagrams those sockets drop are counted in `httpdns_serve_upstream_mismatched_total` by reason (`id`: no
     /// query waits with that ID; `question`: the ID of a waiting query with another question, as a forger who
     /// guessed the port and ID but not the case sends).
+    ///
+    /// Lookups go out from `eventLoopGroup`'s loop when a task asks, and from the loop of `servingGroup` (by default
+    /// NIO's shared group, which `hostsctl serve` listens on) that received a query when that loop asks itself
+    /// (``resolveOnLoop(_:family:on:completion:)``).
     package static func ownSockets(
-        _ cares: CAresResolver.Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        _ cares: CAresResolver.Configuration, eventLoopGroup: any EventLoopGroup,
+        servingGroup: (any EventLoopGroup)? = MultiThreadedEventLoopGroup.singleton, logger: Logger,
         metricsFactory: any MetricsFactory
     ) throws(HTTPDNSError) -> PlainDNSResolver? {
         guard cares.usesOwnSockets else { return nil }
@@ -234,7 +240,7 @@ extension HostResolver {
         let questions = Counter(label: label, dimensions: [("reason", "question")], factory: metricsFactory)
         return try PlainDNSResolver(
             configuration: .init(servers: servers, timeout: cares.timeout, tries: cares.tries, tcpOnly: cares.useTCP),
-            eventLoopGroup: eventLoopGroup, logger: logger,
+            eventLoopGroup: eventLoopGroup, servingGroup: servingGroup, logger: logger,
             mismatched: { reason in (reason == .id ? ids : questions).increment() })
     }
 

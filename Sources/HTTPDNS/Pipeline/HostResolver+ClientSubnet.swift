@@ -64,36 +64,66 @@ extension HostResolver {
         var lastError: (any Error)?
         for upstream in upstreams where upstream.isTrusted || !trustedOnly {
             guard let resolver = upstream.resolver as? any ClientSubnetResolver else { continue }
-            do {
-                let scoped = try await resolver.resolve(host, family: family, clientSubnet: clientSubnet)
-                if guardEveryUpstream { try Self.guardAddresses(scoped.resolution, from: upstream, host: host) }
-                guard scoped.scopePrefixLength > 0 else {
-                    guard sharing else {
-                        return SubnetAnswer(
-                            answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream), scope: 0)
-                    }
-                    let stored = store(
-                        scoped.resolution, host: host, family: family, upstream: upstream.identity, merge: false)
-                    return SubnetAnswer(answer: stored, scope: 0)
-                }
-                return SubnetAnswer(
-                    answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
-                    scope: scoped.scopePrefixLength)
-            } catch let negative as ScopedNegativeAnswer {
-                if upstream.negativeAnswersAreAuthoritative { throw negative }
-                lastError = negative.error
-            } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
-                // A vendor API's empty answer may be throttling: the next upstream is asked.
-                if upstream.negativeAnswersAreAuthoritative { throw error }
-                lastError = error
-            } catch let error as CancellationError {
-                throw error
-            } catch {
-                lastError = error
+            let result = await Result { try await resolver.resolve(host, family: family, clientSubnet: clientSubnet) }
+            switch subnetStep(
+                result, from: upstream, host: host, family: family, sharing: sharing,
+                guardEveryUpstream: guardEveryUpstream)
+            {
+            case .answered(let answer): return answer
+            case .failed(let error): throw error
+            case .next(let error): lastError = error
             }
         }
         if let lastError { throw lastError }
         return nil
+    }
+
+    /// What one upstream's answer for a client network comes to.
+    enum SubnetStep {
+        /// The answer (a scope-0 one stored for everyone when shared).
+        case answered(SubnetAnswer)
+        /// The lookup fails with this at once (a trusted negative answer, the guard, a cancellation).
+        case failed(any Error)
+        /// This upstream failed: the next one is asked (this is the error if none is left).
+        case next(any Error)
+    }
+
+    /// One upstream's outcome `result` for a client network, decided as every path decides it (a task's, a server
+    /// loop's): the private-address guard; a scope-0 answer stored in the cache as any upstream answer (unless not
+    /// `sharing`: a chosen network's answer is its own), a scoped one ranked by the cache's scores and not stored; a
+    /// negative answer final when the upstream's negatives are trusted.
+    func subnetStep(
+        _ result: Result<ScopedResolution, any Error>, from upstream: Upstream, host: HostName, family: AddressFamily,
+        sharing: Bool, guardEveryUpstream: Bool
+    ) -> SubnetStep {
+        do {
+            let scoped = try result.get()
+            if guardEveryUpstream { try Self.guardAddresses(scoped.resolution, from: upstream, host: host) }
+            guard scoped.scopePrefixLength > 0 else {
+                guard sharing else {
+                    return .answered(
+                        SubnetAnswer(
+                            answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream), scope: 0)
+                    )
+                }
+                let stored = store(
+                    scoped.resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                return .answered(SubnetAnswer(answer: stored, scope: 0))
+            }
+            return .answered(
+                SubnetAnswer(
+                    answer: ranked(scoped.resolution, host: host, family: family, upstream: upstream),
+                    scope: scoped.scopePrefixLength))
+        } catch let negative as ScopedNegativeAnswer {
+            return upstream.negativeAnswersAreAuthoritative ? .failed(negative) : .next(negative.error)
+        } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
+            // A vendor API's empty answer may be throttling: the next upstream is asked.
+            return upstream.negativeAnswersAreAuthoritative ? .failed(error) : .next(error)
+        } catch let error as CancellationError {
+            return .failed(error)
+        } catch {
+            return .next(error)
+        }
     }
 
     /// An upstream's answer ranked by the cache's scores for its addresses (unscored without a cache).

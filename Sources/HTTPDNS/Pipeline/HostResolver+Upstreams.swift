@@ -28,18 +28,35 @@ extension HostResolver {
     func fetch(_ host: HostName, family: AddressFamily, isRefresh: Bool, probePort: Int? = nil) async throws
         -> RankedResolution
     {
+        let asked: Result<RankedResolution, any Error>
         do {
-            let answer: RankedResolution
             let (upstreams, race, guardAll) = state.withLock {
                 ($0.upstreams, $0.configuration.race, $0.configuration.guardsEveryUpstream)
             }
             if race, let groups = Self.raceGroups(upstreams) {
-                answer = try await self.race(groups, host: host, family: family, guardEveryUpstream: guardAll)
+                asked = .success(
+                    try await self.race(groups, host: host, family: family, guardEveryUpstream: guardAll))
             } else {
                 let (resolution, upstream) = try await Self.askInOrder(
                     upstreams, host: host, family: family, guardEveryUpstream: guardAll, metrics: metrics)
-                answer = store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                asked = .success(
+                    store(resolution, host: host, family: family, upstream: upstream.identity, merge: false))
             }
+        } catch {
+            asked = .failure(error)
+        }
+        return try settle(asked, host: host, family: family, isRefresh: isRefresh, probePort: probePort)
+    }
+
+    /// What a lookup's upstream outcome comes to, for every path that asks (a task's, a server loop's): an answer
+    /// already stored starts a probe round when one is due; a failure stores a trusted negative answer, or serves
+    /// the cached answer (stale included) when every upstream failed, or is thrown.
+    func settle(
+        _ asked: Result<RankedResolution, any Error>, host: HostName, family: AddressFamily, isRefresh: Bool,
+        probePort: Int?
+    ) throws -> RankedResolution {
+        do {
+            let answer = try asked.get()
             if let probePort, let cache { cache.setProbePort(probePort, for: host) }
             if let cache, let probing = probeIntervalIfIdle, let probe = cache.claimProbe(host, interval: probing) {
                 startProbe(probe)
@@ -113,31 +130,54 @@ extension HostResolver {
         let clock = ContinuousClock()
         for upstream in upstreams {
             let start = clock.now
+            let result = await Result { try await upstream.resolver.resolve(host, family: family) }
             do {
-                let resolution = try await upstream.resolver.resolve(host, family: family)
-                metrics.recordUpstream(upstream.name, success: true, duration: clock.now - start)
-                guard !resolution.addresses.isEmpty else {
-                    throw HTTPDNSError(
-                        code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
-                }
-                // Every upstream, HTTP DNS too: a provider allowed private answers (`allowPrivateAnswers`, for an
-                // internal provider an application asks) is still guarded when the pipeline serves others.
-                if guardEveryUpstream { try Self.guardAddresses(resolution, from: upstream, host: host) }
+                let resolution = try accepted(
+                    result, from: upstream, host: host, guardEveryUpstream: guardEveryUpstream,
+                    elapsed: clock.now - start, metrics: metrics)
                 return (resolution, upstream)
             } catch let error as CancellationError {
                 throw error
             } catch let error as HTTPDNSError where error.code == .privateAddress {
-                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
                 throw error
             } catch {
-                metrics.recordUpstream(upstream.name, success: false, duration: clock.now - start)
                 errors.append((error, upstream))
             }
         }
         guard !errors.isEmpty else {
             throw HTTPDNSError(code: .invalidConfiguration, message: "no upstream is configured", host: host.name)
         }
-        throw UpstreamFailure.choosing(
+        throw failure(of: errors)
+    }
+
+    /// One upstream's outcome `result`, checked as every path checks it: timed in the metrics, an empty answer
+    /// made no data, the private-address guard applied when `guardEveryUpstream` (every upstream, HTTP DNS too: a
+    /// provider allowed private answers, `allowPrivateAnswers`, for an internal provider an application asks, is
+    /// still guarded when the pipeline serves others). A cancellation is thrown as it is, uncounted.
+    static func accepted(
+        _ result: Result<Resolution, any Error>, from upstream: Upstream, host: HostName, guardEveryUpstream: Bool,
+        elapsed: Duration, metrics: ResolverMetrics
+    ) throws -> Resolution {
+        do {
+            let resolution = try result.get()
+            metrics.recordUpstream(upstream.name, success: true, duration: elapsed)
+            guard !resolution.addresses.isEmpty else {
+                throw HTTPDNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
+            }
+            if guardEveryUpstream { try Self.guardAddresses(resolution, from: upstream, host: host) }
+            return resolution
+        } catch let error as CancellationError {
+            throw error
+        } catch {
+            metrics.recordUpstream(upstream.name, success: false, duration: elapsed)
+            throw error
+        }
+    }
+
+    /// The failure of a lookup whose upstreams all failed with `errors`, in the order they were asked (see
+    /// ``UpstreamFailure/choosing(_:)``).
+    static func failure(of errors: [(any Error, Upstream)]) -> UpstreamFailure {
+        UpstreamFailure.choosing(
             errors.map { UpstreamFailure.single($0.0, trustsNegativeAnswers: $0.1.negativeAnswersAreAuthoritative) })
     }
 

@@ -18,8 +18,23 @@ import HTTPDNSClients
 /// A leader returns when its operation does, so operations end at once when their task is cancelled. The package's
 /// upstreams do: a c-ares query, an HTTP DNS request, a wait for an HTTP/2 connection being set up, and a system
 /// lookup (its `getaddrinfo`, which cannot be interrupted, finishes unwatched).
+///
+/// A caller outside any task (a server's event loop sending its own misses) takes part too: it joins a flight with a
+/// callback, or, when none runs, opens one that it runs itself and ends with ``finish(_:_:_:)`` (see
+/// ``joinOrLead(_:_:)``); tasks join such a flight as any other, and the other way round.
 final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    private typealias Waiter = CheckedContinuation<Value, any Error>
+    /// Someone waiting for a flight's result: a task, or a callback (called on the thread that finishes the flight).
+    private enum Waiter {
+        case continuation(CheckedContinuation<Value, any Error>)
+        case callback(@Sendable (Result<Value, any Error>) -> Void)
+
+        func resume(with result: Result<Value, any Error>) {
+            switch self {
+            case .continuation(let continuation): continuation.resume(with: result)
+            case .callback(let callback): callback(result)
+            }
+        }
+    }
 
     private struct Flight {
         var id: Int
@@ -30,6 +45,8 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var led = false
         /// The running operation, once started.
         var task: Task<Void, Never>?
+        /// How to stop an operation run outside a task (``joinOrLead(_:_:)``), once started.
+        var stop: (@Sendable () -> Void)?
     }
 
     private struct State {
@@ -104,38 +121,79 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     private func join(_ key: Key, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
         let id = state.withLock { $0.takeID() }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: Waiter) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 let flight = state.withLock { state -> Int? in
                     if Task.isCancelled {
                         continuation.resume(throwing: CancellationError())
                         return nil
                     }
                     if state.flights[key] != nil {
-                        state.flights[key]!.waiters[id] = continuation
+                        state.flights[key]!.waiters[id] = .continuation(continuation)
                         return nil
                     }
                     let flight = state.takeID()
-                    state.flights[key] = Flight(id: flight, waiters: [id: continuation])
+                    state.flights[key] = Flight(id: flight, waiters: [id: .continuation(continuation)])
                     return flight
                 }
                 if let flight { launch(key, flight, operation) }
             }
         } onCancel: {
-            let (waiter, abandoned) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
-                guard var flight = state.flights[key], let waiter = flight.waiters.removeValue(forKey: id) else {
-                    return (nil, nil)
-                }
-                guard flight.waiters.isEmpty, !flight.background, !flight.led else {
-                    state.flights[key] = flight
-                    return (waiter, nil)
-                }
-                // Nobody waits any more: forget the flight (a new caller starts afresh) and stop its work.
-                state.flights[key] = nil
-                return (waiter, flight.task)
-            }
-            abandoned?.cancel()
-            waiter?.resume(throwing: CancellationError())
+            remove(key, waiter: id)?.resume(with: .failure(CancellationError()))
         }
+    }
+
+    /// Takes the waiter `id` out of the flight for `key` and returns it; when nobody waits any more, forgets the
+    /// flight (a new caller starts afresh) and stops its work.
+    private func remove(_ key: Key, waiter id: Int) -> Waiter? {
+        let (waiter, abandoned) = state.withLock { state -> (Waiter?, Flight?) in
+            guard var flight = state.flights[key], let waiter = flight.waiters.removeValue(forKey: id) else {
+                return (nil, nil)
+            }
+            guard flight.waiters.isEmpty, !flight.background, !flight.led else {
+                state.flights[key] = flight
+                return (waiter, nil)
+            }
+            state.flights[key] = nil
+            return (waiter, flight)
+        }
+        abandoned?.task?.cancel()
+        abandoned?.stop?()
+        return waiter
+    }
+
+    /// For a caller outside any task: joins the flight for `key` with `callback`, or, when none runs, opens one for
+    /// the caller to run. `lead` is then the flight's number: the caller starts the operation, hands over how to
+    /// stop it with ``started(_:_:stop:)`` and reports its result with ``finish(_:_:_:)`` (which calls `callback`
+    /// too). `waiter` leaves with ``leave(_:waiter:)``.
+    func joinOrLead(_ key: Key, _ callback: @escaping @Sendable (Result<Value, any Error>) -> Void)
+        -> (waiter: Int, lead: Int?)
+    {
+        state.withLock { state in
+            let id = state.takeID()
+            if state.flights[key] != nil {
+                state.flights[key]!.waiters[id] = .callback(callback)
+                return (id, nil)
+            }
+            let flight = state.takeID()
+            state.flights[key] = Flight(id: flight, waiters: [id: .callback(callback)])
+            return (id, flight)
+        }
+    }
+
+    /// How to stop the operation of `flight`, started by its caller outside a task; called at once when everyone
+    /// left before it started.
+    func started(_ key: Key, _ flight: Int, stop: @escaping @Sendable () -> Void) {
+        let abandoned = state.withLock { state -> Bool in
+            guard state.flights[key]?.id == flight else { return true }
+            state.flights[key]!.stop = stop
+            return false
+        }
+        if abandoned { stop() }
+    }
+
+    /// A caller outside a task stops waiting (its callback is not called); the flight stops when nobody waits.
+    func leave(_ key: Key, waiter id: Int) {
+        _ = remove(key, waiter: id)
     }
 
     /// Starts a flight for `key` with no caller waiting (a background refresh) unless one is in flight.
@@ -181,7 +239,8 @@ final class SingleFlight<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         if abandoned { task.cancel() }
     }
 
-    private func finish(_ key: Key, _ flight: Int, _ result: Result<Value, any Error>) {
+    /// Ends `flight` with `result`: every waiter gets it (nobody, when the flight was abandoned).
+    func finish(_ key: Key, _ flight: Int, _ result: Result<Value, any Error>) {
         let waiters = state.withLock { state -> [Int: Waiter] in
             // An abandoned flight's entry is gone, or is a newer flight's: that one is not this result's.
             guard state.flights[key]?.id == flight else { return [:] }

@@ -67,12 +67,14 @@ package final class PlainDNSClient: Sendable {
     private let engines: [ObjectIdentifier: NIOLoopBoundBox<PlainDNSEngine>]
     private let group: any EventLoopGroup
 
-    /// A client of `configuration`'s servers on `eventLoopGroup`'s loops (a `MultiThreadedEventLoopGroup`);
-    /// `mismatched` is told of every datagram dropped.
+    /// A client of `configuration`'s servers on `eventLoopGroup`'s loops (a `MultiThreadedEventLoopGroup`), which
+    /// ``send(message:)`` uses, and on `servingGroup`'s, where a server's event loop sends its own misses
+    /// (``start(message:on:handle:completion:)``: no other thread on the way); `mismatched` is told of every datagram
+    /// dropped. An engine opens its sockets at its first query: a loop that never asks costs nothing.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` without servers.
     package init(
-        configuration: Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
-        mismatched: @escaping @Sendable (Mismatch) -> Void = { _ in }
+        configuration: Configuration, eventLoopGroup: any EventLoopGroup, servingGroup: (any EventLoopGroup)? = nil,
+        logger: Logger, mismatched: @escaping @Sendable (Mismatch) -> Void = { _ in }
     ) throws(HTTPDNSError) {
         guard !configuration.servers.isEmpty else {
             throw HTTPDNSError(code: .invalidConfiguration, message: "no DNS servers for the upstream sockets")
@@ -86,13 +88,45 @@ package final class PlainDNSClient: Sendable {
         }
         self.configuration = configuration
         self.group = eventLoopGroup
+        let groups = [eventLoopGroup] + (servingGroup.map { [$0] } ?? [])
         var engines: [ObjectIdentifier: NIOLoopBoundBox<PlainDNSEngine>] = [:]
-        for loop in eventLoopGroup.makeIterator() {
-            let engine = PlainDNSEngine(
-                loop: loop, configuration: configuration, servers: addresses, logger: logger, mismatched: mismatched)
-            engines[ObjectIdentifier(loop)] = .makeBoxSendingValue(engine, eventLoop: loop)
+        for group in groups {
+            for loop in group.makeIterator() where engines[ObjectIdentifier(loop)] == nil {
+                let engine = PlainDNSEngine(
+                    loop: loop, configuration: configuration, servers: addresses, logger: logger,
+                    mismatched: mismatched)
+                engines[ObjectIdentifier(loop)] = .makeBoxSendingValue(engine, eventLoop: loop)
+            }
         }
         self.engines = engines
+    }
+
+    /// Starts a query for `message` from the engine of `loop`, which the caller runs on: `completion` is called
+    /// there, once, with the answer (its ID and question as `message`'s) or the error ``send(message:)`` would
+    /// throw. `false` (nothing started) when the caller is not on a loop this client has an engine on.
+    package func start(
+        message: [UInt8], on loop: any EventLoop, handle: PlainDNSQueryHandle,
+        completion: @escaping (Result<[UInt8], any Error>) -> Void
+    ) -> Bool {
+        guard let box = engines[ObjectIdentifier(loop)], loop.inEventLoop else { return false }
+        box.value.start(message, handle: handle, completion: completion)
+        return true
+    }
+
+    /// Whether `loop` has an engine of this client (``start(message:on:handle:completion:)`` can start there).
+    package func hasEngine(on loop: any EventLoop) -> Bool {
+        engines[ObjectIdentifier(loop)] != nil
+    }
+
+    /// Forgets the query of `handle` started on `loop` (its asker went away), from any thread.
+    package func cancel(_ handle: PlainDNSQueryHandle, on loop: any EventLoop) {
+        handle.cancel()
+        guard let box = engines[ObjectIdentifier(loop)] else { return }
+        if loop.inEventLoop {
+            box.value.cancel(handle)
+        } else {
+            loop.execute { box.value.cancel(handle) }
+        }
     }
 
     /// Sends `message` (one question) and returns the server's answer, with `message`'s ID and question bytes.
@@ -118,25 +152,26 @@ package final class PlainDNSClient: Sendable {
 
     /// Released (a reload replaced it): queries in flight finish, then the sockets close.
     deinit {
-        for loop in group.makeIterator() {
-            guard let box = engines[ObjectIdentifier(loop)] else { continue }
-            loop.execute { box.value.drain() }
+        for (_, box) in engines {
+            box.eventLoop.execute { box.value.drain() }
         }
     }
 
     /// Closes every socket; queries still waiting fail with `HTTPDNSError.Code.shutdown`.
     package func shutdown() {
-        for loop in group.makeIterator() {
-            guard let box = engines[ObjectIdentifier(loop)] else { continue }
-            loop.execute { box.value.shutdown() }
+        for (_, box) in engines {
+            box.eventLoop.execute { box.value.shutdown() }
         }
     }
 }
 
-/// What a waiting query's task and its event loop share: whether the task was cancelled (set from any thread; the
+/// What a waiting query's asker and its event loop share: whether the asker went away (set from any thread; the
 /// loop looks before it starts the query, so a cancellation that comes first is never lost).
-final class PlainDNSQueryHandle: Sendable {
+package final class PlainDNSQueryHandle: Sendable {
     private let cancelled = Atomic<Bool>(false)
+
+    /// A handle for one query.
+    package init() {}
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 

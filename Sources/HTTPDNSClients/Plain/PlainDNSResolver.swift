@@ -13,15 +13,17 @@ package final class PlainDNSResolver: HostNameResolver, ClientSubnetResolver, DN
     private let logger: Logger
     private let source: ResolutionSource = .cares
 
-    /// A resolver asking `configuration`'s servers from `eventLoopGroup`'s loops; `mismatched` hears of every
-    /// datagram dropped (forged, or late).
+    /// A resolver asking `configuration`'s servers from `eventLoopGroup`'s loops, and from `servingGroup`'s for
+    /// lookups a server's loop starts itself; `mismatched` hears of every datagram dropped (forged, or late).
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` without servers.
     package init(
-        configuration: PlainDNSClient.Configuration, eventLoopGroup: any EventLoopGroup, logger: Logger,
+        configuration: PlainDNSClient.Configuration, eventLoopGroup: any EventLoopGroup,
+        servingGroup: (any EventLoopGroup)? = nil, logger: Logger,
         mismatched: @escaping @Sendable (PlainDNSClient.Mismatch) -> Void = { _ in }
     ) throws(HTTPDNSError) {
         client = try PlainDNSClient(
-            configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger, mismatched: mismatched)
+            configuration: configuration, eventLoopGroup: eventLoopGroup, servingGroup: servingGroup, logger: logger,
+            mismatched: mismatched)
         self.logger = logger
     }
 
@@ -50,6 +52,43 @@ package final class PlainDNSResolver: HostNameResolver, ClientSubnetResolver, DN
     /// Sends a whole query message (relayed types) and returns the answer, with the message's ID and question.
     package func send(message: [UInt8]) async throws -> [UInt8] {
         try await client.send(message: message)
+    }
+
+    /// Starts the lookup of `host`'s addresses of `family` (``AddressFamily/ipv4`` or ``AddressFamily/ipv6``) from
+    /// `loop`'s own sockets, for clients in `subnet` when given (an ECS option), the caller being on `loop`:
+    /// `completion` is called there, once, with the addresses and the scope they hold for (0 without a subnet), or
+    /// the error ``resolve(_:family:)`` would throw (`ScopedNegativeAnswer` for a negative answer to a subnet
+    /// query). The same messages as the tasks' path (``DNSLookupMessages``), and no task or other thread on the
+    /// way. `false` (nothing started) for ``AddressFamily/any`` or a loop without this client's sockets.
+    package func start(
+        _ host: HostName, family: AddressFamily, subnet: IPNetwork?, on loop: any EventLoop,
+        handle: PlainDNSQueryHandle, completion: @escaping (Result<ScopedResolution, any Error>) -> Void
+    ) -> Bool {
+        guard family != .any else { return false }
+        let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
+        let query = DNSLookupMessages.query(for: host, type: type, subnet: subnet)
+        let source = source
+        return client.start(message: query, on: loop, handle: handle) { result in
+            completion(
+                Result {
+                    let answer = try result.get()
+                    guard let subnet else {
+                        let addresses = try DNSLookupMessages.addresses(
+                            in: answer, query: query, host: host, type: type, source: source)
+                        return ScopedResolution(
+                            resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: 0)
+                    }
+                    let (addresses, scope) = try DNSLookupMessages.scopedAddresses(
+                        in: answer, query: query, host: host, type: type, subnet: subnet, source: source)
+                    return ScopedResolution(
+                        resolution: Resolution(host: host.name, addresses: addresses), scopePrefixLength: scope)
+                })
+        }
+    }
+
+    /// Forgets the lookup of `handle` started on `loop` (nobody waits for it any more), from any thread.
+    package func cancel(_ handle: PlainDNSQueryHandle, on loop: any EventLoop) {
+        client.cancel(handle, on: loop)
     }
 
     /// Closes the sockets; queries still waiting fail with `HTTPDNSError.Code.shutdown`.

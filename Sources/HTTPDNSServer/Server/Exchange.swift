@@ -76,7 +76,12 @@ struct Exchange: Sendable {
             }
         }
         if let ticket {
-            waiting(UpstreamWait(task: run(ticket, started)))
+            // A miss the loop can ask itself goes out from here, and its answer comes back here: no task.
+            let loopWait = service.answerOnLoop(plan, on: eventLoop, ticket: ticket, admitted: started) { response in
+                service.finished(asked, plan: plan, response: response, started: started, waited: true)
+                later.value(response)
+            }
+            waiting(loopWait ?? UpstreamWait(task: run(ticket, started)))
             return nil
         }
         // The network's share is taken: wait for one of its places, briefly.

@@ -22,16 +22,7 @@ extension HTTPDNSService {
                         let host = try HostName(lookup.name + ".")
                         if let answer = try await subnetLookup(lookup, subnet: subnet, host: host) { return answer }
                     } catch let negative as ScopedNegativeAnswer {
-                        // Kept by the scope the upstream gave: scope 0 is every network's (the resolver's negative
-                        // cache answers next), a scoped one says nothing of other networks (an authoritative that
-                        // tailors answers may have addresses for them), and a chosen network's is its own.
-                        if negative.scopePrefixLength == 0, !lookup.chosen {
-                            subnetAnswers.keepShared(key, ttl: 30, now: .now)
-                        }
-                        throw negative.error
-                    } catch let error as HTTPDNSError where error.code.isNegativeAnswer {
-                        // A negative answer whose scope is not known is not made everyone's.
-                        throw error
+                        throw subnetNegative(negative, lookup)
                     }
                     // No upstream asks for a network: the server's own view is every network's.
                     let ranked = try await resolver.resolveRanked(lookup.name + ".", family: lookup.family)
@@ -41,19 +32,34 @@ extension HTTPDNSService {
             }
             // With the trailing dot the name is absolute: no search domain is ever tried for a client's name.
             return result(try await resolver.resolveRanked(lookup.name + ".", family: lookup.family), lookup)
-        } catch let error as HTTPDNSError {
-            switch error.code {
-            case .noData: return .success(([], 0, 0))
-            // A name whose answer the private-address guard withheld looks like one that does not exist: the
-            // difference would tell outsiders which internal names there are.
-            case .notFound, .privateAddress: return .failure(.nameError)
-            case .badName: return .failure(.refused)
-            default:
-                logger.debug(
-                    "lookup failed", metadata: ["host": "\(HostName.printable(lookup.name))", "error": "\(error.code)"])
-                return .failure(.serverFailure)
-            }
         } catch {
+            return failure(error, lookup)
+        }
+    }
+
+    /// A negative answer for a client network, kept by the scope the upstream gave: scope 0 is every network's (the
+    /// resolver's negative cache answers next), a scoped one says nothing of other networks (an authoritative that
+    /// tailors answers may have addresses for them), and a chosen network's is its own. Returns the error to answer.
+    func subnetNegative(_ negative: ScopedNegativeAnswer, _ lookup: Lookup) -> HTTPDNSError {
+        if negative.scopePrefixLength == 0, !lookup.chosen {
+            subnetAnswers.keepShared(.init(name: lookup.name, family: lookup.family), ttl: 30, now: .now)
+        }
+        return negative.error
+    }
+
+    /// What a lookup that failed with `error` answers, for every path (a task's, a server loop's).
+    func failure(_ error: any Error, _ lookup: Lookup) -> LookupResult {
+        if let negative = error as? ScopedNegativeAnswer { return failure(subnetNegative(negative, lookup), lookup) }
+        guard let error = error as? HTTPDNSError else { return .failure(.serverFailure) }
+        switch error.code {
+        case .noData: return .success(([], 0, 0))
+        // A name whose answer the private-address guard withheld looks like one that does not exist: the
+        // difference would tell outsiders which internal names there are.
+        case .notFound, .privateAddress: return .failure(.nameError)
+        case .badName: return .failure(.refused)
+        default:
+            logger.debug(
+                "lookup failed", metadata: ["host": "\(HostName.printable(lookup.name))", "error": "\(error.code)"])
             return .failure(.serverFailure)
         }
     }

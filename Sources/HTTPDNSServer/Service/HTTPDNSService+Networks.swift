@@ -112,13 +112,21 @@ extension HTTPDNSService {
     /// network marks the name as shared (the resolver's cache then answers everyone), a scoped one is kept for the
     /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
     func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
-        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
         guard
-            var answer = try await resolver.resolve(
+            let answer = try await resolver.resolve(
                 host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen)
         else {
             return nil
         }
+        return keep(answer, lookup, subnet: subnet)
+    }
+
+    /// Keeps the upstreams' answer for `lookup`'s network and returns what it answers, for every path (a task's, a
+    /// server loop's): a scope-0 answer marks the name as shared, a scoped one is kept for the network it holds
+    /// for.
+    func keep(_ answer: HostResolver.SubnetAnswer, _ lookup: Lookup, subnet: IPNetwork) -> LookupResult {
+        var answer = answer
+        let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
         let now = ContinuousClock.now
         // A chosen network (see `clientNetwork`) speaks for that client alone: its answer is kept only for askers
         // stating the same network, and a scope-0 answer to it neither marks the name the same for everyone nor

@@ -126,12 +126,16 @@ struct UpstreamWait: Sendable {
     private enum Wait {
         case task(Task<Void, Never>)
         case queued(QueuedUpstreamStart)
+        case loop(@Sendable () -> Void)
     }
 
     private let wait: Wait
 
     /// The wait of a request whose lookups run in `task`.
     init(task: Task<Void, Never>) { wait = .task(task) }
+
+    /// The wait of a request answered from its event loop (``HTTPDNSService/answerOnLoop``): `cancel` stops it.
+    init(cancel: @escaping @Sendable () -> Void) { wait = .loop(cancel) }
 
     /// The wait of a request in its network's queue.
     init(queued: QueuedUpstreamStart) { wait = .queued(queued) }
@@ -141,6 +145,7 @@ struct UpstreamWait: Sendable {
         switch wait {
         case .task(let task): task.cancel()
         case .queued(let queued): queued.cancel()
+        case .loop(let cancel): cancel()
         }
     }
 }

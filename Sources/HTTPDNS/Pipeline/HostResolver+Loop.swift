@@ -1,0 +1,141 @@
+package import HTTPDNSCore
+import HTTPDNSClients
+package import NIOCore
+
+/// Lookups a server's event loop starts itself: the query goes out on that loop's own sockets and its answer is
+/// read there, with no task and no other thread on the way (as dnsdist sends a miss from the thread that received
+/// it). Everything decided about the answer is decided by the functions the tasks' path calls (``accepted``,
+/// ``settle``, ``subnetStep``), and the flight is the same one tasks join (``SingleFlight/joinOrLead(_:_:)``): a
+/// JSON request waiting in a task and a UDP query on a loop share one upstream query.
+extension HostResolver {
+    /// A lookup started from an event loop; ``cancel()`` when nobody waits for it any more (its completion is then
+    /// never called, and the upstream query stops when nobody else shares it).
+    package struct LoopLookup: Sendable {
+        private let leave: @Sendable () -> Void
+
+        /// A lookup that `leave` stops waiting for.
+        package init(leave: @escaping @Sendable () -> Void) {
+            self.leave = leave
+        }
+
+        /// Stops waiting.
+        package func cancel() { leave() }
+    }
+
+    /// The upstream an event loop can ask itself: the pipeline's only upstream when it is classic DNS on the server's
+    /// own sockets (`PlainDNSResolver`) with engines on `loop`, and there is no fallback to ask after it. `nil`
+    /// otherwise (several upstreams, a race, HTTP DNS, c-ares): those lookups take the tasks' path.
+    func loopUpstream(on loop: any EventLoop) -> (upstream: Upstream, plain: PlainDNSResolver, guardAll: Bool)? {
+        let (upstreams, fallback, guardAll) = state.withLock {
+            ($0.upstreams, $0.fallback, $0.configuration.guardsEveryUpstream)
+        }
+        guard upstreams.count == 1, fallback == nil, let plain = upstreams[0].resolver as? PlainDNSResolver,
+            plain.client.hasEngine(on: loop)
+        else { return nil }
+        return (upstreams[0], plain, guardAll)
+    }
+
+    /// Whether ``resolveOnLoop(_:family:on:completion:)`` can ask for `family` from `loop`.
+    package func resolvesOnLoop(_ loop: any EventLoop, family: AddressFamily) -> Bool {
+        family != .any && loopUpstream(on: loop) != nil
+    }
+
+    /// Resolves the absolute `host` as ``resolveRanked(_:family:)`` does (the overrides and the hosts file, the
+    /// cache, then the upstream, stale answers served when it fails), from `loop`, which the caller runs on.
+    /// `completion` runs once: on `loop` when this loop's query ends the flight, else on the thread that ended it (a
+    /// task's); the caller hops. `nil` when the lookup cannot be made this way (see ``resolvesOnLoop(_:family:)``).
+    package func resolveOnLoop(
+        _ host: HostName, family: AddressFamily, on loop: any EventLoop,
+        completion: @escaping @Sendable (Result<RankedResolution, any Error>) -> Void
+    ) -> LoopLookup? {
+        guard family != .any, let (upstream, plain, guardAll) = loopUpstream(on: loop) else { return nil }
+        if let answer = localAnswer(host, family: family) {
+            completion(.success(answer))
+            return LoopLookup {}
+        }
+        switch cachedAnswer(host, family: family) {
+        case .answer(let answer, _):
+            completion(.success(answer))
+            return LoopLookup {}
+        case .negative(let error):
+            completion(.failure(error))
+            return LoopLookup {}
+        case .miss:
+            break
+        }
+        let key = FlightKey(host: host, family: family)
+        let (waiter, lead) = flights.joinOrLead(key, completion)
+        if let flight = lead {
+            let handle = PlainDNSQueryHandle()
+            let started = ContinuousClock.now
+            let began = plain.start(host, family: family, subnet: nil, on: loop, handle: handle) { [self] result in
+                let asked = Result { () throws -> RankedResolution in
+                    do {
+                        let resolution = try Self.accepted(
+                            result.map(\.resolution), from: upstream, host: host, guardEveryUpstream: guardAll,
+                            elapsed: ContinuousClock.now - started, metrics: metrics)
+                        return store(resolution, host: host, family: family, upstream: upstream.identity, merge: false)
+                    } catch let error as CancellationError {
+                        throw error
+                    } catch let error as HTTPDNSError where error.code == .privateAddress {
+                        throw error
+                    } catch {
+                        throw Self.failure(of: [(error, upstream)])
+                    }
+                }
+                flights.finish(
+                    key, flight,
+                    Result { try settle(asked, host: host, family: family, isRefresh: false, probePort: nil) })
+            }
+            if began {
+                flights.started(key, flight) { plain.cancel(handle, on: loop) }
+            } else {
+                flights.finish(
+                    key, flight,
+                    .failure(HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name))
+                )
+            }
+        }
+        return LoopLookup { [flights] in flights.leave(key, waiter: waiter) }
+    }
+
+    /// Resolves the absolute `host` for clients in `clientSubnet` as ``resolve(_:family:clientSubnet:sharing:)``
+    /// does, from `loop`, which the caller runs on; `completion` as for ``resolveOnLoop(_:family:on:completion:)``
+    /// (a `ScopedNegativeAnswer` when a trusted upstream denies the name with its scope).
+    package func resolveOnLoop(
+        _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool, on loop: any EventLoop,
+        completion: @escaping @Sendable (Result<SubnetAnswer?, any Error>) -> Void
+    ) -> LoopLookup? {
+        guard family != .any, let (upstream, plain, guardAll) = loopUpstream(on: loop) else { return nil }
+        if let answer = localAnswer(host, family: family) {
+            completion(.success(SubnetAnswer(answer: answer, scope: 0)))
+            return LoopLookup {}
+        }
+        let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
+        let (waiter, lead) = subnetFlights.joinOrLead(key, completion)
+        if let flight = lead {
+            let handle = PlainDNSQueryHandle()
+            let began = plain.start(host, family: family, subnet: clientSubnet, on: loop, handle: handle) {
+                [self] result in
+                let outcome: Result<SubnetAnswer?, any Error> =
+                    switch subnetStep(
+                        result, from: upstream, host: host, family: family, sharing: sharing,
+                        guardEveryUpstream: guardAll)
+                    {
+                    case .answered(let answer): .success(answer)
+                    case .failed(let error), .next(let error): .failure(error)
+                    }
+                subnetFlights.finish(key, flight, outcome)
+            }
+            if began {
+                subnetFlights.started(key, flight) { plain.cancel(handle, on: loop) }
+            } else {
+                subnetFlights.finish(
+                    key, flight,
+                    .failure(HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name))
+                )
+            }
+        }
+        return LoopLookup { [subnetFlights] in subnetFlights.leave(key, waiter: waiter) }
+    }
+}

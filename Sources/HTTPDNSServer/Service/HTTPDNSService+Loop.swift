@@ -1,0 +1,91 @@
+import HTTPDNS
+import NIOCore
+
+/// A miss answered from the event loop that received it: the lookup goes out on that loop's own sockets
+/// (``HostResolver/resolveOnLoop(_:family:on:completion:)``) and its answer comes back there, with no task and no
+/// other thread on the way. What is decided about it (kept by network, made everyone's, an error's answer) is decided
+/// by the functions the tasks' path calls (``keep(_:_:subnet:)``, ``failure(_:_:)``, ``subnetNegative(_:_:)``).
+extension HTTPDNSService {
+    /// Answers `plan` from `loop` (the caller runs on it) when its one lookup can be made there; `finish` then runs
+    /// on `loop` with the response, after the place `ticket` is given back. `nil` when the plan cannot be answered
+    /// this way (a relay, several lookups, a pipeline the loop cannot ask): the caller starts a task. The wait
+    /// returned stops the lookup and gives the place back (held while the query may still go out, as a task's).
+    func answerOnLoop(
+        _ plan: Plan, on loop: any EventLoop, ticket: UpstreamBudget.Ticket, admitted: ContinuousClock.Instant,
+        finish: @escaping (ServiceResponse) -> Void
+    ) -> UpstreamWait? {
+        guard case .lookups(let lookups, let render) = plan.work, lookups.count == 1 else { return nil }
+        // The place is given back once: by the answer, or by the wait's cancellation, whichever comes first.
+        let place = Locked<UpstreamBudget.Ticket?>(ticket)
+        let bound = NIOLoopBound(finish, eventLoop: loop)
+        let lookup = lookupOnLoop(lookups[0], on: loop) { [self] result in
+            guard let ticket = place.withLock({ $0.take() }) else { return }
+            releaseUpstream(ticket)
+            bound.value(render([result]))
+        }
+        guard let lookup else { return nil }
+        return UpstreamWait(cancel: { [self] in
+            guard let ticket = place.withLock({ $0.take() }) else { return }
+            lookup.cancel()
+            releaseUpstream(ticket, admitted: admitted, abandoned: true)
+        })
+    }
+
+    /// ``lookup(_:)`` from `loop`: `done` runs on `loop`, once, unless the returned lookup is cancelled first. `nil`
+    /// (nothing started, nothing changed) when the resolver cannot ask from `loop`.
+    func lookupOnLoop(
+        _ lookup: Lookup, on loop: any EventLoop, _ done: @escaping (LookupResult) -> Void
+    ) -> HostResolver.LoopLookup? {
+        guard !lookup.name.isEmpty, resolver.resolvesOnLoop(loop, family: lookup.family),
+            let host = try? HostName(lookup.name + ".")
+        else { return nil }
+        let bound = NIOLoopBound(done, eventLoop: loop)
+        // On the loop when this loop's query ended the flight; from a task's thread when a task's did.
+        let deliver: @Sendable (LookupResult) -> Void = { result in
+            if loop.inEventLoop {
+                bound.value(result)
+            } else {
+                loop.execute { bound.value(result) }
+            }
+        }
+        if let subnet = lookup.subnet {
+            let key = ClientSubnetCache.Key(name: lookup.name, family: lookup.family)
+            switch subnetAnswers.lookup(key, subnet: subnet, now: .now) {
+            case .answer(let answer, let scope, let ttl, let prefetch):
+                if prefetch { prefetchInBackground(lookup, subnet: subnet) }
+                deliver(result(answer, lookup, scope: scope, ttl: ttl))
+                return HostResolver.LoopLookup {}
+            case .shared(let revalidate):
+                if revalidate { revalidateInBackground(lookup, subnet: subnet) }
+            case .miss:
+                return resolver.resolveOnLoop(
+                    host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen, on: loop
+                ) { [self] outcome in
+                    switch outcome {
+                    case .success(let answer?):
+                        deliver(keep(answer, lookup, subnet: subnet))
+                    case .success(nil):
+                        // No upstream asks for a network (not so on this path): the tasks' path decides.
+                        Task { deliver(await self.lookup(lookup)) }
+                    case .failure(let error):
+                        deliver(failure(error, lookup))
+                    }
+                }
+            }
+        }
+        return resolver.resolveOnLoop(host, family: lookup.family, on: loop) { [self] outcome in
+            switch outcome {
+            case .success(let answer): deliver(result(answer, lookup))
+            case .failure(let error): deliver(failure(error, lookup))
+            }
+        }
+    }
+}
+
+extension Optional {
+    /// The value, leaving `nil` in its place.
+    fileprivate mutating func take() -> Wrapped? {
+        defer { self = nil }
+        return self
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import Glibc
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import HTTPDNS
+@testable import HTTPDNSClients
+@testable import HTTPDNSCore
+@testable import HTTPDNSServer
+
+/// Misses answered from the event loop that received them (the query out on that loop's own sockets, no task) and
+/// from a task: the same answers, one upstream query shared between the two, and a loop's wait that is given up
+/// gives its place back.
+@Suite("HTTP DNS service: misses from the receiving event loop")
+struct LoopPathTests {
+    static let logger = Logger(label: "loop-path-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// A service asking `server` on own sockets; its misses go out from `group`'s loops when `fromLoops`, else from
+    /// a task.
+    static func service(
+        asking server: ServerAddress, group: any EventLoopGroup, fromLoops: Bool,
+        configuration: HTTPDNSService.Configuration = .init(), timeout: Duration = .seconds(5)
+    ) throws -> (HTTPDNSService, HostResolver) {
+        let plain = try PlainDNSResolver(
+            configuration: .init(servers: [server], timeout: timeout, tries: 2),
+            eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, servingGroup: fromLoops ? group : nil,
+            logger: logger)
+        let resolver = HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: plain)], overrides: HostOverrides(),
+            cache: HostCache(), prober: nil, onShutdown: [{ plain.shutdown() }])
+        return (HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger), resolver)
+    }
+
+    /// Asks `service` as a TCP front on `loop` does, from `client`; the wait, if the answer is not at once, goes to
+    /// `waiting`.
+    static func ask(
+        _ service: HTTPDNSService, _ message: [UInt8], client: IPAddress?, on loop: any EventLoop,
+        waiting: @escaping @Sendable (UpstreamWait) -> Void = { _ in }
+    ) async -> ServiceResponse {
+        await withCheckedContinuation { continuation in
+            loop.execute {
+                let exchange = Exchange(
+                    service: service, limits: .init(maximumBodyBytes: 65_536), logger: logger, client: client,
+                    transport: .tcp)
+                let request = ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message", body: message,
+                    client: client)
+                let response = exchange.answer(
+                    request, on: loop,
+                    later: {
+                        NIOLoopBound({ continuation.resume(returning: $0) }, eventLoop: loop)
+                    }, waiting: waiting)
+                if let response { continuation.resume(returning: response) }
+            }
+        }
+    }
+
+    /// A query for `name` of `type` (1 A, 28 AAAA), with an ECS option for `subnet` when given.
+    static func query(_ name: String, type: UInt16, subnet: String? = nil) throws -> [UInt8] {
+        let host = try HostName(name)
+        let query = DNSWireMessage.query(for: host, type: type == 28 ? .aaaa : .a)
+        guard let subnet else { return EDNSClientSubnet.settingOption(in: query, IPNetwork("0.0.0.0/0")!)! }
+        return EDNSClientSubnet.addingOPT(to: query, subnet: try #require(IPNetwork(subnet)))
+    }
+
+    /// What an answer says: its code, its addresses in order and the scope of its ECS option.
+    static func summary(_ response: ServiceResponse, name: String, type: UInt16) -> String {
+        var body = response.body
+        guard body.count >= 12 else { return "status \(response.status)" }
+        let code = body[3] & 0x0F
+        (body[0], body[1]) = (0, 0)
+        let addresses =
+            (try? DNSWireMessage.addresses(
+                in: body, for: try HostName(name), type: type == 28 ? .aaaa : .a, source: "test"))?
+            .map(\.ip.description) ?? []
+        let scope = (try? EDNSClientSubnet.find(in: body))??.scope
+        return "rcode \(code) \(addresses) scope \(scope.map(String.init) ?? "-")"
+    }
+
+    @Test(
+        "differential: from the loop and from a task, the same answers from PowerDNS (LUA views by the client's network and by a stated one, CNAME chains, NXDOMAIN, NODATA, SERVFAIL), with the client subnet on and off, first asked and cached"
+    )
+    func sameAnswersBothPaths() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let clients = ["198.51.100.7", "203.0.113.9", "127.0.1.5", "127.0.2.5", "2001:db8:1::5"].map {
+            IPAddress($0)!
+        }
+        let names = ["www", "flat", "alias", "part", "nope", "empty", "broken", "p0"].map { "\($0).ecs.test" }
+        var compared = 0
+        for mode in [HTTPDNSService.Configuration.ClientSubnetMode.on, .off] {
+            let configuration = HTTPDNSService.Configuration(clientSubnetMode: mode)
+            let (fromLoop, loopResolver) = try Self.service(
+                asking: pdns.address, group: group, fromLoops: true, configuration: configuration)
+            let (fromTask, taskResolver) = try Self.service(
+                asking: pdns.address, group: group, fromLoops: false, configuration: configuration)
+            #expect(loopResolver.resolvesOnLoop(loop, family: .ipv4))
+            #expect(!taskResolver.resolvesOnLoop(loop, family: .ipv4))
+            for client in clients {
+                for name in names {
+                    for type: UInt16 in [1, 28] {
+                        for subnet in [nil, "84.17.5.0/24", "198.51.100.0/24"] {
+                            let message = try Self.query(name, type: type, subnet: subnet)
+                            // Twice each: the miss, then what the cache or the kept answers say.
+                            for round in 0..<2 {
+                                let viaLoop = await Self.ask(fromLoop, message, client: client, on: loop)
+                                let viaTask = await Self.ask(fromTask, message, client: client, on: loop)
+                                let (a, b) = (
+                                    Self.summary(viaLoop, name: name, type: type),
+                                    Self.summary(viaTask, name: name, type: type)
+                                )
+                                #expect(
+                                    a == b, "\(mode) \(client) \(name) \(type) \(subnet ?? "-") round \(round)")
+                                compared += 1
+                            }
+                        }
+                    }
+                }
+            }
+            await loopResolver.shutdown()
+            await taskResolver.shutdown()
+        }
+        #expect(compared == 2 * 5 * 8 * 2 * 3 * 2)
+        try await group.shutdownGracefully()
+    }
+
+    @Test(
+        "a task and a loop asking for the same new name at once share one upstream query; a loop's wait given up leaves its flight and gives its place back at once"
+    )
+    func sharedFlightAndCancellation() async throws {
+        // An upstream that answers each question 300 ms later, and counts them.
+        let upstream = try BoundUDPSocket()
+        defer { upstream.close() }
+        let stop = UpstreamSocketTests.Stop()
+        async let asked = offThePool { Self.slowUpstream(upstream, until: stop.flag) }
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        let (service, resolver) = try Self.service(
+            asking: upstream.address, group: group, fromLoops: true,
+            configuration: .init(clientSubnetMode: .off), timeout: .seconds(2))
+        let client = IPAddress("127.0.0.1")
+        let shared = try Self.query("shared.example.test", type: 1)
+        async let viaLoop = Self.ask(service, shared, client: client, on: loop)
+        try await Task.sleep(for: .milliseconds(50))
+        let viaTask = await service.handle(
+            ServiceRequest(method: "GET", target: "/resolve?name=shared.example.test&type=A", client: client))
+        let loopAnswer = await viaLoop
+        #expect(Self.summary(loopAnswer, name: "shared.example.test", type: 1) == "rcode 0 [\"192.0.2.1\"] scope -")
+        #expect(String(decoding: viaTask.body, as: UTF8.self).contains("192.0.2.1"))
+        // A wait given up: nothing answers it, and its place is back at once (own sockets stop the query).
+        let waits = Locked<[UpstreamWait]>([])
+        let abandoned = Task {
+            await Self.ask(service, try Self.query("dropped.example.test", type: 1), client: client, on: loop) {
+                wait in waits.withLock { $0.append(wait) }
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(service.upstreamBudget.inFlight == 1)
+        for wait in waits.withLock({ $0 }) { wait.cancel() }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(service.upstreamBudget.inFlight == 0, "the place is back")
+        #expect(resolver.waitingCallers == 0, "nobody waits on the flight")
+        abandoned.cancel()
+        stop.flag.store(true, ordering: .releasing)
+        let questions = try await asked
+        #expect(questions.filter { $0 == "shared.example.test" }.count == 1, "one upstream query: \(questions)")
+        await resolver.shutdown()
+        try await group.shutdownGracefully()
+    }
+
+    /// Answers every A question `socket` receives with 192.0.2.1, 300 ms later, until `stop`; returns the names
+    /// asked (lower case).
+    static func slowUpstream(_ socket: BoundUDPSocket, until stop: borrowing Atomic<Bool>) -> [String] {
+        var names: [String] = []
+        while !stop.load(ordering: .acquiring) {
+            guard let (query, port) = socket.receive(within: .milliseconds(50)), query.count > 12 else { continue }
+            var offset = 12
+            var labels: [String] = []
+            while offset < query.count, query[offset] != 0 {
+                let length = Int(query[offset])
+                labels.append(
+                    String(decoding: query[offset + 1..<min(offset + 1 + length, query.count)], as: UTF8.self))
+                offset += length + 1
+            }
+            names.append(labels.joined(separator: ".").lowercased())
+            let id = UInt16(query[0]) << 8 | UInt16(query[1])
+            let answer = UpstreamSocketTests.answer(
+                id: id, question: query[12..<offset + 5], address: [192, 0, 2, 1], ttl: 300)
+            // The dropped name is never answered.
+            guard !labels.first!.lowercased().hasPrefix("dropped") else { continue }
+            usleep(300_000)
+            _ = socket.send(answer, to: port)
+        }
+        return names
+    }
+}
