@@ -163,7 +163,7 @@ struct UpstreamSocketTests {
         defer { upstream.close() }
         let mismatched = Mutex<[PlainDNSClient.Mismatch]>([])
         let client = try PlainDNSClient(
-            configuration: .init(servers: [upstream.address], timeout: .milliseconds(300), tries: 3),
+            configuration: .init(servers: [upstream.address], timeout: .milliseconds(600), tries: 3),
             eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: Self.logger,
             mismatched: { reason in mismatched.withLock { $0.append(reason) } })
         defer { client.shutdown() }

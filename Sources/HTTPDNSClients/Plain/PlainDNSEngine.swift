@@ -56,6 +56,8 @@ final class PlainDNSEngine {
     /// How often the deadlines are looked at while any query waits: a try may end this much past its timeout.
     static let tick = TimeAmount.milliseconds(25)
     private var generator = BufferedRandom()
+    /// Sockets written to since the loop last flushed them.
+    private var unflushed: [PlainDNSSocket] = []
 
     init(
         loop: any EventLoop, configuration: PlainDNSClient.Configuration, servers: [SocketAddress], logger: Logger,
@@ -82,6 +84,20 @@ final class PlainDNSEngine {
         query.asked = asked
         waiting[ObjectIdentifier(handle)] = query
         dispatch(query)
+    }
+
+    /// Flushes `socket` once the loop is done with what it is doing now (the rest of a read burst, whose queries
+    /// then leave in one flush), with every other socket written to meanwhile.
+    func flushLater(_ socket: PlainDNSSocket) {
+        if unflushed.isEmpty {
+            let engine = NIOLoopBound(self, eventLoop: loop)
+            loop.execute {
+                let sockets = engine.value.unflushed
+                engine.value.unflushed = []
+                for socket in sockets { socket.flush() }
+            }
+        }
+        if !unflushed.contains(where: { $0 === socket }) { unflushed.append(socket) }
     }
 
     /// Forgets the query of `handle` (its task was cancelled), if it still waits.

@@ -71,10 +71,17 @@ final class PlainDNSSocket {
         sent += 1
         let datagram = ByteBuffer(bytes: query.asked)
         if let channel {
-            channel.writeAndFlush(datagram, promise: nil)
+            // Flushed once the loop has read its burst: the queries of one burst leave together (one sendmmsg).
+            channel.write(datagram, promise: nil)
+            engine.flushLater(self)
         } else if !failed {
             queued.append(datagram)
         }
+    }
+
+    /// Sends what was written since the last flush.
+    func flush() {
+        channel?.flush()
     }
 
     /// A datagram from the server (the connected socket receives from nobody else).
