@@ -29,10 +29,20 @@ struct LoopPathTests {
             configuration: .init(servers: [server], timeout: timeout, tries: 2),
             eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, servingGroup: fromLoops ? group : nil,
             logger: logger)
+        // Other types relayed through the same kind of sockets.
+        var cares = CAresResolver.Configuration(servers: [server], timeout: timeout, tries: 2)
+        cares.usesOwnSockets = true
+        let forwarder = try ReloadingCAresForwarder(
+            configuration: cares, logger: logger, servingGroup: fromLoops ? group : nil)
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: plain)], overrides: HostOverrides(),
-            cache: HostCache(), prober: nil, onShutdown: [{ plain.shutdown() }])
-        return (HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger), resolver)
+            cache: HostCache(), prober: nil, onShutdown: [{ plain.shutdown() }, { forwarder.shutdown() }])
+        var configuration = configuration
+        configuration.otherTypes = .forward
+        return (
+            HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger, forwarder: forwarder),
+            resolver
+        )
     }
 
     /// Asks `service` as a TCP front on `loop` does, from `client`; the wait, if the answer is not at once, goes to
@@ -59,10 +69,12 @@ struct LoopPathTests {
         }
     }
 
-    /// A query for `name` of `type` (1 A, 28 AAAA), with an ECS option for `subnet` when given.
+    /// A query for `name` of `type` (1 A, 28 AAAA, or another, relayed), with an ECS option for `subnet` when
+    /// given.
     static func query(_ name: String, type: UInt16, subnet: String? = nil) throws -> [UInt8] {
         let host = try HostName(name)
-        let query = DNSWireMessage.query(for: host, type: type == 28 ? .aaaa : .a)
+        var query = DNSWireMessage.query(for: host, type: type == 28 ? .aaaa : .a)
+        (query[query.count - 4], query[query.count - 3]) = (UInt8(type >> 8), UInt8(type & 0xFF))
         guard let subnet else { return EDNSClientSubnet.settingOption(in: query, IPNetwork("0.0.0.0/0")!)! }
         return EDNSClientSubnet.addingOPT(to: query, subnet: try #require(IPNetwork(subnet)))
     }
@@ -73,6 +85,12 @@ struct LoopPathTests {
         guard body.count >= 12 else { return "status \(response.status)" }
         let code = body[3] & 0x0F
         (body[0], body[1]) = (0, 0)
+        // A relayed type: the whole answer, its records' TTLs set aside.
+        guard type == 1 || type == 28 else {
+            let ttls = ForwardedAnswerCache.recordTTLs(body)?.map(\.offset) ?? []
+            for offset in ttls { body.replaceSubrange(offset..<offset + 4, with: [0, 0, 0, 0]) }
+            return "rcode \(code) \(body)"
+        }
         let addresses =
             (try? DNSWireMessage.addresses(
                 in: body, for: try HostName(name), type: type == 28 ? .aaaa : .a, source: "test"))?
@@ -82,17 +100,20 @@ struct LoopPathTests {
     }
 
     @Test(
-        "differential: from the loop and from a task, the same answers from PowerDNS (LUA views by the client's network and by a stated one, CNAME chains, NXDOMAIN, NODATA, SERVFAIL), with the client subnet on and off, first asked and cached"
+        "differential: from the loop and from a task, the same answers from PowerDNS (LUA views by the client's network and by a stated one, CNAME chains, NXDOMAIN, NODATA, SERVFAIL, relayed TXT and HTTPS), with the client subnet on and off, first asked and cached"
     )
     func sameAnswersBothPaths() async throws {
         let pdns = try await PowerDNS.start()
         defer { pdns.stop() }
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The shared group, whose loops the forwarder's own sockets use by default.
+        let group = MultiThreadedEventLoopGroup.singleton
         let loop = group.next()
         let clients = ["198.51.100.7", "203.0.113.9", "127.0.1.5", "127.0.2.5", "2001:db8:1::5"].map {
             IPAddress($0)!
         }
-        let names = ["www", "flat", "alias", "part", "nope", "empty", "broken", "p0"].map { "\($0).ecs.test" }
+        let names = ["www", "flat", "alias", "part", "nope", "empty", "broken", "p0", "web", "pub", "big"].map {
+            "\($0).ecs.test"
+        }
         var compared = 0
         for mode in [HTTPDNSService.Configuration.ClientSubnetMode.on, .off] {
             let configuration = HTTPDNSService.Configuration(clientSubnetMode: mode)
@@ -104,7 +125,7 @@ struct LoopPathTests {
             #expect(!taskResolver.resolvesOnLoop(loop, family: .ipv4))
             for client in clients {
                 for name in names {
-                    for type: UInt16 in [1, 28] {
+                    for type: UInt16 in [1, 28, 16, 65] {
                         for subnet in [nil, "84.17.5.0/24", "198.51.100.0/24"] {
                             let message = try Self.query(name, type: type, subnet: subnet)
                             // Twice each: the miss, then what the cache or the kept answers say.
@@ -126,8 +147,7 @@ struct LoopPathTests {
             await loopResolver.shutdown()
             await taskResolver.shutdown()
         }
-        #expect(compared == 2 * 5 * 8 * 2 * 3 * 2)
-        try await group.shutdownGracefully()
+        #expect(compared == 2 * 5 * 11 * 4 * 3 * 2)
     }
 
     @Test(
@@ -172,6 +192,35 @@ struct LoopPathTests {
         #expect(questions.filter { $0 == "shared.example.test" }.count == 1, "one upstream query: \(questions)")
         await resolver.shutdown()
         try await group.shutdownGracefully()
+    }
+
+    @Test(
+        "from the loop, a name the upstream denies is asked of the fallback (sources.systemFallback), as from a task; one it knows is not"
+    )
+    func fallbackAfterADenial() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        // The fallback: another server (dnsmasq) that knows the name PowerDNS denies.
+        let other = try await DNSMasq.start(records: ["host-record=nope.ecs.test,192.0.2.77,300"])
+        defer { other.stop() }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let loop = group.next()
+        let plain = try PlainDNSResolver(
+            configuration: .init(servers: [pdns.address], timeout: .seconds(5), tries: 2),
+            eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, servingGroup: group, logger: Self.logger)
+        let fallback = try CAresResolver(configuration: .init(servers: [other.address], timeout: .seconds(2)))
+        let resolver = HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: plain)],
+            fallback: .init(name: "system", kind: .other, resolver: fallback), cache: HostCache(), prober: nil,
+            onShutdown: [{ plain.shutdown() }, { fallback.shutdown() }])
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(clientSubnetMode: .off), logger: Self.logger)
+        #expect(resolver.resolvesOnLoop(loop, family: .ipv4))
+        let denied = await Self.ask(service, try Self.query("nope.ecs.test", type: 1), client: nil, on: loop)
+        #expect(Self.summary(denied, name: "nope.ecs.test", type: 1) == "rcode 0 [\"192.0.2.77\"] scope -")
+        let known = await Self.ask(service, try Self.query("flat.ecs.test", type: 1), client: nil, on: loop)
+        #expect(Self.summary(known, name: "flat.ecs.test", type: 1) == "rcode 0 [\"192.0.2.50\"] scope -")
+        await resolver.shutdown()
     }
 
     /// Answers every A question `socket` receives with 192.0.2.1, 300 ms later, until `stop`; returns the names

@@ -23,16 +23,19 @@ extension HostResolver {
     }
 
     /// The upstream an event loop can ask itself: the pipeline's only upstream when it is classic DNS on the server's
-    /// own sockets (`PlainDNSResolver`) with engines on `loop`, and there is no fallback to ask after it. `nil`
-    /// otherwise (several upstreams, a race, HTTP DNS, c-ares): those lookups take the tasks' path.
-    func loopUpstream(on loop: any EventLoop) -> (upstream: Upstream, plain: PlainDNSResolver, guardAll: Bool)? {
+    /// own sockets (`PlainDNSResolver`) with engines on `loop`, with the fallback asked after it for names it
+    /// denies (`sources.systemFallback`, on by default). `nil` otherwise (several upstreams, a race, HTTP DNS,
+    /// c-ares): those lookups take the tasks' path.
+    func loopUpstream(on loop: any EventLoop)
+        -> (upstream: Upstream, plain: PlainDNSResolver, guardAll: Bool, fallback: Upstream?)?
+    {
         let (upstreams, fallback, guardAll) = state.withLock {
             ($0.upstreams, $0.fallback, $0.configuration.guardsEveryUpstream)
         }
-        guard upstreams.count == 1, fallback == nil, let plain = upstreams[0].resolver as? PlainDNSResolver,
+        guard upstreams.count == 1, let plain = upstreams[0].resolver as? PlainDNSResolver,
             plain.client.hasEngine(on: loop)
         else { return nil }
-        return (upstreams[0], plain, guardAll)
+        return (upstreams[0], plain, guardAll, fallback)
     }
 
     /// Whether ``resolveOnLoop(_:family:on:completion:)`` can ask for `family` from `loop`.
@@ -48,10 +51,23 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<RankedResolution, any Error>) -> Void
     ) -> LoopLookup? {
-        guard family != .any, let (upstream, plain, guardAll) = loopUpstream(on: loop) else { return nil }
+        guard family != .any, let (upstream, plain, guardAll, fallback) = loopUpstream(on: loop) else { return nil }
         if let answer = localAnswer(host, family: family) {
             completion(.success(answer))
             return LoopLookup {}
+        }
+        // A name the upstream denies is asked of the fallback, as ``resolveRanked(_:family:)`` asks it: in a task
+        // (the system resolver blocks a thread), rarely.
+        let completion: @Sendable (Result<RankedResolution, any Error>) -> Void = { [self] result in
+            guard let fallback, case .failure(let failure) = result, let error = failure as? HTTPDNSError,
+                error.code.isNegativeAnswer
+            else { return completion(result) }
+            Task {
+                completion(
+                    await Result {
+                        try await askFallback(fallback, host: host, family: family, upstreamError: error)
+                    })
+            }
         }
         switch cachedAnswer(host, family: family) {
         case .answer(let answer, _):
@@ -106,7 +122,7 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<SubnetAnswer?, any Error>) -> Void
     ) -> LoopLookup? {
-        guard family != .any, let (upstream, plain, guardAll) = loopUpstream(on: loop) else { return nil }
+        guard family != .any, let (upstream, plain, guardAll, _) = loopUpstream(on: loop) else { return nil }
         if let answer = localAnswer(host, family: family) {
             completion(.success(SubnetAnswer(answer: answer, scope: 0)))
             return LoopLookup {}

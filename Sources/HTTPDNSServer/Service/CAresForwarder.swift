@@ -1,6 +1,7 @@
 public import HTTPDNS
 package import Logging
 package import CoreMetrics
+package import NIOCore
 import NIOPosix
 
 /// Forwards DNS messages of other types (MX, TXT, SRV, HTTPS, …) through c-ares to its servers, with c-ares's
@@ -33,23 +34,31 @@ package final class ReloadingCAresForwarder: DNSMessageForwarder {
     private let current: Locked<Upstream>
     private let logger: Logger
     private let metricsFactory: any MetricsFactory
+    private let servingGroup: (any EventLoopGroup)?
 
-    /// A forwarder with an upstream of `configuration`; `metricsFactory` counts what its own sockets drop.
+    /// A forwarder with an upstream of `configuration`; `metricsFactory` counts what its own sockets drop. With own
+    /// sockets, the loops of `servingGroup` (NIO's shared group by default, which `hostsctl serve` listens on) send
+    /// their relays themselves (``start(_:on:completion:)``).
     /// - Throws: `HTTPDNSError` when the upstream cannot start with it.
     package init(
-        configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil
+        configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: (any MetricsFactory)? = nil,
+        servingGroup: (any EventLoopGroup)? = MultiThreadedEventLoopGroup.singleton
     ) throws {
         self.logger = logger
         self.metricsFactory = metricsFactory ?? MetricsSystem.factory
-        current = Locked(try Self.upstream(configuration, logger: logger, metricsFactory: self.metricsFactory))
+        self.servingGroup = servingGroup
+        current = Locked(
+            try Self.upstream(
+                configuration, logger: logger, metricsFactory: self.metricsFactory, servingGroup: servingGroup))
     }
 
     private static func upstream(
-        _ configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: any MetricsFactory
+        _ configuration: CAresResolver.Configuration, logger: Logger, metricsFactory: any MetricsFactory,
+        servingGroup: (any EventLoopGroup)?
     ) throws -> Upstream {
         if let plain = try HostResolver.ownSockets(
-            configuration, eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, logger: logger,
-            metricsFactory: metricsFactory)
+            configuration, eventLoopGroup: PlainDNSClient.upstreamEventLoopGroup, servingGroup: servingGroup,
+            logger: logger, metricsFactory: metricsFactory)
         {
             return (configuration, plain, { plain.shutdown() })
         }
@@ -61,13 +70,27 @@ package final class ReloadingCAresForwarder: DNSMessageForwarder {
     /// - Throws: `HTTPDNSError` when it cannot start with it (the upstream in use stays).
     package func apply(_ configuration: CAresResolver.Configuration) throws {
         guard current.withLock({ $0.configuration != configuration }) else { return }
-        let upstream = try Self.upstream(configuration, logger: logger, metricsFactory: metricsFactory)
+        let upstream = try Self.upstream(
+            configuration, logger: logger, metricsFactory: metricsFactory, servingGroup: servingGroup)
         current.withLock { $0 = upstream }
     }
 
     /// Sends `query` to the upstream of the settings in force.
     package func forward(_ query: [UInt8]) async throws -> [UInt8] {
         try await current.withLock { $0.exchange }.send(message: query)
+    }
+
+    /// Starts `query` from `loop`'s own sockets, the caller being on `loop`: `completion` runs there, once, with the
+    /// answer (the query's ID and question) or the error ``forward(_:)`` would throw. Returns how to stop it (its
+    /// asker went away); `nil`, with nothing started, when the upstream in force has no sockets on `loop` (c-ares,
+    /// or a server started on another group): the caller forwards from a task.
+    package func start(
+        _ query: [UInt8], on loop: any EventLoop, completion: @escaping (Result<[UInt8], any Error>) -> Void
+    ) -> (@Sendable () -> Void)? {
+        guard let plain = current.withLock({ $0.exchange }) as? PlainDNSResolver else { return nil }
+        let handle = PlainDNSQueryHandle()
+        guard plain.client.start(message: query, on: loop, handle: handle, completion: completion) else { return nil }
+        return { plain.cancel(handle, on: loop) }
     }
 
     /// Stops the upstream in use: queries still in flight fail with `HTTPDNSError.Code.shutdown`.

@@ -6,27 +6,45 @@ import NIOCore
 /// other thread on the way. What is decided about it (kept by network, made everyone's, an error's answer) is decided
 /// by the functions the tasks' path calls (``keep(_:_:subnet:)``, ``failure(_:_:)``, ``subnetNegative(_:_:)``).
 extension HTTPDNSService {
-    /// Answers `plan` from `loop` (the caller runs on it) when its one lookup can be made there; `finish` then runs
-    /// on `loop` with the response, after the place `ticket` is given back. `nil` when the plan cannot be answered
-    /// this way (a relay, several lookups, a pipeline the loop cannot ask): the caller starts a task. The wait
-    /// returned stops the lookup and gives the place back (held while the query may still go out, as a task's).
+    /// Answers `plan` from `loop` (the caller runs on it) when its one lookup, or its relay, can be asked there;
+    /// `finish` then runs on `loop` with the response, after the place `ticket` is given back. `nil` when the plan
+    /// cannot be answered this way (several lookups, a pipeline or forwarder the loop cannot ask): the caller starts
+    /// a task. The wait returned stops the lookup and gives the place back (held while the query may still go out,
+    /// as a task's).
     func answerOnLoop(
         _ plan: Plan, on loop: any EventLoop, ticket: UpstreamBudget.Ticket, admitted: ContinuousClock.Instant,
         finish: @escaping (ServiceResponse) -> Void
     ) -> UpstreamWait? {
-        guard case .lookups(let lookups, let render) = plan.work, lookups.count == 1 else { return nil }
         // The place is given back once: by the answer, or by the wait's cancellation, whichever comes first.
         let place = Locked<UpstreamBudget.Ticket?>(ticket)
         let bound = NIOLoopBound(finish, eventLoop: loop)
-        let lookup = lookupOnLoop(lookups[0], on: loop) { [self] result in
+        let answered = { @Sendable [self] (response: ServiceResponse) in
             guard let ticket = place.withLock({ $0.take() }) else { return }
             releaseUpstream(ticket)
-            bound.value(render([result]))
+            bound.value(response)
         }
-        guard let lookup else { return nil }
+        let stop: @Sendable () -> Void
+        switch plan.work {
+        case .lookups(let lookups, let render) where lookups.count == 1:
+            guard let lookup = lookupOnLoop(lookups[0], on: loop, { answered(render([$0])) }) else { return nil }
+            stop = { lookup.cancel() }
+        case .forward(let relay):
+            guard let forwarder = forwarder as? ReloadingCAresForwarder else { return nil }
+            let outgoing = relayOutgoing(relay)
+            let started = forwarder.start(outgoing.message, on: loop) { [self] result in
+                switch result {
+                case .success(let answer): answered(relayed(answer, relay, subnet: outgoing.subnet))
+                case .failure(let error): answered(relayFailure(error, relay))
+                }
+            }
+            guard let started else { return nil }
+            stop = started
+        default:
+            return nil
+        }
         return UpstreamWait(cancel: { [self] in
             guard let ticket = place.withLock({ $0.take() }) else { return }
-            lookup.cancel()
+            stop()
             releaseUpstream(ticket, admitted: admitted, abandoned: true)
         })
     }
