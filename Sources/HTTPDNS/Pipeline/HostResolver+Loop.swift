@@ -82,9 +82,8 @@ extension HostResolver {
         let key = FlightKey(host: host, family: family)
         let (waiter, lead) = flights.joinOrLead(key, completion)
         if let flight = lead {
-            let handle = PlainDNSQueryHandle()
             let started = ContinuousClock.now
-            let began = plain.start(host, family: family, subnet: nil, on: loop, handle: handle) { [self] result in
+            fly(flights, key, flight, plain, host: host, family: family, subnet: nil, on: loop) { [self] result in
                 let asked = Result { () throws -> RankedResolution in
                     do {
                         let resolution = try Self.accepted(
@@ -99,17 +98,7 @@ extension HostResolver {
                         throw Self.failure(of: [(error, upstream)])
                     }
                 }
-                flights.finish(
-                    key, flight,
-                    Result { try settle(asked, host: host, family: family, isRefresh: false, probePort: nil) })
-            }
-            if began {
-                flights.started(key, flight) { plain.cancel(handle, on: loop) }
-            } else {
-                flights.finish(
-                    key, flight,
-                    .failure(HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name))
-                )
+                return Result { try settle(asked, host: host, family: family, isRefresh: false, probePort: nil) }
             }
         }
         return LoopLookup { [flights] in flights.leave(key, waiter: waiter) }
@@ -130,28 +119,35 @@ extension HostResolver {
         let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         let (waiter, lead) = subnetFlights.joinOrLead(key, completion)
         if let flight = lead {
-            let handle = PlainDNSQueryHandle()
-            let began = plain.start(host, family: family, subnet: clientSubnet, on: loop, handle: handle) {
+            fly(subnetFlights, key, flight, plain, host: host, family: family, subnet: clientSubnet, on: loop) {
                 [self] result in
-                let outcome: Result<SubnetAnswer?, any Error> =
-                    switch subnetStep(
-                        result, from: upstream, host: host, family: family, sharing: sharing,
-                        guardEveryUpstream: guardAll)
-                    {
-                    case .answered(let answer): .success(answer)
-                    case .failed(let error), .next(let error): .failure(error)
-                    }
-                subnetFlights.finish(key, flight, outcome)
-            }
-            if began {
-                subnetFlights.started(key, flight) { plain.cancel(handle, on: loop) }
-            } else {
-                subnetFlights.finish(
-                    key, flight,
-                    .failure(HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name))
-                )
+                switch subnetStep(
+                    result, from: upstream, host: host, family: family, sharing: sharing, guardEveryUpstream: guardAll)
+                {
+                case .answered(let answer): .success(answer)
+                case .failed(let error), .next(let error): .failure(error)
+                }
             }
         }
         return LoopLookup { [subnetFlights] in subnetFlights.leave(key, waiter: waiter) }
+    }
+
+    /// Runs `flight` of `flights`, opened by a loop: the query from `loop`'s own sockets (for clients in `subnet`
+    /// when given), its outcome decided by `decide` there and handed to every waiter; a way to stop it handed to the
+    /// flight.
+    private func fly<Key: Hashable & Sendable, Value: Sendable>(
+        _ flights: SingleFlight<Key, Value>, _ key: Key, _ flight: Int, _ plain: PlainDNSResolver, host: HostName,
+        family: AddressFamily, subnet: IPNetwork?, on loop: any EventLoop,
+        decide: @escaping (Result<ScopedResolution, any Error>) -> Result<Value, any Error>
+    ) {
+        let handle = PlainDNSQueryHandle()
+        let began = plain.start(host, family: family, subnet: subnet, on: loop, handle: handle) { result in
+            flights.finish(key, flight, decide(result))
+        }
+        guard began else {
+            let error = HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name)
+            return flights.finish(key, flight, .failure(error))
+        }
+        flights.started(key, flight) { plain.cancel(handle, on: loop) }
     }
 }

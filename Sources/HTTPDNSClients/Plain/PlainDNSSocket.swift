@@ -10,6 +10,8 @@ final class PlainDNSSocket {
     private let engine: PlainDNSEngine
     /// The largest datagram read whole; one that fills it may have been cut by the kernel and is asked over TCP.
     static let receiveCapacity = 4_096
+    /// Datagrams taken in one read (recvmmsg).
+    static let datagramsPerRead = 16
     private var channel: (any Channel)?
     /// Datagrams written before the socket was connected.
     private var queued: [ByteBuffer] = []
@@ -25,11 +27,16 @@ final class PlainDNSSocket {
         opened = .now()
         DatagramBootstrap(group: engine.loop)
             // An answer to a query of ours fits the 1,232-byte EDNS payload it advertises, or 512 without EDNS.
+            // Each of a vector read's datagrams gets a slice of the buffer: `receiveCapacity` each.
             .channelOption(
-                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: PlainDNSSocket.receiveCapacity)
+                .recvAllocator,
+                value: FixedSizeRecvByteBufferAllocator(
+                    capacity: PlainDNSSocket.receiveCapacity * PlainDNSSocket.datagramsPerRead)
             )
             // Room for a burst of answers (the kernel caps it at net.core.rmem_max), as c-ares's sockets had.
             .channelOption(.socketOption(.so_rcvbuf), value: 1 << 20)
+            // The answers waiting in the buffer read in one recvmmsg, not a system call each.
+            .channelOption(.datagramVectorReadMessageCount, value: PlainDNSSocket.datagramsPerRead)
             .connect(to: server)
             .assumeIsolated()
             .whenComplete { [self] result in
