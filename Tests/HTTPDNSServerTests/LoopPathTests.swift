@@ -223,6 +223,50 @@ struct LoopPathTests {
         await resolver.shutdown()
     }
 
+    @Test(
+        "an answer the loop has at once (a cached NXDOMAIN, which the cache-hit path does not answer) comes in a later turn, after the front has registered its wait"
+    )
+    func immediateAnswerAfterTheWait() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let loop = group.next()
+        let (service, resolver) = try Self.service(
+            asking: pdns.address, group: group, fromLoops: true, configuration: .init(clientSubnetMode: .off))
+        let message = try Self.query("nope.ecs.test", type: 1)
+        let first = await Self.ask(service, message, client: nil, on: loop)
+        #expect(Self.summary(first, name: "nope.ecs.test", type: 1).hasPrefix("rcode 3"))
+        // Asked again: the negative answer is in the cache; what the front sees, in order.
+        let events = Locked<[String]>([])
+        let second = await withCheckedContinuation { (continuation: CheckedContinuation<ServiceResponse, Never>) in
+            loop.execute {
+                let exchange = Exchange(
+                    service: service, limits: .init(maximumBodyBytes: 65_536), logger: Self.logger, client: nil,
+                    transport: .tcp)
+                let request = ServiceRequest(
+                    method: "POST", target: "/dns-query", contentType: "application/dns-message", body: message)
+                let response = exchange.answer(
+                    request, on: loop,
+                    later: {
+                        NIOLoopBound(
+                            { response in
+                                events.withLock { $0.append("answer") }
+                                continuation.resume(returning: response)
+                            }, eventLoop: loop)
+                    },
+                    waiting: { _ in events.withLock { $0.append("wait") } })
+                if let response {
+                    events.withLock { $0.append("at once") }
+                    continuation.resume(returning: response)
+                }
+            }
+        }
+        #expect(Self.summary(second, name: "nope.ecs.test", type: 1).hasPrefix("rcode 3"))
+        #expect(events.withLock { $0 } == ["wait", "answer"])
+        #expect(service.upstreamBudget.inFlight == 0)
+        await resolver.shutdown()
+    }
+
     /// Answers every A question `socket` receives with 192.0.2.1, 300 ms later, until `stop`; returns the names
     /// asked (lower case).
     static func slowUpstream(_ socket: BoundUDPSocket, until stop: borrowing Atomic<Bool>) -> [String] {

@@ -54,7 +54,8 @@ struct Exchange: Sendable {
         }
         let (service, asked) = (self.service, request)
         let ticket = service.admitUpstream(request, relay: plan.relays)
-        guard ticket != nil || service.configuration.upstreamQueueWait > .zero else {
+        // Only a verified request may wait for a place (see `UpstreamBudget`): the others are refused at once.
+        guard ticket != nil || (!request.unverified && service.configuration.upstreamQueueWait > .zero) else {
             let response = HTTPDNSService.upstreamBusy
             service.finished(request, plan: plan, response: response, started: started, waited: false)
             return response

@@ -18,10 +18,18 @@ extension HTTPDNSService {
         // The place is given back once: by the answer, or by the wait's cancellation, whichever comes first.
         let place = Locked<UpstreamBudget.Ticket?>(ticket)
         let bound = NIOLoopBound(finish, eventLoop: loop)
+        // An answer that comes while this is still starting the lookup (a negative answer in the cache, a local
+        // one, a query that cannot start) is handed over in a later turn: the caller registers the wait before any
+        // answer of its comes (the fronts' contract, as for a task's).
+        let started = Locked(false)
         let answered = { @Sendable [self] (response: ServiceResponse) in
             guard let ticket = place.withLock({ $0.take() }) else { return }
             releaseUpstream(ticket)
-            bound.value(response)
+            if started.withLock({ $0 }), loop.inEventLoop {
+                bound.value(response)
+            } else {
+                loop.execute { bound.value(response) }
+            }
         }
         let stop: @Sendable () -> Void
         switch plan.work {
@@ -42,6 +50,7 @@ extension HTTPDNSService {
         default:
             return nil
         }
+        started.withLock { $0 = true }
         return UpstreamWait(cancel: { [self] in
             guard let ticket = place.withLock({ $0.take() }) else { return }
             stop()

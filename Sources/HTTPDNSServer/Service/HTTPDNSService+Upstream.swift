@@ -10,7 +10,7 @@ extension HTTPDNSService {
     /// With a queue wait configured, a refusal here is not counted: the caller asks again with a queue
     /// (``admitUpstream(_:relay:queueing:)``), which counts.
     func admitUpstream(_ request: ServiceRequest, relay: Bool = false) -> UpstreamBudget.Ticket? {
-        let counted = configuration.upstreamQueueWait == .zero
+        let counted = request.unverified || configuration.upstreamQueueWait == .zero
         guard case .admitted(let ticket) = admitUpstream(request, relay: relay, queueing: nil, countingRefusal: counted)
         else { return nil }
         return ticket
@@ -56,7 +56,7 @@ extension HTTPDNSService {
     {
         if let ticket = admitUpstream(request, relay: relay) { return (ticket, .now) }
         let wait = configuration.upstreamQueueWait
-        guard wait > .zero, !Task.isCancelled else { return nil }
+        guard wait > .zero, !request.unverified, !Task.isCancelled else { return nil }
         typealias Waiting = (
             place: UpstreamBudget.QueuedPlace, continuation: CheckedContinuation<UpstreamBudget.Ticket?, Never>
         )
