@@ -36,6 +36,7 @@ struct DNSTransportTests {
             overrides.set((1...40).map { IPAddress(ipv4: 192, 0, 2, UInt8($0)) }, for: try HostPattern("big.test"))
             // What dnsdist's health check asks for (a SERVFAIL would mark the server down).
             overrides.set([IPAddress(ipv4: 192, 0, 2, 1)], for: try HostPattern("multi.test"))
+            overrides.set([IPAddress(ipv4: 192, 0, 2, 99)], for: try HostPattern(DNSTransportTests.longName))
             let resolver = HostResolver(upstreams: [], overrides: overrides, cache: HostCache(), prober: nil)
             let service = HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)
             let any = try #require(IPAddress("127.0.0.1"))
@@ -280,6 +281,22 @@ struct DNSTransportTests {
                 #expect(try Self.addresses(answer, "fast.test") == ["127.0.0.5"])
             }
         }
+        await served.stop()
+    }
+
+    /// A name of 200 bytes: with EDNS its query is 228 bytes.
+    static let longName =
+        (0..<3).map { String(repeating: Character(UnicodeScalar(UInt8(ascii: "a") + $0)), count: 63) }
+        .joined(separator: ".") + ".test"
+
+    @Test("UDP: a query longer than 128 bytes is read whole (the listener's vector reads gave each datagram 128)")
+    func udpLongQuery() async throws {
+        let served = try await Served.start()
+        let query = Self.query(Self.longName, id: 11, edns: 1232)
+        #expect(query.count > 200)
+        let answer = try #require(try await Self.udp(served.dnsPort, query))
+        #expect(answer[3] & 0x0F == 0, "NOERROR, not FORMERR")
+        #expect(try Self.addresses(answer, Self.longName) == ["192.0.2.99"])
         await served.stop()
     }
 

@@ -9,7 +9,8 @@ package import NIOCore
 /// JSON request waiting in a task and a UDP query on a loop share one upstream query.
 extension HostResolver {
     /// A lookup started from an event loop; ``cancel()`` when nobody waits for it any more (its completion is then
-    /// never called, and the upstream query stops when nobody else shares it).
+    /// not called, unless it was already under way on another thread, and the upstream query, or the fallback's
+    /// task, stops when nobody else shares it).
     package struct LoopLookup: Sendable {
         private let leave: @Sendable () -> Void
 
@@ -57,17 +58,23 @@ extension HostResolver {
             return LoopLookup {}
         }
         // A name the upstream denies is asked of the fallback, as ``resolveRanked(_:family:)`` asks it: in a task
-        // (the system resolver blocks a thread), rarely.
+        // of the resolver's (the system resolver blocks a thread; shutdown cancels it), which the lookup's
+        // cancellation cancels too.
+        let fallbackTask = Locked<Task<Void, Never>?>(nil)
         let completion: @Sendable (Result<RankedResolution, any Error>) -> Void = { [self] result in
             guard let fallback, case .failure(let failure) = result, let error = failure as? HTTPDNSError,
                 error.code.isNegativeAnswer
             else { return completion(result) }
-            Task {
-                completion(
-                    await Result {
-                        try await askFallback(fallback, host: host, family: family, upstreamError: error)
-                    })
+            let task = tasks.start {
+                let answer = await Result {
+                    try await self.askFallback(fallback, host: host, family: family, upstreamError: error)
+                }
+                if !Task.isCancelled { completion(answer) }
             }
+            guard let task else {
+                return completion(.failure(HTTPDNSError(code: .shutdown, message: "the resolver is shut down")))
+            }
+            fallbackTask.withLock { $0 = task }
         }
         switch cachedAnswer(host, family: family) {
         case .answer(let answer, _):
@@ -101,7 +108,10 @@ extension HostResolver {
                 return Result { try settle(asked, host: host, family: family, isRefresh: false, probePort: nil) }
             }
         }
-        return LoopLookup { [flights] in flights.leave(key, waiter: waiter) }
+        return LoopLookup { [flights] in
+            flights.leave(key, waiter: waiter)
+            fallbackTask.withLock { $0 }?.cancel()
+        }
     }
 
     /// Resolves the absolute `host` for clients in `clientSubnet` as ``resolve(_:family:clientSubnet:sharing:)``

@@ -318,7 +318,9 @@ struct ListenerSetup: Sendable {
             // one read burst leave together (sendmmsg).
             .channelOption(.datagramVectorReadMessageCount, value: 32)
             .channelOption(.maxMessagesPerRead, value: 8)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4_096))
+            // NIO gives each datagram of a vector read an equal slice of the buffer: 4 KiB each (a buffer of 4 KiB
+            // gave each query 128 bytes, and cut longer ones).
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 32 * 4_096))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let exchange = Exchange(

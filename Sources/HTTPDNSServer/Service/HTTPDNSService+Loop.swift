@@ -92,8 +92,9 @@ extension HTTPDNSService {
                     case .success(let answer?):
                         deliver(keep(answer, lookup, subnet: subnet))
                     case .success(nil):
-                        // No upstream asks for a network (not so on this path): the tasks' path decides.
-                        Task { deliver(await self.lookup(lookup)) }
+                        // No upstream asks for a network: not so on this path (its one upstream does), unless a
+                        // reload changed it while a task's flight ran; that query is answered as failed.
+                        deliver(.failure(.serverFailure))
                     case .failure(let error):
                         deliver(failure(error, lookup))
                     }
