@@ -220,12 +220,18 @@ enum ServerFuzzTargets {
         if response.contentType == "application/dns-message" {
             precondition(response.body.count >= 12 && response.body[2] & 0x80 != 0, "a DNS answer that is not one")
         }
+        // Read before the lookup, as the exchange reads it: the answer is steady for `steadyFor` from a moment no
+        // later than the one its TTL was read at (taken after, a TTL that ticked meanwhile looked like a bug).
+        let made = ContinuousClock.now
         let memoPlan = service.plan(request, memo: memo)
         guard let (first, _) = service.immediateResponse(memoPlan) else { return }
-        guard let steadyFor, let (message, generation, _) = memoPlan.memoizable else { return }
-        let made = ContinuousClock.now
-        memo.keep(first, to: message, name: memoPlan.name, generation: generation, steadyFor: steadyFor, now: made)
-        guard let (kept, _) = memo.answer(to: message, generation: generation, now: made),
+        guard let steadyFor, let (message, generation, stamp) = memoPlan.memoizable else { return }
+        memo.keep(
+            first, to: message, name: memoPlan.name, generation: generation, steadyFor: steadyFor, now: made,
+            stamp: stamp, echoesSubnet: memoPlan.echoesSubnet)
+        guard
+            let (kept, _) = memo.answer(
+                to: message, generation: generation, now: made, versions: service.resolver.nameVersion),
             let (full, _) = service.immediateResponse(service.plan(request))
         else { return }
         // Within its time (the TTL has not ticked down since) a kept answer is the full path's, byte for byte.

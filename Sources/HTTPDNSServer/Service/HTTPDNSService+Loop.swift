@@ -39,14 +39,14 @@ extension HTTPDNSService {
         case .forward(let relay):
             guard let forwarder = forwarder as? ReloadingCAresForwarder else { return nil }
             let outgoing = relayOutgoing(relay)
-            let started = forwarder.start(outgoing.message, on: loop) { [self] result in
+            let stopRelay = forwarder.start(outgoing.message, on: loop) { [self] result in
                 switch result {
                 case .success(let answer): answered(relayed(answer, relay, subnet: outgoing.subnet))
                 case .failure(let error): answered(relayFailure(error, relay))
                 }
             }
-            guard let started else { return nil }
-            stop = started
+            guard let stopRelay else { return nil }
+            stop = stopRelay
         default:
             return nil
         }
