@@ -81,8 +81,9 @@ extension HostResolver {
             completion(.success(answer))
             return LoopLookup {}
         case .negative(let error):
+            // The fallback may be asked for it: the lookup's cancellation stops that task.
             completion(.failure(error))
-            return LoopLookup {}
+            return LoopLookup { fallbackTask.withLock { $0 }?.cancel() }
         case .miss:
             break
         }
