@@ -156,6 +156,74 @@ struct LoopPathTests {
     }
 
     @Test(
+        "differential, an HTTP DNS upstream (RFC 8484 through dnsdist to PowerDNS): asked from the loop with no task and from a task (a budget), the same answers for every client network, with the client subnet on and off, first asked and cached"
+    )
+    func sameAnswersOverHTTPDNS() async throws {
+        let pdns = try await PowerDNS.start()
+        defer { pdns.stop() }
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        let dnsdist = try await DNSDist.start(
+            backend: pdns.address, certificate: try certificates.leaf(for: "doh.test"))
+        defer { dnsdist.stop() }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let loop = group.next()
+        /// A service whose one upstream is dnsdist's DoH listener; with a budget, its lookups take a task.
+        func service(budget: Duration?, mode: HTTPDNSService.Configuration.ClientSubnetMode) throws
+            -> (HTTPDNSService, HostResolver)
+        {
+            let doh = try HTTPDNSResolver(
+                configuration: .init(
+                    api: .dnsMessage(method: .get),
+                    endpoints: [
+                        try HTTPDNSEndpoint(try #require(dnsdist.httpsURL), bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                    ],
+                    allowNonPublicAddresses: true, budget: budget, additionalTrustRoots: [certificates.caPath]),
+                logger: Self.logger)
+            let resolver = HostResolver(
+                upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh)], overrides: HostOverrides(),
+                cache: HostCache(), prober: nil, onShutdown: [{ await doh.shutdown() }])
+            return (
+                HTTPDNSService(
+                    resolver: resolver, configuration: .init(clientSubnetMode: mode), logger: Self.logger),
+                resolver
+            )
+        }
+        let clients = ["198.51.100.7", "203.0.113.9", "127.0.1.5", "2001:db8:1::5"].map { IPAddress($0)! }
+        let names = ["www", "flat", "alias", "part", "nope", "empty", "broken", "p0"].map { "\($0).ecs.test" }
+        var compared = 0
+        for mode in [HTTPDNSService.Configuration.ClientSubnetMode.on, .off] {
+            let (fromLoop, loopResolver) = try service(budget: nil, mode: mode)
+            let (fromTask, taskResolver) = try service(budget: .seconds(60), mode: mode)
+            #expect(loopResolver.resolvesOnLoop(loop, family: .ipv4))
+            #expect(!taskResolver.resolvesOnLoop(loop, family: .ipv4))
+            for client in clients {
+                for name in names {
+                    for type: UInt16 in [1, 28] {
+                        for subnet in [nil, "84.17.5.0/24", "198.51.100.0/24"] {
+                            let message = try Self.query(name, type: type, subnet: subnet)
+                            for round in 0..<2 {
+                                let viaLoop = await Self.ask(fromLoop, message, client: client, on: loop)
+                                let viaTask = await Self.ask(fromTask, message, client: client, on: loop)
+                                let (a, b) = (
+                                    Self.summary(viaLoop, name: name, type: type),
+                                    Self.summary(viaTask, name: name, type: type)
+                                )
+                                #expect(
+                                    a == b, "\(mode) \(client) \(name) \(type) \(subnet ?? "-") round \(round)")
+                                compared += 1
+                            }
+                        }
+                    }
+                }
+            }
+            await loopResolver.shutdown()
+            await taskResolver.shutdown()
+        }
+        #expect(compared == 2 * 4 * 8 * 2 * 3 * 2)
+    }
+
+    @Test(
         "a task and a loop asking for the same new name at once share one upstream query; a loop's wait given up leaves its flight and gives its place back at once"
     )
     func sharedFlightAndCancellation() async throws {

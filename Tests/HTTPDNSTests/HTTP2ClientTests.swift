@@ -162,6 +162,55 @@ struct HTTP2ClientTests {
         }
     }
 
+    @Test(
+        "on a ready connection a lookup needs no task until its answer: a cancelled one ends with CancellationError, and one the first endpoint leaves undecided goes on from there, the first asked once"
+    )
+    func readyConnectionPath() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        var failing = LocalHTTP2DoHServer.Behaviour()
+        failing.reset = ["broken.test": 2]  // INTERNAL_ERROR: not a refused stream, so not sent again there
+        failing.stalled = ["stall.test"]
+        let first = try await LocalHTTP2DoHServer(
+            certificate: try certificates.leaf(for: "doh.test"), behaviour: failing)
+        let second = try await LocalHTTP2DoHServer(certificate: try certificates.leaf(for: "doh.test"))
+        let transport = try HTTPDNSTransport(
+            configuration: .init(
+                requestTimeout: .seconds(30), connectTimeout: .seconds(30),
+                additionalTrustRoots: [certificates.caPath]))
+        let resolver = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsMessage(method: .get),
+                endpoints: [first, second].map {
+                    try! HTTPDNSEndpoint(
+                        "https://doh.test:\($0.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                },
+                allowNonPublicAddresses: true),
+            transport: transport)
+        try await withCleanup { () async throws in
+            // The first endpoint's connection, made by the tasks' path.
+            #expect(await Self.lookUp(resolver, ["warm.test"]) == ["192.0.2.1"])
+            #expect(resolver.prepareDoH(try HostName("x.test"), type: .a, subnet: nil) != nil, "a ready connection")
+            #expect((first.streams, second.streams) == (1, 0))
+            // Reset on the first endpoint: answered by the second, the first asked once.
+            #expect(await Self.lookUp(resolver, ["broken.test"]) == ["192.0.2.1"])
+            #expect((first.streams, second.streams) == (2, 1))
+            // Cancelled while the first endpoint holds its stream: CancellationError, nothing sent elsewhere.
+            let task = Task { try await resolver.resolve(try HostName("stall.test"), family: .ipv4) }
+            #expect(try await waitUntil { first.streams == 3 }, "the stream reached the server")
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(second.streams == 1)
+            #expect(await Self.lookUp(resolver, ["after.test"]) == ["192.0.2.1"])
+            #expect((first.connections, first.streams, second.streams) == (1, 4, 1))
+        } cleanup: {
+            await transport.shutdown()
+            await first.stop()
+            await second.stop()
+        }
+    }
+
     /// A listener that takes TCP connections (the kernel's backlog) and never answers the TLS client hello, and a
     /// DoH resolver on a transport of its own asking it, with `timeout` for connecting and for each request.
     static func silentServer(timeout: Duration) throws -> (TCPListener, HTTPDNSTransport, HTTPDNSResolver) {

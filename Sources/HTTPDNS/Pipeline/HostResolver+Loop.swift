@@ -23,20 +23,35 @@ extension HostResolver {
         package func cancel() { leave() }
     }
 
+    /// How an event loop asks its upstream: on its own sockets, or over an HTTP DNS service's HTTP/2 connection.
+    enum LoopAsker {
+        /// Classic DNS from the loop's own sockets.
+        case plain(PlainDNSResolver)
+        /// RFC 8484 on the service's ready HTTP/2 connection, the answer read on that connection's loop; a task
+        /// only when there is no ready connection, or for what the first exchange leaves undecided (the next
+        /// address or endpoint).
+        case doh(HTTPDNSResolver)
+    }
+
     /// The upstream an event loop can ask itself: the pipeline's only upstream when it is classic DNS on the server's
-    /// own sockets (`PlainDNSResolver`) with engines on `loop`, with the fallback asked after it for names it
-    /// denies (`sources.systemFallback`, on by default). `nil` otherwise (several upstreams, a race, HTTP DNS,
-    /// c-ares): those lookups take the tasks' path.
+    /// own sockets (`PlainDNSResolver`) with engines on `loop`, or an RFC 8484 service with no overall budget, with
+    /// the fallback asked after it for names it denies (`sources.systemFallback`, on by default). `nil` otherwise
+    /// (several upstreams, a race, c-ares, the JSON and vendor APIs): those lookups take the tasks' path.
     func loopUpstream(on loop: any EventLoop)
-        -> (upstream: Upstream, plain: PlainDNSResolver, guardAll: Bool, fallback: Upstream?)?
+        -> (upstream: Upstream, asker: LoopAsker, guardAll: Bool, fallback: Upstream?)?
     {
         let (upstreams, fallback, guardAll) = state.withLock {
             ($0.upstreams, $0.fallback, $0.configuration.guardsEveryUpstream)
         }
-        guard upstreams.count == 1, let plain = upstreams[0].resolver as? PlainDNSResolver,
-            plain.client.hasEngine(on: loop)
-        else { return nil }
-        return (upstreams[0], plain, guardAll, fallback)
+        guard upstreams.count == 1 else { return nil }
+        switch upstreams[0].resolver {
+        case let plain as PlainDNSResolver where plain.client.hasEngine(on: loop):
+            return (upstreams[0], .plain(plain), guardAll, fallback)
+        case let doh as HTTPDNSResolver where doh.asksWithoutTask:
+            return (upstreams[0], .doh(doh), guardAll, fallback)
+        default:
+            return nil
+        }
     }
 
     /// Whether ``resolveOnLoop(_:family:on:completion:)`` can ask for `family` from `loop`.
@@ -52,7 +67,7 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<RankedResolution, any Error>) -> Void
     ) -> LoopLookup? {
-        guard family != .any, let (upstream, plain, guardAll, fallback) = loopUpstream(on: loop) else { return nil }
+        guard family != .any, let (upstream, asker, guardAll, fallback) = loopUpstream(on: loop) else { return nil }
         if let answer = localAnswer(host, family: family) {
             completion(.success(answer))
             return LoopLookup {}
@@ -91,7 +106,7 @@ extension HostResolver {
         let (waiter, lead) = flights.joinOrLead(key, completion)
         if let flight = lead {
             let started = ContinuousClock.now
-            fly(flights, key, flight, plain, host: host, family: family, subnet: nil, on: loop) { [self] result in
+            fly(flights, key, flight, asker, host: host, family: family, subnet: nil, on: loop) { [self] result in
                 let asked = Result { () throws -> RankedResolution in
                     do {
                         let resolution = try Self.accepted(
@@ -122,7 +137,7 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<SubnetAnswer?, any Error>) -> Void
     ) -> LoopLookup? {
-        guard family != .any, let (upstream, plain, guardAll, _) = loopUpstream(on: loop) else { return nil }
+        guard family != .any, let (upstream, asker, guardAll, _) = loopUpstream(on: loop) else { return nil }
         if let answer = localAnswer(host, family: family) {
             completion(.success(SubnetAnswer(answer: answer, scope: 0)))
             return LoopLookup {}
@@ -130,7 +145,7 @@ extension HostResolver {
         let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         let (waiter, lead) = subnetFlights.joinOrLead(key, completion)
         if let flight = lead {
-            fly(subnetFlights, key, flight, plain, host: host, family: family, subnet: clientSubnet, on: loop) {
+            fly(subnetFlights, key, flight, asker, host: host, family: family, subnet: clientSubnet, on: loop) {
                 [self] result in
                 switch subnetStep(
                     result, from: upstream, host: host, family: family, sharing: sharing, guardEveryUpstream: guardAll)
@@ -143,22 +158,86 @@ extension HostResolver {
         return LoopLookup { [subnetFlights] in subnetFlights.leave(key, waiter: waiter) }
     }
 
-    /// Runs `flight` of `flights`, opened by a loop: the query from `loop`'s own sockets (for clients in `subnet`
-    /// when given), its outcome decided by `decide` there and handed to every waiter; a way to stop it handed to the
-    /// flight.
+    /// Runs `flight` of `flights`, opened by a loop: the query from `loop`'s own sockets, or on the HTTP DNS service's
+    /// connection (for clients in `subnet` when given), its outcome decided by `decide` there and handed to every
+    /// waiter; a way to stop it handed to the flight.
     private func fly<Key: Hashable & Sendable, Value: Sendable>(
-        _ flights: SingleFlight<Key, Value>, _ key: Key, _ flight: Int, _ plain: PlainDNSResolver, host: HostName,
+        _ flights: SingleFlight<Key, Value>, _ key: Key, _ flight: Int, _ asker: LoopAsker, host: HostName,
         family: AddressFamily, subnet: IPNetwork?, on loop: any EventLoop,
-        decide: @escaping (Result<ScopedResolution, any Error>) -> Result<Value, any Error>
+        decide: @escaping @Sendable (Result<ScopedResolution, any Error>) -> Result<Value, any Error>
     ) {
-        let handle = PlainDNSQueryHandle()
-        let began = plain.start(host, family: family, subnet: subnet, on: loop, handle: handle) { result in
-            flights.finish(key, flight, decide(result))
+        switch asker {
+        case .plain(let plain):
+            let handle = PlainDNSQueryHandle()
+            let began = plain.start(host, family: family, subnet: subnet, on: loop, handle: handle) { result in
+                flights.finish(key, flight, decide(result))
+            }
+            guard began else {
+                let error = HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name)
+                return flights.finish(key, flight, .failure(error))
+            }
+            flights.started(key, flight) { plain.cancel(handle, on: loop) }
+        case .doh(let doh):
+            let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
+            let stop = FlightStop()
+            // The rest of the lookup, in a resolver task (shutdown cancels it, so does the flight's stop).
+            let goOn: @Sendable (HTTPDNSResolver.FailoverPoint) -> Void = { [self] point in
+                let task = tasks.start {
+                    let result = await Result {
+                        try await doh.resume(host, type: type, clientSubnet: subnet, from: point)
+                    }
+                    flights.finish(key, flight, decide(result))
+                }
+                guard let task else {
+                    let error = HTTPDNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)
+                    return flights.finish(key, flight, .failure(error))
+                }
+                stop.add { task.cancel() }
+            }
+            if let lookup = doh.prepareDoH(host, type: type, subnet: subnet) {
+                stop.add { lookup.cancel() }
+                lookup.send { step in
+                    switch step {
+                    case .answered(let answer):
+                        let resolution = ScopedResolution(
+                            resolution: Resolution(host: host.name, addresses: answer.addresses),
+                            scopePrefixLength: answer.scope)
+                        flights.finish(key, flight, decide(.success(resolution)))
+                    case .failed(let error):
+                        flights.finish(key, flight, decide(.failure(error)))
+                    case .cancelled:
+                        flights.finish(key, flight, decide(.failure(CancellationError())))
+                    case .goOn(let point):
+                        goOn(point)
+                    }
+                }
+            } else {
+                goOn(HTTPDNSResolver.FailoverPoint())
+            }
+            flights.started(key, flight) { stop.stop() }
         }
-        guard began else {
-            let error = HTTPDNSError(code: .shutdown, message: "the upstream sockets are closed", host: host.name)
-            return flights.finish(key, flight, .failure(error))
+    }
+}
+
+/// What stops a loop's HTTP DNS flight: the exchange, then the task that goes on after it. A stop that comes first
+/// stops what is added later at once.
+private final class FlightStop: Sendable {
+    private let state = Locked<(stopped: Bool, actions: [@Sendable () -> Void])>((false, []))
+
+    func add(_ action: @escaping @Sendable () -> Void) {
+        let stopped = state.withLock { state in
+            if !state.stopped { state.actions.append(action) }
+            return state.stopped
         }
-        flights.started(key, flight) { plain.cancel(handle, on: loop) }
+        if stopped { action() }
+    }
+
+    func stop() {
+        let actions = state.withLock { state in
+            state.stopped = true
+            defer { state.actions.removeAll() }
+            return state.actions
+        }
+        for action in actions { action() }
     }
 }

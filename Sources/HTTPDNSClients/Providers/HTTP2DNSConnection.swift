@@ -148,35 +148,62 @@ final class HTTP2DNSConnection: Sendable {
     ) async throws -> HTTPDNSTransport.Response {
         try Task.checkCancellation()
         let exchange = makeExchange(request, timeout: TimeAmount(timeout), limit: limit, server: server)
-        let streams = self.streams
-        let eventLoop = channel.eventLoop
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
                 exchange.continuation = continuation
-                let schedule = handedOver.withLock { pending in
-                    pending.exchanges.append(exchange)
-                    defer { pending.scheduled = true }
-                    return !pending.scheduled
-                }
-                guard schedule else { return }
-                let handedOver = self.handedOver
-                eventLoop.execute {
-                    // The burst is taken by swapping in an empty array made before the lock: the lock is held
-                    // for two moves, never for an allocation, so lookups handing over meanwhile rarely wait.
-                    var burst = [HTTP2DNSExchange]()
-                    burst.reserveCapacity(16)
-                    handedOver.withLock { pending in
-                        pending.scheduled = false
-                        swap(&burst, &pending.exchanges)
-                    }
-                    // One loop check and one clock read for the whole burst.
-                    let table = streams.value
-                    let now = NIODeadline.now()
-                    for exchange in burst { table.start(exchange, now: now) }
-                }
+                handOver(exchange)
             }
         } onCancel: {
-            eventLoop.execute { streams.value.cancel(exchange) }
+            cancel(exchange)
+        }
+    }
+
+    /// An exchange for `request`, not sent yet: ``send(_:completion:)`` sends it.
+    package func prepare(_ request: HTTPDNSTransport.Request, timeout: Duration, limit: Int, server: String)
+        -> HTTP2DNSExchange
+    {
+        makeExchange(request, timeout: TimeAmount(timeout), limit: limit, server: server)
+    }
+
+    /// Sends `exchange` without a task: `completion` runs once, on the connection's event loop, with the whole answer
+    /// or why there is none (as ``execute(_:timeout:limit:server:)`` throws); `CancellationError` when ``cancel(_:)``
+    /// came first, even before this call.
+    package func send(
+        _ exchange: HTTP2DNSExchange, completion: @escaping (Result<HTTPDNSTransport.Response, any Error>) -> Void
+    ) {
+        exchange.completion = completion
+        handOver(exchange)
+    }
+
+    /// Ends `exchange` with `CancellationError` (its stream reset) if it has not ended yet; from any thread.
+    package func cancel(_ exchange: HTTP2DNSExchange) {
+        let streams = self.streams
+        channel.eventLoop.execute { streams.value.cancel(exchange) }
+    }
+
+    /// Queues `exchange` for the event loop: the first of a burst schedules one task that starts them all.
+    private func handOver(_ exchange: HTTP2DNSExchange) {
+        let schedule = handedOver.withLock { pending in
+            pending.exchanges.append(exchange)
+            defer { pending.scheduled = true }
+            return !pending.scheduled
+        }
+        guard schedule else { return }
+        let handedOver = self.handedOver
+        let streams = self.streams
+        channel.eventLoop.execute {
+            // The burst is taken by swapping in an empty array made before the lock: the lock is held for two
+            // moves, never for an allocation, so lookups handing over meanwhile rarely wait.
+            var burst = [HTTP2DNSExchange]()
+            burst.reserveCapacity(16)
+            handedOver.withLock { pending in
+                pending.scheduled = false
+                swap(&burst, &pending.exchanges)
+            }
+            // One loop check and one clock read for the whole burst.
+            let table = streams.value
+            let now = NIODeadline.now()
+            for exchange in burst { table.start(exchange, now: now) }
         }
     }
 
@@ -247,9 +274,10 @@ struct HTTP2ConnectionLost: Error, CustomStringConvertible {
 /// One exchange on an ``HTTP2DNSConnection``.
 ///
 /// Created by the caller, then touched only on the connection's event loop (by ``HTTP2DNSStreams``): that is the
-/// whole of its synchronisation, hence `@unchecked Sendable`. The continuation is resumed exactly once, when the
-/// exchange leaves the handler's table or is refused before entering it.
-final class HTTP2DNSExchange: @unchecked Sendable {
+/// whole of its synchronisation (the hand-over's lock orders the caller's writes before the loop's reads), hence
+/// `@unchecked Sendable`. Its continuation or completion runs exactly once, when the exchange leaves the handler's
+/// table or is refused before entering it.
+package final class HTTP2DNSExchange: @unchecked Sendable {
     let method: String
     let authority: String
     /// The path in parts: a leading slash when the others lack one, the endpoint's base path and the request's
@@ -263,6 +291,8 @@ final class HTTP2DNSExchange: @unchecked Sendable {
     let limit: Int
     let server: String
     var continuation: UnsafeContinuation<HTTPDNSTransport.Response, any Error>?
+    /// Instead of a continuation: what runs on the event loop with the outcome.
+    var completion: ((Result<HTTPDNSTransport.Response, any Error>) -> Void)?
     /// The batch the exchange belongs to, instead of a continuation, and its place in it.
     var batch: HTTP2DNSBatch?
     var index = 0
@@ -289,6 +319,11 @@ final class HTTP2DNSExchange: @unchecked Sendable {
         if let batch {
             self.batch = nil
             batch.finished(index, result)
+            return
+        }
+        if let completion {
+            self.completion = nil
+            completion(result)
             return
         }
         continuation?.resume(with: result)

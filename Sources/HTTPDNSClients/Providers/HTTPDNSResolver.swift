@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 public import Logging
 import NIOHTTP1
+package import NIOCore
 public import HTTPDNSCore
 import HTTPDNSPinnedClients
 
@@ -158,7 +159,7 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// One endpoint's answer: the addresses and the prefix length of the client subnet they hold for.
-    typealias Answer = (addresses: [ResolvedAddress], scope: Int)
+    package typealias Answer = (addresses: [ResolvedAddress], scope: Int)
 
     nonisolated(nonsending) private func resolveWithoutBudget(
         _ host: HostName, family: AddressFamily, subnet: IPNetwork?
@@ -168,22 +169,17 @@ public final class HTTPDNSResolver: HostNameResolver {
         let answer: Answer
         switch (configuration.api.kind, family) {
         case (.dnsMessage, .any), (.dnsJSON, .any):
-            async let v4 = Result(catching: {
-                try await self.failover(host) { try await self.doh($0, host, .a, subnet) }
-            })
-            let v6 = await Result(catching: {
-                try await self.failover(host) { try await self.doh($0, host, .aaaa, subnet) }
-            })
+            async let v4 = Result(catching: { try await self.doh(host, .a, subnet) })
+            let v6 = await Result(catching: { try await self.doh(host, .aaaa, subnet) })
             let (four, six) = await (v4, v6)
             let addresses = try DualStack.merge(
                 four.map(\.addresses), six.map(\.addresses), host: host, logger: logger)
             answer = (addresses, max((try? four.get())?.scope ?? 0, (try? six.get())?.scope ?? 0))
         case (.dnsMessage, _), (.dnsJSON, _):
-            let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
-            answer = try await failover(host) { try await self.doh($0, host, type, subnet) }
+            answer = try await doh(host, family == .ipv4 ? .a : .aaaa, subnet)
         case (.alibaba, _), (.tencent, _):
-            answer = try await failover(host) {
-                (try await self.vendor($0, host, family, subnet), subnet?.prefixLength ?? 0)
+            answer = try await failover(host, from: FailoverPoint()) { endpoint, _ in
+                (try await self.vendor(endpoint, host, family, subnet), subnet?.prefixLength ?? 0)
             }
         }
         return ScopedResolution(
@@ -195,30 +191,58 @@ public final class HTTPDNSResolver: HostNameResolver {
         [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
     }
 
-    /// Runs `lookup` against each endpoint in turn until one gives a definite result.
+    /// Where a lookup goes on through the endpoints: the endpoint, the place within its addresses, and what the ones
+    /// before it gave.
+    package struct FailoverPoint: Sendable {
+        /// The index of the endpoint to ask.
+        var endpoint = 0
+        /// Where within that endpoint's addresses.
+        var address = HTTPDNSTransport.AddressPoint()
+        /// The servers tried before, named in the error if no later one answers.
+        var servers: [String] = []
+        /// The last failure before, thrown if no later endpoint answers.
+        var lastError: HTTPDNSError?
+
+        /// The start: the first address of the first endpoint.
+        package init() {}
+    }
+
+    /// Runs `lookup` against each endpoint in turn, from `point`, until one gives a definite result.
     nonisolated(nonsending) private func failover(
         _ host: HostName,
-        _ lookup: (HTTPDNSEndpoint) async throws -> Answer
+        from point: FailoverPoint,
+        _ lookup: (HTTPDNSEndpoint, HTTPDNSTransport.AddressPoint) async throws -> Answer
     ) async throws -> Answer {
-        var servers: [String] = []
-        var lastError: HTTPDNSError?
-        for endpoint in configuration.endpoints {
+        var point = point
+        while point.endpoint < configuration.endpoints.count {
+            let endpoint = configuration.endpoints[point.endpoint]
             do {
-                let answer = try await lookup(endpoint)
+                let answer = try await lookup(endpoint, point.address)
                 try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
                 return answer
-            } catch var error as HTTPDNSError {
-                servers += error.servers.isEmpty ? [endpoint.url] : error.servers
-                error.servers = servers
-                if Self.isDefinite(error.code) { throw error }
-                logger.debug(
-                    "HTTP DNS endpoint failed",
-                    metadata: ["provider": "\(source)", "endpoint": "\(endpoint.url)", "error": "\(error.code)"]
-                )
-                lastError = error
+            } catch let error as HTTPDNSError {
+                if let definite = failed(error, at: &point) { throw definite }
             }
         }
-        throw lastError!
+        throw point.lastError!
+    }
+
+    /// What ``failover(_:from:_:)`` does with `error` from the endpoint at `point`: the error to throw at once when it
+    /// is definite, else `nil` with `point` moved to the next endpoint and the error remembered.
+    private func failed(_ error: HTTPDNSError, at point: inout FailoverPoint) -> HTTPDNSError? {
+        var error = error
+        let endpoint = configuration.endpoints[point.endpoint]
+        point.servers += error.servers.isEmpty ? [endpoint.url] : error.servers
+        error.servers = point.servers
+        if Self.isDefinite(error.code) { return error }
+        logger.debug(
+            "HTTP DNS endpoint failed",
+            metadata: ["provider": "\(source)", "endpoint": "\(endpoint.url)", "error": "\(error.code)"]
+        )
+        point.lastError = error
+        point.endpoint += 1
+        point.address = HTTPDNSTransport.AddressPoint()
+        return nil
     }
 
     /// The private-address guard.
@@ -237,15 +261,120 @@ public final class HTTPDNSResolver: HostNameResolver {
         )
     }
 
-    /// One DoH exchange (wire or JSON) for one record type.
-    nonisolated(nonsending) private func doh(
-        _ endpoint: HTTPDNSEndpoint, _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?
-    )
+    /// A DoH lookup (wire or JSON) of one record type through the endpoints in turn. A wire-format lookup whose first
+    /// endpoint has a ready HTTP/2 connection sends its first exchange with no task (``startDoH(_:type:subnet:completion:)``)
+    /// and the task waits once for the outcome, read on the connection's event loop; what that exchange leaves
+    /// undecided goes on through ``failover(_:from:_:)`` from where it stopped.
+    nonisolated(nonsending) private func doh(_ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
         async throws -> Answer
     {
+        var point = FailoverPoint()
+        if case .dnsMessage = configuration.api.kind,
+            let lookup = prepareDoH(host, type: type, subnet: subnet)
+        {
+            let outcome = await withTaskCancellationHandler {
+                await withUnsafeContinuation { continuation in lookup.send { continuation.resume(returning: $0) } }
+            } onCancel: {
+                lookup.cancel()
+            }
+            switch outcome {
+            case .answered(let answer): return answer
+            case .failed(let error): throw error
+            case .goOn(let next): point = next
+            case .cancelled: throw CancellationError()
+            }
+        }
+        return try await doh(host, type, subnet, from: point)
+    }
+
+    /// Goes on with a DoH lookup from `point`, where an exchange sent with no task left it (``DoHStep/goOn(_:)``),
+    /// as ``resolve(_:family:clientSubnet:)`` would have gone on: for `clientSubnet` when given.
+    /// - Throws: As ``resolve(_:family:)``.
+    package func resume(
+        _ host: HostName, type: DNSRecordType, clientSubnet: IPNetwork?, from point: FailoverPoint
+    ) async throws -> ScopedResolution {
+        let answer = try await doh(host, type, clientSubnet, from: point)
+        return ScopedResolution(
+            resolution: Resolution(host: host.name, addresses: answer.addresses), scopePrefixLength: answer.scope)
+    }
+
+    /// Whether an event loop may ask this resolver with no task (``prepareDoH(_:type:subnet:)``): the RFC 8484 API
+    /// with no overall ``Configuration/budget`` (a budget's clock runs in a task).
+    package var asksWithoutTask: Bool {
+        guard case .dnsMessage = configuration.api.kind else { return false }
+        return configuration.budget == nil
+    }
+
+    nonisolated(nonsending) private func doh(
+        _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?, from point: FailoverPoint
+    ) async throws -> Answer {
+        try await failover(host, from: point) { endpoint, address in
+            let (request, query) = self.dohRequest(host, type, subnet)
+            let response = try await self.transport.send(
+                request, to: endpoint, host: host, logger: self.logger, from: address)
+            return try self.dohAnswer(
+                response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
+        }
+    }
+
+    /// What a DoH exchange sent with no task decided: the answer, a definite failure, where the lookup goes on
+    /// (``failover(_:from:_:)``), or that it was cancelled.
+    package enum DoHStep {
+        case answered(Answer)
+        case failed(HTTPDNSError)
+        case goOn(FailoverPoint)
+        case cancelled
+    }
+
+    /// A wire-format DoH lookup ready to go out with no task, made by ``prepareDoH(_:type:subnet:)``.
+    package struct DoHLookup: Sendable {
+        fileprivate let exchange: HTTPDNSTransport.ReadyExchange
+        fileprivate let decide: @Sendable (HTTPDNSTransport.ReadyOutcome) -> DoHStep
+
+        /// The event loop ``send(_:)``'s completion runs on.
+        package var eventLoop: any EventLoop { exchange.eventLoop }
+
+        /// Sends the query; `completion` runs once, on ``eventLoop``, with what the exchange decided, read there
+        /// by the same functions the tasks' path calls (``dohAnswer(_:endpoint:host:type:subnet:query:)``, the
+        /// guard, the failover's rule).
+        package func send(_ completion: @escaping (DoHStep) -> Void) {
+            exchange.send { completion(decide($0)) }
+        }
+
+        /// Stops the exchange (its completion then says ``DoHStep/cancelled``), from any thread.
+        package func cancel() { exchange.cancel() }
+    }
+
+    /// The first exchange of a wire-format DoH lookup of `type` for `host`, on the first endpoint's ready HTTP/2
+    /// connection: `nil` for the other APIs, or when no such connection is up (the tasks' path connects).
+    package func prepareDoH(_ host: HostName, type: DNSRecordType, subnet: IPNetwork?) -> DoHLookup? {
+        guard case .dnsMessage = configuration.api.kind, let endpoint = configuration.endpoints.first else {
+            return nil
+        }
         let (request, query) = dohRequest(host, type, subnet)
-        let response = try await transport.send(request, to: endpoint, host: host, logger: logger)
-        return try dohAnswer(response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
+        guard let exchange = transport.readyExchange(request, to: endpoint, host: host, logger: logger) else {
+            return nil
+        }
+        return DoHLookup(exchange: exchange) { [self] outcome in
+            var point = FailoverPoint()
+            switch outcome {
+            case .cancelled:
+                return .cancelled
+            case .goOn(let address):
+                point.address = address
+                return .goOn(point)
+            case .response(let response):
+                do throws(HTTPDNSError) {
+                    let answer = try dohAnswer(
+                        response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
+                    try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
+                    return .answered(answer)
+                } catch {
+                    if let definite = failed(error, at: &point) { return .failed(definite) }
+                    return .goOn(point)
+                }
+            }
+        }
     }
 
     /// The request of one DoH exchange and, for the wire format, the query it carries.
@@ -412,6 +541,10 @@ public final class HTTPDNSResolver: HostNameResolver {
         return String(decoding: trimmed[..<end], as: UTF8.self).lowercased()
     }
 }
+
+/// The DoH APIs send the client's network upstream in their own form, and the vendor APIs as `ip=`: a server's
+/// per-network lookups ask them as they ask classic DNS.
+extension HTTPDNSResolver: ClientSubnetResolver {}
 
 extension UInt8 {
     package var isASCIIAlphanumeric: Bool {

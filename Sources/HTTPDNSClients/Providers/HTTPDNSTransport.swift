@@ -75,10 +75,17 @@ package final class HTTPDNSTransport: Sendable {
         var server: String
     }
 
-    /// Which pinned client serves a connection target.
+    /// Which HTTP/2 connection serves a connection target: the endpoint's host (SNI and the certificate's name), the
+    /// address dialled and the port (two endpoints of one host and address on different ports are different
+    /// servers).
     private struct PinKey: Hashable {
         var host: String
         var address: IPAddress?
+        var port: Int
+
+        init(_ endpoint: HTTPDNSEndpoint, address: IPAddress?) {
+            (host, self.address, port) = (endpoint.host, address, endpoint.port)
+        }
     }
 
     /// An HTTP/2 connection being made or made.
@@ -223,28 +230,31 @@ package final class HTTPDNSTransport: Sendable {
     ///
     /// Connection failures, timeouts, TLS failures and 5xx answers move on to the next address; any other
     /// response is returned as it is, for the provider to interpret.
+    /// - Parameters:
+    ///   - point: Where to begin: the first address, or where an exchange sent with no task (``ReadyExchange``)
+    ///     left off.
     /// - Throws: `HTTPDNSError` (the last failure, with every address tried in `servers`) or `CancellationError`.
     ///
     /// Like the resolver's helpers that lead here, it runs on its caller's executor (`nonisolated(nonsending)`):
     /// entering a plain nonisolated async function costs the runtime an executor check, about 2 % of a lookup.
     nonisolated(nonsending) package func send(
-        _ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger
+        _ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger,
+        from point: AddressPoint = AddressPoint()
     ) async throws
         -> Response
     {
-        var tried = 0
-        var lastError = HTTPDNSError(code: .internalError, message: "no address to try", host: host.name)
-        for (address, server) in zip(endpoint.targets, endpoint.servers) {
+        var tried = point.address
+        var lastError =
+            point.lastError ?? HTTPDNSError(code: .internalError, message: "no address to try", host: host.name)
+        for (address, server) in zip(endpoint.targets, endpoint.servers).dropFirst(point.address) {
             try Task.checkCancellation()
             tried += 1
             do {
-                let response = try await exchange(request, endpoint: endpoint, address: address, server: server)
-                if response.status >= 500 {
-                    lastError = HTTPDNSError(
-                        code: .httpStatus,
-                        message: "\(endpoint.url) answered HTTP \(response.status)",
-                        host: host.name
-                    )
+                let response = try await exchange(
+                    request, endpoint: endpoint, address: address, server: server,
+                    retries: tried == point.address + 1 ? point.retries : 0)
+                if let error = Self.serverError(response, endpoint: endpoint, host: host) {
+                    lastError = error
                     logger.debug("HTTP DNS server error, trying the next address", metadata: ["server": "\(server)"])
                     continue
                 }
@@ -254,17 +264,113 @@ package final class HTTPDNSTransport: Sendable {
             } catch {
                 if Task.isCancelled { throw CancellationError() }
                 lastError = Self.classify(error, endpoint: endpoint, host: host)
-                logger.debug(
-                    "HTTP DNS exchange failed",
-                    metadata: [
-                        "server": "\(server)", "request": "\(request.loggableSuffix ?? request.suffix)",
-                        "error": "\(lastError.code)",
-                    ]
-                )
+                Self.logFailure(lastError, request: request, server: server, logger: logger)
             }
         }
         lastError.servers = Array(endpoint.servers.prefix(tried))
         throw lastError
+    }
+
+    /// Where ``send(_:to:host:logger:from:)`` begins within an endpoint's addresses.
+    package struct AddressPoint: Sendable {
+        /// The index of the first address to try.
+        var address = 0
+        /// The failure of the address before it, thrown if no later address answers.
+        var lastError: HTTPDNSError?
+        /// HTTP/2 retries already spent on the first address tried (a stream the server refused before).
+        var retries = 0
+    }
+
+    /// The error a 5xx answer stands for (the next address is tried), `nil` for any other status.
+    fileprivate static func serverError(_ response: Response, endpoint: HTTPDNSEndpoint, host: HostName) -> HTTPDNSError? {
+        guard response.status >= 500 else { return nil }
+        return HTTPDNSError(
+            code: .httpStatus, message: "\(endpoint.url) answered HTTP \(response.status)", host: host.name)
+    }
+
+    fileprivate static func logFailure(_ error: HTTPDNSError, request: Request, server: String, logger: Logger) {
+        logger.debug(
+            "HTTP DNS exchange failed",
+            metadata: [
+                "server": "\(server)", "request": "\(request.loggableSuffix ?? request.suffix)", "error": "\(error.code)",
+            ]
+        )
+    }
+
+    /// What an exchange sent with no task (``ReadyExchange``) came to: the response to interpret, where
+    /// ``send(_:to:host:logger:from:)`` goes on (the same address again after a stream the server refused, the next
+    /// one after a failure or a 5xx answer), or its cancellation.
+    package enum ReadyOutcome {
+        case response(Response)
+        case goOn(AddressPoint)
+        case cancelled
+    }
+
+    /// A request for a ready HTTP/2 connection, made by ``readyExchange(_:to:host:logger:)``: ``send(completion:)``
+    /// sends it with no task, ``cancel()`` stops it.
+    package struct ReadyExchange: Sendable {
+        fileprivate let connection: HTTP2DNSConnection
+        fileprivate let exchange: HTTP2DNSExchange
+        fileprivate let request: Request
+        fileprivate let endpoint: HTTPDNSEndpoint
+        fileprivate let host: HostName
+        fileprivate let logger: Logger
+
+        /// The event loop ``send(completion:)``'s completion runs on.
+        package var eventLoop: any EventLoop { connection.channel.eventLoop }
+
+        /// Sends the request. `completion` runs once, on ``eventLoop``, with what ``send(_:to:host:logger:from:)``
+        /// would have done with this first exchange: the response to interpret, or where it goes on.
+        package func send(completion: @escaping (ReadyOutcome) -> Void) {
+            let (request, endpoint, host, logger) = (request, endpoint, host, logger)
+            let server = exchange.server
+            connection.send(exchange) { result in
+                switch result {
+                case .success(let response):
+                    guard let error = HTTPDNSTransport.serverError(response, endpoint: endpoint, host: host) else {
+                        return completion(.response(response))
+                    }
+                    logger.debug("HTTP DNS server error, trying the next address", metadata: ["server": "\(server)"])
+                    completion(.goOn(AddressPoint(address: 1, lastError: error)))
+                case .failure(is CancellationError):
+                    completion(.cancelled)
+                case .failure(let error as HTTP2ConnectionLost) where error.retryable:
+                    logger.debug(
+                        "HTTP/2 connection lost, retrying on a new one",
+                        metadata: ["server": "\(server)", "error": "\(error)"])
+                    completion(.goOn(AddressPoint(address: 0, retries: 1)))
+                case .failure(let error):
+                    let failure = HTTPDNSTransport.classify(error, endpoint: endpoint, host: host)
+                    HTTPDNSTransport.logFailure(failure, request: request, server: server, logger: logger)
+                    completion(.goOn(AddressPoint(address: 1, lastError: failure)))
+                }
+            }
+        }
+
+        /// Ends the exchange with ``ReadyOutcome/cancelled`` unless it has ended (before ``send(completion:)`` too);
+        /// from any thread.
+        package func cancel() { connection.cancel(exchange) }
+    }
+
+    /// `request` for `endpoint`'s first address, to be sent with no task, when an HTTP/2 connection to it is up and
+    /// takes new streams; `nil` otherwise (``send(_:to:host:logger:from:)`` connects).
+    package func readyExchange(_ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger)
+        -> ReadyExchange?
+    {
+        guard endpoint.scheme == .https, !endpoint.hostIsIPAddress, let address = endpoint.targets.first,
+            let server = endpoint.servers.first
+        else { return nil }
+        let key = PinKey(endpoint, address: address)
+        let connection: HTTP2DNSConnection? = state.withLock { state in
+            guard !state.isShutdown, case .ready(_, let connection)? = state.http2[key] else { return nil }
+            return connection
+        }
+        guard let connection, connection.isUsable else { return nil }
+        let exchange = connection.prepare(
+            request, timeout: configuration.requestTimeout, limit: configuration.maximumResponseBytes, server: server)
+        return ReadyExchange(
+            connection: connection, exchange: exchange, request: request, endpoint: endpoint, host: host,
+            logger: logger)
     }
 
     /// One HTTP exchange under the request timeout: over HTTP/2 when the target offers it, else HTTP/1.1.
@@ -272,12 +378,15 @@ package final class HTTPDNSTransport: Sendable {
         _ request: Request,
         endpoint: HTTPDNSEndpoint,
         address: IPAddress?,
-        server: String
+        server: String,
+        retries: Int
     ) async throws -> Response {
         if endpoint.scheme == .https, !endpoint.hostIsIPAddress {
-            let key = PinKey(host: endpoint.host, address: address)
+            let key = PinKey(endpoint, address: address)
             do {
-                if let response = try await http2Exchange(request, endpoint: endpoint, key: key, server: server) {
+                if let response = try await http2Exchange(
+                    request, endpoint: endpoint, key: key, server: server, retries: retries)
+                {
                     return response
                 }
             } catch is HTTP2NotOffered {
@@ -302,7 +411,7 @@ package final class HTTPDNSTransport: Sendable {
         guard endpoint.scheme == .https, !endpoint.hostIsIPAddress, let address = endpoint.targets.first,
             let server = endpoint.servers.first
         else { return nil }
-        let key = PinKey(host: endpoint.host, address: address)
+        let key = PinKey(endpoint, address: address)
         let connection: HTTP2DNSConnection?
         do {
             connection = try await http2Connection(for: key, endpoint: endpoint)
@@ -319,13 +428,14 @@ package final class HTTPDNSTransport: Sendable {
     /// One exchange on the target's HTTP/2 connection. When the connection is lost before the answer (a GOAWAY that
     /// leaves the stream out, a refused stream, a closed connection), it goes again on a new connection, up to three
     /// times: HTTP DNS queries have no side effects, and a server that restarts or limits requests per connection
-    /// must not fail the lookups in flight. `nil` when the target is known to offer only HTTP/1.1.
+    /// must not fail the lookups in flight (`retries` were spent before this call). `nil` when the target is known to
+    /// offer only HTTP/1.1.
     nonisolated(nonsending) private func http2Exchange(
-        _ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String
+        _ request: Request, endpoint: HTTPDNSEndpoint, key: PinKey, server: String, retries: Int
     ) async throws
         -> Response?
     {
-        var attempt = 0
+        var attempt = retries
         while true {
             guard let connection = try await http2Connection(for: key, endpoint: endpoint) else { return nil }
             do {
