@@ -155,8 +155,17 @@ struct LoopPathTests {
         #expect(compared == 2 * 5 * 11 * 4 * 3 * 2)
     }
 
+    /// An HTTP DNS provider seen only as a `HostNameResolver`: the pipeline asks it from a task.
+    struct TaskOnly: HostNameResolver {
+        let provider: HTTPDNSResolver
+
+        func resolve(_ host: HostName, family: AddressFamily) async throws -> Resolution {
+            try await provider.resolve(host, family: family)
+        }
+    }
+
     @Test(
-        "differential, an HTTP DNS upstream (RFC 8484 through dnsdist to PowerDNS): asked from the loop with no task and from a task (a budget), the same answers for every client network, with the client subnet on and off, first asked and cached"
+        "differential, an HTTP DNS upstream (RFC 8484 through dnsdist to PowerDNS, a 60 s budget): asked from the loop with no task and from a task, the same answers for every client network, with the client subnet on and off, first asked and cached"
     )
     func sameAnswersOverHTTPDNS() async throws {
         let pdns = try await PowerDNS.start()
@@ -168,20 +177,22 @@ struct LoopPathTests {
         defer { dnsdist.stop() }
         let group = MultiThreadedEventLoopGroup.singleton
         let loop = group.next()
-        /// A service whose one upstream is dnsdist's DoH listener; with a budget, its lookups take a task.
-        func service(budget: Duration?, mode: HTTPDNSService.Configuration.ClientSubnetMode) throws
+        /// A service whose one upstream is dnsdist's DoH listener, asked from a task when `fromTask`.
+        func service(fromTask: Bool, mode: HTTPDNSService.Configuration.ClientSubnetMode) throws
             -> (HTTPDNSService, HostResolver)
         {
             let doh = try HTTPDNSResolver(
                 configuration: .init(
                     api: .dnsMessage(method: .get),
                     endpoints: [
-                        try HTTPDNSEndpoint(try #require(dnsdist.httpsURL), bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                        try HTTPDNSEndpoint(
+                            try #require(dnsdist.httpsURL), bootstrapAddresses: [IPAddress("127.0.0.1")!])
                     ],
-                    allowNonPublicAddresses: true, budget: budget, additionalTrustRoots: [certificates.caPath]),
+                    allowNonPublicAddresses: true, budget: .seconds(60), additionalTrustRoots: [certificates.caPath]),
                 logger: Self.logger)
+            let upstream: any HostNameResolver = fromTask ? TaskOnly(provider: doh) : doh
             let resolver = HostResolver(
-                upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh)], overrides: HostOverrides(),
+                upstreams: [.init(name: "doh", kind: .httpDNS, resolver: upstream)], overrides: HostOverrides(),
                 cache: HostCache(), prober: nil, onShutdown: [{ await doh.shutdown() }])
             return (
                 HTTPDNSService(
@@ -193,8 +204,8 @@ struct LoopPathTests {
         let names = ["www", "flat", "alias", "part", "nope", "empty", "broken", "p0"].map { "\($0).ecs.test" }
         var compared = 0
         for mode in [HTTPDNSService.Configuration.ClientSubnetMode.on, .off] {
-            let (fromLoop, loopResolver) = try service(budget: nil, mode: mode)
-            let (fromTask, taskResolver) = try service(budget: .seconds(60), mode: mode)
+            let (fromLoop, loopResolver) = try service(fromTask: false, mode: mode)
+            let (fromTask, taskResolver) = try service(fromTask: true, mode: mode)
             #expect(loopResolver.resolvesOnLoop(loop, family: .ipv4))
             #expect(!taskResolver.resolvesOnLoop(loop, family: .ipv4))
             for client in clients {
@@ -221,6 +232,46 @@ struct LoopPathTests {
             await taskResolver.shutdown()
         }
         #expect(compared == 2 * 4 * 8 * 2 * 3 * 2)
+    }
+
+    @Test(
+        "from the loop, an HTTP DNS provider's budget holds as in a task: a stream the server never answers ends in SERVFAIL at the budget, not at the request timeout",
+        .timeLimit(.minutes(1))
+    )
+    func httpDNSBudgetOnTheLoop() async throws {
+        let certificates = try TestCertificates()
+        defer { certificates.remove() }
+        var behaviour = LocalHTTP2DoHServer.Behaviour()
+        behaviour.stalled = ["stall.test"]
+        let server = try await LocalHTTP2DoHServer(
+            certificate: try certificates.leaf(for: "doh.test"), behaviour: behaviour)
+        // A request timeout past the test's time limit: only the budget can end the lookup in time.
+        let doh = try HTTPDNSResolver(
+            configuration: .init(
+                api: .dnsMessage(method: .get),
+                endpoints: [
+                    try HTTPDNSEndpoint(
+                        "https://doh.test:\(server.port)/dns-query", bootstrapAddresses: [IPAddress("127.0.0.1")!])
+                ],
+                allowNonPublicAddresses: true, budget: .milliseconds(300), requestTimeout: .seconds(600),
+                additionalTrustRoots: [certificates.caPath]),
+            logger: Self.logger)
+        let resolver = HostResolver(
+            upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh)], overrides: HostOverrides(),
+            cache: HostCache(), prober: nil, onShutdown: [{ await doh.shutdown() }])
+        let service = HTTPDNSService(
+            resolver: resolver, configuration: .init(clientSubnetMode: .off), logger: Self.logger)
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        #expect(resolver.resolvesOnLoop(loop, family: .ipv4))
+        // The connection first (from a task), so the stalled lookup goes out on it from the loop.
+        let warm = await Self.ask(service, try Self.query("warm.test", type: 1), client: nil, on: loop)
+        #expect(Self.summary(warm, name: "warm.test", type: 1) == "rcode 0 [\"192.0.2.1\"] scope -")
+        #expect(doh.prepareDoH(try HostName("x.test"), type: .a, subnet: nil) != nil, "a ready connection")
+        let stalled = await Self.ask(service, try Self.query("stall.test", type: 1), client: nil, on: loop)
+        #expect(Self.summary(stalled, name: "stall.test", type: 1) == "rcode 2 [] scope -")
+        #expect(server.streams == 2)
+        await resolver.shutdown()
+        await server.stop()
     }
 
     @Test(

@@ -137,7 +137,11 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool, on loop: any EventLoop,
         completion: @escaping @Sendable (Result<SubnetAnswer?, any Error>) -> Void
     ) -> LoopLookup? {
-        guard family != .any, let (upstream, asker, guardAll, _) = loopUpstream(on: loop) else { return nil }
+        // HTTP DNS upstreams are not asked for a client's network (the tasks' path skips them too: a vendor query
+        // a network would spend quota, and their empty answers may be throttling): `nil`, the server's own view.
+        guard family != .any, let (upstream, asker, guardAll, _) = loopUpstream(on: loop), case .plain = asker else {
+            return nil
+        }
         if let answer = localAnswer(host, family: family) {
             completion(.success(SubnetAnswer(answer: answer, scope: 0)))
             return LoopLookup {}
@@ -180,35 +184,52 @@ extension HostResolver {
         case .doh(let doh):
             let type: DNSRecordType = family == .ipv4 ? .a : .aaaa
             let stop = FlightStop()
+            // Whatever ends the flight first (the answer, the task that goes on, the budget) decides it, on `loop`:
+            // the connection's loop, which every lookup to that server shares, only hands the bytes over.
+            let end: @Sendable (Result<ScopedResolution, any Error>) -> Void = { result in
+                guard stop.claim() else { return }
+                flights.finish(key, flight, decide(result))
+            }
             // The rest of the lookup, in a resolver task (shutdown cancels it, so does the flight's stop).
             let goOn: @Sendable (HTTPDNSResolver.FailoverPoint) -> Void = { [self] point in
                 let task = tasks.start {
                     let result = await Result {
                         try await doh.resume(host, type: type, clientSubnet: subnet, from: point)
                     }
-                    flights.finish(key, flight, decide(result))
+                    if !Task.isCancelled { loop.execute { end(result) } }
                 }
                 guard let task else {
                     let error = HTTPDNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)
-                    return flights.finish(key, flight, .failure(error))
+                    return loop.execute { end(.failure(error)) }
                 }
                 stop.add { task.cancel() }
             }
+            // The provider's budget holds here as in a task: past it, the lookup stops and fails with its error.
+            if let budget = doh.configuration.budget {
+                let expiry = loop.scheduleTask(in: TimeAmount(budget)) {
+                    end(.failure(doh.budgetExceeded(host, budget: budget)))
+                    stop.stop()
+                }
+                stop.add { expiry.cancel() }
+            }
             if let lookup = doh.prepareDoH(host, type: type, subnet: subnet) {
                 stop.add { lookup.cancel() }
-                lookup.send { step in
-                    switch step {
-                    case .answered(let answer):
-                        let resolution = ScopedResolution(
-                            resolution: Resolution(host: host.name, addresses: answer.addresses),
-                            scopePrefixLength: answer.scope)
-                        flights.finish(key, flight, decide(.success(resolution)))
-                    case .failed(let error):
-                        flights.finish(key, flight, decide(.failure(error)))
-                    case .cancelled:
-                        flights.finish(key, flight, decide(.failure(CancellationError())))
-                    case .goOn(let point):
-                        goOn(point)
+                lookup.send { result in
+                    loop.execute {
+                        switch doh.decide(lookup, result) {
+                        case .answered(let answer):
+                            end(
+                                .success(
+                                    ScopedResolution(
+                                        resolution: Resolution(host: host.name, addresses: answer.addresses),
+                                        scopePrefixLength: answer.scope)))
+                        case .failed(let error):
+                            end(.failure(error))
+                        case .cancelled:
+                            end(.failure(CancellationError()))
+                        case .goOn(let point):
+                            goOn(point)
+                        }
                     }
                 }
             } else {
@@ -219,10 +240,18 @@ extension HostResolver {
     }
 }
 
-/// What stops a loop's HTTP DNS flight: the exchange, then the task that goes on after it. A stop that comes first
-/// stops what is added later at once.
+/// What stops a loop's HTTP DNS flight (the exchange, the task that goes on after it, the budget's timer), and which
+/// of its outcomes ends it. A stop that comes first stops what is added later at once.
 private final class FlightStop: Sendable {
-    private let state = Locked<(stopped: Bool, actions: [@Sendable () -> Void])>((false, []))
+    private let state = Locked<(stopped: Bool, claimed: Bool, actions: [@Sendable () -> Void])>((false, false, []))
+
+    /// Whether the caller's outcome is the one that ends the flight: `true` once.
+    func claim() -> Bool {
+        state.withLock { state in
+            defer { state.claimed = true }
+            return !state.claimed
+        }
+    }
 
     func add(_ action: @escaping @Sendable () -> Void) {
         let stopped = state.withLock { state in

@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 public import Logging
 import NIOHTTP1
-package import NIOCore
 public import HTTPDNSCore
 import HTTPDNSPinnedClients
 
@@ -146,14 +145,7 @@ public final class HTTPDNSResolver: HostNameResolver {
         guard let budget = configuration.budget else {
             return try await resolveWithoutBudget(host, family: family, subnet: subnet)
         }
-        let source = self.source
-        let servers = configuration.endpoints.map(\.url)
-        return try await withTimeLimit(
-            budget,
-            orThrow: HTTPDNSError(
-                code: .timeout, message: "\(source) gave no answer within its \(budget) budget", host: host.name,
-                servers: servers)
-        ) {
+        return try await withTimeLimit(budget, orThrow: self.budgetExceeded(host, budget: budget)) {
             try await self.resolveWithoutBudget(host, family: family, subnet: subnet)
         }
     }
@@ -191,22 +183,6 @@ public final class HTTPDNSResolver: HostNameResolver {
         [.notFound, .noData, .badName, .invalidSignature, .signatureExpired, .shutdown].contains(code)
     }
 
-    /// Where a lookup goes on through the endpoints: the endpoint, the place within its addresses, and what the ones
-    /// before it gave.
-    package struct FailoverPoint: Sendable {
-        /// The index of the endpoint to ask.
-        var endpoint = 0
-        /// Where within that endpoint's addresses.
-        var address = HTTPDNSTransport.AddressPoint()
-        /// The servers tried before, named in the error if no later one answers.
-        var servers: [String] = []
-        /// The last failure before, thrown if no later endpoint answers.
-        var lastError: HTTPDNSError?
-
-        /// The start: the first address of the first endpoint.
-        package init() {}
-    }
-
     /// Runs `lookup` against each endpoint in turn, from `point`, until one gives a definite result.
     nonisolated(nonsending) private func failover(
         _ host: HostName,
@@ -227,24 +203,6 @@ public final class HTTPDNSResolver: HostNameResolver {
         throw point.lastError!
     }
 
-    /// What ``failover(_:from:_:)`` does with `error` from the endpoint at `point`: the error to throw at once when it
-    /// is definite, else `nil` with `point` moved to the next endpoint and the error remembered.
-    private func failed(_ error: HTTPDNSError, at point: inout FailoverPoint) -> HTTPDNSError? {
-        var error = error
-        let endpoint = configuration.endpoints[point.endpoint]
-        point.servers += error.servers.isEmpty ? [endpoint.url] : error.servers
-        error.servers = point.servers
-        if Self.isDefinite(error.code) { return error }
-        logger.debug(
-            "HTTP DNS endpoint failed",
-            metadata: ["provider": "\(source)", "endpoint": "\(endpoint.url)", "error": "\(error.code)"]
-        )
-        point.lastError = error
-        point.endpoint += 1
-        point.address = HTTPDNSTransport.AddressPoint()
-        return nil
-    }
-
     /// The private-address guard.
     func guardAddresses(_ addresses: [ResolvedAddress], host: HostName, endpoint: HTTPDNSEndpoint)
         throws(HTTPDNSError)
@@ -262,50 +220,35 @@ public final class HTTPDNSResolver: HostNameResolver {
     }
 
     /// A DoH lookup (wire or JSON) of one record type through the endpoints in turn. A wire-format lookup whose first
-    /// endpoint has a ready HTTP/2 connection sends its first exchange with no task (``startDoH(_:type:subnet:completion:)``)
-    /// and the task waits once for the outcome, read on the connection's event loop; what that exchange leaves
-    /// undecided goes on through ``failover(_:from:_:)`` from where it stopped.
+    /// endpoint has a ready HTTP/2 connection sends its first exchange with no task (``prepareDoH(_:type:subnet:)``)
+    /// and the task waits once, for that exchange's outcome; what the exchange leaves undecided goes on through
+    /// ``failover(_:from:_:)`` from where it stopped.
     nonisolated(nonsending) private func doh(_ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?)
         async throws -> Answer
     {
-        var point = FailoverPoint()
-        if case .dnsMessage = configuration.api.kind,
-            let lookup = prepareDoH(host, type: type, subnet: subnet)
-        {
-            let outcome = await withTaskCancellationHandler {
-                await withUnsafeContinuation { continuation in lookup.send { continuation.resume(returning: $0) } }
-            } onCancel: {
-                lookup.cancel()
-            }
-            switch outcome {
-            case .answered(let answer): return answer
-            case .failed(let error): throw error
-            case .goOn(let next): point = next
-            case .cancelled: throw CancellationError()
-            }
+        try Task.checkCancellation()
+        guard let lookup = prepareDoH(host, type: type, subnet: subnet) else {
+            return try await doh(host, type, subnet, from: FailoverPoint())
         }
-        return try await doh(host, type, subnet, from: point)
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in lookup.send { continuation.resume(returning: $0) } }
+        } onCancel: {
+            lookup.cancel()
+        }
+        // Read here, on the caller's thread: the connection's event loop, which every lookup on it shares, only
+        // hands the bytes over.
+        switch decide(lookup, result) {
+        case .answered(let answer): return answer
+        case .failed(let error): throw error
+        case .goOn(let point):
+            // As the tasks' path: a failure while the task was cancelled ends it with its cancellation.
+            try Task.checkCancellation()
+            return try await doh(host, type, subnet, from: point)
+        case .cancelled: throw CancellationError()
+        }
     }
 
-    /// Goes on with a DoH lookup from `point`, where an exchange sent with no task left it (``DoHStep/goOn(_:)``),
-    /// as ``resolve(_:family:clientSubnet:)`` would have gone on: for `clientSubnet` when given.
-    /// - Throws: As ``resolve(_:family:)``.
-    package func resume(
-        _ host: HostName, type: DNSRecordType, clientSubnet: IPNetwork?, from point: FailoverPoint
-    ) async throws -> ScopedResolution {
-        let answer = try await doh(host, type, clientSubnet, from: point)
-        return ScopedResolution(
-            resolution: Resolution(host: host.name, addresses: answer.addresses), scopePrefixLength: answer.scope)
-    }
-
-    /// Whether an event loop may ask this resolver with no task (``prepareDoH(_:type:subnet:)``): the RFC 8484 API
-    /// with no overall ``Configuration/budget`` (a budget's clock runs in a task).
-    package var asksWithoutTask: Bool {
-        guard case .dnsMessage = configuration.api.kind else { return false }
-        return configuration.budget == nil
-    }
-
-    nonisolated(nonsending) private func doh(
+    nonisolated(nonsending) func doh(
         _ host: HostName, _ type: DNSRecordType, _ subnet: IPNetwork?, from point: FailoverPoint
     ) async throws -> Answer {
         try await failover(host, from: point) { endpoint, address in
@@ -314,66 +257,6 @@ public final class HTTPDNSResolver: HostNameResolver {
                 request, to: endpoint, host: host, logger: self.logger, from: address)
             return try self.dohAnswer(
                 response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
-        }
-    }
-
-    /// What a DoH exchange sent with no task decided: the answer, a definite failure, where the lookup goes on
-    /// (``failover(_:from:_:)``), or that it was cancelled.
-    package enum DoHStep {
-        case answered(Answer)
-        case failed(HTTPDNSError)
-        case goOn(FailoverPoint)
-        case cancelled
-    }
-
-    /// A wire-format DoH lookup ready to go out with no task, made by ``prepareDoH(_:type:subnet:)``.
-    package struct DoHLookup: Sendable {
-        fileprivate let exchange: HTTPDNSTransport.ReadyExchange
-        fileprivate let decide: @Sendable (HTTPDNSTransport.ReadyOutcome) -> DoHStep
-
-        /// The event loop ``send(_:)``'s completion runs on.
-        package var eventLoop: any EventLoop { exchange.eventLoop }
-
-        /// Sends the query; `completion` runs once, on ``eventLoop``, with what the exchange decided, read there
-        /// by the same functions the tasks' path calls (``dohAnswer(_:endpoint:host:type:subnet:query:)``, the
-        /// guard, the failover's rule).
-        package func send(_ completion: @escaping (DoHStep) -> Void) {
-            exchange.send { completion(decide($0)) }
-        }
-
-        /// Stops the exchange (its completion then says ``DoHStep/cancelled``), from any thread.
-        package func cancel() { exchange.cancel() }
-    }
-
-    /// The first exchange of a wire-format DoH lookup of `type` for `host`, on the first endpoint's ready HTTP/2
-    /// connection: `nil` for the other APIs, or when no such connection is up (the tasks' path connects).
-    package func prepareDoH(_ host: HostName, type: DNSRecordType, subnet: IPNetwork?) -> DoHLookup? {
-        guard case .dnsMessage = configuration.api.kind, let endpoint = configuration.endpoints.first else {
-            return nil
-        }
-        let (request, query) = dohRequest(host, type, subnet)
-        guard let exchange = transport.readyExchange(request, to: endpoint, host: host, logger: logger) else {
-            return nil
-        }
-        return DoHLookup(exchange: exchange) { [self] outcome in
-            var point = FailoverPoint()
-            switch outcome {
-            case .cancelled:
-                return .cancelled
-            case .goOn(let address):
-                point.address = address
-                return .goOn(point)
-            case .response(let response):
-                do throws(HTTPDNSError) {
-                    let answer = try dohAnswer(
-                        response, endpoint: endpoint, host: host, type: type, subnet: subnet, query: query)
-                    try guardAddresses(answer.addresses, host: host, endpoint: endpoint)
-                    return .answered(answer)
-                } catch {
-                    if let definite = failed(error, at: &point) { return .failed(definite) }
-                    return .goOn(point)
-                }
-            }
         }
     }
 
@@ -541,10 +424,6 @@ public final class HTTPDNSResolver: HostNameResolver {
         return String(decoding: trimmed[..<end], as: UTF8.self).lowercased()
     }
 }
-
-/// The DoH APIs send the client's network upstream in their own form, and the vendor APIs as `ip=`: a server's
-/// per-network lookups ask them as they ask classic DNS.
-extension HTTPDNSResolver: ClientSubnetResolver {}
 
 extension UInt8 {
     package var isASCIIAlphanumeric: Bool {

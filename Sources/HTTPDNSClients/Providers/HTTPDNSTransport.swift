@@ -22,39 +22,6 @@ package import HTTPDNSPinnedClients
 /// the next source is asked without delay.
 /// Call ``shutdown()`` when done; it closes every connection.
 package final class HTTPDNSTransport: Sendable {
-    /// Transport settings.
-    package struct Configuration: Sendable {
-        /// The time one HTTP exchange may take, from sending the request to the last byte of the body
-        /// (default 5 s). A server that stalls, even one that drips bytes, fails with `HTTPDNSError.Code.timeout`.
-        var requestTimeout: Duration
-        /// The time a TCP connect plus TLS handshake may take (default 2 s).
-        var connectTimeout: Duration
-        /// PEM files with extra trusted CA certificates, added to the system roots (for private CAs).
-        var additionalTrustRoots: [String]
-        /// Larger response bodies fail with `HTTPDNSError.Code.responseTooLarge` (default 64 KiB).
-        var maximumResponseBytes: Int
-        /// How long an idle connection is kept open for reuse (default 60 s).
-        var idleConnectionTimeout: Duration
-
-        /// Creates a configuration; every parameter has the documented default.
-        package init(
-            requestTimeout: Duration = .seconds(5),
-            connectTimeout: Duration = .seconds(2),
-            additionalTrustRoots: [String] = [],
-            maximumResponseBytes: Int = 65_536,
-            idleConnectionTimeout: Duration = .seconds(60)
-        ) {
-            self.requestTimeout = requestTimeout
-            self.connectTimeout = connectTimeout
-            self.additionalTrustRoots = additionalTrustRoots
-            self.maximumResponseBytes = maximumResponseBytes
-            self.idleConnectionTimeout = idleConnectionTimeout
-        }
-
-        /// The defaults.
-        static var `default`: Configuration { Configuration() }
-    }
-
     /// One HTTP request relative to an endpoint's base URL.
     package struct Request: Sendable {
         var method: HTTPMethod = .GET
@@ -76,20 +43,22 @@ package final class HTTPDNSTransport: Sendable {
     }
 
     /// Which HTTP/2 connection serves a connection target: the endpoint's host (SNI and the certificate's name), the
-    /// address dialled and the port (two endpoints of one host and address on different ports are different
-    /// servers).
-    private struct PinKey: Hashable {
+    /// address dialled, the port and the base path its requests go to (two endpoints of one host and address on
+    /// different ports are different servers, and two on different paths, `/dns-query` and `/resolve` of one
+    /// service, must not send to each other's path).
+    struct PinKey: Hashable {
         var host: String
         var address: IPAddress?
         var port: Int
+        var path: String
 
         init(_ endpoint: HTTPDNSEndpoint, address: IPAddress?) {
-            (host, self.address, port) = (endpoint.host, address, endpoint.port)
+            (host, self.address, port, path) = (endpoint.host, address, endpoint.port, endpoint.path)
         }
     }
 
     /// An HTTP/2 connection being made or made.
-    private enum HTTP2Slot {
+    enum HTTP2Slot {
         case connecting(id: UInt64, HTTP2DNSConnection.Attempt)
         case ready(id: UInt64, HTTP2DNSConnection)
 
@@ -100,7 +69,7 @@ package final class HTTPDNSTransport: Sendable {
         }
     }
 
-    private struct State {
+    struct State {
         var http2: [PinKey: HTTP2Slot] = [:]
         /// Targets whose server did not select HTTP/2: they are asked over HTTP/1.1.
         var http1Only: Set<PinKey> = []
@@ -118,7 +87,7 @@ package final class HTTPDNSTransport: Sendable {
     /// The same trust and TLS floor, offering only `h2` in ALPN, for ``HTTP2DNSConnection``.
     private let http2Context: NIOSSLContext
     private let eventLoopGroup: any EventLoopGroup
-    private let state = Locked(State())
+    let state = Locked(State())
 
     /// How many HTTP/2 connections are being set up (for tests).
     var connectionsBeingSetUp: Int {
@@ -264,113 +233,26 @@ package final class HTTPDNSTransport: Sendable {
             } catch {
                 if Task.isCancelled { throw CancellationError() }
                 lastError = Self.classify(error, endpoint: endpoint, host: host)
-                Self.logFailure(lastError, request: request, server: server, logger: logger)
+                Self.logFailure(
+                    lastError, request: request.loggableSuffix ?? request.suffix, server: server, logger: logger)
             }
         }
         lastError.servers = Array(endpoint.servers.prefix(tried))
         throw lastError
     }
 
-    /// Where ``send(_:to:host:logger:from:)`` begins within an endpoint's addresses.
-    package struct AddressPoint: Sendable {
-        /// The index of the first address to try.
-        var address = 0
-        /// The failure of the address before it, thrown if no later address answers.
-        var lastError: HTTPDNSError?
-        /// HTTP/2 retries already spent on the first address tried (a stream the server refused before).
-        var retries = 0
-    }
-
     /// The error a 5xx answer stands for (the next address is tried), `nil` for any other status.
-    fileprivate static func serverError(_ response: Response, endpoint: HTTPDNSEndpoint, host: HostName) -> HTTPDNSError? {
+    static func serverError(_ response: Response, endpoint: HTTPDNSEndpoint, host: HostName) -> HTTPDNSError? {
         guard response.status >= 500 else { return nil }
         return HTTPDNSError(
             code: .httpStatus, message: "\(endpoint.url) answered HTTP \(response.status)", host: host.name)
     }
 
-    fileprivate static func logFailure(_ error: HTTPDNSError, request: Request, server: String, logger: Logger) {
+    static func logFailure(_ error: HTTPDNSError, request: String, server: String, logger: Logger) {
         logger.debug(
             "HTTP DNS exchange failed",
-            metadata: [
-                "server": "\(server)", "request": "\(request.loggableSuffix ?? request.suffix)", "error": "\(error.code)",
-            ]
+            metadata: ["server": "\(server)", "request": "\(request)", "error": "\(error.code)"]
         )
-    }
-
-    /// What an exchange sent with no task (``ReadyExchange``) came to: the response to interpret, where
-    /// ``send(_:to:host:logger:from:)`` goes on (the same address again after a stream the server refused, the next
-    /// one after a failure or a 5xx answer), or its cancellation.
-    package enum ReadyOutcome {
-        case response(Response)
-        case goOn(AddressPoint)
-        case cancelled
-    }
-
-    /// A request for a ready HTTP/2 connection, made by ``readyExchange(_:to:host:logger:)``: ``send(completion:)``
-    /// sends it with no task, ``cancel()`` stops it.
-    package struct ReadyExchange: Sendable {
-        fileprivate let connection: HTTP2DNSConnection
-        fileprivate let exchange: HTTP2DNSExchange
-        fileprivate let request: Request
-        fileprivate let endpoint: HTTPDNSEndpoint
-        fileprivate let host: HostName
-        fileprivate let logger: Logger
-
-        /// The event loop ``send(completion:)``'s completion runs on.
-        package var eventLoop: any EventLoop { connection.channel.eventLoop }
-
-        /// Sends the request. `completion` runs once, on ``eventLoop``, with what ``send(_:to:host:logger:from:)``
-        /// would have done with this first exchange: the response to interpret, or where it goes on.
-        package func send(completion: @escaping (ReadyOutcome) -> Void) {
-            let (request, endpoint, host, logger) = (request, endpoint, host, logger)
-            let server = exchange.server
-            connection.send(exchange) { result in
-                switch result {
-                case .success(let response):
-                    guard let error = HTTPDNSTransport.serverError(response, endpoint: endpoint, host: host) else {
-                        return completion(.response(response))
-                    }
-                    logger.debug("HTTP DNS server error, trying the next address", metadata: ["server": "\(server)"])
-                    completion(.goOn(AddressPoint(address: 1, lastError: error)))
-                case .failure(is CancellationError):
-                    completion(.cancelled)
-                case .failure(let error as HTTP2ConnectionLost) where error.retryable:
-                    logger.debug(
-                        "HTTP/2 connection lost, retrying on a new one",
-                        metadata: ["server": "\(server)", "error": "\(error)"])
-                    completion(.goOn(AddressPoint(address: 0, retries: 1)))
-                case .failure(let error):
-                    let failure = HTTPDNSTransport.classify(error, endpoint: endpoint, host: host)
-                    HTTPDNSTransport.logFailure(failure, request: request, server: server, logger: logger)
-                    completion(.goOn(AddressPoint(address: 1, lastError: failure)))
-                }
-            }
-        }
-
-        /// Ends the exchange with ``ReadyOutcome/cancelled`` unless it has ended (before ``send(completion:)`` too);
-        /// from any thread.
-        package func cancel() { connection.cancel(exchange) }
-    }
-
-    /// `request` for `endpoint`'s first address, to be sent with no task, when an HTTP/2 connection to it is up and
-    /// takes new streams; `nil` otherwise (``send(_:to:host:logger:from:)`` connects).
-    package func readyExchange(_ request: Request, to endpoint: HTTPDNSEndpoint, host: HostName, logger: Logger)
-        -> ReadyExchange?
-    {
-        guard endpoint.scheme == .https, !endpoint.hostIsIPAddress, let address = endpoint.targets.first,
-            let server = endpoint.servers.first
-        else { return nil }
-        let key = PinKey(endpoint, address: address)
-        let connection: HTTP2DNSConnection? = state.withLock { state in
-            guard !state.isShutdown, case .ready(_, let connection)? = state.http2[key] else { return nil }
-            return connection
-        }
-        guard let connection, connection.isUsable else { return nil }
-        let exchange = connection.prepare(
-            request, timeout: configuration.requestTimeout, limit: configuration.maximumResponseBytes, server: server)
-        return ReadyExchange(
-            connection: connection, exchange: exchange, request: request, endpoint: endpoint, host: host,
-            logger: logger)
     }
 
     /// One HTTP exchange under the request timeout: over HTTP/2 when the target offers it, else HTTP/1.1.

@@ -85,7 +85,8 @@ extension HTTPDNSService {
             case .shared(let revalidate):
                 if revalidate { revalidateInBackground(lookup, subnet: subnet) }
             case .miss:
-                return resolver.resolveOnLoop(
+                // `nil` when the upstream is not asked for networks (HTTP DNS): the shared path below, as a task's.
+                let started = resolver.resolveOnLoop(
                     host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen, on: loop
                 ) { [self] outcome in
                     switch outcome {
@@ -99,6 +100,7 @@ extension HTTPDNSService {
                         deliver(failure(error, lookup))
                     }
                 }
+                if let started { return started }
             }
         }
         return resolver.resolveOnLoop(host, family: lookup.family, on: loop) { [self] outcome in
