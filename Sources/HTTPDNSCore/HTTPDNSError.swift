@@ -87,8 +87,8 @@ public struct HTTPDNSError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let responseTooLarge = Code(.responseTooLarge)
         /// An HTTP DNS endpoint answered with an HTTP status other than 200, or a body of the wrong type.
         public static let httpStatus = Code(.httpStatus)
-        /// The TLS handshake failed: for an HTTP DNS endpoint an untrusted or expired certificate or one for another
-        /// name; for a request a failure other than the certificate (see ``certificateRejected``).
+        /// The TLS handshake failed for a reason other than the certificate (see ``certificateRejected``), for an HTTP
+        /// DNS endpoint and a request alike.
         public static let tlsFailure = Code(.tlsFailure)
         /// An HTTP DNS answer mapped a public name to a private, loopback, link-local or unspecified
         /// address, and the provider's private-address guard rejected it.
@@ -118,7 +118,8 @@ public struct HTTPDNSError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let connectionFailed = Code(.connectionFailed)
         /// The connection closed before the whole response arrived (an HTTP DNS endpoint's or a request's).
         public static let connectionLost = Code(.connectionLost)
-        /// The server's certificate was rejected for the real host name; never retried on another address.
+        /// The server's certificate (an HTTP DNS endpoint's or a request's) was rejected for the real host name: an
+        /// untrusted or expired certificate or one for another name; never retried on another address.
         public static let certificateRejected = Code(.certificateRejected)
         /// A request's redirect limit was reached.
         public static let tooManyRedirects = Code(.tooManyRedirects)

@@ -3,11 +3,11 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
-import HTTPDNSCore
+package import HTTPDNSCore
 
 /// What went wrong in an HTTP exchange, told apart by the error's type, and whether the request may go to another
-/// address. The one classification of AsyncHTTPClient, NIO and NIOSSL errors in the package: HTTP DNS maps it to
-/// `HTTPDNSError` codes, the exchange engine to `HTTPDNSError` codes.
+/// address. The one classification of AsyncHTTPClient, NIO and NIOSSL errors in the package, and its one mapping to
+/// `HTTPDNSError` codes (``code``), which the DoH client and the fronts share.
 package struct TransportFailure: Sendable, Equatable {
     /// The kind of failure.
     package enum Kind: Sendable, Equatable {
@@ -55,6 +55,24 @@ package struct TransportFailure: Sendable, Equatable {
         self.kind = kind
         self.message = message
         self.retry = retry
+    }
+
+    /// The error code every client of the package reports this failure with (the DoH client, the URL protocol, the
+    /// AsyncHTTPClient front): one mapping, so a rejected certificate is `certificateRejected` wherever it is met.
+    package var code: HTTPDNSError.Code {
+        switch kind {
+        case .cancelled: .cancelled
+        case .tooLarge: .responseTooLarge
+        case .certificateRejected: .certificateRejected
+        case .tlsFailure: .tlsFailure
+        case .connectTimeout, .exchangeTimeout: .timeout
+        case .connectionClosed: .connectionLost
+        case .shutdown: .shutdown
+        case .badURL: .badURL
+        case .invalidRequest: .invalidRequest
+        case .badResponse: .badResponse
+        case .connectionFailed: .connectionFailed
+        }
     }
 
     /// Classifies an error from AsyncHTTPClient, NIO or NIOSSL; `nil` for any other error, which its caller knows

@@ -138,7 +138,9 @@ struct DoHResolverTests {
             #expect(Set(answer.addresses.map(\.ip.description)) == Set(TestZone.multiV4 + TestZone.multiV6))
             // The name in the URL must match the certificate; connecting by IP cannot pass.
             let byIP = try Self.doh("https://127.0.0.1:\(dnsdist.httpsPort!)/dns-query", transport: transport)
-            await expectDNSError(.tlsFailure) { try await byIP.resolve(try HostName("multi.test"), family: .ipv4) }
+            await expectDNSError(.certificateRejected) {
+                try await byIP.resolve(try HostName("multi.test"), family: .ipv4)
+            }
         }
     }
 
@@ -165,7 +167,7 @@ struct DoHResolverTests {
             var untrusted = configuration
             untrusted.additionalTrustRoots = []
             let stranger = try HTTPDNSResolver(configuration: untrusted)
-            await expectDNSError(.tlsFailure) { try await stranger.resolve(name, family: .ipv4) }
+            await expectDNSError(.certificateRejected) { try await stranger.resolve(name, family: .ipv4) }
             await stranger.shutdown()
             var unreadable = configuration
             unreadable.additionalTrustRoots = ["/nonexistent/ca.pem"]
@@ -186,16 +188,18 @@ struct DoHResolverTests {
         }
     }
 
-    @Test("an untrusted CA and a certificate for another name fail with tlsFailure")
+    @Test("an untrusted CA and a certificate for another name fail with certificateRejected, as in the fronts")
     func tlsFailures() async throws {
         try await Self.withDoH(tlsName: "doh.test", trustCA: false) { _, dnsdist, transport in
             let doh = try Self.doh(try #require(dnsdist.httpsURL), bootstrap: ["127.0.0.1"], transport: transport)
-            await expectDNSError(.tlsFailure) { try await doh.resolve(try HostName("multi.test"), family: .ipv4) }
+            await expectDNSError(.certificateRejected) {
+                try await doh.resolve(try HostName("multi.test"), family: .ipv4)
+            }
         }
         try await Self.withDoH(tlsName: "other.test") { _, dnsdist, transport in
             let url = "https://doh.test:\(dnsdist.httpsPort!)/dns-query"
             let doh = try Self.doh(url, bootstrap: ["127.0.0.1"], transport: transport)
-            let error = await expectDNSError(.tlsFailure) {
+            let error = await expectDNSError(.certificateRejected) {
                 try await doh.resolve(try HostName("multi.test"), family: .ipv4)
             }
             #expect(error?.servers == ["127.0.0.1:\(dnsdist.httpsPort!)"])

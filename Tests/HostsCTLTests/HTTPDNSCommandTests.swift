@@ -75,7 +75,7 @@ struct HTTPDNSCommandTests {
                 ["resolve", "--doh", url, "--bootstrap", "127.0.0.1", "--timeout", "20", "--json", "multi.test"])
             #expect(untrusted.status == 1)
             #expect(
-                try Self.answers(untrusted.standardOutput)["multi.test"] == ["error tlsFailure"],
+                try Self.answers(untrusted.standardOutput)["multi.test"] == ["error certificateRejected"],
                 "\(untrusted.standardOutput)")
         }
     }

@@ -19,15 +19,7 @@ extension HTTPDNSTransport {
             guard let failure = TransportFailure.classify(error) else {
                 return make(.connectionFailed, "cannot reach the server: \(error)")
             }
-            switch failure.kind {
-            case .tooLarge: return make(.responseTooLarge, failure.message)
-            case .certificateRejected, .tlsFailure: return make(.tlsFailure, failure.message)
-            case .connectTimeout, .exchangeTimeout: return make(.timeout, failure.message)
-            case .shutdown: return make(.shutdown, failure.message)
-            case .connectionClosed: return make(.connectionLost, failure.message)
-            case .cancelled, .badURL, .invalidRequest, .badResponse, .connectionFailed:
-                return make(.connectionFailed, failure.message)
-            }
+            return make(failure.code, failure.message)
         }
     }
 }

@@ -55,9 +55,13 @@ package enum EDNSClientSubnet {
         return (network, scope)
     }
 
+    /// The UDP payload size every OPT record of the package announces, the server's answers and the clients' queries
+    /// alike (the DNS Flag Day 2020 value, which fits every path without fragments).
+    package static let payloadSize: UInt16 = 1_232
+
     /// `query` (a message without additional records, as c-ares builds them) with an OPT record carrying `subnet`.
     package static func addingOPT(
-        to query: [UInt8], subnet: IPNetwork, scope: Int = 0, payloadSize: UInt16 = 1_232
+        to query: [UInt8], subnet: IPNetwork, scope: Int = 0, payloadSize: UInt16 = EDNSClientSubnet.payloadSize
     ) -> [UInt8] {
         var message = query
         let additional = (Int(message[10]) << 8 | Int(message[11])) + 1

@@ -97,10 +97,6 @@ enum DNSAnswerMessage {
         var ttl: UInt32
     }
 
-    /// The UDP payload size the server's OPT record announces (the DNS Flag Day 2020 value, which fits every path
-    /// without fragments).
-    static let udpPayloadSize: UInt16 = 1_232
-
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
     /// at the question's name; an OPT record (version 0) when the query had one, carrying `clientSubnet` (the
     /// client's own ECS option with the scope of the answer, RFC 7871 §7.2.2) when given.
@@ -132,7 +128,7 @@ enum DNSAnswerMessage {
         if query.usesEDNS {
             // OPT: the root name, type 41, the payload size as its class, extended RCODE, version and flags 0.
             out += [0, 0, 41]
-            append(udpPayloadSize, to: &out)
+            append(EDNSClientSubnet.payloadSize, to: &out)
             out += [0, 0, 0, 0]
             if let clientSubnet {
                 let option = EDNSClientSubnet.option(clientSubnet.network, scope: clientSubnet.scope)

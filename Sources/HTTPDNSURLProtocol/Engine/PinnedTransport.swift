@@ -308,21 +308,7 @@ final class PinnedTransport: Sendable {
             guard let failure = TransportFailure.classify(error) else {
                 return (.connectionFailed, "cannot connect: \(error)", .beforeSending)
             }
-            let code: HTTPDNSError.Code
-            switch failure.kind {
-            case .cancelled: code = .cancelled
-            case .tooLarge: code = .responseTooLarge
-            case .certificateRejected: code = .certificateRejected
-            case .tlsFailure: code = .tlsFailure
-            case .connectTimeout, .exchangeTimeout: code = .timeout
-            case .connectionClosed: code = .connectionLost
-            case .shutdown: code = .shutdown
-            case .badURL: code = .badURL
-            case .invalidRequest: code = .invalidRequest
-            case .badResponse: code = .badResponse
-            case .connectionFailed: code = .connectionFailed
-            }
-            return (code, failure.message, failure.retry)
+            return (failure.code, failure.message, failure.retry)
         }
     }
 }
