@@ -551,6 +551,25 @@ struct ThirdWaveTests {
         return message
     }
 
+    @Test("a query with two COOKIE options is malformed (FORMERR): taking one out never leaves another behind")
+    func twoCookies() throws {
+        let one = Self.query("fast.test", cookie: Array(repeating: 1, count: 8), id: 1)
+        guard case .cookie(_, nil, _) = DNSCookies.find(in: one) else {
+            Issue.record("one client cookie is found")
+            return
+        }
+        // A second COOKIE option after the first (OPT is the last record): its RDLENGTH grows by 12.
+        let options = try #require(DNSMessageWalk.optOptions(one))
+        var two = one + [0, 10, 0, 8] + Array(repeating: 2, count: 8)
+        two[options.lowerBound - 1] += 12
+        #expect(DNSMessageWalk.optOptions(two)?.count == options.count + 12)
+        #expect(DNSCookies.find(in: two) == .malformed)
+        // The first well formed, the second of no length: what the fuzzer found (stripping the first left it).
+        var empty = one + [0, 10, 0, 0]
+        empty[options.lowerBound - 1] += 4
+        #expect(DNSCookies.find(in: empty) == .malformed)
+    }
+
     /// The COOKIE option's data in an answer, if any.
     static func cookie(in answer: [UInt8]) -> [UInt8]? {
         guard let options = DNSMessageWalk.optOptions(answer) else { return nil }

@@ -34,7 +34,7 @@ package struct DNSCookies: Sendable {
     package enum Found: Equatable {
         /// No cookie option.
         case none
-        /// A cookie option of a length RFC 7873 §5.2.2 does not allow (FORMERR).
+        /// A cookie option of a length RFC 7873 §5.2.2 does not allow, or a second one (FORMERR).
         case malformed
         /// A client cookie (8 bytes), a server cookie if any (8 to 32 bytes), and the query without the option.
         case cookie(client: [UInt8], server: [UInt8]?, stripped: [UInt8])
@@ -45,24 +45,27 @@ package struct DNSCookies: Sendable {
         guard query.count >= 12, query[10] != 0 || query[11] != 0, let options = DNSMessageWalk.optOptions(query)
         else { return .none }
         var offset = options.lowerBound
+        var cookie: Range<Int>?
         while offset + 4 <= options.upperBound {
             let code = UInt16(query[offset]) << 8 | UInt16(query[offset + 1])
             let length = Int(query[offset + 2]) << 8 | Int(query[offset + 3])
             guard offset + 4 + length <= options.upperBound else { return .none }
             if code == optionCode {
-                guard length == 8 || (16...40).contains(length) else { return .malformed }
-                let data = Array(query[offset + 4..<offset + 4 + length])
-                var stripped = query
-                stripped.removeSubrange(offset..<offset + 4 + length)
-                let remaining = options.count - 4 - length
-                stripped[options.lowerBound - 2] = UInt8(remaining >> 8)
-                stripped[options.lowerBound - 1] = UInt8(remaining & 0xFF)
-                return .cookie(
-                    client: Array(data[0..<8]), server: length > 8 ? Array(data[8...]) : nil, stripped: stripped)
+                // One COOKIE option a message (RFC 7873 §5.2): a second one, well formed or not, makes it malformed,
+                // so that taking one out never leaves another behind.
+                guard cookie == nil, length == 8 || (16...40).contains(length) else { return .malformed }
+                cookie = offset..<offset + 4 + length
             }
             offset += 4 + length
         }
-        return .none
+        guard let cookie else { return .none }
+        let data = Array(query[cookie.lowerBound + 4..<cookie.upperBound])
+        var stripped = query
+        stripped.removeSubrange(cookie)
+        let remaining = options.count - cookie.count
+        stripped[options.lowerBound - 2] = UInt8(remaining >> 8)
+        stripped[options.lowerBound - 1] = UInt8(remaining & 0xFF)
+        return .cookie(client: Array(data[0..<8]), server: data.count > 8 ? Array(data[8...]) : nil, stripped: stripped)
     }
 
     /// Whether `server` is a server cookie this process made for `client` and `address`, and is still fresh.
