@@ -27,16 +27,17 @@ extension HostResolver {
     enum LoopAsker {
         /// Classic DNS from the loop's own sockets.
         case plain(PlainDNSResolver)
-        /// RFC 8484 on the service's ready HTTP/2 connection, the answer read on that connection's loop; a task
-        /// only when there is no ready connection, or for what the first exchange leaves undecided (the next
-        /// address or endpoint).
+        /// RFC 8484 on the service's ready HTTP/2 connection, the answer decided on the loop that asked; a task only
+        /// when there is no ready connection, or for what the first exchange leaves undecided (the next address or
+        /// endpoint).
         case doh(HTTPDNSResolver)
     }
 
     /// The upstream an event loop can ask itself: the pipeline's only upstream when it is classic DNS on the server's
-    /// own sockets (`PlainDNSResolver`) with engines on `loop`, or an RFC 8484 service with no overall budget, with
-    /// the fallback asked after it for names it denies (`sources.systemFallback`, on by default). `nil` otherwise
-    /// (several upstreams, a race, c-ares, the JSON and vendor APIs): those lookups take the tasks' path.
+    /// own sockets (`PlainDNSResolver`) with engines on `loop`, or an RFC 8484 service (its budget kept by a timer on
+    /// the loop), with the fallback asked after it for names it denies (`sources.systemFallback`, on by default).
+    /// `nil` otherwise (several upstreams, a race, c-ares, the JSON and vendor APIs): those lookups take the tasks'
+    /// path.
     func loopUpstream(on loop: any EventLoop)
         -> (upstream: Upstream, asker: LoopAsker, guardAll: Bool, fallback: Upstream?)?
     {
@@ -196,7 +197,9 @@ extension HostResolver {
                     let result = await Result {
                         try await doh.resume(host, type: type, clientSubnet: subnet, from: point)
                     }
-                    if !Task.isCancelled { loop.execute { end(result) } }
+                    // Also when cancelled by the resolver's shutdown: the flight's waiters get its error. Stopped with
+                    // the flight, nothing is decided (`end` claims nothing once stopped).
+                    loop.execute { end(result) }
                 }
                 guard let task else {
                     let error = HTTPDNSError(code: .shutdown, message: "the resolver is shut down", host: host.name)
@@ -245,11 +248,12 @@ extension HostResolver {
 private final class FlightStop: Sendable {
     private let state = Locked<(stopped: Bool, claimed: Bool, actions: [@Sendable () -> Void])>((false, false, []))
 
-    /// Whether the caller's outcome is the one that ends the flight: `true` once.
+    /// Whether the caller's outcome is the one that ends the flight: `true` once, and never after ``stop()``.
     func claim() -> Bool {
         state.withLock { state in
-            defer { state.claimed = true }
-            return !state.claimed
+            guard !state.stopped, !state.claimed else { return false }
+            state.claimed = true
+            return true
         }
     }
 
