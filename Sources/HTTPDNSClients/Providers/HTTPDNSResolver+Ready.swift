@@ -1,5 +1,4 @@
 package import HTTPDNSCore
-package import NIOCore
 import Logging
 
 /// A DoH lookup's first exchange sent with no task, on a ready HTTP/2 connection: what the library's one-name lookups
@@ -33,10 +32,7 @@ extension HTTPDNSResolver {
             )
         }
 
-        /// The event loop ``send(_:)``'s completion runs on.
-        package var eventLoop: any EventLoop { exchange.eventLoop }
-
-        /// Sends the query; `completion` runs once, on ``eventLoop``, with the response or why there is none, for
+        /// Sends the query; `completion` runs once, on the connection's event loop, with the response or why there is none, for
         /// ``HTTPDNSResolver/decide(_:_:)``.
         package func send(_ completion: @escaping (Result<HTTPDNSTransport.Response, any Error>) -> Void) {
             exchange.send(completion: completion)
@@ -98,8 +94,7 @@ extension HTTPDNSResolver {
 
     /// Whether an event loop may ask this resolver with no task (``prepareDoH(_:type:subnet:)``): the RFC 8484 API.
     package var asksWithoutTask: Bool {
-        guard case .dnsMessage = configuration.api.kind else { return false }
-        return true
+        if case .dnsMessage = configuration.api.kind { true } else { false }
     }
 
     /// The error of a lookup that outlasted ``Configuration/budget``, as the tasks' path throws it.

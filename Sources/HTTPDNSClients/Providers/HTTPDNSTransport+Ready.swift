@@ -1,6 +1,5 @@
 package import HTTPDNSCore
 package import Logging
-package import NIOCore
 
 /// Where a request goes on within an endpoint's addresses, and a first exchange sent with no task on a ready HTTP/2
 /// connection.
@@ -30,10 +29,7 @@ extension HTTPDNSTransport {
         let connection: HTTP2DNSConnection
         let exchange: HTTP2DNSExchange
 
-        /// The event loop ``send(completion:)``'s completion runs on.
-        package var eventLoop: any EventLoop { connection.channel.eventLoop }
-
-        /// Sends the request. `completion` runs once, on ``eventLoop``, with the whole answer or why there is none
+        /// Sends the request. `completion` runs once, on the connection's event loop, with the whole answer or why there is none
         /// (``HTTPDNSTransport/outcome(of:to:host:request:logger:)`` says what it comes to).
         package func send(completion: @escaping (Result<Response, any Error>) -> Void) {
             connection.send(exchange, completion: completion)
