@@ -16,6 +16,9 @@ let samples: [(name: String, products: [String], other: [Target.Dependency])] = 
     ("PipelineFromParts", ["HTTPDNS"], []),
     ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"], []),
     ("SettingsFile", ["HTTPDNS"], []),
+    // Run by CI as well, against local servers (scripts/build-samples.sh).
+    ("ResolverInCode", ["HTTPDNS"], []),
+    ("EmbeddedServer", ["HTTPDNS", "HTTPDNSServer"], []),
     ("AsyncHTTPClientFront", ["HTTPDNS", "HTTPDNSURLProtocol"], [.product(name: "AsyncHTTPClient", package: "async-http-client")]),
     ("GRPCFront", ["HTTPDNS", "HTTPDNSGRPC"], [
         .product(name: "GRPCCore", package: "grpc-swift-2"),

@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh run
 echo "The README's samples as an adopter's package (Examples/)"
 swift build --package-path Examples --scratch-path .build
+echo "The samples that configure the library in code, run against local servers"
+scripts/run-examples.sh
 echo "The benchmarks (Benchmarks/), built and not run"
 swift build --package-path Benchmarks --scratch-path .build
 echo "The benchmark scripts, parsed; the workload generator (Benchmarks/serve-workload.sh) run on a small case"

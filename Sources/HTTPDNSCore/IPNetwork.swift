@@ -1,12 +1,12 @@
 /// An address range in CIDR notation, `192.0.2.0/24` or `2001:db8::/32` (a bare address is its own /32 or /128).
-package struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
+public struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     /// The first address of the range.
-    package let address: IPAddress
+    public let address: IPAddress
     /// How many leading bits every address of the range shares with ``address``.
-    package let prefixLength: Int
+    public let prefixLength: Int
 
     /// Parses `text`; `nil` when it is not an address with an optional `/LENGTH` that fits its family.
-    package init?(_ text: String) {
+    public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let address = IPAddress(String(parts[0])) else { return nil }
         let bits = address.bytes.count * 8
@@ -29,14 +29,14 @@ package struct IPNetwork: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether `ip` is inside the range (an IPv4 range holds no IPv6 address, and the other way round).
-    package func contains(_ ip: IPAddress) -> Bool {
+    public func contains(_ ip: IPAddress) -> Bool {
         let bytes = ip.bytes
         guard bytes.count == address.bytes.count else { return false }
         return Self.masked(bytes, prefixLength) == address.bytes
     }
 
     /// `ADDRESS/LENGTH`.
-    package var description: String { "\(address)/\(prefixLength)" }
+    public var description: String { "\(address)/\(prefixLength)" }
 
     private static func masked(_ bytes: [UInt8], _ length: Int) -> [UInt8] {
         var result = bytes

@@ -1,7 +1,7 @@
 /// A NAT64 prefix (RFC 6052): an IPv6 prefix of 32, 40, 48, 56, 64 or 96 bits under which a NAT64 gateway reaches
 /// every IPv4 address, embedded in the bits after the prefix (skipping bits 64 to 71, the "u" octet, which stay
 /// zero).
-package struct NAT64Prefix: Sendable, Hashable, CustomStringConvertible {
+public struct NAT64Prefix: Sendable, Hashable, CustomStringConvertible {
     /// The prefix lengths RFC 6052 allows.
     static let lengths = [32, 40, 48, 56, 64, 96]
     /// The well-known prefix `64:ff9b::/96`.
@@ -20,7 +20,7 @@ package struct NAT64Prefix: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses `64:ff9b::/96`.
-    package init?(_ text: String) {
+    public init?(_ text: String) {
         guard let network = IPNetwork(text) else { return nil }
         self.init(network)
     }
@@ -49,7 +49,7 @@ package struct NAT64Prefix: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `64:ff9b::/96`.
-    package var description: String { network.description }
+    public var description: String { network.description }
 
     /// The prefixes that AAAA answers of `ipv4only.arpa` reveal (RFC 7050 section 3): for each address, every
     /// length at which one of the well-known IPv4 addresses sits embedded, shortest first, each prefix once. An

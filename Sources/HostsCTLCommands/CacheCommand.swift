@@ -1,22 +1,22 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSServer
 
 /// `hostsctl cache show|clear|export`: the persisted IP cache.
-public struct CacheCommand: AsyncParsableCommand {
+struct CacheCommand: AsyncParsableCommand {
     /// The subcommand's name and its own subcommands.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Show, clear or export the persisted IP cache.",
         subcommands: [Show.self, Clear.self, Export.self]
     )
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Which cache file the subcommands use.
-    public struct Location: ParsableArguments {
+    struct Location: ParsableArguments {
         /// The file.
         @Option(
             name: .customLong("cache-file"),
@@ -24,14 +24,14 @@ public struct CacheCommand: AsyncParsableCommand {
                 "The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.",
                 valueName: "PATH")
         )
-        public var cacheFile: String?
+        var cacheFile: String?
 
         /// The settings file, for cache.path and the cache's limits.
         @Option(help: SettingsLoading.configHelp)
-        public var config: String?
+        var config: String?
 
         /// Creates the options (used by the argument parser).
-        public init() {}
+        init() {}
 
         /// The path and the settings.
         func resolve() throws -> (path: String, settings: HostResolver.Configuration) {
@@ -57,18 +57,18 @@ public struct CacheCommand: AsyncParsableCommand {
     }
 
     /// `hostsctl cache show`: every cached host with its ranked addresses.
-    public struct Show: AsyncParsableCommand {
+    struct Show: AsyncParsableCommand {
         /// The subcommand's name and help.
-        public static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(
             abstract: "List the cached hosts: ranked addresses with scores, TTL left, where the answer came from."
         )
 
         /// Which file.
-        @OptionGroup public var location: Location
+        @OptionGroup var location: Location
 
         /// Print JSON.
         @Flag(help: "Print a JSON array with one object per cached answer.")
-        public var json = false
+        var json = false
 
         /// Show the scores client networks reported instead.
         @Option(
@@ -77,13 +77,13 @@ public struct CacheCommand: AsyncParsableCommand {
                 "Show what client networks reported to hostsctl serve (serve.clientReports), kept beside the cache "
                     + "file: all, or one network such as 198.51.100.0/24.",
                 valueName: "NETWORK"))
-        public var network: String?
+        var network: String?
 
         /// Creates the command (used by the argument parser).
-        public init() {}
+        init() {}
 
         /// Checks the network.
-        public func validate() throws {
+        func validate() throws {
             if let network, network != "all", IPNetwork(network) == nil {
                 throw ValidationError(
                     "'\(HostName.printable(network))' is not all or a network such as 198.51.100.0/24")
@@ -91,7 +91,7 @@ public struct CacheCommand: AsyncParsableCommand {
         }
 
         /// Prints the cache.
-        public func run() async throws {
+        func run() async throws {
             if let network {
                 try showNetworks(network == "all" ? nil : IPNetwork(network))
                 return
@@ -110,28 +110,28 @@ public struct CacheCommand: AsyncParsableCommand {
     }
 
     /// `hostsctl cache clear [HOST...]`.
-    public struct Clear: AsyncParsableCommand {
+    struct Clear: AsyncParsableCommand {
         /// The subcommand's name and help.
-        public static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(
             abstract: "Remove the cache file, or only the named hosts from it."
         )
 
         /// Hosts to forget; all when empty.
         @Argument(help: "Hosts to remove from the cache; without any, the whole file is removed.")
-        public var hosts: [String] = []
+        var hosts: [String] = []
 
         /// Which file.
-        @OptionGroup public var location: Location
+        @OptionGroup var location: Location
 
         /// Print JSON.
         @Flag(help: "Print {\"path\", \"removed\"} as JSON.")
-        public var json = false
+        var json = false
 
         /// Creates the command (used by the argument parser).
-        public init() {}
+        init() {}
 
         /// Checks the names.
-        public func validate() throws {
+        func validate() throws {
             for host in hosts {
                 do { _ = try HostName(host) } catch {
                     throw ValidationError("'\(host)' is not a valid host name: \(error.message)")
@@ -140,7 +140,7 @@ public struct CacheCommand: AsyncParsableCommand {
         }
 
         /// Removes the file or the hosts.
-        public func run() async throws {
+        func run() async throws {
             let removed: Int
             let path: String
             if hosts.isEmpty {
@@ -176,9 +176,9 @@ public struct CacheCommand: AsyncParsableCommand {
     }
 
     /// `hostsctl cache export`: the best addresses as a hosts file, or everything as JSON.
-    public struct Export: AsyncParsableCommand {
+    struct Export: AsyncParsableCommand {
         /// The subcommand's name and help.
-        public static let configuration = CommandConfiguration(
+        static let configuration = CommandConfiguration(
             abstract: "Write the cached answers as a hosts file (best address first) or, with --json, as JSON.",
             discussion: """
                 The hosts format lists every cached address, best ranked first, so the file can serve as an \
@@ -187,21 +187,21 @@ public struct CacheCommand: AsyncParsableCommand {
         )
 
         /// Which file.
-        @OptionGroup public var location: Location
+        @OptionGroup var location: Location
 
         /// Write JSON.
         @Flag(help: "Write the JSON of `cache show --json` instead of a hosts file.")
-        public var json = false
+        var json = false
 
         /// Where to write.
         @Option(name: .shortAndLong, help: ArgumentHelp("Write to FILE instead of standard output.", valueName: "FILE"))
-        public var output: String?
+        var output: String?
 
         /// Creates the command (used by the argument parser).
-        public init() {}
+        init() {}
 
         /// Writes the export.
-        public func run() async throws {
+        func run() async throws {
             let (path, cache) = try location.load()
             let entries = cache.entries().sorted { ($0.host, $0.family.rawValue) < ($1.host, $1.family.rawValue) }
             let text =

@@ -1,25 +1,25 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 
 /// `hostsctl config`: checks and shows configuration files.
-public struct ConfigCommand: AsyncParsableCommand {
+struct ConfigCommand: AsyncParsableCommand {
     /// The subcommand's name, help and children.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "config",
         abstract: "Check and show configuration files.",
         subcommands: [ConfigCheckCommand.self, ConfigShowCommand.self, ConfigKeysCommand.self]
     )
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 }
 
 /// `hostsctl config check [FILE...]`: validates settings (`.json`) and overrides files and prints every problem
 /// with its position.
-public struct ConfigCheckCommand: AsyncParsableCommand {
+struct ConfigCheckCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "check",
         abstract: "Validate settings files (.json) and overrides files (hosts format).",
         discussion: """
@@ -33,20 +33,20 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
     /// The files to check.
     @Argument(
         help: "Settings files (.json) and overrides files (hosts format). Default: Config/hostsctl.json Config/hosts.")
-    public var files: [String] = []
+    var files: [String] = []
 
     /// Print JSON instead of text.
     @Flag(help: "Print a JSON array with one object per file.")
-    public var json = false
+    var json = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// The files checked when none is given.
     static let defaultFiles = ["Config/hostsctl.json", "Config/hosts"]
 
     /// Checks every file and prints the findings.
-    public func run() async throws {
+    func run() async throws {
         let results = (files.isEmpty ? Self.defaultFiles : files).map(Self.check)
         if json {
             print(JSONValue.array(results.map(\.json)).serialized())
@@ -108,9 +108,9 @@ public struct ConfigCheckCommand: AsyncParsableCommand {
 }
 
 /// `hostsctl config show`: the effective settings (file, environment, defaults) with secrets masked.
-public struct ConfigShowCommand: AsyncParsableCommand {
+struct ConfigShowCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "show",
         abstract: "Print the effective settings and where each value comes from; secrets are masked.",
         discussion: "Exit status: 0, or 1 when the settings have errors (they are printed as by config check)."
@@ -118,17 +118,17 @@ public struct ConfigShowCommand: AsyncParsableCommand {
 
     /// The settings file.
     @Option(help: ArgumentHelp("Settings file; without it only defaults and environment apply.", valueName: "FILE"))
-    public var config: String?
+    var config: String?
 
     /// Print JSON instead of text.
     @Flag(help: "Print a JSON object.")
-    public var json = false
+    var json = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Prints the settings.
-    public func run() async throws {
+    func run() async throws {
         let file = SettingsLoading.load(config)
         guard let settings = file.settings, file.errors.isEmpty else {
             for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
@@ -151,22 +151,22 @@ public struct ConfigShowCommand: AsyncParsableCommand {
 }
 
 /// `hostsctl config keys`: every settings key with its type, default, environment variable and meaning.
-public struct ConfigKeysCommand: ParsableCommand {
+struct ConfigKeysCommand: ParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "keys",
         abstract: "List every settings key with its type, default and environment variable."
     )
 
     /// Print a Markdown table.
     @Flag(help: "Print a Markdown table.")
-    public var markdown = false
+    var markdown = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Prints the keys.
-    public func run() {
+    func run() {
         if markdown {
             print("| key | type | default | environment variable | meaning |")
             print("| --- | --- | --- | --- | --- |")

@@ -1,13 +1,13 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSURLProtocol
 
 /// `hostsctl fetch URL`: one request through URLSession with the rewriting URL protocol registered, as an
 /// application would make it, and a report of what the protocol did.
-public struct FetchCommand: AsyncParsableCommand {
+struct FetchCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "fetch",
         abstract: "Fetch a URL through URLSession with the HTTP DNS URL protocol, and show the IP each hop reached.",
         discussion: """
@@ -22,41 +22,41 @@ public struct FetchCommand: AsyncParsableCommand {
 
     /// The URL to fetch.
     @Argument(help: "The http or https URL.")
-    public var url: String
+    var url: String
 
     /// The method.
     @Option(
         name: [.customShort("X"), .customLong("request")],
         help: ArgumentHelp("The HTTP method (default GET, or POST with --data).", valueName: "METHOD"))
-    public var method: String?
+    var method: String?
 
     /// The request body.
     @Option(
         name: [.customShort("d"), .customLong("data")],
         help: ArgumentHelp("Request body; @FILE reads it from a file.", valueName: "DATA"))
-    public var data: String?
+    var data: String?
 
     /// Extra header fields.
     @Option(
         name: [.customShort("H"), .customLong("header")],
         help: ArgumentHelp("A header field, \"Name: value\"; repeatable.", valueName: "HEADER"))
-    public var headers: [String] = []
+    var headers: [String] = []
 
     /// How many times to make the request.
     @Option(help: "Make the request N times; one report (one JSON object a line) each, then a summary.")
-    public var `repeat`: Int = 1
+    var `repeat`: Int = 1
 
     /// How many requests are in flight at once.
     @Option(help: "Keep N of the --repeat requests in flight at once (default 1: one after the other).")
-    public var concurrency: Int = 1
+    var concurrency: Int = 1
 
     /// The settings file.
     @Option(help: SettingsLoading.configHelp)
-    public var config: String?
+    var config: String?
 
     /// An overrides file in hosts format.
     @Option(help: SettingsLoading.hostsHelp)
-    public var hosts: String?
+    var hosts: String?
 
     /// Extra trusted CA certificates.
     @Option(
@@ -64,35 +64,35 @@ public struct FetchCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "A PEM file of extra trusted CA certificates for the fetched URLs (interception.trustCA; HTTP DNS keeps httpdns.trustCA); repeatable.",
             valueName: "FILE"))
-    public var trustCA: [String] = []
+    var trustCA: [String] = []
 
     /// The request's time limit.
     @Option(help: "Seconds one hop may take, from connect to the whole answer (default 30).")
-    public var timeout: Double = 30
+    var timeout: Double = 30
 
     /// Deliver redirects instead of following them.
     @Flag(name: .customLong("no-follow"), help: "Do not follow redirects; report the 3xx answer.")
-    public var noFollow = false
+    var noFollow = false
 
     /// Where the body goes.
     @Option(
         name: [.customShort("o"), .customLong("output")],
         help: ArgumentHelp("Write the last response body to FILE (- for standard output).", valueName: "FILE"))
-    public var output: String?
+    var output: String?
 
     /// `--cache-file` and `--no-cache`.
     @OptionGroup
-    public var cache: CacheOptions
+    var cache: CacheOptions
 
     /// Print JSON.
     @Flag(help: "Print one JSON object per request.")
-    public var json = false
+    var json = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Checks the arguments before anything runs.
-    public func validate() throws {
+    func validate() throws {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
             scheme == "http" || scheme == "https",
             parsed.host?.isEmpty == false
@@ -115,7 +115,7 @@ public struct FetchCommand: AsyncParsableCommand {
     }
 
     /// Makes the requests and prints a report for each.
-    public func run() async throws {
+    func run() async throws {
         var settings = try SettingsLoading.settings(config)
         if let hosts {
             try ResolutionOptions.reportOverrideProblems(hosts)

@@ -1,17 +1,17 @@
 public import ArgumentParser
 import Foundation
-public import HTTPDNS
+import HTTPDNS
 
 /// The options that select an HTTP DNS service instead of c-ares, shared by the commands that resolve.
 ///
 /// Secrets are never taken on the command line (every user of the machine can read arguments): the Alibaba
 /// signing secret or the Tencent AES key comes from ``secretVariable``.
-public struct HTTPDNSOptions: ParsableArguments {
+struct HTTPDNSOptions: ParsableArguments {
     /// The environment variable holding the HTTPDNS secret.
-    public static let secretVariable = "HOSTSCTL_HTTPDNS_SECRET"
+    static let secretVariable = "HOSTSCTL_HTTPDNS_SECRET"
 
     /// The vendor APIs `--httpdns` accepts.
-    public enum Vendor: String, ExpressibleByArgument, CaseIterable, Sendable {
+    enum Vendor: String, ExpressibleByArgument, CaseIterable, Sendable {
         /// Alibaba-style `/{account}/d` and `/sign_d`.
         case alibaba
         /// Tencent DNSPod-style `/d?dn=`.
@@ -20,43 +20,43 @@ public struct HTTPDNSOptions: ParsableArguments {
 
     /// A DoH URL (RFC 8484, or the JSON API with `--doh-json`).
     @Option(help: ArgumentHelp("Resolve through this DNS-over-HTTPS URL instead of c-ares.", valueName: "URL"))
-    public var doh: String?
+    var doh: String?
 
     /// GET or POST for RFC 8484.
     @Option(name: .customLong("doh-method"), help: "RFC 8484 method: get or post.")
-    public var dohMethod: HTTPDNSResolver.API.DoHMethod = .get
+    var dohMethod: HTTPDNSResolver.API.DoHMethod = .get
 
     /// Use the JSON API.
     @Flag(name: .customLong("doh-json"), help: "Use the JSON API (application/dns-json) at the --doh URL.")
-    public var dohJSON = false
+    var dohJSON = false
 
     /// A vendor HTTPDNS API.
     @Option(help: "Resolve through a vendor HTTPDNS API: alibaba or tencent (with --endpoint).")
-    public var httpdns: Vendor?
+    var httpdns: Vendor?
 
     /// The vendor endpoints.
     @Option(
         name: .customLong("endpoint"),
         help: ArgumentHelp("HTTPDNS endpoint base URL; repeatable, tried in order.", valueName: "URL"))
-    public var endpoints: [String] = []
+    var endpoints: [String] = []
 
     /// The vendor account ID.
     @Option(
         help: ArgumentHelp(
             "HTTPDNS account ID. The secret comes only from $\(HTTPDNSOptions.secretVariable).", valueName: "ID"))
-    public var account: String?
+    var account: String?
 
     /// A preset from the presets file.
     @Option(
         help: ArgumentHelp("Use a named service from the presets file (see Config/providers.json).", valueName: "NAME"))
-    public var provider: String?
+    var provider: String?
 
     /// The presets file; by default `$HOSTSCTL_PRESETS`, else the one installed with `hostsctl`.
     @Option(
         help: ArgumentHelp(
             "Presets file for --provider. Default: $HOSTSCTL_PRESETS, else the providers.json installed with hostsctl "
                 + "(never one from the current directory).", valueName: "FILE"))
-    public var presets: String?
+    var presets: String?
 
     /// The presets file to read: `--presets`, else `$HOSTSCTL_PRESETS`, else ``installedPresets(executable:)``.
     /// A file in the current directory is never picked up by default: it could be anyone's.
@@ -102,7 +102,7 @@ public struct HTTPDNSOptions: ParsableArguments {
             return ip
         }
     )
-    public var bootstrap: [IPAddress] = []
+    var bootstrap: [IPAddress] = []
 
     /// Extra trust roots.
     @Option(
@@ -111,22 +111,22 @@ public struct HTTPDNSOptions: ParsableArguments {
             "Also trust the CA certificates in this PEM file (for private CAs); repeatable. Certificates are always verified.",
             valueName: "FILE")
     )
-    public var trustCA: [String] = []
+    var trustCA: [String] = []
 
     /// Accept private addresses in answers.
     @Flag(
         name: .customLong("allow-private-answers"),
         help: "Accept HTTP DNS answers with private, loopback or link-local addresses.")
-    public var allowPrivateAnswers = false
+    var allowPrivateAnswers = false
 
     /// Creates the options (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Whether any HTTP DNS service was selected.
-    public var isSelected: Bool { doh != nil || httpdns != nil || provider != nil }
+    var isSelected: Bool { doh != nil || httpdns != nil || provider != nil }
 
     /// Checks combinations.
-    public func validate() throws {
+    func validate() throws {
         let selections = [doh != nil, httpdns != nil, provider != nil].filter { $0 }.count
         guard selections <= 1 else { throw ValidationError("Choose one of --doh, --httpdns and --provider.") }
         if doh == nil, provider == nil, dohJSON || dohMethod != .get {
@@ -164,14 +164,11 @@ public struct HTTPDNSOptions: ParsableArguments {
                 }
                 name = preset.name
                 endpoints = [preset.endpoint]
-                switch preset.api {
-                case "doh": api = .dnsMessage(method: dohMethod)
-                case "doh-json": api = .dnsJSON
-                case "alibaba":
-                    guard let account else { throw ValidationError("Preset '\(provider)' needs --account.") }
-                    api = .alibaba(account: account, secret: secret)
-                default: api = .tencent(account: account, key: secret)
-                }
+                guard
+                    let named = HTTPDNSResolver.API(
+                        named: preset.api, method: dohMethod, account: account, secret: secret)
+                else { throw ValidationError("Preset '\(provider)' needs --account.") }
+                api = named
             } else {
                 let vendor = httpdns ?? .tencent
                 endpoints = try self.endpoints.map { try HTTPDNSEndpoint($0, bootstrapAddresses: bootstrap) }

@@ -20,9 +20,9 @@ public struct HostsCTLCommand: AsyncParsableCommand {
 }
 
 /// The version `hostsctl --version` prints.
-public enum HostsCTLVersion {
+enum HostsCTLVersion {
     /// The package version.
-    public static let current = "0.1.0"
+    static let current = "0.1.0"
 }
 
 /// Writes a line to standard error.

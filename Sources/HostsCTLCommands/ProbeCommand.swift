@@ -1,12 +1,12 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 
 /// `hostsctl probe HOST...`: measures TCP connect times to every address of each host and shows how the cache
 /// ranks them.
-public struct ProbeCommand: AsyncParsableCommand {
+struct ProbeCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "probe",
         abstract: "Measure TCP connect times to each address of each host, and its score and rank in the cache.",
         discussion: """
@@ -22,39 +22,39 @@ public struct ProbeCommand: AsyncParsableCommand {
 
     /// The names to probe.
     @Argument(help: "Host names (or IP literals) to probe.")
-    public var names: [String] = []
+    var names: [String] = []
 
     /// The TCP port.
     @Option(help: "TCP port to connect to (default: the first of probe.ports, 443).")
-    public var port: Int?
+    var port: Int?
 
     /// Samples per address.
     @Option(help: "Connects per address.")
-    public var samples: Int = 5
+    var samples: Int = 5
 
     /// Connect timeout.
     @Option(
         name: .customLong("connect-timeout"),
         help: ArgumentHelp("Seconds one connect may take (default: probe.timeoutMs).", valueName: "SECONDS"))
-    public var connectTimeout: Double?
+    var connectTimeout: Double?
 
     /// How names are resolved.
     @OptionGroup
-    public var resolution: ResolutionOptions
+    var resolution: ResolutionOptions
 
     /// `--cache-file` and `--no-cache`.
     @OptionGroup
-    public var cache: CacheOptions
+    var cache: CacheOptions
 
     /// Print JSON.
     @Flag(help: "Print a JSON array with one object per host.")
-    public var json = false
+    var json = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Checks ranges before anything runs.
-    public func validate() throws {
+    func validate() throws {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
         if let port, !(1...65_535).contains(port) { throw ValidationError("--port must be between 1 and 65535.") }
         guard (1...1000).contains(samples) else { throw ValidationError("--samples must be between 1 and 1000.") }
@@ -64,7 +64,7 @@ public struct ProbeCommand: AsyncParsableCommand {
     }
 
     /// Resolves the hosts, probes their addresses and prints the report.
-    public func run() async throws {
+    func run() async throws {
         var settings = try resolution.loadSettings()
         cache.apply(to: &settings)
         settings.probeEnabled = false

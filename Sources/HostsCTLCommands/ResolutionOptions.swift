@@ -1,10 +1,10 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
-public import HTTPDNS
+import HTTPDNS
 
 /// The options that say how names are resolved, shared by `resolve` and `bench`: servers, family, timeouts, the
 /// settings and overrides files, and an HTTP DNS service.
-public struct ResolutionOptions: ParsableArguments {
+struct ResolutionOptions: ParsableArguments {
     /// The DNS servers; the system's when none is given.
     @Option(
         name: .customLong("server"),
@@ -12,11 +12,11 @@ public struct ResolutionOptions: ParsableArguments {
             "DNS server as IP[:PORT] or [IPv6]:PORT; repeatable. Default: /etc/resolv.conf.", valueName: "IP[:PORT]"),
         transform: { try ServerAddress(parsing: $0) }
     )
-    public var servers: [ServerAddress] = []
+    var servers: [ServerAddress] = []
 
     /// Which address family to ask for; each command has its own default.
     @Option(help: "Address family: ipv4, ipv6 or any (A and AAAA).", transform: ResolutionOptions.parseFamily)
-    public var family: AddressFamily?
+    var family: AddressFamily?
 
     /// Seconds to wait: c-ares's first try, or an HTTP DNS lookup's whole budget.
     @Option(
@@ -26,29 +26,29 @@ public struct ResolutionOptions: ParsableArguments {
             endpoints and bootstrap addresses (and the most one exchange may take).
             """
     )
-    public var timeout: Double?
+    var timeout: Double?
 
     /// How many tries per query.
     @Option(help: "How many times each query is sent before it times out (default 2).")
-    public var tries: Int?
+    var tries: Int?
 
     /// The settings file.
     @Option(help: SettingsLoading.configHelp)
-    public var config: String?
+    var config: String?
 
     /// An overrides file in hosts format; its names are answered from it with source `override`.
     @Option(help: SettingsLoading.hostsHelp)
-    public var hosts: String?
+    var hosts: String?
 
     /// An HTTP DNS service to resolve through instead of the configured upstreams.
     @OptionGroup(title: "HTTP DNS")
-    public var httpDNS: HTTPDNSOptions
+    var httpDNS: HTTPDNSOptions
 
     /// Creates the options (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Checks the ranges and the combinations these options allow.
-    public func validate() throws {
+    func validate() throws {
         if let timeout, !(timeout.isFinite && timeout >= 0.001 && timeout <= 3600) {
             throw ValidationError("--timeout must be between 0.001 and 3600 seconds.")
         }
@@ -91,12 +91,13 @@ public struct ResolutionOptions: ParsableArguments {
         }
         if !servers.isEmpty { settings.cares.servers = servers }
         if let timeout {
-            settings.cares.timeout = .milliseconds(Int((timeout * 1000).rounded(.up)))
-            settings.httpDNS.timeoutMilliseconds = Int((timeout * 1000).rounded(.up))
-            settings.httpDNS.budgetMilliseconds = Int((timeout * 1000).rounded(.up))
+            let limit = Duration.milliseconds(Int((timeout * 1000).rounded(.up)))
+            settings.cares.timeout = limit
+            settings.httpDNSTransport.requestTimeout = limit
+            settings.httpDNSBudget = limit
         }
         if let tries { settings.cares.tries = tries }
-        settings.httpDNS.trustCA += httpDNS.trustCA
+        settings.httpDNSTransport.additionalTrustRoots += httpDNS.trustCA
         // An upstream named on the command line answers alone: no system-resolver fallback behind it.
         if namesUpstream { settings.systemFallback = false }
         settings.files.reloadIntervalMilliseconds = 0
@@ -112,8 +113,7 @@ public struct ResolutionOptions: ParsableArguments {
     ) {
         guard httpDNS.isSelected else { return (nil, nil) }
         let (resolver, transport) = try httpDNS.makeResolver(
-            timeout: .milliseconds(settings.httpDNS.timeoutMilliseconds),
-            budget: .milliseconds(settings.httpDNS.budgetMilliseconds))
+            timeout: settings.httpDNSTransport.requestTimeout, budget: settings.httpDNSBudget)
         settings.sources.removeAll { $0 == .cares }
         if !settings.sources.contains(.httpdns) { settings.sources.append(.httpdns) }
         let identity =
@@ -148,24 +148,24 @@ public struct ResolutionOptions: ParsableArguments {
 }
 
 /// `--cache-file` and `--no-cache`, shared by the commands that run the pipeline.
-public struct CacheOptions: ParsableArguments {
+struct CacheOptions: ParsableArguments {
     /// The persisted cache file.
     @Option(
         name: .customLong("cache-file"),
         help: ArgumentHelp(
             "The persisted IP cache. Default: cache.path, else $XDG_CACHE_HOME/hostsctl/cache.json.", valueName: "PATH")
     )
-    public var cacheFile: String?
+    var cacheFile: String?
 
     /// Turn the cache off.
     @Flag(name: .customLong("no-cache"), help: "Do not read or write the IP cache.")
-    public var noCache = false
+    var noCache = false
 
     /// Creates the options (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Refuses the contradiction.
-    public func validate() throws {
+    func validate() throws {
         if noCache, cacheFile != nil { throw ValidationError("--no-cache and --cache-file contradict each other.") }
     }
 

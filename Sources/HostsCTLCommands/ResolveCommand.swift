@@ -1,11 +1,11 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
-package import HTTPDNS
+import HTTPDNS
 
 /// `hostsctl resolve HOST...`: resolves host names and prints their addresses with TTL and source.
-public struct ResolveCommand: AsyncParsableCommand {
+struct ResolveCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "resolve",
         abstract: "Resolve host names to IP addresses.",
         discussion: """
@@ -16,11 +16,11 @@ public struct ResolveCommand: AsyncParsableCommand {
 
     /// The names to resolve.
     @Argument(help: "Host names (or IP literals) to resolve.")
-    public var names: [String] = []
+    var names: [String] = []
 
     /// How names are resolved: servers, family (default `any`), timeouts, settings, overrides, HTTP DNS.
     @OptionGroup
-    public var resolution: ResolutionOptions
+    var resolution: ResolutionOptions
 
     /// One layer to ask instead of the whole pipeline.
     @Option(
@@ -30,25 +30,25 @@ public struct ResolveCommand: AsyncParsableCommand {
             valueName: "LAYER"),
         transform: ResolveCommand.parseSource
     )
-    package var source: HostResolver.Configuration.Source?
+    var source: HostResolver.Configuration.Source?
 
     /// `--cache-file` and `--no-cache`.
     @OptionGroup
-    public var cache: CacheOptions
+    var cache: CacheOptions
 
     /// Probe the addresses before printing, so scores are measured.
     @Flag(help: "Probe each address with TCP connects (probe.ports) before printing, so scores are measured.")
-    public var probe = false
+    var probe = false
 
     /// Print JSON instead of tables.
     @Flag(help: "Print a JSON array with one object per host.")
-    public var json = false
+    var json = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Checks the combinations of options before anything runs.
-    public func validate() throws {
+    func validate() throws {
         guard !names.isEmpty else { throw ValidationError("Give at least one host name.") }
         if cache.noCache, source == .cache { throw ValidationError("--source cache needs the cache; drop --no-cache.") }
         if resolution.httpDNS.isSelected, let source, source != .httpdns {
@@ -64,7 +64,7 @@ public struct ResolveCommand: AsyncParsableCommand {
     var family: AddressFamily { resolution.family ?? .any }
 
     /// Resolves every host concurrently through the pipeline and prints the results in the order given.
-    public func run() async throws {
+    func run() async throws {
         var settings = try effectiveSettings(try resolution.loadSettings())
         try ResolutionOptions.checkOverrides(settings)
         let (upstreams, transport) = try resolution.commandLineUpstreams(&settings)
@@ -100,7 +100,7 @@ public struct ResolveCommand: AsyncParsableCommand {
             settings.sources = [source]
             settings.systemFallback = false
             if source == .cache { settings.cacheEnabled = true }
-            if source == .httpdns, settings.httpDNS.providers.isEmpty, !httpDNS.isSelected {
+            if source == .httpdns, settings.httpDNSProviders.isEmpty, !httpDNS.isSelected {
                 throw ValidationError(
                     "--source httpdns needs providers in the settings (httpdns.providers) or an HTTP DNS option.")
             }

@@ -1,4 +1,4 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSServer
@@ -10,9 +10,9 @@ import UnixSignals
 
 /// `hostsctl serve`: answers HTTP DNS (RFC 8484 DoH, the JSON API, Alibaba- and Tencent-compatible APIs) from the
 /// configured pipeline until SIGINT or SIGTERM, then shuts down gracefully.
-public struct ServeCommand: AsyncParsableCommand {
+struct ServeCommand: AsyncParsableCommand {
     /// The subcommand's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Answer HTTP DNS (DoH, JSON, vendor APIs) from the resolver pipeline.",
         discussion: """
@@ -30,23 +30,23 @@ public struct ServeCommand: AsyncParsableCommand {
 
     /// The settings file.
     @Option(help: "The settings file (default: $HOSTSCTL_CONFIG, else the defaults).")
-    public var config: String?
+    var config: String?
 
     /// Overrides `serve.listen`.
     @Option(help: "The address and port to listen on, IP:PORT (default: serve.listen, 127.0.0.1:8053).")
-    public var listen: String?
+    var listen: String?
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Serves until a signal arrives.
-    public func run() async throws {
+    func run() async throws {
         let loaded = try SettingsLoading.settings(config)
-        let serve = try loaded.read(ServeCommand.Configuration.section)
+        let serve = try loaded.read(ServeSettings.section)
         let settings = Self.served(loaded, serve: serve)
         var listener = serve.server
         if let listen { listener.listen = try ServerAddress(parsing: listen) }
-        let accounts = try Self.accounts(serve)
+        try Self.checkAccounts(serve)
         let logger = CommandLogging.logger()
         Self.raiseDescriptorLimit(
             for: listener.maximumConnections + (listener.adminListen == nil ? 0 : listener.maximumAdminConnections),
@@ -65,7 +65,7 @@ public struct ServeCommand: AsyncParsableCommand {
             throw error
         }
         let service = HTTPDNSService(
-            resolver: resolver, configuration: serve.service(accounts: accounts), logger: logger,
+            resolver: resolver, configuration: serve.service, logger: logger,
             metricsFactory: metrics, forwarder: forwarder,
             metricsExporter: {
                 memory.update()
@@ -165,7 +165,7 @@ public struct ServeCommand: AsyncParsableCommand {
     /// and no probe connects to a private, loopback, link-local or otherwise non-public address, so no client's
     /// question can make the server reach into its own network. Overrides, which the operator writes, are answered
     /// as written. Classic queries leave on the server's own sockets (`PlainDNSClient`), with DNS 0x20.
-    static func served(_ settings: HostResolver.Configuration, serve: ServeCommand.Configuration)
+    static func served(_ settings: HostResolver.Configuration, serve: ServeSettings)
         -> HostResolver.Configuration
     {
         var served = settings
@@ -177,7 +177,7 @@ public struct ServeCommand: AsyncParsableCommand {
         // matched byte for byte), or through c-ares with DNS 0x20 where no server is known (docs/security.md).
         served.cares.randomizesCase = true
         served.cares.usesOwnSockets = true
-        guard !serve.probeGuardedAddresses else { return served }
+        guard !serve.service.probesGuardedAddresses else { return served }
         served.guardsEveryUpstream = true
         served.probe.probesGuardedAddresses = false
         return served
@@ -214,20 +214,13 @@ public struct ServeCommand: AsyncParsableCommand {
         .seconds(10),
     ]
 
-    /// The vendor accounts with their secrets read from the environment.
-    static func accounts(_ serve: ServeCommand.Configuration) throws -> [String: HTTPDNSSecret?] {
-        var accounts: [String: HTTPDNSSecret?] = [:]
-        for account in serve.accounts {
-            guard let variable = account.secretVariable else {
-                accounts[account.id] = .some(nil)
-                continue
-            }
-            guard let secret = HTTPDNSSecret(environmentVariable: variable) else {
-                throw ValidationError("account \(account.id): the environment variable \(variable) is not set")
-            }
-            accounts[account.id] = secret
-        }
-        return accounts
+    /// Refuses settings with a signed-only account whose secret variable is not set (the service would refuse
+    /// every request for it).
+    /// - Throws: `ValidationError` naming the account and the variable.
+    static func checkAccounts(_ serve: ServeSettings) throws {
+        guard let account = serve.service.accountsWithoutSecret.first else { return }
+        let variable = serve.service.secretVariables[account] ?? "?"
+        throw ValidationError("account \(account): the environment variable \(variable) is not set")
     }
 }
 
@@ -242,11 +235,11 @@ final class SettingsReloader: Sendable {
     private let logger: Logger
     private let watcher: FileWatcher<HostResolver.Configuration>?
     /// The `serve` section last applied, to tell which edits wait for a restart.
-    private let applied: Locked<ServeCommand.Configuration>
+    private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(
-        path: String?, initial: HostResolver.Configuration, serve: ServeCommand.Configuration, resolver: HostResolver,
+        path: String?, initial: HostResolver.Configuration, serve: ServeSettings, resolver: HostResolver,
         service: HTTPDNSService, forwarder: ReloadingCAresForwarder? = nil, logger: Logger
     ) {
         self.path = path
@@ -292,12 +285,12 @@ final class SettingsReloader: Sendable {
 
     private func apply(_ edited: HostResolver.Configuration) {
         do {
-            let after = try edited.read(ServeCommand.Configuration.section)
+            let after = try edited.read(ServeSettings.section)
             let settings = ServeCommand.served(edited, serve: after)
-            let accounts = try ServeCommand.accounts(after)
+            try ServeCommand.checkAccounts(after)
             try resolver.apply(settings)
             try forwarder?.apply(settings.cares)
-            service.apply(after.service(accounts: accounts))
+            service.apply(after.service)
             let before = applied.withLock { previous in
                 defer { previous = after }
                 return previous

@@ -12,7 +12,7 @@ enum SettingsLoading {
     /// The sections of the settings file that the modules above the resolver own: the fronts' `interception`, the
     /// server's `serve` and the commands' `otel`. `hostsctl` checks, lists and shows them with the resolver's keys.
     static let sections = [
-        HTTPDNSInterceptor.Configuration.section.erased, ServeCommand.Configuration.section.erased,
+        HTTPDNSInterceptor.Configuration.section.erased, ServeSettings.section.erased,
         Telemetry.Configuration.section.erased,
     ]
 

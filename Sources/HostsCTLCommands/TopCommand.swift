@@ -1,4 +1,4 @@
-public import ArgumentParser
+import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSCore
@@ -11,9 +11,9 @@ import HTTPDNSServer
 /// `hostsctl top`: a running `hostsctl serve` in the terminal, refreshed like `top` (or `dnsdist -c`'s `top`): the
 /// `/stats.json` of its admin listener, with rates taken from one reading to the next. Usable over SSH: plain text,
 /// and with `--plain` no screen control at all.
-public struct TopCommand: AsyncParsableCommand {
+struct TopCommand: AsyncParsableCommand {
     /// The command's name and help.
-    public static let configuration = CommandConfiguration(
+    static let configuration = CommandConfiguration(
         commandName: "top",
         abstract: "Watch a running hostsctl serve: queries, cache, answer times, upstreams and refusals, refreshed.",
         discussion: """
@@ -23,33 +23,33 @@ public struct TopCommand: AsyncParsableCommand {
 
     /// The settings file, to find `serve.admin.listen`.
     @Option(help: "The settings file (default: $HOSTSCTL_CONFIG, else the defaults).")
-    public var config: String?
+    var config: String?
 
     /// The admin listener to read, instead of the settings'.
     @Option(help: "The admin listener, IP:PORT (default: serve.admin.listen).")
-    public var admin: String?
+    var admin: String?
 
     /// Seconds between readings.
     @Option(help: "Seconds between readings.")
-    public var interval: Double = 1
+    var interval: Double = 1
 
     /// How many screens, then exit; by default until interrupted.
     @Option(help: "Screens to show, then exit (default: until interrupted).")
-    public var count: Int?
+    var count: Int?
 
     /// A name whose steering to show: the server's order of its addresses and each reporting network's.
     @Option(help: "A name whose address order to show: the server's, and each client network's that reported.")
-    public var name: String?
+    var name: String?
 
     /// Print screens one after another instead of redrawing.
     @Flag(help: "Print each screen after the last instead of redrawing the terminal.")
-    public var plain = false
+    var plain = false
 
     /// Creates the command (used by the argument parser).
-    public init() {}
+    init() {}
 
     /// Checks the options.
-    public func validate() throws {
+    func validate() throws {
         guard interval >= 0.1, interval <= 3600 else { throw ValidationError("--interval must be 0.1 to 3600 s") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
         if let name, (try? HostName(name)) == nil {
@@ -58,7 +58,7 @@ public struct TopCommand: AsyncParsableCommand {
     }
 
     /// Reads and shows until interrupted or `--count` screens.
-    public func run() async throws {
+    func run() async throws {
         let address = try adminAddress()
         var components = URLComponents()
         components.scheme = "http"
@@ -92,7 +92,7 @@ public struct TopCommand: AsyncParsableCommand {
     /// `--admin`, else the settings' `serve.admin.listen`.
     private func adminAddress() throws -> ServerAddress {
         if let admin { return try ServerAddress(parsing: admin) }
-        let serve = try SettingsLoading.settings(config).read(ServeCommand.Configuration.section)
+        let serve = try SettingsLoading.settings(config).read(ServeSettings.section)
         guard let listen = serve.server.adminListen else {
             throw ValidationError("serve.admin.listen is none: the server has no admin listener to read")
         }

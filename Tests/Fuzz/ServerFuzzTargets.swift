@@ -31,7 +31,7 @@ enum ServerFuzzTargets {
             configuration: .init(
                 accounts: ["139450": nil, "signed-1": HTTPDNSSecret("s3cret")], rateLimitPerSecond: 1_000_000,
                 rateLimitBurst: 1_000_000, acceptClientReports: true,
-                reportNetworks: [IPNetwork("127.0.0.0/8")!]),
+                reportNetworks: [IPNetwork("127.0.0.0/8")!], publicEndpoints: .on),
             logger: Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() }),
             metricsExporter: { Array("metrics 1\n".utf8) }, now: { 1_800_000_000 })
     }()

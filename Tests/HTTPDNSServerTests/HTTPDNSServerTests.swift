@@ -35,7 +35,8 @@ struct HTTPDNSServerTests {
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], overrides: overrides,
                 cache: HostCache(), prober: nil, onShutdown: [{ cares.shutdown() }])
             let configuration = HTTPDNSService.Configuration(
-                maximumAnswers: 8, accounts: ["139450": nil, "signed-1": HTTPDNSSecret("s3cret")])
+                maximumAnswers: 8, accounts: ["139450": nil, "signed-1": HTTPDNSSecret("s3cret")],
+                publicEndpoints: .on)
             let service =
                 now.map { HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger, now: $0) }
                 ?? HTTPDNSService(resolver: resolver, configuration: configuration, logger: logger)

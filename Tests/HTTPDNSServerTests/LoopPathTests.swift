@@ -198,8 +198,8 @@ struct LoopPathTests {
                         try HTTPDNSEndpoint(
                             try #require(dnsdist.httpsURL), bootstrapAddresses: [IPAddress("127.0.0.1")!])
                     ],
-                    allowNonPublicAddresses: true, budget: .seconds(60), additionalTrustRoots: [certificates.caPath]),
-                logger: Self.logger)
+                    allowNonPublicAddresses: true, budget: .seconds(60)),
+                transportConfiguration: .init(additionalTrustRoots: [certificates.caPath]), logger: Self.logger)
             let upstream: any HostNameResolver = fromTask ? TaskOnly(provider: doh) : doh
             let resolver = HostResolver(
                 upstreams: [.init(name: "doh", kind: .httpDNS, resolver: upstream)], overrides: HostOverrides(),

@@ -233,7 +233,7 @@ struct OperationsTests {
         logger.logLevel = .info
         let service = HTTPDNSService(
             resolver: pipeline.resolver,
-            configuration: .init(accounts: ["signed-1": HTTPDNSSecret("s3cret")]), logger: logger)
+            configuration: .init(accounts: ["signed-1": HTTPDNSSecret("s3cret")], publicEndpoints: .on), logger: logger)
         _ = await service.handle(
             ServiceRequest(method: "GET", target: "/resolve?name=multi.test", client: IPAddress("198.51.100.23")))
         _ = await service.handle(
@@ -264,7 +264,7 @@ struct OperationsTests {
             resolver: pipeline.resolver,
             configuration: .init(
                 accounts: ["signed-1": HTTPDNSSecret("s3cret")], acceptClientReports: true,
-                reportNetworks: [IPNetwork("10.0.0.0/8")!]),
+                reportNetworks: [IPNetwork("10.0.0.0/8")!], publicEndpoints: .on),
             logger: Self.logger, now: { clock.withLock { $0 } })
         func first() async -> String? {
             let answer = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=multi.test"))

@@ -326,7 +326,7 @@ struct ServedNamesTests {
         let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
         let closed = HTTPDNSService(
             resolver: resolver,
-            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: false),
+            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: .off),
             logger: Self.logger)
         let query = Self.message(labels: ["fast", "test"], type: 1)
         for request in [
@@ -337,7 +337,7 @@ struct ServedNamesTests {
         }
         let open = HTTPDNSService(
             resolver: resolver,
-            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: true),
+            configuration: HTTPDNSService.Configuration(accounts: signedOnly, publicEndpoints: .on),
             logger: Self.logger)
         #expect(await open.handle(ServiceRequest(method: "GET", target: "/resolve?name=fast.test")).status == 200)
         let unsignedAccounts = HTTPDNSService(

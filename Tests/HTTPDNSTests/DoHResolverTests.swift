@@ -157,21 +157,24 @@ struct DoHResolverTests {
             let endpoint = try HTTPDNSEndpoint(
                 try #require(dnsdist.httpsURL), bootstrapAddresses: [try #require(IPAddress("127.0.0.1"))])
             let configuration = HTTPDNSResolver.Configuration(
-                api: .dnsMessage(), endpoints: [endpoint], allowNonPublicAddresses: true,
+                api: .dnsMessage(), endpoints: [endpoint], allowNonPublicAddresses: true)
+            let connections = HTTPDNSTransport.Configuration(
                 requestTimeout: .seconds(30), connectTimeout: .seconds(30), additionalTrustRoots: [certificates.caPath])
             let name = try HostName("multi.test")
 
-            let owner = try HTTPDNSResolver(configuration: configuration)
+            let owner = try HTTPDNSResolver(configuration: configuration, transportConfiguration: connections)
             #expect(!(try await owner.resolve(name, family: .ipv4)).addresses.isEmpty)
-            // The same server without the configuration's trust root: the roots are the resolver's own.
-            var untrusted = configuration
+            // The same server without the transport's trust root: the roots are the resolver's own.
+            var untrusted = connections
             untrusted.additionalTrustRoots = []
-            let stranger = try HTTPDNSResolver(configuration: untrusted)
+            let stranger = try HTTPDNSResolver(configuration: configuration, transportConfiguration: untrusted)
             await expectDNSError(.certificateRejected) { try await stranger.resolve(name, family: .ipv4) }
             await stranger.shutdown()
-            var unreadable = configuration
+            var unreadable = connections
             unreadable.additionalTrustRoots = ["/nonexistent/ca.pem"]
-            #expect(throws: HTTPDNSError.self) { try HTTPDNSResolver(configuration: unreadable) }
+            #expect(throws: HTTPDNSError.self) {
+                try HTTPDNSResolver(configuration: configuration, transportConfiguration: unreadable)
+            }
             await owner.shutdown()
             await expectDNSError(.shutdown) { try await owner.resolve(name, family: .ipv4) }
             await owner.shutdown()  // twice is harmless

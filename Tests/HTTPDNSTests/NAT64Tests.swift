@@ -120,7 +120,7 @@ struct NAT64Tests {
 
     @Test("a prefix set by hand is used without discovery; a host with an IPv4 route keeps its answers as they are")
     func byHandAndIPv4() async throws {
-        let byHand = Self.ipv6Only(.init(prefixes: [NAT64Prefix("2001:db8:64::/96")!]), prefix: nil)
+        let byHand = Self.ipv6Only(.init(mode: .auto, prefixes: [NAT64Prefix("2001:db8:64::/96")!]), prefix: nil)
         let adapted = try #require(try byHand.adaptedIfReady(Self.answer(["203.0.113.7"])))
         #expect(adapted.addresses.map(\.ip.description) == ["2001:db8:64::cb00:7107"])
         #expect(byHand.discoveries == 0)

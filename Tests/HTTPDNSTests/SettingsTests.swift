@@ -22,8 +22,41 @@ struct SettingsTests {
         #expect(settings.files.hostsFile == "/etc/hosts" && settings.systemFallback)
         #expect(settings.files.overridesFile == "Config/hosts")
         #expect(settings.cares.servers.isEmpty)
-        #expect(settings.httpDNS.providers.isEmpty)
+        #expect(settings.httpDNSProviders.isEmpty)
         #expect(file.fileKeys["cares.timeoutMs"] != nil)
+    }
+
+    @Test("each component's Configuration() has the defaults its keys document: config show of an empty file")
+    func defaultsWrittenOnce() throws {
+        /// The rows `fields` show for a component made in code and for one read from no keys.
+        func same<Part>(_ fields: [SettingField<Part>], _ coded: Part, _ read: (ConfigReader) throws -> Part) throws {
+            let empty = ConfigReader(provider: InMemoryProvider(values: [:]))
+            #expect(SettingField.values(fields, of: coded) == SettingField.values(fields, of: try read(empty)))
+        }
+        try same(CAresResolver.Configuration.fields, CAresResolver.Configuration()) {
+            try CAresResolver.Configuration(configReader: $0)
+        }
+        try same(HTTPDNSTransport.Configuration.fields, HTTPDNSTransport.Configuration()) {
+            try HTTPDNSTransport.Configuration(configReader: $0)
+        }
+        try same(HostCache.Configuration.fields, HostCache.Configuration()) {
+            try HostCache.Configuration(configReader: $0)
+        }
+        try same(HostResolver.Probing.fields, HostResolver.Probing()) { try HostResolver.Probing(configReader: $0) }
+        try same(HostOverrides.Configuration.fields, HostOverrides.Configuration()) {
+            try HostOverrides.Configuration(configReader: $0)
+        }
+        try same(HostNetwork.Configuration.fields, HostNetwork.Configuration()) {
+            try HostNetwork.Configuration(configReader: $0)
+        }
+        try same(SystemResolver.Configuration.fields, SystemResolver.Configuration()) {
+            try SystemResolver.Configuration(configReader: $0)
+        }
+        // The whole resolver: `hostsctl config show` of an empty file is what `HostResolver.Configuration()` holds.
+        let file = try TemporaryFiles.file("{}")
+        #expect(
+            try SettingsFile.load(path: file, environment: [:]).get().effectiveValues
+                == HostResolver.Configuration().effectiveValues)
     }
 
     @Test("defaults without a file")
@@ -107,16 +140,18 @@ struct SettingsTests {
         #expect(try HostOverrides.Configuration(configReader: reader).overridesTTL == 9)
         #expect(try SystemResolver.Configuration(configReader: reader.scoped(to: "system")).threads == 3)
         let httpDNS = reader.scoped(to: "httpdns")
-        #expect(try HTTPDNSProviders(configReader: httpDNS).providers.map(\.name) == ["p1"])
-        // A provider configured in code is the same as one read from the keys.
-        let coded = HTTPDNSProviders.Provider(name: "p1", api: "doh", urls: ["https://127.0.0.1:1/dns-query"])
-        #expect(try HTTPDNSProviders(configReader: httpDNS).providers == [coded])
-        #expect(try coded.resolverConfiguration(allowingPrivateAnswers: false).endpoints.count == 1)
+        #expect(try HTTPDNSTransport.Configuration(configReader: httpDNS).requestTimeout == .milliseconds(900))
+        // A provider configured in code is the same as one read from its keys.
+        let read = try HTTPDNSResolver.Configuration(configReader: httpDNS.scoped(to: "provider.p1"), name: "p1")
+        let coded = HTTPDNSResolver.Configuration(
+            name: "p1", api: .dnsMessage(), endpoints: [try HTTPDNSEndpoint("https://127.0.0.1:1/dns-query")])
+        #expect(read.rows.map(\.1) == coded.rows.dropLast(2).map(\.1) + ["HOSTSCTL_HTTPDNS_SECRET", "false"])
+        #expect(read.endpoints == coded.endpoints && read.name == coded.name)
         #expect(try HostCache.Configuration(configReader: reader).maximumHosts == 7)
 
         let settings = try HostResolver.Configuration(configReader: reader)
         #expect(settings.cares == (try CAresResolver.Configuration(configReader: reader.scoped(to: "cares"))))
-        #expect(settings.httpDNS.timeoutMilliseconds == 900)
+        #expect(settings.httpDNSTransport.requestTimeout == .milliseconds(900))
         #expect(settings.guardsEveryUpstream && !settings.allowsPrivateAnswers)
         // One key table: no key twice, and config show prints every concrete key exactly once.
         let paths = HostResolver.Configuration.keys.map(\.path)
@@ -154,9 +189,9 @@ struct SettingsTests {
         // The HTTP DNS connect timeout is a key, and it reaches the transport the pipeline builds.
         let connect = ConfigReader(provider: InMemoryProvider(values: ["httpdns.connectTimeoutMs": 750]))
         #expect(
-            try HostResolver.Configuration(configReader: connect).httpDNS.transport.connectTimeout == .milliseconds(750)
+            try HostResolver.Configuration(configReader: connect).httpDNSTransport.connectTimeout == .milliseconds(750)
         )
-        #expect(HostResolver.Configuration.default.httpDNS.transport.connectTimeout == .seconds(2))
+        #expect(HostResolver.Configuration().httpDNSTransport.connectTimeout == .seconds(2))
     }
 
     @Test("environment variables override the file, and bad or unknown ones are reported")
@@ -200,12 +235,11 @@ struct SettingsTests {
                 "secretEnv": "MY_SECRET", "allowPrivateAnswers": true } } } }
             """)
         let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get()
-        let provider = try #require(settings.httpDNS.providers.first)
-        #expect(provider.name == "local" && provider.api == "alibaba" && provider.account == "42")
-        #expect(provider.secretVariable == "MY_SECRET" && provider.allowPrivateAnswers == true)
-        let configuration = try provider.resolverConfiguration(allowingPrivateAnswers: false)
-        #expect(configuration.endpoints.first?.bootstrapAddresses == [IPAddress("192.0.2.53")!])
-        #expect(configuration.name == "local")
+        let provider = try #require(settings.httpDNSProviders.first)
+        #expect(provider.name == "local" && provider.api.description == "alibaba")
+        #expect(provider.rows.first { $0.0 == "account" }?.1 == "42")
+        #expect(provider.secretVariable == "MY_SECRET" && provider.allowNonPublicAddresses)
+        #expect(provider.endpoints.first?.bootstrapAddresses == [IPAddress("192.0.2.53")!])
 
         let missing = try TemporaryFiles.file("{ \"sources\": { \"order\": [\"httpdns\"] } }")
         #expect(

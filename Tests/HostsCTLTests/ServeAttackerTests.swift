@@ -242,7 +242,7 @@ struct ServeAttackerTests {
         let file = SettingsLoading.load(path)
         let settings = try file.get()
         #expect(settings.systemFallback && settings.sources.contains(.system), "the file asks for both")
-        let served = ServeCommand.served(settings, serve: try settings.read(ServeCommand.Configuration.section))
+        let served = ServeCommand.served(settings, serve: try settings.read(ServeSettings.section))
         #expect(!served.systemFallback)
         #expect(served.sources == [.overrides])
         // config show says so beside the keys.

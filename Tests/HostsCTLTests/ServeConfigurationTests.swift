@@ -12,11 +12,11 @@ import Testing
 @Suite("serve configuration")
 struct ServeConfigurationTests {
     static func load(_ path: String, environment: [String: String] = [:]) -> SettingsFile {
-        SettingsFile.load(path: path, environment: environment, sections: [ServeCommand.Configuration.section.erased])
+        SettingsFile.load(path: path, environment: environment, sections: [ServeSettings.section.erased])
     }
 
-    static func serve(_ path: String) throws -> ServeCommand.Configuration {
-        try load(path).get().read(ServeCommand.Configuration.section)
+    static func serve(_ path: String) throws -> ServeSettings {
+        try load(path).get().read(ServeSettings.section)
     }
 
     @Test(
@@ -25,12 +25,12 @@ struct ServeConfigurationTests {
     func deploymentFile() throws {
         let file = SettingsFile.load(
             path: "Config/deploy/kubernetes/hostsctl.json", environment: [:],
-            sections: [ServeCommand.Configuration.section.erased])
+            sections: [ServeSettings.section.erased])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
         let settings = try file.get()
-        let serve = try settings.read(ServeCommand.Configuration.section)
+        let serve = try settings.read(ServeSettings.section)
         #expect(serve.server.listen.description == "0.0.0.0:8053" && serve.service.otherTypes == .forward)
-        #expect(serve.service.rateLimitPerSecond > 0 && serve.accounts.map(\.id) == ["demo"])
+        #expect(serve.service.rateLimitPerSecond > 0 && serve.service.accounts.keys.sorted() == ["demo"])
         #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
     }
 
@@ -48,9 +48,9 @@ struct ServeConfigurationTests {
         #expect(environment.count == 3, "\(environment)")
         let file = SettingsFile.load(
             path: "Config/deploy/kubernetes/hostsctl.json", environment: environment,
-            sections: [ServeCommand.Configuration.section.erased])
+            sections: [ServeSettings.section.erased])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
-        let serve = try file.get().read(ServeCommand.Configuration.section)
+        let serve = try file.get().read(ServeSettings.section)
         #expect(serve.server.certificatePath == "/etc/hostsctl-tls/tls.crt")
         #expect(serve.server.privateKeyPath == "/etc/hostsctl-tls/tls.key")
         #expect(serve.server.dotListen?.description == "0.0.0.0:8853")
@@ -88,7 +88,7 @@ struct ServeConfigurationTests {
         // resolver, and the server's read finds the same mistakes.
         let unchecked = try SettingsFile.load(path: path, environment: [:]).get()
         do {
-            _ = try unchecked.read(ServeCommand.Configuration.section)
+            _ = try unchecked.read(ServeSettings.section)
             Issue.record("read a serve section with mistakes")
         } catch {
             #expect(error.diagnostics.map(\.line).sorted() == [2, 3], "\(error.diagnostics)")
@@ -100,7 +100,7 @@ struct ServeConfigurationTests {
         let path = try TemporaryFiles.file(#"{"serve": {"maxAnswers": 4}}"#)
         let environment = ["HOSTSCTL_SERVE_MAX_ANSWERS": "6", "HOSTSCTL_SERVE_NOT_A_KEY": "1"]
         let file = Self.load(path, environment: environment)
-        #expect(try file.get().read(ServeCommand.Configuration.section).service.maximumAnswers == 6)
+        #expect(try file.get().read(ServeSettings.section).service.maximumAnswers == 6)
         #expect(file.environmentOverrides["serve.maxAnswers"] == "6")
         #expect(file.diagnostics.map(\.severity) == [.warning], "\(file.diagnostics)")
         #expect(file.diagnostics.first?.message.contains("HOSTSCTL_SERVE_NOT_A_KEY") == true)
@@ -127,31 +127,51 @@ struct ServeConfigurationTests {
         #expect(serve.service.rateLimitPerSecond == 50 && serve.service.signatureWindow == .seconds(60))
         #expect(serve.service.trustedProxies.map(\.description) == ["10.0.0.0/8"])
         #expect(serve.service.trustedProxyHeader == .forwarded)
-        #expect(serve.accounts.map(\.id) == ["a", "b"] && serve.accounts[1].secretVariable == "B_SECRET")
-        // auto: the public endpoints answer unless an account is signed-only.
-        let unsigned = serve.service(accounts: ["a": HTTPDNSSecret?.none])
-        #expect(unsigned.publicEndpoints && unsigned.forwardsGuardedReverseLookups)
-        #expect(!serve.service(accounts: ["b": HTTPDNSSecret("s")]).publicEndpoints)
+        // The secret of a signed-only account comes from its variable, unset here: that account is not served.
+        #expect(serve.service.accounts.keys.sorted() == ["a"] && serve.service.secretVariables == ["b": "B_SECRET"])
+        #expect(serve.service.accountsWithoutSecret == ["b"])
+        #expect(serve.service.probesGuardedAddresses && serve.service.forwardsGuardedReverseLookups)
+        // auto: a signed-only account, even one whose secret is missing, closes the public endpoints.
+        #expect(serve.service.publicEndpoints == .auto && !serve.service.answersPublicEndpoints)
         // Every effective value prints as it was written.
         let shown = Dictionary(
-            uniqueKeysWithValues: ServeCommand.Configuration.section.values(serve).map { ($0.path, $0.text) })
+            uniqueKeysWithValues: ServeSettings.section.values(serve).map { ($0.path, $0.text) })
         #expect(shown["serve.listen"] == "[::1]:9053" && shown["serve.idleTimeoutMs"] == "1500")
         #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies.networks"] == "[10.0.0.0/8]")
+        #expect(shown["serve.accounts"] == "[a, b:B_SECRET]")
     }
 
     @Test("serve.publicEndpoints: auto answers unless an account is signed-only; on and off decide alone")
     func publicEndpoints() {
         let signedOnly: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret("s3cret")]
         let unsigned: [String: HTTPDNSSecret?] = ["acct": HTTPDNSSecret?.none]
-        var serve = ServeCommand.Configuration.default
-        #expect(serve.publicEndpoints == .auto)
-        #expect(!serve.service(accounts: signedOnly).publicEndpoints)
-        #expect(serve.service(accounts: unsigned).publicEndpoints)
-        #expect(serve.service(accounts: [:]).publicEndpoints)
-        serve.publicEndpoints = .on
-        #expect(serve.service(accounts: signedOnly).publicEndpoints)
-        serve.publicEndpoints = .off
-        #expect(!serve.service(accounts: unsigned).publicEndpoints)
-        #expect(serve.service(accounts: unsigned).accounts.keys.sorted() == ["acct"])
+        var service = ServeSettings.default.service
+        #expect(service.publicEndpoints == .auto)
+        func answers(_ accounts: [String: HTTPDNSSecret?]) -> Bool {
+            var configuration = service
+            configuration.accounts = accounts
+            return configuration.answersPublicEndpoints
+        }
+        #expect(!answers(signedOnly) && answers(unsigned) && answers([:]))
+        service.publicEndpoints = .on
+        #expect(answers(signedOnly))
+        service.publicEndpoints = .off
+        #expect(!answers(unsigned))
+    }
+
+    @Test("the listener's and the service's Configuration() hold the defaults their serve keys document")
+    func defaultsWrittenOnce() throws {
+        let empty = ServeSettings.default
+        let coded = ServeSettings(server: HTTPDNSServer.Configuration(), service: HTTPDNSService.Configuration())
+        var rows = Dictionary(uniqueKeysWithValues: ServeSettings.section.values(coded).map { ($0.path, $0.text) })
+        // The one difference, on purpose: a server embedded in code opens no admin listener unless given one.
+        #expect(rows["serve.admin.listen"] == "none")
+        rows["serve.admin.listen"] = "127.0.0.1:8054"
+        #expect(
+            ServeSettings.section.values(empty).map(\.text)
+                == ServeSettings.section.values(coded).map {
+                    rows[$0.path] ?? "?"
+                })
+        #expect(empty.service == coded.service)
     }
 }

@@ -144,9 +144,9 @@ let benchmarks: @Sendable () -> Void = {
             configuration: .init(
                 api: .dnsMessage(method: .get),
                 endpoints: [try HTTPDNSEndpoint(setup.url, bootstrapAddresses: [IPAddress("127.0.0.1")!])],
-                allowNonPublicAddresses: true,  // the benchmark zone uses 10.1.0.0/16
-                additionalTrustRoots: [setup.ca]
-            )
+                allowNonPublicAddresses: true  // the benchmark zone uses 10.1.0.0/16
+            ),
+            transportConfiguration: .init(additionalTrustRoots: [setup.ca])
         )
         let hosts = try (0..<200).map { try HostName("n\($0).test") }
         _ = try await resolver.resolve(hosts[0], family: .ipv4)  // connect and handshake outside the measurement

@@ -15,7 +15,10 @@ let doh = try HTTPDNSResolver(
             try HTTPDNSEndpoint("https://cloudflare-dns.com/dns-query",
                                 bootstrapAddresses: [IPAddress("1.1.1.1")!, IPAddress("1.0.0.1")!]),
         ],
-        requestTimeout: .seconds(3),                      // one HTTP exchange, head to last body byte
+        budget: .seconds(3)                               // one lookup, across every endpoint and address
+    ),
+    transportConfiguration: .init(                        // its connections (several resolvers can share one
+        requestTimeout: .seconds(2),                      //   HTTPDNSTransport): one exchange, head to last byte
         additionalTrustRoots: ["/etc/my-company/ca.pem"]  // optional: extra CAs; verification is never turned off
     ),
     logger: logger                                        // optional; secrets never reach it

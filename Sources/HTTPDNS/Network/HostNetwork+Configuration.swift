@@ -1,26 +1,36 @@
-package import Configuration
-package import HTTPDNSCore
+public import Configuration
+public import HTTPDNSCore
 
 extension HostNetwork {
     /// How the resolver follows the host's network: watching it for changes and adapting answers on a host without
     /// an IPv4 route (NAT64).
-    ///
-    /// Package access: the pipeline owns the host network; the settings file's `network.watch` and `nat64.*` keys
-    /// reach every field but ``discoveryLifetime``, which tests shorten.
-    package struct Configuration: Sendable, Hashable {
+    /// The settings file's `network.watch` and `nat64.*` keys; a ``HostResolver`` builds its host network from
+    /// ``HostResolver/Configuration/network``.
+    public struct Configuration: Sendable, Hashable {
         /// Watch the kernel's address and route changes and follow them (`network.watch`, default `true`): scores
         /// kept per network, resolv.conf read again, NAT64 discovered again, pooled connections closed. The
         /// pipeline reads it; ``HostNetwork`` itself only adapts answers.
-        var watch = true
+        public var watch: Bool
         /// Whether answers are adapted (`nat64.mode`, default `auto`).
-        var mode: NAT64Mode = .auto
+        public var mode: NAT64Mode
         /// Prefixes set by hand (`nat64.prefixes`): used instead of discovery when not empty.
-        package var prefixes: [NAT64Prefix] = []
+        public var prefixes: [NAT64Prefix]
         /// How long a discovery's result (prefixes found, or none) is kept.
-        var discoveryLifetime: Duration = .seconds(600)
+        package var discoveryLifetime: Duration = .seconds(600)
 
-        /// The defaults, or the NAT64 policy given.
-        init(mode: NAT64Mode = .auto, prefixes: [NAT64Prefix] = []) {
+        /// The defaults: the network watched, NAT64 discovered when the host has no IPv4 route.
+        public init() {
+            // Placeholders only: reading no keys writes each key's default over them.
+            watch = false
+            mode = .off
+            prefixes = []
+            // An empty reader gives every default; it cannot fail.
+            try! SettingField.readAll(Self.fields, from: defaultsReader, into: &self)
+        }
+
+        /// The defaults with the NAT64 policy given.
+        package init(mode: NAT64Mode, prefixes: [NAT64Prefix] = []) {
+            self.init()
             self.mode = mode
             self.prefixes = prefixes
         }
@@ -29,7 +39,7 @@ extension HostNetwork {
         /// sections are one component's); missing keys take their defaults.
         /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value, such as a prefix of a
         ///   length RFC 6052 does not allow.
-        package init(configReader config: ConfigReader) throws(HTTPDNSError) {
+        public init(configReader config: ConfigReader) throws(HTTPDNSError) {
             self.init()
             try SettingField.readAll(Self.fields, from: config, into: &self)
         }

@@ -17,9 +17,9 @@ package import HTTPDNSCore
 ///
 /// A host with an IPv4 route (the common case) pays one atomic load and a coarse clock read per answer with IPv4
 /// addresses; the route is checked again every 2 seconds (a UDP `connect`, which sends nothing).
-package final class HostNetwork: Sendable {
+public final class HostNetwork: Sendable {
     /// Whether IPv4-only answers are synthesized into NAT64 addresses.
-    enum NAT64Mode: String, Sendable, Hashable, CaseIterable {
+    public enum NAT64Mode: String, Sendable, Hashable, CaseIterable {
         /// On a host without an IPv4 route, synthesize with the discovered (RFC 7050) or configured prefix.
         case auto
         /// Never synthesize: an IPv4-only answer on a host without an IPv4 route fails with

@@ -1,31 +1,31 @@
-import Configuration
-import HTTPDNSCore
+public import Configuration
+public import HTTPDNSCore
 
 extension HostOverrides {
     /// The files the resolver reads itself: the overrides file (`overrides.*`), the system hosts file (`hosts.file`)
     /// and how often edits to them are picked up (`reload.intervalMs`).
-    ///
-    /// Package access: the pipeline builds its two override layers from it; the settings file reaches every field.
-    package struct Configuration: Sendable, Hashable {
+    /// A ``HostResolver`` builds its two override layers from ``HostResolver/Configuration/files``; run-time
+    /// entries go to ``HostResolver/overrides`` (``HostOverrides/set(_:for:)``).
+    public struct Configuration: Sendable, Hashable {
         /// The overrides file (hosts format), if any; relative paths are relative to the settings file.
-        package var overridesFile: String?
+        public var overridesFile: String?
         /// The TTL given to override answers, in seconds.
-        var overridesTTL: Int
+        public var overridesTTL: Int
         /// The system hosts file read by the `hosts` layer (default `/etc/hosts`).
-        var hostsFile: String
+        public var hostsFile: String
         /// How often watched files are checked for edits, in milliseconds; 0 turns hot reload off.
-        package var reloadIntervalMilliseconds: Int
+        public var reloadIntervalMilliseconds: Int
 
-        /// The defaults: no overrides file, `/etc/hosts`, checked every 2 s.
-        static var `default`: Configuration {
+        /// The defaults: no overrides file, a 60 s TTL, `/etc/hosts`, checked every 2 s.
+        public init() {
             // Reading from an empty provider gives every default; it cannot fail.
-            try! Configuration(configReader: defaultsReader)
+            try! self.init(configReader: defaultsReader)
         }
 
         /// Reads the `overrides.*`, `hosts.file` and `reload.intervalMs` keys from `config`, a reader of the whole
         /// settings (the three sections are one component's); missing keys take their defaults.
         /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
-        init(configReader config: ConfigReader) throws(HTTPDNSError) {
+        public init(configReader config: ConfigReader) throws(HTTPDNSError) {
             // Placeholders only: every field below overwrites its property.
             overridesFile = nil
             overridesTTL = 0

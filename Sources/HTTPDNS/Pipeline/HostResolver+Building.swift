@@ -132,7 +132,7 @@ extension HostResolver {
         }
         // Lookups still on the old upstreams get their whole time before those close.
         let caresTime = (previous?.cares.timeout ?? .zero) * ((previous?.cares.tries ?? 1) * 2)
-        let grace = max(.milliseconds(previous?.httpDNS.timeoutMilliseconds ?? 0), caresTime) + .milliseconds(500)
+        let grace = max(previous?.httpDNSTransport.requestTimeout ?? .zero, caresTime) + .milliseconds(500)
         retire(retired, after: grace)
         logger.notice("settings applied", metadata: ["sources": "\(settings.sources.map(\.rawValue))"])
     }
@@ -161,23 +161,20 @@ extension HostResolver {
                 switch source {
                 case .httpdns:
                     let transport = try HTTPDNSTransport(
-                        configuration: settings.httpDNS.transport,
+                        configuration: settings.httpDNSTransport,
                         pool: pool, ownsPool: false, eventLoopGroup: pool.eventLoopGroup, logger: logger
                     )
                     parts.cleanups.append { await transport.shutdown() }
-                    for provider in settings.httpDNS.providers {
-                        var configuration = try provider.resolverConfiguration(
-                            allowingPrivateAnswers: settings.allowsPrivateAnswers)
-                        configuration.connectTimeout = .milliseconds(settings.httpDNS.connectTimeoutMilliseconds)
-                        configuration.budget = .milliseconds(settings.httpDNS.budgetMilliseconds)
+                    for var provider in settings.httpDNSProviders {
+                        if provider.budget == nil { provider.budget = settings.httpDNSBudget }
                         let resolver = try HTTPDNSResolver(
-                            configuration: configuration, transport: transport, logger: logger)
+                            configuration: provider, transport: transport, logger: logger)
                         // Vendor APIs answer an empty list when they throttle too: their negatives are not trusted.
                         parts.upstreams.append(
                             Upstream(
                                 name: provider.name, kind: .httpDNS, resolver: resolver,
-                                identity: "\(provider.name)(\(provider.urls.joined(separator: ",")))",
-                                negativeAnswersAreAuthoritative: provider.api == "doh" || provider.api == "doh-json",
+                                identity: "\(provider.name)(\(provider.endpoints.map(\.url).joined(separator: ",")))",
+                                negativeAnswersAreAuthoritative: provider.negativeAnswersAreAuthoritative,
                                 trusted: settings.trustedSources.contains(.httpdns)))
                     }
                 case .cares:

@@ -1,22 +1,21 @@
 public import Configuration
 public import HTTPDNSCore
 public import HTTPDNSCAres
-package import HTTPDNSClients
+public import HTTPDNSClients
 
 extension HostResolver {
-    /// Everything the resolver pipeline can be configured with, read through swift-configuration.
+    /// Everything the resolver pipeline is built from: its layers in order and each component's own configuration.
     ///
-    /// Build one with ``init(configReader:)`` from any providers (a JSON file, environment variables, memory), or
-    /// with ``SettingsFile/load(path:environment:)``, which also checks the file with positions. Every key is listed
-    /// in `keys` with its type, default and meaning; `hostsctl config show` prints the effective values.
-    /// Secrets are never read from settings: a provider names the environment variable that holds its secret.
-    ///
-    /// The same file configures the modules above the resolver: its `interception` section is the URL protocol's and
-    /// `HTTPDNSClient`'s, read by their `Configuration(settings:)`, and its `serve` section is `hostsctl serve`'s. The
-    /// settings keep where they came from, so those modules read and check their own keys.
+    /// Build one in code (``init()`` gives the defaults; set the fields you need), or read one with
+    /// ``init(configReader:)`` from any swift-configuration providers (a JSON file, environment variables, memory),
+    /// or with ``SettingsFile/load(path:environment:)``, which also checks a settings file with positions. Each
+    /// component reads its own keys (``CAresResolver/Configuration/init(configReader:)``,
+    /// ``HTTPDNSResolver/Configuration/init(configReader:name:allowsPrivateAnswers:)`` and so on); `hostsctl config
+    /// keys` lists every key with its type, default and meaning, and `config show` the effective values. Secrets are
+    /// never read from settings: a provider names the environment variable that holds its secret.
     public struct Configuration: Sendable {
         /// A resolution layer.
-        package enum Source: String, Sendable, Hashable, CaseIterable {
+        public enum Source: String, Sendable, Hashable, CaseIterable {
             /// Host overrides (hosts file and run-time entries).
             case overrides
             /// The system hosts file (`hosts.file`, default `/etc/hosts`).
@@ -28,51 +27,57 @@ extension HostResolver {
             /// c-ares with the configured or system servers.
             case cares
             /// The operating system's resolver (`getaddrinfo`: NSS, mDNS, LDAP, …). Listed here it is asked in its
-            /// place; otherwise `HostResolver.Configuration.systemFallback` asks it last, only for names nothing else knows.
+            /// place; otherwise ``systemFallback`` asks it last, only for names nothing else knows.
             case system
         }
 
-        /// The layers in the order they are asked.
-        package var sources: [Source]
-        /// Ask HTTP DNS and c-ares in parallel and take the first good answer.
-        var race: Bool
+        /// The layers in the order they are asked (default overrides, hosts, cache, cares). Overrides come first,
+        /// the hosts file next, the cache in front of the upstreams it caches.
+        public var sources: [Source]
+        /// Ask HTTP DNS and c-ares in parallel and take the first good answer (default `false`).
+        public var race: Bool
         /// The upstream layers whose answers are trusted (default HTTP DNS only, which TLS authenticates). In race
         /// mode a later answer never joins one from a layer of other trust: a more trusted answer replaces it and a
         /// less trusted one is dropped, so an address spoofed on the local network never joins an HTTP DNS answer.
-        var trustedSources: Set<Source>
+        public var trustedSources: Set<Source>
         /// Ask the system resolver when every other upstream says a name does not exist (default `true`); ignored
         /// when `system` is in ``sources``.
-        package var systemFallback: Bool
+        public var systemFallback: Bool
         /// The overrides file, the system hosts file and their reload interval.
-        package var files: HostOverrides.Configuration
+        public var files: HostOverrides.Configuration
         /// The system resolver's TTL and threads.
         var system: SystemResolver.Configuration
         /// c-ares: servers, timeouts, search domains and ndots.
         public var cares: CAresResolver.Configuration
-        /// The HTTP DNS providers and their time limits and trust roots.
-        package var httpDNS: HTTPDNSProviders
-        /// Whether HTTP DNS providers that do not say accept private, loopback and link-local answers
-        /// (`guard.allowPrivateAnswers`, default `false`).
-        package var allowsPrivateAnswers: Bool
+        /// The HTTP DNS providers, asked in this order when ``sources`` lists `httpdns` (default none).
+        public var httpDNSProviders: [HTTPDNSResolver.Configuration]
+        /// The connections the HTTP DNS providers share: time limits and trust roots.
+        public var httpDNSTransport: HTTPDNSTransport.Configuration
+        /// The time one lookup may take across a provider's endpoints and bootstrap addresses, for the providers
+        /// that set no ``HTTPDNSResolver/Configuration/budget`` (default 5 s, `httpdns.budgetMs`).
+        public var httpDNSBudget: Duration
+        /// Whether HTTP DNS providers read from settings that do not say accept private, loopback and link-local
+        /// answers (`guard.allowPrivateAnswers`, default `false`).
+        public var allowsPrivateAnswers: Bool
         /// Apply the private-address guard to every upstream (c-ares, the system resolver, and HTTP DNS providers
         /// whatever their `allowPrivateAnswers`), not only HTTP DNS (`guard.everyUpstream`, default `false`;
         /// `hostsctl serve` sets it unless `serve.probeGuardedAddresses`).
-        package var guardsEveryUpstream: Bool
+        public var guardsEveryUpstream: Bool
         /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
         /// ``sources``).
-        package var cacheEnabled: Bool
+        public var cacheEnabled: Bool
         /// The persisted cache file (`cache.path`); `nil` means `HostCache.defaultPath()`.
-        package var cachePath: String?
+        public var cachePath: String?
         /// Hosts resolved in the background at start (`cache.preResolve`).
-        package var preResolve: [String]
+        public var preResolve: [String]
         /// The IP cache's TTL bounds, size, refresh budget and dual-stack policy.
         public var cache: HostCache.Configuration
         /// Whether candidate addresses are probed with TCP connects (`probe.enabled`, default `true`).
-        package var probeEnabled: Bool
-        /// How candidate addresses are probed, when `probe.enabled` is on.
+        public var probeEnabled: Bool
+        /// How candidate addresses are probed, when ``probeEnabled`` is on.
         public var probe: HostResolver.Probing
         /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
-        var network: HostNetwork.Configuration
+        public var network: HostNetwork.Configuration
         /// Where these settings were read from; the modules above the resolver read their sections (`interception`,
         /// `serve`) from it with ``read(_:)``.
         var origin: SettingsOrigin
@@ -81,13 +86,17 @@ extension HostResolver {
         package var adaptsToHostNetwork = true
 
         /// The defaults: overrides, the system hosts file, the cache and c-ares with the system's servers, the system
-        /// resolver as the fallback; it works on any machine without a network service.
-        package static var `default`: HostResolver.Configuration {
+        /// resolver as the fallback; it works on any machine without a network service. Each default is written
+        /// once, in its key's row.
+        public init() {
             // Reading from an empty provider gives every default; it cannot fail.
-            try! HostResolver.Configuration(configReader: defaultsReader)
+            try! self.init(configReader: defaultsReader)
         }
 
-        /// Reads the settings; missing keys take their defaults (see `keys`). Each section reads its own keys.
+        /// The defaults (``init()``).
+        package static var `default`: HostResolver.Configuration { HostResolver.Configuration() }
+
+        /// Reads the settings; missing keys take their defaults (see `keys`). Each component reads its own keys.
         /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a value of the wrong type or out of
         ///   range, for example one set through an environment variable.
         public init(configReader config: ConfigReader) throws(HTTPDNSError) {
@@ -96,7 +105,7 @@ extension HostResolver {
                 configReader: config.scoped(to: ConfigKey(SystemResolver.Configuration.scope)))
             cares = try CAresResolver.Configuration(
                 configReader: config.scoped(to: ConfigKey(CAresResolver.Configuration.scope)))
-            httpDNS = try HTTPDNSProviders(configReader: config.scoped(to: ConfigKey(HTTPDNSProviders.scope)))
+            httpDNSTransport = try HTTPDNSTransport.Configuration(configReader: config.scoped(to: ConfigKey("httpdns")))
             cache = try HostCache.Configuration(configReader: config)
             probe = try HostResolver.Probing(configReader: config.scoped(to: ConfigKey(HostResolver.Probing.scope)))
             network = try HostNetwork.Configuration(configReader: config)
@@ -106,15 +115,19 @@ extension HostResolver {
             race = false
             trustedSources = []
             systemFallback = false
+            httpDNSProviders = []
+            httpDNSBudget = .zero
             cacheEnabled = false
             probeEnabled = false
             cachePath = nil
             preResolve = []
             allowsPrivateAnswers = false
             guardsEveryUpstream = false
+            // The guard first: providers that do not say take its default.
             try SettingField.readAll(
-                Self.fields + Self.guardFields + Self.cacheUseFields + Self.probeUseFields, from: config, into: &self)
-            if sources.contains(.httpdns), httpDNS.providers.isEmpty {
+                Self.guardFields + Self.fields + Self.httpDNSFields + Self.cacheUseFields + Self.probeUseFields,
+                from: config, into: &self)
+            if sources.contains(.httpdns), httpDNSProviders.isEmpty {
                 throw SettingsReader(config: config).invalid(
                     "sources.order", "lists httpdns but httpdns.providers is empty")
             }
@@ -155,6 +168,48 @@ extension HostResolver {
                 "ask the system resolver (getaddrinfo) when every upstream says a name does not exist"),
         ]
 
+        /// The HTTP DNS layer's own keys: the providers in order (each read by its
+        /// ``HTTPDNSResolver/Configuration/init(configReader:name:allowsPrivateAnswers:)``) and the budget of those
+        /// that set none. The shared transport's keys are ``HTTPDNSTransport/Configuration/fields``.
+        static let httpDNSFields: [SettingField<HostResolver.Configuration>] =
+            [
+                .custom(
+                    "httpdns.providers", .stringArray, \.httpDNSProviders, shown: "[]",
+                    "HTTP DNS providers in the order they are tried",
+                    check: { text in
+                        text.isEmpty
+                            || !text.utf8.allSatisfy {
+                                $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                            }
+                            ? "provider names are letters, digits, - and _" : nil
+                    },
+                    decode: { reader, key throws(HTTPDNSError) in
+                        // The guard's key was read (and checked) before this one; a field's decode sees only the reader.
+                        let guardDefault = reader.config.bool(forKey: "guard.allowPrivateAnswers") ?? false
+                        return try reader.strings(key, default: []).map { name throws(HTTPDNSError) in
+                            try HTTPDNSResolver.Configuration(
+                                configReader: reader.config.scoped(to: ConfigKey("httpdns.provider.\(name)")),
+                                name: name,
+                                allowsPrivateAnswers: guardDefault)
+                        }
+                    },
+                    describe: { SettingsReader.list($0.map(\.name)) }
+                ).showing { settings in
+                    settings.httpDNSProviders.flatMap { provider in
+                        provider.rows.map { ("httpdns.provider.\(provider.name).\($0.0)", $0.1) }
+                    }
+                },
+                .milliseconds(
+                    "httpdns.budgetMs", \.httpDNSBudget, default: 5000,
+                    "the time one lookup may take across a provider's endpoints and bootstrap addresses, milliseconds",
+                    range: 1...600_000),
+            ]
+            + HTTPDNSResolver.Configuration.keyList.map { key in
+                var key = key
+                key.path = "httpdns.provider.*." + key.path
+                return .documented(key)
+            }
+
         /// The private-address guard's keys (private, loopback and link-local answers are refused from HTTP DNS unless
         /// a provider allows them; optionally from every upstream).
         static let guardFields: [SettingField<HostResolver.Configuration>] = [
@@ -188,7 +243,9 @@ extension HostResolver {
             Section(fields, \.self), Section(HostOverrides.Configuration.fields, \.files),
             Section(SystemResolver.Configuration.fields, under: SystemResolver.Configuration.scope, \.system),
             Section(CAresResolver.Configuration.fields, under: CAresResolver.Configuration.scope, \.cares),
-            Section(HTTPDNSProviders.fields, under: HTTPDNSProviders.scope, \.httpDNS), Section(guardFields, \.self),
+            Section(Array(httpDNSFields.prefix(1)), \.self),
+            Section(HTTPDNSTransport.Configuration.fields, under: "httpdns", \.httpDNSTransport),
+            Section(Array(httpDNSFields.dropFirst()), \.self), Section(guardFields, \.self),
             Section(cacheUseFields, \.self), Section(HostCache.Configuration.fields, \.cache),
             Section(probeUseFields, \.self),
             Section(HostResolver.Probing.fields, under: HostResolver.Probing.scope, \.probe),

@@ -32,27 +32,27 @@ public final class HTTPDNSResolver: HostNameResolver {
     /// Creates a resolver with connections of its own (HTTP/2 over TLS where the server offers it, kept open for
     /// reuse); call ``shutdown()`` when done.
     /// - Parameters:
-    ///   - configuration: API, endpoints, guard, timeouts, trust roots.
+    ///   - configuration: API, endpoints, guard, budget.
+    ///   - transportConfiguration: Time limits, trust roots and the answer size cap of its connections.
     ///   - logger: Receives debug logs of failed attempts; secrets never appear in them.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for no endpoints, a malformed account ID, a Tencent key
     ///   without an account or of the wrong length, a non-positive signature lifetime or timeout, or a trust-root
     ///   file that cannot be read or holds no certificate.
     public convenience init(
         configuration: Configuration,
+        transportConfiguration: HTTPDNSTransport.Configuration = .init(),
         logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(HTTPDNSError) {
-        let transport = try HTTPDNSTransport(
-            configuration: .init(
-                requestTimeout: configuration.requestTimeout, connectTimeout: configuration.connectTimeout,
-                additionalTrustRoots: configuration.additionalTrustRoots),
-            logger: logger)
+        let transport = try HTTPDNSTransport(configuration: transportConfiguration, logger: logger)
         try self.init(configuration: configuration, transport: transport, logger: logger, ownsTransport: true) {
             Int64(Date().timeIntervalSince1970)
         }
     }
 
-    /// Creates a resolver on a transport shared with other providers; the transport's owner shuts it down.
-    package convenience init(
+    /// Creates a resolver on a transport shared with other providers; the transport's owner shuts it down
+    /// (``HTTPDNSTransport/shutdown()``), the resolver's ``shutdown()`` leaves it open.
+    /// - Throws: As ``init(configuration:transportConfiguration:logger:)``, but for the transport's own checks.
+    public convenience init(
         configuration: Configuration,
         transport: HTTPDNSTransport,
         logger: Logger = Logger(label: "httpdns", factory: { _ in SwiftLogNoOpLogHandler() })

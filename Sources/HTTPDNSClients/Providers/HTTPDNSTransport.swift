@@ -1,11 +1,11 @@
 import AsyncHTTPClient
-package import Logging
+public import Logging
 package import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
-package import HTTPDNSCore
+public import HTTPDNSCore
 package import HTTPDNSPinnedClients
 
 /// The HTTP client shared by every HTTP DNS resolver: connection pools, TLS trust, timeouts, bootstrap pinning.
@@ -21,7 +21,7 @@ package import HTTPDNSPinnedClients
 /// at once instead of being retried until the connect timeout, so the next bootstrap address, the next endpoint or
 /// the next source is asked without delay.
 /// Call ``shutdown()`` when done; it closes every connection.
-package final class HTTPDNSTransport: Sendable {
+public final class HTTPDNSTransport: Sendable {
     /// One HTTP request relative to an endpoint's base URL.
     package struct Request: Sendable {
         var method: HTTPMethod = .GET
@@ -95,16 +95,25 @@ package final class HTTPDNSTransport: Sendable {
     }
     private let logger: Logger
 
-    /// Creates a transport.
+    /// Creates a transport that several ``HTTPDNSResolver``s can share (``HTTPDNSResolver/init(configuration:transport:logger:)``);
+    /// call ``shutdown()`` when they are done.
     /// - Parameters:
     ///   - configuration: Timeouts, trust roots, size cap.
-    ///   - eventLoopGroup: The NIO event loops to run connections on (default: the shared singleton).
     ///   - logger: For connection-level events; request logs go to the resolver's logger.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when a trust-root file cannot be read or holds no
     ///   certificate, or a timeout is not positive.
+    public convenience init(
+        configuration: Configuration = .init(),
+        logger: Logger = Logger(label: "httpdns.transport", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) throws(HTTPDNSError) {
+        try self.init(
+            configuration: configuration, eventLoopGroup: MultiThreadedEventLoopGroup.singleton, logger: logger)
+    }
+
+    /// The same, on `eventLoopGroup`'s event loops.
     package convenience init(
-        configuration: Configuration = .default,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        configuration: Configuration = .init(),
+        eventLoopGroup: any EventLoopGroup,
         logger: Logger = Logger(label: "httpdns.transport", factory: { _ in SwiftLogNoOpLogHandler() })
     ) throws(HTTPDNSError) {
         try self.init(
@@ -169,7 +178,7 @@ package final class HTTPDNSTransport: Sendable {
     /// Closes every connection. Connections still being set up are given up at once (one made meanwhile is closed):
     /// the lookups waiting for them fail with `HTTPDNSError.Code.shutdown`, as later requests do. Calling it twice
     /// is harmless.
-    package func shutdown() async {
+    public func shutdown() async {
         let (http2, first) = state.withLock { state in
             defer {
                 state.isShutdown = true

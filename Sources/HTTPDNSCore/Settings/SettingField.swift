@@ -28,6 +28,20 @@ package struct SettingField<Section>: Sendable {
             show: { section in [(path, describe(section[keyPath: field]))] })
     }
 
+    /// A key whose value sets several properties: `read` reads it (applying the default) into the section, and
+    /// `describe` prints it back from them.
+    package static func compound(
+        _ path: String, _ kind: SettingKey.Kind, shown defaultText: String, _ help: String,
+        check: (@Sendable (String) -> String?)? = nil,
+        read: @escaping @Sendable (SettingsReader, SettingKey, inout Section) throws(HTTPDNSError) -> Void,
+        describe: @escaping @Sendable (Section) -> String
+    ) -> SettingField {
+        let key = SettingKey(path, kind, default: defaultText, help, check: check)
+        return SettingField(
+            key: key, read: { reader, section throws(HTTPDNSError) in try read(reader, key, &section) },
+            show: { section in [(path, describe(section))] })
+    }
+
     /// An integer key.
     package static func int(
         _ path: String, _ field: any WritableKeyPath<Section, Int> & Sendable, default value: Int, _ help: String,
@@ -140,6 +154,16 @@ package struct SettingField<Section>: Sendable {
     /// which the providers field reads).
     package static func documented(_ key: SettingKey) -> SettingField {
         SettingField(key: key, read: { _, _ in }, show: { _ in [] })
+    }
+
+    /// This field as one of a larger value's, whose `part` holds this field's section: a section read by two
+    /// components (the server's `serve`: the listener's keys and the service's) lists their fields as one.
+    package func lifted<Whole>(_ part: any WritableKeyPath<Whole, Section> & Sendable) -> SettingField<Whole> {
+        let read = self.read
+        let show = self.show
+        return SettingField<Whole>(
+            key: key, read: { reader, whole throws(HTTPDNSError) in try read(reader, &whole[keyPath: part]) },
+            show: { whole in show(whole[keyPath: part]) })
     }
 
     /// This field with `rows` as its effective values instead of its one row.

@@ -33,7 +33,7 @@ extension HTTPDNSService {
             }
         }
         let configuration = self.configuration
-        guard configuration.publicEndpoints else {
+        guard configuration.answersPublicEndpoints else {
             return Plan(
                 endpoint: "dns-query", work: .done(.text(403, "this service answers requests for an account only")))
         }

@@ -1,9 +1,9 @@
-package import CoreMetrics
+public import CoreMetrics
 import Foundation
 public import HTTPDNS
-package import Logging
+public import Logging
 import Synchronization
-package import Tracing
+public import Tracing
 
 /// HTTP DNS answered from a `HostResolver`: RFC 8484 DoH (`/dns-query`, GET and POST), the JSON API
 /// (`/resolve`), Alibaba-compatible `/{account}/d` and `/{account}/sign_d`, Tencent-compatible `/d?dn=`, `/healthz`,
@@ -83,7 +83,7 @@ public final class HTTPDNSService: Sendable {
     ///   - forwarder: Where queries for other types go when ``Configuration-swift.struct/otherTypes`` says so.
     ///   - metricsExporter: The text `/metrics` serves (Prometheus exposition format); without it `/metrics` is 404.
     ///   - tracer: Where a server span per request goes (see `ServiceSpan`); `nil` makes none.
-    package convenience init(
+    public convenience init(
         resolver: HostResolver, configuration: Configuration = .init(), logger: Logger,
         metricsFactory: (any MetricsFactory)? = nil, forwarder: (any DNSMessageForwarder)? = nil,
         metricsExporter: (@Sendable () -> [UInt8])? = nil, tracer: (any Tracer)? = nil
@@ -112,7 +112,7 @@ public final class HTTPDNSService: Sendable {
     }
 
     /// Replaces the configuration while serving (a settings reload); connections and requests in progress carry on.
-    package func apply(_ configuration: Configuration) {
+    public func apply(_ configuration: Configuration) {
         settings.withLock { $0 = configuration }
         limiter.update(configuration.limits)
         configurationChanges.add(1, ordering: .releasing)
@@ -255,7 +255,7 @@ public final class HTTPDNSService: Sendable {
                         405, "method \(HostName.printable(request.method)) is not allowed here",
                         headers: ["Allow": allowed])))
         }
-        if !configuration.publicEndpoints, ["dns-query", "resolve", "tencent"].contains(endpoint) {
+        if !configuration.answersPublicEndpoints, ["dns-query", "resolve", "tencent"].contains(endpoint) {
             return Plan(
                 endpoint: endpoint, work: .done(.text(403, "this service answers requests for an account only")))
         }

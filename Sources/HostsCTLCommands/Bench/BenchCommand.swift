@@ -25,13 +25,13 @@ public struct BenchCommand: AsyncParsableCommand {
 
     /// The names to resolve.
     @Argument(help: "Host names to resolve, asked in turn.")
-    public var names: [String] = []
+    var names: [String] = []
 
     /// A file with more names, one per line.
     @Option(
         name: .customLong("hosts-file"),
         help: ArgumentHelp("Also ask the names in FILE, one per line (# comments).", valueName: "FILE"))
-    public var hostsFile: String?
+    var hostsFile: String?
 
     /// The sources to measure, in order.
     @Option(
@@ -43,16 +43,16 @@ public struct BenchCommand: AsyncParsableCommand {
 
     /// Queries per source.
     @Option(help: "Queries per source (by default each source runs for 3 seconds).")
-    public var queries: Int?
+    var queries: Int?
 
     /// Seconds per source instead of a query count.
     @Option(
         help: ArgumentHelp("Measure each source for this long instead of a number of queries.", valueName: "SECONDS"))
-    public var duration: Double?
+    var duration: Double?
 
     /// Queries in flight.
     @Option(help: "Queries kept in flight per source.")
-    public var concurrency: Int = 10
+    var concurrency: Int = 10
 
     /// Untimed queries first.
     @Option(
@@ -60,21 +60,21 @@ public struct BenchCommand: AsyncParsableCommand {
             Untimed queries per source before measuring (sockets opened, connections made, caches and the \
             allocator warm); by default each source is warmed up for half a second.
             """)
-    public var warmup: Int?
+    var warmup: Int?
 
     /// How names are resolved: servers, family (default `ipv4`), timeouts, settings, overrides, HTTP DNS.
     @OptionGroup
-    public var resolution: ResolutionOptions
+    var resolution: ResolutionOptions
 
     /// Print JSON.
     @Flag(help: "Print {\"sources\": [...]} as JSON instead of a table (and no progress bar).")
-    public var json = false
+    var json = false
 
     /// Write an HTML report.
     @Option(
         help: ArgumentHelp(
             "Also write a self-contained HTML report with a latency chart per source.", valueName: "FILE"))
-    public var html: String?
+    var html: String?
 
     /// Creates the command (used by the argument parser).
     public init() {}

@@ -48,11 +48,11 @@ public struct BenchResult: Sendable {
     public var errors: [String: Int]
     /// From the first measured query sent to the last one finished: nothing before it (making the resolver,
     /// preparing, the warm-up, starting the workers) and nothing after it (collecting the tallies) is counted.
-    public var elapsed: Duration
+    var elapsed: Duration
     /// What came before the measured run: making the source, preparing it and the warm-up queries.
-    public var setup: Duration = .zero
+    var setup: Duration = .zero
     /// Latencies of the successful queries in milliseconds, sorted ascending.
-    public var latenciesMs: [Double]
+    var latenciesMs: [Double]
 
     /// Queries (answered or failed) per second of the run.
     public var queriesPerSecond: Double {
@@ -61,7 +61,7 @@ public struct BenchResult: Sendable {
     }
 
     /// The share of queries that succeeded, 0 to 1.
-    public var successRate: Double { queries > 0 ? Double(ok) / Double(queries) : 0 }
+    var successRate: Double { queries > 0 ? Double(ok) / Double(queries) : 0 }
 
     /// The latency below which a `fraction` of the successful queries fall (nearest rank); `nil` without any.
     public func percentile(_ fraction: Double) -> Double? {
@@ -71,7 +71,7 @@ public struct BenchResult: Sendable {
     }
 
     /// The slowest successful query, in milliseconds.
-    public var maximum: Double? { latenciesMs.last }
+    var maximum: Double? { latenciesMs.last }
 }
 
 /// Counts finished queries for the progress display.

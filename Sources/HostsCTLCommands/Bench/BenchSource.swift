@@ -65,7 +65,7 @@ struct BenchTargetFactory {
         if options.httpDNS.isSelected {
             sources.append(.httpdns)
         } else {
-            sources += settings.httpDNS.providers.map { .provider($0.name) }
+            sources += settings.httpDNSProviders.map { .provider($0.name) }
         }
         return sources + [.pipelineCold, .pipelineWarm]
     }
@@ -84,19 +84,19 @@ struct BenchTargetFactory {
             case .httpdns where options.httpDNS.isSelected:
                 result.append(Pending(name: "httpdns", make: commandLineService))
             case .httpdns:
-                guard !settings.httpDNS.providers.isEmpty else {
+                guard !settings.httpDNSProviders.isEmpty else {
                     throw ValidationError(
                         "--source httpdns needs --doh, --httpdns, --provider or providers in the settings (httpdns.providers)."
                     )
                 }
-                for provider in settings.httpDNS.providers {
+                for provider in settings.httpDNSProviders {
                     result.append(Pending(name: provider.name) { try self.provider(provider) })
                 }
             case .provider(let name):
-                guard let provider = settings.httpDNS.providers.first(where: { $0.name == name }) else {
+                guard let provider = settings.httpDNSProviders.first(where: { $0.name == name }) else {
                     let known =
                         ["system", "cares", "httpdns", "pipeline-cold", "pipeline-warm"]
-                        + settings.httpDNS.providers.map(\.name)
+                        + settings.httpDNSProviders.map(\.name)
                     throw ValidationError("'\(name)' is not a source; use one of: \(known.joined(separator: ", ")).")
                 }
                 result.append(Pending(name: name) { try self.provider(provider) })
@@ -132,7 +132,7 @@ struct BenchTargetFactory {
 
     private func commandLineService() throws -> BenchTarget {
         let (resolver, transport) = try options.httpDNS.makeResolver(
-            timeout: .milliseconds(settings.httpDNS.timeoutMilliseconds))
+            timeout: settings.httpDNSTransport.requestTimeout)
         return BenchTarget(
             name: "httpdns", executor: nil,
             resolve: { host, family in
@@ -140,14 +140,11 @@ struct BenchTargetFactory {
             }, close: { await transport.shutdown() })
     }
 
-    private func provider(_ provider: HTTPDNSProviders.Provider) throws -> BenchTarget {
+    private func provider(_ provider: HTTPDNSResolver.Configuration) throws -> BenchTarget {
         try ResolveCommand.usage {
-            let transport = try HTTPDNSTransport(configuration: settings.httpDNS.transport)
+            let transport = try HTTPDNSTransport(configuration: settings.httpDNSTransport)
             do {
-                let resolver = try HTTPDNSResolver(
-                    configuration: try provider.resolverConfiguration(
-                        allowingPrivateAnswers: settings.allowsPrivateAnswers),
-                    transport: transport, logger: logger)
+                let resolver = try HTTPDNSResolver(configuration: provider, transport: transport, logger: logger)
                 return BenchTarget(
                     name: provider.name, executor: nil,
                     resolve: { host, family in
