@@ -64,13 +64,16 @@ let package = Package(
             pkgConfig: "libnghttp2",
             providers: [.apt(["libnghttp2-dev"])]
         ),
-        // Names, addresses, errors, answers, DNS messages (built, walked and read in Wire/, ECS included), and how
-        // settings keys are declared and read. The vocabulary every other module speaks; no network code.
+        // Names, addresses, errors, answers, every DNS byte (Wire/: messages built, walked and read, ECS, OPT
+        // editing, the server's query and answer messages, the forwarding marker, stream framing on NIO's byte
+        // buffers), and how settings keys are declared and read. The vocabulary every other module speaks; no
+        // network code.
         .target(
             name: "HTTPDNSCore",
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -157,7 +160,8 @@ let package = Package(
         .target(name: "CSessionQueue"),
         // The netlink socket and setns calls of the network-change watcher, which Swift's Glibc does not declare.
         .target(name: "CNetlink"),
-        // The rewriting URLProtocol and its IP-pinned transport: the only target that imports FoundationNetworking.
+        // The rewriting URLProtocol and its IP-pinned transport: the only library target that imports FoundationNetworking
+        // (hostsctl top and the test programs use URLSession as clients).
         .target(
             name: "HTTPDNSURLProtocol",
             dependencies: [

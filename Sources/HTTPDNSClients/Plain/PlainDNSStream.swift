@@ -31,8 +31,7 @@ enum PlainDNSStream {
                     return engine.advance(query)
                 }
                 var message = ByteBuffer()
-                message.writeInteger(UInt16(query.asked.count))
-                message.writeBytes(query.asked)
+                DNSStreamFramer.write(query.asked, into: &message)
                 channel.writeAndFlush(message, promise: nil)
             }
     }
@@ -43,11 +42,7 @@ struct LengthPrefixedMessages: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self),
-            buffer.readableBytes >= 2 + Int(length)
-        else { return .needMoreData }
-        buffer.moveReaderIndex(forwardBy: 2)
-        guard let message = buffer.readSlice(length: Int(length)) else { return .needMoreData }
+        guard let message = DNSStreamFramer.takeMessage(from: &buffer) else { return .needMoreData }
         context.fireChannelRead(wrapInboundOut(message))
         return .continue
     }

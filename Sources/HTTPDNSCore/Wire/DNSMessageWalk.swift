@@ -87,6 +87,27 @@ package enum DNSMessageWalk {
         return result
     }
 
+    /// An OPT record (RFC 6891) carrying `options` (each code, length and data, as written on the wire): the root
+    /// name, type 41, the package's UDP payload size (``EDNSClientSubnet/payloadSize``) as its class, extended RCODE,
+    /// version and flags 0. The one place the package writes an OPT record.
+    package static func optRecord(carrying options: [UInt8] = []) -> [UInt8] {
+        let size = EDNSClientSubnet.payloadSize
+        return [
+            0, 0, 41, UInt8(size >> 8), UInt8(size & 0xFF), 0, 0, 0, 0, UInt8(options.count >> 8),
+            UInt8(options.count & 0xFF),
+        ] + options
+    }
+
+    /// `message`, whose records end where it ends and which has no OPT record, with one carrying `options` after its
+    /// records (the additional count one more).
+    package static func appendingOPTRecord(carrying options: [UInt8], to message: [UInt8]) -> [UInt8] {
+        var out = message
+        let additional = (Int(out[10]) << 8 | Int(out[11])) + 1
+        out[10] = UInt8(additional >> 8)
+        out[11] = UInt8(additional & 0xFF)
+        return out + optRecord(carrying: options)
+    }
+
     /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
     package static func skipName(_ message: [UInt8], from start: Int) -> Int? {
         var offset = start

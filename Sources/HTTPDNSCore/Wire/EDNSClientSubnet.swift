@@ -60,17 +60,8 @@ package enum EDNSClientSubnet {
     package static let payloadSize: UInt16 = 1_232
 
     /// `query` (a message without additional records, as c-ares builds them) with an OPT record carrying `subnet`.
-    package static func addingOPT(
-        to query: [UInt8], subnet: IPNetwork, scope: Int = 0, payloadSize: UInt16 = EDNSClientSubnet.payloadSize
-    ) -> [UInt8] {
-        var message = query
-        let additional = (Int(message[10]) << 8 | Int(message[11])) + 1
-        message[10] = UInt8(additional >> 8)
-        message[11] = UInt8(additional & 0xff)
-        let option = option(subnet, scope: scope)
-        message += [0, 0, 41, UInt8(payloadSize >> 8), UInt8(payloadSize & 0xff), 0, 0, 0, 0]
-        message += [UInt8(option.count >> 8), UInt8(option.count & 0xff)] + option
-        return message
+    package static func addingOPT(to query: [UInt8], subnet: IPNetwork, scope: Int = 0) -> [UInt8] {
+        DNSMessageWalk.appendingOPTRecord(carrying: option(subnet, scope: scope), to: query)
     }
 
     /// `message` with `subnet` (and `scope`) as an ECS option: added to its OPT record when that record ends the

@@ -313,8 +313,7 @@ final class DNSStreamHandler: ChannelDuplexHandler, LateAnswerFlushing {
         connectionGuard.record(.answered)
         if !closed, let message = DNSTransportWire.message(for: response, query: query, overUDP: false) {
             var buffer = context.channel.allocator.buffer(capacity: message.count + 2)
-            buffer.writeInteger(UInt16(message.count))
-            buffer.writeBytes(message)
+            DNSStreamFramer.write(message, into: &buffer)
             context.write(wrapOutboundOut(buffer), promise: nil)
             wrote = true
         }

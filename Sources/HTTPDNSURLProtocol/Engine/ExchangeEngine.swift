@@ -55,7 +55,7 @@ struct ExchangeEngine: Sendable {
 
     /// Resolves `host` when `resolve` is set and the scope takes it, and orders the candidates (a connection race may
     /// move its winner first). Records the freshness, the resolution time and the race in `hop`.
-    /// - Throws: `HTTPDNSError` with `timedOut` when resolution outlasts `budget`, `resolutionFailed`, or
+    /// - Throws: `HTTPDNSError` with `timeout` when resolution outlasts `budget`, `resolutionFailed`, or
     ///   `cancelled`.
     func candidates(
         _ target: HopTarget, url: String, resolve: Bool, policy: ConnectionPolicy, budget: Duration,

@@ -145,7 +145,7 @@ final class PinnedTransport: Sendable {
     ///
     /// The request goes through AsyncHTTPClient's async `execute`, whose deadline ends at the response head; the
     /// connection holds the rest of the exchange to `deadline` (``ExchangeDeadline``), so a body that stalls fails
-    /// with `HTTPDNSError.Code.timedOut` without a task of its own. Only connect-phase errors
+    /// with `HTTPDNSError.Code.timeout` without a task of its own. Only connect-phase errors
     /// (``isConnectPhase(_:)``) count as nothing sent: AsyncHTTPClient hands a request to a connection once it is
     /// established.
     ///
@@ -232,7 +232,7 @@ final class PinnedTransport: Sendable {
             raced: connection == nil ? nil : Self.raced(exchange))
     }
 
-    /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `timedOut`).
+    /// `error` from a body read as the fronts report it: typed, with the URL (a deadline is `HTTPDNSError.Code.timeout`).
     static func interceptionError(_ error: any Error, url: String) -> HTTPDNSError {
         if let error = error as? HTTPDNSError { return error }
         if error is CancellationError {

@@ -9,7 +9,7 @@ import HTTPDNSCore
 /// its bytes counted and its end (read to the end, failed, or dropped) reported once through ``BodyEnd``.
 ///
 /// The deadline is held by the connection (``ExchangeDeadline``): a stalled body fails there, and the reader sees
-/// `HTTPDNSError.Code.timedOut`. Dropping the body (or its iterator) unread cancels the exchange, as
+/// `HTTPDNSError.Code.timeout`. Dropping the body (or its iterator) unread cancels the exchange, as
 /// AsyncHTTPClient does, and ends it as cancelled.
 struct StreamedBody: AsyncSequence, Sendable {
     typealias Element = ByteBuffer

@@ -1,5 +1,3 @@
-import HTTPDNS
-
 /// A DNS query as a DoH client sends it (RFC 8484 §4.1, RFC 1035 §4.1): the header and its one question.
 ///
 /// Parsed by hand, without c-ares, because the server reads what clients send, not what a server answered: a
@@ -7,29 +5,33 @@ import HTTPDNS
 /// question (EDNS options, other records) is ignored.
 package struct DNSQueryMessage: Sendable, Hashable {
     /// The query ID, echoed in the answer.
-    var id: UInt16
+    package var id: UInt16
     /// The opcode (0 is a standard query).
-    var opcode: UInt8
+    package var opcode: UInt8
     /// Whether the client asked for recursion (echoed).
-    var recursionDesired: Bool
+    package var recursionDesired: Bool
     /// The name asked for, ASCII letters lower-cased, without the trailing dot; empty when a label holds a dot (the
     /// service refuses it).
-    var name: String
+    package var name: String
     /// The question section exactly as sent (name, type, class), echoed in the answer.
     package var question: [UInt8]
     /// The record type (1 = A, 28 = AAAA, …).
-    var type: UInt16
+    package var type: UInt16
     /// The class (1 = IN).
-    var questionClass: UInt16
+    package var questionClass: UInt16
     /// Whether the query carries an EDNS OPT record (RFC 6891): the answer then carries one too.
-    var usesEDNS: Bool
+    package var usesEDNS: Bool
 
     /// The largest DNS message (RFC 1035 over TCP, RFC 8484).
-    static let maximumLength = 65_535
+    package static let maximumLength = 65_535
 
     /// Why a message cannot be read; the service answers HTTP 400 with it.
     package struct Malformed: Error, Hashable {
-        var reason: String
+        /// What is wrong, for the 400 answer.
+        package var reason: String
+
+        /// A reason.
+        package init(reason: String) { self.reason = reason }
     }
 
     /// Reads `bytes`.
@@ -78,9 +80,9 @@ package struct DNSQueryMessage: Sendable, Hashable {
 }
 
 /// The answer to a ``DNSQueryMessage``, as RFC 1035 wire bytes.
-enum DNSAnswerMessage {
+package enum DNSAnswerMessage {
     /// RCODEs the service answers with.
-    enum ResponseCode: UInt16, Error, Sendable {
+    package enum ResponseCode: UInt16, Error, Sendable {
         case noError = 0
         case formatError = 1
         case serverFailure = 2
@@ -90,11 +92,17 @@ enum DNSAnswerMessage {
     }
 
     /// One address record.
-    struct Record: Sendable, Hashable {
+    package struct Record: Sendable, Hashable {
         /// The address bytes: 4 for A, 16 for AAAA.
-        var data: [UInt8]
+        package var data: [UInt8]
         /// The TTL in seconds.
-        var ttl: UInt32
+        package var ttl: UInt32
+
+        /// A record of `data` for `ttl` seconds.
+        package init(data: [UInt8], ttl: UInt32) {
+            self.data = data
+            self.ttl = ttl
+        }
     }
 
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
@@ -126,17 +134,8 @@ enum DNSAnswerMessage {
             out += record.data
         }
         if query.usesEDNS {
-            // OPT: the root name, type 41, the payload size as its class, extended RCODE, version and flags 0.
-            out += [0, 0, 41]
-            append(EDNSClientSubnet.payloadSize, to: &out)
-            out += [0, 0, 0, 0]
-            if let clientSubnet {
-                let option = EDNSClientSubnet.option(clientSubnet.network, scope: clientSubnet.scope)
-                append(UInt16(option.count), to: &out)
-                out += option
-            } else {
-                out += [0, 0]
-            }
+            out += DNSMessageWalk.optRecord(
+                carrying: clientSubnet.map { EDNSClientSubnet.option($0.network, scope: $0.scope) } ?? [])
         }
         return out
     }

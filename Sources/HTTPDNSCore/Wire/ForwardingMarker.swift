@@ -1,5 +1,3 @@
-import HTTPDNS
-
 /// The mark every query the server forwards carries, so that a forwarding loop is seen at its first turn: an EDNS
 /// option of a local-use code (RFC 6891 §9) holding a token of this process and a hop count.
 ///
@@ -9,9 +7,9 @@ import HTTPDNS
 /// again. A query forwarded on keeps the count of the marker it came with, plus one, under this server's token.
 package struct ForwardingMarker: Sendable {
     /// The option code (local use).
-    static let optionCode: UInt16 = 65_284
+    package static let optionCode: UInt16 = 65_284
     /// The most marking forwarders a query may pass.
-    static let maximumHops = 8
+    package static let maximumHops = 8
 
     /// This process's token.
     package let token: [UInt8]
@@ -60,20 +58,11 @@ package struct ForwardingMarker: Sendable {
             guard DNSMessageWalk.optRecord(stripped) == nil, let end = DNSMessageWalk.sectionsEnd(stripped) else {
                 return nil
             }
-            var marked = Array(stripped[..<end])
-            let additional = (Int(marked[10]) << 8 | Int(marked[11])) + 1
-            marked[10] = UInt8(additional >> 8)
-            marked[11] = UInt8(additional & 0xFF)
-            marked += [0, 0, 41, 0x04, 0xD0, 0, 0, 0, 0, 0, UInt8(option.count)] + option
-            return marked
+            return DNSMessageWalk.appendingOPTRecord(carrying: option, to: Array(stripped[..<end]))
         }
-        guard options.upperBound == stripped.count, DNSMessageWalk.sectionsEnd(stripped) == stripped.count,
-            options.count + option.count <= 0xFFFF
-        else { return nil }
-        var marked = stripped + option
-        let length = options.count + option.count
-        marked[options.lowerBound - 2] = UInt8(length >> 8)
-        marked[options.lowerBound - 1] = UInt8(length & 0xFF)
-        return marked
+        guard options.upperBound == stripped.count, DNSMessageWalk.sectionsEnd(stripped) == stripped.count else {
+            return nil
+        }
+        return DNSMessageWalk.appendingOption(option, to: stripped)
     }
 }

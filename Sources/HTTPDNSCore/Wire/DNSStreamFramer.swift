@@ -1,4 +1,4 @@
-import NIOCore
+package import NIOCore
 
 /// The two-byte length framing of DNS over TCP and over TLS (RFC 1035 §4.2.2, RFC 7766 §8): bytes in as they
 /// arrive, whole messages out.
@@ -30,7 +30,7 @@ package struct DNSStreamFramer {
     package var storageBytes: Int { received?.capacity ?? 0 }
 
     /// Adds bytes as they arrived.
-    mutating func append(_ bytes: inout ByteBuffer) {
+    package mutating func append(_ bytes: inout ByteBuffer) {
         guard var buffer = received else {
             received = bytes
             return
@@ -54,11 +54,28 @@ package struct DNSStreamFramer {
             return .needMore
         }
         guard length >= 12 else { return .invalid }
-        guard buffer.readableBytes >= 2 + Int(length) else { return .needMore }
         received = nil
-        buffer.moveReaderIndex(forwardBy: 2)
-        let message = buffer.readBytes(length: Int(length)) ?? []
+        guard let message = Self.takeMessage(from: &buffer) else {
+            received = buffer
+            return .needMore
+        }
         received = buffer.readableBytes > 0 ? buffer : nil
-        return .message(message)
+        return .message(Array(message.readableBytesView))
+    }
+
+    /// The next whole message at the start of `buffer`, taken off it without its length; `nil` (and `buffer` as it
+    /// was) when it has not all arrived. The one reader of the framing, for the server's streams and the client's.
+    package static func takeMessage(from buffer: inout ByteBuffer) -> ByteBuffer? {
+        guard let length = buffer.getInteger(at: buffer.readerIndex, as: UInt16.self),
+            buffer.readableBytes >= 2 + Int(length)
+        else { return nil }
+        buffer.moveReaderIndex(forwardBy: 2)
+        return buffer.readSlice(length: Int(length))
+    }
+
+    /// Writes `message` into `buffer` after its two-byte length, as a stream carries it.
+    package static func write(_ message: [UInt8], into buffer: inout ByteBuffer) {
+        buffer.writeInteger(UInt16(message.count))
+        buffer.writeBytes(message)
     }
 }

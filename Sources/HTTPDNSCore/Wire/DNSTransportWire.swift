@@ -1,33 +1,11 @@
-import HTTPDNS
-
-/// What the plain DNS and DNS-over-TLS listeners send for a service answer: the DNS message of a DoH answer as it
-/// is, an error turned into the DNS error a resolver expects, and over UDP an answer cut to what the client can take
-/// and what a spoofed source may be sent.
+/// The plain-DNS wire rules of the server's listeners: over UDP an answer cut to what the client can take and what a
+/// spoofed source may be sent (TC), and the "slip" of a rate-limited query. The server turns a service answer into
+/// the message these apply to (`message(for:query:overUDP:)`, in HTTPDNSServer).
 package enum DNSTransportWire {
     /// How much larger than its query a UDP answer may be: a spoofed query may make the server send at most this
     /// many times its size to the victim (an A or AAAA answer of 8 addresses is 5–9 times a plain query). A larger
     /// answer is sent truncated (TC), and a real client asks again over TCP.
-    static let amplificationFactor = 10
-
-    /// The DNS message to send for `response`, the service's answer to `query`: the answer itself; REFUSED for a
-    /// request the service refuses (rate limit, accounts only); SERVFAIL when too many lookups wait for upstreams
-    /// (503), over UDP a truncated answer instead (the client asks again over TCP, whose places are apart from the
-    /// unverified ones UDP draws on); FORMERR for a malformed query; `nil` when nothing at all should be sent (a
-    /// rate-limited UDP query, which is dropped as resolvers do, or bytes without a header).
-    package static func message(for response: ServiceResponse, query: [UInt8], overUDP: Bool) -> [UInt8]? {
-        if response.status == 200, response.contentType == "application/dns-message" { return response.body }
-        if response.status == 429, overUDP { return nil }
-        if response.status == 503, overUDP, let truncated = slipped(query) { return truncated }
-        let code: DNSAnswerMessage.ResponseCode =
-            response.status == 429 || response.status == 403
-            ? .refused : response.status == 503 ? .serverFailure : .formatError
-        if let parsed = try? DNSQueryMessage(query) {
-            return DNSAnswerMessage.encode(answering: parsed, code: code, records: [])
-        }
-        guard query.count >= 12, query[2] & 0x80 == 0 else { return nil }
-        // The header alone: the ID and opcode echoed, QR set, no sections.
-        return [query[0], query[1], 0x80 | query[2] & 0x78, UInt8(code.rawValue), 0, 0, 0, 0, 0, 0, 0, 0]
-    }
+    package static let amplificationFactor = 10
 
     /// What a rate-limited UDP query gets when it "slips" (response-rate limiting as BIND and Knot do it): its
     /// question with TC set and no records, so a real client asks again over TCP, where its source is verified and
@@ -67,7 +45,7 @@ package enum DNSTransportWire {
     }
 
     /// The UDP payload size of the query's EDNS OPT record (RFC 6891; at least 512), or `nil` without one.
-    static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
+    package static func ednsPayloadSize(_ query: [UInt8]) -> Int? {
         DNSMessageWalk.optRecord(query).map { max(512, Int(query[$0 + 2]) << 8 | Int(query[$0 + 3])) }
     }
 }

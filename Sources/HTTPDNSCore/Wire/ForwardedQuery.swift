@@ -1,5 +1,3 @@
-package import HTTPDNS
-
 /// What the service does to a query before relaying it to the forwarder: every EDNS option of the client is removed
 /// (its subnet: the server chooses what upstreams see; its cookie, padding and the rest: they belong to the client's
 /// hop, and the relay cache's key does not hold them, so what went upstream must not depend on them), and reverse
@@ -23,7 +21,7 @@ package enum ForwardedQuery {
 
     /// `message` without the EDNS options whose code `removes` says; the rest byte for byte.
     /// - Throws: ``Unreadable`` when the records after the question cannot be walked.
-    static func strippingOptions(
+    package static func strippingOptions(
         _ message: [UInt8], questionEnd: Int, removing removes: (UInt16) -> Bool
     ) throws(Unreadable) -> [UInt8] {
         guard message.count >= 12 else { throw Unreadable() }
