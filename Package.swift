@@ -18,6 +18,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "HTTPDNS", targets: ["HTTPDNS"]),
+        // The settings file (checked with positions, environment overrides, reload) for programs that read one.
+        .library(name: "HTTPDNSSettings", targets: ["HTTPDNSSettings"]),
         .library(name: "HTTPDNSURLProtocol", targets: ["HTTPDNSURLProtocol"]),
         .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
         // The third front: a grpc-swift 2 name resolver; only adopters who name this product build gRPC.
@@ -156,6 +158,19 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The one module that knows the settings file: its JSON read with positions, the checks against the key
+        // table each component declares, the environment variables, and `Settings`, the resolver's configuration
+        // with the sections the modules above it own (`interception`, `serve`, `grpc`, `otel`), which they read
+        // through it. Nothing below it names a section.
+        .target(
+            name: "HTTPDNSSettings",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNS",
+                .product(name: "Configuration", package: "swift-configuration"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The dispatch queue a URLProtocol method runs on, for calling the protocol's client there (corelibs needs it).
         .target(name: "CSessionQueue"),
         // The netlink socket and setns calls of the network-change watcher, which Swift's Glibc does not declare.
@@ -166,6 +181,7 @@ let package = Package(
             name: "HTTPDNSURLProtocol",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSSettings",
                 "HTTPDNSPinnedClients",
                 "CSessionQueue",
                 .product(name: "Logging", package: "swift-log"),
@@ -186,6 +202,7 @@ let package = Package(
             name: "HTTPDNSGRPC",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSSettings",
                 .product(name: "GRPCCore", package: "grpc-swift-2"),
                 .product(name: "GRPCNIOTransportHTTP2Posix", package: "grpc-swift-nio-transport"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -200,6 +217,7 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSSettings",
                 "HTTPDNSHTTP2",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -218,6 +236,7 @@ let package = Package(
             name: "HostsCTLCommands",
             dependencies: [
                 "HTTPDNS",
+                "HTTPDNSSettings",
                 "HTTPDNSURLProtocol",
                 "HTTPDNSServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -263,6 +282,7 @@ let package = Package(
             name: "httpdns-adopter",
             dependencies: [
                 "HTTPDNSURLProtocol",
+                "HTTPDNSSettings",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -287,7 +307,7 @@ let package = Package(
         .executableTarget(
             name: "httpdns-fuzz",
             dependencies: [
-                "HTTPDNS", "HTTPDNSServer", "HTTPDNSHTTP2", "FuzzDriver",
+                "HTTPDNS", "HTTPDNSSettings", "HTTPDNSServer", "HTTPDNSHTTP2", "FuzzDriver",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -313,6 +333,7 @@ let package = Package(
             dependencies: [
                 "HTTPDNSPinnedClients",
                 "HTTPDNS",
+                "HTTPDNSSettings",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -327,6 +348,7 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSURLProtocolTests",
             dependencies: [
+                "HTTPDNSSettings",
                 "HTTPDNSPinnedClients",
                 "HTTPDNSURLProtocol",
                 "HTTPDNS",
@@ -347,6 +369,7 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSGRPCTests",
             dependencies: [
+                "HTTPDNSSettings",
                 "HTTPDNSGRPC",
                 "HTTPDNS",
                 "TestSupport",
@@ -359,6 +382,7 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSServerTests",
             dependencies: [
+                "HTTPDNSSettings",
                 "HTTPDNSServer",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -378,7 +402,9 @@ let package = Package(
         ),
         .testTarget(
             name: "HostsCTLTests",
-            dependencies: ["HostsCTLCommands", "HTTPDNS", "HTTPDNSServer", "HTTPDNSURLProtocol", "TestSupport"],
+            dependencies: [
+                "HostsCTLCommands", "HTTPDNS", "HTTPDNSSettings", "HTTPDNSServer", "HTTPDNSURLProtocol", "TestSupport",
+            ],
             swiftSettings: strictSettings
         ),
     ]

@@ -99,6 +99,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "HTTPDNS", package: rootPackage),
+                .product(name: "HTTPDNSSettings", package: rootPackage),
                 .product(name: "HTTPDNSURLProtocol", package: rootPackage),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 "BenchSupport",

@@ -8,19 +8,19 @@ import PackageDescription
 let samples: [(name: String, products: [String], other: [Target.Dependency])] = [
     ("QuickStart", ["HTTPDNSURLProtocol"], []),
     ("RuntimeInBrief", ["HTTPDNSURLProtocol"], []),
-    ("ResolverInBrief", ["HTTPDNS"], []),
+    ("ResolverInBrief", ["HTTPDNS", "HTTPDNSSettings"], []),
     ("Resolver", ["HTTPDNS"], []),
     ("HTTPDNSProviders", ["HTTPDNS"], []),
     ("Overrides", ["HTTPDNS"], []),
-    ("PipelineFromSettings", ["HTTPDNS"], []),
+    ("PipelineFromSettings", ["HTTPDNS", "HTTPDNSSettings"], []),
     ("PipelineFromParts", ["HTTPDNS"], []),
-    ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSURLProtocol"], []),
-    ("SettingsFile", ["HTTPDNS"], []),
+    ("URLProtocolByHand", ["HTTPDNS", "HTTPDNSSettings", "HTTPDNSURLProtocol"], []),
+    ("SettingsFile", ["HTTPDNS", "HTTPDNSSettings"], []),
     // Run by CI as well, against local servers (scripts/build-samples.sh).
     ("ResolverInCode", ["HTTPDNS"], []),
     ("EmbeddedServer", ["HTTPDNS", "HTTPDNSServer"], []),
-    ("AsyncHTTPClientFront", ["HTTPDNS", "HTTPDNSURLProtocol"], [.product(name: "AsyncHTTPClient", package: "async-http-client")]),
-    ("GRPCFront", ["HTTPDNS", "HTTPDNSGRPC"], [
+    ("AsyncHTTPClientFront", ["HTTPDNS", "HTTPDNSSettings", "HTTPDNSURLProtocol"], [.product(name: "AsyncHTTPClient", package: "async-http-client")]),
+    ("GRPCFront", ["HTTPDNS", "HTTPDNSSettings", "HTTPDNSGRPC"], [
         .product(name: "GRPCCore", package: "grpc-swift-2"),
         .product(name: "GRPCNIOTransportHTTP2", package: "grpc-swift-nio-transport"),
     ]),

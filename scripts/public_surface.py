@@ -24,7 +24,9 @@ BOUNDS = {
     "HTTPDNSHTTP2": 0,
     "HTTPDNSPinnedClients": 0,
     "HTTPDNSClients": 45,
-    "HTTPDNS": 120,
+    "HTTPDNS": 115,
+    # The settings file: SettingsFile, Settings and SettingsSection.
+    "HTTPDNSSettings": 12,
     "HTTPDNSURLProtocol": 100,
     "HTTPDNSGRPC": 25,
     "HTTPDNSServer": 110,

@@ -2,6 +2,7 @@ public import Configuration
 import GRPCCore
 public import GRPCNIOTransportHTTP2Posix
 public import HTTPDNS
+public import HTTPDNSSettings
 
 extension NameResolvers.HTTPDNS.Configuration {
     /// Reads the `grpc` section (`loadBalancing`, `updateIntervalMs`, `reorderPercent`, `family`) from `config`, a
@@ -13,19 +14,12 @@ extension NameResolvers.HTTPDNS.Configuration {
         try SettingField.readAll(Self.fields, from: config, scope: Self.scope, into: &self)
     }
 
-    /// The defaults with the `grpc` section of the settings `settings` were read from (the file, or the reader given
-    /// to `HostResolver.Configuration(configReader:)`).
-    /// - Throws: `HTTPDNSError` for an unknown `grpc` key or a bad value, with its position in the settings file.
-    public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
-        self = try settings.read(Self.section)
-    }
-
     /// The section of the settings file these keys live in, which errors name.
     static let scope = "grpc"
 
-    /// The `grpc` section: the resolver's loader keeps it for this module, which checks and reads it. `hostsctl`,
-    /// which does not link gRPC, leaves it unchecked.
-    static let section = SettingsSection(scope, fields: fields, read: Self.init(configReader:))
+    /// The `grpc` section of a settings file: `Settings.read(_:)` checks it against these keys and reads it.
+    /// `hostsctl`, which does not link gRPC, leaves it unchecked.
+    public static let section = SettingsSection(scope, fields: fields, read: Self.init(configReader:))
 
     /// The load-balancing policies the endpoint lists are shaped for.
     enum Balancing: String, CaseIterable, Sendable {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSServer
 
 /// `hostsctl cache show|clear|export`: the persisted IP cache.
@@ -35,7 +36,7 @@ struct CacheCommand: AsyncParsableCommand {
 
         /// The path and the settings.
         func resolve() throws -> (path: String, settings: HostResolver.Configuration) {
-            let settings = try SettingsLoading.settings(config)
+            let settings = try SettingsLoading.settings(config).resolver
             guard let path = cacheFile ?? settings.cachePath ?? HostCache.defaultPath() else {
                 throw ValidationError(
                     "no cache file: give --cache-file, set cache.path, or set HOME or XDG_CACHE_HOME.")

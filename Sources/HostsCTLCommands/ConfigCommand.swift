@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 
 /// `hostsctl config`: checks and shows configuration files.
 struct ConfigCommand: AsyncParsableCommand {

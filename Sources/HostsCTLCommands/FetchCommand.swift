@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 
 /// `hostsctl fetch URL`: one request through URLSession with the rewriting URL protocol registered, as an
@@ -116,7 +117,8 @@ struct FetchCommand: AsyncParsableCommand {
 
     /// Makes the requests and prints a report for each.
     func run() async throws {
-        var settings = try SettingsLoading.settings(config)
+        let loaded = try SettingsLoading.settings(config)
+        var settings = loaded.resolver
         if let hosts {
             try ResolutionOptions.reportOverrideProblems(hosts)
             SettingsLoading.useOverrides(hosts, in: &settings)
@@ -132,11 +134,11 @@ struct FetchCommand: AsyncParsableCommand {
             body: body,
             timeout: .milliseconds(Int64((timeout * 1000).rounded(.up)))
         )
-        var interception = try HTTPDNSInterceptor.Configuration(settings: settings)
+        var interception = try loaded.read(HTTPDNSInterceptor.Configuration.section)
         interception.connection.additionalTrustRoots += trustCA
         // OpenTelemetry export (the `otel` section), off by default: the requests' spans and the resolver's metrics.
         let telemetry = try Telemetry.start(
-            settings.read(Telemetry.Configuration.section), logger: CommandLogging.logger())
+            loaded.read(Telemetry.Configuration.section), logger: CommandLogging.logger())
         interception.connection.tracer = telemetry.tracer
         let resolver = try ResolveCommand.usage {
             try HostResolver(

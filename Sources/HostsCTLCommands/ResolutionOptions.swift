@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 
 /// The options that say how names are resolved, shared by `resolve` and `bench`: servers, family, timeouts, the
 /// settings and overrides files, and an HTTP DNS service.
@@ -72,7 +73,7 @@ struct ResolutionOptions: ParsableArguments {
     /// Loads the settings file (diagnostics go to standard error) and applies these options to it.
     /// - Throws: `ValidationError` when the settings have errors.
     func loadSettings() throws -> HostResolver.Configuration {
-        apply(to: try SettingsLoading.settings(config))
+        apply(to: try SettingsLoading.settings(config).resolver)
     }
 
     /// Reports the bad lines of the overrides file the final settings use, if they use one.

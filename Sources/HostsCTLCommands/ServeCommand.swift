@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSServer
 import CoreMetrics
 import Logging
@@ -43,7 +44,7 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded = try SettingsLoading.settings(config)
         let serve = try loaded.read(ServeSettings.section)
-        let settings = Self.served(loaded, serve: serve)
+        let settings = Self.served(loaded.resolver, serve: serve)
         var listener = serve.server
         if let listen { listener.listen = try ServerAddress(parsing: listen) }
         try Self.checkAccounts(serve)
@@ -186,7 +187,7 @@ struct ServeCommand: AsyncParsableCommand {
     /// Where the command's metrics go (`registry`, and OpenTelemetry export's factory too when the `otel` section
     /// turns it on), and the export itself (off by default), whose tracer gets a span per request.
     static func observability(
-        _ settings: HostResolver.Configuration, registry: PrometheusCollectorRegistry, logger: Logger
+        _ settings: Settings, registry: PrometheusCollectorRegistry, logger: Logger
     ) throws -> (any MetricsFactory, Telemetry) {
         let telemetry = try Telemetry.start(
             settings.read(Telemetry.Configuration.section),
@@ -233,13 +234,13 @@ final class SettingsReloader: Sendable {
     /// The relay of other types, moved to the new `cares.*` settings with the resolver.
     private let forwarder: ReloadingCAresForwarder?
     private let logger: Logger
-    private let watcher: FileWatcher<HostResolver.Configuration>?
+    private let watcher: FileWatcher<Settings>?
     /// The `serve` section last applied, to tell which edits wait for a restart.
     private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
 
     init(
-        path: String?, initial: HostResolver.Configuration, serve: ServeSettings, resolver: HostResolver,
+        path: String?, initial: Settings, serve: ServeSettings, resolver: HostResolver,
         service: HTTPDNSService, forwarder: ReloadingCAresForwarder? = nil, logger: Logger
     ) {
         self.path = path
@@ -248,9 +249,9 @@ final class SettingsReloader: Sendable {
         self.forwarder = forwarder
         self.logger = logger
         self.applied = Locked(serve)
-        let reload = Locked<(@Sendable (HostResolver.Configuration) -> Void)?>(nil)
+        let reload = Locked<(@Sendable (Settings) -> Void)?>(nil)
         self.watcher = path.map { path in
-            FileWatcher<HostResolver.Configuration>(
+            FileWatcher<Settings>(
                 path: path, initial: initial, logger: logger,
                 load: { path in try SettingsLoading.load(path).get() },
                 onChange: { settings in reload.withLock { $0 }?(settings) })
@@ -283,10 +284,10 @@ final class SettingsReloader: Sendable {
         }
     }
 
-    private func apply(_ edited: HostResolver.Configuration) {
+    private func apply(_ edited: Settings) {
         do {
             let after = try edited.read(ServeSettings.section)
-            let settings = ServeCommand.served(edited, serve: after)
+            let settings = ServeCommand.served(edited.resolver, serve: after)
             try ServeCommand.checkAccounts(after)
             try resolver.apply(settings)
             try forwarder?.apply(settings.cares)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HTTPDNS
 import HTTPDNSServer
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 
 /// Finds and loads the settings for a command.
@@ -28,7 +29,7 @@ enum SettingsLoading {
 
     /// The settings of `path` (see ``load(_:)``), with every diagnostic printed to standard error.
     /// - Throws: `ValidationError` when the settings have errors.
-    static func settings(_ path: String?) throws -> HostResolver.Configuration {
+    static func settings(_ path: String?) throws -> Settings {
         let file = load(path)
         for diagnostic in file.diagnostics { printToStandardError(diagnostic.description) }
         guard let settings = file.settings, file.errors.isEmpty else {
@@ -67,9 +68,9 @@ enum SettingsReport {
     /// Every effective value with where it came from; after each provider's `secretEnv` row, whether that
     /// variable is set (never its value).
     /// - Throws: `HTTPDNSError` when a section does not read (the file was checked, so it does).
-    static func rows(_ settings: HostResolver.Configuration, file: SettingsFile) throws -> [Row] {
+    static func rows(_ settings: Settings, file: SettingsFile) throws -> [Row] {
         var rows: [Row] = []
-        var values = settings.effectiveValues
+        var values = settings.resolver.effectiveValues
         for section in SettingsLoading.sections { values += try section.values(settings) }
         for value in values {
             let origin =

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSCore
 import HTTPDNSServer
 

@@ -16,6 +16,7 @@
 import AsyncHTTPClient
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 import Logging
 import NIOCore
@@ -52,8 +53,9 @@ func escape(_ text: String) -> String {
 if asyncHTTPClient {
     // The README's AsyncHTTPClient sample.
     let settings = try SettingsFile.load(path: config).get()
-    let resolver = try HostResolver(configuration: settings, logger: logger)
-    let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings))
+    let resolver = try HostResolver(configuration: settings.resolver, logger: logger)
+    let interception = try settings.read(HTTPDNSInterceptor.Configuration.section)
+    let client = try HTTPDNSClient(resolver: resolver, configuration: interception.connection)
     var failures = 0
     for url in urls {
         do {

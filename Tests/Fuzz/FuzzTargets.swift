@@ -4,6 +4,7 @@ import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
 import HTTPDNS
+import HTTPDNSSettings
 
 /// Entry points for coverage-guided fuzzing (`Tests/Fuzz`, `scripts/fuzz.sh`): every parser of untrusted input,
 /// fed raw bytes. Each must return or throw its typed error for any input; a crash, a hang or an answer that breaks

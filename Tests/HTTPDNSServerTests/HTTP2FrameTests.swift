@@ -9,6 +9,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -100,7 +101,7 @@ struct HTTP2FrameTests {
                                "provider": { "json": { "api": "doh-json", "urls": ["\(slow.url)/resolve"] } } }
                 }
                 """.utf8), path: "h2.json", environment: [:]
-        ).get()
+        ).get().resolver
         let resolver = try HostResolver(configuration: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(

@@ -7,6 +7,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -456,7 +457,7 @@ struct HTTPDNSServerTests {
                            "provider": { "json": { "api": "doh-json", "urls": ["\(slow.url)/resolve"] } } }
             }
             """.utf8.map { $0 }, path: "slow.json", environment: [:]
-        ).get()
+        ).get().resolver
         let resolver = try HostResolver(configuration: settings, logger: Self.logger)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let server = try await HTTPDNSServer.start(

@@ -11,6 +11,7 @@ import Testing
 @testable import HTTPDNSCAres
 @testable import HTTPDNSCore
 @testable import HTTPDNSServer
+@testable import HTTPDNSSettings
 
 /// The third wave of attacks on `hostsctl serve` (docs/security.md), each driven over real sockets: request bodies
 /// held open on HTTP/2, well-behaved keep-alive connections holding every place, forged UDP sources taking the relay
@@ -371,7 +372,7 @@ struct ThirdWaveTests {
                                                        "allowPrivateAnswers": true } } }
                 }
                 """.utf8), path: "guard.json", environment: [:]
-        ).get()
+        ).get().resolver
         let resolver = try HostResolver(configuration: settings, logger: Self.logger)
         // ECS off: the lookup takes the shared path (asking each upstream in turn), where the hole was; the
         // client-subnet path guarded every upstream already.

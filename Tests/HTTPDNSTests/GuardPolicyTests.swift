@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -96,7 +97,8 @@ struct GuardPolicyTests {
             await open.shutdown()
             let file = try TemporaryFiles()
             let path = try file.write("s.json", #"{"guard": {"everyUpstream": true}}"#)
-            settings.guardsEveryUpstream = try SettingsFile.load(path: path, environment: [:]).get().guardsEveryUpstream
+            settings.guardsEveryUpstream = try SettingsFile.load(path: path, environment: [:]).get().resolver
+                .guardsEveryUpstream
             let guarded = try HostResolver(configuration: settings, persistingCache: false)
             await expectDNSError(.privateAddress) { try await guarded.resolve(try HostName("n5.test"), family: .ipv4) }
             #expect(try await guarded.resolveRanked("multi.test", family: .ipv4).origin == .cares)

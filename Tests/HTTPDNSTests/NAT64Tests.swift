@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -142,10 +143,10 @@ struct NAT64Tests {
         #expect(HostResolver.Configuration.default.network == HostNetwork.Configuration(mode: .auto, prefixes: []))
         let files = try TemporaryFiles()
         let good = try files.write("s.json", #"{"nat64": {"mode": "off", "prefixes": ["64:ff9b::/96"]}}"#)
-        let loaded = try SettingsFile.load(path: good, environment: [:]).get()
+        let loaded = try SettingsFile.load(path: good, environment: [:]).get().resolver
         #expect(loaded.network.mode == .off && loaded.network.prefixes == [NAT64Prefix.wellKnown])
         let bad = try files.write("bad.json", #"{"nat64": {"prefixes": ["64:ff9b::/95"]}}"#)
-        #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get() }
+        #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get().resolver }
     }
 }
 

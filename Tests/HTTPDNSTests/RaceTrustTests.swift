@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -115,8 +116,9 @@ struct RaceTrustTests {
         #expect(HostResolver.Configuration.default.trustedSources == [.httpdns])
         let files = try TemporaryFiles()
         let path = try files.write("s.json", #"{"sources": {"trusted": ["httpdns", "cares"]}}"#)
-        #expect(try SettingsFile.load(path: path, environment: [:]).get().trustedSources == [.httpdns, .cares])
+        #expect(
+            try SettingsFile.load(path: path, environment: [:]).get().resolver.trustedSources == [.httpdns, .cares])
         let bad = try files.write("bad.json", #"{"sources": {"trusted": ["cache"]}}"#)
-        #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get() }
+        #expect(throws: (any Error).self) { try SettingsFile.load(path: bad, environment: [:]).get().resolver }
     }
 }

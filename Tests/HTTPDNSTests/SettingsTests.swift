@@ -6,6 +6,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -17,7 +18,7 @@ struct SettingsTests {
     func shippedFile() throws {
         let file = SettingsFile.load(path: "Config/hostsctl.json", environment: [:])
         #expect(file.diagnostics.isEmpty, "\(file.diagnostics)")
-        let settings = try file.get()
+        let settings = try file.get().resolver
         #expect(settings.sources == [.overrides, .hosts, .cache, .cares])
         #expect(settings.files.hostsFile == "/etc/hosts" && settings.systemFallback)
         #expect(settings.files.overridesFile == "Config/hosts")
@@ -55,13 +56,13 @@ struct SettingsTests {
         // The whole resolver: `hostsctl config show` of an empty file is what `HostResolver.Configuration()` holds.
         let file = try TemporaryFiles.file("{}")
         #expect(
-            try SettingsFile.load(path: file, environment: [:]).get().effectiveValues
+            try SettingsFile.load(path: file, environment: [:]).get().resolver.effectiveValues
                 == HostResolver.Configuration().effectiveValues)
     }
 
     @Test("defaults without a file")
     func defaults() throws {
-        let settings = try SettingsFile.load(path: nil, environment: [:]).get()
+        let settings = try SettingsFile.load(path: nil, environment: [:]).get().resolver
         #expect(settings.effectiveValues == HostResolver.Configuration.default.effectiveValues)
         #expect(settings.cares.timeout == .seconds(2) && settings.cares.tries == 2)
         #expect(settings.cache.dualStack == .fastest && settings.probe.ports == [443])
@@ -113,7 +114,7 @@ struct SettingsTests {
         #expect(first.file == path)
         #expect(first.line == line && first.column == column, "\(first)")
         #expect(first.message.contains(message), "\(first)")
-        #expect(throws: HTTPDNSError.self) { try file.get() }
+        #expect(throws: HTTPDNSError.self) { try file.get().resolver }
     }
 
     @Test("each section reads its own keys, and the key table, config show and the sections agree")
@@ -205,7 +206,7 @@ struct SettingsTests {
                 "HOSTSCTL_DUAL_STACK_POLICY": "preferIPv6", "HOSTSCTL_NOT_A_SETTING": "x", "PATH": "/usr/bin",
             ]
         )
-        let settings = try file.get()
+        let settings = try file.get().resolver
         #expect(settings.cares.timeout == .milliseconds(250))
         #expect(settings.cares.tries == 3, "from the file")
         #expect(settings.sources == [.overrides, .cares])
@@ -234,7 +235,7 @@ struct SettingsTests {
                 "api": "alibaba", "urls": ["https://dns.example/"], "bootstrap": ["192.0.2.53"], "account": "42",
                 "secretEnv": "MY_SECRET", "allowPrivateAnswers": true } } } }
             """)
-        let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get()
+        let settings = try SettingsFile.load(path: path, environment: ["MY_SECRET": "x"]).get().resolver
         let provider = try #require(settings.httpDNSProviders.first)
         #expect(provider.name == "local" && provider.api.description == "alibaba")
         #expect(provider.rows.first { $0.0 == "account" }?.1 == "42")
@@ -276,7 +277,7 @@ struct SettingsTests {
         let watcher = try FileWatcher(
             path: path,
             logger: Logger(label: "test", factory: { _ in RecordingLogHandler(store: store) }),
-            load: { path in try SettingsFile.load(path: path, environment: [:]).get() },
+            load: { path in try SettingsFile.load(path: path, environment: [:]).get().resolver },
             onChange: { _ in applied.increment() }
         )
         #expect(watcher.value.cares.tries == 3)

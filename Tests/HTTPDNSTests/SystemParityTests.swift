@@ -3,6 +3,7 @@ import TestSupport
 import Testing
 
 @testable import HTTPDNS
+@testable import HTTPDNSSettings
 @testable import HTTPDNSCAres
 @testable import HTTPDNSClients
 @testable import HTTPDNSCore
@@ -63,7 +64,7 @@ struct SystemParityTests {
     func settingsKeys() throws {
         let file = try TemporaryFiles()
         let path = try file.write("settings.json", #"{"cares": {"search": ["svc.test"], "ndots": 2}}"#)
-        let settings = try SettingsFile.load(path: path, environment: [:]).get()
+        let settings = try SettingsFile.load(path: path, environment: [:]).get().resolver
         #expect(settings.cares.searchDomains == ["svc.test"])
         #expect(settings.cares.ndots == 2)
         #expect(settings.cares.searchPolicy == SearchPolicy(domains: ["svc.test"], ndots: 2))

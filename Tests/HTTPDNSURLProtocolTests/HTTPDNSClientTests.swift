@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 @testable import HTTPDNSURLProtocol
 import NIOCore
 import NIOHTTP1
@@ -473,7 +474,7 @@ struct HTTPDNSClientTests {
                   }
                 }
                 """)
-            let settings = try SettingsFile.load(path: path, environment: [:]).get()
+            let settings = try SettingsFile.load(path: path, environment: [:]).get().resolver
             let resolver = try HostResolver(configuration: settings, prober: nil, persistingCache: false)
             _ = try await resolver.resolve(try HostName("multi.test"), family: .ipv4)
             #expect(resolver.clientPool.clientCount() == 1, "HTTP DNS over HTTP/1.1 took its client from the pool")

@@ -1,5 +1,7 @@
+import Configuration
 import Foundation
 import HTTPDNS
+import HTTPDNSSettings
 import TestSupport
 import Testing
 
@@ -9,7 +11,7 @@ import Testing
 /// positioned checks as the resolver's keys, whether or not the loader was told about the section.
 @Suite("interception settings")
 struct InterceptionSettingsTests {
-    static func settings(_ json: String, environment: [String: String] = [:]) throws -> HostResolver.Configuration {
+    static func settings(_ json: String, environment: [String: String] = [:]) throws -> Settings {
         try SettingsFile.load(path: try TemporaryFiles.file(json), environment: environment).get()
     }
 
@@ -18,20 +20,26 @@ struct InterceptionSettingsTests {
         let both = try Self.settings(
             #"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}, "interception": {"trustCA": ["/etc/app-ca.pem"]}}"#)
         #expect(
-            try HTTPDNSInterceptor.Configuration(settings: both).connection.additionalTrustRoots == ["/etc/app-ca.pem"])
+            try both.read(HTTPDNSInterceptor.Configuration.section).connection.additionalTrustRoots == [
+                "/etc/app-ca.pem"
+            ])
         let dohOnly = try Self.settings(#"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}}"#)
-        #expect(try HTTPDNSInterceptor.Configuration(settings: dohOnly).connection.additionalTrustRoots.isEmpty)
+        #expect(try dohOnly.read(HTTPDNSInterceptor.Configuration.section).connection.additionalTrustRoots.isEmpty)
     }
 
     @Test("interception.connectTimeoutMs sets both fronts' connect timeout (2 s by default)")
     func connectTimeoutSetting() throws {
         #expect(
-            try HTTPDNSInterceptor.Configuration(settings: Self.settings("{}")).connection.connectTimeout == .seconds(2)
+            try Self.settings("{}").read(HTTPDNSInterceptor.Configuration.section).connection.connectTimeout
+                == .seconds(2)
         )
         let settings = try Self.settings(#"{"interception": {"connectTimeoutMs": 7500}}"#)
         #expect(
-            try HTTPDNSInterceptor.Configuration(settings: settings).connection.connectTimeout == .milliseconds(7_500))
-        #expect(try HTTPDNSClient.Configuration(settings: settings).connectTimeout == .milliseconds(7_500))
+            try settings.read(HTTPDNSInterceptor.Configuration.section).connection.connectTimeout
+                == .milliseconds(7_500))
+        // The policy reads its keys alone too, from a reader scoped to the section.
+        let section = ConfigReader(provider: InMemoryProvider(values: ["connectTimeoutMs": 7500]))
+        #expect(try ConnectionPolicy(configReader: section).connectTimeout == .milliseconds(7_500))
     }
 
     @Test("the section's keys and HOSTSCTL_INTERCEPTION_ variables reach both fronts")
@@ -39,11 +47,11 @@ struct InterceptionSettingsTests {
         let settings = try Self.settings(
             #"{"interception": {"proxy": "tunnel", "exclude": ["*.internal.test"], "connectionAttemptDelayMs": 0}}"#,
             environment: ["HOSTSCTL_INTERCEPTION_ALLOW_INSECURE_REDIRECTS": "true"])
-        let configuration = try HTTPDNSInterceptor.Configuration(settings: settings)
+        let configuration = try settings.read(HTTPDNSInterceptor.Configuration.section)
         #expect(configuration.proxyMode == .tunnel && configuration.connection.connectionAttemptDelay == .zero)
         #expect(configuration.connection.allowsInsecureRedirects)
         #expect(!configuration.connection.scope.intercepts(host: "api.internal.test", overrides: nil))
-        #expect(try HTTPDNSClient.Configuration(settings: settings).allowsInsecureRedirects)
+        #expect(try settings.read(HTTPDNSInterceptor.Configuration.section).connection.allowsInsecureRedirects)
     }
 
     @Test("a mistake in the section is reported at its line and column when a front reads it")
@@ -52,7 +60,7 @@ struct InterceptionSettingsTests {
         // The resolver alone does not know the section and leaves it to the fronts.
         let settings = try Self.settings(json)
         do {
-            _ = try HTTPDNSInterceptor.Configuration(settings: settings)
+            _ = try settings.read(HTTPDNSInterceptor.Configuration.section)
             Issue.record("a front read a section with mistakes")
         } catch {
             let found = error.diagnostics.map { "\($0.line):\($0.column) \($0.message)" }
@@ -60,7 +68,7 @@ struct InterceptionSettingsTests {
                 found.contains { $0.hasPrefix("3:5 ") && $0.contains("unknown key 'interception.conectTimeoutMs'") })
             #expect(found.contains { $0.hasPrefix("4:14 ") && $0.contains("'socks' is not one of bypass, tunnel") })
         }
-        #expect(throws: HTTPDNSError.self) { try HTTPDNSClient.Configuration(settings: settings) }
+        #expect(throws: HTTPDNSError.self) { try settings.read(HTTPDNSInterceptor.Configuration.section).connection }
         // Started from the file, the library checks the section before anything starts.
         let path = try TemporaryFiles.file(json)
         do {
@@ -72,7 +80,7 @@ struct InterceptionSettingsTests {
         // A bad value from the environment names its variable.
         let bad = try Self.settings("{}", environment: ["HOSTSCTL_INTERCEPTION_CONNECT_TIMEOUT_MS": "10"])
         do {
-            _ = try HTTPDNSClient.Configuration(settings: bad)
+            _ = try bad.read(HTTPDNSInterceptor.Configuration.section).connection
             Issue.record("took a 10 ms connect timeout")
         } catch {
             #expect(error.diagnostics.first?.message.contains("HOSTSCTL_INTERCEPTION_CONNECT_TIMEOUT_MS") == true)

@@ -4,6 +4,7 @@ import Testing
 
 @testable import HTTPDNS
 @testable import HTTPDNSServer
+@testable import HTTPDNSSettings
 @testable import HostsCTLCommands
 
 /// `hostsctl serve` as a real process, against what an attacker on the internet would try next (the second wave):
@@ -240,9 +241,10 @@ struct ServeAttackerTests {
         let path = try TemporaryFiles.file(
             #"{ "sources": { "order": ["overrides", "system"], "systemFallback": true } }"#, name: "hostsctl.json")
         let file = SettingsLoading.load(path)
-        let settings = try file.get()
+        let loaded = try file.get()
+        let settings = loaded.resolver
         #expect(settings.systemFallback && settings.sources.contains(.system), "the file asks for both")
-        let served = ServeCommand.served(settings, serve: try settings.read(ServeSettings.section))
+        let served = ServeCommand.served(settings, serve: try loaded.read(ServeSettings.section))
         #expect(!served.systemFallback)
         #expect(served.sources == [.overrides])
         // config show says so beside the keys.

@@ -5,6 +5,7 @@ import Testing
 @testable import HTTPDNS
 @testable import HTTPDNSCore
 @testable import HTTPDNSServer
+@testable import HTTPDNSSettings
 @testable import HostsCTLCommands
 
 /// The `serve` section: `hostsctl serve` owns its keys; the shared settings file keeps the section for it, and
@@ -31,7 +32,7 @@ struct ServeConfigurationTests {
         let serve = try settings.read(ServeSettings.section)
         #expect(serve.server.listen.description == "0.0.0.0:8053" && serve.service.otherTypes == .forward)
         #expect(serve.service.rateLimitPerSecond > 0 && serve.service.accounts.keys.sorted() == ["demo"])
-        #expect(settings.files.overridesFile == "Config/deploy/kubernetes/hosts")
+        #expect(settings.resolver.files.overridesFile == "Config/deploy/kubernetes/hosts")
     }
 
     @Test("the Kubernetes TLS overlay's environment turns on HTTPS and DNS over TLS with the base's settings")

@@ -6,6 +6,7 @@ import Foundation
     import FoundationNetworking
 #endif
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 
 // URLSession with the rewriting URL protocol, side by side with the same URLSession without it, against one local
@@ -391,8 +392,10 @@ let benchmarks: @Sendable () -> Void = {
         to: adopterDirectory.appendingPathComponent("hostsctl.json"), atomically: true, encoding: .utf8)
     let adopterSettings = try! SettingsFile.load(path: adopterDirectory.appendingPathComponent("hostsctl.json").path)
         .get()
-    let adopterResolver = try! HostResolver(configuration: adopterSettings)
-    let adopterClient = try! HTTPDNSClient(resolver: adopterResolver, configuration: .init(settings: adopterSettings))
+    let adopterResolver = try! HostResolver(configuration: adopterSettings.resolver)
+    let adopterClient = try! HTTPDNSClient(
+        resolver: adopterResolver,
+        configuration: adopterSettings.read(HTTPDNSInterceptor.Configuration.section).connection)
     Benchmark(
         "HTTPDNSClient as the README sets it up vs HTTPClient.shared: 1 KiB keep-alive, \(concurrency) tasks, 4 alternating rounds",
         configuration: .init(metrics: [

@@ -3,12 +3,14 @@
 //                .product(name: "AsyncHTTPClient", package: "async-http-client")
 import AsyncHTTPClient
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 
 // The same pipeline as the URL protocol's: overrides, system hosts, scored cache, HTTP DNS, c-ares.
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(configuration: settings)
-let client = try HTTPDNSClient(resolver: resolver, configuration: .init(settings: settings))
+let resolver = try HostResolver(configuration: settings.resolver)
+let interception = try settings.read(HTTPDNSInterceptor.Configuration.section)   // the `interception` keys
+let client = try HTTPDNSClient(resolver: resolver, configuration: interception.connection)
 
 // Where the code said `httpClient.execute(request, timeout: ...)`: the same request and response types.
 // TCP goes to the fastest IP of api.example.com; Host, SNI and the certificate check stay api.example.com.

@@ -4,9 +4,10 @@
 import GRPCCore
 import GRPCNIOTransportHTTP2
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSGRPC
 
-let resolver = try HostResolver(configuration: SettingsFile.load(path: "Config/hostsctl.json").get())
+let resolver = try HostResolver(configuration: SettingsFile.load(path: "Config/hostsctl.json").get().resolver)
 
 // The one line: api.example.com's addresses come from the resolver, fastest first, pushed again when they change;
 // TLS still checks api.example.com. Every connect gRPC makes is scored for all the resolver's users.

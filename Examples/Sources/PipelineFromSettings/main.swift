@@ -1,10 +1,11 @@
 // A README sample, compiled by CI (`swift build --package-path Examples`); ReadmeSampleTests keeps the texts equal.
 import HTTPDNS
+import HTTPDNSSettings
 import Logging
 
 // From Config/hostsctl.json (and HOSTSCTL_... environment variables): the layers of sources.order, the
 // overrides file (hot-reloaded), the cache with its limits and file, HTTP DNS providers, c-ares, probing.
-let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
+let settings = try SettingsFile.load(path: "Config/hostsctl.json").get().resolver
 let resolver = try HostResolver(configuration: settings, logger: Logger(label: "httpdns"))
 
 let answer = try await resolver.resolveRanked("api.example.com", port: 443)

@@ -1,11 +1,12 @@
 // A README sample, compiled by CI (`swift build --package-path Examples`); ReadmeSampleTests keeps the texts equal.
 import HTTPDNS
+import HTTPDNSSettings
 import Logging
 
 let logger = Logger(label: "httpdns")
 let file = SettingsFile.load(path: "Config/hostsctl.json")     // file + HOSTSCTL_ environment
 for problem in file.diagnostics { print(problem) }              // Config/hostsctl.json:7:14: error: unknown key ...
-var settings = try file.get()                                   // throws HTTPDNSError when there are errors
+var settings = try file.get().resolver                          // throws HTTPDNSError when there are errors
 
 // One section on its own: c-ares configured from the same file, without the rest of the pipeline.
 let cares = try CAresResolver(configuration: settings.cares, logger: logger)

@@ -3,14 +3,15 @@
 import Foundation
 import FoundationNetworking
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSURLProtocol
 
 // At start-up, BEFORE anything creates a URLSession (URLSession.shared copies the registered classes on first use).
 let settings = try SettingsFile.load(path: "Config/hostsctl.json").get()
-let resolver = try HostResolver(configuration: settings)
+let resolver = try HostResolver(configuration: settings.resolver)
 let interceptor = try HTTPDNSInterceptor(
     resolver: resolver,
-    configuration: .init(settings: settings)   // interception.include/exclude/trustCA, ...
+    configuration: try settings.read(HTTPDNSInterceptor.Configuration.section)   // interception.include/exclude/...
 )
 HTTPDNSURLProtocol.register(interceptor)
 

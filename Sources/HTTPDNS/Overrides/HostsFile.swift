@@ -180,8 +180,10 @@ public struct HostsFile: Sendable {
 }
 
 /// Reads whole files with a size cap.
-enum FileBytes {
-    static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(HTTPDNSError) -> [UInt8] {
+package enum FileBytes {
+    package static func contents(of path: String, limit: Int = HostsFile.maximumFileSize) throws(HTTPDNSError)
+        -> [UInt8]
+    {
         func fail(_ reason: String) -> HTTPDNSError {
             HTTPDNSError(code: .invalidConfiguration, message: "\(path): \(reason)")
         }

@@ -8,9 +8,9 @@ extension HostResolver {
     ///
     /// Build one in code (``init()`` gives the defaults; set the fields you need), or read one with
     /// ``init(configReader:)`` from any swift-configuration providers (a JSON file, environment variables, memory),
-    /// or with ``SettingsFile/load(path:environment:)``, which also checks a settings file with positions. Each
-    /// component reads its own keys (``CAresResolver/Configuration/init(configReader:)``,
-    /// ``HTTPDNSResolver/Configuration/init(configReader:name:allowsPrivateAnswers:)`` and so on); `hostsctl config
+    /// or from a settings file with `SettingsFile.load(path:environment:)` (module HTTPDNSSettings), which checks it with positions. Each
+    /// component reads its own keys (`CAresResolver.Configuration(configReader:)`,
+    /// `HTTPDNSResolver.Configuration(configReader:name:allowsPrivateAnswers:)` and so on); `hostsctl config
     /// keys` lists every key with its type, default and meaning, and `config show` the effective values. Secrets are
     /// never read from settings: a provider names the environment variable that holds its secret.
     public struct Configuration: Sendable {
@@ -54,7 +54,7 @@ extension HostResolver {
         /// The connections the HTTP DNS providers share: time limits and trust roots.
         public var httpDNSTransport: HTTPDNSTransport.Configuration
         /// The time one lookup may take across a provider's endpoints and bootstrap addresses, for the providers
-        /// that set no ``HTTPDNSResolver/Configuration/budget`` (default 5 s, `httpdns.budgetMs`).
+        /// that set no `HTTPDNSResolver.Configuration.budget` (default 5 s, `httpdns.budgetMs`).
         public var httpDNSBudget: Duration
         /// Whether HTTP DNS providers read from settings that do not say accept private, loopback and link-local
         /// answers (`guard.allowPrivateAnswers`, default `false`).
@@ -78,9 +78,6 @@ extension HostResolver {
         public var probe: HostResolver.Probing
         /// Following the host's network: changes, and NAT64 on hosts without an IPv4 route.
         public var network: HostNetwork.Configuration
-        /// Where these settings were read from; the modules above the resolver read their sections (`interception`,
-        /// `serve`) from it with ``read(_:)``.
-        var origin: SettingsOrigin
         /// Whether answers are adapted to this host's network (``nat64``); `hostsctl serve`, which answers clients on
         /// other networks, turns it off. Not a key.
         package var adaptsToHostNetwork = true
@@ -109,7 +106,6 @@ extension HostResolver {
             cache = try HostCache.Configuration(configReader: config)
             probe = try HostResolver.Probing(configReader: config.scoped(to: ConfigKey(HostResolver.Probing.scope)))
             network = try HostNetwork.Configuration(configReader: config)
-            origin = .reader(config)
             // Placeholders only: the fields below overwrite them.
             sources = []
             race = false
@@ -169,8 +165,8 @@ extension HostResolver {
         ]
 
         /// The HTTP DNS layer's own keys: the providers in order (each read by its
-        /// ``HTTPDNSResolver/Configuration/init(configReader:name:allowsPrivateAnswers:)``) and the budget of those
-        /// that set none. The shared transport's keys are ``HTTPDNSTransport/Configuration/fields``.
+        /// `HTTPDNSResolver.Configuration(configReader:name:allowsPrivateAnswers:)`) and the budget of those
+        /// that set none. The shared transport's keys are `HTTPDNSTransport.Configuration.fields`.
         static let httpDNSFields: [SettingField<HostResolver.Configuration>] =
             [
                 .custom(
@@ -267,7 +263,7 @@ extension HostResolver {
         }
 
         /// Every key of the resolver, documented: the sections' fields are the one place keys, defaults and limits are
-        /// written. The sections other modules own list theirs (``SettingsSection``).
+        /// written. The sections other modules own list theirs (`SettingsSection`, module HTTPDNSSettings).
         package static let keys: [SettingKey] = sections.flatMap(\.keys)
 
         /// The effective value of every key (provider keys once per provider, with its name), in the order of

@@ -52,7 +52,7 @@ extension HTTPDNSResolver {
         }
 
         /// The API a settings file or a preset names (`doh`, `doh-json`, `alibaba`, `tencent`; the names were
-        /// checked against ``HTTPDNSPreset/apiNames``); `nil` for `alibaba` without the account it needs.
+        /// checked against `HTTPDNSPreset.apiNames`); `nil` for `alibaba` without the account it needs.
         package init?(named name: String, method: DoHMethod, account: String?, secret: HTTPDNSSecret?) {
             switch name {
             case "doh": self = .dnsMessage(method: method)
@@ -77,7 +77,7 @@ extension HTTPDNSResolver {
 
     /// What a resolver talks to and how: one provider (`httpdns.provider.NAME` in a settings file). The time limits
     /// of each exchange and the trust roots are the transport's (``HTTPDNSTransport/Configuration``), which the
-    /// providers of one ``HostResolver`` share.
+    /// providers of one `HostResolver` share.
     public struct Configuration: Sendable {
         /// The name answers are tagged with (`ResolutionSource`); the API's name when not set.
         public var name: String
@@ -90,7 +90,7 @@ extension HTTPDNSResolver {
         /// The most one lookup may take across every endpoint and bootstrap address (and both families), after
         /// which it fails with `HTTPDNSError.Code.timeout` so the pipeline asks its next source; `nil` (the default)
         /// leaves only the transport's per-exchange timeout. A blackholed endpoint then costs at most this, not a
-        /// connect timeout per address in a row. A ``HostResolver`` gives providers without one its
+        /// connect timeout per address in a row. A `HostResolver` gives providers without one its
         /// `httpdns.budgetMs`.
         public var budget: Duration?
         /// The environment variable the secret was read from (`secretEnv`), shown by `hostsctl config show` in place
@@ -122,7 +122,7 @@ extension HTTPDNSResolver.Configuration {
     ///   - config: The provider's section.
     ///   - name: The provider's name, which answers carry as their source.
     ///   - allowsPrivateAnswers: Whether private answers are accepted when the provider does not say (a
-    ///     ``HostResolver`` passes its `guard.allowPrivateAnswers`).
+    ///     `HostResolver` passes its `guard.allowPrivateAnswers`).
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a missing API or URL, a bad URL or
     ///   address, or a vendor API without the account it needs.
     public init(configReader config: ConfigReader, name: String, allowsPrivateAnswers: Bool = false)

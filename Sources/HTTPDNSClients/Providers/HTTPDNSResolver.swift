@@ -108,7 +108,7 @@ public final class HTTPDNSResolver: HostNameResolver {
             && account.utf8.allSatisfy { $0.isASCIIAlphanumeric || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
     }
 
-    /// Closes the connections the resolver made itself (``init(configuration:logger:)``); its later lookups, and those
+    /// Closes the connections the resolver made itself (``init(configuration:transportConfiguration:logger:)``); its later lookups, and those
     /// waiting for a connection still being set up, fail with `HTTPDNSError.Code.shutdown` at once. A resolver that
     /// shares its connections with other providers (those of a settings file, built by `HostResolver(configuration:)`)
     /// leaves them to their owner. Calling it twice is harmless.

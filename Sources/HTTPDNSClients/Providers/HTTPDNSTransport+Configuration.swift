@@ -3,7 +3,7 @@ public import HTTPDNSCore
 
 extension HTTPDNSTransport {
     /// How HTTP DNS exchanges are made: their time limits, the trust roots of the endpoints' certificates and the
-    /// largest answer. Every provider of a ``HostResolver`` shares one transport (the `httpdns` section's
+    /// largest answer. Every provider of a `HostResolver` shares one transport (the `httpdns` section's
     /// `timeoutMs`, `connectTimeoutMs` and `trustCA`); a resolver made alone has its own
     /// (``HTTPDNSResolver/init(configuration:transport:logger:)``).
     public struct Configuration: Sendable, Hashable {
@@ -21,7 +21,7 @@ extension HTTPDNSTransport {
         /// How long an idle connection is kept open for reuse (default 60 s).
         public var idleConnectionTimeout: Duration
 
-        /// The defaults: those of the keys (``fields``) and 64 KiB answers on connections kept for 60 s.
+        /// The defaults: those of the keys (`fields`) and 64 KiB answers on connections kept for 60 s.
         public init() {
             // Placeholders only: reading no keys writes each key's default over them.
             requestTimeout = .zero

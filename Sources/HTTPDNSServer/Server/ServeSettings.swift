@@ -1,4 +1,5 @@
-package import HTTPDNS
+import HTTPDNS
+package import HTTPDNSSettings
 
 /// The `serve` section of a settings file as `hostsctl serve` reads it: the listener's configuration and the
 /// service's, each read by its own `init(configReader:)` from the one section, their keys listed together (the

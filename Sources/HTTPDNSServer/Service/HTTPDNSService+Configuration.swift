@@ -70,7 +70,7 @@ extension HTTPDNSService {
         public var logFullClientAddresses: Bool
         /// Whether `POST /report` is accepted: connect times and failures that clients measured for an address the
         /// server answers for a host. Only reports signed for an account or sent from ``reportNetworks`` count, and
-        /// they reach the server's scores only as the median of several client networks (see ``ReportAggregator``).
+        /// they reach the server's scores only as the median of several client networks (see `ReportAggregator`).
         public var acceptClientReports: Bool
         /// Networks whose clients may report without an account signature.
         public var reportNetworks: [IPNetwork]

@@ -1,3 +1,4 @@
+public import Configuration
 public import HTTPDNS
 public import Tracing
 import HTTPDNSCore
@@ -75,13 +76,12 @@ public struct ConnectionPolicy: Sendable {
         self.traceHandler = traceHandler
     }
 
-    /// The defaults with the `interception.*` settings: the scope (`include`, `exclude`), the connection race
-    /// (`connectionAttemptDelayMs`; 0 turns it off), the connect timeout (`connectTimeoutMs`), insecure redirects
-    /// (`allowInsecureRedirects`) and trust roots (`trustCA`).
-    /// - Throws: `HTTPDNSError` for an unknown `interception` key or a bad value, with its position in the
-    ///   settings file.
-    public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
-        self = try settings.read(HTTPDNSInterceptor.Configuration.section).connection
+    /// The defaults with the `interception.*` keys it owns, read from `config`, a reader scoped to that section: the
+    /// scope (`include`, `exclude`), the connection race (`connectionAttemptDelayMs`; 0 turns it off), the connect
+    /// timeout (`connectTimeoutMs`), insecure redirects (`allowInsecureRedirects`) and trust roots (`trustCA`).
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
+        self = try HTTPDNSInterceptor.Configuration(configReader: config).connection
     }
 
     /// Whether connects race (a positive ``connectionAttemptDelay``).

@@ -3,8 +3,9 @@
 #endif
 import CoreMetrics
 import Foundation
-import Configuration
+public import Configuration
 public import HTTPDNS
+public import HTTPDNSSettings
 import HTTPDNSCore
 import Logging
 import AsyncHTTPClient
@@ -61,14 +62,6 @@ extension HTTPDNSInterceptor {
             self.redirectHandler = redirectHandler
         }
 
-        /// The defaults with the connection policy of `settings` (``ConnectionPolicy/init(settings:)``) and its
-        /// proxy mode (`interception.proxy`).
-        /// - Throws: `HTTPDNSError` for an unknown `interception` key or a bad value, with its position in
-        ///   the settings file.
-        public init(settings: HostResolver.Configuration) throws(HTTPDNSError) {
-            self = try settings.read(Self.section)
-        }
-
         /// Takes the settings a running interceptor follows from `edited`: scope, connection race, insecure
         /// redirects, proxy mode, and the environment's proxies read again.
         mutating func follow(_ edited: Configuration) {
@@ -90,14 +83,15 @@ public enum ProxyMode: String, Sendable, Hashable, CaseIterable {
 
 extension HTTPDNSInterceptor.Configuration {
     /// The `interception` section of the settings file: its keys set this configuration (and, through its
-    /// ``connection``, `HTTPDNSClient`'s). The fronts own it; the shared settings file keeps it for them.
-    package static let section = SettingsSection(
+    /// ``connection``, `HTTPDNSClient`'s). The fronts own it; read it with `Settings.read(_:)`.
+    public static let section = SettingsSection(
         "interception", fields: fields, read: HTTPDNSInterceptor.Configuration.init(configReader:))
 
-    /// The defaults with the keys of the `interception` section, read from `config`, a reader scoped to it;
-    /// missing keys take their defaults.
+    /// The defaults with the keys of the `interception` section (the scope, the connection race and timeout, trust
+    /// roots, insecure redirects, the proxy mode), read from `config`, a reader scoped to it; missing keys take
+    /// their defaults.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` naming the key for a bad value.
-    init(configReader config: ConfigReader) throws(HTTPDNSError) {
+    public init(configReader config: ConfigReader) throws(HTTPDNSError) {
         self.init()
         try SettingField.readAll(Self.fields, from: config, scope: "interception", into: &self)
     }

@@ -4,6 +4,7 @@
 public import CoreMetrics
 import Foundation
 public import HTTPDNS
+public import HTTPDNSSettings
 public import Logging
 import Synchronization
 import HTTPDNSCore
@@ -36,7 +37,7 @@ public final class HTTPDNSRuntime: Sendable {
     /// The settings file followed, if any.
     let configurationFile: String?
     private let logger: Logger
-    private let watcher: Locked<FileWatcher<HostResolver.Configuration>?>
+    private let watcher: Locked<FileWatcher<Settings>?>
     private let stopped = Atomic<Bool>(false)
 
     private init(resolver: HostResolver, interceptor: HTTPDNSInterceptor, configurationFile: String?, logger: Logger) {
@@ -66,10 +67,11 @@ public final class HTTPDNSRuntime: Sendable {
         return runtime
     }
 
-    /// Builds the pipeline and the interceptor from `settings` and registers the URL protocol; no file is followed
-    /// (``apply(_:)`` changes the settings while running).
+    /// Builds the pipeline and the interceptor from `settings` (the resolver's configuration and the `interception`
+    /// section) and registers the URL protocol; no file is followed (``apply(_:)`` changes the settings while
+    /// running).
     public static func start(
-        settings: HostResolver.Configuration,
+        settings: Settings,
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil
     ) throws -> HTTPDNSRuntime {
@@ -92,10 +94,11 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     private static func start(
-        settings: HostResolver.Configuration, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
+        settings: Settings, logger: Logger, metricsFactory: (any MetricsFactory)?, file: String?
     ) throws -> HTTPDNSRuntime {
-        let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
-        let resolver = try HostResolver(configuration: settings, logger: logger, metricsFactory: metricsFactory)
+        let interception = try settings.read(HTTPDNSInterceptor.Configuration.section)
+        let resolver = try HostResolver(
+            configuration: settings.resolver, logger: logger, metricsFactory: metricsFactory)
         let interceptor: HTTPDNSInterceptor
         do {
             interceptor = try HTTPDNSInterceptor(
@@ -107,7 +110,9 @@ public final class HTTPDNSRuntime: Sendable {
         }
         let runtime = HTTPDNSRuntime(
             resolver: resolver, interceptor: interceptor, configurationFile: file, logger: logger)
-        if let file { runtime.follow(file, interval: settings.files.reloadIntervalMilliseconds) }
+        if let file {
+            runtime.follow(file, from: settings, interval: settings.resolver.files.reloadIntervalMilliseconds)
+        }
         runtime.register()
         return runtime
     }
@@ -127,10 +132,10 @@ public final class HTTPDNSRuntime: Sendable {
         }
     }
 
-    private func follow(_ file: String, interval: Int) {
-        let watcher = FileWatcher<HostResolver.Configuration>(
+    private func follow(_ file: String, from initial: Settings, interval: Int) {
+        let watcher = FileWatcher<Settings>(
             path: file,
-            initial: resolver.appliedSettings ?? .default,
+            initial: initial,
             logger: logger,
             load: { path in try Self.load(path) },
             onChange: { [weak self] settings in self?.applyLogging(settings) }
@@ -139,7 +144,7 @@ public final class HTTPDNSRuntime: Sendable {
         self.watcher.withLock { $0 = watcher }
     }
 
-    private func applyLogging(_ settings: HostResolver.Configuration) {
+    private func applyLogging(_ settings: Settings) {
         do {
             try apply(settings)
         } catch {
@@ -151,9 +156,9 @@ public final class HTTPDNSRuntime: Sendable {
     /// (the interceptor's `apply(_:)`, from the settings' `interception` section).
     /// - Throws: `HTTPDNSError` for a bad `interception` section, `HTTPDNSError` when the resolver cannot use
     ///   them; then nothing changed.
-    public func apply(_ settings: HostResolver.Configuration) throws {
-        let interception = try HTTPDNSInterceptor.Configuration(settings: settings)
-        try resolver.apply(settings)
+    public func apply(_ settings: Settings) throws {
+        let interception = try settings.read(HTTPDNSInterceptor.Configuration.section)
+        try resolver.apply(settings.resolver)
         interceptor.apply(interception)
     }
 
@@ -164,7 +169,7 @@ public final class HTTPDNSRuntime: Sendable {
     }
 
     /// The settings of `file` with its `interception` section checked too (`nil`: the defaults).
-    private static func load(_ file: String?) throws(HTTPDNSError) -> HostResolver.Configuration {
+    private static func load(_ file: String?) throws(HTTPDNSError) -> Settings {
         try SettingsFile.load(path: file, sections: [HTTPDNSInterceptor.Configuration.section.erased]).get()
     }
 

@@ -1,5 +1,6 @@
 import Configuration
 import HTTPDNS
+import HTTPDNSSettings
 import HTTPDNSCore
 
 extension Telemetry {

@@ -1,8 +1,6 @@
 import Configuration
 import Foundation
-import HTTPDNSCore
-import HTTPDNSCAres
-import HTTPDNSClients
+public import HTTPDNS
 
 /// A settings file (`Config/hostsctl.json`), checked with positions and read through swift-configuration with
 /// environment-variable overrides.
@@ -15,7 +13,7 @@ public struct SettingsFile: Sendable {
     /// The path as given.
     var path: String
     /// The settings, when the file (and the environment) had no errors.
-    package var settings: HostResolver.Configuration?
+    package var settings: Settings?
     /// Every problem found, errors and warnings.
     public var diagnostics: [ConfigDiagnostic]
     /// The keys the file set, as dotted paths, with their line and column.
@@ -33,7 +31,7 @@ public struct SettingsFile: Sendable {
 
     /// The settings, or the reason there are none.
     /// - Throws: `HTTPDNSError` with every diagnostic.
-    public func get() throws(HTTPDNSError) -> HostResolver.Configuration {
+    public func get() throws(HTTPDNSError) -> Settings {
         guard let settings, errors.isEmpty else {
             throw HTTPDNSError(
                 code: .invalidConfiguration,
@@ -49,8 +47,8 @@ public struct SettingsFile: Sendable {
     ///   - path: The JSON file; `nil` for the defaults with environment overrides only.
     ///   - environment: The environment whose `HOSTSCTL_…` variables override the file; `nil` for the process's.
     ///
-    /// The sections other modules own (`interception`, `serve`) are kept for those modules, which check them when
-    /// they read them; the fronts' `Configuration(settings:)` do.
+    /// The sections other modules own (`interception`, `serve`, `grpc`, `otel`) are kept for those modules, which
+    /// check them when they read them (``Settings/read(_:)``).
     public static func load(path: String?, environment: [String: String]? = nil) -> SettingsFile {
         load(path: path, environment: environment, sections: [])
     }
@@ -157,7 +155,7 @@ public struct SettingsFile: Sendable {
                 return nil
             } ?? []
         // The variables of other modules' sections are theirs to check.
-        let otherPrefixes = HostResolver.Configuration.sectionsOfOtherModules.map {
+        let otherPrefixes = Settings.sectionsOfOtherModules.map {
             SettingKey.environmentVariable(for: $0) + "_"
         }
         var otherVariables: [String: String] = [:]
@@ -188,8 +186,9 @@ public struct SettingsFile: Sendable {
         guard errors.isEmpty else { return }
         let reader = Self.reader(values, environment: environment.filter { known[$0.key] != nil }, path: path)
         do {
-            settings = try HostResolver.Configuration(configReader: reader)
-            settings?.origin = .file(Sections(path: path, trees: deferred, environment: otherVariables))
+            settings = Settings(
+                resolver: try HostResolver.Configuration(configReader: reader),
+                origin: .file(Sections(path: path, trees: deferred, environment: otherVariables)))
         } catch {
             diagnostics.append(ConfigDiagnostic(file: path, line: 0, column: 0, message: error.message))
         }
@@ -228,7 +227,7 @@ public struct SettingsFile: Sendable {
     }
 
     /// The sections of a file that other modules own, as the file wrote them, and the environment variables under
-    /// their prefixes; ``HostResolver/Configuration/read(_:)`` checks one against its module's keys.
+    /// their prefixes; ``Settings/read(_:)`` checks one against its module's keys.
     struct Sections: Sendable {
         /// The file's path, for diagnostics.
         let path: String

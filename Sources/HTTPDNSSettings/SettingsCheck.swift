@@ -1,11 +1,11 @@
 import Configuration
-import HTTPDNSCore
+import HTTPDNS
 
 /// The check of a settings file's JSON against a table of documented keys: unknown keys, values of the wrong type
 /// and values out of range become positioned diagnostics; the valid leaves become configuration values.
 enum SettingsCheck {
     /// Checks one JSON node against `table`, collecting valid leaves and the positions of their keys. At the top
-    /// level, the sections other modules own (``HostResolver/Configuration/sectionsOfOtherModules``) go to `deferred` as
+    /// level, the sections other modules own (``Settings/sectionsOfOtherModules``) go to `deferred` as
     /// they are, for those modules to check.
     static func check(
         _ node: PositionedJSON,
@@ -27,7 +27,7 @@ enum SettingsCheck {
                         + "an environment variable that holds it", .error)
                 continue
             }
-            if components.isEmpty, HostResolver.Configuration.sectionsOfOtherModules.contains(member.key) {
+            if components.isEmpty, Settings.sectionsOfOtherModules.contains(member.key) {
                 guard case .object = member.value.value else {
                     diagnose(
                         member.value.position, "'\(dotted)' must be an object, not \(member.value.value.typeName)",
@@ -53,7 +53,7 @@ enum SettingsCheck {
             } else {
                 let siblings = table.filter { $0.hasPrefix(components) }
                     .map { String($0.path.split(separator: ".")[components.count]) }
-                let others = components.isEmpty ? HostResolver.Configuration.sectionsOfOtherModules : []
+                let others = components.isEmpty ? Settings.sectionsOfOtherModules : []
                 let known = Array(Set(siblings).union(others)).sorted().joined(separator: ", ")
                 diagnose(
                     member.keyPosition, "unknown key '\(HostName.printable(dotted))'; known here: \(known)", .error)

@@ -1,6 +1,5 @@
 import HTTPDNSCore
-import HTTPDNSCAres
-import HTTPDNSClients
+
 /// A JSON value with the line and column where it starts, so settings errors can point at the exact place.
 ///
 /// swift-configuration reads JSON without positions and skips keys it is not asked for; this small parser
