@@ -6,6 +6,7 @@ import Testing
 import TestSupport
 
 @testable import HTTPDNS
+@testable import HTTPDNSCore
 @testable import HTTPDNSGRPC
 
 /// gRPC clients on `.httpdns(...)` against real grpc-swift servers on 127.0.0.141-152: where calls go, what a dead
@@ -53,6 +54,15 @@ struct GRPCResolverTests {
             transport: .httpdns(
                 host: host, port: port, resolver: resolver, transportSecurity: security, configuration: configuration),
             handleClient: body)
+    }
+
+    @Test("NameResolvers.HTTPDNS.Configuration() holds the defaults its grpc keys document")
+    func defaultsWrittenOnce() throws {
+        let empty = ConfigReader(provider: InMemoryProvider(values: [:]))
+        let fields = NameResolvers.HTTPDNS.Configuration.fields
+        #expect(
+            SettingField.values(fields, of: NameResolvers.HTTPDNS.Configuration())
+                == SettingField.values(fields, of: try NameResolvers.HTTPDNS.Configuration(configReader: empty)))
     }
 
     @Test("pick-first skips a refused address, reports it, and it sinks in the resolver's ranking")

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import HTTPDNS
+@testable import HTTPDNSCore
 import HTTPDNSSettings
 import TestSupport
 import Testing
@@ -13,6 +14,15 @@ import Testing
 struct InterceptionSettingsTests {
     static func settings(_ json: String, environment: [String: String] = [:]) throws -> Settings {
         try SettingsFile.load(path: try TemporaryFiles.file(json), environment: environment).get()
+    }
+
+    @Test("HTTPDNSInterceptor.Configuration() holds the defaults its interception keys document")
+    func defaultsWrittenOnce() throws {
+        let empty = ConfigReader(provider: InMemoryProvider(values: [:]))
+        let fields = HTTPDNSInterceptor.Configuration.fields
+        #expect(
+            SettingField.values(fields, of: HTTPDNSInterceptor.Configuration())
+                == SettingField.values(fields, of: try HTTPDNSInterceptor.Configuration(configReader: empty)))
     }
 
     @Test("the interceptor's trust roots are interception.trustCA, never httpdns.trustCA")

@@ -32,7 +32,8 @@ import HTTPDNSCore
 public final class HTTPDNSClient: Sendable {
     /// Client settings: the ``ConnectionPolicy`` the URL protocol's interceptor also holds (scope, redirects,
     /// failover, the race, timeouts, trust roots, client limits, traces); every property has a documented default,
-    /// and `Configuration(settings:)` reads the settings file's `interception` section. Hosts outside its scope go to
+    /// and `Configuration(configReader:)` reads the `interception` keys (from a settings file:
+    /// `settings.read(HTTPDNSInterceptor.Configuration.section).connection`). Hosts outside its scope go to
     /// an unpinned client that resolves them itself, as `HTTPClient` would.
     public typealias Configuration = ConnectionPolicy
 
