@@ -82,11 +82,13 @@ struct GRPCResolverTests {
         }
         #expect(Set(answered).isSubset(of: ["141", "142"]), "no call reached the refused address")
         let ranked = try await resolver.resolveRanked(Self.host, port: servers[0].port)
-        // Every call stays on the first live address, unless a connect to it failed (a loaded machine's timeout),
-        // which sinks it in the ranking too and moves pick-first to the next one (seen once in a 50 s local run).
-        let first = ranked.addresses.first { $0.ip.description == "127.0.0.141" }
-        if first?.failures == 0 {
-            #expect(Set(answered) == ["141"], "every call on the first live address")
+        // Every call stays on one live address, unless a connect to one failed (a loaded machine's timeout), which
+        // sinks it in the ranking too and moves pick-first to the next one (seen once in a 50 s local run). Which
+        // live address ranks first is the scores' choice: a connect measured faster to 142 puts it first (seen once
+        // in a sanitized CI run), and pick-first then keeps every call there.
+        let live = ranked.addresses.filter { ["127.0.0.141", "127.0.0.142"].contains($0.ip.description) }
+        if live.allSatisfy({ $0.failures == 0 }) {
+            #expect(Set(answered).count == 1, "every call on one live address: \(answered)")
         }
         let refused = try #require(ranked.addresses.first { $0.ip.description == "127.0.0.143" })
         // Reported as a failure (its back-off, 5 s, may be over by now on a loaded machine).
