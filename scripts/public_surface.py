@@ -29,7 +29,7 @@ BOUNDS = {
     "HTTPDNSSettings": 12,
     "HTTPDNSURLProtocol": 100,
     "HTTPDNSGRPC": 25,
-    "HTTPDNSServer": 110,
+    "HTTPDNSServer": 115,
     # One executable's command tree: the root command, and `hostsctl bench` for the benchmarks that embed it.
     "HostsCTLCommands": 16,
 }

@@ -26,15 +26,15 @@ public final class CAresResolver: HostNameResolver, UncancellableQueries {
         public var tries: Int
         /// The UDP socket receive buffer size in bytes (default 4 MiB) so that bursts of answers are not
         /// dropped; the kernel caps it at `net.core.rmem_max`. 0 keeps the system default.
-        var socketReceiveBufferSize: Int
+        public var socketReceiveBufferSize: Int
         /// Query over TCP instead of UDP (default `false`).
         public var useTCP: Bool
         /// The search domains tried for short names, in order; `nil` (the default) means the system's (resolv.conf
         /// `search`/`domain`, `LOCALDOMAIN`) and `[]` turns search off. The resolver pipeline applies them.
-        var searchDomains: [String]?
+        public var searchDomains: [String]?
         /// The dots a name needs to be tried as it is first; `nil` (the default) means the system's (resolv.conf,
         /// `RES_OPTIONS`).
-        var ndots: Int?
+        public var ndots: Int?
         /// Whether address queries too go out with DNS 0x20 (the name in a random mix of cases, the answer taken
         /// only when it echoes it; see ``CAresResolver/send(message:)``): built here and sent whole, rather than
         /// built by c-ares. `hostsctl serve` sets it, so every query it sends through c-ares carries it. Off by

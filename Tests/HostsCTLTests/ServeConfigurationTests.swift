@@ -1,3 +1,4 @@
+import Configuration
 import Foundation
 import TestSupport
 import Testing
@@ -140,6 +141,15 @@ struct ServeConfigurationTests {
         #expect(shown["serve.listen"] == "[::1]:9053" && shown["serve.idleTimeoutMs"] == "1500")
         #expect(shown["serve.rateLimitPerSecond"] == "50" && shown["serve.trustedProxies.networks"] == "[10.0.0.0/8]")
         #expect(shown["serve.accounts"] == "[a, b:B_SECRET]")
+    }
+
+    @Test("an account listed twice is refused: whether it is signed-only is never the last entry's guess")
+    func accountTwice() throws {
+        let path = try TemporaryFiles.file(#"{"serve": {"accounts": ["acme", "acme:ACME_SECRET"]}}"#)
+        #expect(throws: HTTPDNSError.self) { try Self.serve(path) }
+        // The service's own reader refuses a client prefix out of range as the listener's does.
+        let prefix = ConfigReader(provider: InMemoryProvider(values: ["clientPrefixV4": -1]))
+        #expect(throws: HTTPDNSError.self) { try HTTPDNSService.Configuration(configReader: prefix) }
     }
 
     @Test("serve.publicEndpoints: auto answers unless an account is signed-only; on and off decide alone")

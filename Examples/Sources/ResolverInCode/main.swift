@@ -3,7 +3,7 @@
 import Foundation
 import HTTPDNS
 
-// Every part of the pipeline configured in code: no settings file, no environment variable read by the library.
+// Every part of the pipeline configured in code: no settings file, no HOSTSCTL_ variable.
 let environment = ProcessInfo.processInfo.environment
 var configuration = HostResolver.Configuration()          // the defaults every key documents
 configuration.sources = [.overrides, .cache, .httpdns, .cares]
@@ -26,7 +26,7 @@ configuration.httpDNSBudget = .seconds(3)                 // per lookup, across 
 
 // Overrides: a hosts-format file (hot-reloaded) and entries set while running.
 configuration.files.overridesFile = environment["OVERRIDES_FILE"]
-configuration.files.hostsFile = "/dev/null"               // leave /etc/hosts out
+configuration.systemFallback = false                      // a name nothing here knows fails; getaddrinfo is not asked
 
 configuration.probeEnabled = false                        // no background TCP probes in this sample
 let resolver = try HostResolver(configuration: configuration, persistingCache: false)

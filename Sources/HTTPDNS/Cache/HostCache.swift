@@ -50,7 +50,7 @@ public final class HostCache: Sendable {
         /// The most background refreshes (of hot answers before they expire, of stale answers being served) started
         /// in a second, with a burst of as many; past it a refresh is put off (by `refreshRetryInterval`), so a
         /// flood of names cannot turn into a flood of upstream queries.
-        var maximumRefreshesPerSecond: Int
+        public var maximumRefreshesPerSecond: Int
 
         /// Creates a configuration; the defaults match `Config/hostsctl.json`.
         public init(

@@ -49,6 +49,7 @@ extension HostResolver {
         metricsFactory: (any MetricsFactory)? = nil,
         persistingCache: Bool = true
     ) throws(HTTPDNSError) {
+        try settings.check(buildsUpstreams: upstreams == nil)
         let overrides = HostOverrides(ttl: UInt32(settings.files.overridesTTL))
         let hosts = HostOverrides(ttl: UInt32(settings.files.overridesTTL), source: .hosts)
         let files = LocalFiles()
@@ -104,6 +105,7 @@ extension HostResolver {
             throw HTTPDNSError(
                 code: .invalidConfiguration, message: "only a resolver built from settings can apply settings")
         }
+        try settings.check(buildsUpstreams: !files.fixedUpstreams)
         let previous = files.settings
         let parts =
             files.fixedUpstreams

@@ -288,6 +288,20 @@ extension HostResolver {
             return nil
         }
 
+        /// The checks a configuration read from keys gets, for one built in code: the layers' order, and, when the
+        /// resolver `buildsUpstreams` from it, HTTP DNS listed with providers to ask.
+        /// - Throws: `HTTPDNSError.Code.invalidConfiguration` saying what is wrong.
+        func check(buildsUpstreams: Bool) throws(HTTPDNSError) {
+            if let problem = Self.orderProblem(sources) {
+                throw HTTPDNSError(code: .invalidConfiguration, message: "sources: \(problem)")
+            }
+            if buildsUpstreams, sources.contains(.httpdns), httpDNSProviders.isEmpty {
+                throw HTTPDNSError(
+                    code: .invalidConfiguration, message: "sources lists httpdns but no HTTP DNS provider is configured"
+                )
+            }
+        }
+
         /// The upstream layers in order (httpdns, cares, system), without the local ones.
         var upstreamSources: [Source] { sources.filter { $0 == .httpdns || $0 == .cares || $0 == .system } }
     }

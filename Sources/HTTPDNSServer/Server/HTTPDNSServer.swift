@@ -51,8 +51,8 @@ public final class HTTPDNSServer: Sendable {
         /// The most connections open at once. At the limit the server stops accepting: new clients wait in the
         /// listen backlog (and see their connect time out if none closes) instead of taking descriptors and memory.
         public var maximumConnections: Int
-        /// The most connections open at once from one client network (see ``clientPrefixes``: an IPv4 address, an
-        /// IPv6 /56 by default), so that one client cannot hold every place of ``maximumConnections``; past it a new
+        /// The most connections open at once from one client network (see ``clientPrefixes``: an IPv4 /24, an IPv6
+        /// /48 by default), so that one client cannot hold every place of ``maximumConnections``; past it a new
         /// connection is closed at once.
         public var maximumConnectionsPerClient: Int
         /// Where plain DNS is served over UDP and TCP (RFC 1035, RFC 7766); `nil` for nowhere. Port 0 picks one
@@ -185,6 +185,11 @@ public final class HTTPDNSServer: Sendable {
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> HTTPDNSServer {
+        // A certificate without its key (or the other way round) is a mistake, never a reason to serve plain HTTP.
+        guard (configuration.certificatePath == nil) == (configuration.privateKeyPath == nil) else {
+            throw HTTPDNSError(
+                code: .invalidConfiguration, message: "a certificate and a private key go together; one is missing")
+        }
         let tls = try Self.tlsContext(configuration, protocols: ["h2", "http/1.1"])
         let dotTLS = configuration.dotListen == nil ? nil : try Self.tlsContext(configuration, protocols: ["dot"])
         if configuration.dotListen != nil, dotTLS == nil {

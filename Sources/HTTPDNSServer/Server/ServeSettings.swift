@@ -1,17 +1,24 @@
 import HTTPDNS
-package import HTTPDNSSettings
+public import HTTPDNSSettings
 
 /// The `serve` section of a settings file as `hostsctl serve` reads it: the listener's configuration and the
 /// service's, each read by its own `init(configReader:)` from the one section, their keys listed together (the
-/// listener's first).
-package struct ServeSettings: Sendable, Hashable {
+/// listener's first). An application that embeds the server reads it from a settings file with
+/// `try settings.read(ServeSettings.section)`.
+public struct ServeSettings: Sendable, Hashable {
     /// Where and how the server listens.
-    package var server: HTTPDNSServer.Configuration
+    public var server: HTTPDNSServer.Configuration
     /// What the service answers and how.
-    package var service: HTTPDNSService.Configuration
+    public var service: HTTPDNSService.Configuration
+
+    /// The two configurations.
+    package init(server: HTTPDNSServer.Configuration, service: HTTPDNSService.Configuration) {
+        self.server = server
+        self.service = service
+    }
 
     /// The `serve` section.
-    package static let section = SettingsSection<ServeSettings>(
+    public static let section = SettingsSection<ServeSettings>(
         "serve",
         fields: HTTPDNSServer.Configuration.fields.map { $0.lifted(\ServeSettings.server) }
             + HTTPDNSService.Configuration.fields.map { $0.lifted(\ServeSettings.service) },

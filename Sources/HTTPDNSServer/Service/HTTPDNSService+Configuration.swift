@@ -209,8 +209,8 @@ extension HTTPDNSService.Configuration {
 
     /// The keys the listener lists and the service reads as well (how much of an address names a client network).
     private static let sharedFields: [SettingField<Self>] = [
-        .int("clientPrefixV4", \.clientPrefixes.ipv4, default: standard.clientPrefixes.ipv4, ""),
-        .int("clientPrefixV6", \.clientPrefixes.ipv6, default: standard.clientPrefixes.ipv6, ""),
+        .int("clientPrefixV4", \.clientPrefixes.ipv4, default: standard.clientPrefixes.ipv4, "", range: 8...32),
+        .int("clientPrefixV6", \.clientPrefixes.ipv6, default: standard.clientPrefixes.ipv6, "", range: 16...128),
     ]
 
     /// The service's keys, relative to the `serve` section.
@@ -313,8 +313,13 @@ extension HTTPDNSService.Configuration {
             configuration.accounts = [:]
             configuration.secretVariables = [:]
             configuration.accountsWithoutSecret = []
+            var seen = Set<String>()
             for text in try reader.strings(key, default: []) {
                 let parts = text.split(separator: ":").map(String.init)
+                // Listed twice, an account would be whichever entry came last: signed-only or not is never a guess.
+                guard seen.insert(parts[0]).inserted else {
+                    throw reader.invalid(key.path, "lists account \(parts[0]) twice")
+                }
                 guard parts.count > 1 else {
                     configuration.accounts[parts[0]] = .some(nil)
                     continue
