@@ -80,14 +80,14 @@
             let task = session.dataTask(with: url)
             #expect(TaskForm.session(of: task) === session)
             #expect(StoredField.value("taskRegistry", of: session) != nil)
-            // The session adds a task to its registry on its work queue: wait until both tasks are there.
+            // The session adds a task to its registry on its work queue, and `getAllTasks` answers from that queue
+            // after the adds: the registry is read only once nothing writes it (reading it while an add ran on the
+            // work queue crashed a plain run once; the URL protocol reads it on that queue).
             let handled = session.dataTask(with: url) { _, _, _ in }
-            var forms: [TaskForm] = []
-            for _ in 0..<200 {
-                forms = [TaskForm.of(task, in: session), TaskForm.of(handled, in: session)]
-                if forms == [.collected, .collected] { break }
-                Thread.sleep(forTimeInterval: 0.01)
-            }
+            let settled = DispatchSemaphore(value: 0)
+            session.getAllTasks { _ in settled.signal() }
+            #expect(settled.wait(timeout: .now() + 10) == .success)
+            let forms = [TaskForm.of(task, in: session), TaskForm.of(handled, in: session)]
             #expect(forms == [.collected, .collected], "the session's delegate (none) and a completion handler")
         }
     }
