@@ -67,7 +67,7 @@ struct ResolutionOptions: ParsableArguments {
     /// upstreams are not served.
     func restrictCache(of resolver: HostResolver) {
         guard namesUpstream else { return }
-        resolver.updateConfiguration { $0.servesAnswersFromOtherUpstreams = false }
+        resolver.updatePolicy { $0.servesAnswersFromOtherUpstreams = false }
     }
 
     /// Loads the settings file (diagnostics go to standard error) and applies these options to it.

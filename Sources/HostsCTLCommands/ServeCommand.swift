@@ -74,10 +74,10 @@ struct ServeCommand: AsyncParsableCommand {
             }, tracer: telemetry.tracer)
         // What client networks reported lives beside the cache file, saved with it (at the resolver's save
         // interval and on shutdown).
-        let scoresPath = resolver.configuration.cachePath.map(NetworkScores.path(forCache:))
+        let scoresPath = resolver.policy.cachePath.map(NetworkScores.path(forCache:))
         if let scoresPath { service.loadNetworkScores(from: scoresPath) }
         let saving = Task {
-            guard let scoresPath, let interval = resolver.configuration.saveInterval, interval > .zero else { return }
+            guard let scoresPath, let interval = resolver.policy.saveInterval, interval > .zero else { return }
             while (try? await Task.sleep(for: interval)) != nil { Self.save(service, to: scoresPath, logger: logger) }
         }
         defer { saving.cancel() }

@@ -16,7 +16,7 @@ import Testing
 struct ServedNamesTests {
     static let logger = Logger(label: "served-names-tests", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    static func resolver(_ dnsmasq: DNSMasq, search: SearchPolicy = .none, prober: (any ConnectProber)? = nil)
+    static func resolver(_ dnsmasq: DNSMasq, search: [String] = [], ndots: Int = 1, prober: (any ConnectProber)? = nil)
         throws -> HostResolver
     {
         let cares = try CAresResolver(configuration: .init(servers: [dnsmasq.address], timeout: .seconds(2)))
@@ -24,7 +24,7 @@ struct ServedNamesTests {
         probing.probesGuardedAddresses = false
         return HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], cache: HostCache(), prober: prober,
-            configuration: .init(probing: prober == nil ? nil : probing, search: search),
+            configuration: .parts(probing: prober == nil ? nil : probing, search: search, ndots: ndots),
             onShutdown: [{ cares.shutdown() }])
     }
 
@@ -47,7 +47,7 @@ struct ServedNamesTests {
     func noSearchDomains() async throws {
         let dnsmasq = try await DNSMasq.start(records: TestZone.records + ["host-record=db.corp.test,192.0.2.50,300"])
         defer { dnsmasq.stop() }
-        let resolver = try Self.resolver(dnsmasq, search: SearchPolicy(domains: [try HostName("corp.test")], ndots: 5))
+        let resolver = try Self.resolver(dnsmasq, search: ["corp.test"], ndots: 5)
         let service = HTTPDNSService(resolver: resolver, logger: Self.logger)
         let json = await service.handle(ServiceRequest(method: "GET", target: "/resolve?name=db"))
         let text = String(decoding: json.body, as: UTF8.self)

@@ -32,7 +32,7 @@ struct BoundedResourceTests {
         let prober = CountingProber()
         let resolver = HostResolver(
             upstreams: [], overrides: overrides, prober: prober,
-            configuration: .init(probing: .init(ports: [Int(closed.port)], timeout: .seconds(1))))
+            configuration: .parts(probing: .init(ports: [Int(closed.port)], timeout: .seconds(1))))
         #expect(try await resolver.resolveRanked("many.test").addresses.count == 40, "every address is still answered")
         await resolver.waitForBackgroundWork()
         #expect(prober.count.load(ordering: .relaxed) == 16)
@@ -83,7 +83,7 @@ extension BoundedResourceTests {
         let files = try TemporaryFiles()
         var resolver: HostResolver? = HostResolver(
             upstreams: [], prober: nil,
-            configuration: .init(
+            configuration: .parts(
                 probing: nil, cachePath: files.directory.appendingPathComponent("c.json").path,
                 saveInterval: .milliseconds(10)))
         let id = ObjectIdentifier(try #require(resolver))

@@ -46,7 +46,7 @@ struct GuardPolicyTests {
                         .init(name: "cares", kind: .cares, resolver: cares),
                     ],
                     prober: nil,
-                    configuration: .init(race: race, probing: nil)
+                    configuration: .parts(race: race, probing: nil)
                 )
                 try await body(resolver)
                 await resolver.shutdown()
@@ -70,7 +70,7 @@ struct GuardPolicyTests {
     @Test("race: a rejected answer is never served, stored or merged")
     func raceNeverMergesRejected() async throws {
         try await Self.withTwoUpstreams(race: true) { resolver in
-            resolver.updateConfiguration { $0.guardsEveryUpstream = true }
+            resolver.updatePolicy { $0.guardsEveryUpstream = true }
             for _ in 0..<3 {
                 // c-ares answers n6.test with a private address: rejected whether it comes first or second.
                 let answer = try? await resolver.resolveRanked("n6.test", family: .ipv4)

@@ -22,7 +22,7 @@ struct HostResolverTests {
         clock: ManualClock = ManualClock(),
         cache: HostCache.Configuration? = HostCache.Configuration(minimumTTL: 0),
         overrides: HostOverrides? = nil,
-        configuration: HostResolver.Policy = .init(probing: nil),
+        configuration: HostResolver.Configuration = .parts(probing: nil),
         metrics: TestMetrics? = nil
     ) -> HostResolver {
         HostResolver(
@@ -347,7 +347,7 @@ struct HostResolverTests {
         let slow = FakeUpstream(.answer(["a.test": ["192.0.2.50"]], ttl: 60), source: "doh-slow")
         let fast = FakeUpstream(.answer(["a.test": ["192.0.2.1"]], ttl: 60))
         slow.hold()
-        let resolver = Self.resolver([slow, fast], configuration: .init(race: true, probing: nil))
+        let resolver = Self.resolver([slow, fast], configuration: .parts(race: true, probing: nil))
         try await withCleanup { () async throws in
             let answer = try await resolver.resolveRanked("a.test")
             #expect(answer.origin == .cares)
@@ -361,7 +361,7 @@ struct HostResolverTests {
 
             let failingFast = FakeUpstream(.fail(.refused))
             let slowGood = FakeUpstream(.answer(["a.test": ["192.0.2.50"]], ttl: 60), source: "doh-slow")
-            let second = Self.resolver([slowGood, failingFast], configuration: .init(race: true, probing: nil))
+            let second = Self.resolver([slowGood, failingFast], configuration: .parts(race: true, probing: nil))
             try await withCleanup { () async throws in
                 #expect(
                     try await second.resolveRanked("a.test").origin == "doh-slow", "a failure does not win the race")
@@ -377,7 +377,7 @@ struct HostResolverTests {
     func preResolve() async throws {
         let upstream = FakeUpstream(.answer(Self.zone, ttl: 60))
         let resolver = Self.resolver(
-            [upstream], configuration: .init(probing: nil, preResolve: ["a.test", "b.test", "gone.test"]))
+            [upstream], configuration: .parts(probing: nil, preResolve: ["a.test", "b.test", "gone.test"]))
         try await withCleanup { () async throws in
             await resolver.waitForBackgroundWork()
             #expect(upstream.calls == 3)
@@ -393,7 +393,7 @@ struct HostResolverTests {
     func restart() async throws {
         let path = TemporaryFiles.path("cache.json")
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let configuration = HostResolver.Policy(probing: nil, cachePath: path)
+        let configuration = HostResolver.Configuration.parts(probing: nil, cachePath: path)
         let first = Self.resolver([FakeUpstream(.answer(Self.zone, ttl: 300))], configuration: configuration)
         _ = try await first.resolveRanked("a.test")
         first.reportConnect(to: ip("2001:db8::1"), of: name("a.test"), latency: .milliseconds(2))
@@ -456,7 +456,7 @@ struct HostResolverTests {
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(configuration: .init(dualStack: .preferIPv4)),
             prober: TCPConnectProber(),
-            configuration: .init(
+            configuration: .parts(
                 probing: .init(ports: [Int(live2.port)], interval: .seconds(60), timeout: .seconds(30))),
             metricsFactory: metrics
         )
@@ -492,7 +492,7 @@ struct HostResolverTests {
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(),
             prober: TCPConnectProber(),
-            configuration: .init(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(30)))
+            configuration: .parts(probing: .init(ports: [closedPort], interval: .seconds(60), timeout: .seconds(30)))
         )
         try await withCleanup { () async throws in
             _ = try await resolver.resolveRanked("port.test", family: .ipv4, port: Int(live.port))

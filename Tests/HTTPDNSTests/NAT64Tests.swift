@@ -156,7 +156,7 @@ struct NAT64ResolverTests {
     static func resolver(_ upstream: FakeUpstream) -> HostResolver {
         HostResolver(
             upstreams: [.init(name: "doh", kind: .httpDNS, resolver: upstream)], overrides: nil, hosts: nil,
-            fallback: nil, cache: HostCache(), prober: nil, configuration: .init(probing: nil),
+            fallback: nil, cache: HostCache(), prober: nil, policy: .init(.parts(probing: nil), cachePath: nil),
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), metricsFactory: nil,
             onShutdown: [], clientPool: PinnedClientPool(logger: Logger(label: "test")),
             network: NAT64Tests.ipv6Only())

@@ -26,7 +26,7 @@ struct NegativeAnswerTests {
                     upstreams: [
                         .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
                     ],
-                    cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
+                    cache: Self.cache(), prober: nil, configuration: .parts(probing: nil))
                 #expect(try await resolver.resolveRanked("flaky.test", family: .ipv4).best?.description == "192.0.2.70")
                 first.stop()  // a now fails; b says NXDOMAIN
                 try await Task.sleep(for: .milliseconds(1200))  // the 1 s TTL passes (real time)
@@ -52,13 +52,13 @@ struct NegativeAnswerTests {
                     .init(name: "a", kind: .cares, resolver: a), .init(name: "b", kind: .cares, resolver: b),
                 ]
                 let resolver = HostResolver(
-                    upstreams: upstreams, cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
+                    upstreams: upstreams, cache: Self.cache(), prober: nil, configuration: .parts(probing: nil))
                 _ = try await resolver.resolveRanked("gone.test", family: .ipv4)
                 // Both now deny it: b always did; a is asked through a resolver that only knows b's zone.
                 try await Task.sleep(for: .milliseconds(1200))
                 let only = HostResolver(
                     upstreams: [.init(name: "b", kind: .cares, resolver: b)], cache: resolver.cache, prober: nil,
-                    configuration: .init(probing: nil))
+                    configuration: .parts(probing: nil))
                 _ = try? await only.resolveRanked("gone.test", family: .ipv4)
                 await only.waitForBackgroundWork()
                 do {
@@ -89,7 +89,7 @@ struct NegativeAnswerTests {
             let upstream = HostResolver.Upstream(
                 name: "alibaba", kind: .httpDNS, resolver: vendor, negativeAnswersAreAuthoritative: false)
             let resolver = HostResolver(
-                upstreams: [upstream], cache: Self.cache(), prober: nil, configuration: .init(probing: nil))
+                upstreams: [upstream], cache: Self.cache(), prober: nil, configuration: .parts(probing: nil))
             throttled.store(true, ordering: .relaxed)
             for _ in 0..<2 {
                 await #expect(throws: HTTPDNSError.self) {

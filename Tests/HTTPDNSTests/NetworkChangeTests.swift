@@ -58,9 +58,9 @@ struct NetworkChangeTests {
 
     /// A resolver watching `namespace`, its cache holding `api.test` with two scored addresses.
     static func watchingResolver(_ namespace: NetworkNamespace) throws -> HostResolver {
-        var configuration = HostResolver.Policy(probing: nil)
-        configuration.watchesNetwork = true
-        configuration.networkNamespace = namespace.path
+        var configuration = HostResolver.Configuration.parts(probing: nil)
+        configuration.network.watch = true
+        configuration.network.namespace = namespace.path
         let upstream = FakeUpstream(.answer(["api.test": ["192.0.2.50", "192.0.2.51"]], ttl: 300))
         return HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)], prober: nil,

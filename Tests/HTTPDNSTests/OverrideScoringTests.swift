@@ -149,7 +149,7 @@ struct OverrideScoringTests {
                 }),
             prober: TCPConnectProber(),
             // A generous timeout: on a loaded two-core CI machine a live loopback connect has taken longer than 300 ms.
-            configuration: .init(
+            configuration: .parts(
                 probing: .init(ports: [1], interval: .seconds(60), timeout: TestTiming.scaled(.seconds(2))))
         )
         let first = try await resolver.resolveRanked("probe.test", port: Int(live.port))

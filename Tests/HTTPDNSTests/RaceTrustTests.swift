@@ -39,7 +39,7 @@ struct RaceTrustTests {
                         .init(name: "cares", kind: .cares, resolver: cares, trusted: trustLocal),
                     ],
                     prober: nil,
-                    configuration: .init(race: true, probing: nil)
+                    configuration: .parts(race: true, probing: nil)
                 )
                 try await body(resolver)
                 await resolver.shutdown()

@@ -148,7 +148,7 @@ struct SystemParityTests {
             let resolver = HostResolver(
                 upstreams: [.init(name: "doh", kind: .httpDNS, resolver: doh)],
                 prober: nil,
-                configuration: .init(probing: nil, search: SearchPolicy(domains: ["svc.test", "test"], ndots: 1))
+                configuration: .parts(probing: nil, search: ["svc.test", "test"], ndots: 1)
             )
             let answer = try await resolver.resolveRanked("multi", family: .ipv4)
             #expect(answer.host == "multi.test", "multi.svc.test does not exist; multi.test does")
@@ -168,7 +168,7 @@ struct SystemParityTests {
                     upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
                     fallback: .init(name: "system", kind: .other, resolver: backstop),
                     prober: nil,
-                    configuration: .init(probing: nil)
+                    configuration: .parts(probing: nil)
                 )
                 let answer = try await resolver.resolveRanked("nss-only.test", family: .ipv4)
                 #expect(answer.best?.description == "127.0.0.45")

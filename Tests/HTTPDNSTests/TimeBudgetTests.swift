@@ -84,7 +84,7 @@ struct TimeBudgetTests {
                     .init(name: "doh", kind: .httpDNS, resolver: doh),
                     .init(name: "cares", kind: .cares, resolver: cares),
                 ],
-                prober: nil, configuration: .init(probing: nil))
+                prober: nil, configuration: .parts(probing: nil))
             let answer = try await resolver.resolveRanked("multi.test", family: .ipv4)
             #expect(answer.origin == .cares, "the stalled provider gave up within its budget and c-ares answered")
             await resolver.shutdown()

@@ -81,7 +81,7 @@ let overrides = HostOverrides()
 overrides.set([IPAddress("127.0.0.71")!, IPAddress("127.0.0.70")!], for: try HostPattern("soak.test"))
 let resolver = HostResolver(
     upstreams: [], overrides: overrides, cache: HostCache(),
-    configuration: .init(probing: .init(ports: [port], interval: .seconds(1))))
+    configuration: .parts(probing: .init(ports: [port], interval: .seconds(1))))
 let interceptor = try HTTPDNSInterceptor(resolver: resolver, configuration: .init(cookieStorage: nil))
 let targetHost = plain ? "127.0.0.70" : "soak.test"
 let configuration = URLSessionConfiguration.ephemeral

@@ -78,7 +78,7 @@ let benchmarks: @Sendable () -> Void = {
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: filledCache(),
-            configuration: .init(probing: nil)
+            configuration: pipeline()
         )
         var found = 0
         benchmark.startMeasurement()
@@ -95,17 +95,18 @@ let benchmarks: @Sendable () -> Void = {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-bench-cache.json").path
     // Written as an application does: a resolver with a cache file saves it (here at once, with saveCache()).
     let writer = HostResolver(
-        upstreams: [], cache: filledCache(), configuration: .init(probing: nil, cachePath: path, saveInterval: nil))
+        upstreams: [], cache: filledCache(), configuration: pipeline(cachePath: path))
     writer.benchmarkSaveCache()
     let restart = Benchmark.Configuration(metrics: [.wallClock], maxDuration: .seconds(10), maxIterations: 50)
 
     Benchmark("restart: create the resolver and load 10,000 persisted hosts", configuration: restart) { benchmark in
         let upstream = DelayedUpstream(delay: .milliseconds(20))
+        let configuration = pipeline(cachePath: path)
         benchmark.startMeasurement()
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(),
-            configuration: .init(probing: nil, cachePath: path, saveInterval: nil)
+            configuration: configuration
         )
         benchmark.stopMeasurement()
         precondition(resolver.benchmarkCache?.benchmarkCount == hostCount)
@@ -117,7 +118,7 @@ let benchmarks: @Sendable () -> Void = {
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(),
-            configuration: .init(probing: nil, cachePath: path, saveInterval: nil)
+            configuration: pipeline(cachePath: path)
         )
         benchmark.startMeasurement()
         let answer = try await resolver.benchmarkResolveRanked(names[4242])
@@ -132,7 +133,7 @@ let benchmarks: @Sendable () -> Void = {
         let resolver = HostResolver(
             upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)],
             cache: HostCache(),
-            configuration: .init(probing: nil, saveInterval: nil)
+            configuration: pipeline()
         )
         benchmark.startMeasurement()
         let answer = try await resolver.benchmarkResolveRanked(names[4242])
@@ -140,4 +141,14 @@ let benchmarks: @Sendable () -> Void = {
         precondition(answer.freshness == .upstream && upstream.calls.load(ordering: .relaxed) == 1)
         blackHole(answer)
     }
+}
+
+/// A resolver's pipeline for these benchmarks: no probing, no network watcher, the cache saved only when asked.
+func pipeline(cachePath: String? = nil) -> HostResolver.Configuration {
+    var configuration = HostResolver.Configuration()
+    configuration.probeEnabled = false
+    configuration.network.watch = false
+    configuration.cachePath = cachePath
+    configuration.cacheSaveInterval = .zero
+    return configuration
 }

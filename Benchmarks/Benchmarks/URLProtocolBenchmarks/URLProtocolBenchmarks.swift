@@ -228,9 +228,11 @@ let benchmarks: @Sendable () -> Void = {
     let port = server.split(separator: ":").last.map(String.init) ?? "80"
     let times = ResolveTimes()
     let exchangeTimes = ResolveTimes()
+    var pipeline = HostResolver.Configuration()
+    pipeline.probeEnabled = false
+    pipeline.network.watch = false
     let resolver = HostResolver(
-        upstreams: [.init(name: "bench", kind: .other, resolver: BenchUpstream())],
-        configuration: .init(probing: nil))
+        upstreams: [.init(name: "bench", kind: .other, resolver: BenchUpstream())], configuration: pipeline)
     // One interceptor serves the process (the protocol class holds one), so both pairs share it. It is registered
     // first, before anything creates a URLSession, so URLSession.shared takes the protocol.
     let interceptor = try! HTTPDNSInterceptor(

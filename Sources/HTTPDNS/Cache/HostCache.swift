@@ -12,7 +12,7 @@ import HTTPDNSClients
 /// lookups. Entries past their TTL are served as stale up to ``Configuration/maximumStaleness``; NXDOMAIN and no
 /// data are cached for ``Configuration/negativeTTL``; beyond ``Configuration/maximumHosts`` hosts are evicted
 /// about least recently used first (the oldest stored goes, unless used since: then it gets one second chance). A
-/// resolver with a cache file (``HostResolver/Policy/cachePath``) persists it across restarts.
+/// resolver with a cache file (``HostResolver/Configuration/cachePath``) persists it across restarts.
 ///
 /// A cache is given to a ``HostResolver``, which stores its upstreams' answers in it and ranks them by what the
 /// fronts (and ``HostResolver/reportConnect(to:of:latency:)``) report:

@@ -17,6 +17,9 @@ extension HostNetwork {
         public var prefixes: [NAT64Prefix]
         /// How long a discovery's result (prefixes found, or none) is kept.
         package var discoveryLifetime: Duration = .seconds(600)
+        /// The network namespace (`/var/run/netns/NAME`) watched instead of the process's (tests); `nil`: the
+        /// process's own.
+        package var namespace: String?
 
         /// The defaults: the network watched, NAT64 discovered when the host has no IPv4 route.
         public init() {

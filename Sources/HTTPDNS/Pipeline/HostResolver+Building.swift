@@ -81,7 +81,7 @@ extension HostResolver {
             fallback: parts.fallback,
             cache: cache,
             prober: prober,
-            configuration: Self.configuration(for: settings, cachePath: cachePath),
+            policy: Policy(settings, cachePath: cachePath),
             logger: logger,
             metricsFactory: metricsFactory,
             onShutdown: parts.cleanups + [{ files.stop() }],
@@ -97,7 +97,7 @@ extension HostResolver {
     ///
     /// New upstreams are built before anything changes, so settings that cannot be used leave the resolver as it
     /// was; the old upstreams are closed once the lookups they are answering have had time to end. The cache keeps
-    /// its entries (turning it off or on, its file and the overrides TTL take a restart). A resolver made with
+    /// its entries (turning it off or on, its file, its save interval and the overrides TTL take a restart). A resolver made with
     /// explicit upstreams keeps them.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
     public func apply(_ settings: Configuration) throws(HTTPDNSError) {
@@ -116,9 +116,10 @@ extension HostResolver {
         }
         if let cache { cache.updateConfiguration(settings.cache) }
         state.withLock { state in
-            let cachePath = state.configuration.cachePath
-            state.configuration = Self.configuration(for: settings, cachePath: cachePath)
-            state.configuration.preResolve = []
+            var policy = Policy(settings, cachePath: state.configuration.cachePath)
+            policy.preResolve = []
+            policy.servesAnswersFromOtherUpstreams = state.configuration.servesAnswersFromOtherUpstreams
+            state.configuration = policy
             if let parts {
                 state.upstreams = parts.upstreams
                 state.fallback = parts.fallback
@@ -250,22 +251,6 @@ extension HostResolver {
         cleanups.append { await resolver.shutdown() }
         return Upstream(
             name: "system", kind: .other, resolver: resolver, trusted: settings.trustedSources.contains(.system))
-    }
-
-    /// The pipeline policy of `settings`.
-    static func configuration(for settings: Configuration, cachePath: String?) -> Policy {
-        let probing = settings.probeEnabled ? settings.probe : nil
-        var configuration = Policy(
-            race: settings.race,
-            probing: probing,
-            preResolve: settings.preResolve,
-            cachePath: cachePath,
-            search: settings.cares.searchPolicy
-        )
-        configuration.guardsEveryUpstream = settings.guardsEveryUpstream
-        configuration.network = settings.adaptsToHostNetwork ? settings.network : nil
-        configuration.watchesNetwork = settings.network.watch
-        return configuration
     }
 }
 

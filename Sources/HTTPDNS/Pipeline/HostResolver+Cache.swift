@@ -128,7 +128,7 @@ extension HostResolver {
                 throw upstreamError
             }
             guard !resolution.addresses.isEmpty else { throw upstreamError }
-            if configuration.guardsEveryUpstream { try Self.guardAddresses(resolution, from: fallback, host: host) }
+            if policy.guardsEveryUpstream { try Self.guardAddresses(resolution, from: fallback, host: host) }
             return store(resolution, host: host, family: family, upstream: fallback.identity, merge: false)
         }
     }

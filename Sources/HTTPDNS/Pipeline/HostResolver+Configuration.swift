@@ -66,8 +66,12 @@ extension HostResolver {
         /// Whether the pipeline keeps the scored IP cache (`cache.enabled`, default `true`; `cache` must also be in
         /// ``sources``).
         public var cacheEnabled: Bool
-        /// The persisted cache file (`cache.path`); `nil` means `HostCache.defaultPath()`.
+        /// The persisted cache file (`cache.path`). `nil` means `HostCache.defaultPath()` for a resolver made
+        /// from a configuration, and no file for one made from its parts (whose cache is the caller's).
         public var cachePath: String?
+        /// How often the persisted cache is saved while the resolver runs (`cache.saveIntervalSeconds`, default 300
+        /// s); zero saves it only at ``HostResolver/shutdown()``.
+        public var cacheSaveInterval: Duration
         /// Hosts resolved in the background at start (`cache.preResolve`).
         public var preResolve: [String]
         /// The IP cache's TTL bounds, size, refresh budget and dual-stack policy.
@@ -116,6 +120,7 @@ extension HostResolver {
             cacheEnabled = false
             probeEnabled = false
             cachePath = nil
+            cacheSaveInterval = .zero
             preResolve = []
             allowsPrivateAnswers = false
             guardsEveryUpstream = false
@@ -223,6 +228,9 @@ extension HostResolver {
             .optionalString(
                 "cache.path", \.cachePath, shown: "$XDG_CACHE_HOME/hostsctl/cache.json", none: "default",
                 "the persisted cache file"),
+            .seconds(
+                "cache.saveIntervalSeconds", \.cacheSaveInterval, default: 300,
+                "how often the persisted cache is saved while running; 0: only at shutdown", range: 0...86_400),
             .strings(
                 "cache.preResolve", \.preResolve, "hosts resolved in the background at start",
                 check: { text in (try? HostName(text)) == nil ? "'\(HostName.printable(text))' is not a host name" : nil

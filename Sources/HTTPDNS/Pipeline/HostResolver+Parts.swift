@@ -83,67 +83,49 @@ extension HostResolver {
         }
     }
 
-    /// The policy of a resolver made from its parts (``init(upstreams:overrides:hosts:fallback:cache:configuration:logger:metricsFactory:onShutdown:)``):
-    /// race mode, probing, pre-resolution and persistence. A resolver made from a ``Configuration`` derives it from
-    /// that configuration's keys.
-    public struct Policy: Sendable {
+    /// What a running pipeline does with its parts, derived from a ``Configuration`` when the resolver is made:
+    /// race mode, probing, pre-resolution, persistence, search, the guard and the host network. Package-only; the
+    /// public knobs are the configuration's fields.
+    package struct Policy: Sendable {
         /// Ask HTTP DNS and the other upstreams in parallel; the first good answer wins.
-        public var race: Bool
+        var race: Bool
         /// Background probing; `nil` turns it off.
-        public var probing: Probing?
+        var probing: Probing?
         /// Hosts resolved in the background as soon as the resolver is created.
-        public var preResolve: [String]
+        var preResolve: [String]
         /// Where the cache is persisted; loaded at creation, saved at ``HostResolver/shutdown()`` and every
         /// `saveInterval`.
-        public var cachePath: String?
+        package var cachePath: String?
         /// How often the cache is saved while running; `nil` saves only at shutdown.
         package var saveInterval: Duration?
-        /// How short names are completed with search domains (default: no search).
-        var search: SearchPolicy = .none
+        /// How short names are completed with search domains.
+        var search: SearchPolicy
         /// Serve cached answers that another upstream gave (default `true`). `false` serves only answers whose
         /// `RankedResolution.upstream` is one of the current upstreams (or the fallback), and no cached negative
         /// answer: what a caller wants that named the upstream to ask, as `hostsctl resolve --server` does.
-        package var servesAnswersFromOtherUpstreams: Bool = true
-        /// Apply the private-address guard to every upstream (c-ares, the system resolver), not only to HTTP DNS
-        /// providers (default `false`): an answer with a private, loopback, link-local, reserved or unspecified
-        /// address fails the lookup with `HTTPDNSError.Code.privateAddress`.
-        var guardsEveryUpstream: Bool = false
-        /// How answers are adapted to this host's network (NAT64 on hosts without an IPv4 route); `nil` hands
-        /// answers out as they are, as a server answering other networks does. Read when the resolver is created.
-        var network: HostNetwork.Configuration? = .init()
-        /// Watch the kernel's address and route changes and follow them (``HostResolver/networkChanges()``); a
-        /// settings-built resolver does unless `network.watch` is off. Read when the resolver is created.
-        var watchesNetwork = false
-        /// The network namespace (`/var/run/netns/NAME`) to watch instead of the process's (tests).
+        package var servesAnswersFromOtherUpstreams = true
+        /// Apply the private-address guard to every upstream, not only to HTTP DNS providers.
+        package var guardsEveryUpstream: Bool
+        /// How answers are adapted to this host's network; `nil` hands answers out as they are, as a server
+        /// answering other networks does. Read when the resolver is created.
+        var network: HostNetwork.Configuration?
+        /// Watch the kernel's address and route changes and follow them. Read when the resolver is created.
+        var watchesNetwork: Bool
+        /// The network namespace to watch instead of the process's.
         var networkNamespace: String?
 
-        /// Creates a policy.
-        public init(
-            race: Bool = false,
-            probing: Probing? = Probing(),
-            preResolve: [String] = [],
-            cachePath: String? = nil,
-            saveInterval: Duration? = .seconds(300)
-        ) {
-            self.race = race
-            self.probing = probing
-            self.preResolve = preResolve
+        /// The policy `configuration` describes, the cache persisted at `cachePath` (`nil`: not persisted).
+        init(_ configuration: Configuration, cachePath: String?) {
+            race = configuration.race
+            probing = configuration.probeEnabled ? configuration.probe : nil
+            preResolve = configuration.preResolve
             self.cachePath = cachePath
-            self.saveInterval = saveInterval
-        }
-
-        /// A policy that completes short names with search domains (the settings loader, tests).
-        init(
-            race: Bool = false,
-            probing: Probing? = Probing(),
-            preResolve: [String] = [],
-            cachePath: String? = nil,
-            saveInterval: Duration? = .seconds(300),
-            search: SearchPolicy
-        ) {
-            self.init(
-                race: race, probing: probing, preResolve: preResolve, cachePath: cachePath, saveInterval: saveInterval)
-            self.search = search
+            saveInterval = configuration.cacheSaveInterval > .zero ? configuration.cacheSaveInterval : nil
+            search = configuration.cares.searchPolicy
+            guardsEveryUpstream = configuration.guardsEveryUpstream
+            network = configuration.adaptsToHostNetwork ? configuration.network : nil
+            watchesNetwork = configuration.network.watch
+            networkNamespace = configuration.network.namespace
         }
     }
 }

@@ -38,7 +38,7 @@ extension HostResolver {
     }
 
     func startProbe(_ request: HostCacheCore.ProbeRequest) {
-        guard let prober, let probing = configuration.probing, let cache else { return }
+        guard let prober, let probing = policy.probing, let cache else { return }
         // An address already being probed (for this host or another) is left to that probe.
         let addresses = state.withLock {
             $0.admissions.claimProbes(

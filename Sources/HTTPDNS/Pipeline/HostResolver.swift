@@ -17,7 +17,7 @@ package import HTTPDNSPinnedClients
 ///    before they expire); an expired one within the maximum staleness is returned too while one background
 ///    refresh runs; a cached NXDOMAIN or no-data is thrown.
 /// 4. **Upstreams** in order (HTTP DNS providers, then c-ares), the first answer wins; or, with
-///    ``Policy/race`` (`sources.race`), HTTP DNS and c-ares at once, the first good answer wins and the other still fills
+///    ``Configuration/race`` (`sources.race`), HTTP DNS and c-ares at once, the first good answer wins and the other still fills
 ///    the cache. Concurrent lookups of one host share one upstream query. When every upstream fails, a stale
 ///    answer is served rather than an error.
 /// 5. When every candidate does not exist, the **fallback** (by default the system resolver, `getaddrinfo`) is
@@ -101,7 +101,7 @@ public final class HostResolver: HostNameResolver {
     /// What this host's network can reach (NAT64), applied to the answers handed out; `nil` for none.
     package let network: HostNetwork?
     /// The policy.
-    package var configuration: Policy { state.withLock { $0.configuration } }
+    package var policy: Policy { state.withLock { $0.configuration } }
     let state: Locked<State>
     let prober: (any ConnectProber)?
     let logger: Logger
@@ -126,7 +126,11 @@ public final class HostResolver: HostNameResolver {
     ///   - fallback: Asked last, for the name as given, when every upstream says the name does not exist (the
     ///     settings use the system resolver).
     ///   - cache: The IP cache; `nil` turns caching off (lookups still share upstream queries).
-    ///   - configuration: Race mode, probing, pre-resolution and persistence.
+    ///   - configuration: What the pipeline does with its parts: ``Configuration/race``, probing
+    ///     (``Configuration/probeEnabled``, ``Configuration/probe``), ``Configuration/preResolve``, persistence
+    ///     (``Configuration/cachePath``, here `nil` means not persisted, and ``Configuration/cacheSaveInterval``),
+    ///     the search domains of ``Configuration/cares``, ``Configuration/guardsEveryUpstream`` and
+    ///     ``Configuration/network``. The layers, servers, providers and the cache's own settings are the parts'.
     ///   - logger: Where the resolver logs; nothing is logged by default.
     ///   - metricsFactory: Where metrics go; by default the process's `MetricsSystem`.
     ///   - onShutdown: Work run at the end of ``shutdown()``, e.g. closing upstreams the caller handed over.
@@ -136,7 +140,7 @@ public final class HostResolver: HostNameResolver {
         hosts: HostOverrides? = nil,
         fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
-        configuration: Policy = Policy(),
+        configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
@@ -155,14 +159,15 @@ public final class HostResolver: HostNameResolver {
         fallback: Upstream? = nil,
         cache: HostCache? = HostCache(),
         prober: (any ConnectProber)?,
-        configuration: Policy = Policy(),
+        configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "swift-httpdns", factory: { _ in SwiftLogNoOpLogHandler() }),
         metricsFactory: (any MetricsFactory)? = nil,
         onShutdown: [@Sendable () async -> Void] = []
     ) {
         self.init(
             upstreams: upstreams, overrides: overrides, hosts: hosts, fallback: fallback, cache: cache, prober: prober,
-            configuration: configuration, logger: logger, metricsFactory: metricsFactory, onShutdown: onShutdown,
+            policy: Policy(configuration, cachePath: configuration.cachePath), logger: logger,
+            metricsFactory: metricsFactory, onShutdown: onShutdown,
             clientPool: PinnedClientPool(logger: logger))
     }
 
@@ -174,7 +179,7 @@ public final class HostResolver: HostNameResolver {
         fallback: Upstream?,
         cache: HostCache?,
         prober: (any ConnectProber)?,
-        configuration: Policy,
+        policy configuration: Policy,
         logger: Logger,
         metricsFactory: (any MetricsFactory)?,
         onShutdown: [@Sendable () async -> Void],
@@ -294,7 +299,7 @@ public final class HostResolver: HostNameResolver {
     static let nextCandidateCodes: Set<HTTPDNSError.Code> = [.notFound, .noData, .serverFailure, .refused]
 
     /// Changes the pipeline's policy while running (race mode, probing, search, which cached answers are served).
-    package func updateConfiguration(_ change: (inout Policy) -> Void) {
+    package func updatePolicy(_ change: (inout Policy) -> Void) {
         state.withLock { change(&$0.configuration) }
         configurationChanges.add(1, ordering: .releasing)
     }
@@ -363,7 +368,7 @@ public final class HostResolver: HostNameResolver {
         }
     }
 
-    var probeIntervalIfIdle: Duration? { probeInterval(configuration.probing) }
+    var probeIntervalIfIdle: Duration? { probeInterval(policy.probing) }
 
     /// The probe interval when probing is on and below its limit of hosts at once.
     func probeInterval(_ probing: Probing?) -> Duration? {
@@ -382,7 +387,7 @@ public final class HostResolver: HostNameResolver {
 
     /// Saves the cache to ``Configuration/cachePath`` now; failures are logged.
     @usableFromInline package func saveCache() {
-        guard let cache, let path = configuration.cachePath else { return }
+        guard let cache, let path = policy.cachePath else { return }
         do {
             try cache.save(to: path)
         } catch {
