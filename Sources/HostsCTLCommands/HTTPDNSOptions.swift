@@ -58,11 +58,14 @@ struct HTTPDNSOptions: ParsableArguments {
                 + "(never one from the current directory).", valueName: "FILE"))
     var presets: String?
 
+    /// The environment variable naming the presets file.
+    static let presetsVariable = "HOSTSCTL_PRESETS"
+
     /// The presets file to read: `--presets`, else `$HOSTSCTL_PRESETS`, else ``installedPresets(executable:)``.
     /// A file in the current directory is never picked up by default: it could be anyone's.
     func presetsPath(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
         if let presets { return presets }
-        if let path = environment["HOSTSCTL_PRESETS"], !path.isEmpty { return path }
+        if let path = environment[Self.presetsVariable], !path.isEmpty { return path }
         guard let installed = Self.installedPresets() else {
             throw ValidationError(
                 "No presets file is installed with hostsctl; give one with --presets or $HOSTSCTL_PRESETS.")

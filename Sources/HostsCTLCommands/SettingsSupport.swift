@@ -20,11 +20,14 @@ enum SettingsLoading {
     /// Every documented key: the resolver's, then the sections'.
     static var keys: [SettingKey] { HostResolver.Configuration.keys + sections.flatMap(\.keys) }
 
+    /// The command's own variables, which are not settings: the log level and the presets file.
+    static let programVariables: Set<String> = [CommandLogging.levelVariable, HTTPDNSOptions.presetsVariable]
+
     /// Loads `path`, or the file `$HOSTSCTL_CONFIG` names, or the defaults with environment overrides; every
-    /// section is checked.
+    /// section is checked. The command's own variables (``programVariables``) are not read as settings.
     static func load(_ path: String?) -> SettingsFile {
-        SettingsFile.load(
-            path: chosenPath(path), environment: ProcessInfo.processInfo.environment, sections: sections)
+        let environment = ProcessInfo.processInfo.environment.filter { !programVariables.contains($0.key) }
+        return SettingsFile.load(path: chosenPath(path), environment: environment, sections: sections)
     }
 
     /// The settings of `path` (see ``load(_:)``), with every diagnostic printed to standard error.

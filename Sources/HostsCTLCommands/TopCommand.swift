@@ -117,8 +117,8 @@ struct TopCommand: AsyncParsableCommand {
         return try JSONDecoder().decode(ServiceStats.self, from: data)
     }
 
-    /// One screen: the headline numbers, then queries by transport, answers by endpoint and status, upstreams and
-    /// what the limits turned away; rates from `previous` when there is one.
+    /// One screen: the headline numbers, then queries by transport, answers by endpoint and status and by DNS
+    /// outcome, upstreams and what the limits turned away; rates from `previous` when there is one.
     static func render(_ stats: ServiceStats, previous: ServiceStats?, source: String, interval: Double) -> String {
         let seconds = previous.map { stats.time - $0.time } ?? 0
         func rate(_ now: Double, _ before: Double?) -> String {
@@ -131,16 +131,20 @@ struct TopCommand: AsyncParsableCommand {
         let totalBefore = previous.map { $0.queries.values.reduce(0, +) }
         let time = Date(timeIntervalSince1970: stats.time).formatted(date: .omitted, time: .standard)
         var out = "hostsctl serve at \(source), \(time), every \(String(format: "%g", interval)) s\n"
-        out +=
-            "queries/s \(rate(total, totalBefore))  cache hits \(String(format: "%.1f", stats.cache.hitRatio * 100)) %"
+        let hitRatio = stats.cache.hitRatio.map { String(format: "%.1f %%", $0 * 100) } ?? "-"
+        out += "queries/s \(rate(total, totalBefore))  cache hits \(hitRatio)"
         out +=
             "  p50 \(milliseconds(stats.latency.p50Milliseconds))  p99 \(milliseconds(stats.latency.p99Milliseconds))"
         out += "  connections \(number(stats.connectionsOpen))  waiting \(number(stats.upstreamInFlight))\n\n"
-        out += TextTable.render(
-            header: ["TRANSPORT", "Q/S", "TOTAL"],
-            rows: stats.queries.keys.sorted().map { name in
-                [name, rate(stats.queries[name] ?? 0, previous?.queries[name]), number(stats.queries[name] ?? 0)]
-            }, indent: 0, rightAligned: [1, 2])
+        /// A table of totals by name with their rates: queries by transport, answers by DNS outcome.
+        func totals(_ header: [String], _ now: [String: Double], _ before: [String: Double]?) -> String {
+            TextTable.render(
+                header: header,
+                rows: now.keys.sorted().map { name in
+                    [name, rate(now[name] ?? 0, before.map { $0[name] ?? 0 }), number(now[name] ?? 0)]
+                }, indent: 0, rightAligned: [1, 2])
+        }
+        out += totals(["TRANSPORT", "Q/S", "TOTAL"], stats.queries, previous?.queries)
         let earlier = Dictionary(
             (previous?.answers ?? []).map { ("\($0.endpoint) \($0.status)", $0.count) }, uniquingKeysWith: +)
         out += "\n"
@@ -154,24 +158,16 @@ struct TopCommand: AsyncParsableCommand {
                 ]
             }, indent: 0, rightAligned: [2, 3])
         out += "\n"
+        out += totals(["RCODE", "/S", "TOTAL"], stats.outcomes, previous?.outcomes)
+        out += "\n"
         out += TextTable.render(
             header: ["UPSTREAM", "ANSWERED", "FAILED", "MEAN"],
             rows: stats.upstreams.map {
                 [$0.source, number($0.answered), number($0.failed), milliseconds($0.meanMilliseconds)]
             }, indent: 0, rightAligned: [1, 2, 3])
         out += "\n"
-        let refusals: [(String, KeyPath<ServiceStats.Refusals, Double>)] = [
-            ("rate limited", \.rateLimited), ("connections refused", \.connectionsRefused),
-            ("upstream queue full", \.upstreamRefused), ("UDP dropped", \.udpDropped),
-        ]
-        out += TextTable.render(
-            header: ["TURNED AWAY", "/S", "TOTAL"],
-            rows: refusals.map { name, field in
-                [
-                    name, rate(stats.refusals[keyPath: field], previous?.refusals[keyPath: field]),
-                    number(stats.refusals[keyPath: field]),
-                ]
-            }, indent: 0, rightAligned: [1, 2])
+        out += totals(
+            ["TURNED AWAY", "/S", "TOTAL"], Self.totals(stats.refusals), previous.map { Self.totals($0.refusals) })
         if !stats.busiestNames.isEmpty {
             out += "\n"
             out += TextTable.render(
@@ -196,5 +192,13 @@ struct TopCommand: AsyncParsableCommand {
             }
         }
         return out
+    }
+
+    /// What the limits turned away, by name.
+    static func totals(_ refusals: ServiceStats.Refusals) -> [String: Double] {
+        [
+            "rate limited": refusals.rateLimited, "connections refused": refusals.connectionsRefused,
+            "upstream queue full": refusals.upstreamRefused, "UDP dropped": refusals.udpDropped,
+        ]
     }
 }

@@ -59,10 +59,12 @@ struct ServiceStatsTests {
         #expect(decoded == stats)
     }
 
-    @Test("no observations: no percentiles, a hit ratio of 0; a quantile past the last finite bound is that bound")
+    @Test(
+        "no observations: no percentiles, no hit ratio (shown as –); a quantile past the last finite bound is that bound"
+    )
     func empty() {
         let stats = ServiceStats(exposition: "", time: 0)
-        #expect(stats.latency.p50Milliseconds == nil && stats.cache.hitRatio == 0 && stats.queries.isEmpty)
+        #expect(stats.latency.p50Milliseconds == nil && stats.cache.hitRatio == nil && stats.queries.isEmpty)
         #expect(ServiceStats.quantile(0.99, [(bound: 0.1, count: 1), (bound: .infinity, count: 100)]) == 0.1)
     }
 

@@ -66,6 +66,28 @@ struct DeployAssetsTests {
         for name in named.sorted() { #expect(exported.contains(name), "\(name) is not on /metrics") }
     }
 
+    @Test("every alert rule has a unit test that fires it and one that keeps it quiet")
+    func everyRuleTested() throws {
+        let rules = try String(contentsOfFile: Self.rules, encoding: .utf8)
+        let tests = try String(
+            contentsOfFile: "Config/deploy/prometheus/hostsctl-serve-rules.test.yml", encoding: .utf8)
+        let names = rules.split(separator: "\n").compactMap { line -> String? in
+            let text = line.trimmingCharacters(in: .whitespaces)
+            return text.hasPrefix("- alert: ") ? String(text.dropFirst("- alert: ".count)) : nil
+        }
+        #expect(names.count >= 9, "\(names)")
+        // Each test case: its alert's name, then whether it expects alerts.
+        let cases = tests.components(separatedBy: "alertname: ").dropFirst().map { chunk in
+            let name = String(chunk.prefix { !$0.isNewline })
+            let quiet = chunk.split(separator: "\n").dropFirst().first?.contains("exp_alerts: []") ?? false
+            return (name, quiet)
+        }
+        for name in names {
+            #expect(cases.contains { $0 == (name, false) }, "no test fires \(name)")
+            #expect(cases.contains { $0 == (name, true) }, "no test keeps \(name) quiet")
+        }
+    }
+
     @Test("promtool checks the rules, passes their unit tests and parses every dashboard query")
     func promtool() async throws {
         let check = try await HostsCTLProcess.run(executable: "/usr/bin/promtool", ["check", "rules", Self.rules])

@@ -14,13 +14,14 @@ struct ServeCommandTests {
     /// named `log`, returned with it. The admin listener (`/metrics`) goes to `adminPort` on 127.0.0.1, by default
     /// a free one (the default port, 8054, would be shared by the suite's servers).
     static func startServe(
-        _ settings: String, port: UInt16, log name: String = "serve.log", adminPort: UInt16? = nil
+        _ settings: String, port: UInt16, log name: String = "serve.log", adminPort: UInt16? = nil,
+        environment: [String: String] = [:]
     ) async throws -> (ChildProcess, String) {
         let log = TemporaryFiles.path(name)
         let admin = try adminPort ?? FreePort.tcp()
         let process = try ChildProcess(
             path: HostsCTLProcess.executable, arguments: ["serve", "--config", settings], logPath: log,
-            environment: ["HOSTSCTL_SERVE_ADMIN_LISTEN": "127.0.0.1:\(admin)"])
+            environment: environment.merging(["HOSTSCTL_SERVE_ADMIN_LISTEN": "127.0.0.1:\(admin)"]) { $1 })
         let up = try await offThePool { FreePort.waitUntilAccepting(port: port, while: { process.isRunning }) }
         #expect(up, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         return (process, log)

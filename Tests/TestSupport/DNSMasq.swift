@@ -14,12 +14,15 @@ public final class DNSMasq: Sendable {
     public let address: ServerAddress
     private let process: ChildProcess
     private let directory: URL
+    /// Where dnsmasq logs every query it receives, when started with `logsQueries`.
+    private let queryLog: URL?
 
-    /// Starts dnsmasq with `records` (dnsmasq config lines such as `host-record=…`, `cname=…`).
+    /// Starts dnsmasq with `records` (dnsmasq config lines such as `host-record=…`, `cname=…`); with `logsQueries`
+    /// it logs every query it receives, which ``queriesSeen()`` reads.
     ///
     /// Waits until the server answers. Tries a few ports in case another process grabs one first.
     /// - Throws: ``TestServerError`` when dnsmasq is missing or does not come up.
-    public init(records: [String] = TestZone.records) throws {
+    public init(records: [String] = TestZone.records, logsQueries: Bool = false) throws {
         guard let binary = ["/usr/sbin/dnsmasq", "/usr/bin/dnsmasq"].first(where: FileManager.default.isExecutableFile)
         else {
             throw TestServerError("dnsmasq is not installed; run scripts/test.sh, which installs dnsmasq-base")
@@ -27,6 +30,7 @@ public final class DNSMasq: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "httpdns-dnsmasq-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let queryLog = logsQueries ? directory.appendingPathComponent("queries.log") : nil
         do {
             (process, address) = try ServerLaunch.dnsServer("dnsmasq") { port in
                 let config = directory.appendingPathComponent("dnsmasq.conf")
@@ -34,11 +38,13 @@ public final class DNSMasq: Sendable {
                     [
                         "port=\(port)", "listen-address=127.0.0.1", "bind-interfaces", "no-resolv", "no-hosts",
                         "no-poll", "local=/test/", "cache-size=0", "pid-file=",
-                    ] + records
+                    ] + (queryLog == nil ? [] : ["log-queries"]) + records
                 try (lines.joined(separator: "\n") + "\n").write(to: config, atomically: true, encoding: .utf8)
                 return try ChildProcess(
                     path: binary,
-                    arguments: ["--keep-in-foreground", "--conf-file=\(config.path)", "--log-facility=-"]
+                    arguments: [
+                        "--keep-in-foreground", "--conf-file=\(config.path)", "--log-facility=\(queryLog?.path ?? "-")",
+                    ]
                 )
             }
         } catch {
@@ -46,10 +52,27 @@ public final class DNSMasq: Sendable {
             throw error
         }
         self.directory = directory
+        self.queryLog = queryLog
+    }
+
+    /// The queries dnsmasq has received so far, as it logs them (`query[A] fast.test from 127.0.0.1`), when started
+    /// with `logsQueries`; empty otherwise.
+    public func queriesSeen() -> [String] {
+        guard let queryLog, let text = try? String(contentsOf: queryLog, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            line.range(of: "query[").map { String(line[$0.lowerBound...]) }
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): it keeps its port, so nothing else can take it, and answers nothing, as a dead
+    /// upstream on the network does (queries time out).
+    public func freeze() {
+        if process.isRunning { kill(process.pid, SIGSTOP) }
     }
 
     /// Stops the server and removes its files.
     public func stop() {
+        if process.isRunning { kill(process.pid, SIGCONT) }
         process.stop()
         try? FileManager.default.removeItem(at: directory)
     }
@@ -57,8 +80,8 @@ public final class DNSMasq: Sendable {
     deinit { stop() }
 
     /// Starts dnsmasq (see ``init(records:)``) without holding a thread of the cooperative pool while it comes up.
-    public static func start(records: [String] = TestZone.records) async throws -> DNSMasq {
-        try await offThePool { try DNSMasq(records: records) }
+    public static func start(records: [String] = TestZone.records, logsQueries: Bool = false) async throws -> DNSMasq {
+        try await offThePool { try DNSMasq(records: records, logsQueries: logsQueries) }
     }
 
     /// Runs `body` with a fresh dnsmasq and stops it afterwards.

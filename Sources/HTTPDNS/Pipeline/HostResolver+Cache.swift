@@ -16,7 +16,10 @@ extension HostResolver {
         case miss
     }
 
-    func cachedAnswer(_ host: HostName, family: AddressFamily) -> CachedAnswer {
+    /// The cache's answer for `host`, counted in the metrics. A peek that the full path follows on a miss
+    /// (`countsMisses` false: ``cachedRankedSteadily(_:name:family:port:)``) counts only what it answers, so that
+    /// each lookup is counted once.
+    func cachedAnswer(_ host: HostName, family: AddressFamily, countsMisses: Bool = true) -> CachedAnswer {
         guard let cache else { return .miss }
         // One read of the pipeline for both (a cache hit is the hot path), copying only what is needed.
         let (probing, served) = state.withLock { state in
@@ -28,10 +31,10 @@ extension HostResolver {
         let probeInterval = probeInterval(probing)
         switch cache.lookup(host, family: family, probeInterval: probeInterval) {
         case .hit(let answer, _, _, _) where served.map({ !$0.contains(answer.upstream ?? "") }) ?? false:
-            metrics.misses.increment()
+            if countsMisses { metrics.misses.increment() }
             return .miss
         case .negative where served != nil:
-            metrics.misses.increment()
+            if countsMisses { metrics.misses.increment() }
             return .miss
         case .hit(let answer, let refresh, let probe, let steadyFor):
             if answer.isStale {
@@ -45,10 +48,10 @@ extension HostResolver {
             if let probe { startProbe(probe) }
             return .answer(answer, steadyFor: steadyFor)
         case .negative(let error):
-            metrics.negativeHits.increment()
+            if countsMisses { metrics.negativeHits.increment() }
             return .negative(error)
         case .miss:
-            metrics.misses.increment()
+            if countsMisses { metrics.misses.increment() }
             return .miss
         }
     }
@@ -91,14 +94,14 @@ extension HostResolver {
         if let hosts, let answer = layerAnswer(hosts, host, family: family, port: port) { return (answer, nil) }
         // An absolute name is its only candidate (what hostsctl serve asks for every client): no search policy read.
         if text.utf8.last == UInt8(ascii: ".") {
-            if case .answer(let answer, let steadyFor) = cachedAnswer(host, family: family) {
+            if case .answer(let answer, let steadyFor) = cachedAnswer(host, family: family, countsMisses: false) {
                 return (answer, steadyFor)
             }
             return nil
         }
         let candidates = state.withLock { $0.configuration.search.candidates(for: host, absolute: false) }
         for candidate in candidates {
-            switch cachedAnswer(candidate, family: family) {
+            switch cachedAnswer(candidate, family: family, countsMisses: false) {
             case .answer(let answer, _): return (answer, nil)
             // The next search candidate may exist; the full path decides (and asks the fallback).
             case .negative: continue
@@ -119,11 +122,11 @@ extension HostResolver {
             let resolution: Resolution
             do {
                 resolution = try await fallback.resolver.resolve(host, family: family)
-                metrics.recordUpstream(fallback.name, success: true, duration: clock.now - start)
+                metrics.recordUpstream(fallback.name, answered: true, duration: clock.now - start)
             } catch let error as CancellationError {
                 throw error
             } catch {
-                metrics.recordUpstream(fallback.name, success: false, duration: clock.now - start)
+                metrics.recordUpstream(fallback.name, answered: error, duration: clock.now - start)
                 logger.debug("the fallback has no answer either", metadata: ["host": "\(host)", "error": "\(error)"])
                 throw upstreamError
             }

@@ -1,3 +1,4 @@
+import CoreMetrics
 package import HTTPDNSCore
 import HTTPDNSCAres
 import HTTPDNSClients
@@ -26,15 +27,19 @@ extension HostResolver {
     /// it); a scoped one is not (it holds for the scope only, which the caller keeps by network), and its addresses
     /// are ranked by the scores the cache keeps for them.
     /// `sharing: false` (a network a client chose rather than its own) stores nothing: a scope-0 answer to it is
-    /// that client's alone.
+    /// that client's alone. `countsMiss: false` (a refresh in the background, which no client waits for) leaves the
+    /// lookup out of the cache's misses.
     /// - Returns: The answer and its scope, or `nil` when no upstream can ask for a client network (the caller
     ///   then uses ``resolveRanked(_:family:)``, the server's own view).
     /// - Throws: `HTTPDNSError`, or `ScopedNegativeAnswer` (a trusted NXDOMAIN or no-data with its scope), at once;
     ///   otherwise the last upstream's failure.
-    package func resolve(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool = true)
-        async throws -> SubnetAnswer?
-    {
+    package func resolve(
+        _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool = true, countsMiss: Bool = true
+    ) async throws -> SubnetAnswer? {
         if let answer = localAnswer(host, family: family) { return SubnetAnswer(answer: answer, scope: 0) }
+        // A lookup for a network is one the shared cache did not answer: counted as its miss, once per lookup as
+        // there, unless no upstream can ask for a network (the caller's shared path then counts it).
+        if countsMiss, state.withLock({ !Self.subnetUpstreams($0).isEmpty }) { metrics.misses.increment() }
         let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         return try await subnetFlights.run(key) { [self] in
             try await askForSubnet(host, family: family, clientSubnet: clientSubnet, sharing: sharing)
@@ -53,21 +58,16 @@ extension HostResolver {
     private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool)
         async throws -> SubnetAnswer?
     {
-        let (upstreams, guardEveryUpstream, race) = state.withLock {
-            ($0.upstreams, $0.configuration.guardsEveryUpstream, $0.configuration.race)
+        let (upstreams, guardEveryUpstream) = state.withLock {
+            (Self.subnetUpstreams($0), $0.configuration.guardsEveryUpstream)
         }
-        // Race mode's trust rule holds here as on the shared path: answers of different trust never mix, and a
-        // trusted answer wins. With a trusted upstream configured, a less trusted one never answers for a network
-        // (its answer would be served, and a scope-0 one stored for everyone, ahead of the trusted answer); when no
-        // trusted upstream can ask for a network, the caller takes the shared path, where the race decides.
-        let trustedOnly = race && upstreams.contains { $0.isTrusted }
         var lastError: (any Error)?
-        for upstream in upstreams where upstream.isTrusted || !trustedOnly {
-            guard let resolver = upstream.resolver as? any ClientSubnetResolver else { continue }
+        for (upstream, resolver) in upstreams {
+            let started = ContinuousClock.now
             let result = await Result { try await resolver.resolve(host, family: family, clientSubnet: clientSubnet) }
             switch subnetStep(
                 result, from: upstream, host: host, family: family, sharing: sharing,
-                guardEveryUpstream: guardEveryUpstream)
+                guardEveryUpstream: guardEveryUpstream, elapsed: ContinuousClock.now - started)
             {
             case .answered(let answer): return answer
             case .failed(let error): throw error
@@ -76,6 +76,20 @@ extension HostResolver {
         }
         if let lastError { throw lastError }
         return nil
+    }
+
+    /// The upstreams asked for a client network, in order: those that can ask for one. Race mode's trust rule holds
+    /// here as on the shared path: answers of different trust never mix, and a trusted answer wins. With a trusted
+    /// upstream configured, a less trusted one never answers for a network (its answer would be served, and a
+    /// scope-0 one stored for everyone, ahead of the trusted answer); when no trusted upstream can ask for a network,
+    /// the caller takes the shared path, where the race decides.
+    static func subnetUpstreams(_ state: State) -> [(Upstream, any ClientSubnetResolver)] {
+        let trustedOnly = state.configuration.race && state.upstreams.contains { $0.isTrusted }
+        return state.upstreams.compactMap { upstream in
+            guard upstream.isTrusted || !trustedOnly, let resolver = upstream.resolver as? any ClientSubnetResolver
+            else { return nil }
+            return (upstream, resolver)
+        }
     }
 
     /// What one upstream's answer for a client network comes to.
@@ -91,11 +105,17 @@ extension HostResolver {
     /// One upstream's outcome `result` for a client network, decided as every path decides it (a task's, a server
     /// loop's): the private-address guard; a scope-0 answer stored in the cache as any upstream answer (unless not
     /// `sharing`: a chosen network's answer is its own), a scoped one ranked by the cache's scores and not stored; a
-    /// negative answer final when the upstream's negatives are trusted.
+    /// negative answer final when the upstream's negatives are trusted. The query, which took `elapsed`, is counted
+    /// in the upstream's metrics as the shared path counts its own.
     func subnetStep(
         _ result: Result<ScopedResolution, any Error>, from upstream: Upstream, host: HostName, family: AddressFamily,
-        sharing: Bool, guardEveryUpstream: Bool
+        sharing: Bool, guardEveryUpstream: Bool, elapsed: Duration
     ) -> SubnetStep {
+        switch result {
+        case .success: metrics.recordUpstream(upstream.name, answered: true, duration: elapsed)
+        case .failure(let error) where error is CancellationError: break
+        case .failure(let error): metrics.recordUpstream(upstream.name, answered: error, duration: elapsed)
+        }
         do {
             let scoped = try result.get()
             if guardEveryUpstream { try Self.guardAddresses(scoped.resolution, from: upstream, host: host) }

@@ -1,3 +1,4 @@
+import CoreMetrics
 package import HTTPDNSCore
 import HTTPDNSClients
 package import NIOCore
@@ -147,13 +148,16 @@ extension HostResolver {
             completion(.success(SubnetAnswer(answer: answer, scope: 0)))
             return LoopLookup {}
         }
+        metrics.misses.increment()
         let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         let (waiter, lead) = subnetFlights.joinOrLead(key, completion)
         if let flight = lead {
+            let started = ContinuousClock.now
             fly(subnetFlights, key, flight, asker, host: host, family: family, subnet: clientSubnet, on: loop) {
                 [self] result in
                 switch subnetStep(
-                    result, from: upstream, host: host, family: family, sharing: sharing, guardEveryUpstream: guardAll)
+                    result, from: upstream, host: host, family: family, sharing: sharing, guardEveryUpstream: guardAll,
+                    elapsed: ContinuousClock.now - started)
                 {
                 case .answered(let answer): .success(answer)
                 case .failed(let error), .next(let error): .failure(error)

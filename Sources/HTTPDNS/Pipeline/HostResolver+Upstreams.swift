@@ -158,20 +158,22 @@ extension HostResolver {
         _ result: Result<Resolution, any Error>, from upstream: Upstream, host: HostName, guardEveryUpstream: Bool,
         elapsed: Duration, metrics: ResolverMetrics
     ) throws -> Resolution {
+        let resolution: Resolution
         do {
-            let resolution = try result.get()
-            metrics.recordUpstream(upstream.name, success: true, duration: elapsed)
-            guard !resolution.addresses.isEmpty else {
-                throw HTTPDNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
-            }
-            if guardEveryUpstream { try Self.guardAddresses(resolution, from: upstream, host: host) }
-            return resolution
+            resolution = try result.get()
         } catch let error as CancellationError {
             throw error
         } catch {
-            metrics.recordUpstream(upstream.name, success: false, duration: elapsed)
+            metrics.recordUpstream(upstream.name, answered: error, duration: elapsed)
             throw error
         }
+        // The upstream answered, whatever the guard makes of it: counted once.
+        metrics.recordUpstream(upstream.name, answered: true, duration: elapsed)
+        guard !resolution.addresses.isEmpty else {
+            throw HTTPDNSError(code: .noData, message: "\(upstream.name) returned no addresses", host: host.name)
+        }
+        if guardEveryUpstream { try Self.guardAddresses(resolution, from: upstream, host: host) }
+        return resolution
     }
 
     /// The failure of a lookup whose upstreams all failed with `errors`, in the order they were asked (see

@@ -12,7 +12,7 @@ import HTTPDNSClients
 /// | `httpdns_cache_stale_serves` | counter | |
 /// | `httpdns_cache_negative_hits` | counter | |
 /// | `httpdns_cache_refreshes` | counter | `outcome` (`started`, `postponed`: over the rate bound) |
-/// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`, `failure`) |
+/// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`: an answer, NXDOMAIN and no data included; `failure`: a timeout, SERVFAIL, REFUSED, a transport error) |
 /// | `httpdns_probes` | counter | `outcome` (`connected`, `failed`) |
 /// | `httpdns_probe_duration` | timer | |
 /// | `httpdns_network_changes` | counter | |
@@ -60,12 +60,25 @@ struct ResolverMetrics: Sendable {
         )
     }
 
-    /// Records how long asking `source` took.
-    func recordUpstream(_ source: String, success: Bool, duration: Duration) {
+    /// Records how long asking `source` took, and whether it answered: every query sent upstream is counted once,
+    /// on whichever path sent it (the shared cache's, a client network's, the fallback).
+    func recordUpstream(_ source: String, answered: Bool, duration: Duration) {
         let timers =
             upstream[source] ?? (
                 Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory)
             )
-        (success ? timers.success : timers.failure).recordNanoseconds(duration.wholeNanoseconds)
+        (answered ? timers.success : timers.failure).recordNanoseconds(duration.wholeNanoseconds)
+    }
+
+    /// Records a query that ended with `error`: an answer that the name does not exist, or has no address of the
+    /// family, is the upstream answering; anything else (a timeout, SERVFAIL, a transport error) is its failure.
+    func recordUpstream(_ source: String, answered error: any Error, duration: Duration) {
+        recordUpstream(source, answered: Self.isAnswer(error), duration: duration)
+    }
+
+    /// Whether `error` is an upstream's answer (NXDOMAIN, no data) rather than its failure.
+    static func isAnswer(_ error: any Error) -> Bool {
+        if error is ScopedNegativeAnswer { return true }
+        return (error as? HTTPDNSError)?.code.isNegativeAnswer ?? false
     }
 }

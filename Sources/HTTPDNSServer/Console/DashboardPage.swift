@@ -50,6 +50,8 @@ enum DashboardPage {
         <table><thead><tr><th>transport</th><th>queries / s</th><th>total</th></tr></thead><tbody id="transports"></tbody></table>
         <h2>Answers by endpoint and status</h2>
         <table><thead><tr><th>endpoint</th><th>status</th><th>per second</th><th>total</th></tr></thead><tbody id="answers"></tbody></table>
+        <h2>Answers by DNS outcome</h2>
+        <table><thead><tr><th>rcode</th><th>per second</th><th>total</th></tr></thead><tbody id="outcomes"></tbody></table>
         <h2>Upstreams</h2>
         <table><thead><tr><th>source</th><th>answered</th><th>failed</th><th>mean time</th></tr></thead><tbody id="upstreams"></tbody></table>
         <h2>Turned away</h2>
@@ -90,7 +92,8 @@ enum DashboardPage {
           const before = previous ? Object.values(previous.queries).reduce((a, b) => a + b, 0) : undefined;
           const qps = rate(total, before, seconds);
           document.getElementById("qps").textContent = previous ? fixed(qps, 1) : "–";
-          document.getElementById("hit-ratio").textContent = fixed(stats.cache.hitRatio * 100, 1) + " %";
+          const ratio = stats.cache.hitRatio;
+          document.getElementById("hit-ratio").textContent = ratio === null || ratio === undefined ? "–" : fixed(ratio * 100, 1) + " %";
           const ms = value => value === null || value === undefined ? "–" : fixed(value, 2) + " ms";
           document.getElementById("p50").textContent = ms(stats.latency.p50Milliseconds);
           document.getElementById("p99").textContent = ms(stats.latency.p99Milliseconds);
@@ -104,6 +107,9 @@ enum DashboardPage {
           for (const a of previous ? previous.answers : []) earlier[a.endpoint + " " + a.status] = a.count;
           fill("answers", stats.answers.map(a => [
             a.endpoint, a.status, fixed(rate(a.count, earlier[a.endpoint + " " + a.status], seconds), 1), String(a.count)]));
+          fill("outcomes", Object.keys(stats.outcomes || {}).sort().map(code => [
+            code, fixed(rate(stats.outcomes[code], previous && previous.outcomes ? previous.outcomes[code] : undefined, seconds), 1),
+            String(stats.outcomes[code])]));
           fill("names", (stats.busiestNames || []).map(n => [n.name, fixed(n.share * 100, 1) + " %", fixed(n.requests, 0)]));
           fill("upstreams", stats.upstreams.map(u => [u.source, String(u.answered), String(u.failed), ms(u.meanMilliseconds)]));
           const names = { rateLimited: "rate limited", connectionsRefused: "connections refused",

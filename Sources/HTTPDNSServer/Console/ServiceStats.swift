@@ -27,19 +27,29 @@ package struct ServiceStats: Codable, Sendable, Hashable {
         package var count: Double
     }
 
-    /// The cache's hits and misses since the start.
+    /// The caches' hits and misses since the start, over every lookup path: the shared cache, the answers kept by
+    /// client network (EDNS Client Subnet) and the relayed answers kept.
     package struct Cache: Codable, Sendable, Hashable {
-        /// Fresh answers from the cache.
+        /// Fresh answers from the shared cache or kept for the client's network.
         var hits: Double
-        /// Lookups the cache could not answer.
+        /// Lookups no cache could answer: each one waited for an upstream.
         var misses: Double
         /// Expired answers served while a refresh ran.
         var staleServes: Double
         /// Cached NXDOMAIN or no-data answers.
         var negativeHits: Double
-        /// Hits (fresh, stale and negative) over all lookups, 0 before the first.
-        package var hitRatio: Double
+        /// Queries of other types answered from the relayed answers kept.
+        var relayKept: Double
+        /// Queries of other types sent upstream.
+        var relayAsked: Double
+        /// Hits (fresh, stale, negative, kept by network, relayed and kept) over all lookups; `nil` before the
+        /// first (shown as "–").
+        package var hitRatio: Double?
     }
+
+    /// The answers by what clients were told (`rcode`: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP, and
+    /// WITHHELD, an answer the private-address guard withheld and sent as NXDOMAIN), whichever way they asked.
+    package var outcomes: [String: Double]
 
     /// Answer times, from the `httpdns_serve_request_duration_seconds` histogram of every answering endpoint.
     package struct Latency: Codable, Sendable, Hashable {
@@ -155,14 +165,23 @@ package struct ServiceStats: Codable, Sendable, Hashable {
         answers = (metrics["httpdns_serve_requests_total"] ?? []).map {
             Answers(endpoint: $0.labels["endpoint"] ?? "", status: $0.labels["status"] ?? "", count: $0.value)
         }.sorted { ($0.endpoint, $0.status) < ($1.endpoint, $1.status) }
-        let hits = total("httpdns_cache_hits")
+        outcomes = Dictionary(
+            (metrics["httpdns_serve_answers_total"] ?? []).map { ($0.labels["rcode"] ?? "", $0.value) },
+            uniquingKeysWith: +)
+        // A lookup for a client network that went upstream is counted in httpdns_cache_misses by the resolver; one
+        // answered from the answers kept by network is a hit of the service's own.
+        let hits =
+            total("httpdns_cache_hits") + total("httpdns_serve_client_subnet_lookups_total", where: ["outcome": "hit"])
         let misses = total("httpdns_cache_misses")
         let stale = total("httpdns_cache_stale_serves")
         let negative = total("httpdns_cache_negative_hits")
-        let lookups = hits + misses + stale + negative
+        let relayKept = total("httpdns_serve_relay_lookups_total", where: ["outcome": "kept"])
+        let relayAsked = total("httpdns_serve_relay_lookups_total", where: ["outcome": "asked"])
+        let answered = hits + stale + negative + relayKept
+        let lookups = answered + misses + relayAsked
         cache = Cache(
-            hits: hits, misses: misses, staleServes: stale, negativeHits: negative,
-            hitRatio: lookups > 0 ? (hits + stale + negative) / lookups : 0)
+            hits: hits, misses: misses, staleServes: stale, negativeHits: negative, relayKept: relayKept,
+            relayAsked: relayAsked, hitRatio: lookups > 0 ? answered / lookups : nil)
         // Answer times of the answering endpoints: the operator's own (this reading among them) are left out.
         let buckets = Self.buckets(
             (metrics["httpdns_serve_request_duration_seconds_bucket"] ?? []).filter {

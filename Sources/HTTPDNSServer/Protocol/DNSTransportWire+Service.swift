@@ -10,9 +10,7 @@ extension DNSTransportWire {
         if response.status == 200, response.contentType == "application/dns-message" { return response.body }
         if response.status == 429, overUDP { return nil }
         if response.status == 503, overUDP, let truncated = slipped(query) { return truncated }
-        let code: DNSAnswerMessage.ResponseCode =
-            response.status == 429 || response.status == 403
-            ? .refused : response.status == 503 ? .serverFailure : .formatError
+        let code = DNSAnswerMessage.ResponseCode(httpStatus: response.status)
         if let parsed = try? DNSQueryMessage(query) {
             return DNSAnswerMessage.encode(answering: parsed, code: code, records: [])
         }

@@ -10,8 +10,11 @@ extension HTTPDNSService {
     ) {
         let duration = ContinuousClock.now - started
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
+        // What a client was told, for the endpoints that answer names (whatever their HTTP status).
+        let outcome = Self.answeringEndpoints.contains(plan.endpoint) ? AnswerOutcome(response) : nil
         // Queries by transport, and spans, are the public listeners' requests, not the operator's scrapes.
         if request.listener == .service {
+            if let outcome { metrics.answered(outcome) }
             if let tracer {
                 ServiceSpan.record(
                     request, plan: plan, status: response.status, duration: duration, waited: waited,
@@ -25,10 +28,15 @@ extension HTTPDNSService {
             metadata: [
                 "transport": "\(request.transport.rawValue)",
                 "endpoint": "\(plan.endpoint)", "method": "\(HostName.printable(request.method))",
-                "status": "\(response.status)", "name": "\(plan.name.map(HostName.printable) ?? "-")",
+                "status": "\(response.status)", "rcode": "\(outcome?.rawValue ?? "-")",
+                "name": "\(plan.name.map(HostName.printable) ?? "-")",
                 "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",
             ])
     }
+
+    /// The endpoints whose answers are DNS outcomes (`AnswerOutcome`); the rest serve the operator or take
+    /// reports.
+    static let answeringEndpoints: Set<String> = ["dns-query", "resolve", "alibaba", "tencent"]
 
     func clientText(_ client: IPAddress?) -> String {
         guard let client else { return "-" }

@@ -120,8 +120,10 @@ extension HTTPDNSService {
                     return Self.dnsResponse(
                         parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) },
                         clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) })
-                case .failure(let code):
-                    return Self.dnsResponse(parsed, code, [], clientSubnet: stated.map { ($0, 0) })
+                case .failure(let failure):
+                    var response = Self.dnsResponse(parsed, failure.code, [], clientSubnet: stated.map { ($0, 0) })
+                    if failure.isWithheld { response.outcome = .withheld }
+                    return response
                 }
             })
         plan.echoesSubnet = stated != nil
@@ -179,6 +181,7 @@ extension HTTPDNSService {
             endpoint: "resolve", name: normalised,
             work: .lookups([lookup]) { [stated] results in
                 var status = 0
+                var outcome = AnswerOutcome.noError
                 var answers: [String] = []
                 var ttl: UInt32 = 0
                 var scope = 0
@@ -189,8 +192,9 @@ extension HTTPDNSService {
                     answers = answer.addresses.map { address in
                         "{\"name\":\(quoted),\"type\":\(type),\"TTL\":\(answer.ttl),\"data\":\(JSONString.quoted(address.description))}"
                     }
-                case .failure(let code):
-                    status = Int(code.rawValue)
+                case .failure(let failure):
+                    status = Int(failure.code.rawValue)
+                    outcome = failure.outcome
                 }
                 var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
                 body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
@@ -199,8 +203,8 @@ extension HTTPDNSService {
                 if let stated { body += ",\"edns_client_subnet\":\"\(stated.address)/\(scope)\"" }
                 body += "}"
                 return ServiceResponse(
-                    status: 200, contentType: "application/dns-json", maxAge: ttl,
-                    body: Array(body.utf8))
+                    status: 200, contentType: "application/dns-json", maxAge: ttl, body: Array(body.utf8),
+                    outcome: outcome)
             })
     }
 
@@ -264,7 +268,9 @@ extension HTTPDNSService {
                 let body =
                     "{\"host\":\(JSONString.quoted(hostName)),\"ips\":\(list(.ipv4)),\"ipsv6\":\(list(.ipv6)),"
                     + "\"ttl\":\(answerTTL),\"origin_ttl\":\(answerTTL)}"
-                return ServiceResponse(status: 200, contentType: "application/json", body: Array(body.utf8))
+                return ServiceResponse(
+                    status: 200, contentType: "application/json", body: Array(body.utf8),
+                    outcome: Self.vendorOutcome(results))
             })
     }
 
@@ -299,11 +305,28 @@ extension HTTPDNSService {
                 }
                 return ServiceResponse(
                     status: 200, contentType: "text/plain; charset=utf-8",
-                    body: Array(parts.joined(separator: "-").utf8))
+                    body: Array(parts.joined(separator: "-").utf8), outcome: Self.vendorOutcome(results))
             })
     }
 
     // MARK: - Helpers
+
+    /// What a vendor API's answer comes to, though its body cannot say it (an empty list is all a failure gets):
+    /// NOERROR when any family answered, else the failure that says most (SERVFAIL over a withheld answer over
+    /// NXDOMAIN over the rest).
+    static func vendorOutcome(_ results: [LookupResult]) -> AnswerOutcome {
+        var failures: [AnswerOutcome] = []
+        for result in results {
+            switch result {
+            case .success: return .noError
+            case .failure(let failure): failures.append(failure.outcome)
+            }
+        }
+        for outcome in [AnswerOutcome.serverFailure, .withheld, .nameError] where failures.contains(outcome) {
+            return outcome
+        }
+        return failures.first ?? .noError
+    }
 
     /// The vendor APIs' `ip=` (the address the answer is for, as Alibaba and Tencent take it) as a network of that
     /// one address: `.some(nil)` without the parameter, `nil` when it is not an address.

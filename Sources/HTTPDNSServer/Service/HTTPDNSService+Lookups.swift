@@ -55,7 +55,8 @@ extension HTTPDNSService {
         case .noData: return .success(([], 0, 0))
         // A name whose answer the private-address guard withheld looks like one that does not exist: the
         // difference would tell outsiders which internal names there are.
-        case .notFound, .privateAddress: return .failure(.nameError)
+        case .notFound: return .failure(.nameError)
+        case .privateAddress: return .failure(.withheldByGuard)
         case .badName: return .failure(.refused)
         default:
             logger.debug(

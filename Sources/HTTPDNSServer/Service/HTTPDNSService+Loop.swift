@@ -39,10 +39,15 @@ extension HTTPDNSService {
         case .forward(let relay):
             guard let forwarder = forwarder as? ReloadingCAresForwarder else { return nil }
             let outgoing = relayOutgoing(relay)
+            let sent = ContinuousClock.now
             let stopRelay = forwarder.start(outgoing.message, on: loop) { [self] result in
                 switch result {
-                case .success(let answer): answered(relayed(answer, relay, subnet: outgoing.subnet))
-                case .failure(let error): answered(relayFailure(error, relay))
+                case .success(let answer):
+                    countRelay(answer, since: sent)
+                    answered(relayed(answer, relay, subnet: outgoing.subnet))
+                case .failure(let error):
+                    if !(error is CancellationError) { countRelay(nil, since: sent) }
+                    answered(relayFailure(error, relay))
                 }
             }
             guard let stopRelay else { return nil }

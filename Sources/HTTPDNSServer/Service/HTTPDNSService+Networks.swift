@@ -111,10 +111,12 @@ extension HTTPDNSService {
     /// Asks the upstreams for `lookup` on behalf of its network and keeps what they say: an answer for every
     /// network marks the name as shared (the resolver's cache then answers everyone), a scoped one is kept for the
     /// network it holds for. `nil` when no upstream can ask for a network (the caller asks as the server).
-    func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName) async throws -> LookupResult? {
+    func subnetLookup(_ lookup: Lookup, subnet: IPNetwork, host: HostName, background: Bool = false) async throws
+        -> LookupResult?
+    {
         guard
             let answer = try await resolver.resolve(
-                host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen)
+                host, family: lookup.family, clientSubnet: subnet, sharing: !lookup.chosen, countsMiss: !background)
         else {
             return nil
         }
@@ -170,7 +172,7 @@ extension HTTPDNSService {
         else { return }
         metrics.clientSubnet(.prefetch)
         Task { [self] in
-            _ = try? await subnetLookup(lookup, subnet: subnet, host: host)
+            _ = try? await subnetLookup(lookup, subnet: subnet, host: host, background: true)
             releaseUpstream(ticket)
         }
     }
@@ -182,7 +184,7 @@ extension HTTPDNSService {
         guard let host = try? HostName(lookup.name + ".") else { return subnetAnswers.revalidationFailed(key) }
         Task { [self] in
             do {
-                if try await subnetLookup(lookup, subnet: subnet, host: host) == nil {
+                if try await subnetLookup(lookup, subnet: subnet, host: host, background: true) == nil {
                     subnetAnswers.revalidationFailed(key)
                 }
             } catch {

@@ -11,9 +11,11 @@ extension HTTPDNSService {
         let mode = configuration.clientSubnetMode
         let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
         if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
+            metrics.relayKeptAnswer()
             return Self.relayResponse(answer, ttl: ttl, scope: 0, relay: relay)
         }
         if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
+            metrics.relayKeptAnswer()
             return Self.relayResponse(answer, ttl: ttl, scope: ownKey.prefixLength, relay: relay)
         }
         return nil
@@ -38,9 +40,13 @@ extension HTTPDNSService {
         guard let forwarder else { return Self.dnsResponse(relay.query, .notImplemented, []) }
         if let kept = keptRelayAnswer(relay) { return kept }
         let outgoing = relayOutgoing(relay)
+        let started = ContinuousClock.now
         do {
-            return relayed(try await forwarder.forward(outgoing.message), relay, subnet: outgoing.subnet)
+            let answer = try await forwarder.forward(outgoing.message)
+            countRelay(answer, since: started)
+            return relayed(answer, relay, subnet: outgoing.subnet)
         } catch {
+            if !(error is CancellationError) { countRelay(nil, since: started) }
             return relayFailure(error, relay)
         }
     }
@@ -56,6 +62,13 @@ extension HTTPDNSService {
         return (forwardingMarker.marking(outgoing, questionEnd: questionEnd) ?? outgoing, withSubnet?.0)
     }
 
+    /// Counts a relayed query sent at `started`: answered with `answer`, or failed (`nil`). An upstream's SERVFAIL or
+    /// REFUSED is its failure, as c-ares counts it for the resolver's own lookups.
+    func countRelay(_ answer: [UInt8]?, since started: ContinuousClock.Instant) {
+        let code = answer.flatMap { $0.count >= 4 ? $0[3] & 0x0F : nil }
+        metrics.relayUpstream(answered: code.map { $0 != 2 && $0 != 5 } ?? false, duration: .now - started)
+    }
+
     /// The upstream's `answer` to `relay` (sent with `subnet`), as every path answers it (a task's, a server
     /// loop's): an answer that hands out internal addresses withheld, the upstream's ECS option taken off, the
     /// answer kept for the scope it holds for, the client's ID and option put back.
@@ -65,7 +78,9 @@ extension HTTPDNSService {
         guard answer.count >= 12 else { return Self.dnsResponse(query, .serverFailure, []) }
         // An answer that hands out internal addresses is withheld, and looks like a name that does not exist.
         if configuration.guardsForwardedAddresses, ForwardedAnswerGuard.handsOutGuardedAddress(answer) {
-            return Self.dnsResponse(query, .nameError, [])
+            var response = Self.dnsResponse(query, .nameError, [])
+            response.outcome = .withheld
+            return response
         }
         answer[0] = UInt8(query.id >> 8)
         answer[1] = UInt8(query.id & 0xFF)

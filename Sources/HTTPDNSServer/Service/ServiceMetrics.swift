@@ -53,6 +53,15 @@ final class ServiceMetrics: Sendable {
     }
 
     private let subnetOutcomes: [SubnetOutcome: Counter]
+    /// Answers by what the client was told (`rcode`), made up front: read without a lock on every request.
+    private let answers: [AnswerOutcome: Counter]
+    /// Queries of other types: answered from the relayed answers kept, or sent upstream.
+    private let relayKept: Counter
+    private let relayAsked: Counter
+    /// The relay's upstream queries, timed as the resolver times its own (`httpdns_upstream_duration`, source
+    /// `relay`): answered, or failed (a timeout, SERVFAIL, REFUSED).
+    private let relayAnswered: Timer
+    private let relayFailed: Timer
     /// Names with answers by network, and the networks they hold.
     private let subnetNames: Gauge
     private let subnetNetworks: Gauge
@@ -93,6 +102,25 @@ final class ServiceMetrics: Sendable {
                         factory: factory)
                 )
             })
+        answers = Dictionary(
+            uniqueKeysWithValues: AnswerOutcome.allCases.map { outcome in
+                (
+                    outcome,
+                    Counter(
+                        label: "httpdns_serve_answers_total", dimensions: [("rcode", outcome.rawValue)],
+                        factory: factory)
+                )
+            })
+        relayKept = Counter(
+            label: "httpdns_serve_relay_lookups_total", dimensions: [("outcome", "kept")], factory: factory)
+        relayAsked = Counter(
+            label: "httpdns_serve_relay_lookups_total", dimensions: [("outcome", "asked")], factory: factory)
+        relayAnswered = Timer(
+            label: "httpdns_upstream_duration", dimensions: [("source", "relay"), ("outcome", "success")],
+            factory: factory)
+        relayFailed = Timer(
+            label: "httpdns_upstream_duration", dimensions: [("source", "relay"), ("outcome", "failure")],
+            factory: factory)
         subnetNames = Gauge(label: "httpdns_serve_client_subnet_names", dimensions: [], factory: factory)
         subnetNetworks = Gauge(label: "httpdns_serve_client_subnet_networks", dimensions: [], factory: factory)
         networkScoreNames = Gauge(label: "httpdns_serve_network_score_names", dimensions: [], factory: factory)
@@ -111,6 +139,23 @@ final class ServiceMetrics: Sendable {
     /// Counts a lookup for a client network by what it found.
     func clientSubnet(_ outcome: SubnetOutcome) {
         subnetOutcomes[outcome]?.increment()
+    }
+
+    /// Counts an answer by what the client was told.
+    func answered(_ outcome: AnswerOutcome) {
+        answers[outcome]?.increment()
+    }
+
+    /// Counts a query of another type answered from the relayed answers kept.
+    func relayKeptAnswer() {
+        relayKept.increment()
+    }
+
+    /// Counts a relayed query sent upstream, and how it went after `duration`: `answered` is false for a timeout,
+    /// a transport error, and an upstream's SERVFAIL or REFUSED.
+    func relayUpstream(answered: Bool, duration: Duration) {
+        relayAsked.increment()
+        (answered ? relayAnswered : relayFailed).recordNanoseconds(duration.wholeNanoseconds)
     }
 
     /// Records the size of the table of answers by network.

@@ -82,13 +82,20 @@ public struct ServiceResponse: Sendable, Hashable {
     public var maxAge: UInt32?
     /// The body.
     public var body: [UInt8]
+    /// What the client was answered, when the body does not say it as a DNS message does (the JSON and vendor
+    /// APIs, an answer the guard withheld); see `AnswerOutcome`.
+    package var outcome: AnswerOutcome?
 
-    init(status: Int, contentType: String, headers: [String: String] = [:], maxAge: UInt32? = nil, body: [UInt8]) {
+    init(
+        status: Int, contentType: String, headers: [String: String] = [:], maxAge: UInt32? = nil, body: [UInt8],
+        outcome: AnswerOutcome? = nil
+    ) {
         self.status = status
         self.contentType = contentType
         self.headers = headers
         self.maxAge = maxAge
         self.body = body
+        self.outcome = outcome
     }
 
     /// Every extra header: ``headers`` and, from ``maxAge``, `Cache-Control`.
