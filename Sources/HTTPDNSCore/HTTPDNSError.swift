@@ -18,7 +18,7 @@ public struct HTTPDNSError: Error, Sendable, Equatable, CustomStringConvertible 
             case questionMismatch, responseTooLarge, httpStatus, tlsFailure
             case privateAddress, signatureExpired, invalidSignature, decryptionFailed, notCached, noRoute
             case badURL, unsupportedURL, resolutionFailed, connectionFailed, connectionLost, certificateRejected
-            case tooManyRedirects, requestBodyTooLarge, invalidRequest, insecureRedirect
+            case tooManyRedirects, requestBodyTooLarge, invalidRequest, insecureRedirect, listenFailed
         }
 
         package let value: Value
@@ -129,6 +129,9 @@ public struct HTTPDNSError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let invalidRequest = Code(.invalidRequest)
         /// A redirect from `https` to `http` was refused (see `ConnectionPolicy.allowsInsecureRedirects`).
         public static let insecureRedirect = Code(.insecureRedirect)
+        /// A listener could not be opened: its address is in use, not on this host, or needs privileges (the message
+        /// names the listener and the address).
+        public static let listenFailed = Code(.listenFailed)
 
         /// The stable identifier of the code, e.g. `notFound`.
         public var description: String { value.rawValue }

@@ -1,6 +1,12 @@
 import Configuration
 import HTTPDNS
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The check of a settings file's JSON against a table of documented keys: unknown keys, values of the wrong type
 /// and values out of range become positioned diagnostics; the valid leaves become configuration values.
 enum SettingsCheck {
@@ -54,11 +60,66 @@ enum SettingsCheck {
                 let siblings = table.filter { $0.hasPrefix(components) }
                     .map { String($0.path.split(separator: ".")[components.count]) }
                 let others = components.isEmpty ? Settings.sectionsOfOtherModules : []
-                let known = Array(Set(siblings).union(others)).sorted().joined(separator: ", ")
+                let candidates = Array(Set(siblings).union(others)).sorted()
+                let known = candidates.joined(separator: ", ")
+                let guess = nearest(member.key, in: candidates).map { name in
+                    "did you mean '\((components + [name]).joined(separator: "."))'? "
+                }
                 diagnose(
-                    member.keyPosition, "unknown key '\(HostName.printable(dotted))'; known here: \(known)", .error)
+                    member.keyPosition,
+                    "unknown key '\(HostName.printable(dotted))'; \(guess ?? "")known here: \(known)", .error)
             }
         }
+    }
+
+    /// Reports each file a key of `table` names (`SettingKey.namesFiles`) that cannot be read, at the key's
+    /// position: the file as `values` hold it (relative paths already resolved), the keys under `section`.
+    static func checkFiles(
+        table: [SettingKey], section: [String] = [], values: [AbsoluteConfigKey: ConfigValue],
+        positions: [String: PositionedJSON.Position],
+        diagnose: (PositionedJSON.Position?, String, ConfigDiagnostic.Severity) -> Void
+    ) {
+        for key in table where key.namesFiles {
+            let components = section + key.path.split(separator: ".").map(String.init)
+            let paths: [String]
+            switch values[AbsoluteConfigKey(components)]?.content {
+            case .string(let path)?: paths = [path]
+            case .stringArray(let list)?: paths = list
+            default: continue
+            }
+            let dotted = components.joined(separator: ".")
+            for path in paths where !path.isEmpty && access(path, R_OK) != 0 {
+                let reason = access(path, F_OK) == 0 ? "cannot be read" : "does not exist"
+                diagnose(positions[dotted], "'\(dotted)' names \(HostName.printable(path)), which \(reason)", .error)
+            }
+        }
+    }
+
+    /// The known name closest to the mistyped `name` (letters' case aside), when it is close enough to be the one
+    /// meant: at most a third of its letters (and at least 2) added, removed or changed.
+    static func nearest(_ name: String, in known: [String]) -> String? {
+        let typed = Array(name.lowercased().utf8.prefix(64))
+        var best: (name: String, distance: Int)?
+        for candidate in known {
+            let distance = editDistance(typed, Array(candidate.lowercased().utf8.prefix(64)))
+            if distance < best?.distance ?? .max { best = (candidate, distance) }
+        }
+        guard let best, best.distance <= max(2, typed.count / 3) else { return nil }
+        return best.name
+    }
+
+    /// The Levenshtein distance of `a` and `b` (one row at a time).
+    private static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        guard !a.isEmpty else { return b.count }
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + [Int](repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// The value of a leaf key, or `nil` after a diagnostic.

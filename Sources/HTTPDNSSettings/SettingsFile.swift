@@ -22,6 +22,9 @@ public struct SettingsFile: Sendable {
     package var environmentOverrides: [String: String]
     /// Whether the file could not be read at all (missing, not a regular file, too large).
     package var isUnreadable = false
+    /// The sections other modules own, as the file wrote them: kept even when the resolver's keys have errors, so
+    /// that those sections are checked too.
+    private var otherSections: Sections?
 
     /// The largest settings file read (1 MiB).
     static let maximumFileSize = 1 << 20
@@ -134,6 +137,8 @@ public struct SettingsFile: Sendable {
                 values[absolute] = ConfigValue(.string(directory + text), isSecret: false)
             }
         }
+        SettingsCheck.checkFiles(
+            table: HostResolver.Configuration.keys, values: values, positions: positions, diagnose: diagnose)
 
         result.applyEnvironment(environment, values: values, deferred: deferred)
         return result
@@ -183,6 +188,9 @@ public struct SettingsFile: Sendable {
                         message: "\(variable) is not a known setting; it is ignored", severity: .warning))
             }
         }
+        // Kept whatever the resolver's keys say, so that the other sections are checked too: one run of `config
+        // check` reports every problem of every section.
+        otherSections = Sections(path: path, trees: deferred, environment: otherVariables)
         guard errors.isEmpty else { return }
         let reader = Self.reader(values, environment: environment.filter { known[$0.key] != nil }, path: path)
         do {
@@ -208,7 +216,10 @@ public struct SettingsFile: Sendable {
 
     /// Checks other modules' sections, adding their diagnostics, key positions and environment overrides.
     private mutating func check(_ sections: [AnySettingsSection]) {
-        guard let settings, case .file(let kept) = settings.origin else { return }
+        guard let kept = otherSections else { return }
+        // The sections' values are read against the resolver's settings, or its defaults when those have errors
+        // (the sections' own problems are reported either way).
+        let settings = settings ?? Settings(resolver: HostResolver.Configuration(), origin: .file(kept))
         for section in sections {
             let checked = kept.check(section.name, keys: section.keys)
             diagnostics += checked.diagnostics
@@ -247,14 +258,19 @@ public struct SettingsFile: Sendable {
             var positions: [String: PositionedJSON.Position] = [:]
             var deferred: [String: PositionedJSON] = [:]
             if let tree = trees[name] {
-                SettingsCheck.check(
-                    tree, components: [name], table: table, values: &values, keys: &positions, deferred: &deferred
-                ) { position, message, severity in
+                func diagnose(
+                    _ position: PositionedJSON.Position?, _ message: String, _ severity: ConfigDiagnostic.Severity
+                ) {
                     diagnostics.append(
                         ConfigDiagnostic(
                             file: path, line: position?.line ?? 0, column: position?.column ?? 0, message: message,
                             severity: severity))
                 }
+                SettingsCheck.check(
+                    tree, components: [name], table: table, values: &values, keys: &positions, deferred: &deferred,
+                    diagnose: diagnose)
+                SettingsCheck.checkFiles(
+                    table: table, section: [name], values: values, positions: positions, diagnose: diagnose)
             }
             var known: [String: String] = [:]
             for key in table { known[key.environmentVariable] = key.path }

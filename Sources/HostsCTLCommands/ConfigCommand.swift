@@ -24,8 +24,10 @@ struct ConfigCheckCommand: AsyncParsableCommand {
         commandName: "check",
         abstract: "Validate settings files (.json) and overrides files (hosts format).",
         discussion: """
-            Without files, checks Config/hostsctl.json and Config/hosts. Settings files are checked for unknown keys,
-            wrong types and bad values; environment overrides (HOSTSCTL_...) are checked with them.
+            Without files, checks the settings file $HOSTSCTL_CONFIG names, as the other commands read it, else \
+            Config/hostsctl.json and Config/hosts. Settings files are checked for unknown keys (with the nearest \
+            known one suggested), wrong types, bad values, and files they name that cannot be read, every section \
+            in one run; environment overrides (HOSTSCTL_...) are checked with them.
             Prints one line per problem as FILE:LINE:COLUMN: error: MESSAGE, then a summary per file.
             Exit status: 0 when no file has errors, 1 when any has, 64 for bad arguments.
             """
@@ -33,7 +35,9 @@ struct ConfigCheckCommand: AsyncParsableCommand {
 
     /// The files to check.
     @Argument(
-        help: "Settings files (.json) and overrides files (hosts format). Default: Config/hostsctl.json Config/hosts.")
+        help:
+            "Settings files (.json) and overrides files (hosts format). Default: $HOSTSCTL_CONFIG, else Config/hostsctl.json Config/hosts."
+    )
     var files: [String] = []
 
     /// Print JSON instead of text.
@@ -48,7 +52,8 @@ struct ConfigCheckCommand: AsyncParsableCommand {
 
     /// Checks every file and prints the findings.
     func run() async throws {
-        let results = (files.isEmpty ? Self.defaultFiles : files).map(Self.check)
+        let chosen = files.isEmpty ? SettingsLoading.chosenPath(nil).map { [$0] } ?? Self.defaultFiles : files
+        let results = chosen.map(Self.check)
         if json {
             print(JSONValue.array(results.map(\.json)).serialized())
         } else {

@@ -46,7 +46,7 @@ struct ServeCommand: AsyncParsableCommand {
         let serve = try loaded.read(ServeSettings.section)
         let settings = Self.served(loaded.resolver, serve: serve)
         var listener = serve.server
-        if let listen { listener.listen = try ServerAddress(parsing: listen) }
+        if let listen { listener.listen = try ServerAddress(listening: listen) }
         try Self.checkAccounts(serve)
         let logger = CommandLogging.logger()
         Self.raiseDescriptorLimit(

@@ -92,7 +92,7 @@ struct TopCommand: AsyncParsableCommand {
 
     /// `--admin`, else the settings' `serve.admin.listen`.
     private func adminAddress() throws -> ServerAddress {
-        if let admin { return try ServerAddress(parsing: admin) }
+        if let admin { return try ServerAddress(listening: admin) }
         let serve = try SettingsLoading.settings(config).read(ServeSettings.section)
         guard let listen = serve.server.adminListen else {
             throw ValidationError("serve.admin.listen is none: the server has no admin listener to read")

@@ -37,6 +37,8 @@ struct DNSErrorTests {
             // The fronts' codes.
             .badURL, .unsupportedURL, .resolutionFailed, .connectionFailed, .connectionLost, .certificateRejected,
             .tooManyRedirects, .requestBodyTooLarge, .invalidRequest, .insecureRedirect,
+            // The server's.
+            .listenFailed,
         ]
         #expect(mapped.union(own) == Set(HTTPDNSError.Code.Value.allCases))
     }

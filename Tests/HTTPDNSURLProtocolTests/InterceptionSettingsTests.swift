@@ -27,13 +27,13 @@ struct InterceptionSettingsTests {
 
     @Test("the interceptor's trust roots are interception.trustCA, never httpdns.trustCA")
     func trustRootsAreSeparate() throws {
+        // The files must exist: a settings file naming one that does not is refused.
+        let doh = try TemporaryFiles.file("-----BEGIN CERTIFICATE-----\n", name: "doh-ca.pem")
+        let app = try TemporaryFiles.file("-----BEGIN CERTIFICATE-----\n", name: "app-ca.pem")
         let both = try Self.settings(
-            #"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}, "interception": {"trustCA": ["/etc/app-ca.pem"]}}"#)
-        #expect(
-            try both.read(HTTPDNSInterceptor.Configuration.section).connection.additionalTrustRoots == [
-                "/etc/app-ca.pem"
-            ])
-        let dohOnly = try Self.settings(#"{"httpdns": {"trustCA": ["/etc/doh-ca.pem"]}}"#)
+            #"{"httpdns": {"trustCA": ["\#(doh)"]}, "interception": {"trustCA": ["\#(app)"]}}"#)
+        #expect(try both.read(HTTPDNSInterceptor.Configuration.section).connection.additionalTrustRoots == [app])
+        let dohOnly = try Self.settings(#"{"httpdns": {"trustCA": ["\#(doh)"]}}"#)
         #expect(try dohOnly.read(HTTPDNSInterceptor.Configuration.section).connection.additionalTrustRoots.isEmpty)
     }
 

@@ -75,7 +75,7 @@ struct ServeConfigurationTests {
                 "DNS over TLS needs serve.certificate") == true)
         let bad = try TemporaryFiles.file(#"{"serve": {"dns": {"listen": "localhost:53"}}}"#)
         #expect(
-            Self.load(bad).errors.first?.message.contains("is not IP:PORT") == true)
+            Self.load(bad).errors.first?.message.contains("a listen address is an IP address, not a host name") == true)
     }
 
     @Test("a mistake in the serve section is reported at its line and column, by the loader and by the server's read")

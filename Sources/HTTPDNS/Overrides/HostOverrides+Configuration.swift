@@ -39,7 +39,8 @@ extension HostOverrides {
         static let fields: [SettingField<Configuration>] = [
             .optionalString(
                 "overrides.file", \.overridesFile, shown: "none", none: "none",
-                "hosts-format overrides file, relative to the settings file"),
+                "hosts-format overrides file, relative to the settings file"
+            ).namingFiles(),
             .int("overrides.ttl", \.overridesTTL, default: 60, "TTL of override answers, seconds", range: 0...86_400),
             .string("hosts.file", \.hostsFile, default: "/etc/hosts", "the system hosts file read by the hosts layer"),
             .int(

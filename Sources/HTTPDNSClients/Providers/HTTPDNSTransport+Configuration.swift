@@ -67,7 +67,8 @@ extension HTTPDNSTransport {
                 "connectTimeoutMs", \.connectTimeout, default: 2000,
                 "the time a TCP connect plus TLS handshake to an endpoint may take, milliseconds", range: 1...120_000),
             .strings(
-                "trustCA", \.additionalTrustRoots, "extra trusted CA PEM files (certificates are always verified)"),
+                "trustCA", \.additionalTrustRoots, "extra trusted CA PEM files (certificates are always verified)"
+            ).namingFiles(),
         ]
     }
 }

@@ -166,6 +166,13 @@ package struct SettingField<Section>: Sendable {
             show: { whole in show(whole[keyPath: part]) })
     }
 
+    /// This field with its key marked as naming files that must be readable (`SettingKey.namesFiles`).
+    package func namingFiles() -> SettingField {
+        var key = key
+        key.namesFiles = true
+        return SettingField(key: key, read: read, show: show)
+    }
+
     /// This field with `rows` as its effective values instead of its one row.
     package func showing(_ rows: @escaping @Sendable (Section) -> [(String, String)]) -> SettingField {
         let own = show

@@ -31,6 +31,9 @@ package struct SettingKey: Sendable, Hashable {
     package var range: ClosedRange<Int>?
     /// Checks one string or string element; returns what is wrong, or `nil`.
     var check: (@Sendable (String) -> String?)?
+    /// Whether the value names a file (or, for an array, files) that must exist and be readable: a settings file
+    /// that names one that is not is refused at its key's position, by `config check` as by every load.
+    package var namesFiles = false
 
     /// The environment variable that overrides this key (not for keys under a provider name):
     /// `HOSTSCTL_` and the path in upper case, camel case split with `_`, e.g. `HOSTSCTL_CARES_TIMEOUT_MS`.

@@ -20,6 +20,31 @@ extension HTTPDNSServer.Configuration {
             throw SettingsReader(config: config, scope: "serve").invalid(
                 "dot.listen", "DNS over TLS needs serve.certificate and serve.privateKey")
         }
+        if let (key, problem) = listenerClash() {
+            throw SettingsReader(config: config, scope: "serve").invalid(key, problem)
+        }
+    }
+
+    /// The listeners by their key, for messages: the TCP ones (HTTP, plain DNS, DNS over TLS, admin) that are set.
+    var tcpListeners: [(key: String, address: ServerAddress)] {
+        [("listen", listen), ("dns.listen", dnsListen), ("dot.listen", dotListen), ("admin.listen", adminListen)]
+            .compactMap { key, address in address.map { (key, $0) } }
+    }
+
+    /// Two listeners that would take the same TCP port (the same address, or one of them on every address, `0.0.0.0`
+    /// or `::`): the later one's key and why. Port 0 (a free one, picked at start) never clashes.
+    func listenerClash() -> (key: String, problem: String)? {
+        let listeners = tcpListeners
+        for (index, (key, address)) in listeners.enumerated() where address.port != 0 {
+            for (earlierKey, earlier) in listeners[..<index] where earlier.port == address.port {
+                if earlier.ip == address.ip || earlier.ip.scope == .unspecified || address.ip.scope == .unspecified {
+                    return (
+                        key, "\(address) is also serve.\(earlierKey) (\(earlier)): each listener needs its own port"
+                    )
+                }
+            }
+        }
+        return nil
     }
 
     /// The defaults of the memberwise initializer, which the keys' rows print: each default is written once.
@@ -30,17 +55,16 @@ extension HTTPDNSServer.Configuration {
         .custom(
             "listen", .string, \.listen, shown: standard.listen.description,
             "the address and port hostsctl serve listens on",
-            check: { text in
-                (try? ServerAddress(parsing: text)) == nil ? "'\(HostName.printable(text))' is not IP:PORT" : nil
-            },
+            check: { ServerAddress.listenProblem($0) },
             decode: { reader, key throws(HTTPDNSError) in
-                try ServerAddress(parsing: try reader.string(key, default: standard.listen.description))
+                try ServerAddress(listening: try reader.string(key, default: standard.listen.description))
             },
             describe: { $0.description }),
         .optionalString(
             "certificate", \.certificatePath, shown: "none (plain HTTP)", none: "none",
-            "PEM certificate chain; with serve.privateKey the server speaks TLS with HTTP/2"),
-        .optionalString("privateKey", \.privateKeyPath, shown: "none", none: "none", "PEM private key"),
+            "PEM certificate chain; with serve.privateKey the server speaks TLS with HTTP/2"
+        ).namingFiles(),
+        .optionalString("privateKey", \.privateKeyPath, shown: "none", none: "none", "PEM private key").namingFiles(),
         optionalAddress(
             "dns.listen", \.dnsListen,
             "IP:PORT where plain DNS is served over UDP and TCP (for resolvers that forward); unset: not served"),
@@ -126,12 +150,11 @@ extension HTTPDNSServer.Configuration {
         .custom(
             path, .string, field, shown: value, help,
             check: { text in
-                text.isEmpty || text == "none" || (try? ServerAddress(parsing: text)) != nil
-                    ? nil : "'\(HostName.printable(text))' is not IP:PORT or none"
+                text.isEmpty || text == "none" ? nil : ServerAddress.listenProblem(text).map { $0 + ", or none" }
             },
             decode: { reader, key throws(HTTPDNSError) in
                 let text = try reader.string(key, default: value)
-                return text.isEmpty || text == "none" ? nil : try ServerAddress(parsing: text)
+                return text.isEmpty || text == "none" ? nil : try ServerAddress(listening: text)
             },
             describe: { $0?.description ?? "none" })
     }

@@ -181,6 +181,27 @@ public final class HTTPDNSServer: Sendable {
 
     /// Starts listening.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.
+    /// Runs `bind` for the listener of settings key `key` at `address`; a failure names both.
+    /// - Throws: `HTTPDNSError.Code.listenFailed`, with the system's reason.
+    static func listening<Result>(_ key: String, _ address: ServerAddress, _ bind: () async throws -> Result)
+        async throws -> Result
+    {
+        do {
+            return try await bind()
+        } catch let error as HTTPDNSError {
+            throw error
+        } catch {
+            throw HTTPDNSError(
+                code: .listenFailed, message: "cannot listen on \(address) for serve.\(key): \(Self.reason(error))")
+        }
+    }
+
+    /// The system's reason in a bind error, without NIO's call description (`bind(descriptor:ptr:bytes:): …`).
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        return "\(error)"
+    }
+
     public static func start(
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -189,6 +210,9 @@ public final class HTTPDNSServer: Sendable {
         guard (configuration.certificatePath == nil) == (configuration.privateKeyPath == nil) else {
             throw HTTPDNSError(
                 code: .invalidConfiguration, message: "a certificate and a private key go together; one is missing")
+        }
+        if let (key, problem) = configuration.listenerClash() {
+            throw HTTPDNSError(code: .invalidConfiguration, message: "serve.\(key): \(problem)")
         }
         let tls = try Self.tlsContext(configuration, protocols: ["h2", "http/1.1"])
         let dotTLS = configuration.dotListen == nil ? nil : try Self.tlsContext(configuration, protocols: ["dot"])
@@ -217,12 +241,16 @@ public final class HTTPDNSServer: Sendable {
         // The admin listener first: it has a fixed port by default, the likeliest to be taken.
         var admin: (any Channel)?
         if let address = configuration.adminListen {
-            admin = try await setup.bindAdmin(address, hostNames: configuration.adminHostNames)
+            admin = try await Self.listening("admin.listen", address) {
+                try await setup.bindAdmin(address, hostNames: configuration.adminHostNames)
+            }
         }
         let listener: any Channel
         let dns: ListenerSetup.DNSListeners
         do {
-            listener = try await setup.bindHTTP(host: configuration.host, port: configuration.port, tls: tls)
+            listener = try await Self.listening("listen", configuration.listen) {
+                try await setup.bindHTTP(host: configuration.host, port: configuration.port, tls: tls)
+            }
             do {
                 dns = try await setup.bindDNS(
                     dnsListen: configuration.dnsListen, dotListen: configuration.dotListen, dotTLS: dotTLS)

@@ -209,24 +209,16 @@ struct ListenerSetup: Sendable {
         var listeners = DNSListeners()
         do {
             if let address = dnsListen {
-                // UDP first: with port 0 it picks the port, and TCP takes the same one. That port may be taken for
-                // TCP by someone else: then both are tried again on another.
-                for attempt in 1... {
-                    let udp = try await datagramListeners(address)
-                    let chosen = udp.first?.localAddress?.port ?? Int(address.port)
-                    do {
-                        let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
-                        listeners.channels += udp + [tcp]
-                        listeners.dnsPort = chosen
-                        break
-                    } catch {
-                        for channel in udp { try? await channel.close() }
-                        guard address.port == 0, attempt < 20 else { throw error }
-                    }
+                let (channels, port) = try await HTTPDNSServer.listening("dns.listen", address) {
+                    try await bindPlainDNS(address)
                 }
+                listeners.channels += channels
+                listeners.dnsPort = port
             }
             if let address = dotListen {
-                let dot = try await streamListener(address, dotTLS)
+                let dot = try await HTTPDNSServer.listening("dot.listen", address) {
+                    try await streamListener(address, dotTLS)
+                }
                 listeners.channels.append(dot)
                 listeners.dotPort = dot.localAddress?.port ?? Int(address.port)
             }
@@ -235,6 +227,24 @@ struct ListenerSetup: Sendable {
             throw error
         }
         return listeners
+    }
+
+    /// Binds plain DNS at `address`, UDP and TCP on one port: the channels and the port. UDP first: with port 0 it
+    /// picks the port, and TCP takes the same one. That port may be taken for TCP by someone else: then both are
+    /// tried again on another.
+    private func bindPlainDNS(_ address: ServerAddress) async throws -> (channels: [any Channel], port: Int) {
+        for attempt in 1... {
+            let udp = try await datagramListeners(address)
+            let chosen = udp.first?.localAddress?.port ?? Int(address.port)
+            do {
+                let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
+                return (udp + [tcp], chosen)
+            } catch {
+                for channel in udp { try? await channel.close() }
+                guard address.port == 0, attempt < 20 else { throw error }
+            }
+        }
+        preconditionFailure("the loop returns or throws")
     }
 
     /// A listening TCP socket's options, shared by HTTP, DNS over TCP and DNS over TLS: its connections are spread

@@ -112,7 +112,8 @@ extension HTTPDNSInterceptor.Configuration {
             range: 100...120_000),
         .strings(
             "trustCA", \.connection.additionalTrustRoots,
-            "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"),
+            "extra trusted CA PEM files for intercepted application traffic (not for HTTP DNS)"
+        ).namingFiles(),
         .bool(
             "allowInsecureRedirects", \.connection.allowsInsecureRedirects, default: false,
             "follow redirects from https to http"),
