@@ -168,6 +168,7 @@ struct ProbeCommand: AsyncParsableCommand {
                 let entry = ranked.first { $0.ip == address.ip }
                 addresses[index].rank = entry?.rank
                 addresses[index].score = entry?.score
+                addresses[index].cached = entry
             }
             addresses.sort { ($0.rank ?? .max) < ($1.rank ?? .max) }
         } else {
@@ -187,6 +188,8 @@ struct ProbeReport: Sendable {
         var rank: Int?
         /// The cache's score in milliseconds (lower is better); `nil` without a cache.
         var score: Double?
+        /// The address as the cache ranks it now (its smoothed connect time and failures); `nil` without a cache.
+        var cached: RankedAddress?
 
         /// Connect times of the successful samples, in milliseconds, ascending.
         var connectTimes: [Double] {
@@ -263,6 +266,13 @@ struct ProbeReport: Sendable {
         if let error {
             return out + "  error \(error.code): \(error.message)\n"
         }
+        // The order is the cache's when there is one: by its smoothed connect time (all samples so far, this run's
+        // among them) with failures penalized, which a median of this run alone can disagree with.
+        let ranked = addresses.contains { $0.rank != nil }
+        out +=
+            ranked
+            ? "  ranked as the cache ranks: smoothed connect time (CACHE), failures penalized; MEDIAN is this run's\n"
+            : "  ranked by this run's median connect time (no cache)\n"
         let rows = addresses.map { address -> [String] in
             let times = address.connectTimes
             let failures = address.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
@@ -274,12 +284,12 @@ struct ProbeReport: Sendable {
                 BenchReport.milliseconds(address.median),
                 BenchReport.milliseconds(times.first),
                 BenchReport.milliseconds(times.last),
-                address.score.map { String(format: "%.1f", $0) } ?? "-",
+                address.cached.map(ResolveReport.scoreLabel) ?? "-",
                 failures.isEmpty ? "" : failures,
             ]
         }
         out += TextTable.render(
-            header: ["RANK", "ADDRESS", "OK", "MEDIAN MS", "MIN MS", "MAX MS", "SCORE", "ERRORS"], rows: rows,
+            header: ["RANK", "ADDRESS", "OK", "MEDIAN MS", "MIN MS", "MAX MS", "CACHE", "ERRORS"], rows: rows,
             indent: 2,
             rightAligned: [2, 3, 4, 5, 6])
         return out

@@ -126,17 +126,13 @@ struct ResolutionOptions: ParsableArguments {
         return ([upstream], transport)
     }
 
-    /// Reports the bad lines of an overrides file on standard error (they are skipped); an unreadable file is a
-    /// usage error.
+    /// Checks that an overrides file can be read (an unreadable file is a usage error). Its bad lines are skipped
+    /// and reported once, as warnings, by the resolver that loads it.
     static func reportOverrideProblems(_ path: String) throws {
-        let file: HostsFile
         do {
-            file = try HostsFile(contentsOf: path)
+            _ = try HostsFile(contentsOf: path)
         } catch {
             throw ValidationError(error.message)
-        }
-        for diagnostic in file.diagnostics {
-            printToStandardError("\(diagnostic) (line skipped)")
         }
     }
 

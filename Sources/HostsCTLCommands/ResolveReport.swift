@@ -39,18 +39,31 @@ struct ResolveReport: Sendable {
 
     var jsonValue: JSONValue {
         let resolution = self.resolution
+        // A TTL that never runs out (literals, localhost) is null, not 68 years.
+        let permanent = resolution.map(Self.isPermanent) ?? false
+        let ttl: JSONValue = permanent ? .null : .number(Double(resolution?.ttl ?? 0))
+        let clampedFrom: JSONValue = resolution?.clampedFrom.map { .number(Double($0)) } ?? .null
+        func milliseconds(_ value: Double) -> JSONValue { .number((value * 1000).rounded() / 1000) }
         let addresses = self.addresses.map { address -> JSONValue in
-            .object([
+            // The score ranks by (the smoothed connect time plus the failure penalty); null before any
+            // measurement, whose stand-in value means nothing to a reader.
+            let score: JSONValue = address.isMeasured ? milliseconds(address.score) : .null
+            let latency: JSONValue = address.latencyMilliseconds.map(milliseconds) ?? .null
+            return .object([
                 ("ip", .string(address.ip.description)),
                 ("family", .string(address.ip.family.rawValue)),
-                ("ttl", .number(Double(resolution?.ttl ?? 0))),
+                ("ttl", ttl),
+                ("permanent", .bool(permanent)),
+                ("ttlFromUpstream", clampedFrom),
                 ("source", .string(resolution?.source.name ?? "")),
                 ("origin", .string(resolution?.origin.name ?? "")),
                 ("upstream", resolution?.upstream.map { .string($0) } ?? .null),
                 ("stale", .bool(resolution?.isStale ?? false)),
                 ("rank", .number(Double(address.rank))),
-                ("score", .number((address.score * 1000).rounded() / 1000)),
-                ("latencyMs", address.latencyMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("score", score),
+                ("latencyMs", latency),
+                ("penaltyMs", milliseconds(address.penaltyMilliseconds)),
+                ("successes", .number(Double(address.successes))),
                 ("failures", .number(Double(address.failures))),
                 ("synthesizedFrom", address.synthesizedFrom.map { .string($0.description) } ?? .null),
             ])
@@ -79,12 +92,28 @@ struct ResolveReport: Sendable {
         }
     }
 
-    /// What the SCORE column shows: the score in milliseconds, `-` when never measured, failures if any.
+    /// What the SCORE column shows, as what it is: the smoothed connect time measured (`12.3 ms`), and connects
+    /// that failed (`failed 2 of 5`); `-` when never measured. The failure penalty the ranking adds is in the JSON
+    /// (`penaltyMs`, `score`), not here: `50249.1` reads as a time, which it is not.
     static func scoreLabel(_ address: RankedAddress) -> String {
         guard address.isMeasured else { return "-" }
-        var text = String(format: "%.1f ms", address.score)
-        if address.failures > 0 { text += " (\(address.failures) failed)" }
-        return text
+        var parts: [String] = []
+        if let latency = address.latencyMilliseconds { parts.append(String(format: "%.1f ms", latency)) }
+        if address.failures > 0 {
+            parts.append("failed \(address.failures) of \(address.failures + address.successes)")
+        }
+        return parts.isEmpty ? "-" : parts.joined(separator: ", ")
+    }
+
+    /// Whether the answer never expires: literals and `localhost`, whose TTL is the largest there is.
+    static func isPermanent(_ resolution: RankedResolution) -> Bool { resolution.ttl >= ResolvedAddress.maximumTTL }
+
+    /// What the TTL column shows: seconds, `permanent` for answers that never expire, and the upstream's own TTL
+    /// when the cache's bounds changed it (`30 (clamped from 5)`).
+    static func ttlLabel(_ resolution: RankedResolution) -> String {
+        if isPermanent(resolution) { return "permanent" }
+        guard let given = resolution.clampedFrom else { return "\(resolution.ttl)" }
+        return "\(resolution.ttl) (clamped from \(given))"
     }
 
     /// One small table per host, then its time or error.
@@ -100,7 +129,7 @@ struct ResolveReport: Sendable {
                     [
                         "\($0.rank)", $0.ip.description,
                         $0.synthesizedFrom.map { "ipv6 (NAT64, synthesized from \($0))" } ?? $0.ip.family.rawValue,
-                        "\(resolution.ttl)", scoreLabel($0),
+                        ttlLabel(resolution), scoreLabel($0),
                         source,
                     ]
                 }

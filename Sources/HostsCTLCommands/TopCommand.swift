@@ -81,7 +81,14 @@ struct TopCommand: AsyncParsableCommand {
                 screen = Self.render(stats, previous: previous, source: "\(address)", interval: interval)
                 previous = stats
             } catch {
-                screen = "hostsctl top: \(address): \(error)\n"
+                let line = "hostsctl top: cannot read \(address): \(Self.reason(error))"
+                // Never reached: one line and a failure, not a screen that looks like data. A server that answered
+                // and then stops (a restart) is shown waiting for it.
+                guard previous != nil else {
+                    printToStandardError(line + "; is hostsctl serve running there? (--admin, serve.admin.listen)")
+                    throw ExitCode(1)
+                }
+                screen = line + "\n"
             }
             print(plain ? screen : "\u{1B}[H\u{1B}[2J" + screen, terminator: plain ? "\n" : "")
             shown += 1
@@ -106,6 +113,20 @@ struct TopCommand: AsyncParsableCommand {
         configuration.timeoutIntervalForResource = timeout
         configuration.connectionProxyDictionary = [:]
         return configuration
+    }
+
+    /// Why a reading failed, in a few words (not an `NSError` dump).
+    static func reason(_ error: any Error) -> String {
+        if let error = error as? URLError {
+            switch error.code {
+            case .cannotConnectToHost: return "connection refused"
+            case .timedOut: return "no answer in time"
+            case .networkConnectionLost: return "the connection closed"
+            default: return error.localizedDescription
+            }
+        }
+        if let error = error as? DecodingError { return "not a /stats.json answer (\(error.localizedDescription))" }
+        return "\(error)"
     }
 
     /// One reading.

@@ -25,6 +25,8 @@ package struct HostCacheCore: Sendable {
         /// No new refresh is started before this (one is running, or the last one failed recently).
         var refreshBlockedUntil: CacheInstant?
         /// The identity of the upstream that gave the answer, when known.
+        /// The TTL the upstream gave, when the bounds changed it.
+        var clampedFrom: UInt32?
         var upstream: String?
     }
 
@@ -223,10 +225,11 @@ package struct HostCacheCore: Sendable {
             }
             let left = expiresAt.nanoseconds - now.nanoseconds
             let remaining = (left + 999_999_999) / 1_000_000_000
-            let resolution = RankedResolution(
+            var resolution = RankedResolution(
                 host: host.name, family: family, addresses: answer!.ranked, origin: answer!.origin,
                 ttl: UInt32(clamping: remaining), freshness: .cache, upstream: answer!.upstream
             )
+            resolution.clampedFrom = answer!.clampedFrom
             // The same answer until its TTL in whole seconds ticks down, or a refresh of a hot answer falls due.
             var steadyFor: Duration? = .nanoseconds(left - (remaining - 1) * 1_000_000_000)
             if refresh || now >= answer!.refreshAt {
@@ -318,6 +321,7 @@ package struct HostCacheCore: Sendable {
         merge: Bool = false,
         now: CacheInstant
     ) -> RankedResolution {
+        let given = ttl
         let ttl = configuration.clamp(ttl)
         let record = takeRecord(host)
         let slot = Self.slot(family)
@@ -332,6 +336,7 @@ package struct HostCacheCore: Sendable {
             addresses: list, ranked: [], error: nil, origin: merge ? (record.answers[slot]?.origin ?? origin) : origin,
             ttl: ttl, storedAt: now, expiresAt: expiresAt, refreshAt: expiresAt - lead, upstream: upstream
         )
+        answer.clampedFrom = given == ttl ? nil : given
         if merge, let existing = record.answers[slot], existing.error == nil {
             answer.hits = existing.hits
             answer.storedAt = existing.storedAt
@@ -342,9 +347,11 @@ package struct HostCacheCore: Sendable {
         Self.rerank(record, now: now, configuration: configuration)
         let ranked = record.answers[slot]!.ranked
         putRecord(record, for: host)
-        return RankedResolution(
+        var resolution = RankedResolution(
             host: host.name, family: family, addresses: ranked, origin: answer.origin, ttl: ttl, freshness: .upstream,
             upstream: answer.upstream)
+        resolution.clampedFrom = answer.clampedFrom
+        return resolution
     }
 
     /// Caches NXDOMAIN or no data for the negative TTL; other errors are not cached.

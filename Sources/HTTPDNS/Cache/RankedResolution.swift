@@ -28,7 +28,7 @@ public struct RankedAddress: Sendable, Hashable, CustomStringConvertible {
     /// again once the back-off ends, it answers a probe, or no other address is left.
     package var isBackingOff: Bool
     /// The decaying failure penalty included in ``score``, in milliseconds.
-    var penaltyMilliseconds: Double
+    package var penaltyMilliseconds: Double
     /// For an address synthesized under the network's NAT64 prefix (RFC 6052) on a host without an IPv4 route, the
     /// IPv4 address of the answer it reaches; `nil` for an address as answered.
     public var synthesizedFrom: IPAddress? = nil
@@ -100,6 +100,9 @@ public struct RankedResolution: Sendable, Hashable {
     /// Which upstream gave the answer, as the pipeline names it (`cares(127.0.0.1:5353)`,
     /// `doh(https://…)`), when the pipeline knows; `nil` for local answers and entries of older cache files.
     package var upstream: String?
+    /// The TTL the upstream gave, when the cache's bounds (`cache.minTtlSeconds`, `cache.maxTtlSeconds`) changed it
+    /// into ``ttl``'s; `nil` when the TTL is the upstream's own.
+    package var clampedFrom: UInt32?
 
     /// Creates a ranked resolution.
     init(

@@ -177,8 +177,15 @@ extension HostOverrides {
         OverrideTable
     > {
         let first = try HostsFile(contentsOf: path)
+        // A bad line is skipped, the rest used: a warning, once, not labelled an error (`config check` is where a
+        // file with bad lines fails).
         for diagnostic in first.diagnostics {
-            logger.warning("hosts-format file line skipped", metadata: ["diagnostic": "\(diagnostic)"])
+            logger.warning(
+                "hosts-format file line skipped",
+                metadata: [
+                    "line": "\(diagnostic.file):\(diagnostic.line):\(diagnostic.column)",
+                    "reason": "\(diagnostic.message)",
+                ])
         }
         let watcher = FileWatcher(
             path: path,

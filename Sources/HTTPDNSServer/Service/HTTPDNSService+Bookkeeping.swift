@@ -10,8 +10,9 @@ extension HTTPDNSService {
     ) {
         let duration = ContinuousClock.now - started
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
-        // What a client was told, for the endpoints that answer names (whatever their HTTP status).
-        let outcome = Self.answeringEndpoints.contains(plan.endpoint) ? AnswerOutcome(response) : nil
+        // What a client was told, for the endpoints that answer names (whatever their HTTP status). The endpoint
+        // names are small strings, compared without hashing: this runs for every request.
+        let outcome = Self.answers(plan.endpoint) ? AnswerOutcome(response) : nil
         // Queries by transport, and spans, are the public listeners' requests, not the operator's scrapes.
         if request.listener == .service {
             if let outcome { metrics.answered(outcome) }
@@ -34,9 +35,11 @@ extension HTTPDNSService {
             ])
     }
 
-    /// The endpoints whose answers are DNS outcomes (`AnswerOutcome`); the rest serve the operator or take
+    /// Whether `endpoint`'s answers are DNS outcomes (`AnswerOutcome`); the rest serve the operator or take
     /// reports.
-    static let answeringEndpoints: Set<String> = ["dns-query", "resolve", "alibaba", "tencent"]
+    static func answers(_ endpoint: String) -> Bool {
+        endpoint == "dns-query" || endpoint == "resolve" || endpoint == "alibaba" || endpoint == "tencent"
+    }
 
     func clientText(_ client: IPAddress?) -> String {
         guard let client else { return "-" }

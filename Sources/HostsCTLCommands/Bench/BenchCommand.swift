@@ -15,7 +15,7 @@ public struct BenchCommand: AsyncParsableCommand {
             Default: cares when servers are given or configured, the HTTP DNS services, pipeline-cold and \
             pipeline-warm. The persisted cache is never read or written.
 
-            Each source gets its own run of --queries (default 1000) or --duration: --concurrency workers each \
+            Each source gets its own run of --queries or --duration (by default 3 seconds): --concurrency workers each \
             await one resolution at a time, asking the hosts in turn; one query is one resolution of --family \
             (default ipv4; any asks A and AAAA). Latency percentiles are over the successful queries.
 
