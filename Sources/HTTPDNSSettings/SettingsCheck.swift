@@ -72,15 +72,21 @@ enum SettingsCheck {
         }
     }
 
-    /// Reports each file a key of `table` names (`SettingKey.namesFiles`) that cannot be read, at the key's
-    /// position: the file as `values` hold it (relative paths already resolved), the keys under `section`.
+    /// Reports each file a key of `table` names (`SettingKey.namesFiles`) that is not there, at the key's position:
+    /// the file as `values` hold it (relative paths already resolved), the keys under `section`. A missing file or a
+    /// directory is an error; one that exists but that this user cannot read is a warning (the service may run as
+    /// another user, and a root-only private key is right). A key the environment overrides is left to the value
+    /// the environment gives.
     static func checkFiles(
         table: [SettingKey], section: [String] = [], values: [AbsoluteConfigKey: ConfigValue],
-        positions: [String: PositionedJSON.Position],
+        positions: [String: PositionedJSON.Position], environment: [String: String],
         diagnose: (PositionedJSON.Position?, String, ConfigDiagnostic.Severity) -> Void
     ) {
         for key in table where key.namesFiles {
             let components = section + key.path.split(separator: ".").map(String.init)
+            guard environment[SettingKey.environmentVariable(for: components.joined(separator: "."))] == nil else {
+                continue
+            }
             let paths: [String]
             switch values[AbsoluteConfigKey(components)]?.content {
             case .string(let path)?: paths = [path]
@@ -88,9 +94,22 @@ enum SettingsCheck {
             default: continue
             }
             let dotted = components.joined(separator: ".")
-            for path in paths where !path.isEmpty && access(path, R_OK) != 0 {
-                let reason = access(path, F_OK) == 0 ? "cannot be read" : "does not exist"
-                diagnose(positions[dotted], "'\(dotted)' names \(HostName.printable(path)), which \(reason)", .error)
+            for path in paths where !path.isEmpty {
+                var status = stat()
+                let problem: (String, ConfigDiagnostic.Severity)?
+                if stat(path, &status) != 0 {
+                    problem = ("does not exist", .error)
+                } else if status.st_mode & S_IFMT == S_IFDIR {
+                    problem = ("is a directory", .error)
+                } else if access(path, R_OK) != 0 {
+                    problem = ("this user cannot read", .warning)
+                } else {
+                    problem = nil
+                }
+                if let (reason, severity) = problem {
+                    diagnose(
+                        positions[dotted], "'\(dotted)' names \(HostName.printable(path)), which \(reason)", severity)
+                }
             }
         }
     }

@@ -138,7 +138,8 @@ public struct SettingsFile: Sendable {
             }
         }
         SettingsCheck.checkFiles(
-            table: HostResolver.Configuration.keys, values: values, positions: positions, diagnose: diagnose)
+            table: HostResolver.Configuration.keys, values: values, positions: positions, environment: environment,
+            diagnose: diagnose)
 
         result.applyEnvironment(environment, values: values, deferred: deferred)
         return result
@@ -270,7 +271,8 @@ public struct SettingsFile: Sendable {
                     tree, components: [name], table: table, values: &values, keys: &positions, deferred: &deferred,
                     diagnose: diagnose)
                 SettingsCheck.checkFiles(
-                    table: table, section: [name], values: values, positions: positions, diagnose: diagnose)
+                    table: table, section: [name], values: values, positions: positions, environment: environment,
+                    diagnose: diagnose)
             }
             var known: [String: String] = [:]
             for key in table { known[key.environmentVariable] = key.path }

@@ -179,7 +179,7 @@ struct TopCommand: AsyncParsableCommand {
                 ]
             }, indent: 0, rightAligned: [2, 3])
         out += "\n"
-        out += totals(["RCODE", "/S", "TOTAL"], stats.outcomes, previous?.outcomes)
+        out += totals(["RCODE", "/S", "TOTAL"], stats.outcomes ?? [:], previous.map { $0.outcomes ?? [:] })
         out += "\n"
         out += TextTable.render(
             header: ["UPSTREAM", "ANSWERED", "FAILED", "MEAN"],

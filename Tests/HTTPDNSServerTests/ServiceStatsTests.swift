@@ -68,6 +68,31 @@ struct ServiceStatsTests {
         #expect(ServiceStats.quantile(0.99, [(bound: 0.1, count: 1), (bound: .infinity, count: 100)]) == 0.1)
     }
 
+    @Test("answers counted as sent: over UDP a dropped (429) or truncated-to-TCP (503) query is no answer")
+    func outcomesAsSent() {
+        let limited = ServiceResponse.text(429, "slow down")
+        let busy = ServiceResponse.text(503, "busy")
+        #expect(HTTPDNSService.outcome(limited, over: .udp) == nil)
+        #expect(HTTPDNSService.outcome(busy, over: .udp) == nil)
+        #expect(HTTPDNSService.outcome(limited, over: .tcp) == .refused)
+        #expect(HTTPDNSService.outcome(busy, over: .https) == .serverFailure)
+        #expect(HTTPDNSService.outcome(.text(400, "bad"), over: .udp) == .formatError)
+    }
+
+    @Test("a reading of a server of an earlier release, without rcodes or relay counts, still decodes")
+    func earlierServer() throws {
+        let stats = ServiceStats(exposition: Self.exposition, time: 1)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(stats.json)) as? [String: Any])
+        object["outcomes"] = nil
+        var cache = try #require(object["cache"] as? [String: Any])
+        cache["relayKept"] = nil
+        cache["relayAsked"] = nil
+        object["cache"] = cache
+        let decoded = try JSONDecoder().decode(
+            ServiceStats.self, from: try JSONSerialization.data(withJSONObject: object))
+        #expect(decoded.outcomes == nil && decoded.cache.relayKept == nil && decoded.queries == stats.queries)
+    }
+
     @Test("/stats.json?name= shows the server's order of a cached name and each reporting network's; a bad name is 400")
     func steering() async throws {
         let pipeline = try await OperationsTests.Pipeline.start()

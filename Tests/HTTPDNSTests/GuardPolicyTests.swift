@@ -106,3 +106,31 @@ struct GuardPolicyTests {
         }
     }
 }
+
+extension GuardPolicyTests {
+    @Test("a cache file written without the guard: a guarded resolver loading it drops the answers the guard withholds")
+    func guardedLoad() async throws {
+        let files = try TemporaryFiles()
+        let path = files.path("cache.json")
+        // The addresses are only data: nothing connects to them.
+        let upstream = FakeUpstream(
+            .answer(["inside.test": ["10.0.0.7"], "outside.test": ["93.184.216.34"]], ttl: 600))
+        let writer = HostResolver(
+            upstreams: [.init(name: "cares", kind: .cares, resolver: upstream)], prober: nil,
+            configuration: .parts(probing: nil, cachePath: path))
+        #expect(try await writer.resolveRanked("inside.test", family: .ipv4).best == IPAddress("10.0.0.7"))
+        #expect(try await writer.resolveRanked("outside.test", family: .ipv4).best == IPAddress("93.184.216.34"))
+        await writer.shutdown()
+        // Without the guard the file is served whole.
+        let unguarded = HostResolver(
+            upstreams: [], prober: nil, configuration: .parts(probing: nil, cachePath: path, saveInterval: .zero))
+        #expect(try unguarded.cachedRanked("inside.test", family: .ipv4)?.best == IPAddress("10.0.0.7"))
+        await unguarded.shutdown()
+        var guarded = HostResolver.Configuration.parts(probing: nil, cachePath: path)
+        guarded.guardsEveryUpstream = true
+        let reader = HostResolver(upstreams: [], prober: nil, configuration: guarded)
+        #expect(try reader.cachedRanked("outside.test", family: .ipv4)?.best == IPAddress("93.184.216.34"))
+        #expect(try reader.cachedRanked("inside.test", family: .ipv4) == nil, "the guard's answer is not served")
+        await reader.shutdown()
+    }
+}

@@ -291,6 +291,12 @@ public final class HostCache: Sendable {
         change { $0.removeNegativeAnswers() }
     }
 
+    /// Removes every answer that hands out an address `isGuarded` says no upstream may give: what a resolver whose
+    /// guard covers every upstream does with a cache file written without that guard.
+    func removeAnswers(handingOut isGuarded: (IPAddress) -> Bool) {
+        change { $0.removeAnswers(handingOut: isGuarded) }
+    }
+
     /// After a network change: every answer is due for refresh (and served stale until refreshed), and
     /// measurements are forgotten so addresses are probed again.
     func markAllForRefresh() {

@@ -15,6 +15,18 @@ extension HostCacheCore {
         }
     }
 
+    /// Removes every answer that hands out an address `isGuarded` says no upstream may give (negative answers
+    /// stay).
+    mutating func removeAnswers(handingOut isGuarded: (IPAddress) -> Bool) {
+        for index in records.indices {
+            let record = records.values[index].record
+            for slot in record.answers.indices where record.answers[slot]?.addresses.contains(where: isGuarded) ?? false
+            {
+                record.answers[slot] = nil
+            }
+        }
+    }
+
     /// After a network change: every answer is due for refresh (served stale meanwhile), probes run again and
     /// measurements from the old network are forgotten.
     mutating func markAllForRefresh(now: CacheInstant) {

@@ -114,7 +114,13 @@ extension HostResolver {
         if let overrides, let hosts {
             try files.follow(settings, overrides: overrides, hosts: hosts, logger: logger)
         }
-        if let cache { cache.updateConfiguration(settings.cache) }
+        if let cache {
+            cache.updateConfiguration(settings.cache)
+            // The guard turned on: answers accepted without it are not served any longer.
+            if settings.guardsEveryUpstream, !(files.settings?.guardsEveryUpstream ?? false) {
+                cache.removeAnswers(handingOut: \.isNonPublic)
+            }
+        }
         state.withLock { state in
             var policy = Policy(settings, cachePath: state.configuration.cachePath)
             policy.preResolve = []

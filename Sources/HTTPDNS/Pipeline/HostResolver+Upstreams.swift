@@ -83,7 +83,8 @@ extension HostResolver {
             if let fallback = cache?.fallback(host, family: family),
                 servedUpstreams.map({ $0.contains(fallback.upstream ?? "") }) ?? true
             {
-                metrics.staleServes.increment()
+                // Counted as a miss already (the lookup went upstream): a stale fallback, not another lookup.
+                metrics.staleFallbacks.increment()
                 logger.notice(
                     "every upstream failed; serving the cached answer",
                     metadata: ["host": "\(host)", "error": "\(error.code)", "stale": "\(fallback.isStale)"]

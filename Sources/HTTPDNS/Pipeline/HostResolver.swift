@@ -203,6 +203,8 @@ public final class HostResolver: HostNameResolver {
         self.subnetFlights = SingleFlight(tasks: tasks)
         if let cache, let path = configuration.cachePath {
             cache.load(from: path, logger: logger)
+            // A file written without the guard (another process, other settings) may hold answers it withholds.
+            if configuration.guardsEveryUpstream { cache.removeAnswers(handingOut: \.isNonPublic) }
         }
         if !configuration.preResolve.isEmpty {
             let hosts = configuration.preResolve

@@ -9,10 +9,11 @@ import HTTPDNSClients
 /// |---|---|---|
 /// | `httpdns_cache_hits` | counter | |
 /// | `httpdns_cache_misses` | counter | |
-/// | `httpdns_cache_stale_serves` | counter | |
+/// | `httpdns_cache_stale_serves` | counter | expired answers served at once while one refresh runs |
+/// | `httpdns_cache_stale_fallbacks` | counter | cached answers served after a miss whose upstreams all failed (the lookup is a miss) |
 /// | `httpdns_cache_negative_hits` | counter | |
 /// | `httpdns_cache_refreshes` | counter | `outcome` (`started`, `postponed`: over the rate bound) |
-/// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`: an answer, NXDOMAIN and no data included; `failure`: a timeout, SERVFAIL, REFUSED, a transport error) |
+/// | `httpdns_upstream_duration` | timer | `source`, `outcome` (`success`: any DNS answer, NXDOMAIN, no data, SERVFAIL and REFUSED included; `failure`: a timeout, a transport error, an unreadable response) |
 /// | `httpdns_probes` | counter | `outcome` (`connected`, `failed`) |
 /// | `httpdns_probe_duration` | timer | |
 /// | `httpdns_network_changes` | counter | |
@@ -20,6 +21,7 @@ struct ResolverMetrics: Sendable {
     let hits: Counter
     let misses: Counter
     let staleServes: Counter
+    let staleFallbacks: Counter
     let negativeHits: Counter
     let refreshesStarted: Counter
     let refreshesPostponed: Counter
@@ -36,6 +38,7 @@ struct ResolverMetrics: Sendable {
         hits = Counter(label: "httpdns_cache_hits", factory: factory)
         misses = Counter(label: "httpdns_cache_misses", factory: factory)
         staleServes = Counter(label: "httpdns_cache_stale_serves", factory: factory)
+        staleFallbacks = Counter(label: "httpdns_cache_stale_fallbacks", factory: factory)
         negativeHits = Counter(label: "httpdns_cache_negative_hits", factory: factory)
         refreshesStarted = Counter(
             label: "httpdns_cache_refreshes", dimensions: [("outcome", "started")], factory: factory)
@@ -70,15 +73,18 @@ struct ResolverMetrics: Sendable {
         (answered ? timers.success : timers.failure).recordNanoseconds(duration.wholeNanoseconds)
     }
 
-    /// Records a query that ended with `error`: an answer that the name does not exist, or has no address of the
-    /// family, is the upstream answering; anything else (a timeout, SERVFAIL, a transport error) is its failure.
+    /// Records a query that ended with `error`: a DNS answer of any code (NXDOMAIN, no data, SERVFAIL, REFUSED) and
+    /// an answer a provider's own guard refused are the upstream answering; a timeout, a transport error or an
+    /// unreadable response is its failure. So `HostsctlServeUpstreamDown` says an upstream cannot be reached, and
+    /// clients asking for names that fail cannot make it look down (their SERVFAILs are in the answers' counts).
     func recordUpstream(_ source: String, answered error: any Error, duration: Duration) {
         recordUpstream(source, answered: Self.isAnswer(error), duration: duration)
     }
 
-    /// Whether `error` is an upstream's answer (NXDOMAIN, no data) rather than its failure.
+    /// Whether `error` is an upstream's answer rather than its failure (see ``recordUpstream(_:answered:duration:)``).
     static func isAnswer(_ error: any Error) -> Bool {
         if error is ScopedNegativeAnswer { return true }
-        return (error as? HTTPDNSError)?.code.isNegativeAnswer ?? false
+        guard let code = (error as? HTTPDNSError)?.code else { return false }
+        return code.isNegativeAnswer || code == .serverFailure || code == .refused || code == .privateAddress
     }
 }

@@ -30,7 +30,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     /// The caches' hits and misses since the start, over every lookup path: the shared cache, the answers kept by
     /// client network (EDNS Client Subnet) and the relayed answers kept.
     package struct Cache: Codable, Sendable, Hashable {
-        /// Fresh answers from the shared cache or kept for the client's network.
+        /// Fresh answers from the shared cache, kept for the client's network, or kept encoded by a connection.
         var hits: Double
         /// Lookups no cache could answer: each one waited for an upstream.
         var misses: Double
@@ -38,18 +38,21 @@ package struct ServiceStats: Codable, Sendable, Hashable {
         var staleServes: Double
         /// Cached NXDOMAIN or no-data answers.
         var negativeHits: Double
-        /// Queries of other types answered from the relayed answers kept.
-        var relayKept: Double
+        /// Queries of other types answered from the relayed answers kept (`nil` from a server that does not count
+        /// them).
+        var relayKept: Double?
         /// Queries of other types sent upstream.
-        var relayAsked: Double
+        var relayAsked: Double?
         /// Hits (fresh, stale, negative, kept by network, relayed and kept) over all lookups; `nil` before the
         /// first (shown as "–").
         package var hitRatio: Double?
     }
 
-    /// The answers by what clients were told (`rcode`: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP, and
-    /// WITHHELD, an answer the private-address guard withheld and sent as NXDOMAIN), whichever way they asked.
-    package var outcomes: [String: Double]
+    /// The answers by what clients were told (`rcode`: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, FORMERR, NOTIMP, OTHER
+    /// for a relayed code beyond those, and WITHHELD, an answer the private-address guard withheld and sent as
+    /// NXDOMAIN), whichever way they asked.
+    /// `nil` from a server of an earlier release, which does not count them.
+    package var outcomes: [String: Double]?
 
     /// Answer times, from the `httpdns_serve_request_duration_seconds` histogram of every answering endpoint.
     package struct Latency: Codable, Sendable, Hashable {
@@ -172,6 +175,7 @@ package struct ServiceStats: Codable, Sendable, Hashable {
         // answered from the answers kept by network is a hit of the service's own.
         let hits =
             total("httpdns_cache_hits") + total("httpdns_serve_client_subnet_lookups_total", where: ["outcome": "hit"])
+            + total("httpdns_serve_memo_hits_total")
         let misses = total("httpdns_cache_misses")
         let stale = total("httpdns_cache_stale_serves")
         let negative = total("httpdns_cache_negative_hits")

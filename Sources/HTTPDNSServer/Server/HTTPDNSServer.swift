@@ -179,29 +179,35 @@ public final class HTTPDNSServer: Sendable {
     /// The connections accepted so far by protocol.
     var protocolCounts: ProtocolCounts { counts.withLock { $0 } }
 
-    /// Starts listening.
-    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for unreadable certificate or key files, or the bind error.
-    /// Runs `bind` for the listener of settings key `key` at `address`; a failure names both.
-    /// - Throws: `HTTPDNSError.Code.listenFailed`, with the system's reason.
-    static func listening<Result>(_ key: String, _ address: ServerAddress, _ bind: () async throws -> Result)
-        async throws -> Result
-    {
+    /// Runs `bind` for the listener of settings key `key` at `address` (`over` a protocol, when the listener has
+    /// two); a failure names them.
+    /// - Throws: `HTTPDNSError.Code.listenFailed`, with the system's reason and call.
+    static func listening<Result>(
+        _ key: String, _ address: ServerAddress, over transport: String? = nil, _ bind: () async throws -> Result
+    ) async throws -> Result {
         do {
             return try await bind()
-        } catch let error as HTTPDNSError {
+        } catch let error as HTTPDNSError where error.code == .listenFailed {
             throw error
         } catch {
+            let over = transport.map { " (\($0))" } ?? ""
             throw HTTPDNSError(
-                code: .listenFailed, message: "cannot listen on \(address) for serve.\(key): \(Self.reason(error))")
+                code: .listenFailed,
+                message: "cannot listen on \(address)\(over) for serve.\(key): \(Self.reason(error))")
         }
     }
 
-    /// The system's reason in a bind error, without NIO's call description (`bind(descriptor:ptr:bytes:): …`).
+    /// The system's reason in a bind error and the call that failed (`Address already in use (bind)`), without
+    /// NIO's argument list.
     static func reason(_ error: any Error) -> String {
-        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
-        return "\(error)"
+        guard let error = error as? IOError else { return "\(error)" }
+        let call = error.description.split(separator: "(").first.map { " (\($0))" } ?? ""
+        return String(cString: strerror(error.errnoCode)) + call
     }
 
+    /// Starts listening.
+    /// - Throws: `HTTPDNSError.Code.invalidConfiguration` for unreadable certificate or key files or listeners that
+    ///   share a port; `HTTPDNSError.Code.listenFailed` naming the listener's key and address when one cannot open.
     public static func start(
         service: HTTPDNSService, configuration: Configuration, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton

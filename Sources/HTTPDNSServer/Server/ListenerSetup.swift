@@ -209,9 +209,7 @@ struct ListenerSetup: Sendable {
         var listeners = DNSListeners()
         do {
             if let address = dnsListen {
-                let (channels, port) = try await HTTPDNSServer.listening("dns.listen", address) {
-                    try await bindPlainDNS(address)
-                }
+                let (channels, port) = try await bindPlainDNS(address)
                 listeners.channels += channels
                 listeners.dnsPort = port
             }
@@ -234,10 +232,14 @@ struct ListenerSetup: Sendable {
     /// tried again on another.
     private func bindPlainDNS(_ address: ServerAddress) async throws -> (channels: [any Channel], port: Int) {
         for attempt in 1... {
-            let udp = try await datagramListeners(address)
+            let udp = try await HTTPDNSServer.listening("dns.listen", address, over: "UDP") {
+                try await datagramListeners(address)
+            }
             let chosen = udp.first?.localAddress?.port ?? Int(address.port)
             do {
-                let tcp = try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
+                let tcp = try await HTTPDNSServer.listening("dns.listen", address, over: "TCP") {
+                    try await streamListener(ServerAddress(ip: address.ip, port: UInt16(chosen)), nil)
+                }
                 return (udp + [tcp], chosen)
             } catch {
                 for channel in udp { try? await channel.close() }

@@ -12,7 +12,7 @@ extension HTTPDNSService {
         metrics.record(endpoint: plan.endpoint, status: response.status, duration: duration)
         // What a client was told, for the endpoints that answer names (whatever their HTTP status). The endpoint
         // names are small strings, compared without hashing: this runs for every request.
-        let outcome = Self.answers(plan.endpoint) ? AnswerOutcome(response) : nil
+        let outcome = Self.answers(plan.endpoint) ? Self.outcome(response, over: request.transport) : nil
         // Queries by transport, and spans, are the public listeners' requests, not the operator's scrapes.
         if request.listener == .service {
             if let outcome { metrics.answered(outcome) }
@@ -33,6 +33,14 @@ extension HTTPDNSService {
                 "name": "\(plan.name.map(HostName.printable) ?? "-")",
                 "client": "\(clientText(request.client))", "ms": "\(duration.fractionalMilliseconds)",
             ])
+    }
+
+    /// What the client was told, as `DNSTransportWire.message(for:query:overUDP:)` sends it: over UDP a rate-limited
+    /// query (429) is dropped and one the upstream queue turns away (503) gets a truncated reply that sends it to TCP,
+    /// neither of them an answer (the TCP retry is counted when it is answered); `nil` for those.
+    static func outcome(_ response: ServiceResponse, over transport: ServiceRequest.Transport) -> AnswerOutcome? {
+        if transport == .udp, response.status == 429 || response.status == 503 { return nil }
+        return AnswerOutcome(response)
     }
 
     /// Whether `endpoint`'s answers are DNS outcomes (`AnswerOutcome`); the rest serve the operator or take

@@ -62,11 +62,10 @@ extension HTTPDNSService {
         return (forwardingMarker.marking(outgoing, questionEnd: questionEnd) ?? outgoing, withSubnet?.0)
     }
 
-    /// Counts a relayed query sent at `started`: answered with `answer`, or failed (`nil`). An upstream's SERVFAIL or
-    /// REFUSED is its failure, as c-ares counts it for the resolver's own lookups.
+    /// Counts a relayed query sent at `started`: answered with `answer` (whatever its response code, as the
+    /// resolver counts its own upstreams), or failed (`nil`: a timeout, a transport error).
     func countRelay(_ answer: [UInt8]?, since started: ContinuousClock.Instant) {
-        let code = answer.flatMap { $0.count >= 4 ? $0[3] & 0x0F : nil }
-        metrics.relayUpstream(answered: code.map { $0 != 2 && $0 != 5 } ?? false, duration: .now - started)
+        metrics.relayUpstream(answered: (answer?.count ?? 0) >= 12, duration: .now - started)
     }
 
     /// The upstream's `answer` to `relay` (sent with `subnet`), as every path answers it (a task's, a server

@@ -63,7 +63,11 @@ public final class HTTPDNSService: Sendable {
     func kept(_ message: [UInt8], in memo: AnswerMemo, generation: UInt64, now: ContinuousClock.Instant)
         -> (ServiceResponse, String?)?
     {
-        memo.answer(to: message, generation: generation, now: now, versions: resolver.nameVersion)
+        guard let kept = memo.answer(to: message, generation: generation, now: now, versions: resolver.nameVersion)
+        else { return nil }
+        // A cache hit the resolver never sees: counted here, so that the hit ratio covers this path too.
+        metrics.memoHit()
+        return kept
     }
 
     /// Where the cache counts changes of `name` and what the counter reads now (read before the lookup, like

@@ -57,6 +57,8 @@ final class ServiceMetrics: Sendable {
     private let answers: [AnswerOutcome: Counter]
     /// Queries of other types: answered from the relayed answers kept, or sent upstream.
     private let relayKept: Counter
+    /// Answers from a connection's kept encoded answers (`AnswerMemo`), which never reach the resolver's cache.
+    private let memoHits: Counter
     private let relayAsked: Counter
     /// The relay's upstream queries, timed as the resolver times its own (`httpdns_upstream_duration`, source
     /// `relay`): answered, or failed (a timeout, SERVFAIL, REFUSED).
@@ -113,6 +115,7 @@ final class ServiceMetrics: Sendable {
             })
         relayKept = Counter(
             label: "httpdns_serve_relay_lookups_total", dimensions: [("outcome", "kept")], factory: factory)
+        memoHits = Counter(label: "httpdns_serve_memo_hits_total", dimensions: [], factory: factory)
         relayAsked = Counter(
             label: "httpdns_serve_relay_lookups_total", dimensions: [("outcome", "asked")], factory: factory)
         relayAnswered = Timer(
@@ -144,6 +147,11 @@ final class ServiceMetrics: Sendable {
     /// Counts an answer by what the client was told.
     func answered(_ outcome: AnswerOutcome) {
         answers[outcome]?.increment()
+    }
+
+    /// Counts an answer from a connection's kept encoded answers.
+    func memoHit() {
+        memoHits.increment()
     }
 
     /// Counts a query of another type answered from the relayed answers kept.
