@@ -82,37 +82,13 @@ final class ServiceMetrics: Sendable {
         connectionsShed = Counter(label: "httpdns_serve_connections_shed_total", dimensions: [], factory: factory)
         handshakesRefused = Counter(
             label: "httpdns_serve_tls_handshakes_refused_total", dimensions: [], factory: factory)
-        byTransport = Dictionary(
-            uniqueKeysWithValues: ServiceRequest.Transport.allCases.map { transport in
-                (
-                    transport,
-                    Counter(
-                        label: "httpdns_serve_queries_total", dimensions: [("transport", transport.rawValue)],
-                        factory: factory)
-                )
-            })
+        byTransport = Self.counters("httpdns_serve_queries_total", by: "transport", factory: factory)
         udpDropped = Counter(label: "httpdns_serve_udp_dropped_total", dimensions: [], factory: factory)
         upstreamRefused = Counter(label: "httpdns_serve_upstream_refused_total", dimensions: [], factory: factory)
         upstreamQueued = Counter(label: "httpdns_serve_upstream_queued_total", dimensions: [], factory: factory)
         upstreamInFlight = Gauge(label: "httpdns_serve_upstream_in_flight", dimensions: [], factory: factory)
-        subnetOutcomes = Dictionary(
-            uniqueKeysWithValues: SubnetOutcome.allCases.map { outcome in
-                (
-                    outcome,
-                    Counter(
-                        label: "httpdns_serve_client_subnet_lookups_total", dimensions: [("outcome", outcome.rawValue)],
-                        factory: factory)
-                )
-            })
-        answers = Dictionary(
-            uniqueKeysWithValues: AnswerOutcome.allCases.map { outcome in
-                (
-                    outcome,
-                    Counter(
-                        label: "httpdns_serve_answers_total", dimensions: [("rcode", outcome.rawValue)],
-                        factory: factory)
-                )
-            })
+        subnetOutcomes = Self.counters("httpdns_serve_client_subnet_lookups_total", by: "outcome", factory: factory)
+        answers = Self.counters("httpdns_serve_answers_total", by: "rcode", factory: factory)
         relayKept = Counter(
             label: "httpdns_serve_relay_lookups_total", dimensions: [("outcome", "kept")], factory: factory)
         memoHits = Counter(label: "httpdns_serve_memo_hits_total", dimensions: [], factory: factory)
@@ -137,6 +113,16 @@ final class ServiceMetrics: Sendable {
                 factory: factory)
         )
         requestHandles.withLock { $0[RequestKey(endpoint: "dns-query", status: 200)] = dnsAnswered }
+    }
+
+    /// One counter `label` for each value of `Key`, its raw value the `dimension`: a fixed label set made up front.
+    private static func counters<Key: CaseIterable & RawRepresentable & Hashable>(
+        _ label: String, by dimension: String, factory: any MetricsFactory
+    ) -> [Key: Counter] where Key.RawValue == String {
+        Dictionary(
+            uniqueKeysWithValues: Key.allCases.map {
+                ($0, Counter(label: label, dimensions: [(dimension, $0.rawValue)], factory: factory))
+            })
     }
 
     /// Counts a lookup for a client network by what it found.
