@@ -37,12 +37,18 @@ extension HostResolver {
         _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool = true, countsMiss: Bool = true
     ) async throws -> SubnetAnswer? {
         if let answer = localAnswer(host, family: family) { return SubnetAnswer(answer: answer, scope: 0) }
+        // One read of the pipeline: the upstreams to ask, for the count and for the query.
+        let (upstreams, guardEveryUpstream) = state.withLock {
+            (Self.subnetUpstreams($0), $0.configuration.guardsEveryUpstream)
+        }
         // A lookup for a network is one the shared cache did not answer: counted as its miss, once per lookup as
         // there, unless no upstream can ask for a network (the caller's shared path then counts it).
-        if countsMiss, state.withLock({ !Self.subnetUpstreams($0).isEmpty }) { metrics.misses.increment() }
+        if countsMiss, !upstreams.isEmpty { metrics.misses.increment() }
         let key = SubnetFlightKey(host: host, family: family, subnet: clientSubnet, sharing: sharing)
         return try await subnetFlights.run(key) { [self] in
-            try await askForSubnet(host, family: family, clientSubnet: clientSubnet, sharing: sharing)
+            try await askForSubnet(
+                host, family: family, clientSubnet: clientSubnet, sharing: sharing, upstreams: upstreams,
+                guardEveryUpstream: guardEveryUpstream)
         }
     }
 
@@ -55,12 +61,10 @@ extension HostResolver {
         return nil
     }
 
-    private func askForSubnet(_ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool)
-        async throws -> SubnetAnswer?
-    {
-        let (upstreams, guardEveryUpstream) = state.withLock {
-            (Self.subnetUpstreams($0), $0.configuration.guardsEveryUpstream)
-        }
+    private func askForSubnet(
+        _ host: HostName, family: AddressFamily, clientSubnet: IPNetwork, sharing: Bool,
+        upstreams: [(Upstream, any ClientSubnetResolver)], guardEveryUpstream: Bool
+    ) async throws -> SubnetAnswer? {
         var lastError: (any Error)?
         for (upstream, resolver) in upstreams {
             let started = ContinuousClock.now
