@@ -368,12 +368,12 @@ struct HTTPDNSServerTests {
         let partial = Array("GET /healthz HTTP/1.1\r\n".utf8)
         let first = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
         _ = partial.withUnsafeBytes { send(first, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        #expect(try await waitUntil { server.connectionCount == 1 })
-        try await Task.sleep(for: .milliseconds(100))
+        // Busy once the server has read the partial head (a loaded machine may take a while to read it).
+        #expect(try await waitUntil { server.connectionCount == 1 && server.idleConnectionCount == 0 })
         let second = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
         defer { close(second) }
         _ = partial.withUnsafeBytes { send(second, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        #expect(try await waitUntil { server.connectionCount == 2 })
+        #expect(try await waitUntil { server.connectionCount == 2 && server.idleConnectionCount == 0 })
         // The third connect completes in the kernel's backlog, but nobody reads its request while two are open.
         let third = try LoopbackTCP.connect(port: server.port, receiveTimeout: answer)
         try await Task.sleep(for: .milliseconds(200))

@@ -298,18 +298,29 @@ struct LoopPathTests {
         #expect(String(decoding: viaTask.body, as: UTF8.self).contains("192.0.2.1"))
         // A wait given up: nothing answers it, and its place is back at once (own sockets stop the query).
         let waits = Locked<[UpstreamWait]>([])
-        let abandoned = Task {
-            await Self.ask(service, try Self.query("dropped.example.test", type: 1), client: client, on: loop) {
-                wait in waits.withLock { $0.append(wait) }
-            }
-        }
+        let answered = Atomic<Bool>(false)
+        let dropped = try Self.query("dropped.example.test", type: 1)
+        try await loop.submit {
+            let exchange = Exchange(
+                service: service, limits: .init(maximumBodyBytes: 65_536), logger: Self.logger, client: client,
+                transport: .tcp)
+            let request = ServiceRequest(
+                method: "POST", target: "/dns-query", contentType: "application/dns-message", body: dropped,
+                client: client)
+            let response = exchange.answer(
+                request, on: loop,
+                later: { NIOLoopBound({ _ in answered.store(true, ordering: .relaxed) }, eventLoop: loop) },
+                waiting: { wait in waits.withLock { $0.append(wait) } })
+            #expect(response == nil, "the new name waits for the upstream")
+        }.get()
         try await Task.sleep(for: .milliseconds(100))
         #expect(service.upstreamBudget.inFlight == 1)
         for wait in waits.withLock({ $0 }) { wait.cancel() }
         try await Task.sleep(for: .milliseconds(50))
         #expect(service.upstreamBudget.inFlight == 0, "the place is back")
         #expect(resolver.waitingCallers == 0, "nobody waits on the flight")
-        abandoned.cancel()
+        let wasAnswered = answered.load(ordering: .relaxed)
+        #expect(!wasAnswered, "a wait given up is never answered")
         stop.flag.store(true, ordering: .releasing)
         let questions = try await asked
         #expect(questions.filter { $0 == "shared.example.test" }.count == 1, "one upstream query: \(questions)")

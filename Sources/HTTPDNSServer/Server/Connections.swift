@@ -90,6 +90,9 @@ final class Connections: Sendable {
 
     var count: Int { state.withLock { $0.open.count } }
 
+    /// How many open connections are between requests (tests wait on it to know a request head has been read).
+    var idleCount: Int { state.withLock { $0.open.values.count { $0.activity.idleSince != nil } } }
+
     var all: [any Channel] { state.withLock { $0.open.values.map(\.channel) } }
 
     /// Counts `channel` from `client` as open until it closes, and returns where its guard tells whether it is

@@ -312,6 +312,9 @@ public final class HTTPDNSServer: Sendable {
     /// How many connections are open on the public listeners.
     public var connectionCount: Int { connections.count }
 
+    /// How many of the public listeners' connections are between requests.
+    var idleConnectionCount: Int { connections.idleCount }
+
     /// Stops accepting, lets requests in progress finish for `grace`, then closes every connection.
     public func shutdown(grace: Duration = .seconds(5)) async {
         service.drain()
