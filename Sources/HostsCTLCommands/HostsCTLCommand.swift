@@ -10,7 +10,7 @@ public struct HostsCTLCommand: AsyncParsableCommand {
         version: HostsCTLVersion.current,
         subcommands: [
             ResolveCommand.self, BenchCommand.self, ProbeCommand.self, CacheCommand.self, FetchCommand.self,
-            ConfigCommand.self, ServeCommand.self, TopCommand.self,
+            ConfigCommand.self, ServeCommand.self, TopCommand.self, ControlCommand.self,
         ],
         defaultSubcommand: nil
     )

@@ -106,6 +106,10 @@ struct ServeCommand: AsyncParsableCommand {
             path: SettingsLoading.chosenPath(config), initial: loaded, serve: serve, resolver: resolver,
             service: service, forwarder: forwarder, logger: logger)
         reloader.start(interval: settings.files.reloadIntervalMilliseconds)
+        service.setControl(
+            ServiceControl(
+                version: HostsCTLVersion.current, settingsFile: SettingsLoading.chosenPath(config),
+                reload: { reloader.reloadNow(trigger: "control") }, lastReload: { reloader.lastReload }))
         let group = Self.serviceGroup(server, exporters: telemetry.services, logger: logger)
         do {
             try await group.run()
@@ -238,6 +242,10 @@ final class SettingsReloader: Sendable {
     /// The `serve` section last applied, to tell which edits wait for a restart.
     private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
+    private let last = Locked<ReloadRecord?>(nil)
+
+    /// The last reload, whatever asked for it.
+    var lastReload: ReloadRecord? { last.withLock { $0 } }
 
     init(
         path: String?, initial: Settings, serve: ServeSettings, resolver: HostResolver,
@@ -256,7 +264,7 @@ final class SettingsReloader: Sendable {
                 load: { path in try SettingsLoading.load(path).get() },
                 onChange: { settings in reload.withLock { $0 }?(settings) })
         }
-        reload.withLock { $0 = { [weak self] settings in self?.apply(settings) } }
+        reload.withLock { $0 = { [weak self] settings in _ = self?.apply(settings, trigger: "file") } }
     }
 
     func start(interval: Int) {
@@ -264,7 +272,7 @@ final class SettingsReloader: Sendable {
         let task = Task { [weak self] in
             for await _ in await UnixSignalsSequence(trapping: .sighup) {
                 guard let self else { return }
-                self.reloadNow()
+                _ = self.reloadNow(trigger: "signal")
             }
         }
         hangUp.withLock { $0 = task }
@@ -275,16 +283,27 @@ final class SettingsReloader: Sendable {
         hangUp.withLock { $0?.cancel() }
     }
 
-    private func reloadNow() {
-        let file = SettingsLoading.load(path)
+    /// Reads the settings file (and the environment) again and applies it; what `trigger` asked for (`signal`,
+    /// `control`) is recorded with the outcome.
+    func reloadNow(trigger: String) -> ReloadRecord {
         do {
-            apply(try file.get())
+            return apply(try SettingsLoading.load(path).get(), trigger: trigger)
         } catch {
-            logger.error("settings not applied; the last good ones stay", metadata: ["error": "\(error)"])
+            return record(trigger: trigger, error: error)
         }
     }
 
-    private func apply(_ edited: Settings) {
+    /// Records a reload that failed with `error`: the last good settings stay.
+    private func record(trigger: String, error: any Error) -> ReloadRecord {
+        logger.error("settings not applied; the last good ones stay", metadata: ["error": "\(error)"])
+        let record = ReloadRecord(
+            time: Date().timeIntervalSince1970, trigger: trigger, applied: false, error: "\(error)",
+            restartNeeded: false)
+        last.withLock { $0 = record }
+        return record
+    }
+
+    private func apply(_ edited: Settings, trigger: String) -> ReloadRecord {
         do {
             let after = try edited.read(ServeSettings.section)
             let settings = ServeCommand.served(edited.resolver, serve: after)
@@ -296,14 +315,20 @@ final class SettingsReloader: Sendable {
                 defer { previous = after }
                 return previous
             }
-            if before.server != after.server {
+            let restartNeeded = before.server != after.server
+            if restartNeeded {
                 logger.warning(
                     "the listener's settings (serve.listen, serve.admin, the certificate, body, connection and queue limits, deadlines, client prefixes for connection limits) take effect at the next start"
                 )
             }
-            logger.notice("settings applied")
+            logger.notice("settings applied", metadata: ["trigger": "\(trigger)"])
+            let record = ReloadRecord(
+                time: Date().timeIntervalSince1970, trigger: trigger, applied: true, error: nil,
+                restartNeeded: restartNeeded)
+            last.withLock { $0 = record }
+            return record
         } catch {
-            logger.error("settings not applied; the last good ones stay", metadata: ["error": "\(error)"])
+            return record(trigger: trigger, error: error)
         }
     }
 }

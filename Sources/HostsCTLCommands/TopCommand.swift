@@ -22,13 +22,8 @@ struct TopCommand: AsyncParsableCommand {
             interval and shows totals and rates; the first screen has no rates yet.
             """)
 
-    /// The settings file, to find `serve.admin.listen`.
-    @Option(help: "The settings file (default: $HOSTSCTL_CONFIG, else the defaults).")
-    var config: String?
-
-    /// The admin listener to read, instead of the settings'.
-    @Option(help: "The admin listener, IP:PORT (default: serve.admin.listen).")
-    var admin: String?
+    /// Where the server is: `--config`, `--admin`.
+    @OptionGroup var target: AdminOptions
 
     /// Seconds between readings.
     @Option(help: "Seconds between readings.")
@@ -60,17 +55,9 @@ struct TopCommand: AsyncParsableCommand {
 
     /// Reads and shows until interrupted or `--count` screens.
     func run() async throws {
-        let address = try adminAddress()
-        var components = URLComponents()
-        components.scheme = "http"
-        components.host = address.ip.urlHost
-        components.port = Int(address.port)
-        components.path = "/stats.json"
-        if let name { components.queryItems = [URLQueryItem(name: "name", value: name)] }
-        guard let url = components.url else {
-            throw ValidationError("cannot make a URL of \(address)")
-        }
-        let session = URLSession(configuration: Self.sessionConfiguration(timeout: max(interval, 2)))
+        let (url, address) = try target.url(
+            "/stats.json", query: name.map { [URLQueryItem(name: "name", value: $0)] } ?? [])
+        let session = AdminOptions.session(timeout: max(interval, 2))
         defer { session.finishTasksAndInvalidate() }
         var previous: ServiceStats?
         var shown = 0
@@ -81,7 +68,7 @@ struct TopCommand: AsyncParsableCommand {
                 screen = Self.render(stats, previous: previous, source: "\(address)", interval: interval)
                 previous = stats
             } catch {
-                let line = "hostsctl top: cannot read \(address): \(Self.reason(error))"
+                let line = "hostsctl top: cannot read \(address): \(AdminOptions.reason(error))"
                 // Never reached: one line and a failure, not a screen that looks like data. A server that answered
                 // and then stops (a restart) is shown waiting for it.
                 guard previous != nil else {
@@ -95,38 +82,6 @@ struct TopCommand: AsyncParsableCommand {
             if count.map({ shown >= $0 }) ?? false { break }
             try await Task.sleep(for: .milliseconds(Int(interval * 1000)))
         }
-    }
-
-    /// `--admin`, else the settings' `serve.admin.listen`.
-    private func adminAddress() throws -> ServerAddress {
-        if let admin { return try ServerAddress(listening: admin) }
-        let serve = try SettingsLoading.settings(config).read(ServeSettings.section)
-        guard let listen = serve.server.adminListen else {
-            throw ValidationError("serve.admin.listen is none: the server has no admin listener to read")
-        }
-        return listen
-    }
-
-    private static func sessionConfiguration(timeout: Double) -> URLSessionConfiguration {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = timeout
-        configuration.timeoutIntervalForResource = timeout
-        configuration.connectionProxyDictionary = [:]
-        return configuration
-    }
-
-    /// Why a reading failed, in a few words (not an `NSError` dump).
-    static func reason(_ error: any Error) -> String {
-        if let error = error as? URLError {
-            switch error.code {
-            case .cannotConnectToHost: return "connection refused"
-            case .timedOut: return "no answer in time"
-            case .networkConnectionLost: return "the connection closed"
-            default: return error.localizedDescription
-            }
-        }
-        if let error = error as? DecodingError { return "not a /stats.json answer (\(error.localizedDescription))" }
-        return "\(error)"
     }
 
     /// One reading.

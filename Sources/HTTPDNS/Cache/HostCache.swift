@@ -316,6 +316,11 @@ public final class HostCache: Sendable {
         change(of: host) { $0.remove(host) }
     }
 
+    /// Removes every host `matches` names, with its answers (negative ones too) and scores; returns how many.
+    package func remove(where matches: (HostName) -> Bool) -> Int {
+        change { $0.removeHosts(where: matches) }
+    }
+
     /// Empties the cache.
     func removeAll() {
         change { $0.removeAll() }

@@ -87,6 +87,18 @@ extension HostCacheCore {
         compactOrder()
     }
 
+    /// Removes every host `matches` names (an operator's flush of a name or a suffix), negative answers and scores
+    /// with them; returns how many.
+    mutating func removeHosts(where matches: (HostName) -> Bool) -> Int {
+        let hosts = records.keys.filter(matches)
+        for host in hosts {
+            records.removeValue(forKey: host)
+            removedSinceSave.insert(host.name)
+        }
+        if !hosts.isEmpty { compactOrder() }
+        return hosts.count
+    }
+
     /// Removes every host.
     mutating func removeAll() {
         records.removeAll()

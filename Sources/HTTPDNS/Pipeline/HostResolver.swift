@@ -322,6 +322,13 @@ public final class HostResolver: HostNameResolver {
         cache?.names.version(slot) ?? 0
     }
 
+    /// How each upstream (and the fallback) has fared: its last answer and failure, and failures in a row; the
+    /// upstreams configured now are listed even before they are first asked.
+    package var upstreamHealth: [UpstreamHealth.Record] {
+        let known = state.withLock { state in (state.upstreams + [state.fallback].compactMap { $0 }).map(\.name) }
+        return metrics.health.records(known: known)
+    }
+
     /// The identities whose cached answers are served, or `nil` for any.
     var servedUpstreams: Set<String>? {
         state.withLock { state in

@@ -32,6 +32,8 @@ struct ResolverMetrics: Sendable {
     private let upstream: [String: (success: Timer, failure: Timer)]
     /// Where these metrics go, for the upstreams a reload builds.
     let factory: any MetricsFactory
+    /// Each upstream's last answer and failures in a row, told with the timers (for an operator's status call).
+    let health = UpstreamHealth()
 
     init(sources: [String], factory: any MetricsFactory) {
         self.factory = factory
@@ -71,6 +73,7 @@ struct ResolverMetrics: Sendable {
                 Self.upstreamTimer(source, "success", factory), Self.upstreamTimer(source, "failure", factory)
             )
         (answered ? timers.success : timers.failure).recordNanoseconds(duration.wholeNanoseconds)
+        health.record(source, answered: answered, duration: duration)
     }
 
     /// Records a query that ended with `error`: a DNS answer of any code (NXDOMAIN, no data, SERVFAIL, REFUSED) and

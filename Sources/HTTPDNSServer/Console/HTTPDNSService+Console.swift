@@ -3,9 +3,9 @@ import HTTPDNSCore
 import HTTPDNS
 
 extension HTTPDNSService {
-    /// The operator's endpoints, answered on the admin listener only: the metrics, the live picture made from them
-    /// and the dashboard page that shows it (also at `/`).
-    static let operatorEndpoints: Set<String> = ["metrics", "stats.json", "dashboard"]
+    /// The operator's endpoints, answered on the admin listener only: the metrics, the live picture made from them,
+    /// the dashboard page that shows it (also at `/`) and the control calls.
+    static let operatorEndpoints = Set(["metrics", "stats.json", "dashboard"]).union(controlEndpoints)
 
     /// The dashboard page, with headers that keep it to itself: its own inline script and style, requests to this
     /// listener only, never framed.

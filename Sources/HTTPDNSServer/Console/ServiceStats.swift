@@ -214,7 +214,9 @@ package struct ServiceStats: Codable, Sendable, Hashable {
     }
 
     /// Endpoints that serve the operator, not clients: their requests are not answer times.
-    static let operatorEndpoints: Set<String> = ["metrics", "stats.json", "dashboard", "healthz", "readyz"]
+    static let operatorEndpoints: Set<String> = [
+        "metrics", "stats.json", "dashboard", "healthz", "readyz", "admin/status", "admin/flush", "admin/reload",
+    ]
 
     /// The JSON body of `/stats.json`: keys sorted, so two readings compare line by line.
     var json: [UInt8] {

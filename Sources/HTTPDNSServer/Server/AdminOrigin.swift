@@ -10,7 +10,8 @@ import HTTPDNS
 /// the listen address itself, or one of the operator's configured names (any port: a tunnel may map another one);
 /// else it gets 421 Misdirected Request. A request without `Host` (HTTP/1.0 tools) is answered. `/stats.json`, which
 /// holds the fleet's busiest names and per-network steering, also refuses a browser's cross-site fetch
-/// (`Sec-Fetch-Site: cross-site` or `same-site`: 403).
+/// (`Sec-Fetch-Site: cross-site` or `same-site`: 403), and the control calls refuse whatever a web page sends
+/// (``allowsControl(method:origin:fetchSite:)``).
 struct AdminOrigin: Sendable {
     /// The admin listener's own address.
     var listen: IPAddress?
@@ -39,6 +40,17 @@ struct AdminOrigin: Sendable {
         guard let fetchSite else { return true }
         let site = HostName.asciiLowercased(fetchSite)
         return site == "same-origin" || site == "none"
+    }
+
+    /// Whether a request that changes state (anything but GET and HEAD: the control calls) may run: not when a web
+    /// page sent it. Browsers send `Origin` with every POST a page makes, same-origin ones included, and
+    /// `Sec-Fetch-Site` with every request; `hostsctl control` and `curl` send neither, and a user typing an address
+    /// cannot make a POST (`Sec-Fetch-Site: none`). So a page the operator opens (a cross-site form, or a
+    /// rebound name whose `Host` the loopback check let through) cannot flush or reload.
+    static func allowsControl(method: String, origin: String?, fetchSite: String?) -> Bool {
+        guard method != "GET", method != "HEAD" else { return true }
+        guard origin == nil else { return false }
+        return fetchSite.map { HostName.asciiLowercased($0) == "none" } ?? true
     }
 
     /// The host of a `Host` header without its port or IPv6 brackets, lower case, without a trailing dot.

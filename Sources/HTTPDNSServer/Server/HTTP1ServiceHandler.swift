@@ -139,6 +139,14 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
                 needsFlush = true
                 return
             }
+            if !AdminOrigin.allowsControl(
+                method: head.method.rawValue, origin: head.headers.first(name: "origin"),
+                fetchSite: head.headers.first(name: "sec-fetch-site"))
+            {
+                write(context: context, head: head, .text(403, "control calls are not taken from web pages"))
+                needsFlush = true
+                return
+            }
         }
         // HEAD is answered as GET without the body.
         let method = head.method == .HEAD ? "GET" : head.method.rawValue

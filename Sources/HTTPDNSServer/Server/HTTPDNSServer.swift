@@ -274,7 +274,24 @@ public final class HTTPDNSServer: Sendable {
             counts: counts,
             logger: logger)
         server.logListeners(configuration, tls: tls != nil)
+        service.setListeners(server.listening(configuration, tls: tls != nil))
         return server
+    }
+
+    /// Where the server listens, with the ports bound (a configured port 0 is the one the system chose).
+    private func listening(_ configuration: Configuration, tls: Bool) -> [ServerStatus.Listener] {
+        func address(_ ip: IPAddress, _ port: Int) -> String { ServerAddress(ip: ip, port: UInt16(port)).description }
+        var listeners = [ServerStatus.Listener(kind: tls ? "https" : "http", address: address(configuration.listen.ip, port))]
+        if let dnsPort, let listen = configuration.dnsListen {
+            listeners.append(.init(kind: "dns", address: address(listen.ip, dnsPort)))
+        }
+        if let dotPort, let listen = configuration.dotListen {
+            listeners.append(.init(kind: "dot", address: address(listen.ip, dotPort)))
+        }
+        if let adminPort, let listen = configuration.adminListen {
+            listeners.append(.init(kind: "admin", address: address(listen.ip, adminPort)))
+        }
+        return listeners
     }
 
     private init(

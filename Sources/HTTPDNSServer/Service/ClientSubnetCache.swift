@@ -125,6 +125,17 @@ final class ClientSubnetCache: Sendable {
 
         /// Whether `key` is in the table (its slot is not copied).
         func contains(_ key: Key) -> Bool { states.index(forKey: key) != nil }
+
+        /// Removes every name `matches` says, from the table and the queue (so each name stays in it once);
+        /// returns how many. O(names): for an operator's flush, not for lookups.
+        mutating func removeAll(where matches: (String) -> Bool) -> Int {
+            let keys = states.keys.filter { matches($0.name) }
+            guard !keys.isEmpty else { return 0 }
+            for key in keys { self[key] = nil }
+            let left = order.filter { states.index(forKey: $0) != nil }
+            order = CircularBuffer(left)
+            return keys.count
+        }
     }
 
     private let table = Locked(Table())
@@ -136,6 +147,14 @@ final class ClientSubnetCache: Sendable {
 
     /// Grows whenever a name stops being the same for every network.
     var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Removes every name `matches` says, both families, and ends the answers kept for them elsewhere
+    /// (``generation``); returns how many names and families were removed.
+    func remove(where matches: (String) -> Bool) -> Int {
+        let removed = table.withLock { $0.removeAll(where: matches) }
+        if removed > 0 { changes.add(1, ordering: .releasing) }
+        return removed
+    }
 
     /// Names with answers by network now, and the networks they hold (for `/metrics`).
     var size: (names: Int, networks: Int) {

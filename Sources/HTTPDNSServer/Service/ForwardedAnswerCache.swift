@@ -114,6 +114,34 @@ package final class ForwardedAnswerCache: Sendable {
         }
     }
 
+    /// Removes every answer whose question names a name `matches` says (lower case, no trailing dot), for every
+    /// type and network; returns how many. O(answers kept): for an operator's flush, not for lookups.
+    package func remove(where matches: (String) -> Bool) -> Int {
+        state.withLock { state in
+            let keys = state.entries.keys.filter { Self.questionName(inKey: $0).map(matches) ?? false }
+            guard !keys.isEmpty else { return 0 }
+            for key in keys { state.entries[key] = nil }
+            state.order = state.order[state.head...].filter { state.entries[$0] != nil }
+            state.head = 0
+            return keys.count
+        }
+    }
+
+    /// The name a key's question asks for, lower case and without the trailing dot (`nil` for the root or a key
+    /// that cannot be read: a question holds its name uncompressed).
+    static func questionName(inKey key: [UInt8]) -> String? {
+        var labels: [String] = []
+        var position = 0
+        while position < key.count {
+            let length = Int(key[position])
+            if length == 0 { return labels.isEmpty ? nil : labels.joined(separator: ".") }
+            guard length < 64, position + 1 + length <= key.count else { return nil }
+            labels.append(String(decoding: key[position + 1..<position + 1 + length], as: UTF8.self))
+            position += 1 + length
+        }
+        return nil
+    }
+
     /// The key of a query: its question with ASCII letters lower-cased, then its RD and CD flags and its DO bit,
     /// then `network` (its address bytes and prefix length) when the answer holds for that network only.
     package static func key(_ query: [UInt8], network: IPNetwork? = nil) -> [UInt8]? {

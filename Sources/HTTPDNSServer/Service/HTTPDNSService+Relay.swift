@@ -65,7 +65,10 @@ extension HTTPDNSService {
     /// Counts a relayed query sent at `started`: answered with `answer` (whatever its response code, as the
     /// resolver counts its own upstreams), or failed (`nil`: a timeout, a transport error).
     func countRelay(_ answer: [UInt8]?, since started: ContinuousClock.Instant) {
-        metrics.relayUpstream(answered: (answer?.count ?? 0) >= 12, duration: .now - started)
+        let answered = (answer?.count ?? 0) >= 12
+        let duration = ContinuousClock.now - started
+        metrics.relayUpstream(answered: answered, duration: duration)
+        relayHealth.record("relay", answered: answered, duration: duration)
     }
 
     /// The upstream's `answer` to `relay` (sent with `subnet`), as every path answers it (a task's, a server

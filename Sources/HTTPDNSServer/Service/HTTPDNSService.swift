@@ -51,6 +51,16 @@ public final class HTTPDNSService: Sendable {
     let reportReplays = ReplayGuard()
     /// The mark of the queries this server forwards, to see a forwarding loop.
     let forwardingMarker = ForwardingMarker()
+    /// The relay's last answer and failures in a row, for `GET /admin/status`.
+    let relayHealth = UpstreamHealth()
+    /// When the service was made, for `GET /admin/status`.
+    let started = Date()
+    /// What the control calls reach beyond the service (``setControl(_:)``).
+    let control = Locked<ServiceControl?>(nil)
+    /// Where the server listens, for `GET /admin/status`.
+    let listeners = Locked<[ServerStatus.Listener]>([])
+    /// How often the control calls may run.
+    let controlBudget = Locked(ControlBudget())
 
     /// Grows whenever an answer may change other than by time: the resolver's cache, overrides or configuration,
     /// or this service's configuration (see `AnswerMemo`).
@@ -276,6 +286,8 @@ public final class HTTPDNSService: Sendable {
             guard request.method == "POST" else { return notAllowed("POST") }
             return Plan(
                 endpoint: endpoint, work: .done(report(request.body, query: target.query, client: request.client)))
+        case _ where Self.controlEndpoints.contains(endpoint):
+            return controlPlan(endpoint, method: request.method, target: target, now: now)
         case _ where request.method != "GET":
             return notAllowed("GET")
         case "healthz":
@@ -306,6 +318,9 @@ public final class HTTPDNSService: Sendable {
         case (1, "dns-query"): "dns-query"
         case (1, "resolve"): "resolve"
         case (1, "d"): "tencent"
+        case (2, "status") where segments[0] == "admin", (2, "flush") where segments[0] == "admin",
+            (2, "reload") where segments[0] == "admin":
+            "admin/" + segments[1]
         case (2, "d"), (2, "sign_d"): "alibaba"
         case (1, "healthz"), (1, "readyz"), (1, "metrics"), (1, "report"), (1, "stats.json"), (1, "dashboard"):
             String(segments[0])
