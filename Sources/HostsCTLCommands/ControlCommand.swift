@@ -22,6 +22,12 @@ struct AdminOptions: ParsableArguments {
     /// Creates the options (used by the argument parser).
     init() {}
 
+    /// Checks `--admin` before anything runs.
+    func validate() throws {
+        guard let admin else { return }
+        do { _ = try ServerAddress(listening: admin) } catch { throw ValidationError("--admin: \(error.message)") }
+    }
+
     /// `--admin`, else the settings' `serve.admin.listen`.
     func address() throws -> ServerAddress {
         if let admin { return try ServerAddress(listening: admin) }

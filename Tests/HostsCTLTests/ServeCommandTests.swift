@@ -214,9 +214,14 @@ final class KeepAliveConnection: Sendable {
         return (response.status, response.body)
     }
 
-    /// Sends `GET target` and returns the status, the head's header lines (names in lower case) and the body.
-    func exchange(_ target: String) throws -> (status: Int, headers: [String: String], body: String) {
-        let request = Array("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+    /// Sends `method target` with `headers` (`Name: value` lines; `Host: 127.0.0.1` unless one is given) and returns
+    /// the status, the head's header lines (names in lower case) and the body.
+    func exchange(_ target: String, method: String = "GET", headers extra: [String] = []) throws -> (
+        status: Int, headers: [String: String], body: String
+    ) {
+        let host = extra.contains { $0.lowercased().hasPrefix("host:") } ? [] : ["Host: 127.0.0.1"]
+        let lines = ["\(method) \(target) HTTP/1.1"] + host + extra + (method == "POST" ? ["Content-Length: 0"] : [])
+        let request = Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count
         else {
             throw TestServerError("send failed: the connection is gone")
