@@ -70,7 +70,9 @@ struct AdminOptions: ParsableArguments {
             default: return error.localizedDescription
             }
         }
-        if let error = error as? DecodingError { return "not an answer of hostsctl serve (\(error.localizedDescription))" }
+        if let error = error as? DecodingError {
+            return "not an answer of hostsctl serve (\(error.localizedDescription))"
+        }
         return "\(error)"
     }
 }
@@ -149,7 +151,8 @@ struct ControlCommand: AsyncParsableCommand {
         /// Asks and prints what was removed.
         func run() async throws {
             let (body, _) = try await ControlCommand.call(
-                target, "/admin/flush", method: "POST", query: [URLQueryItem(name: suffix ? "suffix" : "name", value: name)])
+                target, "/admin/flush", method: "POST",
+                query: [URLQueryItem(name: suffix ? "suffix" : "name", value: name)])
             let result = try ControlCommand.decode(FlushResult.self, body)
             let scope = result.subdomains ? "\(result.name) and the names under it" : result.name
             print(
@@ -176,7 +179,8 @@ struct ControlCommand: AsyncParsableCommand {
             let record = try ControlCommand.decode(ReloadRecord.self, body)
             guard record.applied else {
                 printToStandardError(
-                    "hostsctl control: settings not applied, the last good ones stay: \(record.error ?? "unknown error")")
+                    "hostsctl control: settings not applied, the last good ones stay: \(record.error ?? "unknown error")"
+                )
                 throw ExitCode(1)
             }
             print(
@@ -239,9 +243,11 @@ struct ControlCommand: AsyncParsableCommand {
     static func render(_ status: ServerStatus, now: Double) -> String {
         func ago(_ time: Double?) -> String { time.map { "\(duration(now - $0)) ago" } ?? "-" }
         func clock(_ time: Double) -> String {
-            Date(timeIntervalSince1970: time).formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
+            Date(timeIntervalSince1970: time).formatted(
+                .iso8601.year().month().day().time(includingFractionalSeconds: false))
         }
-        var out = "hostsctl serve \(status.version), up \(duration(status.uptimeSeconds)) (since \(clock(status.started)) UTC)\n"
+        var out =
+            "hostsctl serve \(status.version), up \(duration(status.uptimeSeconds)) (since \(clock(status.started)) UTC)\n"
         out += "settings   \(status.settingsFile ?? "none (the defaults)")\n"
         if let reload = status.lastReload {
             let outcome =
@@ -253,7 +259,8 @@ struct ControlCommand: AsyncParsableCommand {
             out += "reloaded   never\n"
         }
         out += "cache      \(status.cachedHosts) hosts\n\n"
-        out += TextTable.render(header: ["LISTENER", "ADDRESS"], rows: status.listeners.map { [$0.kind, $0.address] }, indent: 0)
+        out += TextTable.render(
+            header: ["LISTENER", "ADDRESS"], rows: status.listeners.map { [$0.kind, $0.address] }, indent: 0)
         out += "\n"
         out += TextTable.render(
             header: ["UPSTREAM", "STATE", "ANSWERED", "FAILED", "IN A ROW", "LAST ANSWER", "LAST FAILURE"],

@@ -59,7 +59,8 @@ struct RecordReport: Sendable {
                 let chain = report.chain
                 if !chain.isEmpty { out += "  chain \(chain.joined(separator: " -> "))\n" }
                 let status = rcodeName(answer.rcode)
-                let empty = answer.rcode == 0 && !report.succeeded ? " (no \(DNSRecordText.typeName(report.type)) records)" : ""
+                let empty =
+                    answer.rcode == 0 && !report.succeeded ? " (no \(DNSRecordText.typeName(report.type)) records)" : ""
                 out += "  status \(status)\(empty), from \(report.source)\n"
             }
             out += "  time \(String(format: "%.2f", report.elapsed.fractionalMilliseconds)) ms\n\n"
@@ -151,7 +152,8 @@ enum RecordLookup {
     }
 
     /// One query and its answer section.
-    static func ask(_ text: String, type: UInt16, through exchange: CAresResolver) async throws -> DNSRecordText.Answer {
+    static func ask(_ text: String, type: UInt16, through exchange: CAresResolver) async throws -> DNSRecordText.Answer
+    {
         let name = try HostName(text)
         let answer = try await exchange.send(message: DNSRecordText.query(for: name, type: type))
         guard let read = DNSRecordText.answer(answer) else {
@@ -169,10 +171,11 @@ enum RecordLookup {
         case .failure(let error):
             outcome = .failure(error)
         case .success(let resolution):
-            let links: [DNSRecordText.Record] = chain.map { answer in
-                let names = DNSRecordText.chain(from: resolution.host + ".", in: answer.records)
-                return answer.records.filter { $0.type == 5 && names.dropLast().contains($0.name) }
-            } ?? []
+            let links: [DNSRecordText.Record] =
+                chain.map { answer in
+                    let names = DNSRecordText.chain(from: resolution.host + ".", in: answer.records)
+                    return answer.records.filter { $0.type == 5 && names.dropLast().contains($0.name) }
+                } ?? []
             let owner = links.last?.data ?? resolution.host + "."
             let addresses = resolution.addresses.map {
                 DNSRecordText.Record(

@@ -98,7 +98,8 @@ struct ResolveCommand: AsyncParsableCommand {
         guard let type = recordType else { return }
         if type == 1 || type == 28 {
             if let family = resolution.family, family != (type == 1 ? .ipv4 : .ipv6) {
-                throw ValidationError("--type \(DNSRecordText.typeName(type)) asks for \(type == 1 ? "ipv4" : "ipv6"); drop --family.")
+                throw ValidationError(
+                    "--type \(DNSRecordText.typeName(type)) asks for \(type == 1 ? "ipv4" : "ipv6"); drop --family.")
             }
             return
         }
@@ -169,8 +170,11 @@ struct ResolveCommand: AsyncParsableCommand {
     /// and prints them.
     private func runRelayed(_ recordType: UInt16, settings: HostResolver.Configuration) async throws {
         var asked = names.map { (asked: $0, name: $0) }
-        asked += reverse.compactMap { text in IPAddress(text).map { (asked: text, name: DNSRecordText.reverseName($0)) } }
-        let exchange = try Self.usage { try CAresResolver(configuration: settings.cares, logger: CommandLogging.logger()) }
+        asked += reverse.compactMap { text in IPAddress(text).map { (asked: text, name: DNSRecordText.reverseName($0)) }
+        }
+        let exchange = try Self.usage {
+            try CAresResolver(configuration: settings.cares, logger: CommandLogging.logger())
+        }
         let reports = await RecordLookup.lookUp(asked, type: recordType, through: exchange)
         exchange.shutdown()
         try Self.show(reports, json: json, short: short)

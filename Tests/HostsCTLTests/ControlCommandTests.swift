@@ -100,14 +100,16 @@ struct ControlCommandTests {
             listeners == [
                 "http 127.0.0.1:\(server.http)", "dns 127.0.0.1:\(server.dns)", "admin 127.0.0.1:\(server.admin)",
             ], "\(first.listeners)")
-        #expect(first.upstreams.map(\.source) == ["cares", "relay"] && first.upstreams.allSatisfy { $0.state == "unknown" })
+        #expect(
+            first.upstreams.map(\.source) == ["cares", "relay"] && first.upstreams.allSatisfy { $0.state == "unknown" })
 
         // Asked twice: once upstream. Flushed: upstream again.
         #expect(try await server.kdig("n1.test").contains("10.1.0.1"))
         #expect(try await server.kdig("n1.test").contains("10.1.0.1"))
         #expect(try await server.queries(for: "n1.test", waitingFor: 1) == 1)
         let flushed = try await server.control(["flush", "n1.test"])
-        #expect(flushed.status == 0 && flushed.standardOutput.contains("flushed n1.test: 1 from the cache"), "\(flushed)")
+        #expect(
+            flushed.status == 0 && flushed.standardOutput.contains("flushed n1.test: 1 from the cache"), "\(flushed)")
         #expect(try await server.kdig("n1.test").contains("10.1.0.1"))
         #expect(try await server.queries(for: "n1.test", waitingFor: 2) == 2)
 
@@ -125,7 +127,8 @@ struct ControlCommandTests {
         #expect(cares.state == "up" && cares.answered == 2 && cares.failed == 0 && cares.lastAnswer != nil, "\(cares)")
         #expect(answered.upstreams.first { $0.source == "relay" }?.answered == 2)
         let text = try await server.control(["status"])
-        #expect(text.standardOutput.contains("hostsctl serve \(HostsCTLVersion.current), up "), "\(text.standardOutput)")
+        #expect(
+            text.standardOutput.contains("hostsctl serve \(HostsCTLVersion.current), up "), "\(text.standardOutput)")
         #expect(text.standardOutput.contains("dns       127.0.0.1:\(server.dns)"), "\(text.standardOutput)")
 
         // An edit applied at once; a broken one refused, the last good settings in force.
@@ -133,7 +136,8 @@ struct ControlCommandTests {
             .write(toFile: server.settings, atomically: true, encoding: .utf8)
         let applied = try await server.control(["reload"])
         #expect(applied.status == 0 && applied.standardOutput.contains("settings applied"), "\(applied)")
-        #expect(try await server.status().lastReload.map { ($0.trigger, $0.applied) } ?? ("", false) == ("control", true))
+        #expect(
+            try await server.status().lastReload.map { ($0.trigger, $0.applied) } ?? ("", false) == ("control", true))
         try "{ \"serve\": ".write(toFile: server.settings, atomically: true, encoding: .utf8)
         let refused = try await server.control(["reload"])
         #expect(refused.status == 1 && refused.standardError.contains("settings not applied"), "\(refused)")

@@ -8,7 +8,7 @@ import Testing
 struct HelpAgreementTests {
     static let commands = [
         "resolve", "fetch", "bench", "probe", "cache show", "cache export", "cache clear", "config check",
-        "config show", "config keys", "serve", "top",
+        "config show", "config keys", "serve", "top", "control status", "control flush", "control reload",
     ]
 
     /// The options the synopsis's `[HTTP DNS options]` stands for.

@@ -72,10 +72,14 @@ struct RecordTypesTests {
         #expect(missing.status == 1 && missing.standardOutput.contains("status NXDOMAIN"), "\(missing)")
     }
 
-    @Test("-x asks for PTR records; --short prints addresses alone; overrides answer --type A; bad combinations exit 64")
+    @Test(
+        "-x asks for PTR records; --short prints addresses alone; overrides answer --type A; bad combinations exit 64")
     func reverseAndShort() async throws {
         try await DNSMasq.with(
-            records: TestZone.records + ["ptr-record=10.2.0.192.in-addr.arpa,v4only.test", "ptr-record=1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa,multi.test"]
+            records: TestZone.records + [
+                "ptr-record=10.2.0.192.in-addr.arpa,v4only.test",
+                "ptr-record=1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa,multi.test",
+            ]
         ) { server in
             let reverse = try await HostsCTLProcess.run([
                 "resolve", "--server", "\(server.address)", "--no-cache", "-x", "192.0.2.10", "-x", "2001:db8::1",
@@ -86,21 +90,26 @@ struct RecordTypesTests {
             let table = try await HostsCTLProcess.run([
                 "resolve", "--server", "\(server.address)", "--no-cache", "-x", "192.0.2.10",
             ])
-            #expect(table.standardOutput.contains("192.0.2.10 (10.2.0.192.in-addr.arpa) PTR"), "\(table.standardOutput)")
+            #expect(
+                table.standardOutput.contains("192.0.2.10 (10.2.0.192.in-addr.arpa) PTR"), "\(table.standardOutput)")
             let short = try await HostsCTLProcess.run([
                 "resolve", "--server", "\(server.address)", "--no-cache", "--short", "multi.test",
             ])
-            #expect(Set(short.standardOutput.split(separator: "\n").map(String.init)) == Set(TestZone.multiV4 + TestZone.multiV6))
+            #expect(
+                Set(short.standardOutput.split(separator: "\n").map(String.init))
+                    == Set(TestZone.multiV4 + TestZone.multiV6))
             let overridden = try TemporaryFiles.file("192.0.2.77 multi.test\n", name: "hosts")
             let override = try await HostsCTLProcess.run([
-                "resolve", "--server", "\(server.address)", "--no-cache", "--hosts", overridden, "-t", "A", "multi.test",
+                "resolve", "--server", "\(server.address)", "--no-cache", "--hosts", overridden, "-t", "A",
+                "multi.test",
             ])
             #expect(override.standardOutput.contains("A     192.0.2.77"), "\(override.standardOutput)")
             #expect(override.standardOutput.contains("from override"), "\(override.standardOutput)")
         }
         for arguments in [
             ["-t", "NOPE", "a.test"], ["-t", "TXT", "--source", "httpdns", "a.test"], ["-x", "not-an-address"],
-            ["-x", "192.0.2.1", "-t", "TXT"], ["-t", "A", "--family", "ipv6", "a.test"], ["--short", "--json", "a.test"],
+            ["-x", "192.0.2.1", "-t", "TXT"], ["-t", "A", "--family", "ipv6", "a.test"],
+            ["--short", "--json", "a.test"],
             ["-t", "MX", "--probe", "a.test"],
         ] {
             let output = try await HostsCTLProcess.run(["resolve"] + arguments)
@@ -136,7 +145,8 @@ struct RecordTypesTests {
         #expect(text(16, [5] + Array("a \"b\"".utf8) + [2, 0x5C, 0x07]) == #""a \"b\"" "\\\007""#)
         #expect(text(33, [0, 1, 0, 2, 0x01, 0xBB, 0xC0, 12]) == "1 2 443 a.test.")
         #expect(text(257, [128, 5] + Array("issue".utf8) + Array("ca.test".utf8)) == #"128 issue "ca.test""#)
-        let soa: [UInt8] = [0xC0, 12, 0xC0, 12] + [0, 0, 0, 1, 0, 0, 0x0E, 0x10, 0, 0, 2, 0x58, 0, 1, 0x51, 0x80, 0, 0, 0, 60]
+        let soa: [UInt8] =
+            [0xC0, 12, 0xC0, 12] + [0, 0, 0, 1, 0, 0, 0x0E, 0x10, 0, 0, 2, 0x58, 0, 1, 0x51, 0x80, 0, 0, 0, 60]
         #expect(text(6, soa) == "a.test. a.test. 1 3600 600 86400 60")
         // HTTPS: priority 1, target ".", mandatory=alpn, alpn="h2,h3", no-default-alpn, port=443, ipv4hint, ech,
         // ipv6hint, dohpath, an unknown key; then the same with keys out of order (shown in the generic form).
@@ -158,10 +168,14 @@ struct RecordTypesTests {
         #expect(text(64_000, []) == "\\# 0")
     }
 
-    @Test("the record reader never trusts what it reads: truncated, looping and random messages give nil or text, never a crash")
+    @Test(
+        "the record reader never trusts what it reads: truncated, looping and random messages give nil or text, never a crash"
+    )
     func hostileMessages() {
         // A name pointing at itself.
-        let loop: [UInt8] = [0, 0, 0x81, 0x80, 0, 0, 0, 1, 0, 0, 0, 0, 0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4]
+        let loop: [UInt8] = [
+            0, 0, 0x81, 0x80, 0, 0, 0, 1, 0, 0, 0, 0, 0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 1, 2, 3, 4,
+        ]
         #expect(DNSRecordText.answer(loop) == nil)
         #expect(DNSRecordText.answer([0, 0, 0x81]) == nil)
         #expect(DNSRecordText.answer([0, 0, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0]) == nil, "a query is no answer")

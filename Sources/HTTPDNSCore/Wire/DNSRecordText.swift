@@ -198,7 +198,8 @@ package enum DNSRecordText {
             var found: [String] = []
             var position = offset
             for _ in 0..<count {
-                guard position < range.upperBound, let (text, end) = name(message, at: position), end <= range.upperBound
+                guard position < range.upperBound, let (text, end) = name(message, at: position),
+                    end <= range.upperBound
                 else { return nil }
                 found.append(text)
                 position = end
@@ -214,7 +215,9 @@ package enum DNSRecordText {
             guard let (found, end) = names(1, from: start), end == range.upperBound else { return nil }
             return found[0]
         case 15:
-            guard data.count > 2, let (found, end) = names(1, from: start + 2), end == range.upperBound else { return nil }
+            guard data.count > 2, let (found, end) = names(1, from: start + 2), end == range.upperBound else {
+                return nil
+            }
             return "\(number(message, start)) \(found[0])"
         case 16, 99:
             return characterStrings(data)

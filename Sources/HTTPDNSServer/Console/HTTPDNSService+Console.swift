@@ -19,6 +19,24 @@ extension HTTPDNSService {
         ],
         body: DashboardPage.html)
 
+    /// An operator's endpoint (the admin listener's): the metrics, `/stats.json`, the dashboard, the control calls.
+    func operatorPlan(_ endpoint: String, method: String, target: RequestTarget, now: ContinuousClock.Instant) -> Plan {
+        if Self.controlEndpoints.contains(endpoint) {
+            return controlPlan(endpoint, method: method, target: target, now: now)
+        }
+        guard method == "GET" else {
+            return Plan(
+                endpoint: endpoint,
+                work: .done(
+                    .text(405, "method \(HostName.printable(method)) is not allowed here", headers: ["Allow": "GET"])))
+        }
+        switch endpoint {
+        case "metrics": return metricsPlan(now: now)
+        case "stats.json": return statsPlan(name: target.parameter("name"), now: now)
+        default: return Plan(endpoint: endpoint, work: .done(Self.dashboard))
+        }
+    }
+
     /// `/metrics`: the exporter's text, rendered at most once a second.
     func metricsPlan(now: ContinuousClock.Instant) -> Plan {
         guard let text = exposition(now: now) else {

@@ -281,7 +281,9 @@ public final class HTTPDNSServer: Sendable {
     /// Where the server listens, with the ports bound (a configured port 0 is the one the system chose).
     private func listening(_ configuration: Configuration, tls: Bool) -> [ServerStatus.Listener] {
         func address(_ ip: IPAddress, _ port: Int) -> String { ServerAddress(ip: ip, port: UInt16(port)).description }
-        var listeners = [ServerStatus.Listener(kind: tls ? "https" : "http", address: address(configuration.listen.ip, port))]
+        var listeners = [
+            ServerStatus.Listener(kind: tls ? "https" : "http", address: address(configuration.listen.ip, port))
+        ]
         if let dnsPort, let listen = configuration.dnsListen {
             listeners.append(.init(kind: "dns", address: address(listen.ip, dnsPort)))
         }

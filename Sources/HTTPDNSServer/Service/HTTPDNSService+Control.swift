@@ -145,8 +145,7 @@ extension HTTPDNSService {
 
     /// The answer to a control call: `GET /admin/status`, `POST /admin/flush?name=N` (or `?suffix=S`: the name and
     /// every name under it), `POST /admin/reload`.
-    func controlPlan(_ endpoint: String, method: String, target: RequestTarget, now: ContinuousClock.Instant) -> Plan
-    {
+    func controlPlan(_ endpoint: String, method: String, target: RequestTarget, now: ContinuousClock.Instant) -> Plan {
         let expected = endpoint == "admin/status" ? "GET" : "POST"
         guard method == expected else {
             return Plan(
@@ -207,7 +206,9 @@ extension HTTPDNSService {
             return .text(400, "'\(HostName.printable(text))' is not a host name")
         }
         guard controlBudget.withLock({ $0.admitFlush(now: now) }) else {
-            return .text(429, "too many flushes; at most \(ControlBudget.flushesPerSecond) a second", headers: ["Retry-After": "1"])
+            return .text(
+                429, "too many flushes; at most \(ControlBudget.flushesPerSecond) a second",
+                headers: ["Retry-After": "1"])
         }
         return Self.json(flush(host, subdomains: suffix != nil))
     }

@@ -286,8 +286,8 @@ public final class HTTPDNSService: Sendable {
             guard request.method == "POST" else { return notAllowed("POST") }
             return Plan(
                 endpoint: endpoint, work: .done(report(request.body, query: target.query, client: request.client)))
-        case _ where Self.controlEndpoints.contains(endpoint):
-            return controlPlan(endpoint, method: request.method, target: target, now: now)
+        case _ where Self.operatorEndpoints.contains(endpoint):
+            return operatorPlan(endpoint, method: request.method, target: target, now: now)
         case _ where request.method != "GET":
             return notAllowed("GET")
         case "healthz":
@@ -295,12 +295,6 @@ public final class HTTPDNSService: Sendable {
         case "readyz":
             let ready = !draining.withLock { $0 }
             return Plan(endpoint: endpoint, work: .done(ready ? .text(200, "ready") : .text(503, "draining")))
-        case "metrics":
-            return metricsPlan(now: now)
-        case "stats.json":
-            return statsPlan(name: target.parameter("name"), now: now)
-        case "dashboard":
-            return Plan(endpoint: endpoint, work: .done(Self.dashboard))
         case "resolve":
             return jsonPlan(target.query, client: request.client, configuration)
         case "tencent":
