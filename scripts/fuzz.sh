@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache serve-request serve-dns-message forwarded-answer dns-stream http2-server relay)
+[ ${#targets[@]} -gt 0 ] || targets=(doh-wire answer-walk doh-json alibaba tencent tencent-aes settings hosts cache record-text svcb serve-request serve-dns-message forwarded-answer dns-stream http2-server relay)
 scripts/install-deps.sh run
 if [ -n "$from_build" ]; then
     binary="$from_build/debug/httpdns-fuzz"

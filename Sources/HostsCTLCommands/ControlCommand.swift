@@ -12,11 +12,17 @@ import HTTPDNSSettings
 /// Where a running `hostsctl serve`'s admin listener is: `--admin`, else the settings' `serve.admin.listen`.
 struct AdminOptions: ParsableArguments {
     /// The settings file, to find `serve.admin.listen`.
-    @Option(help: "The settings file (default: $HOSTSCTL_CONFIG, else the defaults).")
+    @Option(
+        help:
+            "The settings file to read serve.admin.listen from (default: $HOSTSCTL_CONFIG, else the defaults); a reload re-reads the server's own file."
+    )
     var config: String?
 
     /// The admin listener to ask, instead of the settings'.
-    @Option(help: "The admin listener, IP:PORT (default: serve.admin.listen).")
+    @Option(
+        help:
+            "The admin listener, IP:PORT, no host names; through a tunnel, its local end (default: serve.admin.listen)."
+    )
     var admin: String?
 
     /// Creates the options (used by the argument parser).
@@ -33,7 +39,8 @@ struct AdminOptions: ParsableArguments {
         if let admin { return try ServerAddress(listening: admin) }
         let serve = try SettingsLoading.settings(config).read(ServeSettings.section)
         guard let listen = serve.server.adminListen else {
-            throw ValidationError("serve.admin.listen is none: the server has no admin listener to ask")
+            printToStandardError("hostsctl: serve.admin.listen is none: the server has no admin listener to ask")
+            throw ExitCode(1)
         }
         return listen
     }
@@ -113,7 +120,8 @@ struct ControlCommand: AsyncParsableCommand {
         func run() async throws {
             let (body, _) = try await ControlCommand.call(target, "/admin/status", method: "GET")
             if json {
-                print(String(decoding: body, as: UTF8.self))
+                // The server's JSON escapes control characters; anything else answering there is shown escaped.
+                print(ControlCommand.escaped(String(decoding: body, as: UTF8.self)))
                 return
             }
             let status = try ControlCommand.decode(ServerStatus.self, body)
@@ -154,7 +162,8 @@ struct ControlCommand: AsyncParsableCommand {
                 target, "/admin/flush", method: "POST",
                 query: [URLQueryItem(name: suffix ? "suffix" : "name", value: name)])
             let result = try ControlCommand.decode(FlushResult.self, body)
-            let scope = result.subdomains ? "\(result.name) and the names under it" : result.name
+            let name = HostName.printable(result.name)
+            let scope = result.subdomains ? "\(name) and the names under it" : name
             print(
                 "flushed \(scope): \(result.cache) from the cache, \(result.clientSubnet) kept by client network, "
                     + "\(result.relayed) relayed answers of other types")
@@ -165,7 +174,9 @@ struct ControlCommand: AsyncParsableCommand {
     struct Reload: AsyncParsableCommand {
         /// The subcommand's name and help.
         static let configuration = CommandConfiguration(
-            abstract: "Read the server's settings file again and apply it now (as SIGHUP does).")
+            abstract:
+                "Read the server's settings file again and apply it now (as SIGHUP does); listener settings wait for a restart."
+        )
 
         /// Where the server is.
         @OptionGroup var target: AdminOptions
@@ -179,14 +190,16 @@ struct ControlCommand: AsyncParsableCommand {
             let record = try ControlCommand.decode(ReloadRecord.self, body)
             guard record.applied else {
                 printToStandardError(
-                    "hostsctl control: settings not applied, the last good ones stay: \(record.error ?? "unknown error")"
-                )
+                    "hostsctl control: settings not applied, the last good ones stay: "
+                        + ControlCommand.escaped(record.error ?? "unknown error"))
                 throw ExitCode(1)
             }
             print(
-                record.restartNeeded
-                    ? "settings applied; the listener's settings changed and take effect at the next start"
-                    : "settings applied")
+                record.unchanged
+                    ? "settings unchanged since they were applied; the overrides and hosts files checked"
+                    : record.restartNeeded
+                        ? "settings applied; the listener's settings changed and take effect at the next start"
+                        : "settings applied")
         }
     }
 
@@ -198,6 +211,8 @@ struct ControlCommand: AsyncParsableCommand {
         let (url, address) = try target.url(path, query: query)
         var request = URLRequest(url: url)
         request.httpMethod = method
+        // What the server asks of a state-changing call, so that no web page can make one.
+        if method == "POST" { request.setValue("1", forHTTPHeaderField: "Hostsctl-Control") }
         let session = AdminOptions.session(timeout: 10)
         defer { session.finishTasksAndInvalidate() }
         var data = Data()
@@ -246,15 +261,18 @@ struct ControlCommand: AsyncParsableCommand {
             Date(timeIntervalSince1970: time).formatted(
                 .iso8601.year().month().day().time(includingFractionalSeconds: false))
         }
+        // What the server says is shown escaped: whatever answers on that port is not to reach the terminal raw.
+        let text = escaped
         var out =
-            "hostsctl serve \(status.version), up \(duration(status.uptimeSeconds)) (since \(clock(status.started)) UTC)\n"
-        out += "settings   \(status.settingsFile ?? "none (the defaults)")\n"
+            "hostsctl serve \(text(status.version)), up \(duration(status.uptimeSeconds)) (since \(clock(status.started)) UTC)\n"
+        out += "settings   \(text(status.settingsFile ?? "none (the defaults)"))\n"
         if let reload = status.lastReload {
             let outcome =
                 reload.applied
-                ? "applied" + (reload.restartNeeded ? " (listener settings wait for a restart)" : "")
-                : "not applied: \(reload.error ?? "unknown error")"
-            out += "reloaded   \(ago(reload.time)) (\(reload.trigger)), \(outcome)\n"
+                ? (reload.unchanged ? "unchanged" : "applied")
+                    + (reload.restartNeeded ? " (listener settings wait for a restart)" : "")
+                : "not applied: \(text(reload.error ?? "unknown error"))"
+            out += "reloaded   \(ago(reload.time)) (\(text(reload.trigger))), \(outcome)\n"
         } else {
             out += "reloaded   never\n"
         }
@@ -270,6 +288,23 @@ struct ControlCommand: AsyncParsableCommand {
                     ago($0.lastAnswer), ago($0.lastFailure),
                 ]
             }, indent: 0, rightAligned: [2, 3, 4])
+        return out
+    }
+
+    /// `text` with the characters that could drive a terminal (C0 and C1 controls, bidirectional overrides) written
+    /// as `\u{…}`, whatever its length: what answers on the admin port may be anything.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            let value = scalar.value
+            if value < 0x20 || (0x7F...0x9F).contains(value) || (0x202A...0x202E).contains(value)
+                || (0x2066...0x2069).contains(value)
+            {
+                out += "\\u{\(String(value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
         return out
     }
 

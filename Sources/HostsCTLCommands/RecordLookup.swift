@@ -173,8 +173,12 @@ enum RecordLookup {
         case .success(let resolution):
             let links: [DNSRecordText.Record] =
                 chain.map { answer in
-                    let names = DNSRecordText.chain(from: resolution.host + ".", in: answer.records)
-                    return answer.records.filter { $0.type == 5 && names.dropLast().contains($0.name) }
+                    // Owners compared without case, as the chain is followed.
+                    let names = Set(
+                        DNSRecordText.chain(from: resolution.host + ".", in: answer.records).dropLast().map {
+                            $0.lowercased()
+                        })
+                    return answer.records.filter { $0.type == 5 && names.contains($0.name.lowercased()) }
                 } ?? []
             let owner = links.last?.data ?? resolution.host + "."
             let addresses = resolution.addresses.map {

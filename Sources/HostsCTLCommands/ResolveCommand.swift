@@ -11,11 +11,13 @@ struct ResolveCommand: AsyncParsableCommand {
         commandName: "resolve",
         abstract: "Resolve host names to IP addresses.",
         discussion: """
-            Exit status: 0 when every host resolved, 1 when any failed, 64 for bad arguments.
+            Exit status: 0 when every host resolved, 1 when any failed (with --type or -x: when any has no record \
+            of the type, NXDOMAIN and SERVFAIL included), 64 for bad arguments.
             IP literals are printed as they are; localhost answers 127.0.0.1 and ::1 without a query.
             With --type, records are shown as dig shows them: A and AAAA from the pipeline (with the CNAME chain \
             when c-ares answered), every other type (TXT, MX, SRV, CAA, HTTPS, PTR, ...) from c-ares's servers \
-            (cares.servers or --server), as hostsctl serve relays them. -x ADDRESS asks for its PTR record.
+            (--server, else cares.servers, else /etc/resolv.conf) as hostsctl serve relays them; overrides and \
+            HTTP DNS answer A and AAAA only. -x ADDRESS asks for its PTR record.
             """
     )
 
@@ -35,11 +37,15 @@ struct ResolveCommand: AsyncParsableCommand {
     /// Addresses to reverse-resolve.
     @Option(
         name: .customShort("x"),
-        help: ArgumentHelp("Reverse-resolve ADDRESS: its PTR record (may repeat).", valueName: "ADDRESS"))
+        help: ArgumentHelp(
+            "Reverse-resolve ADDRESS: its PTR record (may repeat; not with host names).", valueName: "ADDRESS"))
     var reverse: [String] = []
 
     /// Only the data, one a line.
-    @Flag(help: "Print only the addresses (with --type, each record's data), one a line.")
+    @Flag(
+        help:
+            "Print only the data, one a line: the addresses, best first; with --type or -x each answer record's, CNAME targets included (dig +short). A failed name prints nothing."
+    )
     var short = false
 
     /// How names are resolved: servers, family (default `any`), timeouts, settings, overrides, HTTP DNS.
@@ -91,6 +97,7 @@ struct ResolveCommand: AsyncParsableCommand {
         if short, json { throw ValidationError("--short and --json cannot be combined.") }
         if !reverse.isEmpty {
             if let type, type != 12 { throw ValidationError("-x asks for PTR records; drop --type.") }
+            if !names.isEmpty { throw ValidationError("Give host names or -x addresses, not both.") }
             for address in reverse where IPAddress(address) == nil {
                 throw ValidationError("-x takes an IP address, not '\(HostName.printable(address))'.")
             }

@@ -243,6 +243,10 @@ final class SettingsReloader: Sendable {
     private let applied: Locked<ServeSettings>
     private let hangUp: Locked<Task<Void, Never>?> = Locked(nil)
     private let last = Locked<ReloadRecord?>(nil)
+    /// The bytes of the settings file last applied, behind the lock that runs one reload at a time (the file
+    /// watcher, SIGHUP and a control call can ask at once; two applying together could leave the resolver with one
+    /// file's settings and the relay with another's).
+    private let serial: Locked<[UInt8]?>
 
     /// The last reload, whatever asked for it.
     var lastReload: ReloadRecord? { last.withLock { $0 } }
@@ -257,6 +261,7 @@ final class SettingsReloader: Sendable {
         self.forwarder = forwarder
         self.logger = logger
         self.applied = Locked(serve)
+        self.serial = Locked(Self.contents(path))
         let reload = Locked<(@Sendable (Settings) -> Void)?>(nil)
         self.watcher = path.map { path in
             FileWatcher<Settings>(
@@ -264,7 +269,14 @@ final class SettingsReloader: Sendable {
                 load: { path in try SettingsLoading.load(path).get() },
                 onChange: { settings in reload.withLock { $0 }?(settings) })
         }
-        reload.withLock { $0 = { [weak self] settings in _ = self?.apply(settings, trigger: "file") } }
+        reload.withLock {
+            $0 = { [weak self] settings in
+                guard let self else { return }
+                serial.withLock { appliedBytes in
+                    if apply(settings, trigger: "file").applied { appliedBytes = Self.contents(path) }
+                }
+            }
+        }
     }
 
     func start(interval: Int) {
@@ -285,12 +297,36 @@ final class SettingsReloader: Sendable {
 
     /// Reads the settings file (and the environment) again and applies it; what `trigger` asked for (`signal`,
     /// `control`) is recorded with the outcome.
+    ///
+    /// A file unchanged since it was last applied is not applied again (that would rebuild the upstreams and forget
+    /// every negative answer, for nothing): the overrides and hosts files are checked now instead, and the record
+    /// says `unchanged`.
     func reloadNow(trigger: String) -> ReloadRecord {
-        do {
-            return apply(try SettingsLoading.load(path).get(), trigger: trigger)
-        } catch {
-            return record(trigger: trigger, error: error)
+        serial.withLock { appliedBytes in
+            let bytes = Self.contents(path)
+            if let bytes, bytes == appliedBytes {
+                resolver.checkLocalFilesNow()
+                logger.notice(
+                    "settings unchanged; overrides and hosts files checked", metadata: ["trigger": "\(trigger)"])
+                let record = ReloadRecord(
+                    time: Date().timeIntervalSince1970, trigger: trigger, applied: true, error: nil,
+                    restartNeeded: false, unchanged: true)
+                last.withLock { $0 = record }
+                return record
+            }
+            do {
+                let record = apply(try SettingsLoading.load(path).get(), trigger: trigger)
+                if record.applied { appliedBytes = bytes }
+                return record
+            } catch {
+                return record(trigger: trigger, error: error)
+            }
         }
+    }
+
+    /// The bytes of the settings file at `path`, `nil` without one (or when it cannot be read).
+    private static func contents(_ path: String?) -> [UInt8]? {
+        path.flatMap { FileManager.default.contents(atPath: $0) }.map(Array.init)
     }
 
     /// Records a reload that failed with `error`: the last good settings stay.

@@ -13,6 +13,7 @@ enum FuzzTargets {
     /// The targets, by name.
     static let names = [
         "doh-wire", "answer-walk", "doh-json", "alibaba", "tencent", "tencent-aes", "settings", "hosts", "cache",
+        "record-text", "svcb",
     ]
 
     private static let name = try! HostName("multi.test")
@@ -63,6 +64,21 @@ enum FuzzTargets {
         case "hosts":
             let file = HostsFile(parsing: bytes, file: "fuzz")
             precondition(file.entries.allSatisfy { !$0.patterns.isEmpty }, "an entry without a name")
+        case "record-text":
+            // `hostsctl resolve --type` shows what upstreams answer: never more records than the header counts, and
+            // nothing but printable ASCII.
+            guard let answer = DNSRecordText.answer(bytes) else { return true }
+            precondition(answer.records.count <= Int(bytes[6]) << 8 | Int(bytes[7]), "more records than answers")
+            for record in answer.records {
+                precondition(
+                    (record.name + record.data).unicodeScalars.allSatisfy { (0x20...0x7E).contains($0.value) },
+                    "a record shown with a byte that is not printable ASCII")
+            }
+        case "svcb":
+            // SVCB/HTTPS record data: what reads is written so that it reads back the same.
+            guard let binding = try? ServiceBinding(rdata: bytes[...]) else { return true }
+            precondition(
+                (try? ServiceBinding(rdata: binding.rdata[...])) == binding, "an SVCB record does not read back")
         case "cache":
             guard let file = try? JSONDecoder().decode(CacheFile.self, from: Data(bytes)) else { return true }
             var core = HostCacheCore(configuration: .default)

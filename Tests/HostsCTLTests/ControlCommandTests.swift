@@ -138,6 +138,10 @@ struct ControlCommandTests {
         #expect(applied.status == 0 && applied.standardOutput.contains("settings applied"), "\(applied)")
         #expect(
             try await server.status().lastReload.map { ($0.trigger, $0.applied) } ?? ("", false) == ("control", true))
+        // The same file again (within the second: the command waits out the server's 429 and tries once more):
+        // nothing rebuilt.
+        let again = try await server.control(["reload"])
+        #expect(again.status == 0 && again.standardOutput.contains("settings unchanged"), "\(again)")
         try "{ \"serve\": ".write(toFile: server.settings, atomically: true, encoding: .utf8)
         let refused = try await server.control(["reload"])
         #expect(refused.status == 1 && refused.standardError.contains("settings not applied"), "\(refused)")
@@ -159,10 +163,12 @@ struct ControlCommandTests {
         let server = try await Running.start()
         defer { server.stop() }
         let admin = try await offThePool { try KeepAliveConnection(port: Int(server.admin)) }
-        func call(_ target: String, method: String = "POST", _ headers: [String] = []) async throws -> (
-            status: Int, headers: [String: String], body: String
-        ) {
-            try await offThePool { try admin.exchange(target, method: method, headers: headers) }
+        /// A call with `headers`, and the control header unless `control` is false.
+        func call(_ target: String, method: String = "POST", _ headers: [String] = [], control: Bool = true)
+            async throws -> (status: Int, headers: [String: String], body: String)
+        {
+            let all = headers + (control ? ["Hostsctl-Control: 1"] : [])
+            return try await offThePool { try admin.exchange(target, method: method, headers: all) }
         }
         let flush = "/admin/flush?name=n1.test"
         #expect(try await call(flush, ["Origin: http://attacker.example"]).status == 403)
@@ -175,12 +181,18 @@ struct ControlCommandTests {
         #expect(try await call("/admin/reload", method: "GET").status == 405)
         #expect(try await call("/admin/status", method: "POST").status == 405)
         #expect(try await call(flush, ["Host: rebind.attacker.example"]).status == 421)
+        #expect(try await call(flush, control: false).status == 403, "a POST without the control header")
+        #expect(try await call("/admin/status", method: "GET", ["Sec-Fetch-Site: cross-site"]).status == 403)
+        #expect(try await call("/stats.json/", method: "GET", ["Sec-Fetch-Site: cross-site"]).status == 403)
+        #expect(try await call("/admin/status", method: "GET", ["Sec-Fetch-Site: same-origin"]).status == 200)
         #expect(try await call(flush, ["Sec-Fetch-Site: none"]).status == 200)
         #expect(try await call(flush).status == 200)
         #expect(try await call("/admin/flush").status == 400)
         #expect(try await call("/admin/flush?name=bad..name").status == 400)
         let publicListener = try await offThePool { try KeepAliveConnection(port: Int(server.http)) }
-        let outside = try await offThePool { try publicListener.exchange(flush, method: "POST") }
+        let outside = try await offThePool {
+            try publicListener.exchange(flush, method: "POST", headers: ["Hostsctl-Control: 1"])
+        }
         #expect(outside.status == 404)
         // At most ten flushes a second: forty in a row meet the bound, told when to come back.
         var statuses: [Int] = []
@@ -200,17 +212,19 @@ struct ControlCommandTests {
         #expect(noPort.status == 64, "\(noPort)")
     }
 
-    @Test("the control budget: one reload a second, ten flushes a second")
+    @Test("the control budget: one reload a second, ten flushes and ten status calls a second, each its own bucket")
     func budget() {
         var budget = ControlBudget()
         let start = ContinuousClock.now
         var reloads: [Bool] = []
-        for offset in [0, 999, 1000] { reloads.append(budget.admitReload(now: start + .milliseconds(offset))) }
+        for offset in [0, 500, 1100] { reloads.append(budget.reloads.take(now: start + .milliseconds(offset))) }
         #expect(reloads == [true, false, true])
         var flushes: [Bool] = []
-        for offset in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 500, 1000] {
-            flushes.append(budget.admitFlush(now: start + .milliseconds(offset)))
+        for offset in [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 150, 150] {
+            flushes.append(budget.flushes.take(now: start + .milliseconds(offset)))
         }
-        #expect(flushes == Array(repeating: true, count: 10) + [false, true])
+        #expect(flushes == Array(repeating: true, count: 10) + [false, true, false])
+        let status = budget.status.take(now: start)
+        #expect(status, "each kind of call has its own bucket")
     }
 }

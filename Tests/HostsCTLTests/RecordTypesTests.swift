@@ -110,7 +110,7 @@ struct RecordTypesTests {
             ["-t", "NOPE", "a.test"], ["-t", "TXT", "--source", "httpdns", "a.test"], ["-x", "not-an-address"],
             ["-x", "192.0.2.1", "-t", "TXT"], ["-t", "A", "--family", "ipv6", "a.test"],
             ["--short", "--json", "a.test"],
-            ["-t", "MX", "--probe", "a.test"],
+            ["-t", "MX", "--probe", "a.test"], ["-x", "192.0.2.1", "a.test"],
         ] {
             let output = try await HostsCTLProcess.run(["resolve"] + arguments)
             #expect(output.status == 64, "\(arguments): \(output)")
@@ -154,14 +154,16 @@ struct RecordTypesTests {
         params += [0, 1, 0, 6, 2] + Array("h2".utf8) + [2] + Array("h3".utf8)
         params += [0, 2, 0, 0] + [0, 3, 0, 2, 1, 0xBB] + [0, 4, 0, 4, 192, 0, 2, 1] + [0, 5, 0, 3, 1, 2, 3]
         params += [0, 6, 0, 16, 0x20, 0x01, 0x0D, 0xB8] + [UInt8](repeating: 0, count: 11) + [1]
-        params += [0, 7, 0, 4] + Array("/q{}".utf8) + [0xFF, 0x00, 0, 2] + Array("x\"".utf8)
+        params += [0, 7, 0, 8] + Array("/q{?dns}".utf8) + [0xFF, 0x00, 0, 2] + Array("x\"".utf8)
         #expect(
             text(65, [0, 1, 0] + params)
-                == #"1 . mandatory=alpn alpn="h2,h3" no-default-alpn port=443 ipv4hint=192.0.2.1 ech=AQID ipv6hint=2001:db8::1 dohpath="/q{}" key65280="x\"""#
+                == #"1 . mandatory=alpn alpn="h2,h3" no-default-alpn port=443 ipv4hint=192.0.2.1 ech=AQID ipv6hint=2001:db8::1 dohpath="/q{?dns}" key65280="x\"""#
         )
         let disordered: [UInt8] = [0, 1, 0] + [0, 3, 0, 2, 1, 0xBB] + [0, 1, 0, 3, 2] + Array("h2".utf8)
         #expect(text(65, disordered) == "\\# \(disordered.count) " + DNSRecordText.hex(disordered[...]))
-        #expect(text(65, [0, 0, 0xC0, 12]) == "0 a.test.")
+        // RFC 9460 §2.2: the target is never compressed.
+        #expect(text(65, [0, 0, 0xC0, 12]) == "\\# 4 0000C00C")
+        #expect(text(65, [0, 0, 1, 97, 0]) == "0 a.")
         // Data that does not read as its type: the generic form.
         #expect(text(1, [1, 2, 3]) == "\\# 3 010203")
         #expect(text(15, [0, 10, 0xC0]) == "\\# 3 000AC0")

@@ -14,6 +14,8 @@ public import HTTPDNS
 /// - `alias.ecs.test` CNAME: `a.ecs.test` (192.0.2.101) for 198.51.100.0/24, `b.ecs.test` (192.0.2.102) for
 ///   203.0.113.0/24, `z.ecs.test` (192.0.2.109) otherwise: another record type that depends on the network.
 /// - `web.ecs.test` HTTPS with `ipv4hint=10.0.0.8` (an internal address), `pub.ecs.test` HTTPS with a public hint.
+/// - `www.ecs.test` HTTPS with hints no view answers (192.0.2.250, 2001:db8::250), `elsewhere.ecs.test` HTTPS pointing at
+///   `www.ecs.test` with port 8443, `h3` and ECH: what serve steers to the addresses each client network gets.
 /// - For `hostsctl resolve --type`: `svc.ecs.test` HTTPS with every common key, `pool.ecs.test` HTTPS in AliasMode,
 ///   `doh.ecs.test` SVCB with `dohpath`, `mail` MX, `caa` CAA, `_sip._tcp` SRV, `chain` CNAME to `alias`, `words`
 ///   TXT of two strings, one with quotes.
@@ -49,6 +51,8 @@ public final class PowerDNS: Sendable {
         pub IN HTTPS 1 . alpn=h2 ipv4hint=93.184.216.34
         big IN TXT "x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10x10" "x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11x11" "x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12x12" "x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13x13" "x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14x14" "x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15x15"
         broken IN LUA A "error('no answer')"
+        www IN HTTPS 1 . alpn=h2 ipv4hint=192.0.2.250 ipv6hint=2001:db8::250
+        elsewhere IN HTTPS 1 www.ecs.test. alpn=h3 port=8443 ipv4hint=192.0.2.251 ech=AQIDBAUGBwg=
         svc IN HTTPS 1 target.ecs.test. mandatory=alpn,port alpn=h2,h3 port=8443 ipv4hint=192.0.2.1,192.0.2.2 ech=AQIDBAUGBwg= ipv6hint=2001:db8::1
         pool IN HTTPS 0 svc.ecs.test.
         doh IN SVCB 1 doh.ecs.test. alpn=h2 key7="/dns-query{?dns}"

@@ -83,8 +83,17 @@ extension HostCacheCore {
     /// Removes one host.
     mutating func remove(_ host: HostName) {
         records.removeValue(forKey: host)
-        removedSinceSave.insert(host.name)
+        noteRemoved(host)
         compactOrder()
+    }
+
+    /// Remembers until the next save that `host` was removed on purpose (so the save does not bring it back from the
+    /// file), for at most as many hosts as the cache holds: past that, removals repeated between saves (a save that
+    /// keeps failing, or none at all) would grow the set without end, and a host removed beyond it may come back from
+    /// the file at the next save, as if another process had saved it.
+    mutating func noteRemoved(_ host: HostName) {
+        guard removedSinceSave.count < configuration.maximumHosts else { return }
+        removedSinceSave.insert(host.name)
     }
 
     /// Removes every host `matches` names (an operator's flush of a name or a suffix), negative answers and scores
@@ -93,7 +102,7 @@ extension HostCacheCore {
         let hosts = records.keys.filter(matches)
         for host in hosts {
             records.removeValue(forKey: host)
-            removedSinceSave.insert(host.name)
+            noteRemoved(host)
         }
         if !hosts.isEmpty { compactOrder() }
         return hosts.count

@@ -100,6 +100,12 @@ extension HostResolver {
     /// its entries (turning it off or on, its file, its save interval and the overrides TTL take a restart). A resolver made with
     /// explicit upstreams keeps them.
     /// - Throws: `HTTPDNSError.Code.invalidConfiguration` when the new settings cannot be built; nothing changed.
+    /// Reads the overrides and hosts files now if they changed: what a reload whose settings are the same as before
+    /// still does, without rebuilding the upstreams (which would also forget every negative answer).
+    package func checkLocalFilesNow() {
+        state.withLock { $0.localFiles }?.checkNow()
+    }
+
     public func apply(_ settings: Configuration) throws(HTTPDNSError) {
         guard let files = state.withLock({ $0.localFiles }) else {
             throw HTTPDNSError(
@@ -332,6 +338,12 @@ final class LocalFiles: Sendable {
         for watcher in stale { watcher.stop() }
         if case .some(.none) = newOverrides { overrides.replaceFileTable(OverrideTable()) }
         if case .some(.none) = newHosts { hosts.replaceFileTable(OverrideTable()) }
+    }
+
+    /// Checks both files now and reloads those that changed (a reload whose settings did not change).
+    func checkNow() {
+        let watchers = state.withLock { [$0.overrides, $0.hosts].compactMap { $0 } }
+        for watcher in watchers { watcher.checkNow() }
     }
 
     /// Stops watching both files.

@@ -92,7 +92,7 @@ public final class HostResolver: HostNameResolver {
     /// The override layer, if any.
     public let overrides: HostOverrides?
     /// The system hosts file layer (source ``ResolutionSource/hosts``), asked after the overrides.
-    let hosts: HostOverrides?
+    package let hosts: HostOverrides?
     /// The scored IP cache, if caching is on.
     @usableFromInline package let cache: HostCache?
     /// The AsyncHTTPClient clients pinned to addresses, shared by the HTTP DNS upstreams built from settings and the

@@ -61,10 +61,15 @@ package final class UpstreamHealth: Sendable {
         }
     }
 
-    /// Every source's record, `known` ones (never asked yet) included, by name.
-    package func records(known: [String] = []) -> [Record] {
-        var all = records.withLock { $0 }
-        for source in known where all[source] == nil {
+    /// The records of the `known` sources (those configured now; one never asked is `unknown`), by name. Sources
+    /// no longer known (a reload removed them) are forgotten, so the table follows the configuration.
+    package func records(known: [String]) -> [Record] {
+        let names = Set(known)
+        var all = records.withLock { records in
+            records = records.filter { names.contains($0.key) }
+            return records
+        }
+        for source in names where all[source] == nil {
             all[source] = Record(source: source, state: "unknown", answered: 0, failed: 0, consecutiveFailures: 0)
         }
         return all.values.sorted { $0.source < $1.source }

@@ -2,7 +2,9 @@
 /// `kdig` print them, for `hostsctl resolve --type`. Types it does not know are shown in the generic form of
 /// RFC 3597 (`\# LENGTH HEX`), and so is any record whose data does not read as its type says: a hostile server's
 /// answer is shown, never trusted. Every read is bounds-checked; names follow at most
-/// ``DNSMessageWalk/maximumPointers`` compression pointers.
+/// ``DNSMessageWalk/maximumPointers`` compression pointers; what it writes is printable ASCII only (anything else is
+/// escaped as `\DDD`), so an answer cannot reach a terminal as control characters (the fuzz target `record-text`
+/// holds it to both).
 package enum DNSRecordText {
     /// One record of an answer.
     package struct Record: Sendable, Hashable {
@@ -146,7 +148,9 @@ package enum DNSRecordText {
                 }
                 length += size + 1
                 guard position + 1 + size <= message.count, length <= 255 else { return nil }
-                labels.append(escaped(message[position + 1..<position + 1 + size], special: [UInt8(ascii: ".")]))
+                // A space is `\032` in a name, as dig writes it: a name never splits a line into fields.
+                labels.append(
+                    escaped(message[position + 1..<position + 1 + size], special: [UInt8(ascii: ".")], spaces: true))
                 position += 1 + size
             default:
                 return nil
@@ -155,11 +159,12 @@ package enum DNSRecordText {
         return nil
     }
 
-    /// `bytes` with `\`, the `special` bytes and anything outside printable ASCII escaped (`\.`, `\DDD`).
-    static func escaped(_ bytes: ArraySlice<UInt8>, special: Set<UInt8>) -> String {
+    /// `bytes` with `\`, the `special` bytes and anything outside printable ASCII escaped (`\.`, `\DDD`), and with
+    /// `spaces` the space too (`\032`).
+    static func escaped(_ bytes: ArraySlice<UInt8>, special: Set<UInt8>, spaces: Bool = false) -> String {
         var text = ""
         for byte in bytes {
-            if byte < 0x21 && byte != 0x20 || byte > 0x7E {
+            if byte < 0x21 && (byte != 0x20 || spaces) || byte > 0x7E {
                 let digits = String(byte)
                 text += "\\" + String(repeating: "0", count: 3 - digits.count) + digits
             } else if byte == UInt8(ascii: "\\") || special.contains(byte) {
@@ -235,7 +240,7 @@ package enum DNSRecordText {
         case 257:
             guard data.count >= 2, data.count >= 2 + Int(message[start + 1]) else { return nil }
             let tagEnd = start + 2 + Int(message[start + 1])
-            let tag = String(decoding: message[start + 2..<tagEnd], as: UTF8.self)
+            let tag = escaped(message[start + 2..<tagEnd], special: [34])
             return "\(message[start]) \(tag) \"\(escaped(message[tagEnd..<range.upperBound], special: [34]))\""
         case 43, 59:
             guard data.count > 4 else { return nil }
@@ -277,24 +282,15 @@ extension DNSRecordText {
     ]
 
     /// SVCB and HTTPS data (RFC 9460 §2.1): the priority, the target and each parameter as `key=value`; `nil` when
-    /// the keys are not in increasing order or a value does not read as its key says.
+    /// ``ServiceBinding`` refuses the data (keys out of order, a value of the wrong shape, a compressed target).
     static func serviceBinding(_ message: [UInt8], _ range: Range<Int>) -> String? {
-        guard range.count >= 3, let (target, end) = name(message, at: range.lowerBound + 2), end <= range.upperBound
+        guard let binding = try? ServiceBinding(rdata: message[range]),
+            let (target, _) = name(message, at: range.lowerBound + 2)
         else { return nil }
-        var parts = ["\(number(message, range.lowerBound))", target]
-        var position = end
-        var previous = -1
-        while position < range.upperBound {
-            guard position + 4 <= range.upperBound else { return nil }
-            let key = number(message, position)
-            let length = number(message, position + 2)
-            let value = position + 4..<position + 4 + length
-            guard key > previous, value.upperBound <= range.upperBound,
-                let text = serviceParameter(UInt16(key), message[value])
-            else { return nil }
+        var parts = ["\(binding.priority)", target]
+        for key in binding.parameters.keys.sorted() {
+            guard let text = serviceParameter(key, binding.parameters[key]?[...] ?? []) else { return nil }
             parts.append(text)
-            previous = key
-            position = value.upperBound
         }
         return parts.joined(separator: " ")
     }

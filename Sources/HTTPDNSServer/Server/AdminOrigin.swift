@@ -11,7 +11,7 @@ import HTTPDNS
 /// else it gets 421 Misdirected Request. A request without `Host` (HTTP/1.0 tools) is answered. `/stats.json`, which
 /// holds the fleet's busiest names and per-network steering, also refuses a browser's cross-site fetch
 /// (`Sec-Fetch-Site: cross-site` or `same-site`: 403), and the control calls refuse whatever a web page sends
-/// (``allowsControl(method:origin:fetchSite:)``).
+/// (``allowsControl(method:origin:fetchSite:control:)``).
 struct AdminOrigin: Sendable {
     /// The admin listener's own address.
     var listen: IPAddress?
@@ -47,11 +47,17 @@ struct AdminOrigin: Sendable {
     /// `Sec-Fetch-Site` with every request; `hostsctl control` and `curl` send neither, and a user typing an address
     /// cannot make a POST (`Sec-Fetch-Site: none`). So a page the operator opens (a cross-site form, or a
     /// rebound name whose `Host` the loopback check let through) cannot flush or reload.
-    static func allowsControl(method: String, origin: String?, fetchSite: String?) -> Bool {
+    /// And it must carry ``controlHeader``: a page can send a header of its own only after a CORS preflight, which
+    /// this listener never answers, so a browser that sends neither `Origin` nor `Sec-Fetch-Site` (an old one) still
+    /// cannot make the call.
+    static func allowsControl(method: String, origin: String?, fetchSite: String?, control: String?) -> Bool {
         guard method != "GET", method != "HEAD" else { return true }
-        guard origin == nil else { return false }
+        guard origin == nil, control == "1" else { return false }
         return fetchSite.map { HostName.asciiLowercased($0) == "none" } ?? true
     }
+
+    /// The header a state-changing control call carries (`Hostsctl-Control: 1`); `hostsctl control` sends it.
+    static let controlHeader = "hostsctl-control"
 
     /// The host of a `Host` header without its port or IPv6 brackets, lower case, without a trailing dot.
     static func hostPart(_ header: String) -> String {

@@ -132,18 +132,23 @@ final class HTTP1ServiceHandler: ChannelInboundHandler {
                 needsFlush = true
                 return
             }
-            if RequestTarget(head.uri).path == "/stats.json",
+            // The endpoint as the service will route it (`/stats.json/` and `//stats.json` are `/stats.json`).
+            let endpoint = HTTPDNSService.endpoint(RequestTarget(head.uri).segments)
+            if endpoint == "stats.json" || endpoint == "admin/status",
                 !AdminOrigin.allowsStats(fetchSite: head.headers.first(name: "sec-fetch-site"))
             {
-                write(context: context, head: head, .text(403, "/stats.json is not for other sites' pages"))
+                write(context: context, head: head, .text(403, "this endpoint is not for other sites' pages"))
                 needsFlush = true
                 return
             }
             if !AdminOrigin.allowsControl(
                 method: head.method.rawValue, origin: head.headers.first(name: "origin"),
-                fetchSite: head.headers.first(name: "sec-fetch-site"))
+                fetchSite: head.headers.first(name: "sec-fetch-site"),
+                control: head.headers.first(name: AdminOrigin.controlHeader))
             {
-                write(context: context, head: head, .text(403, "control calls are not taken from web pages"))
+                write(
+                    context: context, head: head,
+                    .text(403, "control calls need the header Hostsctl-Control: 1 and are not taken from web pages"))
                 needsFlush = true
                 return
             }

@@ -127,14 +127,14 @@ package final class ForwardedAnswerCache: Sendable {
         }
     }
 
-    /// The name a key's question asks for, lower case and without the trailing dot (`nil` for the root or a key
-    /// that cannot be read: a question holds its name uncompressed).
+    /// The name a key's question asks for, lower case and without the trailing dot (empty for the root; `nil` for a
+    /// key that cannot be read: a question holds its name uncompressed).
     static func questionName(inKey key: [UInt8]) -> String? {
         var labels: [String] = []
         var position = 0
         while position < key.count {
             let length = Int(key[position])
-            if length == 0 { return labels.isEmpty ? nil : labels.joined(separator: ".") }
+            if length == 0 { return labels.joined(separator: ".") }
             guard length < 64, position + 1 + length <= key.count else { return nil }
             labels.append(String(decoding: key[position + 1..<position + 1 + length], as: UTF8.self))
             position += 1 + length
@@ -148,6 +148,9 @@ package final class ForwardedAnswerCache: Sendable {
         guard query.count >= 12, query[4] == 0, query[5] == 1,
             let nameEnd = DNSMessageWalk.skipName(query, from: 12), nameEnd + 4 <= query.count
         else { return nil }
+        // A question's name is written in full (a pointer there can only point into the header or at itself): one
+        // that is not is not kept, so every kept answer can be found by its name (an operator's flush).
+        guard questionName(inKey: Array(query[12..<nameEnd])) != nil else { return nil }
         var key = query[12..<nameEnd + 4].map { (65...90).contains($0) ? $0 | 0x20 : $0 }
         key.append(query[2] & 0x01)  // RD
         key.append(query[3] & 0x10)  // CD

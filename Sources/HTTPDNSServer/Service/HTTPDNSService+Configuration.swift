@@ -117,6 +117,11 @@ extension HTTPDNSService {
         /// appends to one header passes the other through as the client wrote it, so believing both would let a
         /// client choose its own address.
         public var trustedProxyHeader: ProxyHeader
+        /// The ALPN identifiers (`h2`, `h3`, ...) of the HTTPS and SVCB record the service makes for an overridden
+        /// name (whose hints are the override's addresses); none by default.
+        public var httpsRecordALPN: [String]
+        /// The port of that record; 0, the default, for none (the scheme's).
+        public var httpsRecordPort: Int
         /// Regions for steering by client reports: a client inside one counts as that region (its reports order
         /// the answers of every client in it); any other client as its own network (``clientSubnetPrefixes``).
         public var steeringRegions: [IPNetwork]
@@ -134,8 +139,11 @@ extension HTTPDNSService {
             trustedProxyHeader: ProxyHeader = .xForwardedFor, steeringRegions: [IPNetwork] = [],
             maximumUpstreamLookups: Int = 1_024, maximumUpstreamLookupsPerNetwork: Int = 64,
             guardsForwardedAddresses: Bool = true, udpRateLimitPerSecond: Double = 500,
-            udpRateLimitBurst: Double = 1_000, upstreamQueueWait: Duration = .milliseconds(300)
+            udpRateLimitBurst: Double = 1_000, upstreamQueueWait: Duration = .milliseconds(300),
+            httpsRecordALPN: [String] = [], httpsRecordPort: Int = 0
         ) {
+            self.httpsRecordALPN = httpsRecordALPN.filter { !$0.isEmpty && $0.utf8.count <= 255 }
+            self.httpsRecordPort = min(max(httpsRecordPort, 0), 65_535)
             self.upstreamQueueWait = max(upstreamQueueWait, .zero)
             self.udpRateLimitPerSecond = max(udpRateLimitPerSecond, 0)
             self.udpRateLimitBurst = max(udpRateLimitBurst, udpRateLimitPerSecond > 0 ? 1 : 0)
@@ -290,6 +298,13 @@ extension HTTPDNSService.Configuration {
         networks(
             "steeringRegions", \.steeringRegions,
             "regions (CIDR) whose clients' reports order the answers of every client in them (else by /24 or /56)"),
+        .strings(
+            "httpsRecords.alpn", \.httpsRecordALPN, default: standard.httpsRecordALPN,
+            "ALPN identifiers (h2, h3) of the HTTPS/SVCB record serve makes for an overridden name; [] for none",
+            check: { $0.isEmpty || $0.utf8.count > 255 ? "an ALPN identifier is 1 to 255 bytes" : nil }),
+        .int(
+            "httpsRecords.port", \.httpsRecordPort, default: standard.httpsRecordPort,
+            "the port of that record; 0 for none (the scheme's)", range: 0...65_535),
     ]
 
     /// `serve.accounts`: `ACCOUNT` (answers unsigned requests) or `ACCOUNT:SECRET_ENV` (signed only, its secret in

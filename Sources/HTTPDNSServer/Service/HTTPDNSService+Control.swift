@@ -38,13 +38,19 @@ package struct ReloadRecord: Codable, Sendable, Hashable {
     package var error: String?
     /// Listener settings changed, which take effect at the next start.
     package var restartNeeded: Bool
+    /// The settings file had not changed since it was last applied: nothing was rebuilt, the overrides and hosts
+    /// files were checked.
+    package var unchanged: Bool
 
-    package init(time: Double, trigger: String, applied: Bool, error: String?, restartNeeded: Bool) {
+    package init(
+        time: Double, trigger: String, applied: Bool, error: String?, restartNeeded: Bool, unchanged: Bool = false
+    ) {
         self.time = time
         self.trigger = trigger
         self.applied = applied
         self.error = error
         self.restartNeeded = restartNeeded
+        self.unchanged = unchanged
     }
 }
 
@@ -97,36 +103,44 @@ package struct FlushResult: Codable, Sendable, Hashable {
     package var relayed: Int
 }
 
-/// How often the control calls may run: each costs a scan of a cache (a flush) or a read of the settings file and a
-/// rebuild of the upstreams (a reload), so a local process looping on them cannot take a core.
+/// How often the control calls may run: each costs a scan of the caches (a flush), a copy of the upstream table (a
+/// status call) or a read of the settings file (a reload, and a rebuild of the upstreams when it changed), so a local
+/// process looping on them cannot take a core. One bucket per kind of call, for the whole server: only operators
+/// reach the admin listener, whose connections are bounded per client network apart.
 struct ControlBudget: Sendable {
-    /// The most reloads a second.
-    static let reloadInterval: Duration = .seconds(1)
-    /// The most flushes a second.
-    static let flushesPerSecond = 10
+    /// A token bucket: `rate` calls a second, bursts of `burst`.
+    struct Bucket: Sendable {
+        let rate: Double
+        let burst: Double
+        var tokens: Double
+        var updated: ContinuousClock.Instant?
 
-    var lastReload: ContinuousClock.Instant?
-    var flushWindow: ContinuousClock.Instant?
-    var flushes = 0
+        init(rate: Double, burst: Double) {
+            self.rate = rate
+            self.burst = burst
+            self.tokens = burst
+        }
 
-    /// Whether a reload may run at `now` (and counts it).
-    mutating func admitReload(now: ContinuousClock.Instant) -> Bool {
-        if let lastReload, now - lastReload < Self.reloadInterval { return false }
-        lastReload = now
-        return true
-    }
-
-    /// Whether a flush may run at `now` (and counts it).
-    mutating func admitFlush(now: ContinuousClock.Instant) -> Bool {
-        if let window = flushWindow, now - window < .seconds(1) {
-            guard flushes < Self.flushesPerSecond else { return false }
-            flushes += 1
+        /// Takes one call at `now`; `false` when none is left.
+        mutating func take(now: ContinuousClock.Instant) -> Bool {
+            if let updated {
+                tokens = min(burst, tokens + max(0, (now - updated) / .seconds(1)) * rate)
+            }
+            updated = now
+            guard tokens >= 1 else { return false }
+            tokens -= 1
             return true
         }
-        flushWindow = now
-        flushes = 1
-        return true
     }
+
+    /// Flushes: ten a second.
+    static let flushesPerSecond = 10.0
+    /// Status calls: ten a second.
+    static let statusPerSecond = 10.0
+
+    var reloads = Bucket(rate: 1, burst: 1)
+    var flushes = Bucket(rate: flushesPerSecond, burst: flushesPerSecond)
+    var status = Bucket(rate: statusPerSecond, burst: statusPerSecond)
 }
 
 extension HTTPDNSService {
@@ -157,7 +171,10 @@ extension HTTPDNSService {
         }
         let response: ServiceResponse
         switch endpoint {
-        case "admin/status": response = Self.json(status())
+        case "admin/status":
+            response =
+                controlBudget.withLock({ $0.status.take(now: now) })
+                ? Self.json(status()) : Self.overBudget("status calls", perSecond: ControlBudget.statusPerSecond)
         case "admin/flush": response = flushCall(target, now: now)
         default: response = reloadCall(now: now)
         }
@@ -174,7 +191,7 @@ extension HTTPDNSService {
             uptimeSeconds: (Date().timeIntervalSince(started) * 10).rounded() / 10,
             settingsFile: control?.settingsFile, lastReload: control?.lastReload(),
             listeners: listeners.withLock { $0 }, upstreams: upstreams,
-            cachedHosts: resolver.cache?.entries().count ?? 0)
+            cachedHosts: resolver.cache?.count ?? 0)
     }
 
     /// Removes `name` (and with `subdomains` every name under it) from every cache of answers: the resolver's
@@ -205,10 +222,8 @@ extension HTTPDNSService {
         guard let host = try? HostName(text) else {
             return .text(400, "'\(HostName.printable(text))' is not a host name")
         }
-        guard controlBudget.withLock({ $0.admitFlush(now: now) }) else {
-            return .text(
-                429, "too many flushes; at most \(ControlBudget.flushesPerSecond) a second",
-                headers: ["Retry-After": "1"])
+        guard controlBudget.withLock({ $0.flushes.take(now: now) }) else {
+            return Self.overBudget("flushes", perSecond: ControlBudget.flushesPerSecond)
         }
         return Self.json(flush(host, subdomains: suffix != nil))
     }
@@ -217,11 +232,16 @@ extension HTTPDNSService {
         guard let reload = control.withLock({ $0?.reload }) else {
             return .text(404, "this server has no settings to reload")
         }
-        guard controlBudget.withLock({ $0.admitReload(now: now) }) else {
-            return .text(429, "a reload ran less than a second ago", headers: ["Retry-After": "1"])
+        guard controlBudget.withLock({ $0.reloads.take(now: now) }) else {
+            return Self.overBudget("reloads", perSecond: 1)
         }
         let record = reload()
         return Self.json(record, status: record.applied ? 200 : 422)
+    }
+
+    /// 429 for a control call past its budget.
+    static func overBudget(_ what: String, perSecond: Double) -> ServiceResponse {
+        .text(429, "too many \(what); at most \(Int(perSecond)) a second", headers: ["Retry-After": "1"])
     }
 
     /// `value` as a JSON answer (keys sorted) that is never cached.

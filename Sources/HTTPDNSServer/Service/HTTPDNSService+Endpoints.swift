@@ -90,6 +90,12 @@ extension HTTPDNSService {
         }
         let network = clientNetwork(stated: stated, client: client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
+            // An overridden name's HTTPS or SVCB record is the service's own, whatever happens to other types.
+            if Self.isServiceBinding(parsed.type),
+                let plan = overriddenBindingPlan(parsed, stated: stated, configuration)
+            {
+                return plan
+            }
             guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
             // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
             guard !forwardingMarker.isLoop(message) else { return answer(.serverFailure) }

@@ -37,7 +37,9 @@ extension HTTPDNSService {
             guard let lookup = lookupOnLoop(lookups[0], on: loop, { answered(render([$0])) }) else { return nil }
             stop = { lookup.cancel() }
         case .forward(let relay):
-            guard let forwarder = forwarder as? ReloadingCAresForwarder else { return nil }
+            // An SVCB or HTTPS answer's hints are steered by lookups a task waits for.
+            guard !Self.isServiceBinding(relay.query.type), let forwarder = forwarder as? ReloadingCAresForwarder
+            else { return nil }
             let outgoing = relayOutgoing(relay)
             let sent = ContinuousClock.now
             let stopRelay = forwarder.start(outgoing.message, on: loop) { [self] result in

@@ -6,19 +6,31 @@ extension HTTPDNSService {
     /// A relayed answer for `relay` still kept: for every network (the global key), then for this client's network,
     /// or (asked without a network while ECS is on: a client that sent a /0) for clients asked that way only; with
     /// the client's own ECS option echoed with the scope it holds for.
-    func keptRelayAnswer(_ relay: Relay) -> ServiceResponse? {
+    /// `counting`: whether the answer found is counted as a kept one now (the caller counts it once it is used).
+    func keptRelayAnswer(_ relay: Relay, counting: Bool = true) -> ServiceResponse? {
         let now = ContinuousClock.now
         let mode = configuration.clientSubnetMode
         let ownKey = relay.subnet ?? (mode == .off ? nil : Self.askedWithoutNetwork)
         if let (answer, ttl) = forwardedAnswers.answer(to: relay.message, now: now) {
-            metrics.relayKeptAnswer()
+            if counting { metrics.relayKeptAnswer() }
             return Self.relayResponse(answer, ttl: ttl, scope: 0, relay: relay)
         }
         if let ownKey, let (answer, ttl) = forwardedAnswers.answer(to: relay.message, network: ownKey, now: now) {
-            metrics.relayKeptAnswer()
+            if counting { metrics.relayKeptAnswer() }
             return Self.relayResponse(answer, ttl: ttl, scope: ownKey.prefixLength, relay: relay)
         }
         return nil
+    }
+
+    /// A kept answer to `relay` that can go out at once: an SVCB or HTTPS answer only when the addresses its hints
+    /// become are in the cache (else `nil`: the task's path steers it).
+    func immediateRelayAnswer(_ relay: Relay) -> ServiceResponse? {
+        guard Self.isServiceBinding(relay.query.type) else { return keptRelayAnswer(relay) }
+        guard let kept = keptRelayAnswer(relay, counting: false), let steered = steeredFromCache(kept, relay) else {
+            return nil
+        }
+        metrics.relayKeptAnswer()
+        return steered
     }
 
     /// A relayed answer as the client gets it: its own ECS option (`stated`) echoed with the answer's scope, and no
@@ -38,13 +50,13 @@ extension HTTPDNSService {
     /// for the network sent only) and the client's own option echoed with that scope.
     func forward(_ relay: Relay) async -> ServiceResponse {
         guard let forwarder else { return Self.dnsResponse(relay.query, .notImplemented, []) }
-        if let kept = keptRelayAnswer(relay) { return kept }
+        if let kept = keptRelayAnswer(relay) { return await steered(kept, relay) }
         let outgoing = relayOutgoing(relay)
         let started = ContinuousClock.now
         do {
             let answer = try await forwarder.forward(outgoing.message)
             countRelay(answer, since: started)
-            return relayed(answer, relay, subnet: outgoing.subnet)
+            return await steered(relayed(answer, relay, subnet: outgoing.subnet), relay)
         } catch {
             if !(error is CancellationError) { countRelay(nil, since: started) }
             return relayFailure(error, relay)

@@ -346,7 +346,7 @@ public final class HTTPDNSService: Sendable {
             return (response, nil)
         case .forward(let relay):
             // A relayed answer still kept is answered at once: it takes no upstream place.
-            return keptRelayAnswer(relay).map { ($0, nil) }
+            return immediateRelayAnswer(relay).map { ($0, nil) }
         case .lookups(let lookups, let render):
             var results: [LookupResult] = []
             results.reserveCapacity(lookups.count)

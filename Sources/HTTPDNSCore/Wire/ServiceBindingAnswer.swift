@@ -1,0 +1,192 @@
+/// An answer to an SVCB or HTTPS query whose ServiceMode records' address hints (`ipv4hint`, `ipv6hint`, RFC 9460
+/// §7.3) are made to agree with the A and AAAA answers a server gives the same client: `hostsctl serve` steers a
+/// name's addresses (overrides, scores, client networks), and a client that follows the hints must reach what a
+/// client that follows A and AAAA reaches.
+///
+/// The answer is rebuilt with every name written in full, so that no compression pointer can point at bytes that
+/// moved: the header (AD cleared, the data is no longer the signed data), the question, the answer section (CNAME and
+/// DNAME targets expanded, SVCB/HTTPS data rewritten, RRSIGs over SVCB/HTTPS dropped, other records as they came)
+/// and the OPT record; the authority and additional sections are left out (the additional section may carry the
+/// target's addresses, RFC 9460 §4.1, which would bypass the steering). An answer holding a record whose data may
+/// carry compressed names this does not expand (NS, SOA, MX, PTR, SRV in the answer section) is not rebuilt.
+package enum ServiceBindingAnswer {
+    /// The addresses one name's hints become, and how long they hold.
+    package struct Hints: Sendable, Hashable {
+        /// The IPv4 hints, in order (none: no `ipv4hint`).
+        package var ipv4: [IPAddress]
+        /// The IPv6 hints, in order (none: no `ipv6hint`).
+        package var ipv6: [IPAddress]
+        /// The TTL of the addresses: the record's TTL becomes at most this.
+        package var ttl: UInt32
+
+        package init(ipv4: [IPAddress], ipv6: [IPAddress], ttl: UInt32) {
+            self.ipv4 = ipv4
+            self.ipv6 = ipv6
+            self.ttl = ttl
+        }
+    }
+
+    /// One record of a message: where its owner name starts, its type, class and TTL, and its data.
+    struct RawRecord {
+        var owner: Int
+        var type: UInt16
+        var recordClass: UInt16
+        var ttl: UInt32
+        var data: Range<Int>
+    }
+
+    /// The names the answer's ServiceMode records hint at (each record's target, or its owner for `.`), lower case
+    /// without the trailing dot, each once, in order; empty when it holds none or cannot be read.
+    package static func hintedNames(in answer: [UInt8]) -> [String] {
+        guard let (_, records) = sections(answer) else { return [] }
+        var names: [String] = []
+        for record in records.answers where record.type == 64 || record.type == 65 {
+            guard let binding = try? ServiceBinding(rdata: answer[record.data]), !binding.isAlias,
+                let name = hintedName(binding, owner: record.owner, in: answer), !names.contains(name)
+            else { continue }
+            names.append(name)
+        }
+        return names
+    }
+
+    /// Whether the answer section holds an SVCB or HTTPS record (then it goes through ``steering(_:hints:)``).
+    package static func holdsBindings(_ answer: [UInt8]) -> Bool {
+        sections(answer)?.1.answers.contains { $0.type == 64 || $0.type == 65 } ?? false
+    }
+
+    /// `answer` rebuilt with the hints of each ServiceMode record whose name is in `hints` set to those addresses
+    /// (a family without addresses loses its key) and its TTL at most theirs; `nil` when it cannot be rebuilt.
+    package static func steering(_ answer: [UInt8], hints: [String: Hints]) -> [UInt8]? {
+        guard let (questionEnd, records) = sections(answer) else { return nil }
+        var body: [UInt8] = []
+        var count = 0
+        for record in records.answers {
+            guard let owner = expandedName(answer, at: record.owner) else { return nil }
+            var ttl = record.ttl
+            var data = Array(answer[record.data])
+            switch record.type {
+            case 46
+            where data.count >= 2 && (Int(data[0]) << 8 | Int(data[1]) == 64 || Int(data[0]) << 8 | Int(data[1]) == 65):
+                // A signature over the records rewritten here no longer holds.
+                continue
+            case 5, 39:
+                guard let target = expandedName(answer, at: record.data.lowerBound),
+                    target.end == record.data.upperBound
+                else { return nil }
+                data = target.wire
+            case 64, 65:
+                // A record this cannot read is malformed (RFC 9460 §2.2: clients ignore it), and its hints must not
+                // reach a lenient client unsteered: it is left out.
+                guard var binding = try? ServiceBinding(rdata: answer[record.data]) else { continue }
+                if !binding.isAlias, let name = hintedName(binding, owner: record.owner, in: answer),
+                    let steered = hints[name]
+                {
+                    binding.ipv4Hints = steered.ipv4
+                    binding.ipv6Hints = steered.ipv6
+                    ttl = min(ttl, steered.ttl)
+                    data = binding.rdata
+                }
+            case 2, 6, 12, 15, 33:
+                return nil
+            default:
+                break
+            }
+            body += owner.wire
+            body += [
+                UInt8(record.type >> 8), UInt8(record.type & 0xFF), UInt8(record.recordClass >> 8),
+                UInt8(record.recordClass & 0xFF), UInt8(ttl >> 24), UInt8(ttl >> 16 & 0xFF), UInt8(ttl >> 8 & 0xFF),
+                UInt8(ttl & 0xFF), UInt8(data.count >> 8), UInt8(data.count & 0xFF),
+            ]
+            body += data
+            count += 1
+        }
+        let opt = records.additional.first { $0.type == 41 && answer[$0.owner] == 0 }
+        var out = Array(answer[0..<questionEnd])
+        out[3] &= ~0x20
+        (out[6], out[7]) = (UInt8(count >> 8), UInt8(count & 0xFF))
+        (out[8], out[9], out[10], out[11]) = (0, 0, 0, opt == nil ? 0 : 1)
+        out += body
+        if let opt { out += answer[opt.owner..<opt.data.upperBound] }
+        return out
+    }
+
+    /// The name `binding`'s hints are for: its target, or for `.` the owner of its record.
+    static func hintedName(_ binding: ServiceBinding, owner: Int, in message: [UInt8]) -> String? {
+        if binding.target != "." { return String(binding.target.dropLast()) }
+        return expandedName(message, at: owner).map { text($0.wire) }
+    }
+
+    /// The lower-case dotted form of a name written in full, without the trailing dot.
+    static func text(_ wire: [UInt8]) -> String {
+        var labels: [String] = []
+        var position = 0
+        while position < wire.count, wire[position] != 0 {
+            let length = Int(wire[position])
+            labels.append(
+                String(decoding: wire[position + 1..<min(position + 1 + length, wire.count)], as: UTF8.self)
+                    .lowercased())
+            position += 1 + length
+        }
+        return labels.joined(separator: ".")
+    }
+
+    /// The name at `start` written in full (its labels, then the root), and where it ends in the record that holds
+    /// it; `nil` past the end, past ``DNSMessageWalk/maximumPointers`` pointers or past 255 bytes.
+    static func expandedName(_ message: [UInt8], at start: Int) -> (wire: [UInt8], end: Int)? {
+        var wire: [UInt8] = []
+        var position = start
+        var end: Int?
+        var pointers = 0
+        while position < message.count {
+            let length = Int(message[position])
+            switch length & 0xC0 {
+            case 0xC0:
+                guard position + 1 < message.count, pointers < DNSMessageWalk.maximumPointers else { return nil }
+                pointers += 1
+                if end == nil { end = position + 2 }
+                position = (length & 0x3F) << 8 | Int(message[position + 1])
+            case 0:
+                guard position + 1 + length <= message.count, wire.count + length + 2 <= 255 else { return nil }
+                wire += message[position...position + length]
+                if length == 0 { return (wire, end ?? position + 1) }
+                position += 1 + length
+            default:
+                return nil
+            }
+        }
+        return nil
+    }
+
+    /// Where the question ends, and the records of the answer and additional sections; `nil` unless the message is
+    /// a response with one question that can be walked to its end.
+    static func sections(_ message: [UInt8]) -> (questionEnd: Int, (answers: [RawRecord], additional: [RawRecord]))? {
+        guard message.count >= 12, message[2] & 0x80 != 0, message[4] == 0, message[5] == 1,
+            let nameEnd = DNSMessageWalk.skipName(message, from: 12), nameEnd + 4 <= message.count,
+            !message[12..<nameEnd].contains(where: { $0 & 0xC0 == 0xC0 })
+        else { return nil }
+        var offset = nameEnd + 4
+        func read(_ count: Int) -> [RawRecord]? {
+            var records: [RawRecord] = []
+            for _ in 0..<count {
+                guard let end = DNSMessageWalk.skipName(message, from: offset), end + 10 <= message.count else {
+                    return nil
+                }
+                let length = Int(message[end + 8]) << 8 | Int(message[end + 9])
+                guard end + 10 + length <= message.count else { return nil }
+                records.append(
+                    RawRecord(
+                        owner: offset, type: UInt16(message[end]) << 8 | UInt16(message[end + 1]),
+                        recordClass: UInt16(message[end + 2]) << 8 | UInt16(message[end + 3]),
+                        ttl: message[end + 4..<end + 8].reduce(UInt32(0)) { $0 << 8 | UInt32($1) },
+                        data: end + 10..<end + 10 + length))
+                offset = end + 10 + length
+            }
+            return records
+        }
+        let counts = (6...10).filter { $0 % 2 == 0 }.map { Int(message[$0]) << 8 | Int(message[$0 + 1]) }
+        guard let answers = read(counts[0]), read(counts[1]) != nil, let additional = read(counts[2]) else {
+            return nil
+        }
+        return (nameEnd + 4, (answers, additional))
+    }
+}

@@ -1,0 +1,109 @@
+import HTTPDNS
+
+/// HTTPS and SVCB answers (RFC 9460) that agree with the A and AAAA answers: browsers and system resolvers ask for
+/// HTTPS records first and may connect to their `ipv4hint`/`ipv6hint` addresses, so hints straight from the upstream
+/// would bypass the overrides and the steering. For an overridden name the service makes the record itself; for any
+/// other name the upstream's record is relayed with its hints replaced by the addresses the same client network gets
+/// for A and AAAA, in the same order (everything else, the port, ALPN and ECH, as it came).
+extension HTTPDNSService {
+    /// The most names one answer's hints are steered for (each costs two lookups); the hints of any further name are
+    /// left out rather than passed on unsteered.
+    static let maximumHintedNames = 8
+
+    /// Whether `type` is SVCB (64) or HTTPS (65).
+    static func isServiceBinding(_ type: UInt16) -> Bool { type == 64 || type == 65 }
+
+    /// For a name the overrides (or the hosts file) answer: one ServiceMode record for the name itself, whose hints
+    /// are the override's addresses, with the ALPN identifiers and port of the settings (`serve.httpsRecords.*`), for
+    /// the override's TTL. `nil` for a name they do not answer.
+    func overriddenBindingPlan(_ parsed: DNSQueryMessage, stated: IPNetwork?, _ configuration: Configuration) -> Plan? {
+        guard let host = try? HostName(parsed.name),
+            let local = resolver.overrides?.resolve(host, family: .any) ?? resolver.hosts?.resolve(host, family: .any)
+        else { return nil }
+        var binding = ServiceBinding(priority: 1)
+        if !configuration.httpsRecordALPN.isEmpty { binding.alpn = configuration.httpsRecordALPN }
+        if configuration.httpsRecordPort > 0 { binding.port = UInt16(configuration.httpsRecordPort) }
+        let addresses = local.addresses.prefix(configuration.maximumAnswers)
+        binding.ipv4Hints = addresses.map(\.ip).filter { $0.family == .ipv4 }
+        binding.ipv6Hints = addresses.map(\.ip).filter { $0.family == .ipv6 }
+        let ttl = addresses.map(\.ttl).min() ?? 0
+        return Plan(
+            endpoint: "dns-query", name: parsed.name,
+            work: .done(
+                Self.dnsResponse(
+                    parsed, .noError, [.init(data: binding.rdata, ttl: ttl)],
+                    clientSubnet: stated.map { ($0, 0) })))
+    }
+
+    /// `response` to `relay` (an SVCB or HTTPS query) with its hints steered, asking the pipeline for the addresses
+    /// it does not hold.
+    func steered(_ response: ServiceResponse, _ relay: Relay) async -> ServiceResponse {
+        guard let names = Self.hintedNames(response, relay) else { return response }
+        var hints: [String: ServiceBindingAnswer.Hints] = [:]
+        for name in names {
+            let v4 = await lookup(hintLookup(name, .ipv4, relay))
+            let v6 = await lookup(hintLookup(name, .ipv6, relay))
+            hints[name] = Self.hints(v4, v6)
+        }
+        return Self.steering(response, hints: hints)
+    }
+
+    /// `response` with its hints steered from the cache alone; `nil` when a name's addresses are not there (the
+    /// caller asks in a task, through ``steered(_:_:)``).
+    func steeredFromCache(_ response: ServiceResponse, _ relay: Relay) -> ServiceResponse? {
+        guard let names = Self.hintedNames(response, relay) else { return response }
+        var hints: [String: ServiceBindingAnswer.Hints] = [:]
+        for name in names {
+            guard let (v4, _) = cachedLookup(hintLookup(name, .ipv4, relay)),
+                let (v6, _) = cachedLookup(hintLookup(name, .ipv6, relay))
+            else { return nil }
+            hints[name] = Self.hints(v4, v6)
+        }
+        return Self.steering(response, hints: hints)
+    }
+
+    /// The names a response's ServiceMode records hint at, at most ``maximumHintedNames``; `nil` unless `relay` is
+    /// an SVCB or HTTPS query answered with such records (readable or not: an unreadable one is left out of the
+    /// rewritten answer).
+    private static func hintedNames(_ response: ServiceResponse, _ relay: Relay) -> [String]? {
+        guard isServiceBinding(relay.query.type), response.status == 200,
+            ServiceBindingAnswer.holdsBindings(response.body)
+        else { return nil }
+        return Array(ServiceBindingAnswer.hintedNames(in: response.body).prefix(maximumHintedNames))
+    }
+
+    /// The lookup of `name`'s addresses of `family` for `relay`'s client network, as an A or AAAA query of it is.
+    private func hintLookup(_ name: String, _ family: AddressFamily, _ relay: Relay) -> Lookup {
+        Lookup(
+            name: name, family: family, limit: configuration.maximumAnswers,
+            network: (subnet: relay.subnet, chosen: relay.chosen))
+    }
+
+    /// The hints two lookups give: each family's addresses (none for a failure), for the shorter TTL of those
+    /// that answered (`UInt32.max`: no bound, when neither did).
+    private static func hints(_ v4: LookupResult, _ v6: LookupResult) -> ServiceBindingAnswer.Hints {
+        let ipv4 = try? v4.get()
+        let ipv6 = try? v6.get()
+        let ttls = [ipv4?.ttl, ipv6?.ttl].compactMap { $0 }
+        return ServiceBindingAnswer.Hints(
+            ipv4: ipv4?.addresses ?? [], ipv6: ipv6?.addresses ?? [], ttl: ttls.min() ?? .max)
+    }
+
+    /// `response` rebuilt with `hints` (as it was when it cannot be rebuilt), kept for no longer than they hold.
+    private static func steering(_ response: ServiceResponse, hints: [String: ServiceBindingAnswer.Hints])
+        -> ServiceResponse
+    {
+        // Names past the bound lose their hints: nothing reaches a client unsteered.
+        var all = hints
+        for name in ServiceBindingAnswer.hintedNames(in: response.body) where all[name] == nil {
+            all[name] = ServiceBindingAnswer.Hints(ipv4: [], ipv6: [], ttl: .max)
+        }
+        guard let body = ServiceBindingAnswer.steering(response.body, hints: all) else { return response }
+        var steered = response
+        steered.body = body
+        if let ttl = all.values.map(\.ttl).filter({ $0 != .max }).min() {
+            steered.maxAge = min(steered.maxAge ?? ttl, ttl)
+        }
+        return steered
+    }
+}
