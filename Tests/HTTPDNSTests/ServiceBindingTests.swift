@@ -49,6 +49,14 @@ struct ServiceBindingTests {
         binding.ipv4Hints = []
         #expect(try ServiceBinding(rdata: binding.rdata[...]).parameters[ServiceBinding.Key.ipv4Hint] == nil)
         #expect(try ServiceBinding(rdata: ServiceBinding(priority: 0, target: "pool.test.").rdata[...]).isAlias)
+        // Hints a mandatory list names, removed: the list follows, and the record reads back.
+        var strict = ServiceBinding(priority: 1, parameters: [0: [0, 3, 0, 4], 3: [1, 0xBB], 4: [192, 0, 2, 1]])
+        strict.ipv4Hints = []
+        #expect(strict.mandatory == [3])
+        #expect(try ServiceBinding(rdata: strict.rdata[...]) == strict)
+        var only = ServiceBinding(priority: 1, parameters: [0: [0, 6], 6: Array(IPAddress("2001:db8::1")!.bytes)])
+        only.ipv6Hints = []
+        #expect(only.parameters.isEmpty, "a mandatory list left empty goes")
     }
 
     @Test(

@@ -108,6 +108,33 @@ package enum DNSMessageWalk {
         return out + optRecord(carrying: options)
     }
 
+    /// The name at `start` written in full (its labels, then the root), and where it ends in the record that holds
+    /// it; `nil` past the end, past ``DNSMessageWalk/maximumPointers`` pointers or past 255 bytes.
+    package static func expandedName(_ message: [UInt8], at start: Int) -> (wire: [UInt8], end: Int)? {
+        var wire: [UInt8] = []
+        var position = start
+        var end: Int?
+        var pointers = 0
+        while position < message.count {
+            let length = Int(message[position])
+            switch length & 0xC0 {
+            case 0xC0:
+                guard position + 1 < message.count, pointers < maximumPointers else { return nil }
+                pointers += 1
+                if end == nil { end = position + 2 }
+                position = (length & 0x3F) << 8 | Int(message[position + 1])
+            case 0:
+                guard position + 1 + length <= message.count, wire.count + length + 2 <= 255 else { return nil }
+                wire += message[position...position + length]
+                if length == 0 { return (wire, end ?? position + 1) }
+                position += 1 + length
+            default:
+                return nil
+            }
+        }
+        return nil
+    }
+
     /// Where the name starting at `offset` ends (labels, or a compression pointer), `nil` when it runs past the end.
     package static func skipName(_ message: [UInt8], from start: Int) -> Int? {
         var offset = start

@@ -128,35 +128,16 @@ package enum DNSRecordText {
     /// The name at `start` in presentation form (trailing dot; `.`, `\` and bytes outside printable ASCII escaped)
     /// and where it ends in the record that holds it.
     static func name(_ message: [UInt8], at start: Int) -> (name: String, end: Int)? {
+        guard let (wire, end) = DNSMessageWalk.expandedName(message, at: start) else { return nil }
         var labels: [String] = []
-        var position = start
-        var end: Int?
-        var pointers = 0
-        var length = 0
-        while position < message.count {
-            let size = Int(message[position])
-            switch size & 0xC0 {
-            case 0xC0:
-                guard position + 1 < message.count, pointers < DNSMessageWalk.maximumPointers else { return nil }
-                pointers += 1
-                if end == nil { end = position + 2 }
-                position = (size & 0x3F) << 8 | Int(message[position + 1])
-            case 0:
-                if size == 0 {
-                    let text = labels.isEmpty ? "." : labels.joined(separator: ".") + "."
-                    return (text, end ?? position + 1)
-                }
-                length += size + 1
-                guard position + 1 + size <= message.count, length <= 255 else { return nil }
-                // A space is `\032` in a name, as dig writes it: a name never splits a line into fields.
-                labels.append(
-                    escaped(message[position + 1..<position + 1 + size], special: [UInt8(ascii: ".")], spaces: true))
-                position += 1 + size
-            default:
-                return nil
-            }
+        var position = 0
+        while wire[position] != 0 {
+            let length = Int(wire[position])
+            // A space is `\032` in a name, as dig writes it: a name never splits a line into fields.
+            labels.append(escaped(wire[position + 1...position + length], special: [UInt8(ascii: ".")], spaces: true))
+            position += 1 + length
         }
-        return nil
+        return (labels.isEmpty ? "." : labels.joined(separator: ".") + ".", end)
     }
 
     /// `bytes` with `\`, the `special` bytes and anything outside printable ASCII escaped (`\.`, `\DDD`), and with

@@ -73,16 +73,27 @@ package struct ServiceBinding: Sendable, Hashable {
         set { parameters[Key.port] = newValue.map { [UInt8($0 >> 8), UInt8($0 & 0xFF)] } }
     }
 
-    /// The IPv4 hints (`ipv4hint`), empty without the key; set to empty to remove it.
+    /// The IPv4 hints (`ipv4hint`), empty without the key; set to empty to remove it (and its place in
+    /// `mandatory`, which may name only keys the record has).
     package var ipv4Hints: [IPAddress] {
         get { Self.addresses(parameters[Key.ipv4Hint], size: 4) }
-        set { parameters[Key.ipv4Hint] = newValue.isEmpty ? nil : newValue.flatMap(\.bytes) }
+        set { set(Key.ipv4Hint, newValue.isEmpty ? nil : newValue.flatMap(\.bytes)) }
     }
 
-    /// The IPv6 hints (`ipv6hint`), empty without the key; set to empty to remove it.
+    /// The IPv6 hints (`ipv6hint`), empty without the key; set to empty to remove it (and its place in
+    /// `mandatory`).
     package var ipv6Hints: [IPAddress] {
         get { Self.addresses(parameters[Key.ipv6Hint], size: 16) }
-        set { parameters[Key.ipv6Hint] = newValue.isEmpty ? nil : newValue.flatMap(\.bytes) }
+        set { set(Key.ipv6Hint, newValue.isEmpty ? nil : newValue.flatMap(\.bytes)) }
+    }
+
+    /// Sets `key`'s value; removing it takes it out of `mandatory` too (and `mandatory` itself when it names nothing
+    /// else), so the record stays well formed (RFC 9460 §8).
+    private mutating func set(_ key: UInt16, _ value: [UInt8]?) {
+        parameters[key] = value
+        guard value == nil, mandatory.contains(key) else { return }
+        let rest = mandatory.filter { $0 != key }
+        parameters[Key.mandatory] = rest.isEmpty ? nil : rest.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
     }
 
     /// The ECHConfigList (`ech`), as it came.

@@ -61,7 +61,7 @@ package enum ServiceBindingAnswer {
         var body: [UInt8] = []
         var count = 0
         for record in records.answers {
-            guard let owner = expandedName(answer, at: record.owner) else { return nil }
+            guard let owner = DNSMessageWalk.expandedName(answer, at: record.owner) else { return nil }
             var ttl = record.ttl
             var data = Array(answer[record.data])
             switch record.type {
@@ -70,7 +70,7 @@ package enum ServiceBindingAnswer {
                 // A signature over the records rewritten here no longer holds.
                 continue
             case 5, 39:
-                guard let target = expandedName(answer, at: record.data.lowerBound),
+                guard let target = DNSMessageWalk.expandedName(answer, at: record.data.lowerBound),
                     target.end == record.data.upperBound
                 else { return nil }
                 data = target.wire
@@ -113,7 +113,7 @@ package enum ServiceBindingAnswer {
     /// The name `binding`'s hints are for: its target, or for `.` the owner of its record.
     static func hintedName(_ binding: ServiceBinding, owner: Int, in message: [UInt8]) -> String? {
         if binding.target != "." { return String(binding.target.dropLast()) }
-        return expandedName(message, at: owner).map { text($0.wire) }
+        return DNSMessageWalk.expandedName(message, at: owner).map { text($0.wire) }
     }
 
     /// The lower-case dotted form of a name written in full, without the trailing dot.
@@ -128,33 +128,6 @@ package enum ServiceBindingAnswer {
             position += 1 + length
         }
         return labels.joined(separator: ".")
-    }
-
-    /// The name at `start` written in full (its labels, then the root), and where it ends in the record that holds
-    /// it; `nil` past the end, past ``DNSMessageWalk/maximumPointers`` pointers or past 255 bytes.
-    static func expandedName(_ message: [UInt8], at start: Int) -> (wire: [UInt8], end: Int)? {
-        var wire: [UInt8] = []
-        var position = start
-        var end: Int?
-        var pointers = 0
-        while position < message.count {
-            let length = Int(message[position])
-            switch length & 0xC0 {
-            case 0xC0:
-                guard position + 1 < message.count, pointers < DNSMessageWalk.maximumPointers else { return nil }
-                pointers += 1
-                if end == nil { end = position + 2 }
-                position = (length & 0x3F) << 8 | Int(message[position + 1])
-            case 0:
-                guard position + 1 + length <= message.count, wire.count + length + 2 <= 255 else { return nil }
-                wire += message[position...position + length]
-                if length == 0 { return (wire, end ?? position + 1) }
-                position += 1 + length
-            default:
-                return nil
-            }
-        }
-        return nil
     }
 
     /// Where the question ends, and the records of the answer and additional sections; `nil` unless the message is
