@@ -30,6 +30,8 @@ struct ServiceBindingSteeringTests {
             overrides.set(
                 [try #require(IPAddress("192.0.2.77")), try #require(IPAddress("2001:db8::77"))],
                 for: try HostPattern("override.ecs.test"))
+            // The target of svc.ecs.test's record, whose ECH keys an override's host does not hold.
+            overrides.set([try #require(IPAddress("192.0.2.88"))], for: try HostPattern("target.ecs.test"))
             let resolver = HostResolver(
                 upstreams: [.init(name: "cares", kind: .cares, resolver: cares)], overrides: overrides,
                 cache: HostCache(), prober: nil, onShutdown: [{ cares.shutdown() }])
@@ -99,22 +101,36 @@ struct ServiceBindingSteeringTests {
         let alias = try await lab.ask("pool.ecs.test", type: 65, subnet: nil)
         #expect(alias.map(\.data) == ["0 svc.ecs.test."])
         // A name without addresses: its hints go rather than send clients where A and AAAA do not.
-        let unaddressed = try await lab.binding("svc.ecs.test", subnet: nil)
-        #expect(unaddressed.ipv4Hints.isEmpty && unaddressed.ipv6Hints.isEmpty && unaddressed.port == 8443)
+        let unaddressed = try await lab.binding("lonely.ecs.test", subnet: nil)
+        #expect(unaddressed.ipv4Hints.isEmpty && unaddressed.ipv6Hints.isEmpty && unaddressed.alpn == ["h2"])
+        // A target with IPv4 only: its IPv4 hint, no IPv6 hint, and the record keeps a TTL (no empty answer's 0).
+        let flat = try await lab.ask("flatsvc.ecs.test", type: 65, subnet: nil)
+        #expect(flat.map(\.data) == ["1 flat.ecs.test. alpn=\"h2\" ipv4hint=192.0.2.50"])
+        #expect(flat.first.map { $0.ttl > 0 } ?? false, "\(flat)")
+        // A target the overrides answer: their addresses, and no ECH (the override's host holds no such keys); the
+        // port and the mandatory keys as they came.
+        let overridden = try await lab.binding("svc.ecs.test", subnet: nil)
+        #expect(overridden.ipv4Hints.map(\.description) == ["192.0.2.88"] && overridden.ipv6Hints.isEmpty)
+        #expect(overridden.ech == nil && overridden.port == 8443 && overridden.mandatory == [1, 3])
+        // ANY is declined (it would carry records past the steering); resolver.arpa is not forwarded (RFC 9462).
+        let any = try await ClientSubnetTests.udp(
+            lab.port, ClientSubnetTests.query("www.ecs.test", type: 255, subnet: nil))
+        #expect(any[3] & 0x0F == 4, "NOTIMP")
+        let ddr = try await ClientSubnetTests.udp(
+            lab.port, ClientSubnetTests.query("_dns.resolver.arpa", type: 64, subnet: nil))
+        #expect(ddr[3] & 0x0F == 0 && ddr[6] == 0 && ddr[7] == 0, "NOERROR, nothing designated")
         await lab.stop()
     }
 
     @Test(
-        "an overridden name's HTTPS and SVCB records are the service's: the override's addresses, the settings' port and ALPN"
+        "an overridden name's HTTPS record is the service's: the override's addresses, the settings' port and ALPN"
     )
     func overriddenName() async throws {
         let lab = try await Lab.start(ecs: .on)
-        for type: UInt16 in [64, 65] {
-            let records = try await lab.ask("override.ecs.test", type: type, subnet: "198.51.100.0/24")
-            #expect(
-                records.map(\.data) == [#"1 . alpn="h2,h3" port=8443 ipv4hint=192.0.2.77 ipv6hint=2001:db8::77"#],
-                "\(type)")
-        }
+        let records = try await lab.ask("override.ecs.test", type: 65, subnet: "198.51.100.0/24")
+        #expect(records.map(\.data) == [#"1 . alpn="h2,h3" port=8443 ipv4hint=192.0.2.77 ipv6hint=2001:db8::77"#])
+        // SVCB (whose ALPN identifiers are not HTTP's) is relayed and steered: the upstream has none.
+        #expect(try await lab.ask("override.ecs.test", type: 64, subnet: "198.51.100.0/24").isEmpty)
         await lab.stop()
     }
 
@@ -186,6 +202,22 @@ struct ServiceBindingSteeringTests {
             + [0xC0, 12, 0, 65, 0, 1, 0, 0, 1, 44, 0, UInt8(broken.count)] + broken
         let cleaned = try #require(ServiceBindingAnswer.steering(Array(malformed), hints: [:]))
         #expect(Array(cleaned[6..<8]) == [0, 0], "no answer left")
+        // Names written in full could make the answer outgrow a stream's two-byte length: 300 records owned by a
+        // pointer to a 250-byte name would take 78 KB. The rebuild refuses rather than sending the original.
+        var long: [UInt8] = []
+        for _ in 0..<5 { long += [49] + [UInt8](repeating: 97, count: 49) }
+        long.append(0)
+        let bigHeader: [UInt8] = [0, 1, 0x81, 0x80, 0, 1, 0x01, 0x2D, 0, 0, 0, 0]
+        let cnameHead: [UInt8] = [0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, UInt8(long.count)]
+        var big = bigHeader + question
+        big += cnameHead
+        big += long
+        let longAt = big.count - long.count
+        for index in 0..<300 {
+            big += [0xC0 | UInt8(longAt >> 8), UInt8(longAt & 0xFF), 0, 16, 0, 1, 0, 0, 0, 60, 0, 3]
+            big += [2, UInt8(index >> 8), UInt8(index & 0xFF)]
+        }
+        #expect(ServiceBindingAnswer.steering(big, hints: [:]) == nil)
         // The CNAME's target written in full, where the original pointed back at the question.
         let fullTarget: [UInt8] = [0, 11, 4] + Array("edge".utf8) + [4] + Array("test".utf8) + [0]
         #expect(steered.firstRange(of: fullTarget) != nil)

@@ -15,7 +15,9 @@ public import HTTPDNS
 ///   203.0.113.0/24, `z.ecs.test` (192.0.2.109) otherwise: another record type that depends on the network.
 /// - `web.ecs.test` HTTPS with `ipv4hint=10.0.0.8` (an internal address), `pub.ecs.test` HTTPS with a public hint.
 /// - `www.ecs.test` HTTPS with hints no view answers (192.0.2.250, 2001:db8::250), `elsewhere.ecs.test` HTTPS pointing at
-///   `www.ecs.test` with port 8443, `h3` and ECH: what serve steers to the addresses each client network gets.
+///   `www.ecs.test` with port 8443, `h3` and ECH: what serve steers to the addresses each client network gets;
+///   `flatsvc.ecs.test` HTTPS pointing at `flat.ecs.test` (IPv4 only) with an IPv6 hint, `lonely.ecs.test` HTTPS with
+///   a hint and no address records.
 /// - For `hostsctl resolve --type`: `svc.ecs.test` HTTPS with every common key, `pool.ecs.test` HTTPS in AliasMode,
 ///   `doh.ecs.test` SVCB with `dohpath`, `mail` MX, `caa` CAA, `_sip._tcp` SRV, `chain` CNAME to `alias`, `words`
 ///   TXT of two strings, one with quotes.
@@ -53,6 +55,8 @@ public final class PowerDNS: Sendable {
         broken IN LUA A "error('no answer')"
         www IN HTTPS 1 . alpn=h2 ipv4hint=192.0.2.250 ipv6hint=2001:db8::250
         elsewhere IN HTTPS 1 www.ecs.test. alpn=h3 port=8443 ipv4hint=192.0.2.251 ech=AQIDBAUGBwg=
+        flatsvc IN HTTPS 1 flat.ecs.test. alpn=h2 ipv6hint=2001:db8::252
+        lonely IN HTTPS 1 . alpn=h2 ipv4hint=192.0.2.253
         svc IN HTTPS 1 target.ecs.test. mandatory=alpn,port alpn=h2,h3 port=8443 ipv4hint=192.0.2.1,192.0.2.2 ech=AQIDBAUGBwg= ipv6hint=2001:db8::1
         pool IN HTTPS 0 svc.ecs.test.
         doh IN SVCB 1 doh.ecs.test. alpn=h2 key7="/dns-query{?dns}"

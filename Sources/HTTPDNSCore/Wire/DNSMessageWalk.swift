@@ -124,7 +124,9 @@ package enum DNSMessageWalk {
                 if end == nil { end = position + 2 }
                 position = (length & 0x3F) << 8 | Int(message[position + 1])
             case 0:
-                guard position + 1 + length <= message.count, wire.count + length + 2 <= 255 else { return nil }
+                // At most 255 octets in all, the root's included: a label needs room for itself and the root.
+                guard position + 1 + length <= message.count, wire.count + (length == 0 ? 1 : length + 2) <= 255
+                else { return nil }
                 wire += message[position...position + length]
                 if length == 0 { return (wire, end ?? position + 1) }
                 position += 1 + length

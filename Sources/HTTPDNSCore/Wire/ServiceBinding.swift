@@ -96,8 +96,11 @@ package struct ServiceBinding: Sendable, Hashable {
         parameters[Key.mandatory] = rest.isEmpty ? nil : rest.flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
     }
 
-    /// The ECHConfigList (`ech`), as it came.
-    package var ech: [UInt8]? { parameters[Key.ech] }
+    /// The ECHConfigList (`ech`), as it came; set to `nil` to remove it (and its place in `mandatory`).
+    package var ech: [UInt8]? {
+        get { parameters[Key.ech] }
+        set { set(Key.ech, newValue) }
+    }
 
     /// The DoH path template (`dohpath`, RFC 9461).
     package var dohPath: String? { parameters[Key.dohPath].map { String(decoding: $0, as: UTF8.self) } }

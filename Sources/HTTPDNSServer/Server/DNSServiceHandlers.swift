@@ -311,7 +311,9 @@ final class DNSStreamHandler: ChannelDuplexHandler, LateAnswerFlushing {
     private func send(_ response: ServiceResponse, to query: [UInt8], context: ChannelHandlerContext) {
         inFlight -= 1
         connectionGuard.record(.answered)
-        if !closed, let message = DNSTransportWire.message(for: response, query: query, overUDP: false) {
+        if !closed, var message = DNSTransportWire.message(for: response, query: query, overUDP: false) {
+            // A stream's two-byte length carries at most 65,535 bytes: anything longer goes out truncated.
+            message = DNSTransportWire.truncated(message, limit: 65_535)
             var buffer = context.channel.allocator.buffer(capacity: message.count + 2)
             DNSStreamFramer.write(message, into: &buffer)
             context.write(wrapOutboundOut(buffer), promise: nil)

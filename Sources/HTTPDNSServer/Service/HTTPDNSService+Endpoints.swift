@@ -90,6 +90,11 @@ extension HTTPDNSService {
         }
         let network = clientNetwork(stated: stated, client: client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
+            // ANY would carry A, AAAA and HTTPS records past the steering, and RFC 8482 lets a server decline it.
+            if parsed.type == 255 { return answer(.notImplemented) }
+            // `resolver.arpa` names this server's own resolver (RFC 9462 §4: forwarders do not forward it): nothing
+            // is designated here.
+            if parsed.name == "resolver.arpa" || parsed.name.hasSuffix(".resolver.arpa") { return answer(.noError) }
             // An overridden name's HTTPS or SVCB record is the service's own, whatever happens to other types.
             if Self.isServiceBinding(parsed.type),
                 let plan = overriddenBindingPlan(parsed, stated: stated, configuration)
