@@ -273,7 +273,10 @@ final class SettingsReloader: Sendable {
             $0 = { [weak self] settings in
                 guard let self else { return }
                 serial.withLock { appliedBytes in
-                    if apply(settings, trigger: "file").applied { appliedBytes = Self.contents(path) }
+                    // Already applied (a control call or SIGHUP read this edit first): nothing to do again.
+                    let bytes = Self.contents(path)
+                    guard bytes == nil || bytes != appliedBytes else { return }
+                    if apply(settings, trigger: "file").applied { appliedBytes = bytes }
                 }
             }
         }

@@ -11,7 +11,8 @@ import Testing
 /// settings; the control calls take POST only, and nothing a web page sends.
 @Suite("hostsctl control: status, flush, reload on a running server")
 struct ControlCommandTests {
-    /// A server with every DNS listener, the relay of other types, and a settings file the test can edit.
+    /// A server with every DNS listener, the relay of other types, and a settings file the test can edit (not
+    /// watched: only the control calls reload it, so what a reload says is the control call's).
     struct Running {
         let dnsmasq: DNSMasq
         let process: ChildProcess
@@ -25,6 +26,7 @@ struct ControlCommandTests {
             """
             {
               "sources": { "order": ["cache", "cares"], "systemFallback": false },
+              "reload": { "intervalMs": 0 },
               "cares": { "servers": ["\(dnsmasq.address)"], "timeoutMs": 300, "tries": 1 },
               "probe": { "enabled": false },
               "cache": { "path": "\(TemporaryFiles.path("cache.json"))" },

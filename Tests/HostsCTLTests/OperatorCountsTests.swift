@@ -22,8 +22,12 @@ struct OperatorCountsTests {
         let dot: UInt16
         let admin: UInt16
 
-        static func start(ecs: String, extra: String = "", timeoutMs: Int = 3000) async throws -> Served {
-            let dnsmasq = try await DNSMasq.start(logsQueries: true)
+        /// `cache`: more keys of the `cache` section (each followed by a comma); `records`: dnsmasq's zone.
+        static func start(
+            ecs: String, extra: String = "", timeoutMs: Int = 3000, cache: String = "",
+            records: [String] = []
+        ) async throws -> Served {
+            let dnsmasq = try await DNSMasq.start(records: TestZone.records + records, logsQueries: true)
             let certificates = try TestCertificates()
             let leaf = try certificates.leaf(for: "dot.test", ip: "127.0.0.1")
             let (https, dot, admin) = (try FreePort.tcp(), try FreePort.tcp(), try FreePort.tcp())
@@ -34,7 +38,7 @@ struct OperatorCountsTests {
                   "sources": { "order": ["cache", "cares"], "systemFallback": false },
                   "cares": { "servers": ["\(dnsmasq.address)"], "timeoutMs": \(timeoutMs), "tries": 1 },
                   "probe": { "enabled": false },
-                  "cache": { "path": "\(TemporaryFiles.path("cache.json"))" },
+                  "cache": { \(cache) "path": "\(TemporaryFiles.path("cache.json"))" },
                   "serve": {
                     "listen": "127.0.0.1:\(https)", "certificate": "\(leaf.certificatePath)",
                     "privateKey": "\(leaf.keyPath)",
@@ -60,7 +64,10 @@ struct OperatorCountsTests {
         }
 
         /// kdig's answer status for `name` over `transport` (`+notcp`, `+tcp`, `+tls`, `+https`).
-        func kdig(_ name: String, type: String = "A", _ transport: String) async throws -> String {
+        /// `options`: more of kdig's options (`+edns`).
+        func kdig(_ name: String, type: String = "A", _ transport: String, options more: [String] = [])
+            async throws -> String
+        {
             let tls = ["+tls-ca=\(certificates.caPath)", "+tls-hostname=dot.test"]
             let (port, options): (UInt16, [String]) =
                 switch transport {
@@ -70,7 +77,7 @@ struct OperatorCountsTests {
                 }
             let output = try await HostsCTLProcess.run(
                 executable: "/usr/bin/kdig",
-                ["@127.0.0.1", "-p", "\(port)"] + options + ["+timeout=10", "+retry=0", name, type])
+                ["@127.0.0.1", "-p", "\(port)"] + options + more + ["+timeout=10", "+retry=0", name, type])
             return output.standardOutput + output.standardError
         }
 

@@ -108,9 +108,10 @@ package enum DNSAnswerMessage {
     /// The answer: the query's ID, opcode and RD echoed, RA set, the question echoed and each record pointing back
     /// at the question's name; an OPT record (version 0) when the query had one, carrying `clientSubnet` (the
     /// client's own ECS option with the scope of the answer, RFC 7871 §7.2.2) when given.
+    /// `extendedError`: an Extended DNS Error (RFC 8914) for the OPT record, with the client's subnet option if any.
     package static func encode(
         answering query: DNSQueryMessage, code: ResponseCode, records: [Record],
-        clientSubnet: (network: IPNetwork, scope: Int)? = nil
+        clientSubnet: (network: IPNetwork, scope: Int)? = nil, extendedError: ExtendedDNSError? = nil
     ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(12 + query.question.count + records.count * 28)
@@ -135,7 +136,8 @@ package enum DNSAnswerMessage {
         }
         if query.usesEDNS {
             out += DNSMessageWalk.optRecord(
-                carrying: clientSubnet.map { EDNSClientSubnet.option($0.network, scope: $0.scope) } ?? [])
+                carrying: (clientSubnet.map { EDNSClientSubnet.option($0.network, scope: $0.scope) } ?? [])
+                    + (extendedError?.option ?? []))
         }
         return out
     }

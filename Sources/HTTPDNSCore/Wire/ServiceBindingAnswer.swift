@@ -72,8 +72,13 @@ package enum ServiceBindingAnswer {
     /// longer than ``maximumLength``): the caller must not send the original, which carries the upstream's hints.
     package static func steering(_ answer: [UInt8], hints: [String: Hints]) -> [UInt8]? {
         guard let (questionEnd, records) = sections(answer) else { return nil }
-        let question = Array(answer[12..<questionEnd - 4])
+        /// A name with ASCII letters lower-cased: how owners are compared.
+        func folded(_ wire: [UInt8]) -> [UInt8] { wire.map { (65...90).contains($0) ? $0 | 0x20 : $0 } }
+        let questionName = folded(Array(answer[12..<questionEnd - 4]))
         var rebuilt: [(owner: [UInt8], type: UInt16, recordClass: UInt16, ttl: UInt32, data: [UInt8])] = []
+        // What the rebuilt answer will take at most, followed as it grows: past the bound it stops at once, so a
+        // hostile answer of thousands of pointers to one long name never expands in memory.
+        var length = questionEnd + 11
         for record in records.answers {
             guard let owner = DNSMessageWalk.expandedName(answer, at: record.owner) else { return nil }
             var ttl = record.ttl
@@ -104,17 +109,16 @@ package enum ServiceBindingAnswer {
             default:
                 break
             }
+            length += (folded(owner.wire) == questionName ? 2 : owner.wire.count) + 10 + data.count
+            guard length <= maximumLength else { return nil }
             rebuilt.append((owner.wire, record.type, record.recordClass, ttl, data))
         }
-        /// A name with ASCII letters lower-cased: how owners are compared.
-        func folded(_ wire: [UInt8]) -> [UInt8] { wire.map { (65...90).contains($0) ? $0 | 0x20 : $0 } }
         // One TTL per set: the smallest of its records'.
         var setTTL: [[UInt8]: UInt32] = [:]
         for record in rebuilt {
             let key = folded(record.owner) + [UInt8(record.type >> 8), UInt8(record.type & 0xFF)]
             setTTL[key] = min(setTTL[key] ?? .max, record.ttl)
         }
-        let questionName = folded(question)
         var body: [UInt8] = []
         var written = Set<[UInt8]>()
         var count = 0

@@ -12,7 +12,14 @@ extension DNSTransportWire {
         if response.status == 503, overUDP, let truncated = slipped(query) { return truncated }
         let code = DNSAnswerMessage.ResponseCode(httpStatus: response.status)
         if let parsed = try? DNSQueryMessage(query) {
-            return DNSAnswerMessage.encode(answering: parsed, code: code, records: [])
+            // Why, for an EDNS client (RFC 8914): the rate limit, or the upstream bound.
+            let why: ExtendedDNSError? =
+                switch response.status {
+                case 429: .rateLimited
+                case 503: .upstreamBusy
+                default: nil
+                }
+            return DNSAnswerMessage.encode(answering: parsed, code: code, records: [], extendedError: why)
         }
         guard query.count >= 12, query[2] & 0x80 == 0 else { return nil }
         // The header alone: the ID and opcode echoed, QR set, no sections.

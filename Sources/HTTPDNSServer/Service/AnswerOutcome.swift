@@ -70,6 +70,9 @@ struct LookupFailure: Error, Hashable {
     var code: DNSAnswerMessage.ResponseCode
     /// Whether the guard withheld the answer.
     var isWithheld = false
+    /// Why, for EDNS clients (RFC 8914): no upstream answered in time, or it could not be reached. None for an
+    /// answer the guard withheld: it looks like a missing name, so that outsiders cannot tell internal names.
+    var extendedError: ExtendedDNSError?
 
     /// What operators see.
     var outcome: AnswerOutcome { isWithheld ? .withheld : AnswerOutcome(code) }

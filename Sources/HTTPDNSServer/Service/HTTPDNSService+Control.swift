@@ -86,7 +86,6 @@ package struct ServerStatus: Codable, Sendable, Hashable {
     package var upstreams: [UpstreamHealth.Record]
     /// Hosts in the resolver's cache.
     package var cachedHosts: Int
-
 }
 
 /// `POST /admin/flush`: what a flush removed.

@@ -72,12 +72,17 @@ extension HTTPDNSService {
         } catch {
             return Self.failedDNSQuery(400, error.reason)
         }
-        func answer(_ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = []) -> Plan {
-            Plan(endpoint: "dns-query", name: parsed.name, work: .done(Self.dnsResponse(parsed, code, records)))
+        func answer(
+            _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record] = [],
+            extendedError: ExtendedDNSError? = nil
+        ) -> Plan {
+            Plan(
+                endpoint: "dns-query", name: parsed.name,
+                work: .done(Self.dnsResponse(parsed, code, records, extendedError: extendedError)))
         }
         guard parsed.opcode == 0 else { return answer(.notImplemented) }
         // Class IN only: CHAOS (version.bind and the like) and the rest are not this service's to answer or relay.
-        guard parsed.questionClass == 1 else { return answer(.refused) }
+        guard parsed.questionClass == 1 else { return answer(.refused, extendedError: .notServed) }
         // The client's own ECS option (RFC 7871), used and echoed with the answer's scope when the mode is on; a
         // malformed one is a FORMERR (§7.1.1).
         var stated: IPNetwork?
@@ -90,35 +95,7 @@ extension HTTPDNSService {
         }
         let network = clientNetwork(stated: stated, client: client, configuration)
         guard parsed.type == 1 || parsed.type == 28 else {
-            // ANY would carry A, AAAA and HTTPS records past the steering, and RFC 8482 lets a server decline it.
-            if parsed.type == 255 { return answer(.notImplemented) }
-            // `resolver.arpa` names this server's own resolver (RFC 9462 §4: forwarders do not forward it): nothing
-            // is designated here.
-            if parsed.name == "resolver.arpa" || parsed.name.hasSuffix(".resolver.arpa") { return answer(.noError) }
-            // An overridden name's HTTPS or SVCB record is the service's own, whatever happens to other types.
-            if Self.isServiceBinding(parsed.type),
-                let plan = overriddenBindingPlan(parsed, stated: stated, configuration)
-            {
-                return plan
-            }
-            guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
-            // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
-            guard !forwardingMarker.isLoop(message) else { return answer(.serverFailure) }
-            if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
-                ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
-            {
-                return answer(.refused)
-            }
-            guard
-                let relayed = try? ForwardedQuery.strippingEveryOption(
-                    message, questionEnd: 12 + parsed.question.count)
-            else { return answer(.formatError) }
-            return Plan(
-                endpoint: "dns-query", name: parsed.name,
-                work: .forward(
-                    Relay(
-                        query: parsed, message: relayed, subnet: network.subnet, chosen: network.chosen,
-                        stated: stated)))
+            return otherTypePlan(parsed, message, network: network, stated: stated, configuration)
         }
         let lookup = Lookup(
             name: parsed.name, family: parsed.type == 1 ? .ipv4 : .ipv6, limit: configuration.maximumAnswers,
@@ -130,9 +107,12 @@ extension HTTPDNSService {
                 case .success(let answer):
                     return Self.dnsResponse(
                         parsed, .noError, answer.addresses.map { .init(data: $0.bytes, ttl: answer.ttl) },
-                        clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) })
+                        clientSubnet: stated.map { ($0, min(answer.scope, $0.prefixLength)) },
+                        extendedError: answer.stale ? .staleAnswer : nil)
                 case .failure(let failure):
-                    var response = Self.dnsResponse(parsed, failure.code, [], clientSubnet: stated.map { ($0, 0) })
+                    var response = Self.dnsResponse(
+                        parsed, failure.code, [], clientSubnet: stated.map { ($0, 0) },
+                        extendedError: failure.extendedError)
                     if failure.isWithheld { response.outcome = .withheld }
                     return response
                 }
@@ -142,15 +122,59 @@ extension HTTPDNSService {
         return plan
     }
 
+    /// The plan for a query of another type than A and AAAA: declined (ANY, `resolver.arpa`, NOTIMP without a
+    /// forwarder), an overridden name's HTTPS record, or a relay.
+    private func otherTypePlan(
+        _ parsed: DNSQueryMessage, _ message: [UInt8], network: (subnet: IPNetwork?, chosen: Bool), stated: IPNetwork?,
+        _ configuration: Configuration
+    ) -> Plan {
+        func answer(_ code: DNSAnswerMessage.ResponseCode, extendedError: ExtendedDNSError? = nil) -> Plan {
+            Plan(
+                endpoint: "dns-query", name: parsed.name,
+                work: .done(Self.dnsResponse(parsed, code, [], extendedError: extendedError)))
+        }
+        // ANY would carry A, AAAA and HTTPS records past the steering, and RFC 8482 lets a server decline it.
+        if parsed.type == 255 { return answer(.notImplemented) }
+        // `resolver.arpa` names this server's own resolver (RFC 9462 §4: forwarders do not forward it): nothing
+        // is designated here.
+        if parsed.name == "resolver.arpa" || parsed.name.hasSuffix(".resolver.arpa") { return answer(.noError) }
+        // An overridden name's HTTPS or SVCB record is the service's own, whatever happens to other types.
+        if Self.isServiceBinding(parsed.type),
+            let plan = overriddenBindingPlan(parsed, stated: stated, configuration)
+        {
+            return plan
+        }
+        guard configuration.otherTypes == .forward, forwarder != nil else { return answer(.notImplemented) }
+        // Our own forwarded query back again, or one that passed too many forwarders: a loop, not forwarded.
+        guard !forwardingMarker.isLoop(message) else { return answer(.serverFailure) }
+        if parsed.type == 12, !configuration.forwardsGuardedReverseLookups,
+            ForwardedQuery.reverseTarget(parsed.name)?.isNonPublic ?? false
+        {
+            return answer(.refused, extendedError: .notServed)
+        }
+        guard
+            let relayed = try? ForwardedQuery.strippingEveryOption(
+                message, questionEnd: 12 + parsed.question.count)
+        else { return answer(.formatError) }
+        return Plan(
+            endpoint: "dns-query", name: parsed.name,
+            work: .forward(
+                Relay(
+                    query: parsed, message: relayed, subnet: network.subnet, chosen: network.chosen,
+                    stated: stated)))
+    }
+
     static func dnsResponse(
         _ query: DNSQueryMessage, _ code: DNSAnswerMessage.ResponseCode, _ records: [DNSAnswerMessage.Record],
-        clientSubnet: (network: IPNetwork, scope: Int)? = nil
+        clientSubnet: (network: IPNetwork, scope: Int)? = nil, extendedError: ExtendedDNSError? = nil
     ) -> ServiceResponse {
         var ttl = records.first?.ttl ?? 0
         for record in records { ttl = min(ttl, record.ttl) }
         return ServiceResponse(
             status: 200, contentType: "application/dns-message", maxAge: ttl,
-            body: DNSAnswerMessage.encode(answering: query, code: code, records: records, clientSubnet: clientSubnet))
+            body: DNSAnswerMessage.encode(
+                answering: query, code: code, records: records, clientSubnet: clientSubnet,
+                extendedError: extendedError))
     }
 
     /// The key of relayed answers asked without a client network while ECS is on.
@@ -196,8 +220,10 @@ extension HTTPDNSService {
                 var answers: [String] = []
                 var ttl: UInt32 = 0
                 var scope = 0
+                var why: ExtendedDNSError?
                 switch results[0] {
                 case .success(let answer):
+                    why = answer.stale ? .staleAnswer : nil
                     scope = stated.map { min(answer.scope, $0.prefixLength) } ?? 0
                     ttl = answer.addresses.isEmpty ? 0 : answer.ttl
                     answers = answer.addresses.map { address in
@@ -206,12 +232,18 @@ extension HTTPDNSService {
                 case .failure(let failure):
                     status = Int(failure.code.rawValue)
                     outcome = failure.outcome
+                    why = failure.extendedError
                 }
                 var body = "{\"Status\":\(status),\"TC\":false,\"RD\":true,\"RA\":true,\"AD\":false,\"CD\":false,"
                 body += "\"Question\":[{\"name\":\(quoted),\"type\":\(type)}]"
                 if !answers.isEmpty { body += ",\"Answer\":[" + answers.joined(separator: ",") + "]" }
                 // As Google's API answers it: the network asked for, with the answer's scope as its length.
                 if let stated { body += ",\"edns_client_subnet\":\"\(stated.address)/\(scope)\"" }
+                // Why (RFC 8914's Extended DNS Error), as an object of its INFO-CODE and EXTRA-TEXT.
+                if let why {
+                    body += ",\"ExtendedDNSError\":{\"InfoCode\":\(why.code),"
+                    body += "\"ExtraText\":\(JSONString.quoted(why.text))}"
+                }
                 body += "}"
                 return ServiceResponse(
                     status: 200, contentType: "application/dns-json", maxAge: ttl, body: Array(body.utf8),

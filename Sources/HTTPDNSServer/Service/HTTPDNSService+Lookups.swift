@@ -52,7 +52,7 @@ extension HTTPDNSService {
         if let negative = error as? ScopedNegativeAnswer { return failure(subnetNegative(negative, lookup), lookup) }
         guard let error = error as? HTTPDNSError else { return .failure(.serverFailure) }
         switch error.code {
-        case .noData: return .success(([], 0, 0))
+        case .noData: return .success(([], 0, 0, false))
         // A name whose answer the private-address guard withheld looks like one that does not exist: the
         // difference would tell outsiders which internal names there are.
         case .notFound: return .failure(.nameError)
@@ -61,7 +61,8 @@ extension HTTPDNSService {
         default:
             logger.debug(
                 "lookup failed", metadata: ["host": "\(HostName.printable(lookup.name))", "error": "\(error.code)"])
-            return .failure(.serverFailure)
+            return .failure(
+                LookupFailure(code: .serverFailure, extendedError: ExtendedDNSError.upstreamFailure(error.code)))
         }
     }
 
@@ -119,6 +120,6 @@ extension HTTPDNSService {
             addresses.append(address.ip)
             if addresses.count == limit { break }
         }
-        return .success((addresses, ttl ?? ranked.ttl, scope))
+        return .success((addresses, ttl ?? ranked.ttl, scope, ranked.freshness == .stale))
     }
 }

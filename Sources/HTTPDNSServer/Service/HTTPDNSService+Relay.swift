@@ -128,7 +128,9 @@ extension HTTPDNSService {
         }
         logger.debug(
             "forwarding failed", metadata: ["host": "\(HostName.printable(relay.query.name))", "error": "\(error)"])
-        return Self.dnsResponse(relay.query, .serverFailure, [])
+        let code = (error as? HTTPDNSError)?.code
+        return Self.dnsResponse(
+            relay.query, .serverFailure, [], extendedError: code.flatMap(ExtendedDNSError.upstreamFailure))
     }
 
     /// A relayed answer to a query sent with `subnet`, without the upstream's ECS option (it names the server's

@@ -5,7 +5,8 @@ import Logging
 /// HTTPS records first and may connect to their `ipv4hint`/`ipv6hint` addresses, so hints straight from the upstream
 /// would bypass the overrides and the steering. For an overridden name the service makes the record itself; for any
 /// other name the upstream's record is relayed with its hints replaced by the addresses the same client network gets
-/// for A and AAAA, in the same order (everything else, the port, ALPN and ECH, as it came).
+/// for A and AAAA, in the same order (the port, ALPN and the rest as they came; ECH dropped for a target the
+/// overrides answer), or SERVFAIL when it cannot be rebuilt: the upstream's own hints never reach a client.
 extension HTTPDNSService {
     /// The most names one answer's hints are steered for (each costs two lookups, run under the relay's place); the
     /// hints of any further name are left out rather than passed on unsteered. An answer rarely holds more than one

@@ -225,7 +225,8 @@ public final class HTTPDNSService: Sendable {
 
     /// The addresses, their TTL, and the prefix length of the client's network the answer holds for (0: every
     /// client).
-    typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32, scope: Int), LookupFailure>
+    /// `stale`: the answer is served past its TTL (RFC 8767), which an Extended DNS Error says.
+    typealias LookupResult = Result<(addresses: [IPAddress], ttl: UInt32, scope: Int, stale: Bool), LookupFailure>
 
     /// Reads the request, applies the rate limit, and says what answering it takes: from `memo` when it holds the
     /// answer to the same RFC 8484 query at `now`.
